@@ -1,0 +1,77 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <vector>
+
+#include "core/fp16.h"
+#include "core/hash.h"
+#include "core/status.h"
+#include "core/thread_pool.h"
+
+namespace promptcache {
+namespace {
+
+TEST(ThreadPool, ParallelForCoversEveryIndexOnce) {
+  for (int threads : {1, 2, 3, 5}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {0, 1, 7, 64, 1000}) {
+      for (int64_t align : {1, 4, 16}) {
+        std::vector<std::atomic<int>> hits(n);
+        pool.ParallelFor(n, [&](int64_t b, int64_t e) {
+          EXPECT_EQ(b % align, 0);
+          for (int64_t i = b; i < e; ++i) hits[i]++;
+        }, align);
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << i;
+      }
+    }
+  }
+}
+
+TEST(ThreadPool, ManyShortJobs) {
+  ThreadPool pool(2);
+  std::atomic<int64_t> sum{0};
+  for (int j = 0; j < 20000; ++j) pool.Run([&](int t, int) { sum += t + 1; });
+  EXPECT_EQ(sum.load(), 20000 * 3);
+}
+
+TEST(Fp16, RoundTripsEveryHalf) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float f = F16ToF32(static_cast<uint16_t>(h));
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(F32ToF16(f), h) << h;
+  }
+}
+
+TEST(Fp16, RoundsToNearestEven) {
+  EXPECT_EQ(F16ToF32(F32ToF16(1.0f)), 1.0f);
+  EXPECT_EQ(F32ToF16(65520.0f), 0x7c00);  // rounds up to infinity
+  EXPECT_EQ(F32ToF16(1.0f + 1.0f / 2048), F32ToF16(1.0f));  // tie to even
+  EXPECT_EQ(F32ToF16(std::ldexp(1.0f, -24)), 1);            // smallest subnormal
+  EXPECT_EQ(F32ToF16(std::ldexp(1.0f, -26)), 0);
+  EXPECT_EQ(BF16ToF32(F32ToBF16(3.140625f)), 3.140625f);
+}
+
+TEST(Hash, StableAndLengthPrefixed) {
+  Hasher128 a, b;
+  a.Update(std::string_view("ab"));
+  a.Update(std::string_view("c"));
+  b.Update(std::string_view("a"));
+  b.Update(std::string_view("bc"));
+  EXPECT_NE(a.HexDigest(), b.HexDigest());
+  EXPECT_EQ(a.HexDigest().size(), 32u);
+  EXPECT_EQ(Hash64("x", 1), Hash64("x", 1));
+}
+
+TEST(Status, ResultCarriesValueOrError) {
+  Result<int> good = 5;
+  EXPECT_TRUE(good.ok());
+  EXPECT_EQ(*good, 5);
+  Result<int> bad = InvalidArgument("nope");
+  EXPECT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "nope");
+  EXPECT_EQ(bad.status().WithContext("file").message(), "file: nope");
+}
+
+}  // namespace
+}  // namespace promptcache

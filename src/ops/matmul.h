@@ -1,0 +1,40 @@
+// Matrix multiplication of GGUF weight matrices by activations: the kernel where almost all of a
+// forward pass's time goes. Knows nothing of models: only a weight matrix in a ggml type and a
+// batch of float rows.
+//
+// Decode (n_tokens == 1) is a matrix-vector product bound by memory bandwidth; prefill
+// (n_tokens > 1) is a matrix-matrix product bound by arithmetic and tiled for reuse. Work is split
+// across the pool by weight rows, so each thread streams its own part of the weights once.
+// SIMD paths are compiled for several targets with Highway and chosen at run time; MatMulReference
+// is the plain scalar definition every fast path is tested against.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/thread_pool.h"
+#include "gguf/gguf.h"
+
+namespace promptcache {
+
+// A [rows x cols] matrix stored row-major in `type` (in ggml terms: ne0 = cols, ne1 = rows).
+struct WeightMatrix {
+  GgmlType type = GgmlType::kF32;
+  const uint8_t* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  size_t row_bytes = 0;  // RowBytes(type, cols)
+};
+
+// Types MatMul accepts: F32, F16, BF16, Q8_0, Q4_0.
+bool MatMulSupports(GgmlType type);
+
+// out[t * rows + r] = sum_c W[r, c] * x[t * cols + c], for t in [0, n_tokens), r in [0, rows).
+// `pool` may be null (single-threaded). Quantized types may quantize x internally (to Q8_0), so
+// results differ from the reference within that rounding.
+void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* out, ThreadPool* pool);
+
+// Plain scalar reference: dequantizes each weight row to float and sums in double.
+void MatMulReference(const WeightMatrix& w, const float* x, int64_t n_tokens, float* out);
+
+}  // namespace promptcache

@@ -1,0 +1,36 @@
+// Vector kernels of a transformer layer that are not matrix multiplies: RMSNorm, rotary position
+// embedding, softmax, SwiGLU, dot products and axpy against float or half rows (attention reads
+// its K/V cache through these). SIMD via Highway with run-time dispatch; each has a scalar
+// reference in vec_reference.h used by the tests.
+#pragma once
+
+#include <cstdint>
+
+namespace promptcache {
+
+// out[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i]. out may alias x.
+void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out);
+
+// Rotary embedding on adjacent pairs, as GGUF llama files expect: for each head h and pair i,
+// (x[2i], x[2i+1]) is rotated by angle pos * inv_freq[i]. x holds n_heads * head_dim floats.
+void Rope(float* x, int n_heads, int head_dim, float pos, const float* inv_freq);
+
+// In place: x[i] = exp(x[i] - max) / sum.
+void Softmax(float* x, int64_t n);
+
+// gate[i] = silu(gate[i]) * up[i].
+void SwiGlu(float* gate, const float* up, int64_t n);
+
+// y[i] += x[i].
+void Add(float* y, const float* x, int64_t n);
+
+float DotF32(const float* a, const float* b, int64_t n);
+float DotF32F16(const float* a, const uint16_t* b, int64_t n);
+// y[i] += alpha * x[i].
+void AxpyF32(float alpha, const float* x, float* y, int64_t n);
+void AxpyF16(float alpha, const uint16_t* x, float* y, int64_t n);
+
+void F32ToF16Row(const float* x, uint16_t* out, int64_t n);
+void F16ToF32Row(const uint16_t* x, float* out, int64_t n);
+
+}  // namespace promptcache

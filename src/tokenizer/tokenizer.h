@@ -1,0 +1,80 @@
+// Tokenizers of GGUF files: `llama` (SentencePiece-style BPE over scored pieces, with byte
+// fallback and a dummy-prefix space) and `gpt2` (byte-level BPE over ranked merges, after a
+// pre-tokenizer regex named by `tokenizer.ggml.pre`). Built from a file's metadata alone, so the
+// vocabulary-only GGUF files of the conformance tests load the same way a model does.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "gguf/gguf.h"
+
+namespace promptcache {
+
+enum class TokenizerKind { kSpm, kBpe };
+
+// ggml token types (tokenizer.ggml.token_type).
+enum class TokenType : int32_t {
+  kUndefined = 0, kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5,
+  kByte = 6,
+};
+
+class Tokenizer {
+ public:
+  // Reads tokenizer.ggml.* keys. Errors name the key (missing tokens, mismatched array lengths,
+  // an unknown model or pre-tokenizer, ids out of range).
+  static Result<std::unique_ptr<Tokenizer>> FromGguf(const GgufFile& file);
+  virtual ~Tokenizer() = default;
+
+  // Token ids for `text`. add_bos: prepend BOS if the vocabulary says to (tokenizer.ggml.add_bos_token,
+  // default true for `llama`, false for `gpt2`); parse_special: recognise control and
+  // user-defined tokens written in the text (e.g. "<|im_start|>") as single tokens.
+  virtual std::vector<int32_t> Encode(std::string_view text, bool add_bos,
+                                      bool parse_special = false) const = 0;
+
+  // The bytes a token stands for: "▁" becomes a space, byte tokens their byte, byte-level BPE's
+  // printable stand-ins their original bytes. Control tokens (BOS/EOS) decode to "" unless
+  // `special` is set. May be an incomplete UTF-8 sequence: see StreamDecoder.
+  virtual std::string TokenBytes(int32_t id, bool special = false) const = 0;
+  std::string Decode(const std::vector<int32_t>& ids, bool special = false) const;
+
+  TokenizerKind kind() const { return kind_; }
+  int32_t vocab_size() const { return static_cast<int32_t>(pieces_.size()); }
+  const std::string& Piece(int32_t id) const { return pieces_.at(id); }  // raw vocabulary text
+  TokenType Type(int32_t id) const { return types_.at(id); }
+  int32_t bos() const { return bos_; }   // -1 when the vocabulary has none
+  int32_t eos() const { return eos_; }
+  bool adds_bos() const { return add_bos_; }
+  // End of generation: EOS, and EOT-like tokens such as <|eot_id|>, <|im_end|>, <|end|>.
+  bool IsEndOfGeneration(int32_t id) const;
+  // Id of the token whose vocabulary text is exactly `piece`, or -1.
+  int32_t Find(std::string_view piece) const;
+
+ protected:
+  TokenizerKind kind_ = TokenizerKind::kSpm;
+  std::vector<std::string> pieces_;
+  std::vector<TokenType> types_;
+  int32_t bos_ = -1, eos_ = -1;
+  bool add_bos_ = false;
+  std::vector<int32_t> end_of_generation_;
+};
+
+// Turns a stream of token ids into text that never contains a broken UTF-8 sequence: bytes of an
+// incomplete character are held back until the token that completes it arrives.
+class StreamDecoder {
+ public:
+  explicit StreamDecoder(const Tokenizer& tok) : tok_(tok) {}
+  std::string Push(int32_t id);
+  // Whatever is still held back; invalid leftovers become U+FFFD.
+  std::string Flush();
+
+ private:
+  const Tokenizer& tok_;
+  std::string pending_;
+};
+
+}  // namespace promptcache
