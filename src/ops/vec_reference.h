@@ -1,0 +1,21 @@
+// Plain scalar definitions of the vec.h kernels: the ground truth the SIMD versions are tested
+// against, written for clarity (double accumulation where it makes the reference more exact).
+#pragma once
+
+#include <cstdint>
+
+namespace promptcache::reference {
+
+void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out);
+void Rope(float* x, int n_heads, int head_dim, float pos, const float* inv_freq);
+void Softmax(float* x, int64_t n);
+void SwiGlu(float* gate, const float* up, int64_t n);
+void Add(float* y, const float* x, int64_t n);
+float DotF32(const float* a, const float* b, int64_t n);
+float DotF32F16(const float* a, const uint16_t* b, int64_t n);
+void AxpyF32(float alpha, const float* x, float* y, int64_t n);
+void AxpyF16(float alpha, const uint16_t* x, float* y, int64_t n);
+void F32ToF16Row(const float* x, uint16_t* out, int64_t n);
+void F16ToF32Row(const uint16_t* x, float* out, int64_t n);
+
+}  // namespace promptcache::reference
