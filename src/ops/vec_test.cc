@@ -1,0 +1,253 @@
+// Compares every vec.h kernel against its scalar reference (vec_reference.h) for many lengths,
+// including odd ones and misaligned pointers, on every Highway target this CPU supports.
+#include "ops/vec.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/fp16.h"
+#include "ops/targets.h"
+#include "ops/vec_reference.h"
+
+namespace promptcache {
+namespace {
+
+constexpr float kU = 1.0f / (1 << 24);  // unit roundoff of float
+const int64_t kSizes[] = {0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 576, 1537};
+const int kOffsets[] = {0, 1, 3};  // in elements: misaligns the vectors
+
+std::vector<float> Random(int64_t n, std::mt19937& rng, float scale = 1.0f) {
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+std::vector<uint16_t> ToF16(const std::vector<float>& v) {
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) h[i] = F32ToF16(v[i]);
+  return h;
+}
+
+// Runs `body` once per compiled target, with dispatch forced to it.
+template <typename F>
+void ForEachTarget(F body) {
+  const auto targets = OpsTargets();
+  ASSERT_FALSE(targets.empty());
+  for (int64_t t : targets) {
+    ScopedOpsTarget scoped(t);
+    SCOPED_TRACE(OpsTargetName(t));
+    ASSERT_EQ(OpsActiveTargetName(), OpsTargetName(t));
+    body();
+  }
+}
+
+TEST(Vec, CompiledForSeveralTargets) {
+  // The scalar fallback plus at least one SIMD target on any x86 CPU this project targets.
+  EXPECT_GE(OpsTargets().size(), 2u);
+}
+
+TEST(Vec, RmsNorm) {
+  ForEachTarget([] {
+    std::mt19937 rng(1);
+    for (int64_t n : kSizes) {
+      if (n == 0) continue;
+      for (int off : kOffsets) {
+        auto x = Random(n + off, rng, 2.0f), w = Random(n + off, rng);
+        std::vector<float> got(n + off), want(n + off);
+        RmsNorm(x.data() + off, w.data() + off, n, 1e-5f, got.data() + off);
+        reference::RmsNorm(x.data() + off, w.data() + off, n, 1e-5f, want.data() + off);
+        for (int64_t i = off; i < n + off; ++i) {
+          // Relative: the float sum of squares has error below n u; a few more u for the rest.
+          ASSERT_NEAR(got[i], want[i], (n + 8) * kU * std::fabs(want[i]) + 1e-30f) << n;
+        }
+        // In place (out aliases x).
+        RmsNorm(x.data() + off, w.data() + off, n, 1e-5f, x.data() + off);
+        for (int64_t i = off; i < n + off; ++i) ASSERT_EQ(x[i], got[i]);
+      }
+    }
+  });
+}
+
+TEST(Vec, Rope) {
+  ForEachTarget([] {
+    std::mt19937 rng(2);
+    for (int head_dim : {2, 4, 8, 16, 32, 64, 128}) {
+      for (int n_heads : {1, 3, 9}) {
+        std::vector<float> inv_freq(head_dim / 2);
+        for (int i = 0; i < head_dim / 2; ++i) {
+          inv_freq[i] = std::pow(10000.0f, -2.0f * i / head_dim);
+        }
+        for (float pos : {0.0f, 1.0f, 17.0f, 4095.0f}) {
+          auto x = Random(n_heads * head_dim + 1, rng);
+          auto want = x;
+          Rope(x.data() + 1, n_heads, head_dim, pos, inv_freq.data());
+          reference::Rope(want.data() + 1, n_heads, head_dim, pos, inv_freq.data());
+          for (size_t i = 1; i < x.size(); ++i) {
+            // Float cos/sin (each within u) and two products: a few u of the pair's magnitude.
+            const size_t pair = (i - 1) & ~size_t{1};
+            const float mag = std::fabs(want[1 + pair]) + std::fabs(want[2 + pair]);
+            ASSERT_NEAR(x[i], want[i], 8 * kU * mag) << head_dim << " " << pos;
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(Vec, Softmax) {
+  ForEachTarget([] {
+    std::mt19937 rng(3);
+    for (int64_t n : kSizes) {
+      for (int off : kOffsets) {
+        auto x = Random(n + off, rng, 5.0f);
+        auto want = x;
+        Softmax(x.data() + off, n);
+        reference::Softmax(want.data() + off, n);
+        double total = 0.0;
+        for (int64_t i = off; i < n + off; ++i) {
+          // Highway's Exp is within a few ulp; the sum adds n u relative.
+          ASSERT_NEAR(x[i], want[i], (n + 16) * kU * want[i] + 1e-30f) << n;
+          total += x[i];
+        }
+        if (n > 0) {
+          EXPECT_NEAR(total, 1.0, 1e-5);
+        }
+      }
+    }
+    // Large and equal values: no overflow, uniform result.
+    std::vector<float> big(37, 1000.0f);
+    Softmax(big.data(), 37);
+    for (float v : big) ASSERT_NEAR(v, 1.0f / 37, 1e-6f);
+  });
+}
+
+TEST(Vec, SwiGlu) {
+  ForEachTarget([] {
+    std::mt19937 rng(4);
+    for (int64_t n : kSizes) {
+      for (int off : kOffsets) {
+        auto g = Random(n + off, rng, 4.0f), up = Random(n + off, rng);
+        if (n > 2) {
+          g[off] = -200.0f;  // exp(200) overflows: silu must go to 0, not NaN
+          g[off + 1] = 200.0f;
+        }
+        auto want = g;
+        SwiGlu(g.data() + off, up.data() + off, n);
+        reference::SwiGlu(want.data() + off, up.data() + off, n);
+        for (int64_t i = off; i < n + off; ++i) {
+          ASSERT_FALSE(std::isnan(g[i]));
+          ASSERT_NEAR(g[i], want[i], 16 * kU * std::fabs(want[i]) + 1e-30f) << n;
+        }
+      }
+    }
+  });
+}
+
+TEST(Vec, AddAndAxpy) {
+  ForEachTarget([] {
+    std::mt19937 rng(5);
+    for (int64_t n : kSizes) {
+      for (int off : kOffsets) {
+        const auto x = Random(n + off, rng);
+        const auto xh = ToF16(x);
+        const auto y0 = Random(n + off, rng);
+        auto got = y0, want = y0;
+        Add(got.data() + off, x.data() + off, n);
+        reference::Add(want.data() + off, x.data() + off, n);
+        ASSERT_EQ(got, want);
+        for (bool half : {false, true}) {
+          got = y0;
+          want = y0;
+          const float alpha = -0.37f;
+          if (half) {
+            AxpyF16(alpha, xh.data() + off, got.data() + off, n);
+            reference::AxpyF16(alpha, xh.data() + off, want.data() + off, n);
+          } else {
+            AxpyF32(alpha, x.data() + off, got.data() + off, n);
+            reference::AxpyF32(alpha, x.data() + off, want.data() + off, n);
+          }
+          for (int64_t i = off; i < n + off; ++i) {
+            // A fused multiply-add rounds once where the reference rounds twice.
+            ASSERT_NEAR(got[i], want[i], 2 * kU * (std::fabs(y0[i]) + std::fabs(alpha * x[i])));
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(Vec, Dots) {
+  ForEachTarget([] {
+    std::mt19937 rng(6);
+    for (int64_t n : kSizes) {
+      for (int off : kOffsets) {
+        const auto a = Random(n + off, rng), b = Random(n + off, rng);
+        const auto bh = ToF16(b);
+        double abs_sum = 0.0, abs_sum_h = 0.0;
+        for (int64_t i = off; i < n + off; ++i) {
+          abs_sum += std::fabs(a[i] * b[i]);
+          abs_sum_h += std::fabs(a[i] * F16ToF32(bh[i]));
+        }
+        // Any order of float summation is within (n + 1) u of the sum of magnitudes.
+        EXPECT_NEAR(DotF32(a.data() + off, b.data() + off, n),
+                    reference::DotF32(a.data() + off, b.data() + off, n),
+                    (n + 2) * kU * abs_sum + 1e-30)
+            << n;
+        EXPECT_NEAR(DotF32F16(a.data() + off, bh.data() + off, n),
+                    reference::DotF32F16(a.data() + off, bh.data() + off, n),
+                    (n + 2) * kU * abs_sum_h + 1e-30)
+            << n;
+      }
+    }
+  });
+}
+
+TEST(Vec, HalfConversionsAreExact) {
+  ForEachTarget([] {
+    // Every half value, from an odd offset so the SIMD loop sees misaligned data.
+    std::vector<uint16_t> h(65536 + 1);
+    for (int i = 0; i < 65536; ++i) h[i + 1] = static_cast<uint16_t>(i);
+    std::vector<float> f(65536 + 1);
+    F16ToF32Row(h.data() + 1, f.data() + 1, 65536);
+    for (int i = 0; i < 65536; ++i) {
+      const float want = F16ToF32(static_cast<uint16_t>(i));
+      if (std::isnan(want)) {
+        ASSERT_TRUE(std::isnan(f[i + 1])) << i;
+      } else {
+        ASSERT_EQ(f[i + 1], want) << i;
+      }
+    }
+    // Floats near every rounding boundary: ties, subnormals, overflow.
+    std::mt19937 rng(7);
+    std::vector<float> x;
+    for (int i = 0; i < 65536; i += 7) {
+      uint32_t bits;
+      const float base = F16ToF32(static_cast<uint16_t>(i));
+      std::memcpy(&bits, &base, 4);
+      for (int32_t delta : {-1, 0, 1, 0x1000, 0xfff, 0x1001}) {
+        const uint32_t b = bits + delta;
+        float v;
+        std::memcpy(&v, &b, 4);
+        x.push_back(v);
+      }
+    }
+    for (float v : {65504.0f, 65520.0f, 65519.99f, 1e10f, -1e-10f, 5.96e-8f, 2.98e-8f, 2.99e-8f}) {
+      x.push_back(v);
+    }
+    for (int i = 0; i < 1000; ++i) x.push_back(std::normal_distribution<float>(0, 100)(rng));
+    std::vector<uint16_t> got(x.size());
+    F32ToF16Row(x.data(), got.data(), static_cast<int64_t>(x.size()));
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (std::isnan(x[i])) continue;
+      ASSERT_EQ(got[i], F32ToF16(x[i])) << x[i];
+    }
+  });
+}
+
+}  // namespace
+}  // namespace promptcache
