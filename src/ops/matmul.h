@@ -34,6 +34,18 @@ bool MatMulSupports(GgmlType type);
 // results differ from the reference within that rounding.
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* out, ThreadPool* pool);
 
+// Several matrices (at most 8) with the same number of columns applied to the same x in one
+// parallel job, e.g. the Q, K and V projections, or gate and up: outs[i] receives
+// [n_tokens x ws[i].rows] as MatMul would write it. Saves a fork/join per extra matrix and
+// quantizes x only once.
+void MatMulMulti(const WeightMatrix* ws, int n, const float* x, int64_t n_tokens,
+                 float* const* outs, ThreadPool* pool);
+
+// Whether MatMul quantizes x to Q8_0 (as QuantizeRow does, f16 scales included) for this weight
+// type and token count. Today: quantized weights with a single token (the matrix-vector path,
+// where integer dot products halve the work); with several tokens x stays in f32.
+bool MatMulQuantizesActivations(GgmlType type, int64_t n_tokens);
+
 // Plain scalar reference: dequantizes each weight row to float and sums in double.
 void MatMulReference(const WeightMatrix& w, const float* x, int64_t n_tokens, float* out);
 

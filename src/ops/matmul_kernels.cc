@@ -1,0 +1,457 @@
+// Per-target Highway kernels behind MatMul (see matmul.h for the what, matmul_internal.h for the
+// interface). Two paths:
+//  - matrix-vector (one token): streams each weight row once, kDecodeRowTile rows at a time so
+//    every load of x serves several rows. Quantized weights are dotted in integers against x
+//    quantized to Q8_0 (int16 x int16 -> int32 pairwise madd), one float FMA per block.
+//  - matrix-matrix (several tokens): converts a panel of kPrefillRowTile weight rows (a chunk of
+//    columns) to f32 in a stack buffer, then a register-blocked kPrefillRowTile x
+//    kPrefillTokenTile FMA micro-kernel runs every token of a cache-sized token chunk over it.
+//    Activations stay in f32, so this path is as exact as float accumulation allows.
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/matmul_kernels.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Must follow foreach_target.h.
+#include "hwy/highway.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/check.h"
+#include "core/fp16.h"
+#include "ops/matmul_internal.h"
+#include "ops/quant.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace promptcache {
+namespace internal {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using DI32 = hn::RebindToSigned<DF>;
+using DI16 = hn::Repartition<int16_t, DI32>;
+using DI8H = hn::Rebind<int8_t, DI16>;  // as many int8 lanes as DI16 has int16 lanes
+using DU16 = hn::RebindToUnsigned<DI16>;
+using DU8H = hn::Rebind<uint8_t, DU16>;
+using DI8Q = hn::Rebind<int8_t, DI32>;  // as many int8 lanes as DI32 has int32 lanes
+using DU8Q = hn::Rebind<uint8_t, DI32>;
+using DH = hn::Rebind<hwy::float16_t, DF>;
+using DB = hn::Rebind<hwy::bfloat16_t, DF>;
+using VF = hn::Vec<DF>;
+
+constexpr int kQ8Bytes = 34;
+constexpr int kQ4Bytes = 18;
+constexpr int kBlock = 32;
+
+inline float HalfAt(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && !defined(HWY_DISABLE_F16C)
+  return _cvtsh_ss(h);
+#else
+  return F16ToF32(h);
+#endif
+}
+
+inline float ReduceSum(VF v) { return hn::GetLane(hn::SumOfLanes(DF(), v)); }
+
+// ---------------------------------------------------------------- activation quantization
+
+void QuantizeActivationsImpl(const float* x, int64_t n, int16_t* q, float* d) {
+  const DF df;
+  const DI32 di32;
+  const hn::Rebind<int16_t, DI32> di16;
+  const size_t nf = hn::Lanes(df);
+  const auto half = hn::Set(df, 0.5f), one = hn::Set(df, 1.0f);
+  for (int64_t b = 0; b < n / kBlock; ++b) {
+    const float* xb = x + b * kBlock;
+    auto vmax = hn::Zero(df);
+    for (size_t j = 0; j < kBlock; j += nf) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(df, xb + j)));
+    const float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
+    const float scale = amax / 127.0f;
+    const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+    d[b] = F16ToF32(F32ToF16(scale));
+    const auto vinv = hn::Set(df, inv);
+    for (size_t j = 0; j < kBlock; j += nf) {
+      // Round half away from zero, as roundf (and so QuantizeRow) does.
+      const auto v = hn::Mul(hn::LoadU(df, xb + j), vinv);
+      const auto t = hn::Trunc(v);
+      const auto r = hn::IfThenElse(hn::Abs(hn::Sub(v, t)) >= half,
+                                    hn::Add(t, hn::CopySign(one, v)), t);
+      hn::StoreU(hn::DemoteTo(di16, hn::ConvertTo(di32, r)), di16, q + b * kBlock + j);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- matrix-vector kernels
+
+// Float-like weights (F32, F16, BF16): Load(d, row, i) gives lanes i.. of a row as f32, At(row, i)
+// one element. Two accumulators per row hide the FMA latency.
+struct F32Rows {
+  static VF Load(DF d, const uint8_t* row, int64_t i) {
+    return hn::LoadU(d, reinterpret_cast<const float*>(row) + i);
+  }
+  static float At(const uint8_t* row, int64_t i) {
+    float v;
+    std::memcpy(&v, row + 4 * i, 4);
+    return v;
+  }
+};
+struct F16Rows {
+  static VF Load(DF d, const uint8_t* row, int64_t i) {
+    return hn::PromoteTo(d, hn::LoadU(DH(), reinterpret_cast<const hwy::float16_t*>(row) + i));
+  }
+  static float At(const uint8_t* row, int64_t i) { return HalfAt(row + 2 * i); }
+};
+struct BF16Rows {
+  static VF Load(DF d, const uint8_t* row, int64_t i) {
+    return hn::PromoteTo(d, hn::LoadU(DB(), reinterpret_cast<const hwy::bfloat16_t*>(row) + i));
+  }
+  static float At(const uint8_t* row, int64_t i) {
+    uint16_t v;
+    std::memcpy(&v, row + 2 * i, 2);
+    return BF16ToF32(v);
+  }
+};
+
+template <class Rows, int R>
+void DotRowsFloat(const uint8_t* const* rows, const float* x, int64_t cols, float* out) {
+  const DF d;
+  const int64_t n = hn::Lanes(d);
+  VF a[R], b[R];
+  for (int r = 0; r < R; ++r) a[r] = b[r] = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + 2 * n <= cols; i += 2 * n) {
+    const VF x0 = hn::LoadU(d, x + i), x1 = hn::LoadU(d, x + i + n);
+    for (int r = 0; r < R; ++r) {
+      a[r] = hn::MulAdd(Rows::Load(d, rows[r], i), x0, a[r]);
+      b[r] = hn::MulAdd(Rows::Load(d, rows[r], i + n), x1, b[r]);
+    }
+  }
+  for (; i + n <= cols; i += n) {
+    const VF x0 = hn::LoadU(d, x + i);
+    for (int r = 0; r < R; ++r) a[r] = hn::MulAdd(Rows::Load(d, rows[r], i), x0, a[r]);
+  }
+  for (int r = 0; r < R; ++r) {
+    float s = ReduceSum(hn::Add(a[r], b[r]));
+    for (int64_t j = i; j < cols; ++j) s += Rows::At(rows[r], j) * x[j];
+    out[r] = s;
+  }
+}
+
+#if HWY_TARGET == HWY_SCALAR
+// The single-lane target cannot pair int16 lanes into int32; plain loops with the same
+// arithmetic (exact int32 block sums, one float FMA per block) instead.
+template <int R>
+void DotRowsQ8_0(const uint8_t* const* rows, const int16_t* xq, const float* xd, int64_t nb,
+                 float* out) {
+  for (int r = 0; r < R; ++r) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; ++b) {
+      const auto* qs = reinterpret_cast<const int8_t*>(rows[r] + b * kQ8Bytes + 2);
+      int32_t sum = 0;
+      for (int j = 0; j < kBlock; ++j) sum += qs[j] * xq[b * kBlock + j];
+      acc = std::fma(static_cast<float>(sum), HalfAt(rows[r] + b * kQ8Bytes) * xd[b], acc);
+    }
+    out[r] = acc;
+  }
+}
+
+template <int R>
+void DotRowsQ4_0(const uint8_t* const* rows, const int16_t* xq, const float* xd, int64_t nb,
+                 float* out) {
+  for (int r = 0; r < R; ++r) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* qs = rows[r] + b * kQ4Bytes + 2;
+      int32_t sum = 0;
+      for (int j = 0; j < kBlock / 2; ++j) {
+        sum += ((qs[j] & 0x0f) - 8) * xq[b * kBlock + j];
+        sum += ((qs[j] >> 4) - 8) * xq[b * kBlock + kBlock / 2 + j];
+      }
+      acc = std::fma(static_cast<float>(sum), HalfAt(rows[r] + b * kQ4Bytes) * xd[b], acc);
+    }
+    out[r] = acc;
+  }
+}
+#else
+// Q8_0 rows against Q8_0 activations: per block, an exact int32 dot product, then one FMA with
+// the product of the two scales.
+template <int R>
+void DotRowsQ8_0(const uint8_t* const* rows, const int16_t* xq, const float* xd, int64_t nb,
+                 float* out) {
+  const DF df;
+  const DI32 di32;
+  const DI16 di16;
+  const DI8H di8;
+  const size_t n16 = hn::Lanes(di16);
+  VF acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = hn::Zero(df);
+  for (int64_t b = 0; b < nb; ++b) {
+    hn::Vec<DI32> s0[R], s1[R];
+    for (int r = 0; r < R; ++r) s0[r] = s1[r] = hn::Zero(di32);
+    for (size_t j = 0; j < kBlock; j += n16) {
+      const auto xv = hn::LoadU(di16, xq + b * kBlock + j);
+      for (int r = 0; r < R; ++r) {
+        const auto* qs = reinterpret_cast<const int8_t*>(rows[r] + b * kQ8Bytes + 2);
+        const auto wv = hn::PromoteTo(di16, hn::LoadU(di8, qs + j));
+        s0[r] = hn::ReorderWidenMulAccumulate(di32, wv, xv, s0[r], s1[r]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const float scale = HalfAt(rows[r] + b * kQ8Bytes) * xd[b];
+      const VF sum = hn::ConvertTo(df, hn::RearrangeToOddPlusEven(s0[r], s1[r]));
+      acc[r] = hn::MulAdd(sum, hn::Set(df, scale), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = ReduceSum(acc[r]);
+}
+
+// Q4_0 rows: the nibbles are widened to int16 (low nibbles hold elements 0..15 of a block, high
+// nibbles 16..31) and offset by -8, then as Q8_0.
+template <int R>
+void DotRowsQ4_0(const uint8_t* const* rows, const int16_t* xq, const float* xd, int64_t nb,
+                 float* out) {
+  const DF df;
+  const DI32 di32;
+  const DI16 di16;
+  const DU16 du16;
+  const DU8H du8;
+  const size_t n16 = hn::Lanes(di16);
+  const auto mask = hn::Set(du16, 0x0f);
+  const auto eight = hn::Set(di16, 8);
+  VF acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = hn::Zero(df);
+  for (int64_t b = 0; b < nb; ++b) {
+    hn::Vec<DI32> s0[R], s1[R];
+    for (int r = 0; r < R; ++r) s0[r] = s1[r] = hn::Zero(di32);
+    for (size_t j = 0; j < kBlock / 2; j += n16) {
+      const auto xlo = hn::LoadU(di16, xq + b * kBlock + j);
+      const auto xhi = hn::LoadU(di16, xq + b * kBlock + kBlock / 2 + j);
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* qs = rows[r] + b * kQ4Bytes + 2;
+        const auto v = hn::PromoteTo(du16, hn::LoadU(du8, qs + j));
+        const auto lo = hn::Sub(hn::BitCast(di16, hn::And(v, mask)), eight);
+        const auto hi = hn::Sub(hn::BitCast(di16, hn::ShiftRight<4>(v)), eight);
+        s0[r] = hn::ReorderWidenMulAccumulate(di32, lo, xlo, s0[r], s1[r]);
+        s0[r] = hn::ReorderWidenMulAccumulate(di32, hi, xhi, s0[r], s1[r]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const float scale = HalfAt(rows[r] + b * kQ4Bytes) * xd[b];
+      const VF sum = hn::ConvertTo(df, hn::RearrangeToOddPlusEven(s0[r], s1[r]));
+      acc[r] = hn::MulAdd(sum, hn::Set(df, scale), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = ReduceSum(acc[r]);
+}
+
+#endif  // HWY_TARGET == HWY_SCALAR
+
+template <int R>
+void DotRows(const MatMulJob& job, const uint8_t* const* rows, float* out) {
+  const WeightMatrix& w = *job.w;
+  switch (w.type) {
+    case GgmlType::kF32:
+      return DotRowsFloat<F32Rows, R>(rows, job.x, w.cols, out);
+    case GgmlType::kF16:
+      return DotRowsFloat<F16Rows, R>(rows, job.x, w.cols, out);
+    case GgmlType::kBF16:
+      return DotRowsFloat<BF16Rows, R>(rows, job.x, w.cols, out);
+    case GgmlType::kQ8_0:
+      return DotRowsQ8_0<R>(rows, job.xq, job.xd, w.cols / kBlock, out);
+    case GgmlType::kQ4_0:
+      return DotRowsQ4_0<R>(rows, job.xq, job.xd, w.cols / kBlock, out);
+    default:
+      PC_CHECK(false && "MatMul: unsupported type");
+  }
+}
+
+void MatVec(const MatMulJob& job, int64_t r0, int64_t r1) {
+  const WeightMatrix& w = *job.w;
+  constexpr int R = kDecodeRowTile;
+  const uint8_t* rows[R];
+  int64_t r = r0;
+  for (; r + R <= r1; r += R) {
+    for (int i = 0; i < R; ++i) rows[i] = w.data + (r + i) * w.row_bytes;
+    DotRows<R>(job, rows, job.out + r);
+  }
+  for (; r < r1; ++r) {
+    rows[0] = w.data + r * w.row_bytes;
+    DotRows<1>(job, rows, job.out + r);
+  }
+}
+
+// ---------------------------------------------------------------- matrix-matrix kernels
+
+// Writes columns [k0, k0 + kc) of a weight row as f32 (k0 and kc multiples of 32 for the
+// quantized types).
+void ConvertToF32(GgmlType type, const uint8_t* row, int64_t k0, int64_t kc, float* dst) {
+  const DF df;
+  const int64_t n = hn::Lanes(df);
+  switch (type) {
+    case GgmlType::kF16:
+    case GgmlType::kBF16: {
+      const bool half = type == GgmlType::kF16;
+      int64_t i = 0;
+      for (; i + n <= kc; i += n) {
+        hn::StoreU(half ? F16Rows::Load(df, row, k0 + i) : BF16Rows::Load(df, row, k0 + i), df,
+                   dst + i);
+      }
+      for (; i < kc; ++i) dst[i] = half ? F16Rows::At(row, k0 + i) : BF16Rows::At(row, k0 + i);
+      return;
+    }
+    case GgmlType::kQ8_0: {
+      const DI32 di32;
+      const DI8Q di8;
+      for (int64_t b = 0; b < kc / kBlock; ++b) {
+        const uint8_t* blk = row + (k0 / kBlock + b) * kQ8Bytes;
+        const auto d = hn::Set(df, HalfAt(blk));
+        const auto* qs = reinterpret_cast<const int8_t*>(blk + 2);
+        for (int64_t j = 0; j < kBlock; j += n) {
+          const auto q = hn::ConvertTo(df, hn::PromoteTo(di32, hn::LoadU(di8, qs + j)));
+          hn::StoreU(hn::Mul(q, d), df, dst + b * kBlock + j);
+        }
+      }
+      return;
+    }
+    case GgmlType::kQ4_0: {
+      const DI32 di32;
+      const DU8Q du8;
+      const auto mask = hn::Set(di32, 0x0f), eight = hn::Set(di32, 8);
+      for (int64_t b = 0; b < kc / kBlock; ++b) {
+        const uint8_t* blk = row + (k0 / kBlock + b) * kQ4Bytes;
+        const auto d = hn::Set(df, HalfAt(blk));
+        for (int64_t j = 0; j < kBlock / 2; j += n) {
+          const auto v = hn::BitCast(di32, hn::PromoteTo(hn::RebindToUnsigned<DI32>(),
+                                                         hn::LoadU(du8, blk + 2 + j)));
+          const auto lo = hn::Sub(hn::And(v, mask), eight);
+          const auto hi = hn::Sub(hn::ShiftRight<4>(v), eight);
+          hn::StoreU(hn::Mul(hn::ConvertTo(df, lo), d), df, dst + b * kBlock + j);
+          hn::StoreU(hn::Mul(hn::ConvertTo(df, hi), d), df, dst + b * kBlock + kBlock / 2 + j);
+        }
+      }
+      return;
+    }
+    default:
+      PC_CHECK(false && "MatMul: unsupported type");
+  }
+}
+
+// out[t * out_stride + r] (+)= dot(w_r[0, kc), x_t[0, kc)) for R rows and T tokens.
+template <int T>
+void MicroKernel(const float* const* w, const float* x, int64_t x_stride, int64_t kc, int rows,
+                 bool accumulate, float* out, int64_t out_stride) {
+  constexpr int R = kPrefillRowTile;
+  const DF d;
+  const int64_t n = hn::Lanes(d);
+  VF acc[R][T];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) acc[r][t] = hn::Zero(d);
+  }
+  int64_t k = 0;
+  for (; k + n <= kc; k += n) {
+    VF wv[R];
+    for (int r = 0; r < R; ++r) wv[r] = hn::LoadU(d, w[r] + k);
+    for (int t = 0; t < T; ++t) {
+      const VF xv = hn::LoadU(d, x + t * x_stride + k);
+      for (int r = 0; r < R; ++r) acc[r][t] = hn::MulAdd(wv[r], xv, acc[r][t]);
+    }
+  }
+  for (int r = 0; r < rows; ++r) {
+    for (int t = 0; t < T; ++t) {
+      float s = ReduceSum(acc[r][t]);
+      for (int64_t j = k; j < kc; ++j) s += w[r][j] * x[t * x_stride + j];
+      float& o = out[t * out_stride + r];
+      o = accumulate ? o + s : s;
+    }
+  }
+}
+
+// Cache blocking: a chunk of columns whose f32 panel (R rows) stays in L1, and a chunk of tokens
+// whose activations for that column chunk stay in L2.
+constexpr int64_t kMaxColChunk = 1024;
+constexpr int64_t kTokenChunkBytes = 256 << 10;
+
+void MatMat(const MatMulJob& job, int64_t r0, int64_t r1) {
+  const WeightMatrix& w = *job.w;
+  constexpr int R = kPrefillRowTile;
+  constexpr int T = kPrefillTokenTile;
+  const int64_t cols = w.cols, n_tokens = job.n_tokens;
+  const int64_t n_col_chunks = (cols + kMaxColChunk - 1) / kMaxColChunk;
+  const int64_t col_chunk = ((cols + n_col_chunks - 1) / n_col_chunks + kBlock - 1) / kBlock * kBlock;
+  const int64_t token_chunk =
+      std::max<int64_t>(T, kTokenChunkBytes / (col_chunk * 4) / T * T);
+  HWY_ALIGN float panel[R * kMaxColChunk];
+  const bool is_f32 = w.type == GgmlType::kF32;
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += token_chunk) {
+    const int64_t t1 = std::min(n_tokens, t0 + token_chunk);
+    for (int64_t k0 = 0; k0 < cols; k0 += col_chunk) {
+      const int64_t kc = std::min(col_chunk, cols - k0);
+      for (int64_t r = r0; r < r1; r += R) {
+        const int rows = static_cast<int>(std::min<int64_t>(R, r1 - r));
+        const float* wp[R];
+        for (int i = 0; i < R; ++i) {
+          if (i >= rows) {
+            wp[i] = wp[0];  // computed but never stored
+          } else if (is_f32) {
+            wp[i] = reinterpret_cast<const float*>(w.data + (r + i) * w.row_bytes) + k0;
+          } else {
+            ConvertToF32(w.type, w.data + (r + i) * w.row_bytes, k0, kc, panel + i * kc);
+            wp[i] = panel + i * kc;
+          }
+        }
+        for (int64_t t = t0; t < t1; t += T) {
+          const float* x = job.x + t * cols + k0;
+          float* out = job.out + t * w.rows + r;
+          switch (std::min<int64_t>(T, t1 - t)) {
+            case 4:
+              MicroKernel<4>(wp, x, cols, kc, rows, k0 > 0, out, w.rows);
+              break;
+            case 3:
+              MicroKernel<3>(wp, x, cols, kc, rows, k0 > 0, out, w.rows);
+              break;
+            case 2:
+              MicroKernel<2>(wp, x, cols, kc, rows, k0 > 0, out, w.rows);
+              break;
+            default:
+              MicroKernel<1>(wp, x, cols, kc, rows, k0 > 0, out, w.rows);
+              break;
+          }
+        }
+      }
+    }
+  }
+}
+
+void MatMulRowsImpl(const MatMulJob& job, int64_t r0, int64_t r1) {
+  if (UsesQuantizedActivations(job.w->type, job.n_tokens) || job.n_tokens == 1) {
+    MatVec(job, r0, r1);
+  } else {
+    MatMat(job, r0, r1);
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace internal
+}  // namespace promptcache
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace promptcache::internal {
+
+HWY_EXPORT(MatMulRowsImpl);
+HWY_EXPORT(QuantizeActivationsImpl);
+
+void MatMulRows(const MatMulJob& job, int64_t r0, int64_t r1) {
+  HWY_DYNAMIC_DISPATCH(MatMulRowsImpl)(job, r0, r1);
+}
+
+void QuantizeActivations(const float* x, int64_t n, int16_t* q, float* d) {
+  HWY_DYNAMIC_DISPATCH(QuantizeActivationsImpl)(x, n, q, d);
+}
+
+}  // namespace promptcache::internal
+#endif  // HWY_ONCE
