@@ -1,0 +1,61 @@
+// Synthetic models: GGUF files with the exact shapes of real Llama-family models (SmolLM2,
+// TinyLlama, Llama-3.2), seeded random weights and a real vocabulary copied from a vocabulary
+// GGUF. No real weights of that size can be brought onto the development machines, yet speed
+// and memory work needs files of realistic shape; their output is noise, their timings are real.
+// The files use llama.cpp's key and tensor names, so other engines can load them too.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "gguf/gguf.h"
+
+namespace promptcache {
+
+struct SynthOptions {
+  std::string preset;              // one of SynthPresets()
+  std::string vocab_path;          // a GGUF holding tokenizer.* keys (e.g. ggml-vocab-gpt-2.gguf)
+  GgmlType type = GgmlType::kF16;  // matrices (token_embd too); norms are always F32
+  uint64_t seed = 1;
+  std::string out_path;
+};
+
+// The shape of a preset (what Synthesize writes, apart from the vocabulary).
+struct SynthShape {
+  std::string name;
+  std::string display_name;  // for general.name
+  int n_embd = 0;
+  int n_layer = 0;
+  int n_head = 0;
+  int n_head_kv = 0;
+  int n_ff = 0;
+  int n_ctx = 0;
+  float rope_base = 10000.0f;
+  bool tied_embeddings = true;
+  // Llama-3 RoPE scaling, written as a rope_freqs.weight tensor (factor 0: none).
+  float rope_scale_factor = 0.0f;
+  float rope_low_freq_factor = 1.0f;
+  float rope_high_freq_factor = 4.0f;
+  int rope_original_ctx = 8192;
+};
+
+// Names of the presets: smollm2-135m, smollm2-360m, tinyllama-1.1b, llama3.2-1b, tiny-test.
+std::vector<std::string> SynthPresets();
+// The shape of a preset; NotFound naming the known presets for an unknown name.
+Result<SynthShape> SynthPresetShape(const std::string& preset);
+
+// Llama-3 frequency factors for RoPE, one per rotated pair (head_dim / 2 values): 1 for high
+// frequencies, `factor` for low ones, a smooth blend between.
+std::vector<float> Llama3RopeFactors(const SynthShape& shape);
+
+// Writes the model to options.out_path (atomically). `progress(done, total)` counts bytes of
+// tensor data. Errors: unknown preset, unreadable vocabulary or one without tokenizer keys,
+// unsupported type (F32, F16, BF16, Q8_0 and Q4_0 are supported), I/O failures.
+Status Synthesize(const SynthOptions& options,
+                  const std::function<void(size_t done, size_t total)>& progress = nullptr);
+
+}  // namespace promptcache
