@@ -121,10 +121,12 @@ void DotRowsFloat(const uint8_t* const* rows, const float* x, int64_t cols, floa
   const DF d;
   const int64_t n = hn::Lanes(d);
   VF a[R], b[R];
+  HWY_UNROLL(8)
   for (int r = 0; r < R; ++r) a[r] = b[r] = hn::Zero(d);
   int64_t i = 0;
   for (; i + 2 * n <= cols; i += 2 * n) {
     const VF x0 = hn::LoadU(d, x + i), x1 = hn::LoadU(d, x + i + n);
+    HWY_UNROLL(8)
     for (int r = 0; r < R; ++r) {
       a[r] = hn::MulAdd(Rows::Load(d, rows[r], i), x0, a[r]);
       b[r] = hn::MulAdd(Rows::Load(d, rows[r], i + n), x1, b[r]);
@@ -132,8 +134,10 @@ void DotRowsFloat(const uint8_t* const* rows, const float* x, int64_t cols, floa
   }
   for (; i + n <= cols; i += n) {
     const VF x0 = hn::LoadU(d, x + i);
+    HWY_UNROLL(8)
     for (int r = 0; r < R; ++r) a[r] = hn::MulAdd(Rows::Load(d, rows[r], i), x0, a[r]);
   }
+  HWY_UNROLL(8)
   for (int r = 0; r < R; ++r) {
     float s = ReduceSum(hn::Add(a[r], b[r]));
     for (int64_t j = i; j < cols; ++j) s += Rows::At(rows[r], j) * x[j];
@@ -147,6 +151,7 @@ void DotRowsFloat(const uint8_t* const* rows, const float* x, int64_t cols, floa
 template <int R>
 void DotRowsQ8_0(const uint8_t* const* rows, const int16_t* xq, const float* xd, int64_t nb,
                  float* out) {
+  HWY_UNROLL(8)
   for (int r = 0; r < R; ++r) {
     float acc = 0.0f;
     for (int64_t b = 0; b < nb; ++b) {
@@ -162,6 +167,7 @@ void DotRowsQ8_0(const uint8_t* const* rows, const int16_t* xq, const float* xd,
 template <int R>
 void DotRowsQ4_0(const uint8_t* const* rows, const int16_t* xq, const float* xd, int64_t nb,
                  float* out) {
+  HWY_UNROLL(8)
   for (int r = 0; r < R; ++r) {
     float acc = 0.0f;
     for (int64_t b = 0; b < nb; ++b) {
@@ -188,24 +194,29 @@ void DotRowsQ8_0(const uint8_t* const* rows, const int16_t* xq, const float* xd,
   const DI8H di8;
   const size_t n16 = hn::Lanes(di16);
   VF acc[R];
+  HWY_UNROLL(8)
   for (int r = 0; r < R; ++r) acc[r] = hn::Zero(df);
   for (int64_t b = 0; b < nb; ++b) {
     hn::Vec<DI32> s0[R], s1[R];
+    HWY_UNROLL(8)
     for (int r = 0; r < R; ++r) s0[r] = s1[r] = hn::Zero(di32);
     for (size_t j = 0; j < kBlock; j += n16) {
       const auto xv = hn::LoadU(di16, xq + b * kBlock + j);
+      HWY_UNROLL(8)
       for (int r = 0; r < R; ++r) {
         const auto* qs = reinterpret_cast<const int8_t*>(rows[r] + b * kQ8Bytes + 2);
         const auto wv = hn::PromoteTo(di16, hn::LoadU(di8, qs + j));
         s0[r] = hn::ReorderWidenMulAccumulate(di32, wv, xv, s0[r], s1[r]);
       }
     }
+    HWY_UNROLL(8)
     for (int r = 0; r < R; ++r) {
       const float scale = HalfAt(rows[r] + b * kQ8Bytes) * xd[b];
       const VF sum = hn::ConvertTo(df, hn::RearrangeToOddPlusEven(s0[r], s1[r]));
       acc[r] = hn::MulAdd(sum, hn::Set(df, scale), acc[r]);
     }
   }
+  HWY_UNROLL(8)
   for (int r = 0; r < R; ++r) out[r] = ReduceSum(acc[r]);
 }
 
@@ -223,13 +234,16 @@ void DotRowsQ4_0(const uint8_t* const* rows, const int16_t* xq, const float* xd,
   const auto mask = hn::Set(du16, 0x0f);
   const auto eight = hn::Set(di16, 8);
   VF acc[R];
+  HWY_UNROLL(8)
   for (int r = 0; r < R; ++r) acc[r] = hn::Zero(df);
   for (int64_t b = 0; b < nb; ++b) {
     hn::Vec<DI32> s0[R], s1[R];
+    HWY_UNROLL(8)
     for (int r = 0; r < R; ++r) s0[r] = s1[r] = hn::Zero(di32);
     for (size_t j = 0; j < kBlock / 2; j += n16) {
       const auto xlo = hn::LoadU(di16, xq + b * kBlock + j);
       const auto xhi = hn::LoadU(di16, xq + b * kBlock + kBlock / 2 + j);
+      HWY_UNROLL(8)
       for (int r = 0; r < R; ++r) {
         const uint8_t* qs = rows[r] + b * kQ4Bytes + 2;
         const auto v = hn::PromoteTo(du16, hn::LoadU(du8, qs + j));
@@ -239,12 +253,14 @@ void DotRowsQ4_0(const uint8_t* const* rows, const int16_t* xq, const float* xd,
         s0[r] = hn::ReorderWidenMulAccumulate(di32, hi, xhi, s0[r], s1[r]);
       }
     }
+    HWY_UNROLL(8)
     for (int r = 0; r < R; ++r) {
       const float scale = HalfAt(rows[r] + b * kQ4Bytes) * xd[b];
       const VF sum = hn::ConvertTo(df, hn::RearrangeToOddPlusEven(s0[r], s1[r]));
       acc[r] = hn::MulAdd(sum, hn::Set(df, scale), acc[r]);
     }
   }
+  HWY_UNROLL(8)
   for (int r = 0; r < R; ++r) out[r] = ReduceSum(acc[r]);
 }
 
@@ -275,6 +291,7 @@ void MatVec(const MatMulJob& job, int64_t r0, int64_t r1) {
   const uint8_t* rows[R];
   int64_t r = r0;
   for (; r + R <= r1; r += R) {
+    HWY_UNROLL(8)
     for (int i = 0; i < R; ++i) rows[i] = w.data + (r + i) * w.row_bytes;
     DotRows<R>(job, rows, job.out + r);
   }
@@ -348,19 +365,25 @@ void MicroKernel(const float* const* w, const float* x, int64_t x_stride, int64_
   const DF d;
   const int64_t n = hn::Lanes(d);
   VF acc[R][T];
+  HWY_UNROLL(8)
   for (int r = 0; r < R; ++r) {
+    HWY_UNROLL(8)
     for (int t = 0; t < T; ++t) acc[r][t] = hn::Zero(d);
   }
   int64_t k = 0;
   for (; k + n <= kc; k += n) {
     VF wv[R];
+    HWY_UNROLL(8)
     for (int r = 0; r < R; ++r) wv[r] = hn::LoadU(d, w[r] + k);
+    HWY_UNROLL(8)
     for (int t = 0; t < T; ++t) {
       const VF xv = hn::LoadU(d, x + t * x_stride + k);
+      HWY_UNROLL(8)
       for (int r = 0; r < R; ++r) acc[r][t] = hn::MulAdd(wv[r], xv, acc[r][t]);
     }
   }
   for (int r = 0; r < rows; ++r) {
+    HWY_UNROLL(8)
     for (int t = 0; t < T; ++t) {
       float s = ReduceSum(acc[r][t]);
       for (int64_t j = k; j < kc; ++j) s += w[r][j] * x[t * x_stride + j];
@@ -393,6 +416,7 @@ void MatMat(const MatMulJob& job, int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; r += R) {
         const int rows = static_cast<int>(std::min<int64_t>(R, r1 - r));
         const float* wp[R];
+        HWY_UNROLL(8)
         for (int i = 0; i < R; ++i) {
           if (i >= rows) {
             wp[i] = wp[0];  // computed but never stored

@@ -1,0 +1,225 @@
+// Microbenchmarks for the ops kernels (not run by ctest).
+//
+//   BM_MatMul/<type>/<rows>/<cols>/<tokens>/<threads>: one matrix multiply. For one token the
+//     weights rotate through enough copies (>= 256 MiB) that every call streams them from memory,
+//     as a real decode step does; counters: GFLOP/s and weight GB/s.
+//   BM_Forward/<type>/<tokens>/<threads>: the matrix multiplies of one forward pass of a
+//     SmolLM2-135M-shaped model (30 layers, n_embd 576, n_ff 1536, 3 KV heads of 64, tied 50257
+//     vocab output), with Q/K/V and gate/up fused: an upper bound on tokens/s.
+//   BM_Vec*, BM_Quantize*: the small kernels.
+// Types: 0 F32, 1 F16, 2 Q4_0, 8 Q8_0, 30 BF16 (ggml ids).
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "ops/matmul.h"
+#include "ops/quant.h"
+#include "ops/vec.h"
+
+namespace promptcache {
+namespace {
+
+size_t BytesFor(GgmlType t, int64_t cols) {
+  switch (t) {
+    case GgmlType::kF32:
+      return cols * 4;
+    case GgmlType::kQ8_0:
+      return cols / 32 * 34;
+    case GgmlType::kQ4_0:
+      return cols / 32 * 18;
+    default:
+      return cols * 2;
+  }
+}
+
+ThreadPool* Pool(int threads) {
+  static std::map<int, std::unique_ptr<ThreadPool>> pools;
+  auto& p = pools[threads];
+  if (!p) p = std::make_unique<ThreadPool>(threads);
+  return p.get();
+}
+
+std::vector<float> RandomFloats(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// `copies` distinct [rows x cols] matrices in one buffer (content: a quantized random pattern).
+struct Weights {
+  std::vector<uint8_t> bytes;
+  std::vector<WeightMatrix> mats;
+};
+
+Weights MakeWeights(GgmlType type, int64_t rows, int64_t cols, int64_t copies) {
+  Weights w;
+  const size_t rb = BytesFor(type, cols);
+  // Quantize a few distinct rows and tile them; the values do not matter for speed.
+  constexpr int kDistinct = 64;
+  std::vector<uint8_t> pattern(rb * kDistinct);
+  const auto src = RandomFloats(cols * kDistinct, 1);
+  for (int i = 0; i < kDistinct; ++i) {
+    QuantizeRow(type, src.data() + i * cols, cols, pattern.data() + i * rb);
+  }
+  w.bytes.resize(rb * rows * copies);
+  for (int64_t r = 0; r < rows * copies; ++r) {
+    std::memcpy(w.bytes.data() + r * rb, pattern.data() + (r % kDistinct) * rb, rb);
+  }
+  for (int64_t c = 0; c < copies; ++c) {
+    w.mats.push_back({type, w.bytes.data() + c * rows * rb, rows, cols, rb});
+  }
+  return w;
+}
+
+void BM_MatMul(benchmark::State& state) {
+  const auto type = static_cast<GgmlType>(state.range(0));
+  const int64_t rows = state.range(1), cols = state.range(2), n_tokens = state.range(3);
+  ThreadPool* pool = Pool(static_cast<int>(state.range(4)));
+  const size_t matrix_bytes = BytesFor(type, cols) * rows;
+  const int64_t copies =
+      n_tokens == 1 ? std::max<int64_t>(1, (256 << 20) / static_cast<int64_t>(matrix_bytes)) : 1;
+  Weights w = MakeWeights(type, rows, cols, copies);
+  const auto x = RandomFloats(n_tokens * cols, 2);
+  std::vector<float> out(n_tokens * rows);
+  int64_t i = 0;
+  for (auto _ : state) {
+    MatMul(w.mats[i++ % copies], x.data(), n_tokens, out.data(), pool);
+    benchmark::ClobberMemory();
+  }
+  const double iters = static_cast<double>(state.iterations());
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * cols * n_tokens * iters / 1e9,
+                                                 benchmark::Counter::kIsRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(matrix_bytes * iters / 1e9, benchmark::Counter::kIsRate);
+}
+
+void MatMulArgs(benchmark::internal::Benchmark* b) {
+  const int64_t shapes[][2] = {{576, 576},   {192, 576},   {1536, 576}, {576, 1536},
+                               {50257, 576}, {2048, 2048}, {8192, 2048}};
+  for (int type : {8, 1, 2, 30, 0}) {
+    for (const auto& s : shapes) {
+      for (int tokens : {1, 512}) {
+        for (int threads : {1, 2}) b->Args({type, s[0], s[1], tokens, threads});
+      }
+    }
+  }
+}
+BENCHMARK(BM_MatMul)->Apply(MatMulArgs)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// One forward pass worth of matrix multiplies of a SmolLM2-135M-shaped model.
+void BM_Forward(benchmark::State& state) {
+  const auto type = static_cast<GgmlType>(state.range(0));
+  const int64_t n_tokens = state.range(1);
+  ThreadPool* pool = Pool(static_cast<int>(state.range(2)));
+  constexpr int64_t kLayers = 30, kEmbd = 576, kKv = 192, kFf = 1536, kVocab = 50257;
+  std::vector<Weights> layer;
+  for (int64_t l = 0; l < kLayers; ++l) {
+    layer.push_back(MakeWeights(type, kEmbd, kEmbd, 2));  // q, o
+    layer.push_back(MakeWeights(type, kKv, kEmbd, 2));    // k, v
+    layer.push_back(MakeWeights(type, kFf, kEmbd, 2));    // gate, up
+    layer.push_back(MakeWeights(type, kEmbd, kFf, 1));    // down
+  }
+  Weights output = MakeWeights(type, kVocab, kEmbd, 1);
+  const auto x = RandomFloats(n_tokens * kFf, 3);
+  std::vector<float> a(n_tokens * kFf), b(n_tokens * kFf), c(n_tokens * kFf);
+  std::vector<float> logits(kVocab);  // the output matrix runs on the last token only
+  for (auto _ : state) {
+    for (int64_t l = 0; l < kLayers; ++l) {
+      const Weights* lw = &layer[4 * l];
+      const WeightMatrix qkv[3] = {lw[0].mats[0], lw[1].mats[0], lw[1].mats[1]};
+      float* qkv_out[3] = {a.data(), b.data(), c.data()};
+      MatMulMulti(qkv, 3, x.data(), n_tokens, qkv_out, pool);
+      MatMul(lw[0].mats[1], x.data(), n_tokens, a.data(), pool);
+      const WeightMatrix gate_up[2] = {lw[2].mats[0], lw[2].mats[1]};
+      float* gu_out[2] = {a.data(), b.data()};
+      MatMulMulti(gate_up, 2, x.data(), n_tokens, gu_out, pool);
+      MatMul(lw[3].mats[0], x.data(), n_tokens, c.data(), pool);
+    }
+    MatMul(output.mats[0], x.data() + (n_tokens - 1) * kEmbd, 1, logits.data(), pool);
+    benchmark::ClobberMemory();
+  }
+  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(n_tokens) *
+                                                      state.iterations(),
+                                                  benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Forward)
+    ->ArgsProduct({{8, 1, 2, 30, 0}, {1, 512}, {1, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+void BM_VecRmsNorm(benchmark::State& state) {
+  const auto x = RandomFloats(576, 1), w = RandomFloats(576, 2);
+  std::vector<float> out(576);
+  for (auto _ : state) {
+    RmsNorm(x.data(), w.data(), 576, 1e-5f, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+BENCHMARK(BM_VecRmsNorm);
+
+void BM_VecSoftmax(benchmark::State& state) {
+  auto x = RandomFloats(state.range(0), 1);
+  for (auto _ : state) {
+    Softmax(x.data(), state.range(0));
+    benchmark::DoNotOptimize(x.data());
+  }
+}
+BENCHMARK(BM_VecSoftmax)->Arg(512)->Arg(4096);
+
+void BM_VecRope(benchmark::State& state) {
+  auto x = RandomFloats(9 * 64, 1);
+  std::vector<float> inv_freq(32);
+  for (int i = 0; i < 32; ++i) inv_freq[i] = std::pow(10000.0f, -i / 32.0f);
+  float pos = 0;
+  for (auto _ : state) {
+    Rope(x.data(), 9, 64, pos++, inv_freq.data());
+    benchmark::DoNotOptimize(x.data());
+  }
+}
+BENCHMARK(BM_VecRope);
+
+void BM_VecSwiGlu(benchmark::State& state) {
+  auto g = RandomFloats(1536, 1);
+  const auto u = RandomFloats(1536, 2);
+  for (auto _ : state) {
+    SwiGlu(g.data(), u.data(), 1536);
+    benchmark::DoNotOptimize(g.data());
+  }
+}
+BENCHMARK(BM_VecSwiGlu);
+
+void BM_VecDotF32F16(benchmark::State& state) {
+  const auto a = RandomFloats(64, 1);
+  std::vector<uint16_t> b(64);
+  F32ToF16Row(RandomFloats(64, 2).data(), b.data(), 64);
+  for (auto _ : state) benchmark::DoNotOptimize(DotF32F16(a.data(), b.data(), 64));
+}
+BENCHMARK(BM_VecDotF32F16);
+
+void BM_Quantize(benchmark::State& state) {
+  const auto type = static_cast<GgmlType>(state.range(0));
+  constexpr int64_t kN = 1 << 16;
+  const auto x = RandomFloats(kN, 1);
+  std::vector<uint8_t> out(kN * 4);
+  for (auto _ : state) {
+    QuantizeRow(type, x.data(), kN, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["Mfloats/s"] =
+      benchmark::Counter(kN * static_cast<double>(state.iterations()) / 1e6,
+                         benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Quantize)->Arg(8)->Arg(2)->Arg(1)->Arg(30);
+
+}  // namespace
+}  // namespace promptcache
+
+BENCHMARK_MAIN();
