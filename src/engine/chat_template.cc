@@ -1,0 +1,246 @@
+#include "engine/chat_template.h"
+
+#include <array>
+#include <string>
+
+namespace promptcache {
+namespace {
+
+constexpr std::array<std::pair<ChatFormat, std::string_view>, 5> kNames = {{
+    {ChatFormat::kChatMl, "chatml"},
+    {ChatFormat::kLlama3, "llama3"},
+    {ChatFormat::kLlama2, "llama2"},
+    {ChatFormat::kZephyr, "zephyr"},
+    {ChatFormat::kPlain, "plain"},
+}};
+
+// Jinja's `trim` filter and Python's str.strip(), for the ASCII whitespace that occurs in
+// practice (Python would also strip Unicode spaces).
+std::string_view Trim(std::string_view s) {
+  constexpr std::string_view kSpace = " \t\n\r\f\v";
+  const size_t begin = s.find_first_not_of(kSpace);
+  if (begin == std::string_view::npos) return {};
+  return s.substr(begin, s.find_last_not_of(kSpace) - begin + 1);
+}
+
+Status ValidateMessages(const std::vector<ChatMessage>& messages) {
+  if (messages.empty()) return InvalidArgument("no chat messages to render");
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const std::string& role = messages[i].role;
+    if (role != "system" && role != "user" && role != "assistant") {
+      return InvalidArgument("unknown chat role \"" + role + "\" in message " + std::to_string(i) +
+                             " (expected system, user or assistant)");
+    }
+  }
+  return Status::Ok();
+}
+
+void RenderChatMl(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                  std::string& out) {
+  for (const ChatMessage& m : messages) {
+    out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+  }
+  if (add_generation_prompt) out += "<|im_start|>assistant\n";
+}
+
+void RenderLlama3(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                  std::string& out) {
+  for (const ChatMessage& m : messages) {
+    out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n";
+    out += Trim(m.content);
+    out += "<|eot_id|>";
+  }
+  if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+}
+
+Status RenderLlama2(const std::vector<ChatMessage>& messages, std::string_view bos_text,
+                    std::string_view eos_text, bool include_leading_bos, std::string& out) {
+  if (bos_text.empty() || eos_text.empty()) {
+    return InvalidArgument("llama2 chat format needs the BOS and EOS token texts");
+  }
+  const bool has_system = messages[0].role == "system";
+  const size_t first = has_system ? 1 : 0;
+  if (first == messages.size()) {
+    return InvalidArgument("llama2 chat format needs a user message after the system message");
+  }
+  for (size_t i = first; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    const size_t turn = i - first;
+    const std::string_view expected = turn % 2 == 0 ? "user" : "assistant";
+    if (m.role != expected) {
+      return InvalidArgument("llama2 chat format: message " + std::to_string(i) + " has role \"" +
+                             m.role + "\" where \"" + std::string(expected) +
+                             "\" was expected (roles must alternate user/assistant after an "
+                             "optional first system message)");
+    }
+    if (m.role == "assistant") {
+      out += " ";
+      out += Trim(m.content);
+      out += " ";
+      out += eos_text;
+      continue;
+    }
+    if (turn > 0 || include_leading_bos) out += bos_text;
+    out += "[INST] ";
+    if (turn == 0 && has_system) {
+      // The template strips the system block and the user text as one string.
+      const std::string merged = "<<SYS>>\n" + messages[0].content + "\n<</SYS>>\n\n" + m.content;
+      out += Trim(merged);
+    } else {
+      out += Trim(m.content);
+    }
+    out += " [/INST]";
+  }
+  return Status::Ok();
+}
+
+void RenderZephyr(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                  std::string_view eos_text, std::string& out) {
+  for (const ChatMessage& m : messages) {
+    out += "<|" + m.role + "|>\n" + m.content;
+    out += eos_text;
+    out += "\n";
+  }
+  if (add_generation_prompt) out += "<|assistant|>\n";
+}
+
+void RenderPlain(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                 std::string& out) {
+  for (const ChatMessage& m : messages) {
+    out += m.role == "system" ? "System: " : m.role == "user" ? "User: " : "Assistant: ";
+    out += m.content;
+    out += "\n";
+  }
+  if (add_generation_prompt) out += "Assistant:";
+}
+
+// Unescapes `body`, the inside of a Jinja string literal delimited by `quote`, into `out`;
+// false when an unescaped `quote` shows that the literal closes within `body`.
+bool LiteralBody(std::string_view body, char quote, std::string& out) {
+  out.clear();
+  for (size_t i = 0; i < body.size(); ++i) {
+    const char c = body[i];
+    if (c == quote) return false;  // the literal closed before <|im_end|>
+    if (c != '\\') {
+      out += c;
+      continue;
+    }
+    if (++i == body.size()) return false;
+    switch (body[i]) {
+      case 'n':
+        out += '\n';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      default:
+        out += body[i];
+        break;  // \\, \', \"
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string_view ChatFormatName(ChatFormat format) {
+  for (const auto& [f, name] : kNames) {
+    if (f == format) return name;
+  }
+  PC_CHECK(false);
+  return {};
+}
+
+Result<ChatFormat> ParseChatFormat(std::string_view name) {
+  std::string known;
+  for (const auto& [f, n] : kNames) {
+    if (n == name) return f;
+    known += known.empty() ? "" : ", ";
+    known += n;
+  }
+  return InvalidArgument("unknown chat format \"" + std::string(name) + "\" (known: " + known +
+                         ")");
+}
+
+ChatFormat DetectChatFormat(std::string_view jinja_template, bool* guessed) {
+  auto has = [&](std::string_view marker) {
+    return jinja_template.find(marker) != std::string_view::npos;
+  };
+  if (guessed != nullptr) *guessed = false;
+  if (Trim(jinja_template).empty()) return ChatFormat::kPlain;
+  if (has("<|im_start|>")) return ChatFormat::kChatMl;
+  if (has("<|start_header_id|>")) return ChatFormat::kLlama3;
+  // Phi-3 also writes <|user|> and <|assistant|> but ends turns with <|end|>.
+  if (has("<|user|>") && has("<|assistant|>") && !has("<|end|>") &&
+      (has("eos_token") || has("</s>"))) {
+    return ChatFormat::kZephyr;
+  }
+  if (guessed != nullptr) *guessed = true;
+  // Mistral's [INST] templates differ from Llama-2's in spacing and BOS placement only.
+  if (has("[INST]")) {
+    if (has("<<SYS>>") && guessed != nullptr) *guessed = false;
+    return ChatFormat::kLlama2;
+  }
+  return ChatFormat::kPlain;
+}
+
+std::string DefaultSystemPrompt(std::string_view jinja_template) {
+  // Looks for a string literal '<|im_start|>system\n...<|im_end|>' with text in the middle; a
+  // literal that closes right after the header ('<|im_start|>system\n' + messages[0]...) is the
+  // template writing the caller's own system message, not a default.
+  constexpr std::string_view kHead = "<|im_start|>system";
+  constexpr std::string_view kEnd = "<|im_end|>";
+  std::string body;
+  for (size_t pos = jinja_template.find(kHead); pos != std::string_view::npos;
+       pos = jinja_template.find(kHead, pos + 1)) {
+    if (pos == 0) continue;
+    const char quote = jinja_template[pos - 1];
+    if (quote != '\'' && quote != '"') continue;
+    size_t begin = pos + kHead.size();
+    if (jinja_template.substr(begin, 1) == "\n") {
+      begin += 1;
+    } else if (jinja_template.substr(begin, 2) == "\\n") {
+      begin += 2;
+    } else {
+      continue;
+    }
+    const size_t end = jinja_template.find(kEnd, begin);
+    if (end == std::string_view::npos) break;
+    if (LiteralBody(jinja_template.substr(begin, end - begin), quote, body) && !body.empty()) {
+      return body;
+    }
+  }
+  return "";
+}
+
+Result<std::string> RenderChat(ChatFormat format, const std::vector<ChatMessage>& messages,
+                               bool add_generation_prompt, std::string_view bos_text,
+                               std::string_view eos_text, bool include_leading_bos) {
+  PC_RETURN_IF_ERROR(ValidateMessages(messages));
+  std::string out;
+  switch (format) {
+    case ChatFormat::kChatMl:
+      RenderChatMl(messages, add_generation_prompt, out);
+      break;
+    case ChatFormat::kLlama3:
+      if (include_leading_bos) out += bos_text;
+      RenderLlama3(messages, add_generation_prompt, out);
+      break;
+    case ChatFormat::kLlama2:
+      PC_RETURN_IF_ERROR(RenderLlama2(messages, bos_text, eos_text, include_leading_bos, out));
+      break;
+    case ChatFormat::kZephyr:
+      if (eos_text.empty()) return InvalidArgument("zephyr chat format needs the EOS token text");
+      RenderZephyr(messages, add_generation_prompt, eos_text, out);
+      break;
+    case ChatFormat::kPlain:
+      RenderPlain(messages, add_generation_prompt, out);
+      break;
+  }
+  return out;
+}
+
+}  // namespace promptcache
