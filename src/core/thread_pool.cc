@@ -16,6 +16,7 @@ namespace {
 // About 100 microseconds of spinning before a worker sleeps: long enough to bridge the gap
 // between two matrix multiplies of one decode step, short enough not to burn a core when idle.
 constexpr int kSpinIterations = 20000;
+constexpr int kSpinBeforeYield = 2000;
 }  // namespace
 
 int ThreadPool::DefaultThreads() {
@@ -52,7 +53,15 @@ void ThreadPool::Run(const std::function<void(int, int)>& fn) {
   }
   if (sleepers_.load(std::memory_order_acquire) > 0) cv_.notify_all();
   fn(0, n_threads_);
-  while (pending_.load(std::memory_order_acquire) != 0) PC_CPU_RELAX();
+  // When the machine is oversubscribed a worker may be descheduled: after a short spin, yield
+  // the core so it can finish instead of burning our time slice waiting for it.
+  for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
+    if (spin < kSpinBeforeYield) {
+      PC_CPU_RELAX();
+    } else {
+      std::this_thread::yield();
+    }
+  }
   job_ = nullptr;
 }
 
@@ -75,7 +84,11 @@ void ThreadPool::WorkerLoop(int index) {
   for (;;) {
     uint64_t gen = generation_.load(std::memory_order_acquire);
     for (int spin = 0; gen == seen && spin < kSpinIterations; ++spin) {
-      PC_CPU_RELAX();
+      if (spin < kSpinBeforeYield) {
+        PC_CPU_RELAX();
+      } else {
+        std::this_thread::yield();
+      }
       gen = generation_.load(std::memory_order_acquire);
     }
     if (gen == seen) {

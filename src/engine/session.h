@@ -1,0 +1,107 @@
+// A Session runs generation for one conversation at a time on a loaded Model: it owns the
+// sequence's KV cache, the thread pool and the forward pass's scratch, and turns a prompt into
+// streamed text with sampling, stop strings and end-of-generation tokens.
+//
+// With the KV cache (the default) the prompt is prefilled once, in chunks, and each new token
+// costs one token of work. Without it (`use_kv_cache = false`, the CLI's --no-kv-cache) every
+// step recomputes the whole sequence from scratch: the baseline that shows what the cache saves.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "engine/sampler.h"
+#include "kv/kv_cache.h"
+#include "model/model.h"
+
+namespace promptcache {
+
+struct SessionOptions {
+  int threads = 0;  // 0: all cores
+  int context = 0;  // 0: the model's trained context length
+  KvType kv_type = KvType::kF16;
+  bool static_cache = false;  // preallocate the KV cache for the whole context
+  int block_size = 16;
+  int batch_size = 512;  // prefill chunk: bounds the scratch memory of one forward pass
+};
+
+struct GenerateOptions {
+  int max_tokens = 128;
+  SamplingParams sampling;
+  std::vector<std::string> stop;  // stop strings; the text stops before the first match
+  bool ignore_eos = false;
+  bool use_kv_cache = true;
+  bool show_progress = false;  // a progress bar for long prefills (when stderr is a terminal)
+  // Called with each piece of new text as soon as it is final (never broken UTF-8, never a
+  // possible start of a stop string). Return false to stop generating.
+  std::function<bool(const std::string&)> on_text;
+};
+
+struct GenerateResult {
+  std::vector<int32_t> tokens;  // generated ids (not the prompt)
+  std::string text;             // the generated text, stop string excluded
+  std::string finish_reason;    // "stop" (EOS or stop string), "length", or "cancelled"
+  int prompt_tokens = 0;
+  double prompt_ms = 0;      // prefill, up to the first token's logits
+  double generation_ms = 0;  // all decode steps
+};
+
+class Session {
+ public:
+  Session(const Model& model, const SessionOptions& options);
+
+  const Model& model() const { return model_; }
+  int context() const { return context_; }
+  ThreadPool* pool() { return &pool_; }
+  BlockPool* block_pool() { return &blocks_; }
+  KvSequence* sequence() { return &seq_; }
+
+  // Generates a continuation of `prompt` (token ids, BOS included as the caller wants), starting
+  // from an empty cache.
+  Result<GenerateResult> Generate(std::span<const int32_t> prompt, const GenerateOptions& options);
+
+  // Lower level: runs tokens at the given positions through the model into `seq`, in chunks of
+  // batch_size, and writes the last token's logits to `logits` (n_vocab floats) if not null.
+  Status Eval(std::span<const int32_t> tokens, std::span<const int32_t> positions, KvSequence* seq,
+              float* logits, bool show_progress = false);
+
+ private:
+  Status CheckFits(size_t n_tokens) const;
+
+  const Model& model_;
+  SessionOptions options_;
+  int context_;
+  ThreadPool pool_;
+  BlockPool blocks_;
+  KvSequence seq_;
+  ForwardScratch scratch_;
+  std::vector<float> logits_;
+};
+
+// Incremental detokenizer with stop strings: feed tokens, get text that is safe to show.
+class TextStream {
+ public:
+  TextStream(const Tokenizer& tok, std::vector<std::string> stop)
+      : dec_(tok), stop_(std::move(stop)) {}
+  // Adds a token; returns text now final. Sets *stopped when a stop string appeared.
+  std::string Push(int32_t id, bool* stopped);
+  // Whatever is held back at the end of generation (not called after a stop).
+  std::string Finish();
+  const std::string& text() const { return emitted_; }
+
+ private:
+  std::string Release(bool* stopped);
+
+  StreamDecoder dec_;
+  std::vector<std::string> stop_;
+  std::string held_;  // decoded but not yet emitted: might begin a stop string
+  std::string emitted_;
+};
+
+}  // namespace promptcache

@@ -1,0 +1,125 @@
+#include "engine/session.h"
+
+#include <gtest/gtest.h>
+
+namespace promptcache {
+namespace {
+
+const std::string kStories = std::string(PC_SHARED_DIR) + "/models/stories260K.gguf";
+
+std::unique_ptr<Model> LoadStories() {
+  Result<std::unique_ptr<Model>> m = Model::Load(kStories);
+  PC_CHECK(m.ok());
+  return std::move(m).value();
+}
+
+GenerateOptions Greedy(int n) {
+  GenerateOptions o;
+  o.max_tokens = n;
+  o.sampling.temperature = 0;
+  return o;
+}
+
+TEST(Session, GreedyTextWithAndWithoutKvCacheIsTheSame) {
+  auto m = LoadStories();
+  Session s(*m, SessionOptions{});
+  const auto prompt = m->tokenizer().Encode("Once upon a time", true);
+  GenerateOptions o = Greedy(40);
+  std::string streamed;
+  o.on_text = [&](const std::string& piece) {
+    streamed += piece;
+    return true;
+  };
+  Result<GenerateResult> cached = s.Generate(prompt, o);
+  ASSERT_TRUE(cached.ok());
+  EXPECT_EQ(streamed, cached->text);
+  EXPECT_EQ(cached->text.rfind(", there was a little girl named Lily.", 0), 0u) << cached->text;
+  o.use_kv_cache = false;
+  o.on_text = nullptr;
+  Result<GenerateResult> uncached = s.Generate(prompt, o);
+  ASSERT_TRUE(uncached.ok());
+  EXPECT_EQ(uncached->tokens, cached->tokens);
+  EXPECT_EQ(cached->finish_reason, "length");
+  EXPECT_EQ(cached->tokens.size(), 40u);
+}
+
+TEST(Session, StopStringEndsTextBeforeIt) {
+  auto m = LoadStories();
+  Session s(*m, SessionOptions{});
+  GenerateOptions o = Greedy(60);
+  o.stop = {"Lily"};
+  std::string streamed;
+  o.on_text = [&](const std::string& piece) {
+    streamed += piece;
+    return true;
+  };
+  Result<GenerateResult> r = s.Generate(m->tokenizer().Encode("Once upon a time", true), o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->text, ", there was a little girl named ");
+  EXPECT_EQ(streamed, r->text);
+  EXPECT_EQ(r->finish_reason, "stop");
+}
+
+TEST(Session, SeededSamplingIsReproducible) {
+  auto m = LoadStories();
+  Session s(*m, SessionOptions{});
+  GenerateOptions o = Greedy(30);
+  o.sampling.temperature = 1.0f;
+  o.sampling.seed = 1234;
+  const auto prompt = m->tokenizer().Encode("Once upon a time", true);
+  Result<GenerateResult> a = s.Generate(prompt, o);
+  Result<GenerateResult> b = s.Generate(prompt, o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->tokens, b->tokens);
+}
+
+TEST(Session, BadInputIsRejected) {
+  auto m = LoadStories();
+  SessionOptions so;
+  so.context = 8;
+  Session s(*m, so);
+  const auto long_prompt = m->tokenizer().Encode("Once upon a time there was a big dog", true);
+  Result<GenerateResult> r = s.Generate(long_prompt, Greedy(4));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("context size 8"), std::string::npos);
+  GenerateOptions bad = Greedy(4);
+  bad.sampling.temperature = -1;
+  EXPECT_FALSE(s.Generate(m->tokenizer().Encode("Once", true), bad).ok());
+  EXPECT_FALSE(s.Generate({}, Greedy(4)).ok());
+  // Generation stops at the context limit instead of overrunning it.
+  Result<GenerateResult> full = s.Generate(m->tokenizer().Encode("Once upon", true), Greedy(100));
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ(full->prompt_tokens + full->tokens.size(), 8u);
+}
+
+TEST(Session, StaticCacheRefusesBeyondItsSize) {
+  auto m = LoadStories();
+  SessionOptions so;
+  so.context = 32;
+  so.static_cache = true;
+  Session s(*m, so);
+  EXPECT_EQ(s.block_pool()->bytes_reserved() >= 32 * s.block_pool()->layout().bytes_per_token(),
+            true);
+  Result<GenerateResult> r =
+      s.Generate(m->tokenizer().Encode("Once upon a time", true), Greedy(10));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->tokens.size(), 10u);
+}
+
+TEST(TextStream, HoldsBackPossibleStopPrefixes) {
+  auto m = LoadStories();
+  const Tokenizer& tok = m->tokenizer();
+  TextStream ts(tok, {"girl named"});
+  const auto ids = tok.Encode(" there was a little girl named Lily", false);
+  std::string out;
+  bool stopped = false;
+  for (int32_t id : ids) {
+    out += ts.Push(id, &stopped);
+    if (stopped) break;
+  }
+  EXPECT_TRUE(stopped);
+  EXPECT_EQ(out, " there was a little ");
+}
+
+}  // namespace
+}  // namespace promptcache

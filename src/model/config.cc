@@ -1,0 +1,130 @@
+#include "model/config.h"
+
+#include <cmath>
+
+namespace promptcache {
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+Status ReadPositiveInt(const GgufFile& f, const std::string& key, int* out) {
+  Result<int64_t> v = f.GetInt(key);
+  if (!v.ok()) return v.status();
+  if (*v <= 0 || *v > (int64_t(1) << 30)) {
+    return InvalidArgument(key + " = " + std::to_string(*v) + " is out of range");
+  }
+  *out = static_cast<int>(*v);
+  return Status::Ok();
+}
+
+// Llama 3.1+ frequency scaling: long wavelengths are slowed by `factor`, short ones kept, and
+// the band between is interpolated smoothly.
+void ApplyLlama3Scaling(std::vector<float>& inv_freq, double factor, double low_freq_factor,
+                        double high_freq_factor, double original_ctx) {
+  const double low_wavelen = original_ctx / low_freq_factor;
+  const double high_wavelen = original_ctx / high_freq_factor;
+  for (float& f : inv_freq) {
+    const double wavelen = 2 * kPi / f;
+    if (wavelen < high_wavelen) continue;
+    if (wavelen > low_wavelen) {
+      f = static_cast<float>(f / factor);
+    } else {
+      const double smooth =
+          (original_ctx / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+      f = static_cast<float>((1 - smooth) * f / factor + smooth * f);
+    }
+  }
+}
+
+Status ReadRope(const GgufFile& f, const std::string& a, ModelConfig* c) {
+  PC_ASSIGN_OR_RETURN(double base, f.GetFloatOr(a + ".rope.freq_base", 10000.0));
+  if (!(base > 1.0)) return InvalidArgument(a + ".rope.freq_base must be > 1");
+  c->rope_base = static_cast<float>(base);
+  PC_ASSIGN_OR_RETURN(int64_t n_rot, f.GetIntOr(a + ".rope.dimension_count", c->head_dim));
+  if (n_rot != c->head_dim) {
+    return Unimplemented(a + ".rope.dimension_count = " + std::to_string(n_rot) +
+                         " (partial rotary embedding) is not supported");
+  }
+  const int half = c->head_dim / 2;
+  c->inv_freq.resize(half);
+  for (int i = 0; i < half; ++i) {
+    c->inv_freq[i] = static_cast<float>(std::pow(base, -2.0 * i / c->head_dim));
+  }
+  // Real Llama-3.x files carry their scaling as per-pair divisors in a tensor.
+  if (const GgufTensorInfo* t = f.FindTensor("rope_freqs.weight")) {
+    if (t->type != GgmlType::kF32 || t->elements() != half) {
+      return InvalidArgument("rope_freqs.weight must be F32 with " + std::to_string(half) +
+                             " elements");
+    }
+    const float* factors = reinterpret_cast<const float*>(t->data);
+    for (int i = 0; i < half; ++i) {
+      if (!(factors[i] > 0)) return InvalidArgument("rope_freqs.weight has a factor <= 0");
+      c->inv_freq[i] /= factors[i];
+    }
+    c->rope_scaling = "llama3";
+    return Status::Ok();
+  }
+  const GgufValue* type = f.Find(a + ".rope.scaling.type");
+  if (type == nullptr) return Status::Ok();
+  std::string kind;
+  if (!type->AsString(&kind)) return InvalidArgument(a + ".rope.scaling.type must be a string");
+  if (kind == "none") return Status::Ok();
+  PC_ASSIGN_OR_RETURN(double factor, f.GetFloatOr(a + ".rope.scaling.factor", 1.0));
+  if (!(factor >= 1.0)) return InvalidArgument(a + ".rope.scaling.factor must be >= 1");
+  if (kind == "linear") {
+    for (float& x : c->inv_freq) x = static_cast<float>(x / factor);
+  } else if (kind == "llama3") {
+    PC_ASSIGN_OR_RETURN(double low, f.GetFloatOr(a + ".rope.scaling.low_freq_factor", 1.0));
+    PC_ASSIGN_OR_RETURN(double high, f.GetFloatOr(a + ".rope.scaling.high_freq_factor", 4.0));
+    PC_ASSIGN_OR_RETURN(double orig,
+                        f.GetFloatOr(a + ".rope.scaling.original_context_length", 8192));
+    if (!(high > low) || !(orig > 0)) return InvalidArgument("inconsistent llama3 rope scaling");
+    ApplyLlama3Scaling(c->inv_freq, factor, low, high, orig);
+  } else {
+    return Unimplemented("rope scaling type '" + kind + "' is not supported");
+  }
+  c->rope_scaling = kind;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ModelConfig> ReadModelConfig(const GgufFile& f) {
+  ModelConfig c;
+  PC_ASSIGN_OR_RETURN(c.architecture, f.GetString("general.architecture"));
+  if (c.architecture != "llama") {
+    return Unimplemented("unsupported architecture '" + c.architecture +
+                         "' (promptcache runs llama-family models)");
+  }
+  const std::string& a = c.architecture;
+  if (Result<std::string> name = f.GetString("general.name"); name.ok()) c.name = *name;
+  PC_RETURN_IF_ERROR(ReadPositiveInt(f, a + ".embedding_length", &c.n_embd));
+  PC_RETURN_IF_ERROR(ReadPositiveInt(f, a + ".block_count", &c.n_layers));
+  PC_RETURN_IF_ERROR(ReadPositiveInt(f, a + ".feed_forward_length", &c.n_ff));
+  PC_RETURN_IF_ERROR(ReadPositiveInt(f, a + ".attention.head_count", &c.n_heads));
+  c.n_kv_heads = c.n_heads;
+  if (f.Find(a + ".attention.head_count_kv")) {
+    PC_RETURN_IF_ERROR(ReadPositiveInt(f, a + ".attention.head_count_kv", &c.n_kv_heads));
+  }
+  if (c.n_heads % c.n_kv_heads != 0) {
+    return InvalidArgument(a + ".attention.head_count_kv = " + std::to_string(c.n_kv_heads) +
+                           " does not divide " + a + ".attention.head_count = " +
+                           std::to_string(c.n_heads));
+  }
+  c.head_dim = c.n_embd / c.n_heads;
+  if (f.Find(a + ".attention.key_length")) {
+    PC_RETURN_IF_ERROR(ReadPositiveInt(f, a + ".attention.key_length", &c.head_dim));
+  }
+  if (c.head_dim % 2 != 0) return InvalidArgument("head dimension must be even");
+  c.context_length = 2048;
+  if (f.Find(a + ".context_length")) {
+    PC_RETURN_IF_ERROR(ReadPositiveInt(f, a + ".context_length", &c.context_length));
+  }
+  PC_ASSIGN_OR_RETURN(double eps, f.GetFloatOr(a + ".attention.layer_norm_rms_epsilon", 1e-5));
+  if (!(eps > 0 && eps < 1)) return InvalidArgument("layer_norm_rms_epsilon out of range");
+  c.rms_eps = static_cast<float>(eps);
+  PC_RETURN_IF_ERROR(ReadRope(f, a, &c));
+  return c;
+}
+
+}  // namespace promptcache

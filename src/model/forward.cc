@@ -1,0 +1,221 @@
+// The transformer forward pass (Llama architecture), read top to bottom like the paper:
+//   x = embed(tokens)
+//   per layer:  x += Wo · Attention(RoPE(Wq·norm(x)), RoPE(Wk·norm(x)), Wv·norm(x))
+//               x += Wdown · (silu(Wgate·norm(x)) * Wup·norm(x))
+//   logits = Wout · norm(x)
+// Shapes in comments: T tokens in the batch, D = n_embd, H/KVH query/KV heads of size hd.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "model/model.h"
+#include "ops/quant.h"
+#include "ops/vec.h"
+
+namespace promptcache {
+namespace {
+
+// Where one batch token's K/V row lives in its sequence's cache.
+struct SlotRef {
+  BlockId block;
+  int offset;  // slot within the block
+};
+
+// Runs fn(t) for every t in [0, n), spread over the pool when there is enough work.
+template <typename Fn>
+void ForEachToken(ThreadPool* pool, int n, Fn&& fn) {
+  if (pool == nullptr || n < 4) {
+    for (int t = 0; t < n; ++t) fn(t);
+    return;
+  }
+  pool->ParallelFor(n, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) fn(static_cast<int>(t));
+  });
+}
+
+void Resize(std::vector<float>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+}  // namespace
+
+Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPool* pool,
+                      ForwardScratch* s) const {
+  const ModelConfig& c = config_;
+  const int T = static_cast<int>(batch.size());
+  if (T == 0) return Status::Ok();
+  const int D = c.n_embd, hd = c.head_dim;
+  for (const BatchToken& b : batch) {
+    if (b.token < 0 || b.token >= c.n_vocab) {
+      return InvalidArgument("token id " + std::to_string(b.token) + " is outside the vocabulary");
+    }
+    PC_CHECK(b.seq != nullptr);
+  }
+
+  // Reserve each token's slot in its sequence: per sequence in order of first appearance, so a
+  // token's slot index says which earlier tokens of the batch it may attend to.
+  std::vector<int> slot(T);
+  std::vector<std::pair<KvSequence*, int>> appended;  // sequence, its size before
+  for (int t = 0; t < T; ++t) {
+    KvSequence* seq = batch[t].seq;
+    if (std::any_of(appended.begin(), appended.end(), [&](auto& p) { return p.first == seq; })) {
+      continue;
+    }
+    std::vector<int32_t> positions;
+    for (int u = t; u < T; ++u) {
+      if (batch[u].seq == seq) {
+        slot[u] = seq->size() + static_cast<int>(positions.size());
+        positions.push_back(batch[u].pos);
+      }
+    }
+    const int before = seq->size();
+    Status st = seq->Append(positions);
+    if (!st.ok()) {
+      for (auto& [done, size] : appended) done->Truncate(size);
+      return st;
+    }
+    appended.push_back({seq, before});
+  }
+  std::vector<SlotRef> where(T);
+  for (int t = 0; t < T; ++t) {
+    const KvSpan sp = batch[t].seq->Locate(slot[t]);
+    where[t] = {sp.block, sp.begin};
+  }
+
+  Resize(s->x, size_t(T) * D);
+  Resize(s->xn, size_t(T) * std::max(D, c.n_ff));
+  Resize(s->q, size_t(T) * c.q_dim());
+  Resize(s->k, size_t(T) * c.kv_dim());
+  Resize(s->v, size_t(T) * c.kv_dim());
+  Resize(s->attn, size_t(T) * c.q_dim());
+  Resize(s->gate, size_t(T) * c.n_ff);
+  Resize(s->up, size_t(T) * c.n_ff);
+  Resize(s->out_rows, size_t(T) * D);
+  float* x = s->x.data();  // [T, D] the residual stream
+
+  for (int t = 0; t < T; ++t) {
+    DequantizeRow(token_embd_.type, token_embd_.data + batch[t].token * token_embd_.row_bytes, D,
+                  x + size_t(t) * D);
+  }
+
+  BlockPool* kv_pool = batch[0].seq->pool();
+  const KvLayout& kvl = kv_pool->layout();
+  const size_t kv_row_bytes = size_t(c.kv_dim()) * kvl.elem_bytes();
+
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& w = layers_[l];
+    // Attention block.
+    ForEachToken(pool, T, [&](int t) {
+      RmsNorm(x + size_t(t) * D, w.attn_norm.data(), D, c.rms_eps, s->xn.data() + size_t(t) * D);
+    });
+    MatMul(w.wq, s->xn.data(), T, s->q.data(), pool);  // q: [T, H*hd]
+    MatMul(w.wk, s->xn.data(), T, s->k.data(), pool);  // k: [T, KVH*hd]
+    MatMul(w.wv, s->xn.data(), T, s->v.data(), pool);  // v: [T, KVH*hd]
+    ForEachToken(pool, T, [&](int t) {
+      float* q = s->q.data() + size_t(t) * c.q_dim();
+      float* k = s->k.data() + size_t(t) * c.kv_dim();
+      const float* v = s->v.data() + size_t(t) * c.kv_dim();
+      const float pos = static_cast<float>(batch[t].pos);
+      Rope(q, c.n_heads, hd, pos, c.inv_freq.data());
+      Rope(k, c.n_kv_heads, hd, pos, c.inv_freq.data());
+      uint8_t* kdst = kv_pool->K(where[t].block, l) + where[t].offset * kv_row_bytes;
+      uint8_t* vdst = kv_pool->V(where[t].block, l) + where[t].offset * kv_row_bytes;
+      if (kvl.type == KvType::kF16) {
+        F32ToF16Row(k, reinterpret_cast<uint16_t*>(kdst), c.kv_dim());
+        F32ToF16Row(v, reinterpret_cast<uint16_t*>(vdst), c.kv_dim());
+      } else {
+        std::memcpy(kdst, k, kv_row_bytes);
+        std::memcpy(vdst, v, kv_row_bytes);
+      }
+    });
+    Attention(batch, slot, l, pool, s);                    // attn: [T, H*hd]
+    MatMul(w.wo, s->attn.data(), T, s->out_rows.data(), pool);  // [T, D]
+    Add(x, s->out_rows.data(), size_t(T) * D);
+
+    // Feed-forward block (SwiGLU).
+    ForEachToken(pool, T, [&](int t) {
+      RmsNorm(x + size_t(t) * D, w.ffn_norm.data(), D, c.rms_eps, s->xn.data() + size_t(t) * D);
+    });
+    MatMul(w.w_gate, s->xn.data(), T, s->gate.data(), pool);  // [T, n_ff]
+    MatMul(w.w_up, s->xn.data(), T, s->up.data(), pool);      // [T, n_ff]
+    SwiGlu(s->gate.data(), s->up.data(), size_t(T) * c.n_ff);
+    MatMul(w.w_down, s->gate.data(), T, s->out_rows.data(), pool);  // [T, D]
+    Add(x, s->out_rows.data(), size_t(T) * D);
+  }
+
+  // Logits only for the tokens that want them: [n_out, n_vocab].
+  int n_out = 0;
+  for (int t = 0; t < T; ++t) {
+    if (!batch[t].want_logits) continue;
+    RmsNorm(x + size_t(t) * D, output_norm_.data(), D, c.rms_eps,
+            s->xn.data() + size_t(n_out) * D);
+    ++n_out;
+  }
+  if (n_out > 0) {
+    PC_CHECK(logits != nullptr);
+    MatMul(output_, s->xn.data(), n_out, logits, pool);
+  }
+  return Status::Ok();
+}
+
+// Each (token, query head) attends over its sequence's slots [0, slot[t]]: scores = q·k / sqrt(hd)
+// over the cached rows, softmax, then the weighted sum of V rows. Query heads share KV heads in
+// groups of H / KVH (grouped-query attention).
+void Model::Attention(std::span<const BatchToken> batch, const std::vector<int>& slot, int layer,
+                      ThreadPool* pool, ForwardScratch* s) const {
+  const ModelConfig& c = config_;
+  const int T = static_cast<int>(batch.size());
+  const int H = c.n_heads, hd = c.head_dim, group = c.n_heads / c.n_kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int n_threads = pool ? pool->size() : 1;
+  if (static_cast<int>(s->scores.size()) < n_threads) s->scores.resize(n_threads);
+
+  auto work = [&](int thread, int nt) {
+    std::vector<float>& scores = s->scores[thread];
+    // Interleaved items balance causal prefill, where later tokens see more context.
+    for (int item = thread; item < T * H; item += nt) {
+      const int t = item / H, h = item % H, kvh = h / group;
+      const KvSequence& seq = *batch[t].seq;
+      const BlockPool& kv = *seq.pool();
+      const bool f16 = kv.layout().type == KvType::kF16;
+      const size_t row = size_t(c.kv_dim()) * kv.layout().elem_bytes();
+      const size_t head_off = size_t(kvh) * hd * kv.layout().elem_bytes();
+      const int n_ctx = slot[t] + 1;
+      if (scores.size() < size_t(n_ctx)) scores.resize(n_ctx);
+      const float* q = s->q.data() + size_t(t) * c.q_dim() + size_t(h) * hd;
+
+      int i = 0;
+      for (const KvSpan& sp : seq.spans()) {
+        const uint8_t* k = kv.K(sp.block, layer) + sp.begin * row + head_off;
+        for (int j = 0; j < sp.count && i < n_ctx; ++j, ++i, k += row) {
+          scores[i] = scale * (f16 ? DotF32F16(q, reinterpret_cast<const uint16_t*>(k), hd)
+                                   : DotF32(q, reinterpret_cast<const float*>(k), hd));
+        }
+        if (i >= n_ctx) break;
+      }
+      Softmax(scores.data(), n_ctx);
+
+      float* out = s->attn.data() + size_t(t) * c.q_dim() + size_t(h) * hd;
+      std::fill(out, out + hd, 0.0f);
+      i = 0;
+      for (const KvSpan& sp : seq.spans()) {
+        const uint8_t* v = kv.V(sp.block, layer) + sp.begin * row + head_off;
+        for (int j = 0; j < sp.count && i < n_ctx; ++j, ++i, v += row) {
+          if (f16) {
+            AxpyF16(scores[i], reinterpret_cast<const uint16_t*>(v), out, hd);
+          } else {
+            AxpyF32(scores[i], reinterpret_cast<const float*>(v), out, hd);
+          }
+        }
+        if (i >= n_ctx) break;
+      }
+    }
+  };
+  if (pool != nullptr) {
+    pool->Run(work);
+  } else {
+    work(0, 1);
+  }
+}
+
+}  // namespace promptcache

@@ -1,0 +1,174 @@
+#include "model/model.h"
+
+#include <algorithm>
+
+#include "core/hash.h"
+#include "ops/quant.h"
+
+namespace promptcache {
+namespace {
+
+std::string DimsString(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+void HashValue(const GgufValue& v, Hasher128& h) {
+  h.UpdatePod(static_cast<uint32_t>(v.type));
+  if (v.is_array()) {
+    h.UpdatePod(static_cast<uint64_t>(v.array.size()));
+    for (const GgufValue& e : v.array) HashValue(e, h);
+    return;
+  }
+  std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          h.Update(std::string_view(x));
+        } else {
+          h.UpdatePod(x);
+        }
+      },
+      v.scalar);
+}
+
+// Metadata and tensor layout, plus the first and last 4 KiB of every tensor's data: cheap to
+// read, and enough to tell apart two files of one shape with different weights.
+std::string Fingerprint(const GgufFile& f) {
+  Hasher128 h;
+  h.UpdatePod(f.version());
+  for (const auto& [key, value] : f.metadata()) {
+    h.Update(std::string_view(key));
+    HashValue(value, h);
+  }
+  for (const GgufTensorInfo& t : f.tensors()) {
+    h.Update(std::string_view(t.name));
+    for (int64_t d : t.dims) h.UpdatePod(d);
+    h.UpdatePod(static_cast<uint32_t>(t.type));
+    h.UpdatePod(t.offset);
+    const size_t n = std::min<size_t>(4096, t.nbytes);
+    h.Update(t.data, n);
+    h.Update(t.data + t.nbytes - n, n);
+  }
+  return h.HexDigest();
+}
+
+class TensorBinder {
+ public:
+  TensorBinder(const GgufFile& f) : f_(f) {}
+
+  Status Matrix(const std::string& name, int64_t rows, int64_t cols, WeightMatrix* out) {
+    const GgufTensorInfo* t = f_.FindTensor(name);
+    if (t == nullptr) return NotFound("missing tensor '" + name + "'");
+    if (t->dims.size() != 2 || t->dims[0] != cols || t->dims[1] != rows) {
+      return InvalidArgument("tensor '" + name + "' has shape " + DimsString(t->dims) +
+                             ", expected " + DimsString({cols, rows}));
+    }
+    if (!MatMulSupports(t->type)) {
+      return Unimplemented("tensor '" + name + "' has type " + GgmlTypeName(t->type) +
+                           ", which is not supported (F32, F16, BF16, Q8_0, Q4_0 are)");
+    }
+    *out = {t->type, t->data, rows, cols, RowBytes(t->type, cols)};
+    return Status::Ok();
+  }
+
+  Status Vector(const std::string& name, int64_t n, std::vector<float>* out) {
+    const GgufTensorInfo* t = f_.FindTensor(name);
+    if (t == nullptr) return NotFound("missing tensor '" + name + "'");
+    if (t->dims.size() != 1 || t->dims[0] != n) {
+      return InvalidArgument("tensor '" + name + "' has shape " + DimsString(t->dims) +
+                             ", expected [" + std::to_string(n) + "]");
+    }
+    if (!RowConversionSupports(t->type)) {
+      return Unimplemented("tensor '" + name + "' has unsupported type " + GgmlTypeName(t->type));
+    }
+    out->resize(n);
+    DequantizeRow(t->type, t->data, n, out->data());
+    return Status::Ok();
+  }
+
+ private:
+  const GgufFile& f_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
+  std::unique_ptr<Model> m(new Model());
+  PC_ASSIGN_OR_RETURN(m->file_, GgufFile::Open(path));
+  Result<ModelConfig> config = ReadModelConfig(*m->file_);
+  if (!config.ok()) return config.status().WithContext(path);
+  m->config_ = std::move(config).value();
+  Status st = m->BindWeights();
+  if (!st.ok()) return st.WithContext(path);
+  Result<std::unique_ptr<Tokenizer>> tok = Tokenizer::FromGguf(*m->file_);
+  if (!tok.ok()) return tok.status().WithContext(path);
+  m->tokenizer_ = std::move(tok).value();
+  if (m->tokenizer_->vocab_size() != m->config_.n_vocab) {
+    return InvalidArgument(path + ": the tokenizer has " +
+                           std::to_string(m->tokenizer_->vocab_size()) +
+                           " tokens but token_embd.weight has " +
+                           std::to_string(m->config_.n_vocab) + " rows");
+  }
+  if (Result<std::string> t = m->file_->GetString("tokenizer.chat_template"); t.ok()) {
+    m->chat_template_ = *t;
+  }
+  m->fingerprint_ = Fingerprint(*m->file_);
+  return m;
+}
+
+Status Model::BindWeights() {
+  const ModelConfig& c = config_;
+  const GgufTensorInfo* embd = file_->FindTensor("token_embd.weight");
+  if (embd == nullptr) return NotFound("missing tensor 'token_embd.weight'");
+  if (embd->dims.size() != 2 || embd->dims[0] != c.n_embd || embd->dims[1] <= 0 ||
+      embd->dims[1] > (1 << 24)) {
+    return InvalidArgument("tensor 'token_embd.weight' has shape " + DimsString(embd->dims));
+  }
+  config_.n_vocab = static_cast<int>(embd->dims[1]);
+  TensorBinder b(*file_);
+  PC_RETURN_IF_ERROR(b.Matrix("token_embd.weight", c.n_vocab, c.n_embd, &token_embd_));
+  if (!RowConversionSupports(token_embd_.type)) {
+    return Unimplemented("token_embd.weight type " + GgmlTypeName(token_embd_.type));
+  }
+  if (file_->FindTensor("output.weight")) {
+    PC_RETURN_IF_ERROR(b.Matrix("output.weight", c.n_vocab, c.n_embd, &output_));
+  } else {
+    output_ = token_embd_;  // tied embeddings
+  }
+  PC_RETURN_IF_ERROR(b.Vector("output_norm.weight", c.n_embd, &output_norm_));
+  layers_.resize(c.n_layers);
+  for (int i = 0; i < c.n_layers; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    LayerWeights& l = layers_[i];
+    PC_RETURN_IF_ERROR(b.Vector(p + "attn_norm.weight", c.n_embd, &l.attn_norm));
+    PC_RETURN_IF_ERROR(b.Matrix(p + "attn_q.weight", c.q_dim(), c.n_embd, &l.wq));
+    PC_RETURN_IF_ERROR(b.Matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd, &l.wk));
+    PC_RETURN_IF_ERROR(b.Matrix(p + "attn_v.weight", c.kv_dim(), c.n_embd, &l.wv));
+    PC_RETURN_IF_ERROR(b.Matrix(p + "attn_output.weight", c.n_embd, c.q_dim(), &l.wo));
+    PC_RETURN_IF_ERROR(b.Vector(p + "ffn_norm.weight", c.n_embd, &l.ffn_norm));
+    PC_RETURN_IF_ERROR(b.Matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd, &l.w_gate));
+    PC_RETURN_IF_ERROR(b.Matrix(p + "ffn_up.weight", c.n_ff, c.n_embd, &l.w_up));
+    PC_RETURN_IF_ERROR(b.Matrix(p + "ffn_down.weight", c.n_embd, c.n_ff, &l.w_down));
+  }
+  return Status::Ok();
+}
+
+size_t Model::weight_bytes() const {
+  size_t n = 0;
+  for (const GgufTensorInfo& t : file_->tensors()) n += t.nbytes;
+  return n;
+}
+
+KvLayout Model::MakeKvLayout(KvType type, int block_size) const {
+  KvLayout l;
+  l.n_layers = config_.n_layers;
+  l.n_kv_heads = config_.n_kv_heads;
+  l.head_dim = config_.head_dim;
+  l.type = type;
+  l.block_size = block_size;
+  return l;
+}
+
+}  // namespace promptcache

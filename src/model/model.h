@@ -1,0 +1,90 @@
+// A loaded Llama-family model: its configuration, weights (views into the memory-mapped GGUF
+// file, never copied), tokenizer and fingerprint, and the forward pass.
+//
+// The forward pass takes a batch of tokens, each with its own position and its own KV sequence,
+// so one call can prefill a prompt, decode one token, or decode one token for each of several
+// sequences (continuous batching). Each token's K/V are appended to its sequence, and it attends
+// to everything its sequence held before the batch plus the tokens of its sequence earlier in the
+// batch: positions are data, not indices, so they may have gaps.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "gguf/gguf.h"
+#include "kv/kv_cache.h"
+#include "model/config.h"
+#include "ops/matmul.h"
+#include "tokenizer/tokenizer.h"
+
+namespace promptcache {
+
+struct LayerWeights {
+  std::vector<float> attn_norm;  // [n_embd]
+  WeightMatrix wq, wk, wv, wo;   // [q_dim x n_embd], [kv_dim x n_embd] x2, [n_embd x q_dim]
+  std::vector<float> ffn_norm;   // [n_embd]
+  WeightMatrix w_gate, w_up;     // [n_ff x n_embd]
+  WeightMatrix w_down;           // [n_embd x n_ff]
+};
+
+struct BatchToken {
+  int32_t token;
+  int32_t pos;
+  KvSequence* seq;
+  bool want_logits;
+};
+
+// Scratch buffers of the forward pass, reused across calls; one per thread that runs forwards.
+struct ForwardScratch {
+  std::vector<float> x, xn, q, k, v, attn, gate, up, out_rows;
+  std::vector<std::vector<float>> scores;  // per pool thread
+};
+
+class Model {
+ public:
+  // Maps and validates the file: architecture, hyperparameters, every tensor's presence, shape
+  // and type. Errors are one line naming the file and the problem.
+  static Result<std::unique_ptr<Model>> Load(const std::string& path);
+
+  const ModelConfig& config() const { return config_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const GgufFile& file() const { return *file_; }
+  // 32 hex digits over the metadata, the tensor table and samples of every tensor's data: what
+  // cache files are keyed on, so K/V are never reused across different weights.
+  const std::string& fingerprint() const { return fingerprint_; }
+  // The chat template text (tokenizer.chat_template), empty when the file has none.
+  const std::string& chat_template() const { return chat_template_; }
+  GgmlType weight_type() const { return layers_[0].wq.type; }
+  size_t weight_bytes() const;
+
+  KvLayout MakeKvLayout(KvType type, int block_size = 16) const;
+
+  // Runs the batch. For every token with want_logits, writes n_vocab logits, in batch order, to
+  // `logits`. Sequences must have room (their pool may run out: the Status says so and no
+  // sequence is changed).
+  Status Forward(std::span<const BatchToken> batch, float* logits, ThreadPool* pool,
+                 ForwardScratch* scratch) const;
+
+ private:
+  Model() = default;
+  Status BindWeights();
+  void Attention(std::span<const BatchToken> batch, const std::vector<int>& slot, int layer,
+                 ThreadPool* pool, ForwardScratch* s) const;
+
+  std::unique_ptr<GgufFile> file_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  ModelConfig config_;
+  std::string fingerprint_;
+  std::string chat_template_;
+  WeightMatrix token_embd_;
+  WeightMatrix output_;  // token_embd_ when the embeddings are tied
+  std::vector<float> output_norm_;
+  std::vector<LayerWeights> layers_;
+};
+
+}  // namespace promptcache

@@ -1,0 +1,292 @@
+// The forward pass against the reference vectors of stories260K, and cached against uncached
+// computation: with the KV cache, every way of feeding the same tokens at the same positions
+// must give the logits of one full recompute.
+#include "model/model.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+
+#include "model/synth.h"
+
+namespace promptcache {
+namespace {
+
+const std::string kStories = std::string(PC_SHARED_DIR) + "/models/stories260K.gguf";
+
+std::unique_ptr<Model> LoadOrDie(const std::string& path) {
+  Result<std::unique_ptr<Model>> m = Model::Load(path);
+  PC_CHECK(m.ok());
+  return std::move(m).value();
+}
+
+// A small synthetic model with a real (GPT-2) vocabulary, made once per test binary.
+std::string SynthesizeTiny(uint64_t seed) {
+    const std::string p = (std::filesystem::temp_directory_path() /
+                           ("pc_model_test_" + std::to_string(getpid()) + "_" +
+                            std::to_string(seed) + ".gguf")).string();
+    SynthOptions o;
+    o.preset = "tiny-test";
+    o.vocab_path = std::string(PC_SHARED_DIR) + "/tokenizers/ggml-vocab-gpt-2.gguf";
+    o.type = GgmlType::kQ8_0;
+    o.seed = seed;
+    o.out_path = p;
+    Status st = Synthesize(o, nullptr);
+    PC_CHECK(st.ok());
+    return p;
+}
+
+const std::string& SyntheticModelPath() {
+  static const std::string path = SynthesizeTiny(7);
+  return path;
+}
+
+class Runner {
+ public:
+  Runner(const Model& m, KvType kv, int threads = 2)
+      : m_(m), pool_(threads), blocks_(m.MakeKvLayout(kv, 16), 0, false) {}
+
+  // Logits of every token, from one forward pass over a fresh sequence.
+  std::vector<float> Full(const std::vector<int32_t>& tokens, const std::vector<int32_t>& pos) {
+    KvSequence seq(&blocks_);
+    return Run(&seq, tokens, pos, 0, tokens.size(), true);
+  }
+
+  // Feeds tokens [b, e) in one batch; returns the logits of all of them (want_all) or the last.
+  std::vector<float> Run(KvSequence* seq, const std::vector<int32_t>& tokens,
+                         const std::vector<int32_t>& pos, size_t b, size_t e, bool want_all) {
+    std::vector<BatchToken> batch;
+    for (size_t i = b; i < e; ++i) batch.push_back({tokens[i], pos[i], seq, want_all || i + 1 == e});
+    const size_t n_out = want_all ? e - b : 1;
+    std::vector<float> logits(n_out * m_.config().n_vocab);
+    Status st = m_.Forward(batch, logits.data(), &pool_, &scratch_);
+    PC_CHECK(st.ok());
+    return logits;
+  }
+
+  BlockPool* blocks() { return &blocks_; }
+
+ private:
+  const Model& m_;
+  ThreadPool pool_;
+  BlockPool blocks_;
+  ForwardScratch scratch_;
+};
+
+float MaxAbsDiff(const float* a, const float* b, size_t n) {
+  float d = 0;
+  for (size_t i = 0; i < n; ++i) d = std::max(d, std::fabs(a[i] - b[i]));
+  return d;
+}
+
+std::vector<int32_t> Iota(int n, int start = 0) {
+  std::vector<int32_t> v(n);
+  std::iota(v.begin(), v.end(), start);
+  return v;
+}
+
+TEST(Stories260K, ReferenceTokensAndLogits) {
+  auto m = LoadOrDie(kStories);
+  EXPECT_EQ(m->config().n_layers, 5);
+  EXPECT_EQ(m->config().n_kv_heads, 4);
+  const std::vector<int32_t> ids = m->tokenizer().Encode("Once upon a time", true);
+  ASSERT_EQ(ids, (std::vector<int32_t>{1, 403, 407, 261, 378}));
+  Runner r(*m, KvType::kF32);
+  KvSequence seq(r.blocks());
+  const std::vector<float> logits = r.Run(&seq, ids, Iota(5), 0, 5, false);
+  const float expect0[8] = {-10.13658f, -5.32946f, -10.13809f, -10.13686f,
+                            -10.13721f, -10.13833f, -10.13727f, -10.13764f};
+  for (int i = 0; i < 8; ++i) EXPECT_NEAR(logits[i], expect0[i], 1e-3) << i;
+  const std::pair<int, float> top[5] = {
+      {432, 17.79940f}, {383, 14.28126f}, {322, 9.70965f}, {353, 9.58729f}, {323, 9.13424f}};
+  std::vector<int> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + 5, order.end(),
+                    [&](int a, int b) { return logits[a] > logits[b]; });
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(order[i], top[i].first);
+    EXPECT_NEAR(logits[top[i].first], top[i].second, 1e-3);
+  }
+}
+
+TEST(Stories260K, GreedyContinuationMatchesReference) {
+  const std::vector<int32_t> expected = {
+      1,   403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338,
+      401, 396, 267, 337, 410, 408, 419, 292, 411, 322, 265, 282, 295, 433, 426, 385, 328,
+      432, 358, 394, 261, 370, 432, 352, 266, 268, 388, 426, 338, 391, 266, 267, 337, 335,
+      312, 432, 398, 312, 286, 267, 414, 270, 333, 415, 426, 13,  438, 310, 439, 419, 357,
+      336, 432, 313, 438, 310, 432, 278, 316, 439, 419, 298, 414, 267};
+  auto m = LoadOrDie(kStories);
+  for (KvType kv : {KvType::kF32, KvType::kF16}) {
+    Runner r(*m, kv);
+    KvSequence seq(r.blocks());
+    std::vector<int32_t> tokens(expected.begin(), expected.begin() + 5);
+    std::vector<float> logits = r.Run(&seq, tokens, Iota(5), 0, 5, false);
+    while (tokens.size() < expected.size()) {
+      const int32_t next =
+          static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      tokens.push_back(next);
+      logits = r.Run(&seq, tokens, Iota(tokens.size()), tokens.size() - 1, tokens.size(), false);
+    }
+    EXPECT_EQ(tokens, expected) << (kv == KvType::kF32 ? "f32" : "f16");
+    EXPECT_EQ(m->tokenizer().Decode(std::vector<int32_t>(tokens.begin() + 1, tokens.end())),
+              "Once upon a time, there was a little girl named Lily. She loved to play outside in "
+              "the park. One day, she saw a big, red ball. She wanted to play with it, but it was "
+              "too high.\nLily's mom said, \"Lily, let's go to");
+  }
+}
+
+struct CacheCase {
+  std::string model;
+  KvType kv;
+  float bound;
+};
+
+class CachedEqualsUncached : public ::testing::TestWithParam<CacheCase> {
+ protected:
+  void SetUp() override {
+    const CacheCase& c = GetParam();
+    model_ = LoadOrDie(c.model == "stories" ? kStories : SyntheticModelPath());
+    const int n_vocab = model_->config().n_vocab;
+    tokens_.resize(40);
+    for (size_t i = 0; i < tokens_.size(); ++i) tokens_[i] = (i * 7919 + 13) % n_vocab;
+  }
+  std::unique_ptr<Model> model_;
+  std::vector<int32_t> tokens_;
+};
+
+// Prefill a prefix, then decode the rest one token at a time; each step's logits must equal the
+// full recompute's row for that token.
+TEST_P(CachedEqualsUncached, PrefillThenDecode) {
+  Runner r(*model_, GetParam().kv);
+  const size_t n = tokens_.size(), V = model_->config().n_vocab;
+  const std::vector<int32_t> pos = Iota(n);
+  Runner full_runner(*model_, KvType::kF32);
+  const std::vector<float> full = full_runner.Full(tokens_, pos);
+  KvSequence seq(r.blocks());
+  std::vector<float> step = r.Run(&seq, tokens_, pos, 0, 9, false);
+  EXPECT_LE(MaxAbsDiff(step.data(), &full[8 * V], V), GetParam().bound);
+  for (size_t i = 9; i < n; ++i) {
+    step = r.Run(&seq, tokens_, pos, i, i + 1, false);
+    ASSERT_LE(MaxAbsDiff(step.data(), &full[i * V], V), GetParam().bound) << "token " << i;
+  }
+}
+
+TEST_P(CachedEqualsUncached, PrefillInChunks) {
+  const size_t n = tokens_.size(), V = model_->config().n_vocab;
+  const std::vector<int32_t> pos = Iota(n);
+  Runner full_runner(*model_, KvType::kF32);
+  const std::vector<float> full = full_runner.Full(tokens_, pos);
+  for (size_t chunk : {1, 3, 7, 16}) {
+    Runner r(*model_, GetParam().kv);
+    KvSequence seq(r.blocks());
+    for (size_t b = 0; b < n; b += chunk) {
+      const size_t e = std::min(n, b + chunk);
+      const std::vector<float> got = r.Run(&seq, tokens_, pos, b, e, true);
+      for (size_t i = b; i < e; ++i) {
+        ASSERT_LE(MaxAbsDiff(&got[(i - b) * V], &full[i * V], V), GetParam().bound)
+            << "chunk " << chunk << " token " << i;
+      }
+    }
+  }
+}
+
+// Positions with gaps: cached decoding equals the full recompute at the same gapped positions,
+// and both equal the same relative layout shifted to start elsewhere (RoPE sees only position
+// differences).
+TEST_P(CachedEqualsUncached, PositionsWithGaps) {
+  const size_t n = tokens_.size(), V = model_->config().n_vocab;
+  std::vector<int32_t> gapped(n);
+  for (size_t i = 0; i < n; ++i) gapped[i] = static_cast<int32_t>(i + (i >= 10 ? 25 : 0) + (i >= 25 ? 60 : 0));
+  std::vector<int32_t> shifted = gapped;
+  for (int32_t& p : shifted) p += 131;
+  Runner full_runner(*model_, KvType::kF32);
+  const std::vector<float> full = full_runner.Full(tokens_, gapped);
+  const std::vector<float> full_shifted = full_runner.Full(tokens_, shifted);
+  EXPECT_LE(MaxAbsDiff(full.data(), full_shifted.data(), full.size()), GetParam().bound);
+  Runner r(*model_, GetParam().kv);
+  KvSequence seq(r.blocks());
+  r.Run(&seq, tokens_, gapped, 0, 12, false);
+  for (size_t i = 12; i < n; ++i) {
+    const std::vector<float> step = r.Run(&seq, tokens_, gapped, i, i + 1, false);
+    ASSERT_LE(MaxAbsDiff(step.data(), &full[i * V], V), GetParam().bound) << "token " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Models, CachedEqualsUncached,
+    ::testing::Values(CacheCase{"stories", KvType::kF32, 1e-3f},
+                      CacheCase{"stories", KvType::kF16, 2e-2f},
+                      CacheCase{"synthetic", KvType::kF32, 1e-3f},
+                      CacheCase{"synthetic", KvType::kF16, 2e-2f}),
+    [](const auto& info) {
+      return info.param.model + (info.param.kv == KvType::kF32 ? "_f32" : "_f16");
+    });
+
+// A sequence gathered from segments of two other sequences attends to both, with the segments'
+// original positions: the next token's logits equal those of the one sequence that computed
+// everything, and do not depend on the order the segments were gathered in.
+TEST(Segments, SequenceBuiltFromTwoCachesAttendsToBoth) {
+  auto m = LoadOrDie(kStories);
+  Runner r(*m, KvType::kF32);
+  const std::vector<int32_t> tokens = m->tokenizer().Encode("Once upon a time, there was a dog", true);
+  const size_t n = tokens.size(), split = 5;
+  const std::vector<int32_t> pos = Iota(n + 1);
+  std::vector<int32_t> with_next = tokens;
+  with_next.push_back(432);
+
+  KvSequence whole(r.blocks()), head(r.blocks());
+  r.Run(&whole, with_next, pos, 0, n, false);
+  r.Run(&head, with_next, pos, 0, split, false);
+  KvSequence whole_probe = whole.Fork();
+  const std::vector<float> expect = r.Run(&whole_probe, with_next, pos, n, n + 1, false);
+
+  KvSequence gathered(r.blocks());
+  gathered.AppendSegment(head, 0, split);
+  gathered.AppendSegment(whole, split, n);
+  const std::vector<float> got = r.Run(&gathered, with_next, pos, n, n + 1, false);
+  EXPECT_LE(MaxAbsDiff(got.data(), expect.data(), got.size()), 1e-4f);
+
+  KvSequence reversed(r.blocks());
+  reversed.AppendSegment(whole, split, n);
+  reversed.AppendSegment(head, 0, split);
+  const std::vector<float> got_rev = r.Run(&reversed, with_next, pos, n, n + 1, false);
+  EXPECT_LE(MaxAbsDiff(got_rev.data(), expect.data(), got.size()), 1e-4f);
+
+  // Only one of the two segments: the logits change, so the token did attend to both.
+  KvSequence only_head(r.blocks());
+  only_head.AppendSegment(head, 0, split);
+  const std::vector<float> partial = r.Run(&only_head, with_next, pos, n, n + 1, false);
+  EXPECT_GT(MaxAbsDiff(partial.data(), expect.data(), got.size()), 0.1f);
+}
+
+TEST(ModelLoad, BadFilesGiveOneLineErrors) {
+  Result<std::unique_ptr<Model>> missing = Model::Load("/nonexistent/model.gguf");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("/nonexistent/model.gguf"), std::string::npos);
+  // A vocabulary-only file is a valid GGUF but no model.
+  Result<std::unique_ptr<Model>> vocab =
+      Model::Load(std::string(PC_SHARED_DIR) + "/tokenizers/ggml-vocab-gpt-2.gguf");
+  ASSERT_FALSE(vocab.ok());
+  EXPECT_EQ(vocab.status().message().find('\n'), std::string::npos);
+}
+
+TEST(ModelLoad, FingerprintDependsOnWeights) {
+  auto a = LoadOrDie(kStories);
+  auto b = LoadOrDie(kStories);
+  EXPECT_EQ(a->fingerprint(), b->fingerprint());
+  auto c = LoadOrDie(SyntheticModelPath());
+  EXPECT_NE(a->fingerprint(), c->fingerprint());
+  // Same shape and metadata, other weights.
+  const std::string other = SynthesizeTiny(8);
+  auto d = LoadOrDie(other);
+  EXPECT_NE(c->fingerprint(), d->fingerprint());
+  std::filesystem::remove(other);
+  EXPECT_EQ(a->fingerprint().size(), 32u);
+}
+
+}  // namespace
+}  // namespace promptcache

@@ -1,0 +1,90 @@
+#include "tools/cli_common.h"
+
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "core/log.h"
+#include "engine/chat_template.h"
+
+namespace promptcache::cli {
+
+void ModelOptions::Register(CLI::App* sub) {
+  sub->add_option("-m,--model", model_path, "GGUF model file")->required();
+  sub->add_option("-t,--threads", threads, "threads (default: all cores)");
+  sub->add_option("-c,--context", context, "context size in tokens (default: the model's)");
+  sub->add_option("--kv-type", kv_type, "KV cache storage: f16 or f32")->default_val("f16");
+  sub->add_flag("--static-cache", static_cache,
+                "preallocate the KV cache for the whole context (default: grows)");
+}
+
+Status ModelOptions::Validate() const {
+  if (threads < 0) return InvalidArgument("--threads must be >= 0");
+  if (threads > 1024) return InvalidArgument("--threads must be <= 1024");
+  if (context < 0) return InvalidArgument("--context must be >= 0");
+  if (kv_type != "f16" && kv_type != "f32") {
+    return InvalidArgument("--kv-type must be f16 or f32, not '" + kv_type + "'");
+  }
+  return Status::Ok();
+}
+
+SessionOptions ModelOptions::ToSessionOptions() const {
+  SessionOptions o;
+  o.threads = threads;
+  o.context = context;
+  o.kv_type = kv_type == "f32" ? KvType::kF32 : KvType::kF16;
+  o.static_cache = static_cache;
+  return o;
+}
+
+int Fail(const Status& status) { return Fail(status.message()); }
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "promptcache: error: %s\n", message.c_str());
+  return 1;
+}
+
+std::unique_ptr<Model> LoadModelOrReport(const std::string& path) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<std::unique_ptr<Model>> m = Model::Load(path);
+  if (!m.ok()) {
+    Fail(m.status());
+    return nullptr;
+  }
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const ModelConfig& c = (*m)->config();
+  PC_LOG_INFO("loaded %s: %d layers, n_embd %d, %d heads (%d KV), vocab %d, %s, in %.0f ms",
+              path.c_str(), c.n_layers, c.n_embd, c.n_heads, c.n_kv_heads, c.n_vocab,
+              GgmlTypeName((*m)->weight_type()).c_str(), ms);
+  return std::move(m).value();
+}
+
+Result<std::vector<int32_t>> PromptTokens(const Model& model, const std::string& text, bool chat,
+                                          bool add_bos) {
+  const Tokenizer& tok = model.tokenizer();
+  if (!chat) return tok.Encode(text, add_bos);
+  bool guessed = false;
+  const ChatFormat format = DetectChatFormat(model.chat_template(), &guessed);
+  if (guessed) {
+    PC_LOG_WARN("unrecognised chat template; using the %s format",
+                std::string(ChatFormatName(format)).c_str());
+  }
+  std::vector<ChatMessage> messages;
+  const std::string sys = DefaultSystemPrompt(model.chat_template());
+  if (!sys.empty()) messages.push_back({"system", sys});
+  messages.push_back({"user", text});
+  const std::string bos = tok.bos() >= 0 ? tok.Piece(tok.bos()) : "";
+  const std::string eos = tok.eos() >= 0 ? tok.Piece(tok.eos()) : "";
+  PC_ASSIGN_OR_RETURN(std::string rendered, RenderChat(format, messages, true, bos, eos));
+  return tok.Encode(rendered, add_bos, /*parse_special=*/true);
+}
+
+size_t PeakRssBytes() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<size_t>(ru.ru_maxrss) * 1024;
+}
+
+}  // namespace promptcache::cli

@@ -1,0 +1,57 @@
+// Shared pieces of the `promptcache` subcommands: the options every model-running command takes
+// (-m, -t, -c), loading a model with a one-line error, and turning a prompt into tokens.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/session.h"
+#include "model/model.h"
+
+namespace promptcache::cli {
+
+// Each subcommand registers its options on its CLI11 sub-app and runs when chosen.
+class Command {
+ public:
+  virtual ~Command() = default;
+  virtual void Register(CLI::App* sub) = 0;
+  // The process exit code.
+  virtual int Execute() = 0;
+};
+
+struct ModelOptions {
+  std::string model_path;
+  int threads = 0;
+  int context = 0;
+  std::string kv_type = "f16";
+  bool static_cache = false;
+
+  void Register(CLI::App* sub);
+  Status Validate() const;
+  SessionOptions ToSessionOptions() const;
+};
+
+// Prints "promptcache: error: <message>" on stderr and returns 1.
+int Fail(const Status& status);
+int Fail(const std::string& message);
+
+// Loads the model with a progress note; on failure prints the error and returns null.
+std::unique_ptr<Model> LoadModelOrReport(const std::string& path);
+
+// Tokenizes the prompt, through the chat template as one user message when `chat` is set.
+Result<std::vector<int32_t>> PromptTokens(const Model& model, const std::string& text, bool chat,
+                                          bool add_bos = true);
+
+// Resident-set high-water mark of this process, from the kernel.
+size_t PeakRssBytes();
+
+std::unique_ptr<Command> MakeRunCommand();
+std::unique_ptr<Command> MakeTokenizeCommand();
+std::unique_ptr<Command> MakeBenchCommand();
+std::unique_ptr<Command> MakeSynthCommand();
+std::unique_ptr<Command> MakeInspectCommand();
+
+}  // namespace promptcache::cli

@@ -1,0 +1,149 @@
+// `promptcache bench`: prompt-processing and generation speed (median of repeats), peak RSS and
+// KV cache cost, and with --compare-no-cache the cost of generating without a KV cache.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "core/log.h"
+#include "nlohmann/json.hpp"
+#include "tools/cli_common.h"
+
+namespace promptcache::cli {
+namespace {
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+class BenchCommand : public Command {
+ public:
+  void Register(CLI::App* sub) override {
+    model_.Register(sub);
+    sub->add_option("-p,--n-prompt", n_prompt_, "prompt tokens to process")->default_val(512);
+    sub->add_option("-n,--n-gen", n_gen_, "tokens to generate")->default_val(128);
+    sub->add_option("-r,--repetitions", reps_, "repetitions (the median is reported)")
+        ->default_val(3);
+    sub->add_flag("--json", json_, "end with one JSON object on stdout");
+    sub->add_flag("--compare-no-cache", compare_,
+                  "also time generation with and without the KV cache for growing lengths");
+  }
+
+  int Execute() override {
+    SetLogLevel(LogLevel::kWarning);
+    if (Status st = model_.Validate(); !st.ok()) return Fail(st);
+    if (n_prompt_ < 1 || n_gen_ < 1 || reps_ < 1) return Fail("-p, -n and -r must be >= 1");
+    std::unique_ptr<Model> model = LoadModelOrReport(model_.model_path);
+    if (!model) return 1;
+    SessionOptions so = model_.ToSessionOptions();
+    if (so.context == 0) so.context = std::max(n_prompt_, n_gen_ + 1);
+    if (n_prompt_ > so.context || n_gen_ + 1 > so.context) {
+      return Fail("-p and -n must fit in the context (" + std::to_string(so.context) + ")");
+    }
+    Session session(*model, so);
+    const int n_vocab = model->config().n_vocab;
+    std::mt19937 rng(42);
+    std::vector<int32_t> prompt(n_prompt_), positions(n_prompt_);
+    for (int i = 0; i < n_prompt_; ++i) {
+      prompt[i] = static_cast<int32_t>(rng() % n_vocab);
+      positions[i] = i;
+    }
+    std::vector<float> logits(n_vocab);
+    KvSequence seq(session.block_pool());
+
+    std::vector<double> pp, tg;
+    // One untimed warm-up of each, so page faults of the mapping are not counted.
+    for (int r = 0; r <= reps_; ++r) {
+      seq.Clear();
+      auto t0 = std::chrono::steady_clock::now();
+      if (Status st = session.Eval(prompt, positions, &seq, logits.data()); !st.ok()) return Fail(st);
+      if (r > 0) pp.push_back(n_prompt_ / SecondsSince(t0));
+
+      seq.Clear();
+      int32_t tok = prompt[0];
+      t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < n_gen_; ++i) {
+        if (Status st = session.Eval({&tok, 1}, {&i, 1}, &seq, logits.data()); !st.ok()) {
+          return Fail(st);
+        }
+        tok = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      }
+      if (r > 0) tg.push_back(n_gen_ / SecondsSince(t0));
+    }
+    seq.Clear();
+
+    const KvLayout kv = session.block_pool()->layout();
+    nlohmann::json out = {
+        {"model", model_.model_path},
+        {"weight_type", GgmlTypeName(model->weight_type())},
+        {"threads", session.pool()->size()},
+        {"n_prompt", n_prompt_},
+        {"n_gen", n_gen_},
+        {"repetitions", reps_},
+        {"prompt_tps", Median(pp)},
+        {"gen_tps", Median(tg)},
+        {"peak_rss_bytes", PeakRssBytes()},
+        {"file_bytes", model->file().file_size()},
+        {"repacked_bytes", 0},
+        {"kv_type", model_.kv_type},
+        {"kv_bytes_per_token", kv.bytes_per_token()},
+    };
+    std::printf("model            %s (%s, %.1f MiB, memory-mapped, not repacked)\n",
+                model_.model_path.c_str(), GgmlTypeName(model->weight_type()).c_str(),
+                model->file().file_size() / 1048576.0);
+    std::printf("threads          %d\n", session.pool()->size());
+    std::printf("prompt (pp%d)   %8.1f tokens/s  (median of %d; min %.1f, max %.1f)\n", n_prompt_,
+                Median(pp), reps_, *std::min_element(pp.begin(), pp.end()),
+                *std::max_element(pp.begin(), pp.end()));
+    std::printf("generation (tg%d) %6.1f tokens/s  (median of %d; min %.1f, max %.1f)\n", n_gen_,
+                Median(tg), reps_, *std::min_element(tg.begin(), tg.end()),
+                *std::max_element(tg.begin(), tg.end()));
+    std::printf("peak RSS         %.1f MiB\n", PeakRssBytes() / 1048576.0);
+    std::printf("KV cache         %zu bytes/token (%s)\n", kv.bytes_per_token(),
+                model_.kv_type.c_str());
+    if (compare_) out["compare_no_cache"] = CompareNoCache(session, *model);
+    if (json_) std::printf("%s\n", out.dump().c_str());
+    return 0;
+  }
+
+ private:
+  // Generation of L tokens after a 1-token prompt, with the cache (each step one token of work)
+  // and without (each step recomputes all): linear against quadratic.
+  nlohmann::json CompareNoCache(Session& session, const Model& model) {
+    nlohmann::json rows = nlohmann::json::array();
+    std::printf("\n%8s %14s %14s %9s\n", "tokens", "with cache ms", "no cache ms", "speedup");
+    const int32_t bos = std::max(0, model.tokenizer().bos());
+    for (int len = 16; len <= std::max(16, n_gen_); len *= 2) {
+      double ms[2];
+      for (int use_cache = 1; use_cache >= 0; --use_cache) {
+        GenerateOptions o;
+        o.max_tokens = len;
+        o.sampling.temperature = 0;
+        o.ignore_eos = true;
+        o.use_kv_cache = use_cache == 1;
+        Result<GenerateResult> r = session.Generate({&bos, 1}, o);
+        PC_CHECK(r.ok());
+        ms[use_cache] = r->prompt_ms + r->generation_ms;
+      }
+      std::printf("%8d %14.1f %14.1f %8.1fx\n", len, ms[1], ms[0], ms[0] / ms[1]);
+      rows.push_back({{"tokens", len}, {"with_cache_ms", ms[1]}, {"no_cache_ms", ms[0]}});
+    }
+    return rows;
+  }
+
+  ModelOptions model_;
+  int n_prompt_ = 512, n_gen_ = 128, reps_ = 3;
+  bool json_ = false, compare_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> MakeBenchCommand() { return std::make_unique<BenchCommand>(); }
+
+}  // namespace promptcache::cli

@@ -1,0 +1,80 @@
+// `promptcache run`: prints a prompt's continuation on stdout as it is generated.
+#include <cstdio>
+
+#include "core/log.h"
+#include "tools/cli_common.h"
+
+namespace promptcache::cli {
+namespace {
+
+class RunCommand : public Command {
+ public:
+  void Register(CLI::App* sub) override {
+    model_.Register(sub);
+    sub->add_option("-p,--prompt", prompt_, "prompt text")->required();
+    sub->add_option("-n,--n-predict", max_tokens_, "tokens to generate")->default_val(128);
+    sub->add_option("--temp", sampling_.temperature, "temperature (0: greedy)")->default_val(0.8);
+    sub->add_option("--seed", sampling_.seed, "random seed (0: random)");
+    sub->add_option("--top-k", sampling_.top_k, "top-k cut (0: off)")->default_val(40);
+    sub->add_option("--top-p", sampling_.top_p, "nucleus cut (1: off)")->default_val(0.95);
+    sub->add_option("--min-p", sampling_.min_p, "min-p cut (0: off)")->default_val(0.05);
+    sub->add_option("--repeat-penalty", sampling_.repeat_penalty, "repetition penalty (1: off)")
+        ->default_val(1.0);
+    sub->add_option("--stop", stop_, "stop string (repeatable)");
+    sub->add_flag("--chat", chat_, "wrap the prompt in the model's chat template");
+    sub->add_flag("--no-kv-cache", no_kv_cache_,
+                  "recompute the whole sequence for every new token (the baseline)");
+    sub->add_flag("--ignore-eos", ignore_eos_, "keep generating after end-of-generation tokens");
+    sub->add_flag("-v,--verbose", verbose_, "more logging");
+  }
+
+  int Execute() override {
+    if (verbose_) SetLogLevel(LogLevel::kDebug);
+    if (Status st = model_.Validate(); !st.ok()) return Fail(st);
+    if (max_tokens_ < 0) return Fail("-n must be >= 0");
+    if (Status st = sampling_.Validate(); !st.ok()) return Fail(st);
+    std::unique_ptr<Model> model = LoadModelOrReport(model_.model_path);
+    if (!model) return 1;
+    Result<std::vector<int32_t>> prompt = PromptTokens(*model, prompt_, chat_);
+    if (!prompt.ok()) return Fail(prompt.status());
+    Session session(*model, model_.ToSessionOptions());
+
+    GenerateOptions o;
+    o.max_tokens = max_tokens_;
+    o.sampling = sampling_;
+    o.stop = stop_;
+    o.ignore_eos = ignore_eos_;
+    o.use_kv_cache = !no_kv_cache_;
+    o.show_progress = true;
+    o.on_text = [](const std::string& piece) {
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+      return true;
+    };
+    Result<GenerateResult> r = session.Generate(*prompt, o);
+    if (!r.ok()) return Fail(r.status());
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    const int n = static_cast<int>(r->tokens.size());
+    PC_LOG_INFO("prompt: %d tokens in %.1f ms (%.1f tokens/s)", r->prompt_tokens, r->prompt_ms,
+                r->prompt_tokens * 1000.0 / std::max(r->prompt_ms, 1e-3));
+    PC_LOG_INFO("generation: %d tokens in %.1f ms (%.1f tokens/s), %s, kv cache %s", n,
+                r->generation_ms, n * 1000.0 / std::max(r->generation_ms, 1e-3),
+                r->finish_reason.c_str(), no_kv_cache_ ? "off" : "on");
+    return 0;
+  }
+
+ private:
+  ModelOptions model_;
+  std::string prompt_;
+  int max_tokens_ = 128;
+  SamplingParams sampling_;
+  std::vector<std::string> stop_;
+  bool chat_ = false, no_kv_cache_ = false, ignore_eos_ = false, verbose_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> MakeRunCommand() { return std::make_unique<RunCommand>(); }
+
+}  // namespace promptcache::cli

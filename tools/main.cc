@@ -1,0 +1,49 @@
+// promptcache: the command-line front end. Each subcommand lives in its own cmd_*.cc file.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include "tools/cli_common.h"
+
+int main(int argc, char** argv) {
+  using namespace promptcache::cli;
+  CLI::App app{"promptcache: an LLM inference engine that never computes the same attention state twice"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "promptcache 0.1.0");
+  struct Entry {
+    const char* name;
+    const char* help;
+    std::unique_ptr<Command> cmd;
+    CLI::App* sub = nullptr;
+  };
+  std::vector<Entry> commands;
+  commands.push_back({"run", "generate a continuation of a prompt", MakeRunCommand()});
+  commands.push_back({"tokenize", "print the token ids of a text", MakeTokenizeCommand()});
+  commands.push_back({"bench", "measure prompt processing and generation speed", MakeBenchCommand()});
+  commands.push_back({"synth", "write a model of a real shape with random weights", MakeSynthCommand()});
+  commands.push_back({"inspect", "describe a GGUF model", MakeInspectCommand()});
+  for (Entry& e : commands) {
+    e.sub = app.add_subcommand(e.name, e.help);
+    e.cmd->Register(e.sub);
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::CallForAllHelp&) {
+    std::fputs(app.help("", CLI::AppFormatMode::All).c_str(), stdout);
+    return 0;
+  } catch (const CLI::Success&) {
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    return Fail(std::string(e.what()) + " (see --help)");
+  }
+  for (Entry& e : commands) {
+    if (e.sub->parsed()) return e.cmd->Execute();
+  }
+  return Fail("no command given (see --help)");
+}
