@@ -4,10 +4,12 @@
 // vocabulary-only GGUF files of the conformance tests load the same way a model does.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "core/status.h"
@@ -19,7 +21,12 @@ enum class TokenizerKind { kSpm, kBpe };
 
 // ggml token types (tokenizer.ggml.token_type).
 enum class TokenType : int32_t {
-  kUndefined = 0, kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5,
+  kUndefined = 0,
+  kNormal = 1,
+  kUnknown = 2,
+  kControl = 3,
+  kUserDefined = 4,
+  kUnused = 5,
   kByte = 6,
 };
 
@@ -30,9 +37,10 @@ class Tokenizer {
   static Result<std::unique_ptr<Tokenizer>> FromGguf(const GgufFile& file);
   virtual ~Tokenizer() = default;
 
-  // Token ids for `text`. add_bos: prepend BOS if the vocabulary says to (tokenizer.ggml.add_bos_token,
-  // default true for `llama`, false for `gpt2`); parse_special: recognise control and
-  // user-defined tokens written in the text (e.g. "<|im_start|>") as single tokens.
+  // Token ids for `text`. add_bos: prepend BOS if the vocabulary says to
+  // (tokenizer.ggml.add_bos_token, default true for `llama`, false for `gpt2`); parse_special:
+  // recognise control and user-defined tokens written in the text (e.g. "<|im_start|>") as single
+  // tokens.
   virtual std::vector<int32_t> Encode(std::string_view text, bool add_bos,
                                       bool parse_special = false) const = 0;
 
@@ -46,7 +54,7 @@ class Tokenizer {
   int32_t vocab_size() const { return static_cast<int32_t>(pieces_.size()); }
   const std::string& Piece(int32_t id) const { return pieces_.at(id); }  // raw vocabulary text
   TokenType Type(int32_t id) const { return types_.at(id); }
-  int32_t bos() const { return bos_; }   // -1 when the vocabulary has none
+  int32_t bos() const { return bos_; }  // -1 when the vocabulary has none
   int32_t eos() const { return eos_; }
   bool adds_bos() const { return add_bos_; }
   // End of generation: EOS, and EOT-like tokens such as <|eot_id|>, <|im_end|>, <|end|>.
@@ -55,25 +63,55 @@ class Tokenizer {
   int32_t Find(std::string_view piece) const;
 
  protected:
+  Tokenizer() = default;
+  Tokenizer(const Tokenizer&) = delete;
+  Tokenizer& operator=(const Tokenizer&) = delete;
+
+  // A stretch of the input: plain text, or one special token written in it.
+  struct Fragment {
+    std::string_view text;
+    int32_t token = -1;  // >= 0: a special token (text empty)
+  };
+  // Cuts `text` around special tokens, leftmost and longest first: user-defined tokens always (as
+  // HF and llama.cpp do), control and unknown tokens only with parse_special.
+  void SplitSpecial(std::string_view text, bool parse_special, std::vector<Fragment>* out) const;
+  // Reads the keys both kinds share: tokens, token types, special ids, add_bos.
+  Status LoadCommon(const GgufFile& file);
+  // The id of `text` among tokens that plain text may produce (not control, byte, unknown or
+  // unused ones), or -1.
+  int32_t FindText(std::string_view text) const;
+  // TokenBytes from decoded_ (which each kind fills).
+  std::string TableBytes(int32_t id, bool special) const;
+
   TokenizerKind kind_ = TokenizerKind::kSpm;
   std::vector<std::string> pieces_;
   std::vector<TokenType> types_;
-  int32_t bos_ = -1, eos_ = -1;
+  int32_t bos_ = -1, eos_ = -1, unk_ = -1;
   bool add_bos_ = false;
   std::vector<int32_t> end_of_generation_;
+  // Keys view into pieces_, which never changes after loading.
+  std::unordered_map<std::string_view, int32_t> piece_ids_;
+  std::vector<std::string> decoded_;  // per id: its bytes when not special
+  // Special tokens by text, and per first byte their distinct lengths, longest first.
+  std::unordered_map<std::string_view, int32_t> special_ids_;
+  std::array<std::vector<uint32_t>, 256> special_lengths_;
 };
 
 // Turns a stream of token ids into text that never contains a broken UTF-8 sequence: bytes of an
 // incomplete character are held back until the token that completes it arrives.
 class StreamDecoder {
  public:
-  explicit StreamDecoder(const Tokenizer& tok) : tok_(tok) {}
+  // special: also show control tokens' text (as TokenBytes does).
+  explicit StreamDecoder(const Tokenizer& tok, bool special = false)
+      : tok_(tok), special_(special) {}
+  // The text that token `id` completes; invalid sequences become U+FFFD at once.
   std::string Push(int32_t id);
   // Whatever is still held back; invalid leftovers become U+FFFD.
   std::string Flush();
 
  private:
   const Tokenizer& tok_;
+  bool special_;
   std::string pending_;
 };
 

@@ -1,0 +1,227 @@
+#include "tokenizer/tokenizer.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "tokenizer/tokenizer_impl.h"
+#include "tokenizer/utf8.h"
+
+namespace promptcache {
+namespace {
+
+constexpr const char* kTokensKey = "tokenizer.ggml.tokens";
+constexpr const char* kTypesKey = "tokenizer.ggml.token_type";
+
+// Reads an optional token id; u32 max and -1 mean "none" (written by converters for absent ids).
+Status ReadTokenId(const GgufFile& file, const std::string& key, int32_t vocab_size, int32_t* id) {
+  const GgufValue* v = file.Find(key);
+  if (v == nullptr) return Status::Ok();
+  int64_t x = 0;
+  if (!v->AsInt64(&x)) return InvalidArgument(key + ": expected an integer token id");
+  if (x == -1 || x == std::numeric_limits<uint32_t>::max()) {
+    *id = -1;
+    return Status::Ok();
+  }
+  if (x < 0 || x >= vocab_size) {
+    return InvalidArgument(key + ": token id " + std::to_string(x) +
+                           " is out of range (the vocabulary has " + std::to_string(vocab_size) +
+                           " tokens)");
+  }
+  *id = static_cast<int32_t>(x);
+  return Status::Ok();
+}
+
+Status ReadBool(const GgufFile& file, const std::string& key, bool* out) {
+  const GgufValue* v = file.Find(key);
+  if (v == nullptr) return Status::Ok();
+  if (!v->AsBool(out)) return InvalidArgument(key + ": expected a boolean");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& file) {
+  const GgufValue* model = file.Find("tokenizer.ggml.model");
+  std::string name;
+  if (model == nullptr) return NotFound("tokenizer.ggml.model: missing (no tokenizer in the file)");
+  if (!model->AsString(&name)) return InvalidArgument("tokenizer.ggml.model: expected a string");
+  if (name == "llama") return SpmTokenizer::Create(file);
+  if (name == "gpt2") return BpeTokenizer::Create(file);
+  return Unimplemented("tokenizer.ggml.model: unsupported tokenizer model '" + name +
+                       "' (supported: llama, gpt2)");
+}
+
+Status Tokenizer::LoadCommon(const GgufFile& file) {
+  const GgufValue* tokens = file.Find(kTokensKey);
+  if (tokens == nullptr) return NotFound(std::string(kTokensKey) + ": missing");
+  if (!tokens->is_array() || tokens->array_type != GgufValueType::kString) {
+    return InvalidArgument(std::string(kTokensKey) + ": expected an array of strings");
+  }
+  if (tokens->array.empty()) return InvalidArgument(std::string(kTokensKey) + ": empty");
+  if (tokens->array.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max() / 2)) {
+    return InvalidArgument(std::string(kTokensKey) + ": too many tokens");
+  }
+  const size_t n = tokens->array.size();
+  pieces_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (!tokens->array[i].AsString(&pieces_[i])) {
+      return InvalidArgument(std::string(kTokensKey) + ": entry " + std::to_string(i) +
+                             " is not a string");
+    }
+  }
+  types_.assign(n, TokenType::kNormal);
+  if (const GgufValue* types = file.Find(kTypesKey)) {
+    if (!types->is_array()) return InvalidArgument(std::string(kTypesKey) + ": expected an array");
+    if (types->array.size() != n) {
+      return InvalidArgument(std::string(kTypesKey) + ": " + std::to_string(types->array.size()) +
+                             " entries for " + std::to_string(n) + " tokens");
+    }
+    for (size_t i = 0; i < n; ++i) {
+      int64_t t = 0;
+      if (!types->array[i].AsInt64(&t)) {
+        return InvalidArgument(std::string(kTypesKey) + ": entry " + std::to_string(i) +
+                               " is not an integer");
+      }
+      // Types newer than this code are treated as undefined (decoded as text), as llama.cpp does.
+      types_[i] = t >= 0 && t <= 6 ? static_cast<TokenType>(t) : TokenType::kUndefined;
+    }
+  }
+  // Later duplicates win, as in llama.cpp.
+  piece_ids_.reserve(n);
+  for (size_t i = 0; i < n; ++i) piece_ids_[pieces_[i]] = static_cast<int32_t>(i);
+
+  const int32_t size = vocab_size();
+  const bool spm = kind_ == TokenizerKind::kSpm;
+  bos_ = spm ? Find("<s>") : Find("<|endoftext|>");
+  eos_ = spm ? Find("</s>") : Find("<|endoftext|>");
+  unk_ = spm ? Find("<unk>") : -1;
+  int32_t eot = -1, eom = -1;
+  PC_RETURN_IF_ERROR(ReadTokenId(file, "tokenizer.ggml.bos_token_id", size, &bos_));
+  PC_RETURN_IF_ERROR(ReadTokenId(file, "tokenizer.ggml.eos_token_id", size, &eos_));
+  PC_RETURN_IF_ERROR(ReadTokenId(file, "tokenizer.ggml.unknown_token_id", size, &unk_));
+  PC_RETURN_IF_ERROR(ReadTokenId(file, "tokenizer.ggml.eot_token_id", size, &eot));
+  PC_RETURN_IF_ERROR(ReadTokenId(file, "tokenizer.ggml.eom_token_id", size, &eom));
+  add_bos_ = spm;
+  PC_RETURN_IF_ERROR(ReadBool(file, "tokenizer.ggml.add_bos_token", &add_bos_));
+
+  for (int32_t id : {eos_, eot, eom}) {
+    if (id >= 0) end_of_generation_.push_back(id);
+  }
+  for (const char* name : {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|endoftext|>", "</s>",
+                           "<end_of_turn>", "<|eom_id|>"}) {
+    if (int32_t id = Find(name); id >= 0) end_of_generation_.push_back(id);
+  }
+  std::sort(end_of_generation_.begin(), end_of_generation_.end());
+  end_of_generation_.erase(std::unique(end_of_generation_.begin(), end_of_generation_.end()),
+                           end_of_generation_.end());
+
+  for (size_t i = 0; i < n; ++i) {
+    const TokenType t = types_[i];
+    if (pieces_[i].empty()) continue;
+    if (t != TokenType::kControl && t != TokenType::kUserDefined && t != TokenType::kUnknown) {
+      continue;
+    }
+    special_ids_[pieces_[i]] = static_cast<int32_t>(i);
+  }
+  for (const auto& [text, id] : special_ids_) {
+    special_lengths_[static_cast<uint8_t>(text[0])].push_back(static_cast<uint32_t>(text.size()));
+  }
+  for (auto& lengths : special_lengths_) {
+    std::sort(lengths.rbegin(), lengths.rend());
+    lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
+  }
+  return Status::Ok();
+}
+
+void Tokenizer::SplitSpecial(std::string_view text, bool parse_special,
+                             std::vector<Fragment>* out) const {
+  size_t plain_start = 0;
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto& lengths = special_lengths_[static_cast<uint8_t>(text[i])];
+    int32_t found = -1;
+    size_t found_len = 0;
+    for (uint32_t len : lengths) {
+      if (len > text.size() - i) continue;
+      auto it = special_ids_.find(text.substr(i, len));
+      if (it == special_ids_.end()) continue;
+      if (!parse_special && types_[it->second] != TokenType::kUserDefined) continue;
+      found = it->second;
+      found_len = len;
+      break;
+    }
+    if (found < 0) {
+      ++i;
+      continue;
+    }
+    if (i > plain_start) out->push_back({text.substr(plain_start, i - plain_start), -1});
+    out->push_back({std::string_view(), found});
+    i += found_len;
+    plain_start = i;
+  }
+  if (plain_start < text.size()) out->push_back({text.substr(plain_start), -1});
+}
+
+int32_t Tokenizer::Find(std::string_view piece) const {
+  auto it = piece_ids_.find(piece);
+  return it == piece_ids_.end() ? -1 : it->second;
+}
+
+int32_t Tokenizer::FindText(std::string_view text) const {
+  const int32_t id = Find(text);
+  if (id < 0) return -1;
+  switch (types_[id]) {
+    case TokenType::kControl:
+    case TokenType::kByte:
+    case TokenType::kUnknown:
+    case TokenType::kUnused:
+      return -1;
+    default:
+      return id;
+  }
+}
+
+std::string Tokenizer::TableBytes(int32_t id, bool special) const {
+  if (id < 0 || id >= vocab_size()) return std::string();
+  const TokenType t = types_[id];
+  if (t == TokenType::kControl || t == TokenType::kUnknown || t == TokenType::kUnused) {
+    return special ? pieces_[id] : std::string();
+  }
+  return decoded_[id];
+}
+
+std::string Tokenizer::Decode(const std::vector<int32_t>& ids, bool special) const {
+  std::string out;
+  for (int32_t id : ids) out += TokenBytes(id, special);
+  return out;
+}
+
+bool Tokenizer::IsEndOfGeneration(int32_t id) const {
+  return std::binary_search(end_of_generation_.begin(), end_of_generation_.end(), id);
+}
+
+std::string StreamDecoder::Push(int32_t id) {
+  pending_ += tok_.TokenBytes(id, special_);
+  std::string out;
+  size_t i = 0;
+  while (i < pending_.size()) {
+    const utf8::Seq q = utf8::Next(pending_, i);
+    if (q.state == utf8::SeqState::kIncomplete) break;  // wait for the bytes that complete it
+    if (q.state == utf8::SeqState::kValid) {
+      out.append(pending_, i, q.len);
+    } else {
+      out.append(utf8::kReplacement);
+    }
+    i += q.len;
+  }
+  pending_.erase(0, i);
+  return out;
+}
+
+std::string StreamDecoder::Flush() {
+  std::string out = utf8::Sanitize(pending_);
+  pending_.clear();
+  return out;
+}
+
+}  // namespace promptcache

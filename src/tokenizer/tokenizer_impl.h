@@ -1,0 +1,67 @@
+// The two tokenizer kinds behind Tokenizer::FromGguf (internal to pc_tokenizer).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "tokenizer/pretokenizer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace promptcache {
+
+// SentencePiece-style BPE (`llama`): starting from single characters, repeatedly merge the
+// adjacent pair whose concatenation is the highest-scoring piece; characters left without a
+// piece fall back to <0xXX> byte tokens.
+class SpmTokenizer final : public Tokenizer {
+ public:
+  static Result<std::unique_ptr<Tokenizer>> Create(const GgufFile& file);
+  std::vector<int32_t> Encode(std::string_view text, bool add_bos,
+                              bool parse_special = false) const override;
+  std::string TokenBytes(int32_t id, bool special = false) const override {
+    return TableBytes(id, special);
+  }
+
+ private:
+  SpmTokenizer() = default;
+  // Appends the tokens of one stretch of plain text ("▁" already substituted for spaces).
+  void EncodeText(std::string_view text, std::vector<int32_t>* out) const;
+
+  std::vector<float> scores_;
+  bool add_space_prefix_ = true;
+  int32_t byte_ids_[256];  // the token for each byte when no piece covers a character, or -1
+};
+
+// Byte-level BPE (`gpt2`): a pre-tokenizer regex cuts text into words, each word's bytes become
+// GPT-2's printable stand-ins, and ranked merges (lowest rank first) join adjacent symbols.
+class BpeTokenizer final : public Tokenizer {
+ public:
+  static Result<std::unique_ptr<Tokenizer>> Create(const GgufFile& file);
+  std::vector<int32_t> Encode(std::string_view text, bool add_bos,
+                              bool parse_special = false) const override;
+  std::string TokenBytes(int32_t id, bool special = false) const override {
+    return TableBytes(id, special);
+  }
+
+ private:
+  struct Merge {
+    int32_t rank;
+    int32_t result;  // symbol id of the merged text
+  };
+  BpeTokenizer() = default;
+  Status LoadMerges(const GgufFile& file);
+  // Symbol ids: vocabulary ids, then texts that merges name but the vocabulary lacks.
+  int32_t Intern(std::string_view text);
+  void EncodeWord(std::string_view word, std::vector<int32_t>* out) const;
+
+  std::unique_ptr<PreTokenizer> pre_;
+  std::unordered_map<std::string, int32_t> extra_symbols_;
+  int32_t next_symbol_ = 0;
+  std::unordered_map<uint64_t, Merge> merges_;  // (left << 32 | right) -> merge
+  int32_t byte_symbols_[256];                   // symbol of each byte's stand-in character
+  std::string byte_chars_[256];                 // the stand-in characters themselves
+};
+
+}  // namespace promptcache

@@ -1,0 +1,474 @@
+#include "tokenizer/tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "gguf/gguf.h"
+#include "tokenizer/pretokenizer.h"
+#include "tokenizer/utf8.h"
+
+namespace promptcache {
+namespace {
+
+const std::string kShared = PC_SHARED_DIR;
+const std::string kGpt2 = kShared + "/tokenizers/ggml-vocab-gpt-2.gguf";
+const std::string kLlamaSpm = kShared + "/tokenizers/ggml-vocab-llama-spm.gguf";
+const std::string kStories = kShared + "/models/stories260K.gguf";
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A loaded vocabulary; the GgufFile is kept alive beside its tokenizer.
+struct Loaded {
+  std::unique_ptr<GgufFile> file;
+  std::unique_ptr<Tokenizer> tok;
+};
+
+Loaded Load(const std::string& path) {
+  Loaded l;
+  auto file = GgufFile::Open(path);
+  EXPECT_TRUE(file.ok()) << file.status().message();
+  if (!file.ok()) return l;
+  l.file = std::move(file).value();
+  auto tok = Tokenizer::FromGguf(*l.file);
+  EXPECT_TRUE(tok.ok()) << tok.status().message();
+  if (tok.ok()) l.tok = std::move(tok).value();
+  return l;
+}
+
+// The conformance data: strings separated by "\n__ggml_vocab_test__\n" (the file ends with one),
+// and one line of ids per string.
+struct Case {
+  std::string text;
+  std::vector<int32_t> ids;
+};
+
+std::vector<Case> ReadCases(const std::string& vocab) {
+  const std::string inp = ReadFile(vocab + ".inp");
+  const std::string out = ReadFile(vocab + ".out");
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  std::vector<std::string> texts;
+  size_t pos = 0;
+  for (size_t next; (next = inp.find(sep, pos)) != std::string::npos; pos = next + sep.size()) {
+    texts.push_back(inp.substr(pos, next - pos));
+  }
+  EXPECT_EQ(pos, inp.size()) << "text after the last separator";
+  std::vector<Case> cases;
+  std::istringstream lines(out);
+  std::string line;
+  for (const std::string& text : texts) {
+    EXPECT_TRUE(std::getline(lines, line)) << "fewer id lines than strings";
+    Case c{text, {}};
+    std::istringstream ids(line);
+    for (int32_t id; ids >> id;) c.ids.push_back(id);
+    cases.push_back(std::move(c));
+  }
+  EXPECT_FALSE(std::getline(lines, line)) << "more id lines than strings";
+  return cases;
+}
+
+bool IsValidUtf8(std::string_view s) { return utf8::Sanitize(s) == s; }
+
+void ExpectConformance(const std::string& vocab, size_t expected_cases) {
+  Loaded l = Load(vocab);
+  ASSERT_NE(l.tok, nullptr);
+  const std::vector<Case> cases = ReadCases(vocab);
+  ASSERT_EQ(cases.size(), expected_cases);
+  size_t passed = 0;
+  for (const Case& c : cases) {
+    const std::vector<int32_t> ids = l.tok->Encode(c.text, /*add_bos=*/false);
+    EXPECT_EQ(ids, c.ids) << "text: '" << c.text << "'";
+    passed += ids == c.ids;
+  }
+  std::printf("%s: %zu/%zu conformance cases pass\n", vocab.c_str(), passed, cases.size());
+}
+
+TEST(TokenizerConformance, Gpt2) { ExpectConformance(kGpt2, 46); }
+TEST(TokenizerConformance, LlamaSpm) { ExpectConformance(kLlamaSpm, 46); }
+
+TEST(TokenizerConformance, RoundTripBpe) {
+  Loaded l = Load(kGpt2);
+  ASSERT_NE(l.tok, nullptr);
+  for (const Case& c : ReadCases(kGpt2)) {
+    EXPECT_EQ(l.tok->Decode(l.tok->Encode(c.text, false)), c.text);
+  }
+}
+
+TEST(TokenizerConformance, RoundTripSpmAddsDummyPrefix) {
+  Loaded l = Load(kLlamaSpm);
+  ASSERT_NE(l.tok, nullptr);
+  for (const Case& c : ReadCases(kLlamaSpm)) {
+    const std::string expected = c.text.empty() ? "" : " " + c.text;
+    EXPECT_EQ(l.tok->Decode(l.tok->Encode(c.text, true)), expected);
+  }
+}
+
+TEST(Stories260K, ReferenceIdsAndDecode) {
+  Loaded l = Load(kStories);
+  ASSERT_NE(l.tok, nullptr);
+  EXPECT_EQ(l.tok->kind(), TokenizerKind::kSpm);
+  EXPECT_EQ(l.tok->vocab_size(), 512);
+  EXPECT_TRUE(l.tok->adds_bos());  // no add_bos key: llama's default
+  EXPECT_EQ(l.tok->bos(), 1);
+  EXPECT_EQ(l.tok->eos(), 2);
+  EXPECT_EQ(l.tok->Encode("Once upon a time", true), (std::vector<int32_t>{1, 403, 407, 261, 378}));
+  EXPECT_EQ(l.tok->Encode("Once upon a time", false), (std::vector<int32_t>{403, 407, 261, 378}));
+  const std::vector<int32_t> greedy = {
+      1,   403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338,
+      401, 396, 267, 337, 410, 408, 419, 292, 411, 322, 265, 282, 295, 433, 426, 385, 328,
+      432, 358, 394, 261, 370, 432, 352, 266, 268, 388, 426, 338, 391, 266, 267, 337, 335,
+      312, 432, 398, 312, 286, 267, 414, 270, 333, 415, 426, 13,  438, 310, 439, 419, 357,
+      336, 432, 313, 438, 310, 432, 278, 316, 439, 419, 298, 414, 267};
+  EXPECT_EQ(l.tok->Decode(greedy),
+            " Once upon a time, there was a little girl named Lily. She loved to play outside in "
+            "the park. One day, she saw a big, red ball. She wanted to play with it, but it was "
+            "too high.\nLily's mom said, \"Lily, let's go to");
+  EXPECT_EQ(l.tok->Decode({1, 403}, /*special=*/true), "<s> Once");
+  EXPECT_TRUE(l.tok->IsEndOfGeneration(2));
+  EXPECT_FALSE(l.tok->IsEndOfGeneration(1));
+  EXPECT_FALSE(l.tok->IsEndOfGeneration(403));
+  EXPECT_EQ(l.tok->Find("<0x41>"), 3 + 0x41);
+  EXPECT_EQ(l.tok->Type(3 + 0x41), TokenType::kByte);
+  EXPECT_EQ(l.tok->TokenBytes(3 + 0x41), "A");
+}
+
+TEST(Stories260K, ByteFallbackAndStreamDecoding) {
+  Loaded l = Load(kStories);
+  ASSERT_NE(l.tok, nullptr);
+  // A 512-token vocabulary has no pieces for emoji or CJK: they become byte tokens.
+  const std::string text = "Hi 🦙 你好, Việt! é";
+  const std::vector<int32_t> ids = l.tok->Encode(text, true);
+  size_t byte_tokens = 0;
+  for (int32_t id : ids) byte_tokens += l.tok->Type(id) == TokenType::kByte;
+  EXPECT_GE(byte_tokens, 4u + 6u);
+  EXPECT_EQ(l.tok->Decode(ids), " " + text);
+
+  StreamDecoder stream(*l.tok);
+  std::string streamed;
+  for (int32_t id : ids) {
+    const std::string chunk = stream.Push(id);
+    EXPECT_TRUE(IsValidUtf8(chunk)) << "broken UTF-8 after token " << id;
+    streamed += chunk;
+  }
+  streamed += stream.Flush();
+  EXPECT_EQ(streamed, " " + text);
+}
+
+TEST(StreamDecoder, HoldsBackSplitCharactersAndReplacesInvalidBytes) {
+  Loaded l = Load(kLlamaSpm);
+  ASSERT_NE(l.tok, nullptr);
+  auto byte = [&](int b) {
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", b);
+    return l.tok->Find(name);
+  };
+  StreamDecoder s(*l.tok);
+  EXPECT_EQ(s.Push(byte(0xF0)), "");
+  EXPECT_EQ(s.Push(byte(0x9F)), "");
+  EXPECT_EQ(s.Push(byte(0xA6)), "");
+  EXPECT_EQ(s.Push(byte(0x99)), "🦙");
+  EXPECT_EQ(s.Push(byte(0xE4)), "");
+  EXPECT_EQ(s.Push(byte(0xBD)), "");
+  EXPECT_EQ(s.Push(l.tok->Find("▁the")), "\xEF\xBF\xBD the");  // E4 BD cut short
+  EXPECT_EQ(s.Push(byte(0xFF)), "\xEF\xBF\xBD");               // never valid
+  EXPECT_EQ(s.Push(byte(0xE4)), "");
+  EXPECT_EQ(s.Flush(), "\xEF\xBF\xBD");
+  EXPECT_EQ(s.Flush(), "");
+  EXPECT_EQ(s.Push(l.tok->bos()), "");  // control tokens are silent unless asked for
+  StreamDecoder special(*l.tok, /*special=*/true);
+  EXPECT_EQ(special.Push(l.tok->bos()), "<s>");
+}
+
+TEST(SpecialTokens, ParsedOnlyWhenAsked) {
+  Loaded l = Load(kGpt2);
+  ASSERT_NE(l.tok, nullptr);
+  const int32_t eot = l.tok->Find("<|endoftext|>");
+  ASSERT_EQ(eot, 50256);
+  const std::string text = "Hello<|endoftext|> world<|endoftext|>";
+  EXPECT_EQ(l.tok->Encode(text, false, /*parse_special=*/true),
+            (std::vector<int32_t>{15496, eot, 995, eot}));
+  const std::vector<int32_t> plain = l.tok->Encode(text, false, false);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), eot), 0);
+  EXPECT_GT(plain.size(), 4u);
+  EXPECT_EQ(l.tok->Decode(plain), text);
+  EXPECT_EQ(l.tok->Decode(l.tok->Encode(text, false, true)), "Hello world");
+  EXPECT_EQ(l.tok->Decode(l.tok->Encode(text, false, true), /*special=*/true), text);
+  // A partial special token stays text.
+  EXPECT_EQ(l.tok->Encode("<|endoftext|", false, true), l.tok->Encode("<|endoftext|", false));
+  EXPECT_TRUE(l.tok->IsEndOfGeneration(eot));
+  EXPECT_FALSE(l.tok->IsEndOfGeneration(15496));
+  EXPECT_FALSE(l.tok->adds_bos());  // gpt2's default
+  EXPECT_EQ(l.tok->Encode("Hello", true), (std::vector<int32_t>{15496}));
+}
+
+TEST(SpecialTokens, SpmDummyPrefixAfterSpecialToken) {
+  Loaded l = Load(kLlamaSpm);
+  ASSERT_NE(l.tok, nullptr);
+  // As llama.cpp: the text after a special token gets the dummy prefix again.
+  EXPECT_EQ(l.tok->Encode("Hello</s>world", true, true), (std::vector<int32_t>{1, 15043, 2, 3186}));
+  const std::vector<int32_t> plain = l.tok->Encode("Hello</s>world", true, false);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), 2), 0);
+  EXPECT_EQ(l.tok->Decode(plain), " Hello</s>world");
+}
+
+// Long inputs must stay linear-ish: a quadratic merge loop would take minutes here.
+TEST(TokenizerSpeed, LongWordsWithoutSpaces) {
+  Loaded bpe = Load(kGpt2);
+  Loaded spm = Load(kLlamaSpm);
+  ASSERT_NE(bpe.tok, nullptr);
+  ASSERT_NE(spm.tok, nullptr);
+  std::string word;
+  for (int i = 0; i < 20000; ++i) word += "abcdefghij"[(i * 7) % 10];
+  EXPECT_EQ(bpe.tok->Decode(bpe.tok->Encode(word, false)), word);
+  EXPECT_EQ(spm.tok->Decode(spm.tok->Encode(word, false)), " " + word);
+  std::string cjk;
+  for (int i = 0; i < 5000; ++i) cjk += "你好世界";
+  EXPECT_EQ(bpe.tok->Decode(bpe.tok->Encode(cjk, false)), cjk);
+  EXPECT_EQ(spm.tok->Decode(spm.tok->Encode(cjk, false)), " " + cjk);
+  const std::string spaces(30000, ' ');
+  EXPECT_EQ(bpe.tok->Decode(bpe.tok->Encode(spaces, false)), spaces);
+}
+
+TEST(Tokenizer, InvalidUtf8RoundTripsThroughBothKinds) {
+  Loaded bpe = Load(kGpt2);
+  Loaded spm = Load(kLlamaSpm);
+  ASSERT_NE(bpe.tok, nullptr);
+  ASSERT_NE(spm.tok, nullptr);
+  const std::string bad = std::string("ab\xFF\xC3 cd\xE4\xBD", 9) + "é\x80";
+  EXPECT_EQ(bpe.tok->Decode(bpe.tok->Encode(bad, false)), bad);
+  EXPECT_EQ(spm.tok->Decode(spm.tok->Encode(bad, false)), " " + bad);
+}
+
+std::vector<std::string> Split(const std::string& pre, const std::string& text) {
+  auto p = PreTokenizer::Create(pre);
+  EXPECT_TRUE(p.ok()) << p.status().message();
+  std::vector<std::string_view> words;
+  if (p.ok()) (*p)->Split(text, &words);
+  return std::vector<std::string>(words.begin(), words.end());
+}
+
+// Expected splits computed independently (Python's `regex` module with the HF expressions).
+const std::string kSplitText = "Hello WORLD's 12345 don'T\n\n  x\t\ty!!\r\n 3.14 ü你好  \t end  ";
+
+TEST(PreTokenizer, Gpt2) {
+  const std::vector<std::string> expected = {
+      "Hello", " WORLD", "'s",   " 12345", " don", "'",  "T",      "\n\n ", " x",   "\t", "\t",
+      "y",     "!!",     "\r\n", " 3",     ".",    "14", " ü你好", "  \t",  " end", "  "};
+  EXPECT_EQ(Split("gpt-2", kSplitText), expected);
+  EXPECT_EQ(Split("default", kSplitText), expected);
+  EXPECT_EQ(Split("", kSplitText), expected);
+  EXPECT_FALSE((*PreTokenizer::Create("gpt-2"))->ignore_merges());
+}
+
+TEST(PreTokenizer, Llama3) {
+  const std::vector<std::string> expected = {
+      "Hello", " WORLD", "'s",     " ", "123", "45", " don", "'T",     "\n\n", " ",    " x",
+      "\t",    "\ty",    "!!\r\n", " ", "3",   ".",  "14",   " ü你好", "  \t", " end", "  "};
+  EXPECT_EQ(Split("llama-bpe", kSplitText), expected);
+  EXPECT_TRUE((*PreTokenizer::Create("llama-bpe"))->ignore_merges());
+}
+
+TEST(PreTokenizer, Qwen2) {
+  const std::vector<std::string> expected = {
+      "Hello", " WORLD", "'s",  " ",      "1", "2", "3", "4", "5", " don",   "'T",   "\n\n", " ",
+      " x",    "\t",     "\ty", "!!\r\n", " ", "3", ".", "1", "4", " ü你好", "  \t", " end", "  "};
+  EXPECT_EQ(Split("qwen2", kSplitText), expected);
+}
+
+TEST(PreTokenizer, SmolLm) {
+  const std::vector<std::string> expected = {
+      "Hello", " WORLD", "'s", " ",     "1",  "2",      "3",    "4",    "5",
+      " don",  "'",      "T",  "\n\n ", " x", "\t",     "\t",   "y",    "!!",
+      "\r\n ", "3",      ".",  "1",     "4",  " ü你好", "  \t", " end", "  "};
+  EXPECT_EQ(Split("smollm", kSplitText), expected);
+}
+
+TEST(PreTokenizer, UnknownNameIsAnError) {
+  auto p = PreTokenizer::Create("fancy-new-model");
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("fancy-new-model"), std::string::npos);
+}
+
+TEST(PreTokenizer, InvalidUtf8BecomesPiecesOfItsOwn) {
+  const std::string text = std::string("ab\xFF", 3) + "cd \xC3";
+  std::string joined;
+  for (const std::string& w : Split("gpt-2", text)) joined += w;
+  EXPECT_EQ(joined, text);
+}
+
+// ---- Synthetic vocabularies (written with GgufWriter) for error cases and edge behaviour ----
+
+GgufValue Scalar(GgufValueType type, std::variant<int64_t, uint64_t, double, bool, std::string> v) {
+  GgufValue g;
+  g.type = type;
+  g.scalar = std::move(v);
+  return g;
+}
+
+GgufValue StringArray(const std::vector<std::string>& items) {
+  GgufValue g;
+  g.type = GgufValueType::kArray;
+  g.array_type = GgufValueType::kString;
+  for (const std::string& s : items) g.array.push_back(Scalar(GgufValueType::kString, s));
+  return g;
+}
+
+GgufValue NumberArray(GgufValueType type, const std::vector<double>& items) {
+  GgufValue g;
+  g.type = GgufValueType::kArray;
+  g.array_type = type;
+  for (double x : items) {
+    g.array.push_back(type == GgufValueType::kF32 ? Scalar(type, x)
+                                                  : Scalar(type, static_cast<int64_t>(x)));
+  }
+  return g;
+}
+
+// Writes `w` to a temporary file and builds a tokenizer from it.
+Result<std::unique_ptr<Tokenizer>> FromWriter(const GgufWriter& w,
+                                              std::unique_ptr<GgufFile>* keep) {
+  static int counter = 0;
+  const std::string path =
+      testing::TempDir() + "/tokenizer_test_" + std::to_string(counter++) + ".gguf";
+  Status st = w.Write(path);
+  if (!st.ok()) return st;
+  auto file = GgufFile::Open(path);
+  std::remove(path.c_str());  // the mapping stays valid
+  if (!file.ok()) return file.status();
+  *keep = std::move(file).value();
+  return Tokenizer::FromGguf(**keep);
+}
+
+// A tiny SPM vocabulary: <unk> <s> </s>, bytes for 'a' and 0xC3 0xA9, and a few pieces.
+GgufWriter TinySpm() {
+  GgufWriter w;
+  w.SetString("tokenizer.ggml.model", "llama");
+  w.SetValue("tokenizer.ggml.tokens",
+             StringArray({"<unk>", "<s>", "</s>", "<0x61>", "<0xC3>", "<0xA9>", "▁", "a", "b", "ab",
+                          "▁a", "▁ab", "bb", "<|user|>"}));
+  w.SetValue("tokenizer.ggml.scores",
+             NumberArray(GgufValueType::kF32, {0, 0, 0, 0, 0, 0, -1, -2, -3, -4, -5, -6, -4, 0}));
+  w.SetValue("tokenizer.ggml.token_type",
+             NumberArray(GgufValueType::kI32, {2, 3, 3, 6, 6, 6, 1, 1, 1, 1, 1, 1, 1, 4}));
+  return w;
+}
+
+TEST(SyntheticSpm, MergesByScoreWithByteFallback) {
+  std::unique_ptr<GgufFile> keep;
+  auto tok = FromWriter(TinySpm(), &keep);
+  ASSERT_TRUE(tok.ok()) << tok.status().message();
+  const Tokenizer& t = **tok;
+  // "▁ab": ab (-4) outscores ▁a (-5), then ▁ + ab -> ▁ab.
+  EXPECT_EQ(t.Encode("ab", true), (std::vector<int32_t>{1, 11}));
+  // "bbb": equal scores, the leftmost pair merges first.
+  EXPECT_EQ(t.Encode("bbb", false), (std::vector<int32_t>{6, 12, 8}));
+  // é has no piece: its two bytes.
+  EXPECT_EQ(t.Encode("é", false), (std::vector<int32_t>{6, 4, 5}));
+  // User-defined tokens are matched even without parse_special, and decode to their text.
+  EXPECT_EQ(t.Encode("a<|user|>b", false), (std::vector<int32_t>{10, 13, 6, 8}));
+  EXPECT_EQ(t.Decode(t.Encode("a<|user|>b", false)), " a<|user|> b");
+}
+
+TEST(SyntheticSpm, NoSpacePrefixAndNoBos) {
+  GgufWriter w = TinySpm();
+  w.SetBool("tokenizer.ggml.add_space_prefix", false);
+  w.SetBool("tokenizer.ggml.add_bos_token", false);
+  std::unique_ptr<GgufFile> keep;
+  auto tok = FromWriter(w, &keep);
+  ASSERT_TRUE(tok.ok()) << tok.status().message();
+  EXPECT_EQ((*tok)->Encode("ab a", true), (std::vector<int32_t>{9, 10}));
+  EXPECT_FALSE((*tok)->adds_bos());
+}
+
+TEST(SyntheticBpe, IgnoreMergesAndLongestSpecialMatch) {
+  GgufWriter w;
+  w.SetString("tokenizer.ggml.model", "gpt2");
+  w.SetString("tokenizer.ggml.pre", "llama-bpe");
+  w.SetValue("tokenizer.ggml.tokens",
+             StringArray({"a", "b", "c", "ab", "abc", "<|x|>", "<|x|>y", "y", "<|eot_id|>"}));
+  w.SetValue("tokenizer.ggml.token_type",
+             NumberArray(GgufValueType::kI32, {1, 1, 1, 1, 1, 3, 3, 1, 3}));
+  w.SetValue("tokenizer.ggml.merges", StringArray({"a b"}));
+  w.SetU32("tokenizer.ggml.bos_token_id", 5);
+  w.SetBool("tokenizer.ggml.add_bos_token", true);
+  std::unique_ptr<GgufFile> keep;
+  auto tok = FromWriter(w, &keep);
+  ASSERT_TRUE(tok.ok()) << tok.status().message();
+  const Tokenizer& t = **tok;
+  EXPECT_EQ(t.Encode("abc", false), (std::vector<int32_t>{4}));  // whole word in the vocabulary
+  EXPECT_EQ(t.Encode("abcab", false), (std::vector<int32_t>{3, 2, 3}));
+  EXPECT_EQ(t.Encode("a<|x|>yb", true, true), (std::vector<int32_t>{5, 0, 6, 1}));
+  EXPECT_TRUE(t.IsEndOfGeneration(8));
+
+  w.SetString("tokenizer.ggml.pre", "gpt-2");
+  auto plain = FromWriter(w, &keep);
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ((*plain)->Encode("abc", false), (std::vector<int32_t>{3, 2}));
+}
+
+void ExpectError(const GgufWriter& w, const std::string& fragment) {
+  std::unique_ptr<GgufFile> keep;
+  auto tok = FromWriter(w, &keep);
+  ASSERT_FALSE(tok.ok()) << "expected an error mentioning " << fragment;
+  EXPECT_NE(tok.status().message().find(fragment), std::string::npos) << tok.status().message();
+}
+
+TEST(TokenizerErrors, BadMetadata) {
+  {
+    GgufWriter w;
+    w.SetString("tokenizer.ggml.model", "llama");
+    ExpectError(w, "tokenizer.ggml.tokens");
+  }
+  {
+    GgufWriter w = TinySpm();
+    w.SetValue("tokenizer.ggml.scores", NumberArray(GgufValueType::kF32, {0, 1, 2}));
+    ExpectError(w, "tokenizer.ggml.scores: 3 entries for 14 tokens");
+  }
+  {
+    GgufWriter w = TinySpm();
+    w.SetValue("tokenizer.ggml.token_type", NumberArray(GgufValueType::kI32, {1}));
+    ExpectError(w, "tokenizer.ggml.token_type");
+  }
+  {
+    GgufWriter w = TinySpm();
+    w.SetString("tokenizer.ggml.model", "wordpiece-9000");
+    ExpectError(w, "wordpiece-9000");
+  }
+  {
+    GgufWriter w = TinySpm();
+    w.SetU32("tokenizer.ggml.bos_token_id", 999);
+    ExpectError(w, "tokenizer.ggml.bos_token_id: token id 999 is out of range");
+  }
+  {
+    GgufWriter w = TinySpm();
+    w.SetString("tokenizer.ggml.model", "gpt2");
+    ExpectError(w, "tokenizer.ggml.merges");
+  }
+  {
+    GgufWriter w = TinySpm();
+    w.SetString("tokenizer.ggml.model", "gpt2");
+    w.SetString("tokenizer.ggml.pre", "mystery");
+    w.SetValue("tokenizer.ggml.merges", StringArray({"a b"}));
+    ExpectError(w, "unknown pre-tokenizer 'mystery'");
+  }
+  {
+    GgufWriter w = TinySpm();
+    w.SetString("tokenizer.ggml.model", "gpt2");
+    w.SetValue("tokenizer.ggml.merges", StringArray({"ab"}));
+    ExpectError(w, "tokenizer.ggml.merges: entry 0");
+  }
+  {
+    GgufWriter w;
+    ExpectError(w, "tokenizer.ggml.model");
+  }
+}
+
+}  // namespace
+}  // namespace promptcache
