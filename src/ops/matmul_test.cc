@@ -13,11 +13,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "core/fp16.h"
+#include "ops/matmul_internal.h"
 #include "ops/quant.h"
 #include "ops/targets.h"
 
@@ -281,6 +284,36 @@ TEST(MatMul, MultiEqualsSeparateCalls) {
       MatMulMulti(ws.data(), static_cast<int>(ws.size()), x.data(), n_tokens, outs.data(), pool);
       for (size_t i = 0; i < ms.size(); ++i) EXPECT_EQ(got[i], want[i]) << i;
     }
+  }
+}
+
+// The kernels' own activation quantizer must agree bit for bit with QuantizeRow(kQ8_0), ties
+// (which round away from zero) included, or the tight tolerance above would not hold.
+TEST(MatMul, ActivationQuantizationMatchesQuantizeRow) {
+  std::vector<float> x(96);
+  for (int j = 0; j < 32; ++j) x[j] = (j % 2 ? 1 : -1) * (j + 0.5f);  // amax 31.5: no ties
+  x[0] = 127.0f;  // block 0: d = 1, so the half-integers are exact ties
+  for (int j = 32; j < 64; ++j) x[j] = 0.0f;  // an all-zero block
+  std::mt19937 rng(5);
+  for (int j = 64; j < 96; ++j) x[j] = std::normal_distribution<float>(0.0f, 3.0f)(rng);
+  std::vector<uint8_t> blocks(3 * 34);
+  QuantizeRow(GgmlType::kQ8_0, x.data(), 96, blocks.data());
+  for (int64_t target : OpsTargets()) {
+    ScopedOpsTarget scoped(target);
+    std::vector<int16_t> q(96);
+    std::vector<float> d(3);
+    internal::QuantizeActivations(x.data(), 96, q.data(), d.data());
+    for (int b = 0; b < 3; ++b) {
+      uint16_t h;
+      std::memcpy(&h, blocks.data() + 34 * b, 2);
+      EXPECT_EQ(d[b], F16ToF32(h)) << OpsTargetName(target) << " block " << b;
+      for (int j = 0; j < 32; ++j) {
+        ASSERT_EQ(q[32 * b + j], static_cast<int8_t>(blocks[34 * b + 2 + j]))
+            << OpsTargetName(target) << " element " << 32 * b + j;
+      }
+    }
+    EXPECT_EQ(q[1], 2);   // 1.5 rounds away from zero
+    EXPECT_EQ(q[2], -3);  // -2.5 too
   }
 }
 

@@ -24,6 +24,14 @@ struct BlockQ4_0 {
 static_assert(sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ4_0) == 18);
 
+// roundf (half away from zero) for |v| < 2^23, without a libm call: truncate, then correct by
+// the exactly computed fraction.
+inline int RoundHalfAway(float v) {
+  const int i = static_cast<int>(v);
+  const float frac = v - static_cast<float>(i);
+  return i + (frac >= 0.5f) - (frac <= -0.5f);
+}
+
 void QuantizeQ8_0(const float* src, int64_t n, BlockQ8_0* dst) {
   for (int64_t b = 0; b < n / kQ8_0Block; ++b) {
     const float* x = src + b * kQ8_0Block;
@@ -34,7 +42,7 @@ void QuantizeQ8_0(const float* src, int64_t n, BlockQ8_0* dst) {
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     BlockQ8_0 blk;
     blk.d = F32ToF16(d);
-    for (int j = 0; j < kQ8_0Block; ++j) blk.qs[j] = static_cast<int8_t>(std::round(x[j] * id));
+    for (int j = 0; j < kQ8_0Block; ++j) blk.qs[j] = static_cast<int8_t>(RoundHalfAway(x[j] * id));
     std::memcpy(&dst[b], &blk, sizeof(blk));
   }
 }
