@@ -82,6 +82,7 @@ Result<std::unique_ptr<Tokenizer>> SpmTokenizer::Create(const GgufFile& file) {
       return InvalidArgument("tokenizer.ggml.add_space_prefix: expected a boolean");
     }
   }
+  tok->strip_dummy_prefix_ = tok->add_space_prefix_;
   for (int b = 0; b < 256; ++b) {
     char name[8];
     std::snprintf(name, sizeof(name), "<0x%02X>", b);

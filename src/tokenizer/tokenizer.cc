@@ -192,7 +192,18 @@ std::string Tokenizer::TableBytes(int32_t id, bool special) const {
 
 std::string Tokenizer::Decode(const std::vector<int32_t>& ids, bool special) const {
   std::string out;
-  for (int32_t id : ids) out += TokenBytes(id, special);
+  bool first = true;
+  for (int32_t id : ids) {
+    const std::string bytes = TokenBytes(id, special);
+    if (bytes.empty()) continue;
+    // As SentencePiece does, drop the dummy-prefix space that encoding put before the text.
+    if (first && strip_dummy_prefix_ && bytes[0] == ' ') {
+      out.append(bytes, 1);
+    } else {
+      out += bytes;
+    }
+    first = false;
+  }
   return out;
 }
 

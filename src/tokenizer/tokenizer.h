@@ -48,6 +48,8 @@ class Tokenizer {
   // printable stand-ins their original bytes. Control tokens (BOS/EOS) decode to "" unless
   // `special` is set. May be an incomplete UTF-8 sequence: see StreamDecoder.
   virtual std::string TokenBytes(int32_t id, bool special = false) const = 0;
+  // The text of a whole sequence. Unlike concatenated TokenBytes, the SentencePiece dummy-prefix
+  // space at the very start is dropped, so Decode(Encode(text)) == text.
   std::string Decode(const std::vector<int32_t>& ids, bool special = false) const;
 
   TokenizerKind kind() const { return kind_; }
@@ -88,6 +90,7 @@ class Tokenizer {
   std::vector<TokenType> types_;
   int32_t bos_ = -1, eos_ = -1, unk_ = -1;
   bool add_bos_ = false;
+  bool strip_dummy_prefix_ = false;  // SentencePiece vocabularies that add a dummy prefix
   std::vector<int32_t> end_of_generation_;
   // Keys view into pieces_, which never changes after loading.
   std::unordered_map<std::string_view, int32_t> piece_ids_;

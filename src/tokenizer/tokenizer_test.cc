@@ -101,12 +101,11 @@ TEST(TokenizerConformance, RoundTripBpe) {
   }
 }
 
-TEST(TokenizerConformance, RoundTripSpmAddsDummyPrefix) {
+TEST(TokenizerConformance, RoundTripSpmDropsDummyPrefix) {
   Loaded l = Load(kLlamaSpm);
   ASSERT_NE(l.tok, nullptr);
   for (const Case& c : ReadCases(kLlamaSpm)) {
-    const std::string expected = c.text.empty() ? "" : " " + c.text;
-    EXPECT_EQ(l.tok->Decode(l.tok->Encode(c.text, true)), expected);
+    EXPECT_EQ(l.tok->Decode(l.tok->Encode(c.text, true)), c.text);
   }
 }
 
@@ -127,7 +126,7 @@ TEST(Stories260K, ReferenceIdsAndDecode) {
       312, 432, 398, 312, 286, 267, 414, 270, 333, 415, 426, 13,  438, 310, 439, 419, 357,
       336, 432, 313, 438, 310, 432, 278, 316, 439, 419, 298, 414, 267};
   EXPECT_EQ(l.tok->Decode(greedy),
-            " Once upon a time, there was a little girl named Lily. She loved to play outside in "
+            "Once upon a time, there was a little girl named Lily. She loved to play outside in "
             "the park. One day, she saw a big, red ball. She wanted to play with it, but it was "
             "too high.\nLily's mom said, \"Lily, let's go to");
   EXPECT_EQ(l.tok->Decode({1, 403}, /*special=*/true), "<s> Once");
@@ -148,7 +147,7 @@ TEST(Stories260K, ByteFallbackAndStreamDecoding) {
   size_t byte_tokens = 0;
   for (int32_t id : ids) byte_tokens += l.tok->Type(id) == TokenType::kByte;
   EXPECT_GE(byte_tokens, 4u + 6u);
-  EXPECT_EQ(l.tok->Decode(ids), " " + text);
+  EXPECT_EQ(l.tok->Decode(ids), text);  // the dummy prefix is dropped
 
   StreamDecoder stream(*l.tok);
   std::string streamed;
@@ -215,7 +214,7 @@ TEST(SpecialTokens, SpmDummyPrefixAfterSpecialToken) {
   EXPECT_EQ(l.tok->Encode("Hello</s>world", true, true), (std::vector<int32_t>{1, 15043, 2, 3186}));
   const std::vector<int32_t> plain = l.tok->Encode("Hello</s>world", true, false);
   EXPECT_EQ(std::count(plain.begin(), plain.end(), 2), 0);
-  EXPECT_EQ(l.tok->Decode(plain), " Hello</s>world");
+  EXPECT_EQ(l.tok->Decode(plain), "Hello</s>world");
 }
 
 // Long inputs must stay linear-ish: a quadratic merge loop would take minutes here.
@@ -227,11 +226,11 @@ TEST(TokenizerSpeed, LongWordsWithoutSpaces) {
   std::string word;
   for (int i = 0; i < 20000; ++i) word += "abcdefghij"[(i * 7) % 10];
   EXPECT_EQ(bpe.tok->Decode(bpe.tok->Encode(word, false)), word);
-  EXPECT_EQ(spm.tok->Decode(spm.tok->Encode(word, false)), " " + word);
+  EXPECT_EQ(spm.tok->Decode(spm.tok->Encode(word, false)), word);
   std::string cjk;
   for (int i = 0; i < 5000; ++i) cjk += "你好世界";
   EXPECT_EQ(bpe.tok->Decode(bpe.tok->Encode(cjk, false)), cjk);
-  EXPECT_EQ(spm.tok->Decode(spm.tok->Encode(cjk, false)), " " + cjk);
+  EXPECT_EQ(spm.tok->Decode(spm.tok->Encode(cjk, false)), cjk);
   const std::string spaces(30000, ' ');
   EXPECT_EQ(bpe.tok->Decode(bpe.tok->Encode(spaces, false)), spaces);
 }
@@ -243,7 +242,7 @@ TEST(Tokenizer, InvalidUtf8RoundTripsThroughBothKinds) {
   ASSERT_NE(spm.tok, nullptr);
   const std::string bad = std::string("ab\xFF\xC3 cd\xE4\xBD", 9) + "é\x80";
   EXPECT_EQ(bpe.tok->Decode(bpe.tok->Encode(bad, false)), bad);
-  EXPECT_EQ(spm.tok->Decode(spm.tok->Encode(bad, false)), " " + bad);
+  EXPECT_EQ(spm.tok->Decode(spm.tok->Encode(bad, false)), bad);
 }
 
 std::vector<std::string> Split(const std::string& pre, const std::string& text) {
@@ -373,7 +372,7 @@ TEST(SyntheticSpm, MergesByScoreWithByteFallback) {
   EXPECT_EQ(t.Encode("é", false), (std::vector<int32_t>{6, 4, 5}));
   // User-defined tokens are matched even without parse_special, and decode to their text.
   EXPECT_EQ(t.Encode("a<|user|>b", false), (std::vector<int32_t>{10, 13, 6, 8}));
-  EXPECT_EQ(t.Decode(t.Encode("a<|user|>b", false)), " a<|user|> b");
+  EXPECT_EQ(t.Decode(t.Encode("a<|user|>b", false)), "a<|user|> b");
 }
 
 TEST(SyntheticSpm, NoSpacePrefixAndNoBos) {
