@@ -195,6 +195,13 @@ void KvSequence::AppendSegment(const KvSequence& src, int begin, int end) {
   }
 }
 
+void KvSequence::AppendBlock(BlockId block, int begin, int count) {
+  PC_CHECK(begin >= 0 && count > 0 && begin + count <= pool_->layout().block_size);
+  pool_->Ref(block);
+  spans_.push_back({block, begin, count});
+  n_tokens_ += count;
+}
+
 KvSpan KvSequence::Locate(int i) const {
   PC_CHECK(i >= 0 && i < n_tokens_);
   for (const KvSpan& s : spans_) {

@@ -124,6 +124,8 @@ class KvSequence {
   KvSequence Fork() const;
   // Appends tokens [begin, end) of `src` (same pool) by reference, with their positions.
   void AppendSegment(const KvSequence& src, int begin, int end);
+  // Appends slots [begin, begin + count) of a block by reference (a cached block).
+  void AppendBlock(BlockId block, int begin, int count);
 
   // Where token i lives. O(number of spans); use spans() to walk the whole sequence.
   KvSpan Locate(int i) const;

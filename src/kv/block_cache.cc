@@ -1,0 +1,329 @@
+#include "kv/block_cache.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/hash.h"
+#include "core/log.h"
+
+namespace promptcache {
+
+BlockCache::BlockCache(BlockPool* pool, std::string fingerprint,
+                       const BlockCacheOptions& options, std::unique_ptr<DiskTier> disk)
+    : pool_(pool), fingerprint_(std::move(fingerprint)), options_(options), disk_(std::move(disk)) {}
+
+BlockCache::~BlockCache() {
+  for (auto& [key, e] : entries_) pool_->Unref(e.block);
+}
+
+BlockKey BlockCache::ChainKey(const BlockKey& parent, std::span<const int32_t> tokens) const {
+  Hasher128 h;
+  h.Update(std::string_view(fingerprint_));
+  h.UpdatePod(parent.hi);
+  h.UpdatePod(parent.lo);
+  h.Update(tokens.data(), tokens.size_bytes());
+  uint64_t d[2];
+  h.Digest(d);
+  return {d[0], d[1]};
+}
+
+BlockCache::Entry* BlockCache::Find(const BlockKey& key) {
+  auto it = entries_.find(key);
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+bool BlockCache::Contains(const BlockKey& key) const {
+  return entries_.count(key) != 0 || (disk_ && disk_->Contains(key));
+}
+
+void BlockCache::AddEntry(const BlockKey& key, Entry e) {
+  if (!e.parent.empty()) {
+    if (Entry* p = Find(e.parent)) p->children++;
+  }
+  e.last_used = Clock::now();
+  entries_.emplace(key, std::move(e));
+}
+
+void BlockCache::RemoveEntry(const BlockKey& key, bool spill_to_disk) {
+  auto it = entries_.find(key);
+  PC_CHECK(it != entries_.end());
+  Entry& e = it->second;
+  if (spill_to_disk && disk_ && !disk_->Contains(key)) {
+    BlockRecord r{key, e.parent, e.tokens, {}};
+    r.positions.assign(pool_->Positions(e.block) + e.begin,
+                       pool_->Positions(e.block) + e.begin + e.count);
+    Status st = disk_->Write(r, *pool_, e.block, e.begin);
+    if (st.ok()) {
+      stats_.disk_writes++;
+    } else {
+      stats_.disk_errors++;
+      PC_LOG_WARN("cache: %s", st.message().c_str());
+    }
+  }
+  if (!e.parent.empty()) {
+    if (Entry* p = Find(e.parent)) p->children--;
+  }
+  pool_->Unref(e.block);
+  entries_.erase(it);
+}
+
+// Loads a block file into a fresh block and indexes it. Its parent must already be cached (the
+// lookup walks chains from the root), so `depth` follows from the parent.
+bool BlockCache::LoadFromDisk(const BlockKey& key) {
+  if (!disk_ || !disk_->Contains(key)) return false;
+  Result<BlockId> block = pool_->Allocate();
+  if (!block.ok()) return false;
+  Result<BlockRecord> r = disk_->Read(key, pool_, *block);
+  if (!r.ok()) {
+    stats_.disk_errors++;
+    pool_->Unref(*block);
+    return false;
+  }
+  Entry e;
+  e.block = *block;
+  e.begin = 0;
+  e.count = static_cast<int>(r->tokens.size());
+  e.parent = r->parent;
+  e.tokens = std::move(r->tokens);
+  const Entry* parent = r->parent.empty() ? nullptr : Find(r->parent);
+  e.depth = parent ? parent->depth + parent->count : 0;
+  e.on_disk = true;
+  AddEntry(key, std::move(e));  // the allocation's reference becomes the cache's
+  stats_.disk_loads++;
+  return true;
+}
+
+int BlockCache::LookupPrefix(std::span<const int32_t> tokens, int max_tokens, KvSequence* seq) {
+  PC_CHECK(seq->size() == 0);
+  stats_.lookups++;
+  const int bs = pool_->layout().block_size;
+  const int limit = std::min<int>(max_tokens, static_cast<int>(tokens.size()));
+  std::vector<BlockKey> chain;
+  BlockKey parent;
+  for (int b = 0; (b + 1) * bs <= limit; ++b) {
+    const auto block_tokens = tokens.subspan(size_t(b) * bs, bs);
+    const BlockKey key = ChainKey(parent, block_tokens);
+    Entry* e = Find(key);
+    if (e == nullptr && LoadFromDisk(key)) e = Find(key);
+    // A hash collision would serve another prompt's K/V: compare the tokens too.
+    if (e == nullptr || e->count != bs ||
+        !std::equal(e->tokens.begin(), e->tokens.end(), block_tokens.begin())) {
+      break;
+    }
+    chain.push_back(key);
+    parent = key;
+  }
+  size_t n = chain.size();
+  if (options_.granularity > bs) {
+    const size_t g = options_.granularity / bs;
+    n = n / g * g;
+  }
+  const auto now = Clock::now();
+  for (size_t i = 0; i < n; ++i) {
+    Entry& e = entries_.at(chain[i]);
+    seq->AppendBlock(e.block, e.begin, e.count);
+    e.last_used = now;
+  }
+  if (n > 0) {
+    stats_.hits++;
+    stats_.hit_tokens += n * bs;
+  }
+  return static_cast<int>(n) * bs;
+}
+
+void BlockCache::InsertPrefix(std::span<const int32_t> tokens, const KvSequence& seq) {
+  if (static_cast<int>(tokens.size()) < options_.min_tokens) return;
+  const int bs = pool_->layout().block_size;
+  const int n_full = std::min<int>(seq.size(), static_cast<int>(tokens.size())) / bs;
+  const auto& spans = seq.spans();
+  BlockKey parent;
+  const auto now = Clock::now();
+  for (int b = 0; b < n_full; ++b) {
+    // Only block-aligned sequences map block b to tokens [b*bs, (b+1)*bs).
+    if (b >= static_cast<int>(spans.size()) || spans[b].begin != 0 || spans[b].count != bs) break;
+    const auto block_tokens = tokens.subspan(size_t(b) * bs, bs);
+    const BlockKey key = ChainKey(parent, block_tokens);
+    if (Entry* e = Find(key)) {
+      e->last_used = now;
+    } else {
+      Entry ne;
+      ne.block = spans[b].block;
+      ne.begin = 0;
+      ne.count = bs;
+      ne.parent = parent;
+      ne.tokens.assign(block_tokens.begin(), block_tokens.end());
+      ne.depth = b * bs;
+      pool_->Ref(ne.block);
+      AddEntry(key, std::move(ne));
+    }
+    parent = key;
+  }
+}
+
+int BlockCache::PinPrefix(std::span<const int32_t> tokens, bool pinned) {
+  const int bs = pool_->layout().block_size;
+  BlockKey parent;
+  int n = 0;
+  for (int b = 0; (b + 1) * bs <= static_cast<int>(tokens.size()); ++b) {
+    const BlockKey key = ChainKey(parent, tokens.subspan(size_t(b) * bs, bs));
+    Entry* e = Find(key);
+    if (e == nullptr && LoadFromDisk(key)) e = Find(key);
+    if (e == nullptr) break;
+    if (pinned) {
+      e->pins++;
+    } else if (e->pins > 0) {
+      e->pins--;
+    }
+    n += bs;
+    parent = key;
+  }
+  return n;
+}
+
+bool BlockCache::AppendCached(const BlockKey& key, KvSequence* seq) {
+  Entry* e = Find(key);
+  if (e == nullptr && LoadFromDisk(key)) e = Find(key);
+  if (e == nullptr) return false;
+  seq->AppendBlock(e->block, e->begin, e->count);
+  e->last_used = Clock::now();
+  return true;
+}
+
+void BlockCache::Insert(const BlockKey& key, const BlockKey& parent, const KvSequence& seq,
+                        int slot_begin, std::span<const int32_t> tokens) {
+  if (Find(key)) return;
+  const KvSpan first = seq.Locate(slot_begin);
+  PC_CHECK(first.begin + static_cast<int>(tokens.size()) <= pool_->layout().block_size);
+  Entry e;
+  e.block = first.block;
+  e.begin = first.begin;
+  e.count = static_cast<int>(tokens.size());
+  e.parent = parent;
+  e.tokens.assign(tokens.begin(), tokens.end());
+  const Entry* p = parent.empty() ? nullptr : Find(parent);
+  e.depth = p ? p->depth + p->count : 0;
+  pool_->Ref(e.block);
+  AddEntry(key, std::move(e));
+}
+
+bool BlockCache::Evictable(const Entry& e) const {
+  return e.pins == 0 && e.children == 0 && pool_->RefCount(e.block) == 1;
+}
+
+void BlockCache::Maintain() {
+  const auto now = Clock::now();
+  if (options_.ttl_seconds > 0) {
+    // Removing a leaf can make its parent a leaf: repeat until nothing more expires.
+    for (bool changed = true; changed;) {
+      changed = false;
+      std::vector<BlockKey> idle;
+      for (const auto& [key, e] : entries_) {
+        const double secs = std::chrono::duration<double>(now - e.last_used).count();
+        if (secs > options_.ttl_seconds && Evictable(e)) idle.push_back(key);
+      }
+      for (const BlockKey& k : idle) {
+        RemoveEntry(k, /*spill_to_disk=*/true);
+        stats_.expirations++;
+        changed = true;
+      }
+    }
+  }
+  while (RamBytes() > options_.ram_bytes) {
+    const BlockKey* victim = nullptr;
+    Clock::time_point oldest = Clock::time_point::max();
+    for (const auto& [key, e] : entries_) {
+      if (Evictable(e) && e.last_used < oldest) {
+        oldest = e.last_used;
+        victim = &key;
+      }
+    }
+    if (victim == nullptr) break;  // everything left is in use or pinned
+    RemoveEntry(BlockKey(*victim), /*spill_to_disk=*/true);
+    stats_.evictions++;
+  }
+}
+
+Status BlockCache::SaveAll() {
+  if (!disk_) return InvalidArgument("no disk tier configured (--cache-dir)");
+  for (auto& [key, e] : entries_) {
+    if (disk_->Contains(key)) continue;
+    BlockRecord r{key, e.parent, e.tokens, {}};
+    r.positions.assign(pool_->Positions(e.block) + e.begin,
+                       pool_->Positions(e.block) + e.begin + e.count);
+    PC_RETURN_IF_ERROR(disk_->Write(r, *pool_, e.block, e.begin));
+    stats_.disk_writes++;
+  }
+  return Status::Ok();
+}
+
+Status BlockCache::Drop(const std::string& key_hex) {
+  if (key_hex.empty()) {
+    std::vector<BlockKey> keys;
+    for (const auto& [key, e] : entries_) {
+      if (e.pins == 0) keys.push_back(key);
+    }
+    // Children first, so parents' child counts stay consistent.
+    std::sort(keys.begin(), keys.end(), [&](const BlockKey& a, const BlockKey& b) {
+      return entries_.at(a).depth > entries_.at(b).depth;
+    });
+    for (const BlockKey& k : keys) RemoveEntry(k, false);
+    if (disk_) {
+      for (const BlockKey& k : disk_->Keys()) {
+        if (!entries_.count(k)) disk_->Remove(k);
+      }
+    }
+    return Status::Ok();
+  }
+  BlockKey key;
+  if (!BlockKey::FromHex(key_hex, &key)) return InvalidArgument("bad cache key '" + key_hex + "'");
+  const bool in_ram = entries_.count(key) != 0, on_disk = disk_ && disk_->Contains(key);
+  if (!in_ram && !on_disk) return NotFound("no cache entry '" + key_hex + "'");
+  // The entry and everything cached after it in its chain.
+  std::vector<BlockKey> doomed = {key};
+  for (size_t i = 0; i < doomed.size(); ++i) {
+    for (const auto& [k, e] : entries_) {
+      if (e.parent == doomed[i]) doomed.push_back(k);
+    }
+  }
+  for (auto it = doomed.rbegin(); it != doomed.rend(); ++it) {
+    if (entries_.count(*it)) {
+      if (entries_.at(*it).pins > 0) return InvalidArgument("cache entry is pinned");
+    }
+  }
+  for (auto it = doomed.rbegin(); it != doomed.rend(); ++it) {
+    if (entries_.count(*it)) RemoveEntry(*it, false);
+    if (disk_) disk_->Remove(*it);
+  }
+  return Status::Ok();
+}
+
+std::vector<CachedPrefixInfo> BlockCache::List() const {
+  std::vector<CachedPrefixInfo> out;
+  const auto now = Clock::now();
+  for (const auto& [key, e] : entries_) {
+    if (e.children != 0) continue;  // list each chain once, by its last block
+    out.push_back({key, e.depth + e.count, true, disk_ && disk_->Contains(key), e.pins > 0,
+                   std::chrono::duration<double>(now - e.last_used).count()});
+  }
+  if (disk_) {
+    for (const BlockKey& k : disk_->Keys()) {
+      if (!entries_.count(k)) out.push_back({k, 0, false, true, false, 0});
+    }
+  }
+  return out;
+}
+
+BlockCacheStats BlockCache::Stats() const {
+  BlockCacheStats s = stats_;
+  s.ram_blocks = entries_.size();
+  s.ram_bytes = RamBytes();
+  s.pinned_blocks = 0;
+  for (const auto& [k, e] : entries_) s.pinned_blocks += e.pins > 0;
+  if (disk_) {
+    s.disk_bytes = disk_->bytes();
+    s.disk_files = disk_->files();
+  }
+  return s;
+}
+
+}  // namespace promptcache

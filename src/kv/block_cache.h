@@ -1,0 +1,127 @@
+// The cross-request block cache: immutable, reference-counted KV blocks indexed by content keys,
+// bounded in RAM, with an optional disk tier.
+//
+// Prefix caching keys each full block of a prompt by a chained hash (the previous block's key,
+// this block's token ids, and a namespace: the model fingerprint), as vLLM does, so a lookup
+// walks a new prompt block by block and stops at the first miss. The modular prompt cache stores
+// module blocks here too under its own keys (chained the same way from a module's content key),
+// so both share one RAM budget and one disk tier.
+//
+// The cache holds one reference on each cached block. A block some sequence still uses has a
+// higher count and is never evicted; unreferenced blocks go least-recently-used first, and only
+// leaves (blocks no other cached block continues), so a chain is never cut in the middle.
+// Not thread-safe: the engine thread owns it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kv/disk_tier.h"
+#include "kv/kv_cache.h"
+
+namespace promptcache {
+
+struct BlockCacheOptions {
+  size_t ram_bytes = size_t(1) << 30;
+  double ttl_seconds = 0;        // idle entries older than this are evicted; 0: never
+  int min_tokens = 0;            // prompts shorter than this are not cached
+  int granularity = 0;           // reuse prefixes in multiples of this many tokens (0: block)
+};
+
+struct BlockCacheStats {
+  uint64_t lookups = 0, hits = 0, hit_tokens = 0;
+  uint64_t evictions = 0, expirations = 0, disk_writes = 0, disk_loads = 0, disk_errors = 0;
+  size_t ram_blocks = 0, ram_bytes = 0, disk_bytes = 0, disk_files = 0;
+  size_t pinned_blocks = 0;
+};
+
+struct CachedPrefixInfo {
+  BlockKey key;   // the last block's key
+  int tokens;     // prefix length
+  bool in_ram, on_disk, pinned;
+  double idle_seconds;
+};
+
+class BlockCache {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // `disk` may be null (no disk tier).
+  BlockCache(BlockPool* pool, std::string fingerprint, const BlockCacheOptions& options,
+             std::unique_ptr<DiskTier> disk);
+  ~BlockCache();
+
+  const BlockCacheOptions& options() const { return options_; }
+  BlockPool* pool() const { return pool_; }
+  DiskTier* disk() const { return disk_.get(); }
+
+  // The key of block `index` of a prefix chain after `parent` (empty for the first block).
+  BlockKey ChainKey(const BlockKey& parent, std::span<const int32_t> tokens) const;
+
+  // Appends to `seq` (by reference) the longest cached prefix of `tokens` in whole blocks,
+  // loading blocks from the disk tier where RAM misses, and returns its length. At most
+  // `max_tokens` tokens are matched (callers pass tokens.size() - 1, so the last prompt token is
+  // always computed and yields logits). Positions are 0, 1, 2, ... as in plain prompts.
+  int LookupPrefix(std::span<const int32_t> tokens, int max_tokens, KvSequence* seq);
+
+  // Registers the full blocks of `seq` (which holds `tokens` at positions 0..n-1, block-aligned
+  // from its start) as cached prefixes. Blocks already cached under the same key are kept.
+  void InsertPrefix(std::span<const int32_t> tokens, const KvSequence& seq);
+
+  // Pins (or unpins) the cached blocks of the longest cached prefix of tokens[0, n). Pinned
+  // blocks are never evicted or expired. Returns the number of tokens pinned.
+  int PinPrefix(std::span<const int32_t> tokens, bool pinned);
+
+  // Generic keyed entries (module blocks): a block's slots [begin, begin+count) under `key`.
+  bool Contains(const BlockKey& key) const;
+  // Adds a reference to the cached span under `key` to seq; loads from disk if needed.
+  bool AppendCached(const BlockKey& key, KvSequence* seq);
+  void Insert(const BlockKey& key, const BlockKey& parent, const KvSequence& seq, int slot_begin,
+              std::span<const int32_t> tokens);
+
+  // Evicts unreferenced leaves (writing them to the disk tier first) until the RAM budget holds,
+  // and expires idle ones. Called by the engine after each step.
+  void Maintain();
+  // Writes every RAM entry that is not yet on disk to the disk tier.
+  Status SaveAll();
+  // Drops one prefix chain's entries from RAM and disk (by its last block's key), or all
+  // unpinned entries when key is empty. NotFound if the key is unknown.
+  Status Drop(const std::string& key_hex);
+
+  std::vector<CachedPrefixInfo> List() const;
+  BlockCacheStats Stats() const;
+
+ private:
+  struct Entry {
+    BlockId block;
+    int begin, count;
+    BlockKey parent;
+    std::vector<int32_t> tokens;
+    int depth;       // tokens before this block in its chain
+    int children = 0;  // cached entries whose parent this is
+    int pins = 0;
+    Clock::time_point last_used;
+    bool on_disk = false;
+  };
+
+  Entry* Find(const BlockKey& key);
+  bool LoadFromDisk(const BlockKey& key);
+  void AddEntry(const BlockKey& key, Entry e);
+  void RemoveEntry(const BlockKey& key, bool spill_to_disk);
+  bool Evictable(const Entry& e) const;
+  size_t RamBytes() const { return entries_.size() * pool_->layout().bytes_per_block(); }
+
+  BlockPool* pool_;
+  std::string fingerprint_;
+  BlockCacheOptions options_;
+  std::unique_ptr<DiskTier> disk_;
+  std::map<BlockKey, Entry> entries_;
+  BlockCacheStats stats_;
+};
+
+}  // namespace promptcache

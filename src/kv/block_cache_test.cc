@@ -1,0 +1,266 @@
+#include "kv/block_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+namespace promptcache {
+namespace {
+
+namespace fs = std::filesystem;
+
+KvLayout Layout() {
+  KvLayout l;
+  l.n_layers = 2;
+  l.n_kv_heads = 1;
+  l.head_dim = 4;
+  l.type = KvType::kF32;
+  l.block_size = 4;
+  return l;
+}
+
+std::vector<int32_t> Tokens(int n, int salt = 0) {
+  std::vector<int32_t> t(n);
+  for (int i = 0; i < n; ++i) t[i] = 100 + i + salt * 1000;
+  return t;
+}
+
+// A sequence holding `tokens` at positions 0..n-1, each K/V element tagged with the token id.
+KvSequence Computed(BlockPool* pool, const std::vector<int32_t>& tokens) {
+  KvSequence seq(pool);
+  std::vector<int32_t> pos(tokens.size());
+  std::iota(pos.begin(), pos.end(), 0);
+  PC_CHECK(seq.Append(pos).ok());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    for (int l = 0; l < 2; ++l) {
+      auto* k = reinterpret_cast<float*>(seq.SlotK(i, l));
+      auto* v = reinterpret_cast<float*>(seq.SlotV(i, l));
+      for (int d = 0; d < 4; ++d) k[d] = v[d] = tokens[i] + 0.5f * l;
+    }
+  }
+  return seq;
+}
+
+float KAt(KvSequence& seq, int i) { return reinterpret_cast<float*>(seq.SlotK(i, 1))[3]; }
+
+BlockCacheOptions Options(size_t ram_blocks) {
+  BlockCacheOptions o;
+  o.ram_bytes = ram_blocks * Layout().bytes_per_block();
+  return o;
+}
+
+TEST(BlockCache, LongestPrefixInWholeBlocksSharedNotCopied) {
+  BlockPool pool(Layout(), 0, false);
+  BlockCache cache(&pool, "fp", Options(100), nullptr);
+  const auto a = Tokens(10);
+  {
+    KvSequence seq = Computed(&pool, a);
+    cache.InsertPrefix(a, seq);
+  }
+  EXPECT_EQ(cache.Stats().ram_blocks, 2u);  // 2 full blocks; the partial third is not cached
+  auto b = Tokens(14);  // same first 10 tokens, longer
+  KvSequence hit(&pool);
+  EXPECT_EQ(cache.LookupPrefix(b, b.size() - 1, &hit), 8);
+  EXPECT_EQ(hit.size(), 8);
+  EXPECT_EQ(KAt(hit, 7), 107.5f);
+  EXPECT_EQ(hit.Position(7), 7);
+  EXPECT_EQ(pool.RefCount(hit.spans()[0].block), 2);  // the cache's and this sequence's
+  // A prompt differing inside the second block reuses only the first.
+  auto c = Tokens(12);
+  c[5] = 9;
+  KvSequence partial(&pool);
+  EXPECT_EQ(cache.LookupPrefix(c, c.size() - 1, &partial), 4);
+  // The last token is always left to compute.
+  KvSequence capped(&pool);
+  EXPECT_EQ(cache.LookupPrefix(Tokens(8), 7, &capped), 4);
+  EXPECT_EQ(cache.Stats().hits, 3u);
+}
+
+TEST(BlockCache, EvictsLeastRecentlyUsedLeavesFirstAndNeverBlocksInUse) {
+  BlockPool pool(Layout(), 0, false);
+  BlockCache cache(&pool, "fp", Options(3), nullptr);
+  const auto a = Tokens(12, 1), b = Tokens(8, 2);
+  KvSequence in_use = Computed(&pool, b);
+  cache.InsertPrefix(b, in_use);  // 2 blocks, still held by a running sequence
+  {
+    KvSequence seq = Computed(&pool, a);
+    cache.InsertPrefix(a, seq);  // 3 blocks
+  }
+  cache.Maintain();
+  // Over budget by 2: a's leaves go (its third block, then its second); b's are in use.
+  EXPECT_EQ(cache.Stats().ram_blocks, 3u);
+  EXPECT_EQ(cache.Stats().evictions, 2u);
+  KvSequence probe(&pool);
+  EXPECT_EQ(cache.LookupPrefix(a, 12, &probe), 4);
+  KvSequence probe_b(&pool);
+  EXPECT_EQ(cache.LookupPrefix(b, 8, &probe_b), 8);
+}
+
+TEST(BlockCache, PinnedPrefixSurvivesEvictionUntilUnpinned) {
+  BlockPool pool(Layout(), 0, false);
+  BlockCache cache(&pool, "fp", Options(0), nullptr);
+  const auto a = Tokens(8);
+  {
+    KvSequence seq = Computed(&pool, a);
+    cache.InsertPrefix(a, seq);
+  }
+  EXPECT_EQ(cache.PinPrefix(a, true), 8);
+  cache.Maintain();
+  EXPECT_EQ(cache.Stats().ram_blocks, 2u);
+  EXPECT_EQ(cache.Stats().pinned_blocks, 2u);
+  cache.PinPrefix(a, false);
+  cache.Maintain();
+  EXPECT_EQ(cache.Stats().ram_blocks, 0u);
+  EXPECT_EQ(pool.blocks_in_use(), 0);
+}
+
+TEST(BlockCache, MinTokensAndGranularity) {
+  BlockPool pool(Layout(), 0, false);
+  BlockCacheOptions o = Options(100);
+  o.min_tokens = 10;
+  o.granularity = 8;
+  BlockCache cache(&pool, "fp", o, nullptr);
+  {
+    KvSequence seq = Computed(&pool, Tokens(8));
+    cache.InsertPrefix(Tokens(8), seq);  // shorter than min_tokens: not cached
+  }
+  EXPECT_EQ(cache.Stats().ram_blocks, 0u);
+  {
+    KvSequence seq = Computed(&pool, Tokens(13));
+    cache.InsertPrefix(Tokens(13), seq);
+  }
+  KvSequence hit(&pool);
+  EXPECT_EQ(cache.LookupPrefix(Tokens(20), 19, &hit), 8);  // 12 cached, reused in steps of 8
+}
+
+TEST(BlockCache, TtlExpiresIdleEntries) {
+  BlockPool pool(Layout(), 0, false);
+  BlockCacheOptions o = Options(100);
+  o.ttl_seconds = 1e-9;
+  BlockCache cache(&pool, "fp", o, nullptr);
+  {
+    KvSequence seq = Computed(&pool, Tokens(8));
+    cache.InsertPrefix(Tokens(8), seq);
+  }
+  cache.Maintain();
+  EXPECT_EQ(cache.Stats().ram_blocks, 0u);
+  EXPECT_EQ(cache.Stats().expirations, 2u);
+}
+
+class DiskTierTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("pc_disk_tier_" + std::to_string(getpid()));
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::unique_ptr<BlockCache> Open(BlockPool* pool, const std::string& fp = "fingerprint-a") {
+    auto disk = DiskTier::Open(dir_.string(), fp, Layout(), 1 << 20);
+    PC_CHECK(disk.ok());
+    return std::make_unique<BlockCache>(pool, fp, Options(0), std::move(disk).value());
+  }
+  fs::path dir_;
+};
+
+TEST_F(DiskTierTest, EvictedBlocksComeBackAfterRestart) {
+  const auto a = Tokens(12);
+  {
+    BlockPool pool(Layout(), 0, false);
+    auto cache = Open(&pool);
+    KvSequence seq = Computed(&pool, a);
+    cache->InsertPrefix(a, seq);
+    seq.Clear();
+    cache->Maintain();  // budget 0: everything spills to disk
+    EXPECT_EQ(cache->Stats().ram_blocks, 0u);
+    EXPECT_EQ(cache->Stats().disk_writes, 3u);
+  }
+  BlockPool pool(Layout(), 0, false);
+  auto cache = Open(&pool);  // a new process, same directory
+  EXPECT_EQ(cache->Stats().disk_files, 3u);
+  KvSequence hit(&pool);
+  EXPECT_EQ(cache->LookupPrefix(a, 12, &hit), 12);
+  EXPECT_EQ(cache->Stats().disk_loads, 3u);
+  for (int i = 0; i < 12; ++i) {
+    EXPECT_EQ(KAt(hit, i), a[i] + 0.5f);
+    EXPECT_EQ(hit.Position(i), i);
+  }
+}
+
+TEST_F(DiskTierTest, CorruptTruncatedOrForeignFilesAreSkipped) {
+  const auto a = Tokens(8);
+  {
+    BlockPool pool(Layout(), 0, false);
+    auto cache = Open(&pool);
+    KvSequence seq = Computed(&pool, a);
+    cache->InsertPrefix(a, seq);
+    seq.Clear();
+    ASSERT_TRUE(cache->SaveAll().ok());
+  }
+  std::vector<fs::path> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir_)) {
+    if (e.is_regular_file()) files.push_back(e.path());
+  }
+  ASSERT_EQ(files.size(), 2u);
+  std::sort(files.begin(), files.end());
+  // Flip one byte of data in every file: the checksum catches it.
+  for (const auto& f : files) {
+    std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(-3, std::ios::end);
+    io.put('\x7f');
+  }
+  {
+    BlockPool pool(Layout(), 0, false);
+    auto cache = Open(&pool);
+    KvSequence miss(&pool);
+    EXPECT_EQ(cache->LookupPrefix(a, 8, &miss), 0);
+    EXPECT_GE(cache->Stats().disk_errors, 1u);
+  }
+  // Another model's directory is another namespace: nothing is found there.
+  BlockPool pool(Layout(), 0, false);
+  auto other = Open(&pool, "fingerprint-b");
+  KvSequence miss(&pool);
+  EXPECT_EQ(other->LookupPrefix(a, 8, &miss), 0);
+}
+
+TEST_F(DiskTierTest, TruncatedFileIsAMiss) {
+  const auto a = Tokens(4);
+  {
+    BlockPool pool(Layout(), 0, false);
+    auto cache = Open(&pool);
+    KvSequence seq = Computed(&pool, a);
+    cache->InsertPrefix(a, seq);
+    ASSERT_TRUE(cache->SaveAll().ok());
+  }
+  for (const auto& e : fs::recursive_directory_iterator(dir_)) {
+    if (e.is_regular_file()) fs::resize_file(e.path(), fs::file_size(e.path()) / 2);
+  }
+  BlockPool pool(Layout(), 0, false);
+  auto cache = Open(&pool);
+  KvSequence miss(&pool);
+  EXPECT_EQ(cache->LookupPrefix(a, 4, &miss), 0);
+  EXPECT_EQ(cache->Stats().disk_files, 0u);  // the bad file was removed
+}
+
+TEST(BlockCache, DropRemovesAnEntryAndItsContinuations) {
+  BlockPool pool(Layout(), 0, false);
+  BlockCache cache(&pool, "fp", Options(100), nullptr);
+  const auto a = Tokens(12);
+  {
+    KvSequence seq = Computed(&pool, a);
+    cache.InsertPrefix(a, seq);
+  }
+  auto list = cache.List();
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].tokens, 12);
+  EXPECT_FALSE(cache.Drop("00000000000000000000000000000000").ok());
+  EXPECT_FALSE(cache.Drop("nonsense").ok());
+  ASSERT_TRUE(cache.Drop("").ok());
+  EXPECT_EQ(cache.Stats().ram_blocks, 0u);
+  EXPECT_EQ(pool.blocks_in_use(), 0);
+}
+
+}  // namespace
+}  // namespace promptcache

@@ -1,0 +1,225 @@
+#include "kv/disk_tier.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/hash.h"
+#include "core/log.h"
+
+namespace promptcache {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kMagic[8] = {'P', 'C', 'K', 'V', 'B', 'L', 'K', '1'};
+constexpr uint32_t kVersion = 1;
+constexpr const char* kSuffix = ".kvb";
+
+#pragma pack(push, 1)
+struct FileHeader {
+  char magic[8];
+  uint32_t version;
+  char fingerprint[32];
+  uint64_t key_hi, key_lo, parent_hi, parent_lo;
+  uint32_t n_layers, n_kv_heads, head_dim, elem_bytes, block_size;
+  uint32_t count;          // slots stored
+  uint64_t payload_bytes;  // everything after the header
+  uint64_t checksum;       // XXH3-64 of the payload
+};
+#pragma pack(pop)
+
+size_t PayloadBytes(const KvLayout& l, int count) {
+  return size_t(count) * 2 * sizeof(int32_t) + size_t(count) * l.bytes_per_token();
+}
+
+}  // namespace
+
+std::string BlockKey::Hex() const {
+  char buf[33];
+  std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(hi),
+                static_cast<unsigned long long>(lo));
+  return buf;
+}
+
+bool BlockKey::FromHex(const std::string& s, BlockKey* out) {
+  if (s.size() != 32 || s.find_first_not_of("0123456789abcdef") != std::string::npos) return false;
+  out->hi = std::stoull(s.substr(0, 16), nullptr, 16);
+  out->lo = std::stoull(s.substr(16), nullptr, 16);
+  return true;
+}
+
+Result<std::unique_ptr<DiskTier>> DiskTier::Open(const std::string& dir,
+                                                 const std::string& fingerprint,
+                                                 const KvLayout& layout, size_t max_bytes) {
+  std::unique_ptr<DiskTier> t(new DiskTier());
+  t->dir_ = (fs::path(dir) / fingerprint).string();
+  t->fingerprint_ = fingerprint;
+  t->layout_ = layout;
+  t->max_bytes_ = max_bytes;
+  std::error_code ec;
+  fs::create_directories(t->dir_, ec);
+  if (ec) return IoError("cache dir " + t->dir_ + ": " + ec.message());
+  for (const auto& entry : fs::directory_iterator(t->dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    BlockKey key;
+    if (name.size() == 32 + 4 && name.ends_with(kSuffix) &&
+        BlockKey::FromHex(name.substr(0, 32), &key)) {
+      const auto mtime = entry.last_write_time(ec).time_since_epoch().count();
+      t->index_[key] = {static_cast<size_t>(entry.file_size(ec)), static_cast<uint64_t>(mtime)};
+      t->bytes_ += t->index_[key].bytes;
+    } else if (name.find(".tmp") != std::string::npos) {
+      fs::remove(entry.path(), ec);  // left by a crash mid-write
+    }
+  }
+  if (ec) return IoError("cache dir " + t->dir_ + ": " + ec.message());
+  // Continue the LRU clock after the newest file seen.
+  for (const auto& [k, info] : t->index_) t->clock_ = std::max(t->clock_, info.stamp);
+  t->EvictToBudget();
+  return t;
+}
+
+std::vector<BlockKey> DiskTier::Keys() const {
+  std::vector<BlockKey> keys;
+  for (const auto& [k, info] : index_) keys.push_back(k);
+  return keys;
+}
+
+std::string DiskTier::PathOf(const BlockKey& key) const {
+  return dir_ + "/" + key.Hex() + kSuffix;
+}
+
+Status DiskTier::Write(const BlockRecord& r, const BlockPool& pool, BlockId block, int begin) {
+  const KvLayout& l = layout_;
+  const int count = static_cast<int>(r.tokens.size());
+  PC_CHECK(count > 0 && count <= l.block_size && r.positions.size() == r.tokens.size());
+  std::string payload;
+  payload.reserve(PayloadBytes(l, count));
+  payload.append(reinterpret_cast<const char*>(r.tokens.data()), count * sizeof(int32_t));
+  payload.append(reinterpret_cast<const char*>(r.positions.data()), count * sizeof(int32_t));
+  const size_t row = size_t(l.kv_dim()) * l.elem_bytes();
+  for (int layer = 0; layer < l.n_layers; ++layer) {
+    payload.append(reinterpret_cast<const char*>(pool.K(block, layer) + begin * row), count * row);
+    payload.append(reinterpret_cast<const char*>(pool.V(block, layer) + begin * row), count * row);
+  }
+  FileHeader h{};
+  std::memcpy(h.magic, kMagic, 8);
+  h.version = kVersion;
+  std::memcpy(h.fingerprint, fingerprint_.data(), std::min<size_t>(32, fingerprint_.size()));
+  h.key_hi = r.key.hi;
+  h.key_lo = r.key.lo;
+  h.parent_hi = r.parent.hi;
+  h.parent_lo = r.parent.lo;
+  h.n_layers = l.n_layers;
+  h.n_kv_heads = l.n_kv_heads;
+  h.head_dim = l.head_dim;
+  h.elem_bytes = static_cast<uint32_t>(l.elem_bytes());
+  h.block_size = l.block_size;
+  h.count = count;
+  h.payload_bytes = payload.size();
+  h.checksum = Hash64(payload.data(), payload.size());
+
+  const std::string path = PathOf(r.key), tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(&h), sizeof(h));
+    out.write(payload.data(), payload.size());
+    if (!out) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      return IoError("cannot write " + tmp);
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) return IoError("cannot rename " + tmp + ": " + ec.message());
+  auto it = index_.find(r.key);
+  if (it != index_.end()) bytes_ -= it->second.bytes;
+  index_[r.key] = {sizeof(h) + payload.size(), ++clock_};
+  bytes_ += sizeof(h) + payload.size();
+  EvictToBudget();
+  return Status::Ok();
+}
+
+Result<BlockRecord> DiskTier::Read(const BlockKey& key, BlockPool* pool, BlockId block) {
+  const std::string path = PathOf(key);
+  auto fail = [&](const std::string& why) -> Status {
+    PC_LOG_WARN("cache file %s skipped: %s", path.c_str(), why.c_str());
+    Remove(key);
+    return DataLoss(path + ": " + why);
+  };
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return fail("cannot open");
+  FileHeader h{};
+  if (!in.read(reinterpret_cast<char*>(&h), sizeof(h))) return fail("truncated header");
+  if (std::memcmp(h.magic, kMagic, 8) != 0) return fail("not a promptcache block file");
+  if (h.version != kVersion) return fail("format version " + std::to_string(h.version));
+  std::string expect_fp = fingerprint_.substr(0, 32);
+  expect_fp.resize(32, '\0');
+  if (std::string(h.fingerprint, 32) != expect_fp) {
+    return fail("written for another model");
+  }
+  if (h.key_hi != key.hi || h.key_lo != key.lo) return fail("key does not match its name");
+  const KvLayout& l = layout_;
+  if (h.n_layers != uint32_t(l.n_layers) || h.n_kv_heads != uint32_t(l.n_kv_heads) ||
+      h.head_dim != uint32_t(l.head_dim) || h.elem_bytes != l.elem_bytes() ||
+      h.block_size != uint32_t(l.block_size)) {
+    return fail("KV layout differs");
+  }
+  if (h.count == 0 || h.count > uint32_t(l.block_size) ||
+      h.payload_bytes != PayloadBytes(l, h.count)) {
+    return fail("inconsistent size");
+  }
+  std::string payload(h.payload_bytes, '\0');
+  if (!in.read(payload.data(), payload.size()) || in.peek() != EOF) return fail("truncated or too long");
+  if (Hash64(payload.data(), payload.size()) != h.checksum) return fail("checksum mismatch");
+
+  BlockRecord r;
+  r.key = key;
+  r.parent = {h.parent_hi, h.parent_lo};
+  const int count = static_cast<int>(h.count);
+  r.tokens.resize(count);
+  r.positions.resize(count);
+  const char* p = payload.data();
+  std::memcpy(r.tokens.data(), p, count * sizeof(int32_t));
+  p += count * sizeof(int32_t);
+  std::memcpy(r.positions.data(), p, count * sizeof(int32_t));
+  p += count * sizeof(int32_t);
+  std::memcpy(pool->Positions(block), r.positions.data(), count * sizeof(int32_t));
+  const size_t row = size_t(l.kv_dim()) * l.elem_bytes();
+  for (int layer = 0; layer < l.n_layers; ++layer) {
+    std::memcpy(pool->K(block, layer), p, count * row);
+    p += count * row;
+    std::memcpy(pool->V(block, layer), p, count * row);
+    p += count * row;
+  }
+  index_[key].stamp = ++clock_;
+  return r;
+}
+
+void DiskTier::Remove(const BlockKey& key) {
+  auto it = index_.find(key);
+  if (it == index_.end()) return;
+  bytes_ -= it->second.bytes;
+  index_.erase(it);
+  std::error_code ec;
+  fs::remove(PathOf(key), ec);
+}
+
+void DiskTier::EvictToBudget() {
+  while (bytes_ > max_bytes_ && !index_.empty()) {
+    auto oldest = std::min_element(index_.begin(), index_.end(), [](const auto& a, const auto& b) {
+      return a.second.stamp < b.second.stamp;
+    });
+    Remove(oldest->first);
+    ++evictions_;
+  }
+}
+
+}  // namespace promptcache

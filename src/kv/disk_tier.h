@@ -1,0 +1,78 @@
+// The disk tier of the KV block cache: blocks evicted from RAM (or saved explicitly) are written
+// to files under DIR/<model fingerprint>/, so a restarted process finds them again.
+//
+// Every file is written atomically (temp file + rename) and carries a header with a format
+// version, the model fingerprint, its key, the KV layout and a checksum over everything; a file
+// that fails any check (another model, another layout, truncated, corrupt, another version) is
+// skipped with a warning and deleted, never used. The tier is bounded in bytes, oldest first.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "kv/kv_cache.h"
+
+namespace promptcache {
+
+// 128-bit block key, printed as 32 hex digits.
+struct BlockKey {
+  uint64_t hi = 0, lo = 0;
+  bool operator==(const BlockKey& o) const { return hi == o.hi && lo == o.lo; }
+  bool operator<(const BlockKey& o) const { return hi != o.hi ? hi < o.hi : lo < o.lo; }
+  bool empty() const { return hi == 0 && lo == 0; }
+  std::string Hex() const;
+  static bool FromHex(const std::string& s, BlockKey* out);
+};
+
+// What a block file holds besides the K/V data.
+struct BlockRecord {
+  BlockKey key;
+  BlockKey parent;              // previous block of a prefix chain; empty for the first
+  std::vector<int32_t> tokens;  // the tokens whose K/V the block holds
+  std::vector<int32_t> positions;
+};
+
+class DiskTier {
+ public:
+  // Creates DIR/<fingerprint>/ if needed and indexes the files already there.
+  static Result<std::unique_ptr<DiskTier>> Open(const std::string& dir,
+                                                const std::string& fingerprint,
+                                                const KvLayout& layout, size_t max_bytes);
+
+  bool Contains(const BlockKey& key) const { return index_.count(key) != 0; }
+  size_t bytes() const { return bytes_; }
+  size_t files() const { return index_.size(); }
+  std::vector<BlockKey> Keys() const;
+
+  // Writes `count` slots of `block` (starting at slot `begin`) with their record. Evicts the
+  // oldest files beyond the byte budget.
+  Status Write(const BlockRecord& record, const BlockPool& pool, BlockId block, int begin);
+  // Reads a block file into slots [0, count) of `block` (freshly allocated by the caller).
+  // On any mismatch the file is removed and a DataLoss status names the problem.
+  Result<BlockRecord> Read(const BlockKey& key, BlockPool* pool, BlockId block);
+  void Remove(const BlockKey& key);
+  uint64_t evictions() const { return evictions_; }
+
+ private:
+  DiskTier() = default;
+  std::string PathOf(const BlockKey& key) const;
+  void EvictToBudget();
+
+  std::string dir_;
+  std::string fingerprint_;
+  KvLayout layout_;
+  size_t max_bytes_ = 0;
+  size_t bytes_ = 0;
+  uint64_t clock_ = 0;
+  uint64_t evictions_ = 0;
+  struct FileInfo {
+    size_t bytes;
+    uint64_t stamp;  // last write or read, for LRU
+  };
+  std::map<BlockKey, FileInfo> index_;
+};
+
+}  // namespace promptcache
