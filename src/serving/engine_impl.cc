@@ -1,0 +1,399 @@
+#include "serving/engine_impl.h"
+
+#include <algorithm>
+#include <chrono>
+#include <future>
+
+#include "core/log.h"
+
+namespace promptcache {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MsBetween(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+constexpr size_t kTtftWindow = 1024;  // recent TTFT samples kept for the metrics histogram
+
+}  // namespace
+
+struct EngineImpl::Request : RequestHandle {
+  CompletionRequest req;
+  Clock::time_point submitted = Clock::now();
+  std::atomic<bool> cancelled{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  CompletionResult result;
+
+  CompletionResult Wait() override {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return done; });
+    return result;
+  }
+  void Cancel() override { cancelled = true; }
+};
+
+struct EngineImpl::Slot {
+  std::shared_ptr<Request> r;
+  KvSequence seq;
+  std::vector<int32_t> tokens;  // prompt, then generated tokens
+  int n_prompt = 0;
+  int pending = -1;             // sampled token not yet fed to the model
+  Sampler sampler;
+  TextStream stream;
+  CompletionResult result;
+  Clock::time_point admitted, first_token;
+  bool finished = false;
+
+  Slot(std::shared_ptr<Request> req, BlockPool* blocks, const Tokenizer& tok)
+      : r(std::move(req)),
+        seq(blocks),
+        sampler(r->req.sampling),
+        stream(tok, r->req.stop) {}
+};
+
+Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
+  if (options.parallel < 1) return InvalidArgument("parallel must be >= 1");
+  if (options.max_queue < 0) return InvalidArgument("max_queue must be >= 0");
+  if (options.block_size < 1 || options.batch_size < 1) {
+    return InvalidArgument("block_size and batch_size must be >= 1");
+  }
+  PC_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(options.model_path));
+  std::unique_ptr<DiskTier> disk;
+  if (!options.cache_dir.empty()) {
+    const KvLayout layout = model->MakeKvLayout(options.kv_type, options.block_size);
+    PC_ASSIGN_OR_RETURN(disk, DiskTier::Open(options.cache_dir, model->fingerprint(), layout,
+                                             options.cache_disk_bytes));
+  }
+  return std::unique_ptr<Engine>(new EngineImpl(options, std::move(model), std::move(disk)));
+}
+
+EngineImpl::EngineImpl(const EngineOptions& options, std::unique_ptr<Model> model,
+                       std::unique_ptr<DiskTier> disk)
+    : options_(options),
+      model_(std::move(model)),
+      context_(options.context > 0 ? options.context : model_->config().context_length),
+      pool_(options.threads),
+      blocks_(model_->MakeKvLayout(options.kv_type, options.block_size), 0, false) {
+  BlockCacheOptions co;
+  co.ram_bytes = options.prefix_cache ? options.cache_ram_bytes : 0;
+  co.ttl_seconds = options.cache_ttl_seconds;
+  co.min_tokens = options.cache_min_tokens;
+  co.granularity = options.cache_granularity;
+  cache_ = std::make_unique<BlockCache>(&blocks_, model_->fingerprint(), co, std::move(disk));
+  thread_ = std::thread([this] { Loop(); });
+}
+
+EngineImpl::~EngineImpl() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+Result<std::shared_ptr<RequestHandle>> EngineImpl::Submit(CompletionRequest request) {
+  if (request.prompt.empty()) return InvalidArgument("the prompt is empty");
+  if (static_cast<int>(request.prompt.size()) >= context_) {
+    return InvalidArgument("the prompt has " + std::to_string(request.prompt.size()) +
+                           " tokens; the context size is " + std::to_string(context_));
+  }
+  for (int32_t t : request.prompt) {
+    if (t < 0 || t >= model_->config().n_vocab) {
+      return InvalidArgument("token id " + std::to_string(t) + " is outside the vocabulary");
+    }
+  }
+  if (request.max_tokens < 0) return InvalidArgument("max_tokens must be >= 0");
+  PC_RETURN_IF_ERROR(request.sampling.Validate());
+  auto r = std::make_shared<Request>();
+  r->req = std::move(request);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (in_flight_ >= options_.parallel + options_.max_queue) {
+      stats_.requests_rejected++;
+      return ResourceExhausted("the server is busy: " + std::to_string(in_flight_) +
+                               " requests running or queued (limit " +
+                               std::to_string(options_.parallel + options_.max_queue) + ")");
+    }
+    ++in_flight_;
+    queue_.push_back(r);
+    stats_.queued = static_cast<int>(queue_.size());
+  }
+  cv_.notify_all();
+  return std::shared_ptr<RequestHandle>(r);
+}
+
+void EngineImpl::RunOnEngineThread(const std::function<void()>& fn) const {
+  if (std::this_thread::get_id() == thread_.get_id()) {
+    fn();
+    return;
+  }
+  std::promise<void> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks_.push_back([&] {
+      fn();
+      done.set_value();
+    });
+  }
+  cv_.notify_all();
+  done.get_future().wait();
+}
+
+void EngineImpl::Loop() {
+  for (;;) {
+    std::deque<std::function<void()>> tasks;
+    std::vector<std::shared_ptr<Request>> admitted;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] {
+        return stop_ || !tasks_.empty() || !active_.empty() || !queue_.empty();
+      });
+      if (stop_ && active_.empty()) break;
+      tasks.swap(tasks_);
+      while (!queue_.empty() && static_cast<int>(active_.size() + admitted.size()) < options_.parallel) {
+        admitted.push_back(queue_.front());
+        queue_.pop_front();
+      }
+      stats_.queued = static_cast<int>(queue_.size());
+    }
+    for (auto& t : tasks) t();
+    for (auto& r : admitted) Admit(std::move(r));
+    if (stop_) {
+      for (auto& s : active_) Finish(*s, "cancelled");
+    }
+    Step();
+    active_.erase(std::remove_if(active_.begin(), active_.end(),
+                                 [](const std::unique_ptr<Slot>& s) { return s->finished; }),
+                  active_.end());
+    cache_->Maintain();
+    UpdateStatsSnapshot();
+  }
+  // A restarted engine finds what this one cached.
+  if (cache_->disk() != nullptr) {
+    if (Status st = cache_->SaveAll(); !st.ok()) PC_LOG_WARN("saving the cache: %s", st.message().c_str());
+  }
+  // Requests still queued at shutdown are answered, not left waiting.
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& r : queue_) {
+    std::lock_guard<std::mutex> rl(r->mu);
+    r->result.status = Internal("the engine is shutting down");
+    r->done = true;
+    r->cv.notify_all();
+  }
+  queue_.clear();
+}
+
+void EngineImpl::Admit(std::shared_ptr<Request> r) {
+  auto s = std::make_unique<Slot>(std::move(r), &blocks_, model_->tokenizer());
+  s->admitted = Clock::now();
+  s->tokens = s->r->req.prompt;
+  s->n_prompt = static_cast<int>(s->tokens.size());
+  s->result.prompt_tokens = s->n_prompt;
+  s->result.queue_ms = MsBetween(s->r->submitted, s->admitted);
+  if (options_.prefix_cache) {
+    s->result.cached_tokens = cache_->LookupPrefix(s->tokens, s->n_prompt - 1, &s->seq);
+  }
+  s->result.computed_tokens = s->n_prompt - s->result.cached_tokens;
+  active_.push_back(std::move(s));
+}
+
+bool EngineImpl::Step() {
+  std::vector<BatchToken> batch;
+  std::vector<Slot*> wants_logits;  // in batch order
+  // Decode first: one token for every sequence that is generating.
+  for (auto& sp : active_) {
+    Slot& s = *sp;
+    if (s.finished) continue;
+    if (s.r->cancelled) {
+      Finish(s, "cancelled");
+      continue;
+    }
+    if (s.pending >= 0) {
+      batch.push_back({s.pending, s.seq.size(), &s.seq, true});
+      wants_logits.push_back(&s);
+    }
+  }
+  // Then prefill chunks, oldest request first, while the batch has room.
+  for (auto& sp : active_) {
+    Slot& s = *sp;
+    if (s.finished || s.pending >= 0 || s.r->cancelled) continue;
+    const int room = options_.batch_size - static_cast<int>(batch.size());
+    if (room <= 0) break;
+    const int start = s.seq.size();
+    const int n = std::min(room, s.n_prompt - start);
+    for (int i = start; i < start + n; ++i) {
+      const bool last = i + 1 == s.n_prompt;
+      batch.push_back({s.tokens[i], i, &s.seq, last});
+      if (last) wants_logits.push_back(&s);
+    }
+  }
+  if (batch.empty()) return false;
+  std::vector<float> logits(wants_logits.size() * size_t(model_->config().n_vocab));
+  Status st = model_->Forward(batch, logits.data(), &pool_, &scratch_);
+  if (!st.ok()) {
+    PC_LOG_ERROR("forward pass failed: %s", st.message().c_str());
+    for (auto& sp : active_) {
+      if (!sp->finished) Finish(*sp, "error", st);
+    }
+    return true;
+  }
+  for (size_t i = 0; i < wants_logits.size(); ++i) {
+    Slot& s = *wants_logits[i];
+    s.pending = -1;
+    HandleLogits(s, logits.data() + i * model_->config().n_vocab);
+  }
+  return true;
+}
+
+void EngineImpl::HandleLogits(Slot& s, const float* logits) {
+  const CompletionRequest& req = s.r->req;
+  const bool first = s.result.tokens.empty();
+  if (first) {
+    s.first_token = Clock::now();
+    s.result.prompt_ms = MsBetween(s.admitted, s.first_token);
+    s.result.ttft_ms = MsBetween(s.r->submitted, s.first_token);
+  }
+  if (req.max_tokens == 0) return Finish(s, "length");
+  const int32_t next = s.sampler.Sample(logits, model_->config().n_vocab, s.tokens);
+  if (!req.ignore_eos && model_->tokenizer().IsEndOfGeneration(next)) return Finish(s, "stop");
+  s.tokens.push_back(next);
+  s.result.tokens.push_back(next);
+  bool stopped = false;
+  const std::string piece = s.stream.Push(next, &stopped);
+  if (!piece.empty() && req.on_text && !req.on_text(piece)) return Finish(s, "cancelled");
+  if (stopped) return Finish(s, "stop");
+  if (static_cast<int>(s.result.tokens.size()) >= req.max_tokens ||
+      static_cast<int>(s.tokens.size()) >= context_) {
+    return Finish(s, "length");
+  }
+  s.pending = next;
+}
+
+void EngineImpl::Finish(Slot& s, const std::string& reason, Status status) {
+  if (s.finished) return;
+  s.finished = true;
+  CompletionResult& res = s.result;
+  res.status = status;
+  res.finish_reason = reason;
+  if (reason == "length") {
+    const std::string rest = s.stream.Finish();
+    if (!rest.empty() && s.r->req.on_text) s.r->req.on_text(rest);
+  }
+  res.text = s.stream.text();
+  if (!res.tokens.empty()) res.generation_ms = MsBetween(s.first_token, Clock::now());
+  // Whatever this sequence computed stays reusable, also when the client went away.
+  if (options_.prefix_cache && status.ok()) {
+    cache_->InsertPrefix(std::span<const int32_t>(s.tokens).first(s.seq.size()), s.seq);
+    const int pin = s.r->req.pin_tokens < 0 ? s.n_prompt : std::min(s.r->req.pin_tokens, s.n_prompt);
+    if (pin > 0) cache_->PinPrefix(std::span<const int32_t>(s.tokens).first(pin), true);
+  }
+  s.seq.Clear();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --in_flight_;
+    stats_.requests++;
+    if (!status.ok()) stats_.requests_failed++;
+    stats_.prompt_tokens += res.prompt_tokens;
+    stats_.cached_tokens += res.cached_tokens;
+    stats_.generated_tokens += res.tokens.size();
+    if (!res.tokens.empty() || reason == "length") {
+      stats_.ttft_ms.push_back(res.ttft_ms);
+      if (stats_.ttft_ms.size() > kTtftWindow) stats_.ttft_ms.erase(stats_.ttft_ms.begin());
+    }
+  }
+  std::lock_guard<std::mutex> lock(s.r->mu);
+  s.r->result = std::move(res);
+  s.r->done = true;
+  s.r->cv.notify_all();
+}
+
+void EngineImpl::UpdateStatsSnapshot() {
+  const BlockCacheStats c = cache_->Stats();
+  int active = 0;
+  for (auto& s : active_) active += !s->finished;
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.cache_hits = c.hits;
+  stats_.cache_lookups = c.lookups;
+  stats_.evictions = c.evictions + c.expirations;
+  stats_.disk_writes = c.disk_writes;
+  stats_.disk_loads = c.disk_loads;
+  stats_.disk_errors = c.disk_errors;
+  stats_.cache_ram_bytes = c.ram_bytes;
+  stats_.cache_disk_bytes = c.disk_bytes;
+  stats_.kv_bytes_in_use = blocks_.bytes_in_use();
+  stats_.active = active;
+}
+
+EngineStats EngineImpl::Stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+std::vector<CacheEntryInfo> EngineImpl::ListCache() const {
+  std::vector<CacheEntryInfo> out;
+  RunOnEngineThread([&] {
+    for (const CachedPrefixInfo& p : cache_->List()) {
+      out.push_back({p.key.Hex(), p.tokens, p.in_ram, p.on_disk, p.pinned, p.idle_seconds});
+    }
+  });
+  return out;
+}
+
+Status EngineImpl::PinPrefix(const std::vector<int32_t>& tokens, bool pinned) {
+  int n = 0;
+  RunOnEngineThread([&] { n = cache_->PinPrefix(tokens, pinned); });
+  if (n == 0) return NotFound("no cached prefix of these tokens");
+  return Status::Ok();
+}
+
+Status EngineImpl::DropCache(const std::string& key) {
+  Status st;
+  RunOnEngineThread([&] {
+    st = cache_->Drop(key);
+    UpdateStatsSnapshot();
+  });
+  return st;
+}
+
+Status EngineImpl::SaveCache() {
+  Status st;
+  RunOnEngineThread([&] {
+    st = cache_->SaveAll();
+    UpdateStatsSnapshot();
+  });
+  return st;
+}
+
+Result<int> EngineImpl::WarmPrefix(const std::vector<int32_t>& tokens) {
+  if (tokens.empty()) return InvalidArgument("the prompt is empty");
+  if (static_cast<int>(tokens.size()) > context_) return InvalidArgument("prompt over the context");
+  for (int32_t t : tokens) {
+    if (t < 0 || t >= model_->config().n_vocab) return InvalidArgument("token id out of range");
+  }
+  Status st;
+  int cached = 0;
+  RunOnEngineThread([&] {
+    KvSequence seq(&blocks_);
+    cached = cache_->LookupPrefix(tokens, static_cast<int>(tokens.size()), &seq);
+    std::vector<BatchToken> batch;
+    for (int b = seq.size(); b < static_cast<int>(tokens.size()) && st.ok();
+         b += options_.batch_size) {
+      batch.clear();
+      const int e = std::min<int>(tokens.size(), b + options_.batch_size);
+      for (int i = b; i < e; ++i) batch.push_back({tokens[i], i, &seq, false});
+      st = model_->Forward(batch, nullptr, &pool_, &scratch_);
+    }
+    if (st.ok()) cache_->InsertPrefix(tokens, seq);
+    cache_->Maintain();
+    UpdateStatsSnapshot();
+  });
+  if (!st.ok()) return st;
+  return cached;
+}
+
+}  // namespace promptcache

@@ -1,0 +1,159 @@
+// The serving engine on the real stories260K model: prefix reuse is exact, concurrent sequences
+// share cached blocks, and the disk tier survives a restart.
+#include "serving/engine_impl.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <thread>
+
+namespace promptcache {
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kStories = std::string(PC_SHARED_DIR) + "/models/stories260K.gguf";
+
+std::unique_ptr<Engine> Make(EngineOptions o = {}) {
+  o.model_path = kStories;
+  o.threads = 2;
+  auto e = Engine::Create(o);
+  PC_CHECK(e.ok());
+  return std::move(e).value();
+}
+
+CompletionRequest Greedy(std::vector<int32_t> prompt, int n = 24) {
+  CompletionRequest r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = n;
+  r.sampling.temperature = 0;
+  return r;
+}
+
+CompletionResult Complete(Engine& e, CompletionRequest r) {
+  auto h = e.Submit(std::move(r));
+  PC_CHECK(h.ok());
+  return (*h)->Wait();
+}
+
+// The same generation with a fresh Session and no cache at all.
+std::vector<int32_t> Reference(const Model& m, const std::vector<int32_t>& prompt, int n) {
+  Session s(m, SessionOptions{});
+  GenerateOptions o;
+  o.max_tokens = n;
+  o.sampling.temperature = 0;
+  auto r = s.Generate(prompt, o);
+  PC_CHECK(r.ok());
+  return r->tokens;
+}
+
+const char* kStory =
+    "Once upon a time, there was a little girl named Lily. She loved to play outside in the "
+    "park. One day, she saw a big, red ball. She wanted to play with it, but it was too high.";
+
+TEST(Engine, SharedPrefixIsReusedAndOutputUnchanged) {
+  auto e = Make();
+  const Tokenizer& tok = e->model().tokenizer();
+  const auto first = tok.Encode(std::string(kStory) + " Her mom", true);
+  const auto second = tok.Encode(std::string(kStory) + " The dog", true);
+  const CompletionResult a = Complete(*e, Greedy(first));
+  EXPECT_EQ(a.cached_tokens, 0);
+  const CompletionResult b = Complete(*e, Greedy(second));
+  size_t shared = 0;
+  while (first[shared] == second[shared]) ++shared;
+  EXPECT_EQ(b.cached_tokens, static_cast<int>(shared / 16 * 16));
+  EXPECT_GT(b.cached_tokens, 0);
+  EXPECT_EQ(b.computed_tokens, static_cast<int>(second.size()) - b.cached_tokens);
+  EXPECT_EQ(b.tokens, Reference(e->model(), second, 24));
+  EXPECT_EQ(a.tokens, Reference(e->model(), first, 24));
+  // The very same prompt again: everything but the last token comes from the cache.
+  const CompletionResult c = Complete(*e, Greedy(second));
+  EXPECT_EQ(c.cached_tokens, static_cast<int>((second.size() - 1) / 16 * 16));
+  EXPECT_EQ(c.tokens, b.tokens);
+  EXPECT_EQ(e->Stats().cache_hits, 2u);
+}
+
+TEST(Engine, ConcurrentRequestsBatchAndShareBlocks) {
+  EngineOptions o;
+  o.parallel = 8;
+  auto e = Make(o);
+  const Tokenizer& tok = e->model().tokenizer();
+  const auto system = tok.Encode(kStory, true);
+  Complete(*e, Greedy(system, 1));  // warm the shared prefix
+  const size_t blocks_before = e->Stats().cache_ram_bytes;
+  std::vector<std::vector<int32_t>> prompts;
+  const char* endings[] = {" Tim", " The cat", " A bird", " Mom", " Dad", " Sue", " Ben", " Max"};
+  for (const char* end : endings) prompts.push_back(tok.Encode(std::string(kStory) + end, true));
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  for (auto& p : prompts) handles.push_back(*e->Submit(Greedy(p, 16)));
+  for (size_t i = 0; i < handles.size(); ++i) {
+    const CompletionResult r = handles[i]->Wait();
+    ASSERT_TRUE(r.status.ok());
+    EXPECT_GE(r.cached_tokens, static_cast<int>((system.size() - 1) / 16 * 16));
+    EXPECT_EQ(r.tokens, Reference(e->model(), prompts[i], 16)) << "client " << i;
+  }
+  // The shared system prompt's blocks exist once: 8 clients added only their own tails.
+  const size_t block = e->model().MakeKvLayout(KvType::kF16).bytes_per_block();
+  EXPECT_LE(e->Stats().cache_ram_bytes, blocks_before + 8 * 3 * block);
+}
+
+TEST(Engine, CancelAndQueueLimit) {
+  EngineOptions o;
+  o.parallel = 1;
+  o.max_queue = 1;
+  auto e = Make(o);
+  const auto prompt = e->model().tokenizer().Encode("Once upon a time", true);
+  CompletionRequest slow = Greedy(prompt, 200);
+  slow.ignore_eos = true;
+  std::atomic<int> pieces{0};
+  slow.on_text = [&](const std::string&) { return ++pieces < 5; };  // the client goes away
+  auto h1 = e->Submit(slow);
+  auto h2 = e->Submit(Greedy(prompt, 200));
+  auto h3 = e->Submit(Greedy(prompt, 200));
+  ASSERT_TRUE(h1.ok());
+  ASSERT_TRUE(h2.ok());
+  ASSERT_FALSE(h3.ok());  // one running, one queued: the third is refused
+  EXPECT_EQ(h3.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(e->Stats().requests_rejected, 1u);
+  EXPECT_EQ((*h1)->Wait().finish_reason, "cancelled");
+  (*h2)->Cancel();
+  EXPECT_EQ((*h2)->Wait().finish_reason, "cancelled");
+  EXPECT_FALSE(e->Submit(Greedy({})).ok());
+  CompletionRequest bad = Greedy(prompt);
+  bad.sampling.top_p = 2;
+  EXPECT_FALSE(e->Submit(bad).ok());
+}
+
+TEST(Engine, DiskTierSurvivesRestartAndCorruptionIsAMiss) {
+  const fs::path dir = fs::temp_directory_path() / ("pc_engine_test_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  EngineOptions o;
+  o.cache_dir = dir.string();
+  const auto prompt = [&] {
+    auto e = Make(o);
+    auto p = e->model().tokenizer().Encode(kStory, true);
+    Complete(*e, Greedy(p, 4));
+    return p;
+  }();  // the engine saves its cache on shutdown
+  std::vector<int32_t> expected;
+  {
+    auto e = Make(o);
+    const CompletionResult r = Complete(*e, Greedy(prompt, 8));
+    EXPECT_EQ(r.cached_tokens, static_cast<int>((prompt.size() - 1) / 16 * 16));
+    EXPECT_GT(e->Stats().disk_loads, 0u);
+    expected = Reference(e->model(), prompt, 8);
+    EXPECT_EQ(r.tokens, expected);
+  }
+  for (const auto& f : fs::recursive_directory_iterator(dir)) {
+    if (f.is_regular_file()) fs::resize_file(f.path(), 100);
+  }
+  {
+    auto e = Make(o);
+    const CompletionResult r = Complete(*e, Greedy(prompt, 8));
+    EXPECT_EQ(r.cached_tokens, 0);
+    EXPECT_EQ(r.tokens, expected);
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace promptcache
