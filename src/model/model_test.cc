@@ -145,6 +145,10 @@ struct CacheCase {
   float bound;
 };
 
+void PrintTo(const CacheCase& c, std::ostream* os) {
+  *os << c.model << (c.kv == KvType::kF32 ? " f32" : " f16") << " bound " << c.bound;
+}
+
 class CachedEqualsUncached : public ::testing::TestWithParam<CacheCase> {
  protected:
   void SetUp() override {
