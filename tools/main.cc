@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "tools/cli_common.h"
@@ -27,6 +28,11 @@ int main(int argc, char** argv) {
   for (Entry& e : commands) {
     e.sub = app.add_subcommand(e.name, e.help);
     e.cmd->Register(e.sub);
+  }
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    for (const Entry& e : commands) known = known || std::string(argv[1]) == e.name;
+    if (!known) return Fail("unknown command '" + std::string(argv[1]) + "' (see --help)");
   }
   try {
     app.parse(argc, argv);
