@@ -1,0 +1,694 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "core/log.h"
+#include "model/model.h"
+#include "server/metrics.h"
+#include "server/openai_request.h"
+#include "server/openai_response.h"
+#include "server/prompt_encoder.h"
+#include "server/text_channel.h"
+
+namespace promptcache {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+// How long a stream waits for text before writing an SSE comment: the write is how a client
+// that went away during a long prefill is noticed.
+constexpr std::chrono::milliseconds kStreamPoll(250);
+
+std::string Dump(const ojson& j) { return j.dump(-1, ' ', false, ojson::error_handler_t::replace); }
+
+ApiError MakeError(int http_status, std::string message, std::string type, std::string code = "",
+                   std::string param = "") {
+  ApiError e;
+  e.http_status = http_status;
+  e.message = std::move(message);
+  e.type = std::move(type);
+  e.code = std::move(code);
+  e.param = std::move(param);
+  return e;
+}
+
+// An engine or prompt-encoding Status as the error a client sees.
+ApiError FromStatus(const Status& st, const std::string& param = "") {
+  switch (st.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange:
+      return ApiError::BadRequest(st.message(), param);
+    case StatusCode::kNotFound:
+      return MakeError(404, st.message(), "invalid_request_error", "not_found");
+    case StatusCode::kResourceExhausted:
+      return MakeError(503, st.message() + " (the server is busy; retry later)", "server_error",
+                       "overloaded");
+    case StatusCode::kUnimplemented:
+      return ApiError::BadRequest(st.message(), param, "unsupported");
+    default:
+      return MakeError(500, st.message(), "server_error");
+  }
+}
+
+bool ConstantTimeEquals(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+std::string RandomHex(int n) {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  static const char kHex[] = "0123456789abcdef";
+  std::string s;
+  for (int i = 0; i < n; ++i) s += kHex[rng() & 15];
+  return s;
+}
+
+int64_t UnixSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// One streaming request: its channel, its engine handle, and the thread that waits for its
+// result. Destroyed when cpp-httplib releases the response, after the last write.
+struct Stream {
+  ResponseMeta meta;
+  bool include_usage = false;
+  bool started = false;
+  std::shared_ptr<TextChannel> channel = std::make_shared<TextChannel>();
+  std::shared_ptr<RequestHandle> handle;
+  std::thread waiter;
+  uint64_t track_id = 0;
+
+  ~Stream() {
+    if (waiter.joinable()) waiter.join();
+  }
+};
+
+}  // namespace
+
+class HttpServer::Impl {
+ public:
+  Impl(Engine* engine, ServerOptions options);
+
+  Status Bind();
+  int port() const { return port_; }
+  Status Run();
+  void Stop();
+  const std::string& model_id() const { return model_id_; }
+
+ private:
+  using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
+  struct Route {
+    std::string pattern;
+    std::map<std::string, Handler> methods;  // "GET", "POST", "DELETE"
+  };
+
+  // Each route answers its methods; the others get 405 with an Allow header.
+  void RegisterRoutes();
+  void InstallHooks();
+  bool Authorized(const httplib::Request& req) const;
+  httplib::Server::HandlerResponse FillError(const httplib::Request& req, httplib::Response& res);
+
+  void SendError(httplib::Response& res, const ApiError& error) const;
+  void SendJson(httplib::Response& res, const ojson& body, int status = 200) const;
+  std::optional<ApiError> CheckModel(const std::string& name) const;
+  std::optional<ApiError> CheckLength(const ApiRequest& r, const BuiltPrompt& p,
+                                      int* max_tokens) const;
+
+  void HandleCompletion(const httplib::Request& req, httplib::Response& res, ApiKind kind);
+  void Respond(httplib::Response& res, const ResponseMeta& meta, CompletionRequest creq);
+  void StartStream(httplib::Response& res, const ResponseMeta& meta, bool include_usage,
+                   CompletionRequest creq);
+  bool WriteStream(Stream& s, httplib::DataSink& sink);
+  void Observe(const CompletionResult& r);
+
+  void HandleModels(const httplib::Request& req, httplib::Response& res);
+  void HandleHealth(const httplib::Request& req, httplib::Response& res);
+  void HandleMetrics(const httplib::Request& req, httplib::Response& res);
+  void HandleTokenize(const httplib::Request& req, httplib::Response& res);
+  void HandleDetokenize(const httplib::Request& req, httplib::Response& res);
+  void HandleCacheList(const httplib::Request& req, httplib::Response& res);
+  void HandleCacheDrop(const httplib::Request& req, httplib::Response& res);
+  void HandleCacheSave(const httplib::Request& req, httplib::Response& res);
+  void HandleCacheLoad(const httplib::Request& req, httplib::Response& res);
+  void HandleCachePin(const httplib::Request& req, httplib::Response& res, bool pinned);
+  bool ReadPrefix(const httplib::Request& req, httplib::Response& res, PrefixRequest* r,
+                  BuiltPrompt* prompt);
+
+  // Running requests, so that Stop() can cancel them.
+  uint64_t Track(std::shared_ptr<RequestHandle> handle);
+  void Untrack(uint64_t id);
+
+  Engine* engine_;
+  ServerOptions options_;
+  int context_ = 0;
+  std::string model_id_, model_name_, fingerprint_;
+  PromptEncoder encoder_;
+  RequestLimits limits_;
+  ServerMetrics metrics_;
+  httplib::Server http_;
+  int port_ = -1;
+  int64_t created_ = UnixSeconds();
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> stop_requested_{false};
+  enum Phase { kIdle, kStarting, kReturned };
+  std::atomic<Phase> phase_{kIdle};
+
+  std::mutex mu_;
+  uint64_t next_id_ = 1;
+  std::map<uint64_t, std::shared_ptr<RequestHandle>> running_;
+};
+
+HttpServer::Impl::Impl(Engine* engine, ServerOptions options)
+    : engine_(engine),
+      options_(std::move(options)),
+      encoder_(engine->model().tokenizer(), engine->model().chat_template()) {
+  const Model& model = engine_->model();
+  context_ =
+      engine_->options().context > 0 ? engine_->options().context : model.config().context_length;
+  model_id_ = std::filesystem::path(engine_->options().model_path).stem().string();
+  model_name_ = model.config().name;
+  fingerprint_ = "fp_" + model.fingerprint().substr(0, 12);
+  limits_.max_tokens_limit = options_.max_tokens_limit;
+  if (encoder_.format_guessed()) {
+    PC_LOG_WARN("unrecognised chat template; chat prompts use the %s format",
+                std::string(ChatFormatName(encoder_.format())).c_str());
+  }
+  const EngineOptions& eo = engine_->options();
+  const size_t threads = options_.http_threads > 0
+                             ? size_t(options_.http_threads)
+                             : size_t(std::max(1, eo.parallel) + std::max(0, eo.max_queue) + 8);
+  http_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http_.set_payload_max_length(options_.max_body_bytes);
+  // An idle keep-alive connection holds a pool thread (and delays Stop) this long.
+  http_.set_keep_alive_timeout(2);
+  http_.set_read_timeout(30);
+  http_.set_write_timeout(30);
+  RegisterRoutes();
+  InstallHooks();
+}
+
+void HttpServer::Impl::RegisterRoutes() {
+  auto bind = [this](void (Impl::*fn)(const httplib::Request&, httplib::Response&)) -> Handler {
+    return
+        [this, fn](const httplib::Request& req, httplib::Response& res) { (this->*fn)(req, res); };
+  };
+  // Fixed paths come before the /v1/cache/{key} pattern, which would match them too.
+  const std::vector<Route> routes = {
+      {"/v1/completions",
+       {{"POST", [this](const httplib::Request& q,
+                        httplib::Response& s) { HandleCompletion(q, s, ApiKind::kCompletion); }}}},
+      {"/v1/chat/completions",
+       {{"POST", [this](const httplib::Request& q,
+                        httplib::Response& s) { HandleCompletion(q, s, ApiKind::kChat); }}}},
+      {"/v1/models", {{"GET", bind(&Impl::HandleModels)}}},
+      {"/v1/models/([^/]+)", {{"GET", bind(&Impl::HandleModels)}}},
+      {"/health", {{"GET", bind(&Impl::HandleHealth)}}},
+      {"/metrics", {{"GET", bind(&Impl::HandleMetrics)}}},
+      {"/tokenize", {{"POST", bind(&Impl::HandleTokenize)}}},
+      {"/detokenize", {{"POST", bind(&Impl::HandleDetokenize)}}},
+      {"/v1/cache",
+       {{"GET", bind(&Impl::HandleCacheList)}, {"DELETE", bind(&Impl::HandleCacheDrop)}}},
+      {"/v1/cache/save", {{"POST", bind(&Impl::HandleCacheSave)}}},
+      {"/v1/cache/load", {{"POST", bind(&Impl::HandleCacheLoad)}}},
+      {"/v1/cache/pin",
+       {{"POST",
+         [this](const httplib::Request& q, httplib::Response& s) { HandleCachePin(q, s, true); }}}},
+      {"/v1/cache/unpin",
+       {{"POST", [this](const httplib::Request& q,
+                        httplib::Response& s) { HandleCachePin(q, s, false); }}}},
+      {"/v1/cache/([^/]+)", {{"DELETE", bind(&Impl::HandleCacheDrop)}}},
+  };
+  for (const Route& route : routes) {
+    std::string allow;
+    for (const auto& [method, handler] : route.methods)
+      allow += (allow.empty() ? "" : ", ") + method;
+    for (const char* method : {"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}) {
+      auto it = route.methods.find(method);
+      Handler h;
+      if (it != route.methods.end()) {
+        h = it->second;
+      } else {
+        h = [this, allow](const httplib::Request& req, httplib::Response& res) {
+          res.set_header("Allow", allow);
+          SendError(res, MakeError(405,
+                                   "method " + req.method + " is not allowed on " + req.path +
+                                       " (allowed: " + allow + ")",
+                                   "invalid_request_error", "method_not_allowed"));
+        };
+      }
+      const std::string m = method;
+      if (m == "GET") http_.Get(route.pattern, h);
+      if (m == "POST") http_.Post(route.pattern, h);
+      if (m == "PUT") http_.Put(route.pattern, h);
+      if (m == "PATCH") http_.Patch(route.pattern, h);
+      if (m == "DELETE") http_.Delete(route.pattern, h);
+      if (m == "OPTIONS") http_.Options(route.pattern, h);
+    }
+  }
+}
+
+// Authentication before routing, OpenAI-style bodies for every error, and response counting.
+void HttpServer::Impl::InstallHooks() {
+  http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (Authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
+    SendError(res, MakeError(401,
+                             "invalid or missing API key: send the header "
+                             "'Authorization: Bearer KEY'",
+                             "invalid_request_error", "invalid_api_key"));
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  http_.set_error_handler(httplib::Server::HandlerWithResponse(
+      [this](const httplib::Request& req, httplib::Response& res) { return FillError(req, res); }));
+  http_.set_exception_handler(
+      [this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown exception";
+        try {
+          if (ep) std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        PC_LOG_ERROR("server: handler failed: %s", what.c_str());
+        SendError(res, MakeError(500, "internal error: " + what, "server_error"));
+      });
+  http_.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    metrics_.CountResponse(res.status);
+    PC_LOG_DEBUG("%s %s -> %d", req.method.c_str(), req.path.c_str(), res.status);
+  });
+}
+
+bool HttpServer::Impl::Authorized(const httplib::Request& req) const {
+  if (options_.api_key.empty() || req.path == "/health" || req.path == "/metrics") return true;
+  return ConstantTimeEquals(req.get_header_value("Authorization"), "Bearer " + options_.api_key);
+}
+
+// Statuses that cpp-httplib answers by itself (no route, body too large, unreadable request)
+// get an OpenAI-style body too.
+httplib::Server::HandlerResponse HttpServer::Impl::FillError(const httplib::Request& req,
+                                                             httplib::Response& res) {
+  if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+  ApiError e;
+  switch (res.status) {
+    case 404:
+      e = MakeError(404, "unknown URL: " + req.method + " " + req.path, "invalid_request_error",
+                    "unknown_url");
+      break;
+    case 413:
+      e = MakeError(413,
+                    "the request body is larger than the server's limit of " +
+                        std::to_string(options_.max_body_bytes) + " bytes (--max-body-bytes)",
+                    "invalid_request_error", "request_too_large");
+      break;
+    default:
+      e = MakeError(res.status,
+                    "the request could not be processed (HTTP " + std::to_string(res.status) + ")",
+                    res.status >= 500 ? "server_error" : "invalid_request_error");
+  }
+  res.set_content(ErrorBody(e), "application/json");
+  return httplib::Server::HandlerResponse::Handled;
+}
+
+void HttpServer::Impl::SendError(httplib::Response& res, const ApiError& error) const {
+  res.status = error.http_status;
+  if (error.http_status == 503) res.set_header("Retry-After", "1");
+  res.set_content(ErrorBody(error), "application/json");
+}
+
+void HttpServer::Impl::SendJson(httplib::Response& res, const ojson& body, int status) const {
+  res.status = status;
+  res.set_content(Dump(body), "application/json");
+}
+
+std::optional<ApiError> HttpServer::Impl::CheckModel(const std::string& name) const {
+  if (name == model_id_ || (!model_name_.empty() && name == model_name_)) return std::nullopt;
+  return MakeError(404,
+                   "the model '" + name + "' does not exist; this server serves '" + model_id_ +
+                       "'" + (model_name_.empty() ? "" : " (also called '" + model_name_ + "')"),
+                   "invalid_request_error", "model_not_found", "model");
+}
+
+std::optional<ApiError> HttpServer::Impl::CheckLength(const ApiRequest& r, const BuiltPrompt& p,
+                                                      int* max_tokens) const {
+  const int n = static_cast<int>(p.tokens.size());
+  const std::string param = r.kind == ApiKind::kChat ? "messages" : "prompt";
+  if (options_.max_prompt_tokens > 0 && n > options_.max_prompt_tokens) {
+    return ApiError::BadRequest(
+        "the prompt has " + std::to_string(n) + " tokens, more than this server's limit of " +
+            std::to_string(options_.max_prompt_tokens) + " (--max-prompt-tokens)",
+        param, "prompt_too_long");
+  }
+  if (n >= context_) {
+    return ApiError::BadRequest("this model's maximum context length is " +
+                                    std::to_string(context_) + " tokens, but the prompt has " +
+                                    std::to_string(n) + " tokens",
+                                param, "context_length_exceeded");
+  }
+  if (r.max_tokens && n + *r.max_tokens > context_) {
+    return ApiError::BadRequest(
+        "this model's maximum context length is " + std::to_string(context_) + " tokens, but " +
+            std::to_string(n + *r.max_tokens) + " were requested (" + std::to_string(n) +
+            " in the prompt, " + std::to_string(*r.max_tokens) + " for the completion)",
+        "max_tokens", "context_length_exceeded");
+  }
+  *max_tokens = r.max_tokens ? *r.max_tokens : context_ - n;
+  if (!r.max_tokens && options_.max_tokens_limit > 0) {
+    *max_tokens = std::min(*max_tokens, options_.max_tokens_limit);
+  }
+  return std::nullopt;
+}
+
+void HttpServer::Impl::HandleCompletion(const httplib::Request& req, httplib::Response& res,
+                                        ApiKind kind) {
+  ApiRequest r;
+  std::optional<ApiError> err = kind == ApiKind::kChat
+                                    ? ParseChatRequest(req.body, limits_, &r)
+                                    : ParseCompletionRequest(req.body, limits_, &r);
+  if (!err) err = CheckModel(r.model);
+  if (err) return SendError(res, *err);
+  Result<BuiltPrompt> prompt = encoder_.Build(r);
+  if (!prompt.ok()) {
+    return SendError(res,
+                     FromStatus(prompt.status(), kind == ApiKind::kChat ? "messages" : "prompt"));
+  }
+  int max_tokens = 0;
+  if ((err = CheckLength(r, *prompt, &max_tokens))) return SendError(res, *err);
+
+  CompletionRequest creq;
+  creq.prompt = std::move(prompt->tokens);
+  creq.pin_tokens = prompt->pin_tokens;
+  creq.max_tokens = max_tokens;
+  creq.sampling = r.sampling;
+  creq.stop = r.stop;
+  creq.ignore_eos = r.ignore_eos;
+
+  ResponseMeta meta;
+  meta.kind = kind;
+  meta.id = (kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-") + RandomHex(24);
+  meta.created = UnixSeconds();
+  meta.model = r.model;
+  meta.system_fingerprint = fingerprint_;
+  if (r.stream) return StartStream(res, meta, r.include_usage, std::move(creq));
+  Respond(res, meta, std::move(creq));
+}
+
+void HttpServer::Impl::Respond(httplib::Response& res, const ResponseMeta& meta,
+                               CompletionRequest creq) {
+  // No text callback is needed; this one only lets Stop() end the request early.
+  creq.on_text = [this](const std::string&) { return !stopping_.load(); };
+  Result<std::shared_ptr<RequestHandle>> handle = engine_->Submit(std::move(creq));
+  if (!handle.ok()) return SendError(res, FromStatus(handle.status()));
+  const uint64_t id = Track(*handle);
+  const CompletionResult result = (*handle)->Wait();
+  Untrack(id);
+  if (!result.status.ok()) return SendError(res, FromStatus(result.status));
+  Observe(result);
+  res.status = 200;
+  res.set_content(CompletionBody(meta, result), "application/json");
+}
+
+void HttpServer::Impl::StartStream(httplib::Response& res, const ResponseMeta& meta,
+                                   bool include_usage, CompletionRequest creq) {
+  auto s = std::make_shared<Stream>();
+  s->meta = meta;
+  s->include_usage = include_usage;
+  creq.on_text = [ch = s->channel](const std::string& piece) { return ch->Push(piece); };
+  Result<std::shared_ptr<RequestHandle>> handle = engine_->Submit(std::move(creq));
+  if (!handle.ok()) return SendError(res, FromStatus(handle.status()));
+  s->handle = *handle;
+  s->track_id = Track(s->handle);
+  s->waiter = std::thread([h = s->handle, ch = s->channel] { ch->Finish(h->Wait()); });
+
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, s](size_t, httplib::DataSink& sink) {
+        try {
+          return WriteStream(*s, sink);
+        } catch (const std::exception& e) {  // nothing may escape into cpp-httplib's writer
+          PC_LOG_ERROR("server: stream failed: %s", e.what());
+          return false;
+        }
+      },
+      [this, s](bool success) {
+        // The client went away (or the server is stopping): free the sequence at once.
+        if (!success) {
+          s->channel->Cancel();
+          s->handle->Cancel();
+        }
+        Untrack(s->track_id);
+      });
+}
+
+// One call writes whatever is ready: the role chunk, queued text, a keep-alive comment, or the
+// end of the stream. False (a failed write) makes cpp-httplib drop the connection.
+bool HttpServer::Impl::WriteStream(Stream& s, httplib::DataSink& sink) {
+  std::string out;
+  if (!s.started) {
+    s.started = true;
+    if (s.meta.kind == ApiKind::kChat) out += StreamRoleChunk(s.meta, s.include_usage);
+  }
+  std::vector<std::string> pieces;
+  CompletionResult result;
+  switch (s.channel->Next(kStreamPoll, &pieces, &result)) {
+    case TextChannel::Event::kText:
+      for (const std::string& piece : pieces) {
+        out += StreamTextChunk(s.meta, piece, s.include_usage);
+      }
+      break;
+    case TextChannel::Event::kTimeout:
+      if (out.empty()) out = ": keep-alive\n\n";
+      break;
+    case TextChannel::Event::kFinished:
+      if (!result.status.ok()) {
+        out += StreamErrorEvent(FromStatus(result.status));
+      } else {
+        Observe(result);
+        out += StreamFinishChunk(s.meta, result, s.include_usage);
+        if (s.include_usage) out += StreamUsageChunk(s.meta, result);
+      }
+      out += SseDone();
+      if (!sink.write(out.data(), out.size())) return false;
+      sink.done();
+      return true;
+  }
+  return sink.write(out.data(), out.size());
+}
+
+void HttpServer::Impl::Observe(const CompletionResult& r) {
+  if (!r.tokens.empty()) metrics_.ObserveTtft(r.ttft_ms / 1000.0);
+}
+
+void HttpServer::Impl::HandleModels(const httplib::Request& req, httplib::Response& res) {
+  ojson model;
+  model["id"] = model_id_;
+  model["object"] = "model";
+  model["created"] = created_;
+  model["owned_by"] = "promptcache";
+  model["meta"] = {{"name", model_name_},
+                   {"context_length", context_},
+                   {"vocab_size", engine_->model().tokenizer().vocab_size()},
+                   {"chat_format", std::string(ChatFormatName(encoder_.format()))},
+                   {"fingerprint", engine_->model().fingerprint()},
+                   {"cache_block_tokens", engine_->options().block_size},
+                   {"kv_bytes_per_token",
+                    engine_->model()
+                        .MakeKvLayout(engine_->options().kv_type, engine_->options().block_size)
+                        .bytes_per_token()}};
+  if (req.matches.size() > 1) {  // GET /v1/models/{id}
+    if (std::optional<ApiError> err = CheckModel(req.matches[1].str())) return SendError(res, *err);
+    return SendJson(res, model);
+  }
+  SendJson(res, ojson{{"object", "list"}, {"data", ojson::array({model})}});
+}
+
+void HttpServer::Impl::HandleHealth(const httplib::Request&, httplib::Response& res) {
+  const EngineStats s = engine_->Stats();
+  SendJson(res, ojson{{"status", "ok"}, {"active", s.active}, {"queued", s.queued}});
+}
+
+void HttpServer::Impl::HandleMetrics(const httplib::Request&, httplib::Response& res) {
+  res.status = 200;
+  res.set_content(FormatMetrics(engine_->Stats(), metrics_.Ttft(), metrics_.Responses(), model_id_),
+                  "text/plain; version=0.0.4; charset=utf-8");
+}
+
+// Parses a prefix body and turns it into tokens; false after sending the error.
+bool HttpServer::Impl::ReadPrefix(const httplib::Request& req, httplib::Response& res,
+                                  PrefixRequest* r, BuiltPrompt* prompt) {
+  std::optional<ApiError> err = ParsePrefixRequest(req.body, r);
+  if (!err && !r->model.empty()) err = CheckModel(r->model);
+  if (err) {
+    SendError(res, *err);
+    return false;
+  }
+  Result<BuiltPrompt> built = encoder_.Build(*r);
+  if (!built.ok()) {
+    SendError(res, FromStatus(built.status(), r->messages.empty() ? "prompt" : "messages"));
+    return false;
+  }
+  *prompt = std::move(built).value();
+  return true;
+}
+
+void HttpServer::Impl::HandleTokenize(const httplib::Request& req, httplib::Response& res) {
+  PrefixRequest r;
+  BuiltPrompt p;
+  if (!ReadPrefix(req, res, &r, &p)) return;
+  SendJson(res,
+           ojson{{"tokens", p.tokens}, {"count", p.tokens.size()}, {"pin_tokens", p.pin_tokens}});
+}
+
+void HttpServer::Impl::HandleDetokenize(const httplib::Request& req, httplib::Response& res) {
+  PrefixRequest r;  // {"tokens": [ids]}
+  std::optional<ApiError> err = ParsePrefixRequest(req.body, &r);
+  if (!err && !r.prompt_is_tokens) {
+    err = ApiError::BadRequest("'tokens' must be an array of token ids", "tokens");
+  }
+  if (err) return SendError(res, *err);
+  Result<std::vector<int32_t>> ids = encoder_.FromPrompt("", r.prompt_tokens, true);
+  if (!ids.ok()) return SendError(res, FromStatus(ids.status(), "tokens"));
+  SendJson(res, ojson{{"content", engine_->model().tokenizer().Decode(*ids)}});
+}
+
+void HttpServer::Impl::HandleCacheList(const httplib::Request&, httplib::Response& res) {
+  ojson data = ojson::array();
+  for (const CacheEntryInfo& e : engine_->ListCache()) {
+    data.push_back({{"key", e.key},
+                    {"tokens", e.tokens},
+                    {"in_ram", e.in_ram},
+                    {"on_disk", e.on_disk},
+                    {"pinned", e.pinned},
+                    {"idle_seconds", e.idle_seconds}});
+  }
+  SendJson(res, ojson{{"object", "list"}, {"data", std::move(data)}});
+}
+
+void HttpServer::Impl::HandleCacheDrop(const httplib::Request& req, httplib::Response& res) {
+  const std::string key = req.matches.size() > 1 ? req.matches[1].str() : "";
+  if (Status st = engine_->DropCache(key); !st.ok()) return SendError(res, FromStatus(st, "key"));
+  SendJson(res, ojson{{"deleted", true}, {"key", key.empty() ? ojson() : ojson(key)}});
+}
+
+void HttpServer::Impl::HandleCacheSave(const httplib::Request&, httplib::Response& res) {
+  if (Status st = engine_->SaveCache(); !st.ok()) return SendError(res, FromStatus(st));
+  SendJson(res, ojson{{"saved", true}});
+}
+
+void HttpServer::Impl::HandleCacheLoad(const httplib::Request& req, httplib::Response& res) {
+  PrefixRequest r;
+  BuiltPrompt p;
+  if (!ReadPrefix(req, res, &r, &p)) return;
+  if (static_cast<int>(p.tokens.size()) >= context_) {
+    return SendError(res,
+                     ApiError::BadRequest("the prefix has " + std::to_string(p.tokens.size()) +
+                                              " tokens, the context is " + std::to_string(context_),
+                                          r.messages.empty() ? "prompt" : "messages",
+                                          "context_length_exceeded"));
+  }
+  Result<int> cached = engine_->WarmPrefix(p.tokens);
+  if (!cached.ok()) return SendError(res, FromStatus(cached.status()));
+  if (r.pin) {
+    if (Status st = engine_->PinPrefix(p.tokens, true); !st.ok()) {
+      return SendError(res, FromStatus(st));
+    }
+  }
+  SendJson(
+      res,
+      ojson{{"prompt_tokens", p.tokens.size()}, {"cached_tokens", *cached}, {"pinned", r.pin}});
+}
+
+void HttpServer::Impl::HandleCachePin(const httplib::Request& req, httplib::Response& res,
+                                      bool pinned) {
+  PrefixRequest r;
+  BuiltPrompt p;
+  if (!ReadPrefix(req, res, &r, &p)) return;
+  // A chat prefix with a cache_control breakpoint pins up to it; otherwise the whole prefix.
+  std::vector<int32_t> tokens = p.tokens;
+  if (p.pin_tokens > 0) tokens.resize(p.pin_tokens);
+  if (Status st = engine_->PinPrefix(tokens, pinned); !st.ok()) {
+    return SendError(res, FromStatus(st));
+  }
+  SendJson(res, ojson{{"tokens", tokens.size()}, {"pinned", pinned}});
+}
+
+uint64_t HttpServer::Impl::Track(std::shared_ptr<RequestHandle> handle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t id = next_id_++;
+  running_[id] = std::move(handle);
+  if (stopping_) running_[id]->Cancel();
+  return id;
+}
+
+void HttpServer::Impl::Untrack(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  running_.erase(id);
+}
+
+Status HttpServer::Impl::Bind() {
+  if (options_.port == 0) {
+    port_ = http_.bind_to_any_port(options_.host);
+  } else if (http_.bind_to_port(options_.host, options_.port)) {
+    port_ = options_.port;
+  }
+  if (port_ <= 0) {
+    return IoError("cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
+                   " (address in use, or not an address of this machine)");
+  }
+  return Status::Ok();
+}
+
+Status HttpServer::Impl::Run() {
+  // A client that disconnects makes the next write fail with EPIPE; without this the default
+  // SIGPIPE action would end the process instead.
+  std::signal(SIGPIPE, SIG_IGN);
+  if (port_ <= 0) PC_RETURN_IF_ERROR(Bind());
+  phase_ = kStarting;
+  const bool ok = stopping_ || http_.listen_after_bind();
+  phase_ = kReturned;
+  if (!ok && !stopping_) return IoError("the server stopped accepting connections unexpectedly");
+  return Status::Ok();
+}
+
+void HttpServer::Impl::Stop() {
+  stopping_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, handle] : running_) handle->Cancel();
+  }
+  // cpp-httplib's stop() only works once its accept loop runs (and must not be called twice
+  // while it winds down): a Stop() that comes while Run() is entering the loop waits for it.
+  if (stop_requested_.exchange(true)) return;
+  while (phase_ == kStarting && !http_.is_running()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (http_.is_running()) http_.stop();
+}
+
+HttpServer::HttpServer(Engine* engine, ServerOptions options)
+    : impl_(std::make_unique<Impl>(engine, std::move(options))) {}
+HttpServer::~HttpServer() { impl_->Stop(); }
+Status HttpServer::Bind() { return impl_->Bind(); }
+int HttpServer::port() const { return impl_->port(); }
+Status HttpServer::Run() { return impl_->Run(); }
+void HttpServer::Stop() { impl_->Stop(); }
+const std::string& HttpServer::model_id() const { return impl_->model_id(); }
+
+}  // namespace promptcache

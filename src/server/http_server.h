@@ -1,0 +1,62 @@
+// The OpenAI-compatible HTTP server in front of an Engine (`promptcache serve`).
+//
+// Routes: POST /v1/completions and /v1/chat/completions (JSON or Server-Sent Events),
+// GET /v1/models, /health, /metrics (Prometheus), POST /tokenize and /detokenize, and the cache
+// control endpoints GET/DELETE /v1/cache, DELETE /v1/cache/{key}, POST /v1/cache/save, /load,
+// /pin and /unpin. Every failure is an OpenAI-style error object with a 4xx/5xx status; no
+// exception from the JSON or HTTP libraries escapes a handler.
+//
+// Threads: cpp-httplib runs each connection on a pool thread, sized for every request the engine
+// can hold at once (parallel + max_queue) plus spare ones for metrics and cache calls, since a
+// completion's thread blocks until its request is done. A streaming request's text travels from
+// the engine thread through a TextChannel; a waiter thread per stream collects the final result
+// (RequestHandle::Wait) so the handler thread only ever waits on the channel. A client that goes
+// away is noticed at the next write (text, or a keep-alive comment each second while the engine
+// is still busy with the prompt) and its request is cancelled.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "promptcache/engine.h"
+
+namespace promptcache {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;      // 0: any free port (see port() after Bind)
+  std::string api_key;  // non-empty: every route but /health and /metrics needs it
+  size_t max_body_bytes = size_t(8) << 20;
+  int max_prompt_tokens = 0;  // 0: bounded by the context only
+  int max_tokens_limit = 0;   // largest max_tokens accepted; 0: bounded by the context only
+  int http_threads = 0;       // 0: parallel + max_queue + 8
+};
+
+class HttpServer {
+ public:
+  // `engine` must outlive the server.
+  HttpServer(Engine* engine, ServerOptions options);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds the listening socket. IoError when the address is taken or invalid.
+  Status Bind();
+  // The bound port (the chosen one when options.port was 0).
+  int port() const;
+  // Accepts connections until Stop(); returns after the last handler finished.
+  Status Run();
+  // Thread-safe and idempotent: stops accepting, cancels running requests.
+  void Stop();
+
+  // The names a request's "model" may use: the file's stem and the model's general.name.
+  const std::string& model_id() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace promptcache

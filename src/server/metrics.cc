@@ -1,0 +1,152 @@
+#include "server/metrics.h"
+
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+
+namespace promptcache {
+namespace {
+
+// Prometheus floats: integers print without a fraction, others with enough digits.
+std::string Num(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  char buf[64];
+  if (v == std::floor(v) && std::fabs(v) < 1e15) {
+    std::snprintf(buf, sizeof(buf), "%.0f", v);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.9g", v);
+  }
+  return buf;
+}
+
+// Label values escape backslash, double quote and newline.
+std::string EscapeLabel(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+class Page {
+ public:
+  // A metric family with one unlabelled sample.
+  void Add(const char* name, const char* type, const char* help, double value) {
+    Header(name, type, help);
+    Sample(name, "", value);
+  }
+  void Header(const char* name, const char* type, const char* help) {
+    out_ += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  }
+  void Sample(const std::string& name, const std::string& labels, double value) {
+    out_ += name;
+    if (!labels.empty()) out_ += "{" + labels + "}";
+    out_ += " " + Num(value) + "\n";
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+}  // namespace
+
+void ServerMetrics::ObserveTtft(double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < kTtftBucketsSeconds.size(); ++i) {
+    if (seconds <= kTtftBucketsSeconds[i]) {
+      ++ttft_.buckets[i];
+      break;
+    }
+  }
+  ++ttft_.count;
+  ttft_.sum += seconds;
+}
+
+void ServerMetrics::CountResponse(int http_status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++responses_[http_status];
+}
+
+HistogramSnapshot ServerMetrics::Ttft() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ttft_;
+}
+
+std::map<int, uint64_t> ServerMetrics::Responses() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return responses_;
+}
+
+std::string FormatMetrics(const EngineStats& s, const HistogramSnapshot& ttft,
+                          const std::map<int, uint64_t>& responses, const std::string& model) {
+  Page p;
+  p.Header("promptcache_info", "gauge", "The model this server serves.");
+  p.Sample("promptcache_info", "model=\"" + EscapeLabel(model) + "\"", 1);
+  p.Add("promptcache_requests_total", "counter", "Completion requests submitted to the engine.",
+        s.requests);
+  p.Add("promptcache_requests_failed_total", "counter", "Completion requests that failed.",
+        s.requests_failed);
+  p.Add("promptcache_requests_rejected_total", "counter",
+        "Completion requests refused because the queue was full.", s.requests_rejected);
+  p.Add("promptcache_prompt_tokens_total", "counter", "Prompt tokens of all requests.",
+        s.prompt_tokens);
+  p.Add("promptcache_cached_tokens_total", "counter",
+        "Prompt tokens whose K/V came from the prefix cache.", s.cached_tokens);
+  p.Add("promptcache_computed_tokens_total", "counter", "Prompt tokens computed (not cached).",
+        s.prompt_tokens >= s.cached_tokens ? s.prompt_tokens - s.cached_tokens : 0);
+  p.Add("promptcache_generated_tokens_total", "counter", "Tokens generated.", s.generated_tokens);
+  p.Add("promptcache_cache_lookups_total", "counter", "Prefix cache lookups.", s.cache_lookups);
+  p.Add("promptcache_cache_hits_total", "counter", "Lookups that reused at least one block.",
+        s.cache_hits);
+  p.Add("promptcache_cache_hit_ratio", "gauge", "cache_hits_total / cache_lookups_total.",
+        s.cache_lookups > 0 ? double(s.cache_hits) / double(s.cache_lookups) : 0.0);
+  p.Add("promptcache_cached_token_ratio", "gauge", "cached_tokens_total / prompt_tokens_total.",
+        s.prompt_tokens > 0 ? double(s.cached_tokens) / double(s.prompt_tokens) : 0.0);
+  p.Header("promptcache_cache_bytes", "gauge",
+           "Bytes of cached K/V blocks (shared blocks counted once), by tier.");
+  p.Sample("promptcache_cache_bytes", "tier=\"ram\"", double(s.cache_ram_bytes));
+  p.Sample("promptcache_cache_bytes", "tier=\"disk\"", double(s.cache_disk_bytes));
+  p.Add("promptcache_kv_bytes_in_use", "gauge",
+        "Bytes of every K/V block in use, cached or held by running requests.",
+        double(s.kv_bytes_in_use));
+  p.Add("promptcache_cache_evictions_total", "counter", "Cached blocks evicted from RAM.",
+        s.evictions);
+  p.Add("promptcache_cache_disk_writes_total", "counter", "Cache entries written to disk.",
+        s.disk_writes);
+  p.Add("promptcache_cache_disk_loads_total", "counter", "Cache entries loaded from disk.",
+        s.disk_loads);
+  p.Add("promptcache_cache_disk_errors_total", "counter",
+        "Cache files skipped as corrupt, foreign or unreadable.", s.disk_errors);
+  p.Add("promptcache_requests_active", "gauge", "Requests being served.", s.active);
+  p.Add("promptcache_requests_queued", "gauge", "Requests waiting for a free slot.", s.queued);
+
+  const char* h = "promptcache_time_to_first_token_seconds";
+  p.Header(h, "histogram", "Time from submission to the first generated token.");
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < kTtftBucketsSeconds.size(); ++i) {
+    cumulative += ttft.buckets[i];
+    p.Sample(std::string(h) + "_bucket", "le=\"" + Num(kTtftBucketsSeconds[i]) + "\"",
+             double(cumulative));
+  }
+  p.Sample(std::string(h) + "_bucket", "le=\"+Inf\"", double(ttft.count));
+  p.Sample(std::string(h) + "_sum", "", ttft.sum);
+  p.Sample(std::string(h) + "_count", "", double(ttft.count));
+
+  p.Header("promptcache_http_responses_total", "counter", "HTTP responses by status code.");
+  for (const auto& [status, n] : responses) {
+    p.Sample("promptcache_http_responses_total", "code=\"" + std::to_string(status) + "\"",
+             double(n));
+  }
+  return p.Take();
+}
+
+}  // namespace promptcache

@@ -1,0 +1,47 @@
+// The server's /metrics page in Prometheus's text exposition format (version 0.0.4): the engine's
+// counters and gauges (requests, tokens, cache hits, cache bytes in RAM and on disk, evictions,
+// active and queued requests), a cumulative time-to-first-token histogram that the server keeps
+// from each finished request, and HTTP responses by status code.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "promptcache/engine.h"
+
+namespace promptcache {
+
+// Upper bounds of the time-to-first-token histogram's buckets, in seconds: from a warm cache hit
+// on a small model (milliseconds) to a cold multi-thousand-token prefill on 2 cores (tens of s).
+inline constexpr std::array<double, 14> kTtftBucketsSeconds = {
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60};
+
+struct HistogramSnapshot {
+  std::array<uint64_t, kTtftBucketsSeconds.size()> buckets{};  // per bucket, not cumulative
+  uint64_t count = 0;
+  double sum = 0;  // seconds
+};
+
+// Thread-safe counters the server adds to the engine's: TTFT observations and HTTP statuses.
+class ServerMetrics {
+ public:
+  void ObserveTtft(double seconds);
+  void CountResponse(int http_status);
+
+  HistogramSnapshot Ttft() const;
+  std::map<int, uint64_t> Responses() const;
+
+ private:
+  mutable std::mutex mu_;
+  HistogramSnapshot ttft_;
+  std::map<int, uint64_t> responses_;
+};
+
+// The whole page. `model` labels the promptcache_info metric.
+std::string FormatMetrics(const EngineStats& stats, const HistogramSnapshot& ttft,
+                          const std::map<int, uint64_t>& responses, const std::string& model);
+
+}  // namespace promptcache

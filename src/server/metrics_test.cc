@@ -1,0 +1,109 @@
+#include "server/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <sstream>
+#include <string>
+
+namespace promptcache {
+namespace {
+
+// sample name with labels -> value, from the exposition text; checks every line's syntax.
+std::map<std::string, std::string> Samples(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("# HELP ", 0) == 0 || line.rfind("# TYPE ", 0) == 0) continue;
+    EXPECT_NE(line[0], '#') << line;
+    const size_t space = line.rfind(' ');
+    EXPECT_NE(space, std::string::npos) << line;
+    out[line.substr(0, space)] = line.substr(space + 1);
+  }
+  return out;
+}
+
+TEST(Metrics, EngineStatsAndRatios) {
+  EngineStats s;
+  s.requests = 10;
+  s.requests_failed = 1;
+  s.requests_rejected = 2;
+  s.prompt_tokens = 1000;
+  s.cached_tokens = 640;
+  s.generated_tokens = 77;
+  s.cache_hits = 3;
+  s.cache_lookups = 4;
+  s.cache_ram_bytes = 123456;
+  s.cache_disk_bytes = 789;
+  s.evictions = 5;
+  s.active = 2;
+  s.queued = 1;
+  const auto m = Samples(FormatMetrics(s, {}, {{200, 9}, {400, 2}}, "stories260K"));
+  EXPECT_EQ(m.at("promptcache_requests_total"), "10");
+  EXPECT_EQ(m.at("promptcache_requests_failed_total"), "1");
+  EXPECT_EQ(m.at("promptcache_requests_rejected_total"), "2");
+  EXPECT_EQ(m.at("promptcache_prompt_tokens_total"), "1000");
+  EXPECT_EQ(m.at("promptcache_cached_tokens_total"), "640");
+  EXPECT_EQ(m.at("promptcache_computed_tokens_total"), "360");
+  EXPECT_EQ(m.at("promptcache_generated_tokens_total"), "77");
+  EXPECT_EQ(m.at("promptcache_cache_hits_total"), "3");
+  EXPECT_EQ(m.at("promptcache_cache_hit_ratio"), "0.75");
+  EXPECT_EQ(m.at("promptcache_cached_token_ratio"), "0.64");
+  EXPECT_EQ(m.at("promptcache_cache_bytes{tier=\"ram\"}"), "123456");
+  EXPECT_EQ(m.at("promptcache_cache_bytes{tier=\"disk\"}"), "789");
+  EXPECT_EQ(m.at("promptcache_cache_evictions_total"), "5");
+  EXPECT_EQ(m.at("promptcache_requests_active"), "2");
+  EXPECT_EQ(m.at("promptcache_requests_queued"), "1");
+  EXPECT_EQ(m.at("promptcache_http_responses_total{code=\"400\"}"), "2");
+  EXPECT_EQ(m.at("promptcache_info{model=\"stories260K\"}"), "1");
+}
+
+TEST(Metrics, NoLookupsGiveZeroRatio) {
+  const auto m = Samples(FormatMetrics(EngineStats(), {}, {}, "x"));
+  EXPECT_EQ(m.at("promptcache_cache_hit_ratio"), "0");
+  EXPECT_EQ(m.at("promptcache_time_to_first_token_seconds_count"), "0");
+}
+
+TEST(Metrics, TtftHistogramIsCumulative) {
+  ServerMetrics sm;
+  sm.ObserveTtft(0.003);   // first bucket
+  sm.ObserveTtft(0.005);   // bucket bounds are inclusive
+  sm.ObserveTtft(0.2);     // le 0.25
+  sm.ObserveTtft(1000.0);  // only +Inf
+  const auto m = Samples(FormatMetrics(EngineStats(), sm.Ttft(), {}, "x"));
+  const std::string h = "promptcache_time_to_first_token_seconds";
+  EXPECT_EQ(m.at(h + "_bucket{le=\"0.005\"}"), "2");
+  EXPECT_EQ(m.at(h + "_bucket{le=\"0.1\"}"), "2");
+  EXPECT_EQ(m.at(h + "_bucket{le=\"0.25\"}"), "3");
+  EXPECT_EQ(m.at(h + "_bucket{le=\"60\"}"), "3");
+  EXPECT_EQ(m.at(h + "_bucket{le=\"+Inf\"}"), "4");
+  EXPECT_EQ(m.at(h + "_count"), "4");
+  EXPECT_EQ(m.at(h + "_sum"), "1000.208");
+}
+
+TEST(Metrics, EveryFamilyHasHelpAndType) {
+  const std::string text = FormatMetrics(EngineStats(), {}, {{200, 1}}, "a\"b");
+  std::istringstream in(text);
+  std::string line, last_type;
+  while (std::getline(in, line)) {
+    if (line.rfind("# TYPE ", 0) == 0) {
+      last_type = line.substr(7, line.find(' ', 7) - 7);
+    } else if (line[0] != '#') {
+      EXPECT_EQ(line.rfind(last_type, 0), 0u) << line << " follows TYPE " << last_type;
+    }
+  }
+  EXPECT_NE(text.find("model=\"a\\\"b\""), std::string::npos) << "label values are escaped";
+}
+
+TEST(Metrics, CountsResponses) {
+  ServerMetrics sm;
+  sm.CountResponse(200);
+  sm.CountResponse(200);
+  sm.CountResponse(503);
+  EXPECT_EQ(sm.Responses().at(200), 2u);
+  EXPECT_EQ(sm.Responses().at(503), 1u);
+}
+
+}  // namespace
+}  // namespace promptcache

@@ -1,0 +1,435 @@
+#include "server/openai_request.h"
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+namespace promptcache {
+namespace {
+
+using json = nlohmann::json;
+using MaybeError = std::optional<ApiError>;
+
+#define PC_API_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    if (MaybeError pc_err_ = (expr)) return pc_err_; \
+  } while (0)
+
+// OpenAI accepts at most 4 stop sequences.
+constexpr size_t kMaxStop = 4;
+
+const char* TypeName(const json& v) {
+  if (v.is_number_integer()) return "an integer";
+  if (v.is_number()) return "a number";
+  return v.type_name();  // "null", "string", "boolean", "array", "object"
+}
+
+ApiError WrongType(const std::string& param, const char* expected, const json& v) {
+  return ApiError::BadRequest("'" + param + "' must be " + expected + ", not " + TypeName(v),
+                              param);
+}
+
+// Absent and null fields read as "not given", as in OpenAI's API.
+const json* Find(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+MaybeError ReadBool(const json& obj, const char* key, bool* out) {
+  const json* v = Find(obj, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_boolean()) return WrongType(key, "a boolean", *v);
+  *out = v->get<bool>();
+  return std::nullopt;
+}
+
+MaybeError ReadInt(const json& obj, const char* key, int64_t lo, int64_t hi,
+                   std::optional<int64_t>* out) {
+  const json* v = Find(obj, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number_integer()) return WrongType(key, "an integer", *v);
+  // Unsigned values above INT64_MAX read as negative here; they are out of range either way.
+  const int64_t x = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX)
+                        ? std::numeric_limits<int64_t>::max()
+                        : v->get<int64_t>();
+  if (x < lo || x > hi) {
+    return ApiError::BadRequest("'" + std::string(key) + "' is " + v->dump() +
+                                    ", must be between " + std::to_string(lo) + " and " +
+                                    std::to_string(hi),
+                                key);
+  }
+  *out = x;
+  return std::nullopt;
+}
+
+MaybeError ReadFloat(const json& obj, const char* key, double lo, double hi, float* out) {
+  const json* v = Find(obj, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number()) return WrongType(key, "a number", *v);
+  const double x = v->get<double>();
+  if (!(x >= lo && x <= hi)) {
+    char range[64];
+    std::snprintf(range, sizeof(range), "between %g and %g", lo, hi);
+    return ApiError::BadRequest("'" + std::string(key) + "' is " + v->dump() + ", must be " + range,
+                                key);
+  }
+  *out = static_cast<float>(x);
+  return std::nullopt;
+}
+
+// A field this server does not implement: accepted only at its "off" value.
+MaybeError RejectUnless(const json& obj, const char* key, bool off_value_ok,
+                        const std::string& what) {
+  const json* v = Find(obj, key);
+  if (v == nullptr || off_value_ok) return std::nullopt;
+  return ApiError::BadRequest(what + " is not supported by this server", key, "unsupported");
+}
+
+bool IsFalseOrZero(const json& v) {
+  return (v.is_boolean() && !v.get<bool>()) || (v.is_number_integer() && v.get<int64_t>() == 0);
+}
+
+bool IsEmptyContainer(const json& v) { return (v.is_array() || v.is_object()) && v.empty(); }
+
+MaybeError ReadUnsupported(const json& obj) {
+  if (const json* n = Find(obj, "n")) {
+    if (!n->is_number_integer()) return WrongType("n", "an integer", *n);
+    if (n->get<int64_t>() != 1) {
+      return ApiError::BadRequest("'n' is " + n->dump() + ": only n = 1 is supported", "n",
+                                  "unsupported");
+    }
+  }
+  const json* v = nullptr;
+  v = Find(obj, "best_of");
+  PC_API_RETURN_IF_ERROR(RejectUnless(
+      obj, "best_of", v && v->is_number_integer() && v->get<int64_t>() == 1, "best_of > 1"));
+  v = Find(obj, "echo");
+  PC_API_RETURN_IF_ERROR(RejectUnless(obj, "echo", v && IsFalseOrZero(*v), "echo"));
+  v = Find(obj, "logprobs");
+  PC_API_RETURN_IF_ERROR(RejectUnless(obj, "logprobs", v && IsFalseOrZero(*v), "logprobs"));
+  v = Find(obj, "top_logprobs");
+  PC_API_RETURN_IF_ERROR(RejectUnless(obj, "top_logprobs", v && IsFalseOrZero(*v), "top_logprobs"));
+  v = Find(obj, "suffix");
+  PC_API_RETURN_IF_ERROR(RejectUnless(obj, "suffix", v && v->is_string() && v->empty(), "suffix"));
+  for (const char* key : {"logit_bias", "tools", "functions"}) {
+    v = Find(obj, key);
+    PC_API_RETURN_IF_ERROR(RejectUnless(obj, key, v && IsEmptyContainer(*v), key));
+  }
+  v = Find(obj, "response_format");
+  PC_API_RETURN_IF_ERROR(RejectUnless(
+      obj, "response_format", v && v->is_object() && v->value("type", json()) == json("text"),
+      "response_format"));
+  return std::nullopt;
+}
+
+MaybeError ReadModel(const json& obj, bool required, std::string* out) {
+  const json* v = Find(obj, "model");
+  if (v == nullptr) {
+    if (!required) return std::nullopt;
+    return ApiError::BadRequest("you must provide a model parameter", "model");
+  }
+  if (!v->is_string()) return WrongType("model", "a string", *v);
+  *out = v->get<std::string>();
+  return std::nullopt;
+}
+
+MaybeError ReadTokenArray(const json& arr, const std::string& param, std::vector<int32_t>* out) {
+  out->clear();
+  out->reserve(arr.size());
+  for (size_t i = 0; i < arr.size(); ++i) {
+    const json& t = arr[i];
+    const std::string p = param + "[" + std::to_string(i) + "]";
+    if (!t.is_number_integer()) return WrongType(p, "a token id (an integer)", t);
+    const int64_t id =
+        t.is_number_unsigned() && t.get<uint64_t>() > uint64_t(INT64_MAX) ? -1 : t.get<int64_t>();
+    if (id < 0 || id > std::numeric_limits<int32_t>::max()) {
+      return ApiError::BadRequest("'" + p + "' is " + t.dump() + ", not a token id", p);
+    }
+    out->push_back(static_cast<int32_t>(id));
+  }
+  return std::nullopt;
+}
+
+// "prompt": a string, token ids, or a one-element array of either (batches are not supported).
+MaybeError ReadPrompt(const json& v, std::string* text, std::vector<int32_t>* tokens,
+                      bool* is_tokens) {
+  if (v.is_string()) {
+    *text = v.get<std::string>();
+    *is_tokens = false;
+    return std::nullopt;
+  }
+  if (!v.is_array()) return WrongType("prompt", "a string or an array of token ids", v);
+  if (!v.empty() && (v[0].is_string() || v[0].is_array())) {
+    if (v.size() != 1) {
+      return ApiError::BadRequest("batched prompts are not supported: send one prompt per request",
+                                  "prompt", "unsupported");
+    }
+    if (v[0].is_string()) return ReadPrompt(v[0], text, tokens, is_tokens);
+    *is_tokens = true;
+    return ReadTokenArray(v[0], "prompt[0]", tokens);
+  }
+  *is_tokens = true;
+  return ReadTokenArray(v, "prompt", tokens);
+}
+
+MaybeError ReadCacheControl(const json& obj, const std::string& param, bool* breakpoint) {
+  const json* cc = Find(obj, "cache_control");
+  if (cc == nullptr) return std::nullopt;
+  const std::string p = param + ".cache_control";
+  if (!cc->is_object()) return WrongType(p, "an object", *cc);
+  const json* type = Find(*cc, "type");
+  if (type == nullptr || !type->is_string() || type->get<std::string>() != "ephemeral") {
+    return ApiError::BadRequest("'" + p + ".type' must be \"ephemeral\"", p + ".type");
+  }
+  *breakpoint = true;
+  return std::nullopt;
+}
+
+MaybeError ReadContent(const json& msg, const std::string& param, ApiMessage* out) {
+  const std::string p = param + ".content";
+  const json* content = Find(msg, "content");
+  if (content == nullptr) {
+    // An assistant turn without content is an empty turn; others must say something.
+    if (out->role == "assistant") return std::nullopt;
+    return ApiError::BadRequest("'" + p + "' is required", p);
+  }
+  if (content->is_string()) {
+    out->content = content->get<std::string>();
+    return std::nullopt;
+  }
+  if (!content->is_array()) return WrongType(p, "a string or an array of content parts", *content);
+  for (size_t i = 0; i < content->size(); ++i) {
+    const json& part = (*content)[i];
+    const std::string pp = p + "[" + std::to_string(i) + "]";
+    if (!part.is_object()) return WrongType(pp, "an object", part);
+    const json* type = Find(part, "type");
+    if (type == nullptr || !type->is_string()) {
+      return ApiError::BadRequest("'" + pp + ".type' must be a string", pp + ".type");
+    }
+    if (type->get<std::string>() != "text") {
+      return ApiError::BadRequest(
+          "content parts of type '" + type->get<std::string>() + "' are not supported (only text)",
+          pp + ".type", "unsupported");
+    }
+    const json* text = Find(part, "text");
+    if (text == nullptr || !text->is_string()) {
+      return ApiError::BadRequest("'" + pp + ".text' must be a string", pp + ".text");
+    }
+    out->content += text->get<std::string>();
+    PC_API_RETURN_IF_ERROR(ReadCacheControl(part, pp, &out->cache_breakpoint));
+  }
+  return std::nullopt;
+}
+
+MaybeError ReadMessages(const json& obj, std::vector<ApiMessage>* out) {
+  const json* msgs = Find(obj, "messages");
+  if (msgs == nullptr) return ApiError::BadRequest("'messages' is required", "messages");
+  if (!msgs->is_array()) return WrongType("messages", "an array", *msgs);
+  if (msgs->empty()) return ApiError::BadRequest("'messages' must not be empty", "messages");
+  out->clear();
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const json& m = (*msgs)[i];
+    const std::string p = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return WrongType(p, "an object", m);
+    const json* role = Find(m, "role");
+    if (role == nullptr || !role->is_string()) {
+      return ApiError::BadRequest("'" + p + ".role' must be a string", p + ".role");
+    }
+    ApiMessage msg;
+    msg.role = role->get<std::string>();
+    if (msg.role == "developer") msg.role = "system";
+    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant") {
+      return ApiError::BadRequest("'" + p + ".role' is '" + msg.role +
+                                      "': only system, developer, user and assistant are "
+                                      "supported",
+                                  p + ".role");
+    }
+    if (const json* tc = Find(m, "tool_calls"); tc != nullptr && !IsEmptyContainer(*tc)) {
+      return ApiError::BadRequest("tool calls are not supported", p + ".tool_calls", "unsupported");
+    }
+    PC_API_RETURN_IF_ERROR(ReadContent(m, p, &msg));
+    PC_API_RETURN_IF_ERROR(ReadCacheControl(m, p, &msg.cache_breakpoint));
+    out->push_back(std::move(msg));
+  }
+  return std::nullopt;
+}
+
+MaybeError ReadStop(const json& obj, std::vector<std::string>* out) {
+  const json* v = Find(obj, "stop");
+  if (v == nullptr) return std::nullopt;
+  if (v->is_string()) {
+    if (!v->get<std::string>().empty()) out->push_back(v->get<std::string>());
+    return std::nullopt;
+  }
+  if (!v->is_array()) return WrongType("stop", "a string or an array of strings", *v);
+  if (v->size() > kMaxStop) {
+    return ApiError::BadRequest(
+        "'stop' has " + std::to_string(v->size()) + " sequences, at most 4 are allowed", "stop");
+  }
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& s = (*v)[i];
+    if (!s.is_string()) return WrongType("stop[" + std::to_string(i) + "]", "a string", s);
+    if (!s.get<std::string>().empty()) out->push_back(s.get<std::string>());
+  }
+  return std::nullopt;
+}
+
+MaybeError ReadSampling(const json& obj, SamplingParams* s) {
+  // OpenAI's defaults for its own fields; the extensions default to off.
+  s->temperature = 1.0f;
+  s->top_p = 1.0f;
+  s->top_k = 0;
+  s->min_p = 0.0f;
+  PC_API_RETURN_IF_ERROR(ReadFloat(obj, "temperature", 0, 2, &s->temperature));
+  PC_API_RETURN_IF_ERROR(ReadFloat(obj, "top_p", 0, 1, &s->top_p));
+  if (s->top_p == 0) {  // OpenAI accepts 0: only the most likely token is left
+    s->temperature = 0;
+    s->top_p = 1;
+  }
+  PC_API_RETURN_IF_ERROR(ReadFloat(obj, "presence_penalty", -2, 2, &s->presence_penalty));
+  PC_API_RETURN_IF_ERROR(ReadFloat(obj, "frequency_penalty", -2, 2, &s->frequency_penalty));
+  PC_API_RETURN_IF_ERROR(ReadFloat(obj, "min_p", 0, 1, &s->min_p));
+  PC_API_RETURN_IF_ERROR(ReadFloat(obj, "repeat_penalty", 0.01, 100, &s->repeat_penalty));
+  std::optional<int64_t> v;
+  PC_API_RETURN_IF_ERROR(ReadInt(obj, "top_k", 0, 1 << 30, &v));
+  if (v) s->top_k = static_cast<int>(*v);
+  v.reset();
+  PC_API_RETURN_IF_ERROR(ReadInt(obj, "repeat_last_n", -1, 1 << 30, &v));
+  if (v) s->repeat_last_n = static_cast<int>(*v);
+  v.reset();
+  PC_API_RETURN_IF_ERROR(ReadInt(obj, "seed", std::numeric_limits<int64_t>::min(),
+                                 std::numeric_limits<int64_t>::max(), &v));
+  if (v) {
+    // SamplingParams reads seed 0 as "random"; a client that sends 0 wants a fixed seed.
+    s->seed = *v == 0 ? 0x9E3779B97F4A7C15ull : static_cast<uint64_t>(*v);
+  }
+  if (Status st = s->Validate(); !st.ok()) return ApiError::BadRequest(st.message());
+  return std::nullopt;
+}
+
+MaybeError ReadMaxTokens(const json& obj, const RequestLimits& limits, std::optional<int>* out) {
+  const int64_t hi = limits.max_tokens_limit > 0 ? limits.max_tokens_limit : (1 << 30);
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {  // the latter wins
+    std::optional<int64_t> v;
+    PC_API_RETURN_IF_ERROR(ReadInt(obj, key, 1, hi, &v));
+    if (v) *out = static_cast<int>(*v);
+  }
+  return std::nullopt;
+}
+
+MaybeError ReadStreamAndExtensions(const json& obj, ApiRequest* out) {
+  PC_API_RETURN_IF_ERROR(ReadBool(obj, "stream", &out->stream));
+  if (const json* so = Find(obj, "stream_options")) {
+    if (!so->is_object()) return WrongType("stream_options", "an object", *so);
+    if (const json* iu = Find(*so, "include_usage")) {
+      if (!iu->is_boolean()) return WrongType("stream_options.include_usage", "a boolean", *iu);
+      out->include_usage = iu->get<bool>();
+    }
+  }
+  PC_API_RETURN_IF_ERROR(ReadBool(obj, "ignore_eos", &out->ignore_eos));
+  if (const json* cache = Find(obj, "cache")) {
+    if (!cache->is_object()) return WrongType("cache", "an object", *cache);
+    if (const json* pin = Find(*cache, "pin")) {
+      if (!pin->is_boolean()) return WrongType("cache.pin", "a boolean", *pin);
+      out->pin = pin->get<bool>();
+    }
+  }
+  return std::nullopt;
+}
+
+// Parses the text into an object; nlohmann rejects ill-formed UTF-8 inside strings.
+MaybeError ParseObject(std::string_view body, json* out) {
+  try {
+    *out = json::parse(body.begin(), body.end());
+  } catch (const json::exception& e) {
+    return ApiError::BadRequest(std::string("the request body is not valid JSON: ") + e.what());
+  }
+  if (!out->is_object()) {
+    return ApiError::BadRequest(std::string("the request body must be a JSON object, not ") +
+                                TypeName(*out));
+  }
+  return std::nullopt;
+}
+
+MaybeError ParseCommon(const json& obj, const RequestLimits& limits, ApiRequest* out) {
+  PC_API_RETURN_IF_ERROR(ReadModel(obj, /*required=*/true, &out->model));
+  PC_API_RETURN_IF_ERROR(ReadUnsupported(obj));
+  PC_API_RETURN_IF_ERROR(ReadMaxTokens(obj, limits, &out->max_tokens));
+  PC_API_RETURN_IF_ERROR(ReadSampling(obj, &out->sampling));
+  PC_API_RETURN_IF_ERROR(ReadStop(obj, &out->stop));
+  return ReadStreamAndExtensions(obj, out);
+}
+
+// Every error path above is a return value; this guards against what nlohmann may still throw
+// (e.g. get<> on an unexpected type) so that no exception leaves the parser.
+template <typename F>
+MaybeError Guarded(F&& f) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    return ApiError::BadRequest(std::string("invalid request: ") + e.what());
+  }
+}
+
+}  // namespace
+
+ApiError ApiError::BadRequest(std::string message, std::string param, std::string code) {
+  ApiError e;
+  e.http_status = 400;
+  e.message = std::move(message);
+  e.param = std::move(param);
+  e.code = std::move(code);
+  return e;
+}
+
+std::optional<ApiError> ParseCompletionRequest(std::string_view body, const RequestLimits& limits,
+                                               ApiRequest* out) {
+  return Guarded([&]() -> MaybeError {
+    *out = ApiRequest();
+    out->kind = ApiKind::kCompletion;
+    json obj;
+    PC_API_RETURN_IF_ERROR(ParseObject(body, &obj));
+    const json* prompt = Find(obj, "prompt");
+    if (prompt == nullptr) return ApiError::BadRequest("'prompt' is required", "prompt");
+    PC_API_RETURN_IF_ERROR(
+        ReadPrompt(*prompt, &out->prompt_text, &out->prompt_tokens, &out->prompt_is_tokens));
+    return ParseCommon(obj, limits, out);
+  });
+}
+
+std::optional<ApiError> ParseChatRequest(std::string_view body, const RequestLimits& limits,
+                                         ApiRequest* out) {
+  return Guarded([&]() -> MaybeError {
+    *out = ApiRequest();
+    out->kind = ApiKind::kChat;
+    json obj;
+    PC_API_RETURN_IF_ERROR(ParseObject(body, &obj));
+    PC_API_RETURN_IF_ERROR(ReadMessages(obj, &out->messages));
+    return ParseCommon(obj, limits, out);
+  });
+}
+
+std::optional<ApiError> ParsePrefixRequest(std::string_view body, PrefixRequest* out) {
+  return Guarded([&]() -> MaybeError {
+    *out = PrefixRequest();
+    json obj;
+    PC_API_RETURN_IF_ERROR(ParseObject(body, &obj));
+    PC_API_RETURN_IF_ERROR(ReadModel(obj, /*required=*/false, &out->model));
+    PC_API_RETURN_IF_ERROR(ReadBool(obj, "add_generation_prompt", &out->add_generation_prompt));
+    PC_API_RETURN_IF_ERROR(ReadBool(obj, "pin", &out->pin));
+    const json* prompt = Find(obj, "prompt");
+    if (prompt == nullptr) prompt = Find(obj, "content");
+    if (prompt == nullptr) prompt = Find(obj, "tokens");
+    const bool has_messages = Find(obj, "messages") != nullptr;
+    if ((prompt != nullptr) == has_messages) {
+      return ApiError::BadRequest("give exactly one of 'prompt' and 'messages'",
+                                  has_messages ? "messages" : "prompt");
+    }
+    if (has_messages) return ReadMessages(obj, &out->messages);
+    return ReadPrompt(*prompt, &out->prompt_text, &out->prompt_tokens, &out->prompt_is_tokens);
+  });
+}
+
+}  // namespace promptcache

@@ -1,0 +1,86 @@
+// Parsing and validation of OpenAI-style request bodies, as pure functions from JSON text to a
+// request or an error, so that every malformed input is a unit-testable (and fuzzed) 4xx answer
+// rather than an exception inside the HTTP layer.
+//
+// What is checked here needs no model: JSON syntax and UTF-8 (nlohmann rejects ill-formed
+// strings), field types, value ranges, the fields this server does not implement (n > 1,
+// logprobs, tools, ...). What needs the model (the model name, token ids, the prompt's length
+// against the context) is checked by the server after tokenization.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/sampler.h"
+
+namespace promptcache {
+
+// An OpenAI-style error: {"error": {"message", "type", "param", "code"}} with an HTTP status.
+struct ApiError {
+  int http_status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // the offending field ("messages[2].content"), or "" for null
+  std::string code;   // e.g. "model_not_found", or "" for null
+
+  static ApiError BadRequest(std::string message, std::string param = "", std::string code = "");
+};
+
+struct ApiMessage {
+  std::string role;     // "system", "user" or "assistant" ("developer" is read as "system")
+  std::string content;  // text parts joined
+  // A `cache_control` breakpoint on the message or one of its parts: pin the prompt up to the
+  // end of this message.
+  bool cache_breakpoint = false;
+};
+
+enum class ApiKind { kCompletion, kChat };
+
+struct ApiRequest {
+  ApiKind kind = ApiKind::kCompletion;
+  std::string model;
+  // Completions: the prompt as text, or as token ids (prompt_is_tokens).
+  std::string prompt_text;
+  std::vector<int32_t> prompt_tokens;
+  bool prompt_is_tokens = false;
+  // Chat completions.
+  std::vector<ApiMessage> messages;
+
+  std::optional<int> max_tokens;  // max_completion_tokens, else max_tokens; unset: up to context
+  SamplingParams sampling;        // OpenAI defaults: temperature 1, top_p 1, no top-k/min-p
+  std::vector<std::string> stop;
+  bool ignore_eos = false;  // extension
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool pin = false;            // extension: "cache": {"pin": true} pins the whole prompt
+};
+
+struct RequestLimits {
+  int max_tokens_limit = 0;  // largest max_tokens accepted; 0: no bound here
+};
+
+// Parses a POST /v1/completions or /v1/chat/completions body into *out. Returns the error to
+// send, or nullopt when *out is valid.
+std::optional<ApiError> ParseCompletionRequest(std::string_view body, const RequestLimits& limits,
+                                               ApiRequest* out);
+std::optional<ApiError> ParseChatRequest(std::string_view body, const RequestLimits& limits,
+                                         ApiRequest* out);
+
+// Body of the cache endpoints (/v1/cache/load, /pin, /unpin), /tokenize and /detokenize: a
+// prefix given as a prompt (text or token ids, also spelled "content" or "tokens" as llama.cpp's
+// /tokenize and /detokenize do) or as chat messages.
+struct PrefixRequest {
+  std::string model;  // optional here
+  std::string prompt_text;
+  std::vector<int32_t> prompt_tokens;
+  bool prompt_is_tokens = false;
+  std::vector<ApiMessage> messages;  // non-empty: a chat prefix
+  bool add_generation_prompt = false;
+  bool pin = false;  // /v1/cache/load: also pin it
+};
+std::optional<ApiError> ParsePrefixRequest(std::string_view body, PrefixRequest* out);
+
+}  // namespace promptcache

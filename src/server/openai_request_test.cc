@@ -1,0 +1,283 @@
+#include "server/openai_request.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace promptcache {
+namespace {
+
+ApiRequest Chat(const std::string& body, RequestLimits limits = {}) {
+  ApiRequest r;
+  std::optional<ApiError> err = ParseChatRequest(body, limits, &r);
+  EXPECT_FALSE(err.has_value()) << body << " -> " << (err ? err->message : "");
+  return r;
+}
+
+ApiRequest Completion(const std::string& body, RequestLimits limits = {}) {
+  ApiRequest r;
+  std::optional<ApiError> err = ParseCompletionRequest(body, limits, &r);
+  EXPECT_FALSE(err.has_value()) << body << " -> " << (err ? err->message : "");
+  return r;
+}
+
+ApiError ChatError(const std::string& body, RequestLimits limits = {}) {
+  ApiRequest r;
+  std::optional<ApiError> err = ParseChatRequest(body, limits, &r);
+  EXPECT_TRUE(err.has_value()) << body;
+  return err.value_or(ApiError());
+}
+
+ApiError CompletionError(const std::string& body, RequestLimits limits = {}) {
+  ApiRequest r;
+  std::optional<ApiError> err = ParseCompletionRequest(body, limits, &r);
+  EXPECT_TRUE(err.has_value()) << body;
+  return err.value_or(ApiError());
+}
+
+TEST(OpenAiRequest, MinimalChatGetsOpenAiDefaults) {
+  ApiRequest r = Chat(R"({"model":"m","messages":[{"role":"user","content":"hi"}]})");
+  EXPECT_EQ(r.kind, ApiKind::kChat);
+  EXPECT_EQ(r.model, "m");
+  ASSERT_EQ(r.messages.size(), 1u);
+  EXPECT_EQ(r.messages[0].role, "user");
+  EXPECT_EQ(r.messages[0].content, "hi");
+  EXPECT_FALSE(r.messages[0].cache_breakpoint);
+  EXPECT_FALSE(r.max_tokens.has_value());
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 1.0f);
+  EXPECT_FLOAT_EQ(r.sampling.top_p, 1.0f);
+  EXPECT_EQ(r.sampling.top_k, 0);
+  EXPECT_FLOAT_EQ(r.sampling.min_p, 0.0f);
+  EXPECT_FALSE(r.stream);
+  EXPECT_FALSE(r.include_usage);
+  EXPECT_FALSE(r.pin);
+  EXPECT_TRUE(r.stop.empty());
+}
+
+TEST(OpenAiRequest, ChatReadsEveryField) {
+  ApiRequest r = Chat(R"({
+    "model": "stories260K",
+    "messages": [
+      {"role": "developer", "content": "be brief"},
+      {"role": "user", "content": [{"type": "text", "text": "a"},
+                                   {"type": "text", "text": "b",
+                                    "cache_control": {"type": "ephemeral"}}]},
+      {"role": "assistant", "content": null},
+      {"role": "user", "content": "c", "name": "bob"}
+    ],
+    "max_tokens": 5, "max_completion_tokens": 7, "temperature": 0, "top_p": 0.5, "seed": 42,
+    "stop": ["x", "", "y"], "n": 1, "stream": true, "stream_options": {"include_usage": true},
+    "presence_penalty": 0.5, "frequency_penalty": -0.5, "top_k": 3, "min_p": 0.1,
+    "repeat_penalty": 1.1, "ignore_eos": true, "cache": {"pin": true}, "user": "u",
+    "logprobs": false, "tools": [], "response_format": {"type": "text"}
+  })");
+  ASSERT_EQ(r.messages.size(), 4u);
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[1].content, "ab");
+  EXPECT_TRUE(r.messages[1].cache_breakpoint);
+  EXPECT_EQ(r.messages[2].role, "assistant");
+  EXPECT_EQ(r.messages[2].content, "");
+  EXPECT_EQ(r.max_tokens, 7);  // max_completion_tokens wins
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 0.0f);
+  EXPECT_FLOAT_EQ(r.sampling.top_p, 0.5f);
+  EXPECT_EQ(r.sampling.seed, 42u);
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"x", "y"}));
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_FLOAT_EQ(r.sampling.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(r.sampling.frequency_penalty, -0.5f);
+  EXPECT_EQ(r.sampling.top_k, 3);
+  EXPECT_FLOAT_EQ(r.sampling.min_p, 0.1f);
+  EXPECT_FLOAT_EQ(r.sampling.repeat_penalty, 1.1f);
+  EXPECT_TRUE(r.ignore_eos);
+  EXPECT_TRUE(r.pin);
+}
+
+TEST(OpenAiRequest, MessageLevelCacheControl) {
+  ApiRequest r = Chat(R"({"model":"m","messages":[
+      {"role":"system","content":"s","cache_control":{"type":"ephemeral"}},
+      {"role":"user","content":"u"}]})");
+  EXPECT_TRUE(r.messages[0].cache_breakpoint);
+  EXPECT_FALSE(r.messages[1].cache_breakpoint);
+  ApiError e = ChatError(R"({"model":"m","messages":[
+      {"role":"user","content":"u","cache_control":{"type":"persistent"}}]})");
+  EXPECT_EQ(e.param, "messages[0].cache_control.type");
+}
+
+TEST(OpenAiRequest, SeedZeroIsAFixedSeedNotARandomOne) {
+  EXPECT_NE(
+      Chat(R"({"model":"m","messages":[{"role":"user","content":"x"}],"seed":0})").sampling.seed,
+      0u);
+  EXPECT_EQ(
+      Chat(R"({"model":"m","messages":[{"role":"user","content":"x"}],"seed":-1})").sampling.seed,
+      ~uint64_t(0));
+}
+
+TEST(OpenAiRequest, TopPZeroMeansGreedy) {
+  ApiRequest r = Chat(R"({"model":"m","messages":[{"role":"user","content":"x"}],"top_p":0})");
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 0.0f);
+  EXPECT_FLOAT_EQ(r.sampling.top_p, 1.0f);
+}
+
+TEST(OpenAiRequest, NullFieldsReadAsAbsent) {
+  ApiRequest r = Chat(R"({"model":"m","messages":[{"role":"user","content":"x"}],
+      "max_tokens":null,"temperature":null,"stop":null,"stream":null,"n":null,"seed":null})");
+  EXPECT_FALSE(r.max_tokens.has_value());
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 1.0f);
+}
+
+TEST(OpenAiRequest, CompletionPromptForms) {
+  ApiRequest r = Completion(R"({"model":"m","prompt":"Once upon"})");
+  EXPECT_FALSE(r.prompt_is_tokens);
+  EXPECT_EQ(r.prompt_text, "Once upon");
+  r = Completion(R"({"model":"m","prompt":[1, 403, 407]})");
+  EXPECT_TRUE(r.prompt_is_tokens);
+  EXPECT_EQ(r.prompt_tokens, (std::vector<int32_t>{1, 403, 407}));
+  r = Completion(R"({"model":"m","prompt":["one"]})");
+  EXPECT_EQ(r.prompt_text, "one");
+  r = Completion(R"({"model":"m","prompt":[[5, 6]]})");
+  EXPECT_EQ(r.prompt_tokens, (std::vector<int32_t>{5, 6}));
+  r = Completion(R"({"model":"m","prompt":"x","stop":"\n"})");
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"\n"}));
+}
+
+struct BadCase {
+  const char* body;
+  const char* param;  // expected ApiError::param ("" for none)
+};
+
+TEST(OpenAiRequest, BadChatRequestsAreClear400s) {
+  const BadCase cases[] = {
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}])", ""},  // truncated JSON
+      {R"([1,2])", ""},
+      {R"("text")", ""},
+      {R"()", ""},
+      {R"({"messages":[{"role":"user","content":"x"}]})", "model"},
+      {R"({"model":5,"messages":[{"role":"user","content":"x"}]})", "model"},
+      {R"({"model":"m"})", "messages"},
+      {R"({"model":"m","messages":[]})", "messages"},
+      {R"({"model":"m","messages":{}})", "messages"},
+      {R"({"model":"m","messages":["hi"]})", "messages[0]"},
+      {R"({"model":"m","messages":[{"content":"x"}]})", "messages[0].role"},
+      {R"({"model":"m","messages":[{"role":"tool","content":"x"}]})", "messages[0].role"},
+      {R"({"model":"m","messages":[{"role":"user"}]})", "messages[0].content"},
+      {R"({"model":"m","messages":[{"role":"user","content":5}]})", "messages[0].content"},
+      {R"({"model":"m","messages":[{"role":"user","content":[{"type":"image_url"}]}]})",
+       "messages[0].content[0].type"},
+      {R"({"model":"m","messages":[{"role":"user","content":[{"type":"text"}]}]})",
+       "messages[0].content[0].text"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":-1})", "max_tokens"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":0})", "max_tokens"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":1e30})",
+       "max_tokens"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":99999999999999999999})",
+       "max_tokens"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":"5"})",
+       "max_tokens"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"temperature":3})",
+       "temperature"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"temperature":"hot"})",
+       "temperature"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"top_p":1.5})", "top_p"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"n":2})", "n"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"stream":"yes"})", "stream"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"stop":[1]})", "stop[0]"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"stop":["a","b","c","d","e"]})",
+       "stop"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":true})", "logprobs"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{}]})", "tools"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],
+           "response_format":{"type":"json_object"}})",
+       "response_format"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"seed":1.5})", "seed"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"cache":true})", "cache"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"stream_options":1})",
+       "stream_options"},
+  };
+  for (const BadCase& c : cases) {
+    ApiError e = ChatError(c.body);
+    EXPECT_EQ(e.http_status, 400) << c.body;
+    EXPECT_EQ(e.type, "invalid_request_error") << c.body;
+    EXPECT_EQ(e.param, c.param) << c.body << ": " << e.message;
+    EXPECT_FALSE(e.message.empty()) << c.body;
+  }
+}
+
+TEST(OpenAiRequest, MessagesNameTheProblem) {
+  EXPECT_NE(ChatError(R"({"model":"m","messages":[{"role":"user","content":"x"}],"n":3})")
+                .message.find("n = 1"),
+            std::string::npos);
+  ApiError e =
+      ChatError(R"({"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":-5})");
+  EXPECT_NE(e.message.find("-5"), std::string::npos) << e.message;
+  e = ChatError(R"({"model":"m","messages":[{"role":"user","content":"x"}],"temperature":"hot"})");
+  EXPECT_NE(e.message.find("not string"), std::string::npos) << e.message;
+}
+
+TEST(OpenAiRequest, InvalidUtf8IsRejected) {
+  const std::string body =
+      "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"a\xff\xfe b\"}]}";
+  ApiError e = ChatError(body);
+  EXPECT_EQ(e.http_status, 400);
+  EXPECT_NE(e.message.find("not valid JSON"), std::string::npos) << e.message;
+  // A lone surrogate escape is not valid UTF-8 either.
+  e = ChatError(R"({"model":"m","messages":[{"role":"user","content":"\ud800"}]})");
+  EXPECT_EQ(e.http_status, 400);
+}
+
+TEST(OpenAiRequest, MaxTokensLimit) {
+  RequestLimits limits;
+  limits.max_tokens_limit = 100;
+  Chat(R"({"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":100})", limits);
+  ApiError e = ChatError(R"({"model":"m","messages":[{"role":"user","content":"x"}],
+                             "max_tokens":101})",
+                         limits);
+  EXPECT_EQ(e.param, "max_tokens");
+  EXPECT_NE(e.message.find("100"), std::string::npos) << e.message;
+}
+
+TEST(OpenAiRequest, BadCompletionRequests) {
+  const BadCase cases[] = {
+      {R"({"model":"m"})", "prompt"},
+      {R"({"model":"m","prompt":5})", "prompt"},
+      {R"({"model":"m","prompt":{"a":1}})", "prompt"},
+      {R"({"model":"m","prompt":["a","b"]})", "prompt"},
+      {R"({"model":"m","prompt":[1,-2]})", "prompt[1]"},
+      {R"({"model":"m","prompt":[1,"x"]})", "prompt[1]"},
+      {R"({"model":"m","prompt":[1,3000000000]})", "prompt[1]"},
+      {R"({"model":"m","prompt":"x","echo":true})", "echo"},
+      {R"({"model":"m","prompt":"x","logprobs":5})", "logprobs"},
+      {R"({"model":"m","prompt":"x","best_of":2})", "best_of"},
+      {R"({"model":"m","prompt":"x","suffix":"end"})", "suffix"},
+      {R"({"model":"m","prompt":"x","logit_bias":{"1":5}})", "logit_bias"},
+  };
+  for (const BadCase& c : cases) {
+    ApiError e = CompletionError(c.body);
+    EXPECT_EQ(e.http_status, 400) << c.body;
+    EXPECT_EQ(e.param, c.param) << c.body << ": " << e.message;
+  }
+}
+
+TEST(OpenAiRequest, PrefixRequests) {
+  PrefixRequest r;
+  ASSERT_FALSE(ParsePrefixRequest(R"({"prompt":"abc","pin":true})", &r));
+  EXPECT_EQ(r.prompt_text, "abc");
+  EXPECT_TRUE(r.pin);
+  ASSERT_FALSE(ParsePrefixRequest(R"({"content":"abc"})", &r));  // llama.cpp's /tokenize body
+  EXPECT_EQ(r.prompt_text, "abc");
+  ASSERT_FALSE(ParsePrefixRequest(R"({"tokens":[1,2]})", &r));  // and its /detokenize body
+  EXPECT_TRUE(r.prompt_is_tokens);
+  EXPECT_EQ(r.prompt_tokens, (std::vector<int32_t>{1, 2}));
+  ASSERT_FALSE(ParsePrefixRequest(
+      R"({"model":"m","messages":[{"role":"system","content":"s"}],"add_generation_prompt":true})",
+      &r));
+  EXPECT_EQ(r.model, "m");
+  ASSERT_EQ(r.messages.size(), 1u);
+  EXPECT_TRUE(r.add_generation_prompt);
+  EXPECT_TRUE(ParsePrefixRequest(R"({})", &r).has_value());
+  EXPECT_TRUE(ParsePrefixRequest(R"({"prompt":"a","messages":[]})", &r).has_value());
+  EXPECT_TRUE(ParsePrefixRequest(R"({"prompt":"a","pin":1})", &r).has_value());
+}
+
+}  // namespace
+}  // namespace promptcache

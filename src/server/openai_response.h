@@ -1,0 +1,48 @@
+// The JSON bodies the server sends, in OpenAI's shapes: completions and chat completions, their
+// Server-Sent-Events chunks, and errors. Pure functions of the engine's CompletionResult, so
+// that each shape is unit-tested without a server.
+//
+// Beyond OpenAI's fields every completion carries a `timings` object: queue, prompt and
+// generation times, time to first token, and how many prompt tokens came from the cache
+// versus were computed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "promptcache/engine.h"
+#include "server/openai_request.h"
+
+namespace promptcache {
+
+// What every response and chunk of one request shares.
+struct ResponseMeta {
+  ApiKind kind = ApiKind::kCompletion;
+  std::string id;       // "chatcmpl-..." or "cmpl-..."
+  int64_t created = 0;  // Unix seconds
+  std::string model;
+  std::string system_fingerprint;
+};
+
+// {"error": {"message", "type", "param", "code"}} (param and code null when empty).
+std::string ErrorBody(const ApiError& error);
+
+// The non-streaming response body ("text_completion" or "chat.completion").
+std::string CompletionBody(const ResponseMeta& meta, const CompletionResult& result);
+
+// Server-Sent Events: "data: <json>\n\n" per chunk, "data: [DONE]\n\n" at the end.
+std::string SseEvent(const std::string& json_text);
+std::string SseDone();
+// The first chat chunk: delta {"role": "assistant", "content": ""}.
+std::string StreamRoleChunk(const ResponseMeta& meta, bool include_usage);
+// A piece of generated text.
+std::string StreamTextChunk(const ResponseMeta& meta, const std::string& text, bool include_usage);
+// The last choice chunk: empty delta/text, finish_reason, and the timings.
+std::string StreamFinishChunk(const ResponseMeta& meta, const CompletionResult& result,
+                              bool include_usage);
+// The usage chunk sent when stream_options.include_usage is set: choices [] and usage.
+std::string StreamUsageChunk(const ResponseMeta& meta, const CompletionResult& result);
+// An error after the stream has started (the status line is already sent): {"error": {...}}.
+std::string StreamErrorEvent(const ApiError& error);
+
+}  // namespace promptcache

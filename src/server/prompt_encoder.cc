@@ -1,0 +1,97 @@
+#include "server/prompt_encoder.h"
+
+#include <algorithm>
+
+namespace promptcache {
+
+PromptEncoder::PromptEncoder(const Tokenizer& tokenizer, std::string chat_template)
+    : tok_(tokenizer), template_(std::move(chat_template)) {
+  format_ = DetectChatFormat(template_, &guessed_);
+  default_system_ = DefaultSystemPrompt(template_);
+  if (tok_.bos() >= 0) bos_text_ = tok_.Piece(tok_.bos());
+  if (tok_.eos() >= 0) eos_text_ = tok_.Piece(tok_.eos());
+}
+
+Result<std::vector<int32_t>> PromptEncoder::FromPrompt(const std::string& text,
+                                                       const std::vector<int32_t>& ids,
+                                                       bool is_tokens) const {
+  if (is_tokens) {
+    if (ids.empty()) return InvalidArgument("'prompt' is an empty token array");
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] < 0 || ids[i] >= tok_.vocab_size()) {
+        return InvalidArgument("'prompt[" + std::to_string(i) + "]' is " + std::to_string(ids[i]) +
+                               ", outside the vocabulary of " + std::to_string(tok_.vocab_size()) +
+                               " tokens");
+      }
+    }
+    return ids;
+  }
+  std::vector<int32_t> tokens = tok_.Encode(text, /*add_bos=*/true);
+  if (tokens.empty()) return InvalidArgument("'prompt' is empty");
+  return tokens;
+}
+
+Result<std::string> PromptEncoder::Render(const std::vector<ChatMessage>& messages,
+                                          bool add_generation_prompt) const {
+  return RenderChat(format_, messages, add_generation_prompt, bos_text_, eos_text_);
+}
+
+std::vector<int32_t> PromptEncoder::EncodeChat(const std::string& text) const {
+  return tok_.Encode(text, /*add_bos=*/true, /*parse_special=*/true);
+}
+
+Result<BuiltPrompt> PromptEncoder::FromMessages(const std::vector<ApiMessage>& messages,
+                                                bool add_generation_prompt) const {
+  if (messages.empty()) return InvalidArgument("'messages' must not be empty");
+  std::vector<ChatMessage> chat;
+  if (!default_system_.empty() && messages[0].role != "system") {
+    chat.push_back({"system", default_system_});
+  }
+  const size_t offset = chat.size();
+  int last_breakpoint = -1;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    chat.push_back({messages[i].role, messages[i].content});
+    if (messages[i].cache_breakpoint) last_breakpoint = static_cast<int>(i);
+  }
+  Result<std::string> text = Render(chat, add_generation_prompt);
+  if (!text.ok()) return text.status();
+  BuiltPrompt out;
+  out.tokens = EncodeChat(*text);
+  if (out.tokens.empty()) return InvalidArgument("the rendered conversation is empty");
+  if (last_breakpoint >= 0) {
+    const std::vector<ChatMessage> prefix(chat.begin(),
+                                          chat.begin() + offset + last_breakpoint + 1);
+    Result<std::string> prefix_text = Render(prefix, /*add_generation_prompt=*/false);
+    if (!prefix_text.ok()) return prefix_text.status();
+    const std::vector<int32_t> prefix_tokens = EncodeChat(*prefix_text);
+    const size_t n = std::min(prefix_tokens.size(), out.tokens.size());
+    const auto mismatch =
+        std::mismatch(prefix_tokens.begin(), prefix_tokens.begin() + n, out.tokens.begin());
+    out.pin_tokens = static_cast<int>(mismatch.first - prefix_tokens.begin());
+  }
+  return out;
+}
+
+Result<BuiltPrompt> PromptEncoder::Build(const ApiRequest& request) const {
+  BuiltPrompt out;
+  if (request.kind == ApiKind::kChat) {
+    PC_ASSIGN_OR_RETURN(out, FromMessages(request.messages, /*add_generation_prompt=*/true));
+  } else {
+    PC_ASSIGN_OR_RETURN(out.tokens, FromPrompt(request.prompt_text, request.prompt_tokens,
+                                               request.prompt_is_tokens));
+  }
+  if (request.pin) out.pin_tokens = -1;
+  return out;
+}
+
+Result<BuiltPrompt> PromptEncoder::Build(const PrefixRequest& request) const {
+  if (!request.messages.empty()) {
+    return FromMessages(request.messages, request.add_generation_prompt);
+  }
+  BuiltPrompt out;
+  PC_ASSIGN_OR_RETURN(
+      out.tokens, FromPrompt(request.prompt_text, request.prompt_tokens, request.prompt_is_tokens));
+  return out;
+}
+
+}  // namespace promptcache

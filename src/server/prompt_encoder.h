@@ -1,0 +1,67 @@
+// Turns the prompt of an API request into token ids: completion text (with BOS), token ids
+// given by the client (checked against the vocabulary), or chat messages rendered through the
+// model's chat template and encoded with special-token parsing.
+//
+// It also finds how many leading tokens a `cache_control` breakpoint covers: the conversation
+// is rendered up to the end of the marked message and encoded, and the breakpoint covers the
+// tokens that rendering shares with the full prompt (a boundary merge may make the two
+// encodings differ in their last token or so; the engine rounds pins down to whole blocks
+// anyway).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "engine/chat_template.h"
+#include "server/openai_request.h"
+#include "tokenizer/tokenizer.h"
+
+namespace promptcache {
+
+struct BuiltPrompt {
+  std::vector<int32_t> tokens;
+  // Leading tokens to pin: 0 none, -1 the whole prompt, else the length covered by the last
+  // cache_control breakpoint.
+  int pin_tokens = 0;
+};
+
+class PromptEncoder {
+ public:
+  // `chat_template` is the model's tokenizer.chat_template (may be empty: plain transcript).
+  PromptEncoder(const Tokenizer& tokenizer, std::string chat_template);
+
+  ChatFormat format() const { return format_; }
+  // The template was not recognised and format() is the closest rendering.
+  bool format_guessed() const { return guessed_; }
+
+  // Text encoded with the vocabulary's BOS (if it adds one), or client-given ids checked to be
+  // in range. InvalidArgument for an empty prompt or an id outside the vocabulary.
+  Result<std::vector<int32_t>> FromPrompt(const std::string& text, const std::vector<int32_t>& ids,
+                                          bool is_tokens) const;
+  // The conversation through the chat template (with the template's default system prompt when
+  // the first message is not a system message), ready for the assistant's turn when
+  // add_generation_prompt is set. pin_tokens covers the last cache_control breakpoint.
+  Result<BuiltPrompt> FromMessages(const std::vector<ApiMessage>& messages,
+                                   bool add_generation_prompt) const;
+
+  // The whole request: its prompt and what to pin (the `cache.pin` field pins everything).
+  Result<BuiltPrompt> Build(const ApiRequest& request) const;
+  Result<BuiltPrompt> Build(const PrefixRequest& request) const;
+
+ private:
+  Result<std::string> Render(const std::vector<ChatMessage>& messages,
+                             bool add_generation_prompt) const;
+  std::vector<int32_t> EncodeChat(const std::string& text) const;
+
+  const Tokenizer& tok_;
+  std::string template_;
+  ChatFormat format_;
+  bool guessed_ = false;
+  std::string default_system_;
+  std::string bos_text_, eos_text_;
+};
+
+}  // namespace promptcache

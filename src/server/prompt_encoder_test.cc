@@ -1,0 +1,164 @@
+#include "server/prompt_encoder.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "gguf/gguf.h"
+
+namespace promptcache {
+namespace {
+
+struct Vocab {
+  std::unique_ptr<GgufFile> file;
+  std::unique_ptr<Tokenizer> tok;
+};
+
+Vocab Load(const std::string& relative) {
+  Vocab v;
+  auto file = GgufFile::Open(std::string(PC_SHARED_DIR) + "/" + relative);
+  EXPECT_TRUE(file.ok()) << file.status().message();
+  if (!file.ok()) return v;
+  v.file = std::move(file).value();
+  auto tok = Tokenizer::FromGguf(*v.file);
+  EXPECT_TRUE(tok.ok()) << tok.status().message();
+  if (tok.ok()) v.tok = std::move(tok).value();
+  return v;
+}
+
+ApiMessage Msg(std::string role, std::string content, bool breakpoint = false) {
+  return ApiMessage{std::move(role), std::move(content), breakpoint};
+}
+
+// The first n tokens of a and b agree.
+bool SharePrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b, size_t n) {
+  return n <= a.size() && n <= b.size() && std::equal(a.begin(), a.begin() + n, b.begin());
+}
+
+constexpr char kSmolLm2Template[] =
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ "
+    "'<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+    "Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + "
+    "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ "
+    "'<|im_start|>assistant\n' }}{% endif %}";
+
+class Stories : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    v_ = Load("models/stories260K.gguf");
+    ASSERT_TRUE(v_.tok);
+  }
+  Vocab v_;
+};
+
+TEST_F(Stories, CompletionTextGetsBos) {
+  PromptEncoder b(*v_.tok, "");
+  auto t = b.FromPrompt("Once upon a time", {}, false);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(*t, (std::vector<int32_t>{1, 403, 407, 261, 378}));  // the model's README
+}
+
+TEST_F(Stories, TokenPromptsAreChecked) {
+  PromptEncoder b(*v_.tok, "");
+  auto t = b.FromPrompt("", {1, 403, 511}, true);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(*t, (std::vector<int32_t>{1, 403, 511}));
+  auto bad = b.FromPrompt("", {1, 512}, true);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("prompt[1]"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("512"), std::string::npos);
+  EXPECT_FALSE(b.FromPrompt("", {}, true).ok());
+}
+
+TEST_F(Stories, ChatUsesThePlainTranscript) {
+  PromptEncoder b(*v_.tok, "");
+  EXPECT_EQ(b.format(), ChatFormat::kPlain);
+  const std::vector<ApiMessage> msgs = {Msg("system", "Tell stories."), Msg("user", "A cat.")};
+  auto p = b.FromMessages(msgs, true);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  auto text = RenderChat(ChatFormat::kPlain, {{"system", "Tell stories."}, {"user", "A cat."}},
+                         true, "<s>", "</s>");
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(p->tokens, v_.tok->Encode(*text, true, true));
+  EXPECT_EQ(p->tokens[0], 1);
+  EXPECT_EQ(p->pin_tokens, 0);
+}
+
+TEST_F(Stories, BreakpointPinsUpToItsMessage) {
+  PromptEncoder b(*v_.tok, "");
+  const std::string system(400, 'x');
+  const std::vector<ApiMessage> msgs = {Msg("system", "Once upon a time " + system, true),
+                                        Msg("user", "Tell me a story about a dog.")};
+  auto p = b.FromMessages(msgs, true);
+  ASSERT_TRUE(p.ok());
+  auto prefix = RenderChat(ChatFormat::kPlain, {{"system", msgs[0].content}}, false, "<s>", "</s>");
+  ASSERT_TRUE(prefix.ok());
+  const std::vector<int32_t> prefix_tokens = v_.tok->Encode(*prefix, true, true);
+  EXPECT_GT(p->pin_tokens, 0);
+  EXPECT_LT(p->pin_tokens, static_cast<int>(p->tokens.size()));
+  // The pin covers the system turn (a boundary merge may cost it a token), nothing later.
+  EXPECT_GE(p->pin_tokens + 1, static_cast<int>(prefix_tokens.size()));
+  EXPECT_LE(p->pin_tokens, static_cast<int>(prefix_tokens.size()));
+  EXPECT_TRUE(SharePrefix(p->tokens, prefix_tokens, p->pin_tokens));
+
+  // The last breakpoint wins.
+  const std::vector<ApiMessage> two = {Msg("system", "s", true), Msg("user", "u", true)};
+  auto q = b.FromMessages(two, true);
+  ASSERT_TRUE(q.ok());
+  auto whole =
+      RenderChat(ChatFormat::kPlain, {{"system", "s"}, {"user", "u"}}, false, "<s>", "</s>");
+  EXPECT_TRUE(SharePrefix(q->tokens, v_.tok->Encode(*whole, true, true), q->pin_tokens));
+  EXPECT_GT(q->pin_tokens, 3);
+}
+
+TEST_F(Stories, CachePinFieldPinsEverything) {
+  PromptEncoder b(*v_.tok, "");
+  ApiRequest r;
+  r.kind = ApiKind::kCompletion;
+  r.prompt_text = "Once upon a time";
+  r.pin = true;
+  auto p = b.Build(r);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->pin_tokens, -1);
+  r.pin = false;
+  EXPECT_EQ(b.Build(r)->pin_tokens, 0);
+}
+
+TEST(PromptEncoder, ChatMlDefaultSystemPromptCountsInThePin) {
+  Vocab v = Load("tokenizers/ggml-vocab-gpt-2.gguf");
+  ASSERT_TRUE(v.tok);
+  PromptEncoder b(*v.tok, kSmolLm2Template);
+  EXPECT_EQ(b.format(), ChatFormat::kChatMl);
+  const std::vector<ApiMessage> msgs = {Msg("user", "first question", true),
+                                        Msg("assistant", "an answer"), Msg("user", "second")};
+  auto p = b.FromMessages(msgs, true);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  const std::string sys = DefaultSystemPrompt(kSmolLm2Template);
+  ASSERT_FALSE(sys.empty());
+  auto full = RenderChat(
+      ChatFormat::kChatMl,
+      {{"system", sys}, {"user", "first question"}, {"assistant", "an answer"}, {"user", "second"}},
+      true, "", "");
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ(p->tokens, v.tok->Encode(*full, true, true));
+  auto prefix =
+      RenderChat(ChatFormat::kChatMl, {{"system", sys}, {"user", "first question"}}, false, "", "");
+  const std::vector<int32_t> prefix_tokens = v.tok->Encode(*prefix, true, true);
+  EXPECT_EQ(p->pin_tokens, static_cast<int>(prefix_tokens.size()));
+}
+
+TEST(PromptEncoder, Llama2AlternationErrorsAreReported) {
+  Vocab v = Load("tokenizers/ggml-vocab-llama-spm.gguf");
+  ASSERT_TRUE(v.tok);
+  PromptEncoder b(*v.tok, "{% if messages[0]['role'] == 'system' %}<<SYS>>{% endif %}[INST]");
+  EXPECT_EQ(b.format(), ChatFormat::kLlama2);
+  auto ok = b.FromMessages({Msg("system", "s"), Msg("user", "u")}, true);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->tokens[0], v.tok->bos());
+  auto bad = b.FromMessages({Msg("user", "a"), Msg("user", "b")}, true);
+  EXPECT_FALSE(bad.ok());
+}
+
+}  // namespace
+}  // namespace promptcache
