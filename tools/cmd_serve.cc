@@ -1,0 +1,160 @@
+// `promptcache serve`: the OpenAI-compatible HTTP server (src/server) in front of an Engine with
+// the prefix cache. Prints "listening on http://HOST:PORT" on stderr once it accepts
+// connections (with --port 0, the port it picked), and stops cleanly on SIGINT or SIGTERM:
+// running requests are cancelled and, with --cache-dir, the cache is saved to disk.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <thread>
+
+#include "core/log.h"
+#include "promptcache/engine.h"
+#include "server/http_server.h"
+#include "tools/cli_common.h"
+
+namespace promptcache::cli {
+namespace {
+
+constexpr size_t kMiB = size_t(1) << 20;
+
+class ServeCommand : public Command {
+ public:
+  void Register(CLI::App* sub) override {
+    sub->add_option("-m,--model", engine_.model_path, "GGUF model file")->required();
+    sub->add_option("-t,--threads", engine_.threads, "compute threads (default: all cores)");
+    sub->add_option("-c,--context", engine_.context,
+                    "context size per request in tokens (default: the model's)");
+    sub->add_option("--kv-type", kv_type_, "KV cache storage: f16 or f32")->default_val("f16");
+    sub->add_option("--host", server_.host, "address to listen on")->default_val("127.0.0.1");
+    sub->add_option("--port", server_.port, "port (0: any free port)")->default_val(8080);
+    sub->add_option("--parallel", engine_.parallel, "requests served at once")->default_val(4);
+    sub->add_option("--max-queue", engine_.max_queue,
+                    "requests waiting beyond --parallel; more get 503")
+        ->default_val(64);
+    sub->add_option("--batch-size", engine_.batch_size, "prefill tokens per forward pass")
+        ->default_val(512);
+    sub->add_option("--cache-ram", cache_ram_mib_, "RAM for cached prefixes, MiB")
+        ->default_val(1024);
+    sub->add_option("--cache-ttl", engine_.cache_ttl_seconds,
+                    "drop cached prefixes idle this long, seconds (0: never)");
+    sub->add_option("--cache-min-tokens", engine_.cache_min_tokens,
+                    "do not cache prompts shorter than this (OpenAI: 1024)");
+    sub->add_option("--cache-granularity", engine_.cache_granularity,
+                    "cache prefixes in multiples of this many tokens (OpenAI: 128; 0: a block)");
+    sub->add_option("--cache-dir", engine_.cache_dir,
+                    "disk tier: evicted prefixes go here and survive restarts");
+    sub->add_option("--cache-disk", cache_disk_mib_, "disk tier budget, MiB")->default_val(4096);
+    sub->add_flag("--no-prefix-cache", no_prefix_cache_,
+                  "compute every prompt from scratch (for comparisons)");
+    sub->add_option("--api-key", server_.api_key,
+                    "require 'Authorization: Bearer KEY' (default: $PROMPTCACHE_API_KEY)");
+    sub->add_option("--max-body-bytes", server_.max_body_bytes, "largest request body")
+        ->default_val(size_t(8) << 20);
+    sub->add_option("--max-prompt-tokens", server_.max_prompt_tokens,
+                    "largest prompt in tokens (0: the context)");
+    sub->add_option("--max-tokens-limit", server_.max_tokens_limit,
+                    "largest max_tokens a request may ask for (0: the context)");
+    sub->add_option("--http-threads", server_.http_threads,
+                    "HTTP worker threads (0: parallel + max-queue + 8)");
+    sub->add_flag("-v,--verbose", verbose_, "log every request");
+  }
+
+  int Execute() override {
+    if (verbose_) SetLogLevel(LogLevel::kDebug);
+    if (Status st = Validate(); !st.ok()) return Fail(st);
+    if (server_.api_key.empty()) {
+      if (const char* key = std::getenv("PROMPTCACHE_API_KEY")) server_.api_key = key;
+    }
+    engine_.kv_type = kv_type_ == "f32" ? KvType::kF32 : KvType::kF16;
+    engine_.cache_ram_bytes = size_t(cache_ram_mib_ * double(kMiB));
+    engine_.cache_disk_bytes = size_t(cache_disk_mib_ * double(kMiB));
+    engine_.prefix_cache = !no_prefix_cache_;
+
+    // Signals are taken by a dedicated thread (sigtimedwait below): blocked here, before any
+    // thread exists, so that every engine and HTTP thread inherits the mask.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+    Result<std::unique_ptr<Engine>> engine = Engine::Create(engine_);
+    if (!engine.ok()) return Fail(engine.status());
+    int exit_code = 0;
+    {
+      HttpServer server(engine->get(), server_);
+      if (Status st = server.Bind(); !st.ok()) return Fail(st);
+      const bool v6 = server_.host.find(':') != std::string::npos;
+      std::fprintf(stderr, "promptcache: serving %s; listening on http://%s%s%s:%d\n",
+                   server.model_id().c_str(), v6 ? "[" : "", server_.host.c_str(), v6 ? "]" : "",
+                   server.port());
+      std::fflush(stderr);
+      std::atomic<bool> done{false};
+      std::thread waiter([&] {
+        const timespec poll{0, 200 * 1000 * 1000};
+        while (!done) {
+          const int sig = sigtimedwait(&signals, nullptr, &poll);
+          if (sig == SIGINT || sig == SIGTERM) {
+            PC_LOG_INFO("%s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+            server.Stop();
+            return;
+          }
+        }
+      });
+      Status st = server.Run();
+      done = true;
+      waiter.join();
+      if (!st.ok()) exit_code = Fail(st);
+    }
+    // Destroying the engine finishes its thread and, with --cache-dir, saves the cache.
+    engine->reset();
+    std::fprintf(stderr, "promptcache: stopped\n");
+    return exit_code;
+  }
+
+ private:
+  Status Validate() const {
+    if (engine_.threads < 0 || engine_.threads > 1024) {
+      return InvalidArgument("--threads must be between 0 and 1024");
+    }
+    if (engine_.context < 0) return InvalidArgument("--context must be >= 0");
+    if (kv_type_ != "f16" && kv_type_ != "f32") {
+      return InvalidArgument("--kv-type must be f16 or f32, not '" + kv_type_ + "'");
+    }
+    if (server_.port < 0 || server_.port > 65535) {
+      return InvalidArgument("--port must be between 0 and 65535");
+    }
+    if (engine_.parallel < 1) return InvalidArgument("--parallel must be >= 1");
+    if (engine_.max_queue < 0) return InvalidArgument("--max-queue must be >= 0");
+    if (engine_.batch_size < 1) return InvalidArgument("--batch-size must be >= 1");
+    if (!(cache_ram_mib_ >= 0) || !(cache_disk_mib_ >= 0)) {
+      return InvalidArgument("--cache-ram and --cache-disk must be >= 0");
+    }
+    if (!(engine_.cache_ttl_seconds >= 0)) return InvalidArgument("--cache-ttl must be >= 0");
+    if (engine_.cache_min_tokens < 0 || engine_.cache_granularity < 0) {
+      return InvalidArgument("--cache-min-tokens and --cache-granularity must be >= 0");
+    }
+    if (server_.max_body_bytes < 1024) return InvalidArgument("--max-body-bytes must be >= 1024");
+    if (server_.max_prompt_tokens < 0 || server_.max_tokens_limit < 0) {
+      return InvalidArgument("--max-prompt-tokens and --max-tokens-limit must be >= 0");
+    }
+    if (server_.http_threads < 0) return InvalidArgument("--http-threads must be >= 0");
+    return Status::Ok();
+  }
+
+  EngineOptions engine_;
+  ServerOptions server_;
+  std::string kv_type_ = "f16";
+  double cache_ram_mib_ = 1024, cache_disk_mib_ = 4096;
+  bool no_prefix_cache_ = false, verbose_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> MakeServeCommand() { return std::make_unique<ServeCommand>(); }
+
+}  // namespace promptcache::cli
