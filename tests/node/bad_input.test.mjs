@@ -1,0 +1,196 @@
+// Bad input of every kind gets an OpenAI-style error object with the right 4xx status, and the
+// server goes on serving; so do an API key, the limits, a full queue and an aborted stream.
+import { test, before } from 'node:test';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import { startServer, MODEL, STORY, waitFor } from './server.mjs';
+
+let server;
+before(async () => {
+  server = await startServer(['-c', '256', '--max-prompt-tokens', '200', '--max-tokens-limit', '300',
+                              '--max-body-bytes', '65536']);
+});
+
+const chat = (extra = {}) => ({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 4, ...extra });
+
+function assertError(r, status, { param, code, mentions = [] } = {}) {
+  assert.equal(r.status, status, r.text);
+  assert.ok(r.body && r.body.error, `an error object: ${r.text}`);
+  const e = r.body.error;
+  assert.equal(typeof e.message, 'string');
+  assert.ok(e.message.length > 0);
+  assert.equal(typeof e.type, 'string');
+  assert.ok('param' in e && 'code' in e, r.text);
+  if (param !== undefined) assert.equal(e.param, param, r.text);
+  if (code !== undefined) assert.equal(e.code, code, r.text);
+  for (const m of mentions) assert.ok(e.message.includes(m), `"${e.message}" mentions ${m}`);
+}
+
+async function stillServing() {
+  const r = await server.json('POST', '/v1/chat/completions', chat({ temperature: 0 }));
+  assert.equal(r.status, 200, r.text);
+  assert.ok(server.alive());
+}
+
+test('malformed bodies and wrong types are 400s', async () => {
+  const cases = [
+    ['/v1/chat/completions', '{"model": "stories260K", "messages": [', null],
+    ['/v1/chat/completions', '', null],
+    ['/v1/chat/completions', '[]', null],
+    ['/v1/chat/completions', '"just a string"', null],
+    ['/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }] }, 'model'],
+    ['/v1/chat/completions', { model: 42, messages: [{ role: 'user', content: 'x' }] }, 'model'],
+    ['/v1/chat/completions', { model: MODEL }, 'messages'],
+    ['/v1/chat/completions', { model: MODEL, messages: [] }, 'messages'],
+    ['/v1/chat/completions', { model: MODEL, messages: 'hello' }, 'messages'],
+    ['/v1/chat/completions', { model: MODEL, messages: [{ role: 'wizard', content: 'x' }] }, 'messages[0].role'],
+    ['/v1/chat/completions', { model: MODEL, messages: [{ role: 'user', content: 7 }] }, 'messages[0].content'],
+    ['/v1/chat/completions', { model: MODEL, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: {} }] }] },
+     'messages[0].content[0].type'],
+    ['/v1/chat/completions', chat({ max_tokens: -1 }), 'max_tokens'],
+    ['/v1/chat/completions', chat({ max_tokens: 0 }), 'max_tokens'],
+    ['/v1/chat/completions', chat({ max_tokens: 1e12 }), 'max_tokens'],
+    ['/v1/chat/completions', chat({ max_tokens: '10' }), 'max_tokens'],
+    ['/v1/chat/completions', chat({ temperature: 5 }), 'temperature'],
+    ['/v1/chat/completions', chat({ top_p: 'high' }), 'top_p'],
+    ['/v1/chat/completions', chat({ n: 2 }), 'n'],
+    ['/v1/chat/completions', chat({ stream: 'yes' }), 'stream'],
+    ['/v1/chat/completions', chat({ stop: [1, 2] }), 'stop[0]'],
+    ['/v1/completions', { model: MODEL }, 'prompt'],
+    ['/v1/completions', { model: MODEL, prompt: { text: 'x' } }, 'prompt'],
+    ['/v1/completions', { model: MODEL, prompt: [1, 99999] }, 'prompt'],
+    ['/v1/completions', { model: MODEL, prompt: [1, -3] }, 'prompt[1]'],
+    ['/v1/completions', { model: MODEL, prompt: ['a', 'b'] }, 'prompt'],
+  ];
+  for (const [route, body, param] of cases) {
+    const r = await server.json('POST', route, body);
+    assertError(r, 400, { param });
+    assert.equal(r.body.error.type, 'invalid_request_error');
+  }
+  await stillServing();
+});
+
+test('bad UTF-8 in a string is a 400', async () => {
+  const head = Buffer.from('{"model":"stories260K","messages":[{"role":"user","content":"ab');
+  const tail = Buffer.from('"}]}');
+  for (const bad of [[0xff], [0xc3, 0x28], [0xed, 0xa0, 0x80], [0xe2, 0x82]]) {
+    const r = await server.json('POST', '/v1/chat/completions', Buffer.concat([head, Buffer.from(bad), tail]));
+    assertError(r, 400);
+  }
+  await stillServing();
+});
+
+test('unknown model is a 404 through the OpenAI client', async () => {
+  const client = server.client();
+  await assert.rejects(client.chat.completions.create(chat({ model: 'gpt-4o' })), (e) => {
+    assert.ok(e instanceof OpenAI.NotFoundError, String(e));
+    assert.equal(e.status, 404);
+    assert.equal(e.code, 'model_not_found');
+    assert.equal(e.param, 'model');
+    return true;
+  });
+  await assert.rejects(client.chat.completions.create(chat({ n: 3 })), (e) => e instanceof OpenAI.BadRequestError);
+  await stillServing();
+});
+
+test('prompts over the limits and the context name the numbers', async () => {
+  const long = STORY;  // about 300 tokens; the limit is 200 and the context 256
+  assertError(await server.json('POST', '/v1/completions', { model: MODEL, prompt: long }), 400,
+    { param: 'prompt', code: 'prompt_too_long', mentions: ['200'] });
+  const tokens150 = Array.from({ length: 150 }, (_, i) => 300 + (i % 50));
+  assertError(await server.json('POST', '/v1/completions', { model: MODEL, prompt: tokens150, max_tokens: 200 }), 400,
+    { param: 'max_tokens', code: 'context_length_exceeded', mentions: ['256', '150', '200'] });
+  assertError(await server.json('POST', '/v1/completions', { model: MODEL, prompt: 'x', max_tokens: 301 }), 400,
+    { param: 'max_tokens', mentions: ['300'] });
+  // Without max_tokens the completion may fill the context.
+  const r = await server.json('POST', '/v1/completions', { model: MODEL, prompt: tokens150, ignore_eos: true, temperature: 0 });
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.body.usage.completion_tokens, 256 - 150);
+  assert.equal(r.body.choices[0].finish_reason, 'length');
+});
+
+test('over-context prompts are 400 even within the prompt limit', async () => {
+  const s = await startServer(['-c', '64']);
+  const r = await s.json('POST', '/v1/completions', { model: MODEL, prompt: STORY });
+  assertError(r, 400, { code: 'context_length_exceeded', mentions: ['64'] });
+  assert.equal((await s.json('GET', '/health')).status, 200);
+});
+
+test('a body over --max-body-bytes is a 413', async () => {
+  const r = await server.json('POST', '/v1/completions', { model: MODEL, prompt: 'x'.repeat(70000) });
+  assertError(r, 413, { code: 'request_too_large' });
+  await stillServing();
+});
+
+test('unknown routes are 404, wrong methods 405', async () => {
+  assertError(await server.json('GET', '/v1/nothing'), 404, { code: 'unknown_url' });
+  assertError(await server.json('POST', '/v2/chat/completions', chat()), 404);
+  const r = await server.json('GET', '/v1/chat/completions');
+  assertError(r, 405, { code: 'method_not_allowed' });
+  assert.equal(r.headers.get('allow'), 'POST');
+  assertError(await server.json('DELETE', '/v1/models'), 405);
+  assertError(await server.json('PUT', '/v1/cache'), 405);
+  await stillServing();
+});
+
+test('--api-key: a wrong or missing key is a 401, /health stays open', async () => {
+  const s = await startServer(['--api-key', 'sekrit']);
+  await assert.rejects(s.client({ apiKey: 'wrong' }).models.list(), (e) => {
+    assert.ok(e instanceof OpenAI.AuthenticationError, String(e));
+    assert.equal(e.code, 'invalid_api_key');
+    return true;
+  });
+  assertError(await s.json('POST', '/v1/chat/completions', chat()), 401);
+  assertError(await s.json('GET', '/v1/cache'), 401);
+  assert.equal((await s.json('GET', '/health')).status, 200);
+  const ok = await s.client({ apiKey: 'sekrit' }).chat.completions.create(chat());
+  assert.equal(ok.object, 'chat.completion');
+});
+
+test('a client that aborts a stream frees its request at once', async () => {
+  const s = await startServer(['-c', '100000', '--parallel', '1', '--max-queue', '0']);
+  const client = s.client();
+  const controller = new AbortController();
+  // Far more tokens than could be generated in the time the test takes.
+  const stream = await client.completions.create(
+    { model: MODEL, prompt: 'Once upon a time', max_tokens: 90000, ignore_eos: true, temperature: 0, stream: true },
+    { signal: controller.signal });
+  let pieces = 0;
+  // The client ends the iteration quietly once aborted, and closes the connection.
+  for await (const chunk of stream) {
+    if (chunk.choices[0]?.text) pieces++;
+    if (pieces === 5) controller.abort();
+  }
+  assert.ok(controller.signal.aborted);
+  assert.ok(pieces >= 5 && pieces < 90000);
+  assert.ok(await waitFor(async () => (await s.metrics()).promptcache_requests_active === 0, { timeoutMs: 3000 }),
+    'the aborted request stops within 3 s');
+  const m = await s.metrics();
+  assert.equal(m.promptcache_requests_total, 1);
+  assert.ok(m.promptcache_generated_tokens_total < 90000);
+  // With --parallel 1 and no queue, the next request only succeeds if the slot was freed.
+  const r = await client.completions.create({ model: MODEL, prompt: 'Once upon a time', max_tokens: 5, temperature: 0 });
+  assert.equal(r.choices[0].finish_reason, 'length');
+});
+
+test('a full queue is a 503 and the server recovers', async () => {
+  const s = await startServer(['-c', '100000', '--parallel', '1', '--max-queue', '0']);
+  const client = s.client();
+  const controller = new AbortController();
+  const stream = await client.completions.create(
+    { model: MODEL, prompt: 'Once upon a time', max_tokens: 90000, ignore_eos: true, stream: true },
+    { signal: controller.signal });
+  const iterator = stream[Symbol.asyncIterator]();
+  await iterator.next();  // the long request is running
+  const busy = await s.json('POST', '/v1/completions', { model: MODEL, prompt: 'Hello', max_tokens: 2 });
+  assertError(busy, 503, { code: 'overloaded' });
+  assert.equal(busy.body.error.type, 'server_error');
+  await assert.rejects(client.completions.create({ model: MODEL, prompt: 'Hello', max_tokens: 2 }),
+    (e) => e instanceof OpenAI.InternalServerError && e.status === 503);
+  controller.abort();
+  await iterator.return?.().catch(() => {});
+  assert.ok(await waitFor(async () => (await s.metrics()).promptcache_requests_active === 0, { timeoutMs: 3000 }));
+  assert.ok((await s.metrics()).promptcache_requests_rejected_total >= 2);
+  const r = await client.completions.create({ model: MODEL, prompt: 'Hello', max_tokens: 2 });
+  assert.equal(r.object, 'text_completion');
+});

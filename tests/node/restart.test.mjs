@@ -1,0 +1,70 @@
+// The disk tier across restarts: a cache filled by one server is found by the next one started
+// with the same --cache-dir; corrupted cache files are a miss, never a crash.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { startServer, MODEL, STORY, expectedCached } from './server.mjs';
+
+const PROMPT = STORY + ' And then the rain came.';
+
+function cacheFiles(dir) {
+  const out = [];
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (entry.isFile()) out.push(path.join(entry.parentPath ?? entry.path, entry.name));
+  }
+  return out;
+}
+
+async function complete(server) {
+  return server.client().completions.create({ model: MODEL, prompt: PROMPT, max_tokens: 16, temperature: 0, ignore_eos: true });
+}
+
+test('a restarted server finds the cache on disk; corrupt files are a miss', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'promptcache-restart-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  // 1. Fill the cache and stop: the engine writes its cache to the disk tier on shutdown.
+  const first = await startServer(['--cache-dir', dir]);
+  const tokens = await first.tokenize({ prompt: PROMPT });
+  const cold = await complete(first);
+  assert.equal(cold.usage.prompt_tokens_details.cached_tokens, 0);
+  const stopped = await first.stop();
+  assert.equal(stopped.code, 0, `clean exit; stderr:\n${first.stderr()}`);
+  const files = cacheFiles(dir);
+  assert.ok(files.length > 0, 'the cache directory holds block files');
+
+  // 2. Same directory: the first request is a hit, with the same output.
+  const second = await startServer(['--cache-dir', dir]);
+  const warm = await complete(second);
+  assert.equal(warm.usage.prompt_tokens_details.cached_tokens, expectedCached(tokens.length, tokens.length));
+  assert.equal(warm.choices[0].text, cold.choices[0].text);
+  const m = await second.metrics();
+  assert.ok(m.promptcache_cache_disk_loads_total > 0);
+  assert.ok(m['promptcache_cache_bytes{tier="disk"}'] > 0);
+  assert.equal((await second.stop()).code, 0);
+
+  // 3. Corrupt every file (flip bytes in the middle; truncate every other one): a miss, the same
+  // output, and the server goes on serving.
+  const now = cacheFiles(dir);
+  assert.ok(now.length > 0);
+  now.forEach((file, i) => {
+    const data = fs.readFileSync(file);
+    if (i % 2 === 0) {
+      for (let j = Math.floor(data.length / 2); j < Math.min(data.length, Math.floor(data.length / 2) + 64); j++) data[j] ^= 0x5a;
+      fs.writeFileSync(file, data);
+    } else {
+      fs.writeFileSync(file, data.subarray(0, Math.floor(data.length / 3)));
+    }
+  });
+  const third = await startServer(['--cache-dir', dir]);
+  const miss = await complete(third);
+  assert.equal(miss.usage.prompt_tokens_details.cached_tokens, 0);
+  assert.equal(miss.choices[0].text, cold.choices[0].text);
+  const again = await complete(third);
+  assert.ok(again.usage.prompt_tokens_details.cached_tokens > 0, 'recomputed blocks are cached again');
+  assert.ok(third.alive());
+  assert.ok((await third.metrics()).promptcache_cache_disk_errors_total > 0);
+  assert.equal((await third.stop()).code, 0);
+});
