@@ -1,0 +1,170 @@
+// libFuzzer target for the server's request handling short of the engine: parses arbitrary bytes
+// as a chat completion, a completion and a cache/tokenize body; turns every accepted request
+// into tokens with stories260K's vocabulary (plain transcript) and the Llama-2 vocabulary with a
+// ChatML template; and formats responses and stream chunks from the request's text. Checks what
+// must hold for any input: no exception or crash, accepted requests within their documented
+// ranges, errors with a 4xx status and a message, prompts in the vocabulary with pins inside
+// them, and every body and SSE event valid JSON.
+//
+// To reach deep into the parser without committed seeds, each input is tried twice: as is, and
+// spliced into one of a few valid request bodies (the first byte picks the body, the second
+// where the rest of the input overwrites it).
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "server/openai_request.h"
+#include "server/openai_response.h"
+#include "server/prompt_encoder.h"
+#include "tokenizer/tokenizer.h"
+
+namespace promptcache {
+namespace {
+
+constexpr const char* kTemplates[] = {
+    R"({"model":"m","messages":[{"role":"system","content":"You tell stories."},{"role":"user","content":"A cat."}],"max_tokens":16,"temperature":0.7,"top_p":0.9,"stop":["\n","The end"],"stream":true,"stream_options":{"include_usage":true}})",
+    R"({"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a","cache_control":{"type":"ephemeral"}},{"type":"text","text":"b"}]},{"role":"assistant","content":null},{"role":"user","content":"c"}],"seed":7,"n":1,"cache":{"pin":true}})",
+    R"({"model":"m","prompt":"Once upon a time","max_tokens":8,"presence_penalty":0.5,"frequency_penalty":-1,"top_k":40,"min_p":0.05,"repeat_penalty":1.1,"ignore_eos":true})",
+    R"({"model":"m","prompt":[1,403,407,261,378],"logprobs":null,"echo":false,"best_of":1,"suffix":null})",
+    R"({"model":"m","prompt":[[1,2,3]],"max_completion_tokens":3,"response_format":{"type":"text"},"tools":[],"logit_bias":{}})",
+    R"({"messages":[{"role":"developer","content":"x","cache_control":{"type":"ephemeral"}}],"add_generation_prompt":true,"pin":false})",
+    R"({"content":"Hello \u00e9\u4e16 world","model":"m"})",
+};
+
+struct Vocab {
+  std::unique_ptr<GgufFile> file;
+  std::unique_ptr<Tokenizer> tok;
+  std::unique_ptr<PromptEncoder> encoder;
+};
+
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "openai_fuzz: %s\n", what.c_str());
+  std::abort();
+}
+
+void Check(bool ok, const char* what) {
+  if (!ok) Die(std::string("violated: ") + what);
+}
+
+Vocab LoadOrDie(const std::string& relative, const std::string& chat_template) {
+  const char* env = std::getenv("PC_SHARED_DIR");
+  const std::string dir = env != nullptr && *env != '\0' ? env : PC_SHARED_DIR;
+  auto file = GgufFile::Open(dir + "/" + relative);
+  if (!file.ok()) Die(file.status().message() + " (set PC_SHARED_DIR)");
+  Vocab v;
+  v.file = std::move(file).value();
+  auto tok = Tokenizer::FromGguf(*v.file);
+  if (!tok.ok()) Die(tok.status().message());
+  v.tok = std::move(tok).value();
+  v.encoder = std::make_unique<PromptEncoder>(*v.tok, chat_template);
+  return v;
+}
+
+const std::vector<Vocab>& Vocabs() {
+  static const std::vector<Vocab>* vocabs = [] {
+    auto* v = new std::vector<Vocab>();
+    v->push_back(LoadOrDie("models/stories260K.gguf", ""));
+    v->push_back(LoadOrDie("tokenizers/ggml-vocab-llama-spm.gguf",
+                           "{% for message in messages %}{{'<|im_start|>' + message['role'] + "
+                           "'\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"));
+    return v;
+  }();
+  return *vocabs;
+}
+
+void CheckJson(const std::string& text, const char* what) {
+  Check(nlohmann::json::accept(text), what);
+}
+
+void CheckSse(const std::string& event) {
+  Check(event.rfind("data: ", 0) == 0 && event.size() >= 8 &&
+            event.compare(event.size() - 2, 2, "\n\n") == 0,
+        "SSE framing");
+  const std::string body = event.substr(6, event.size() - 8);
+  Check(body.find('\n') == std::string::npos, "one line per SSE event");
+  CheckJson(body, "SSE event is JSON");
+}
+
+void CheckError(const std::optional<ApiError>& e) {
+  Check(e->http_status >= 400 && e->http_status < 500, "a 4xx status");
+  Check(!e->message.empty(), "an error message");
+  CheckJson(ErrorBody(*e), "error body is JSON");
+}
+
+void CheckPrompt(const Result<BuiltPrompt>& p, const Tokenizer& tok) {
+  if (!p.ok()) {
+    Check(p.status().code() == StatusCode::kInvalidArgument, "prompt errors are InvalidArgument");
+    return;
+  }
+  Check(!p->tokens.empty(), "a non-empty prompt");
+  for (int32_t t : p->tokens) Check(t >= 0 && t < tok.vocab_size(), "token in the vocabulary");
+  Check(p->pin_tokens >= -1 && p->pin_tokens <= static_cast<int>(p->tokens.size()),
+        "pin within the prompt");
+}
+
+void CheckResponses(const ApiRequest& r) {
+  ResponseMeta meta;
+  meta.kind = r.kind;
+  meta.id = "x";
+  meta.model = r.model;
+  CompletionResult result;
+  result.text = r.kind == ApiKind::kChat ? r.messages.back().content : r.prompt_text;
+  result.finish_reason = "stop";
+  result.tokens = r.prompt_tokens;
+  CheckJson(CompletionBody(meta, result), "completion body is JSON");
+  CheckSse(StreamRoleChunk(meta, r.include_usage));
+  CheckSse(StreamTextChunk(meta, result.text, r.include_usage));
+  CheckSse(StreamFinishChunk(meta, result, r.include_usage));
+  CheckSse(StreamUsageChunk(meta, result));
+}
+
+void Exercise(std::string_view body) {
+  RequestLimits limits;
+  limits.max_tokens_limit = 4096;
+  for (ApiKind kind : {ApiKind::kChat, ApiKind::kCompletion}) {
+    ApiRequest r;
+    std::optional<ApiError> e = kind == ApiKind::kChat ? ParseChatRequest(body, limits, &r)
+                                                       : ParseCompletionRequest(body, limits, &r);
+    if (e) {
+      CheckError(e);
+      continue;
+    }
+    Check(r.kind == kind, "kind");
+    Check(r.sampling.Validate().ok(), "accepted sampling parameters are valid");
+    Check(!r.max_tokens || (*r.max_tokens >= 1 && *r.max_tokens <= 4096), "max_tokens range");
+    Check(r.stop.size() <= 4, "at most 4 stop strings");
+    Check(kind != ApiKind::kChat || !r.messages.empty(), "chat has messages");
+    for (const ApiMessage& m : r.messages) {
+      Check(m.role == "system" || m.role == "user" || m.role == "assistant", "known role");
+    }
+    for (const Vocab& v : Vocabs()) CheckPrompt(v.encoder->Build(r), *v.tok);
+    CheckResponses(r);
+  }
+  PrefixRequest p;
+  if (std::optional<ApiError> e = ParsePrefixRequest(body, &p)) {
+    CheckError(e);
+  } else {
+    for (const Vocab& v : Vocabs()) CheckPrompt(v.encoder->Build(p), *v.tok);
+  }
+}
+
+}  // namespace
+}  // namespace promptcache
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace promptcache;
+  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  Exercise(input);
+  if (size >= 2) {
+    std::string spliced = kTemplates[data[0] % std::size(kTemplates)];
+    const size_t at = spliced.size() * data[1] / 256;
+    spliced.replace(at, std::min(size - 2, spliced.size() - at), input.substr(2));
+    Exercise(spliced);
+  }
+  return 0;
+}
