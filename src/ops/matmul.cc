@@ -40,7 +40,7 @@ void CheckMatrix(const WeightMatrix& w) {
 // Activations quantized once per call, before the parallel part; grows and is reused, so the
 // steady state allocates nothing.
 struct QuantizedActivations {
-  std::vector<int16_t> q;
+  std::vector<int8_t> q;
   std::vector<float> d;
 };
 
@@ -52,7 +52,7 @@ void Quantize(const float* x, int64_t n_tokens, int64_t cols, QuantizedActivatio
 }
 
 int64_t RowTile(const WeightMatrix& w, int64_t n_tokens) {
-  return n_tokens == 1 ? internal::kDecodeRowTile : internal::kPrefillRowTile;
+  return n_tokens == 1 ? internal::kDecodeRowAlign : internal::kPrefillRowTile;
 }
 
 }  // namespace

@@ -300,7 +300,7 @@ TEST(MatMul, ActivationQuantizationMatchesQuantizeRow) {
   QuantizeRow(GgmlType::kQ8_0, x.data(), 96, blocks.data());
   for (int64_t target : OpsTargets()) {
     ScopedOpsTarget scoped(target);
-    std::vector<int16_t> q(96);
+    std::vector<int8_t> q(96);
     std::vector<float> d(3);
     internal::QuantizeActivations(x.data(), 96, q.data(), d.data());
     for (int b = 0; b < 3; ++b) {
