@@ -7,17 +7,28 @@
 // (by token ids, at block granularity) and computes only the rest; finished sequences leave
 // their blocks in the cache, which is bounded in RAM, expires idle entries, and can spill to a
 // disk tier that survives restarts.
+//
+// Modular prompts (docs/modules.md): a PML schema (pml/pml.h, shared/design/pml.md) declares
+// prompt modules; loading it encodes each module once at the positions the schema reserves and
+// keeps its K/V in the same block cache. A PML prompt names a schema, picks modules and adds new
+// text; serving it gathers the picked modules' cached blocks by reference and computes only what
+// is new. Schemas registered with an engine that has a cache_dir persist there and come back
+// (with their modules, from the disk tier) when an engine is created on that folder again.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
 #include "engine/sampler.h"
 #include "kv/kv_cache.h"
+#include "pml/pml.h"
 
 namespace promptcache {
 
@@ -25,13 +36,13 @@ class Model;
 
 struct EngineOptions {
   std::string model_path;
-  int threads = 0;             // 0: all cores
-  int context = 0;             // per sequence; 0: the model's context length
-  int parallel = 4;            // sequences served at once
-  int max_queue = 64;          // waiting requests beyond `parallel`; more are refused
+  int threads = 0;     // 0: all cores
+  int context = 0;     // per sequence; 0: the model's context length
+  int parallel = 4;    // sequences served at once
+  int max_queue = 64;  // waiting requests beyond `parallel`; more are refused
   KvType kv_type = KvType::kF16;
   int block_size = 16;
-  int batch_size = 512;        // prefill tokens per forward pass
+  int batch_size = 512;  // prefill tokens per forward pass
   // Prefix cache.
   bool prefix_cache = true;
   size_t cache_ram_bytes = size_t(1) << 30;  // bound on cached (unreferenced) blocks in RAM
@@ -54,20 +65,33 @@ struct CompletionRequest {
   // Called on the engine thread with each new piece of text (never broken UTF-8). Return false
   // to cancel the request (e.g. the client disconnected); its computed blocks stay cached.
   std::function<bool(const std::string&)> on_text;
+  // Called on the engine thread with the raw logits (n_vocab) each new token is sampled from,
+  // before sampling: for evaluations (eval-modules) and log-probabilities.
+  std::function<void(std::span<const float>)> on_logits;
 };
 
 struct CompletionResult {
-  Status status;                 // not OK: the request failed (e.g. prompt over the context)
-  std::vector<int32_t> tokens;   // generated ids
+  Status status;                // not OK: the request failed (e.g. prompt over the context)
+  std::vector<int32_t> tokens;  // generated ids
   std::string text;
-  std::string finish_reason;     // "stop", "length", "cancelled"
+  std::string finish_reason;  // "stop", "length", "cancelled"
   int prompt_tokens = 0;
-  int cached_tokens = 0;         // prompt tokens whose K/V came from the cache
-  int computed_tokens = 0;       // prompt tokens computed for this request
-  double queue_ms = 0;           // waiting for a free sequence slot
-  double prompt_ms = 0;         // lookup + prefill, up to the first token's logits
-  double ttft_ms = 0;           // submission to first token
+  int cached_tokens = 0;    // prompt tokens whose K/V came from the cache
+  int computed_tokens = 0;  // prompt tokens computed for this request
+  double queue_ms = 0;      // waiting for a free sequence slot
+  double prompt_ms = 0;     // lookup + prefill, up to the first token's logits
+  double ttft_ms = 0;       // submission to first token
   double generation_ms = 0;
+  // Modular (PML) prompts. cached_tokens counts the prompt tokens reused from cached modules,
+  // computed_tokens the rest: parameter arguments, cache="false" modules, the new text, and
+  // modules missing from the cache (encoded first). prompt_ms = gather_ms + encode_ms +
+  // prefill_ms.
+  bool modular = false;
+  std::string schema;
+  int encoded_tokens = 0;  // tokens encoded for missing modules (their spans included)
+  double gather_ms = 0;    // finding the modules' blocks and sharing them (disk loads too)
+  double encode_ms = 0;    // encoding missing modules
+  double prefill_ms = 0;   // computing the new tokens, up to the first token's logits
 };
 
 // A submitted request: wait for it, or cancel it.
@@ -79,8 +103,8 @@ class RequestHandle {
 };
 
 struct CacheEntryInfo {
-  std::string key;      // hex key of the prefix's last block
-  int tokens = 0;       // prefix length
+  std::string key;  // hex key of the prefix's last block
+  int tokens = 0;   // prefix length
   bool in_ram = false;
   bool on_disk = false;
   bool pinned = false;
@@ -92,11 +116,66 @@ struct EngineStats {
   uint64_t prompt_tokens = 0, cached_tokens = 0, generated_tokens = 0;
   uint64_t cache_hits = 0, cache_lookups = 0;  // lookups that reused >= 1 block
   uint64_t evictions = 0, disk_writes = 0, disk_loads = 0, disk_errors = 0;
-  size_t cache_ram_bytes = 0;    // distinct cached blocks in RAM (shared blocks counted once)
+  size_t cache_ram_bytes = 0;  // distinct cached blocks in RAM (shared blocks counted once)
   size_t cache_disk_bytes = 0;
-  size_t kv_bytes_in_use = 0;    // every block in use, cached or held by running sequences
+  size_t kv_bytes_in_use = 0;  // every block in use, cached or held by running sequences
   int active = 0, queued = 0;
-  std::vector<double> ttft_ms;   // recent times to first token, for histograms
+  std::vector<double> ttft_ms;  // recent times to first token, for histograms
+};
+
+struct SchemaLoadOptions {
+  // Called on the loading thread after each encoded piece: tokens done and to do.
+  std::function<void(int done, int total)> on_progress;
+  // With a cache_dir: keep the schema (and its src files) under cache_dir/schemas/NAME/, so an
+  // engine created on that folder later loads it again.
+  bool persist = true;
+  // false: refuse src="..." attributes (schema text from a remote client must not read files).
+  bool allow_src = true;
+  // false: register without encoding; prompts encode the modules they miss (and count them as
+  // computed). What `promptcache prompt --schema` does, to show the cost of a cold cache.
+  bool encode = true;
+};
+
+struct SchemaInfo {
+  std::string name;
+  std::string file;      // the path it was read from, or the name given with its text
+  int total_length = 0;  // positions the schema reserves; a prompt's new text starts here
+  int modules = 0;
+  int cached_modules = 0;  // modules precomputed (not cache="false")
+  int cached_tokens = 0;   // tokens of the always-included text and the cached modules
+  int encoded_tokens = 0;  // encoded by this load
+  int reused_tokens = 0;   // found in the cache (RAM or disk) by this load
+  double encode_ms = 0;
+  bool persisted = false;  // kept under cache_dir/schemas/
+  std::string layout;      // FormatLayout: each module's range, tokens and span
+};
+
+// A modular prompt's tokens as the schema lays them out.
+struct ExpandedPrompt {
+  std::vector<int32_t> tokens;     // every token the prompt includes, by position
+  std::vector<int32_t> positions;  // their positions (gaps where modules are left out)
+  int cached_tokens = 0;           // of them, tokens of cached modules and always-included text
+  int end = 0;                     // where generation continues
+};
+
+// Builds a PmlPrompt in C++ instead of XML:
+//   PromptBuilder("support").Module("doc-fr").Argument("greeting", "name", "Ana")
+//       .Turn("user", "Comment ...?").prompt()
+class PromptBuilder {
+ public:
+  explicit PromptBuilder(std::string schema);
+  // Includes a module; "parent/child" names a nested module (its parents are included too).
+  PromptBuilder& Module(std::string_view path);
+  // Fills a parameter of a module, including the module.
+  PromptBuilder& Argument(std::string_view path, std::string parameter, std::string value);
+  // New text after the modules: plain, or one chat turn ("system", "user" or "assistant").
+  PromptBuilder& Text(std::string text);
+  PromptBuilder& Turn(std::string role, std::string text);
+  const PmlPrompt& prompt() const { return prompt_; }
+
+ private:
+  PmlModuleRef* Find(std::string_view path);
+  PmlPrompt prompt_;
 };
 
 class Engine {
@@ -120,6 +199,37 @@ class Engine {
   virtual Status SaveCache() = 0;                        // write RAM entries to the disk tier
   // Computes (or loads) a prefix into the cache without generating.
   virtual Result<int> WarmPrefix(const std::vector<int32_t>& tokens) = 0;
+
+  // Modular prompt cache. Loading a schema parses and lays it out with the model's tokenizer
+  // and chat template, encodes every cached module that is not cached yet (interleaved with
+  // running requests), and registers it under its name, replacing a schema of that name. Errors
+  // are the PML parser's one-line messages ("FILE:LINE:COL: schema 'NAME': ...").
+  virtual Result<SchemaInfo> LoadSchemaFile(const std::string& path,
+                                            const SchemaLoadOptions& options = {}) = 0;
+  // The same for schema text; `path` names it in messages, and its folder is the base of src
+  // attributes (a bare name: the current directory).
+  virtual Result<SchemaInfo> LoadSchemaText(std::string_view xml, const std::string& path,
+                                            const SchemaLoadOptions& options = {}) = 0;
+  virtual std::vector<SchemaInfo> ListSchemas() const = 0;
+  virtual Result<SchemaInfo> GetSchema(const std::string& name) const = 0;
+  // The layout of a loaded schema (module names, parameters, positions), shared read-only.
+  virtual Result<std::shared_ptr<const SchemaLayout>> GetSchemaLayout(
+      const std::string& name) const = 0;
+  // Unregisters the schema, deletes its persisted files and drops its modules' blocks from the
+  // cache (those another loaded schema shares stay). NotFound if no such schema.
+  virtual Status DropSchema(const std::string& name) = 0;
+
+  // Queues a modular prompt: `request` gives everything but the prompt (request.prompt must be
+  // empty). The prompt is checked against its schema here: unknown schema or module, union,
+  // required/requires/excludes and parameter errors come back at once, as one line.
+  virtual Result<std::shared_ptr<RequestHandle>> SubmitPrompt(const PmlPrompt& prompt,
+                                                              CompletionRequest request) = 0;
+  // The same for `<prompt schema="...">` XML; `file` names it in messages.
+  virtual Result<std::shared_ptr<RequestHandle>> SubmitPml(std::string_view xml,
+                                                           CompletionRequest request,
+                                                           const std::string& file = "prompt") = 0;
+  // The tokens and positions a modular prompt includes (what a full recompute would run).
+  virtual Result<ExpandedPrompt> ExpandPrompt(const PmlPrompt& prompt) const = 0;
 };
 
 }  // namespace promptcache

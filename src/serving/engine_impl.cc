@@ -21,6 +21,7 @@ constexpr size_t kTtftWindow = 1024;  // recent TTFT samples kept for the metric
 
 struct EngineImpl::Request : RequestHandle {
   CompletionRequest req;
+  std::unique_ptr<Planned> modular;  // a PML prompt; null for token prompts
   Clock::time_point submitted = Clock::now();
   std::atomic<bool> cancelled{false};
   std::mutex mu;
@@ -37,22 +38,30 @@ struct EngineImpl::Request : RequestHandle {
 };
 
 struct EngineImpl::Slot {
+  // Cached blocks to append to `seq` once `before` prefill tokens are computed.
+  struct Gather {
+    int before;
+    KvSequence held;  // references keep the blocks from being evicted meanwhile
+  };
+
   std::shared_ptr<Request> r;
   KvSequence seq;
-  std::vector<int32_t> tokens;  // prompt, then generated tokens
+  std::vector<int32_t> tokens;  // prompt (every included token, by position), then generated
   int n_prompt = 0;
-  int pending = -1;             // sampled token not yet fed to the model
+  // Prefill: tokens computed after what was gathered, at their positions, in order.
+  std::vector<int32_t> fill_tokens, fill_pos;
+  int filled = 0;
+  std::deque<Gather> gathers;
+  int next_pos = 0;  // position of the next token fed after the prefill
+  int pending = -1;  // sampled token not yet fed to the model
   Sampler sampler;
   TextStream stream;
   CompletionResult result;
-  Clock::time_point admitted, first_token;
+  Clock::time_point admitted, prefill_start, first_token;
   bool finished = false;
 
   Slot(std::shared_ptr<Request> req, BlockPool* blocks, const Tokenizer& tok)
-      : r(std::move(req)),
-        seq(blocks),
-        sampler(r->req.sampling),
-        stream(tok, r->req.stop) {}
+      : r(std::move(req)), seq(blocks), sampler(r->req.sampling), stream(tok, r->req.stop) {}
 };
 
 Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
@@ -68,7 +77,9 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
     PC_ASSIGN_OR_RETURN(disk, DiskTier::Open(options.cache_dir, model->fingerprint(), layout,
                                              options.cache_disk_bytes));
   }
-  return std::unique_ptr<Engine>(new EngineImpl(options, std::move(model), std::move(disk)));
+  auto engine = std::make_unique<EngineImpl>(options, std::move(model), std::move(disk));
+  engine->ReloadPersistedSchemas();
+  return std::unique_ptr<Engine>(std::move(engine));
 }
 
 EngineImpl::EngineImpl(const EngineOptions& options, std::unique_ptr<Model> model,
@@ -77,13 +88,16 @@ EngineImpl::EngineImpl(const EngineOptions& options, std::unique_ptr<Model> mode
       model_(std::move(model)),
       context_(options.context > 0 ? options.context : model_->config().context_length),
       pool_(options.threads),
-      blocks_(model_->MakeKvLayout(options.kv_type, options.block_size), 0, false) {
+      blocks_(model_->MakeKvLayout(options.kv_type, options.block_size), 0, false),
+      encoder_(*model_, context_) {
   BlockCacheOptions co;
   co.ram_bytes = options.prefix_cache ? options.cache_ram_bytes : 0;
   co.ttl_seconds = options.cache_ttl_seconds;
   co.min_tokens = options.cache_min_tokens;
   co.granularity = options.cache_granularity;
   cache_ = std::make_unique<BlockCache>(&blocks_, model_->fingerprint(), co, std::move(disk));
+  store_ =
+      std::make_unique<ModuleStore>(*model_, cache_.get(), &pool_, &scratch_, options.batch_size);
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -94,6 +108,11 @@ EngineImpl::~EngineImpl() {
   }
   cv_.notify_all();
   thread_.join();
+}
+
+Status EngineImpl::ValidateRequest(const CompletionRequest& request) const {
+  if (request.max_tokens < 0) return InvalidArgument("max_tokens must be >= 0");
+  return request.sampling.Validate();
 }
 
 Result<std::shared_ptr<RequestHandle>> EngineImpl::Submit(CompletionRequest request) {
@@ -107,10 +126,21 @@ Result<std::shared_ptr<RequestHandle>> EngineImpl::Submit(CompletionRequest requ
       return InvalidArgument("token id " + std::to_string(t) + " is outside the vocabulary");
     }
   }
-  if (request.max_tokens < 0) return InvalidArgument("max_tokens must be >= 0");
-  PC_RETURN_IF_ERROR(request.sampling.Validate());
+  PC_RETURN_IF_ERROR(ValidateRequest(request));
   auto r = std::make_shared<Request>();
   r->req = std::move(request);
+  return Enqueue(std::move(r));
+}
+
+Result<std::shared_ptr<RequestHandle>> EngineImpl::EnqueueModular(CompletionRequest request,
+                                                                  Planned planned) {
+  auto r = std::make_shared<Request>();
+  r->req = std::move(request);
+  r->modular = std::make_unique<Planned>(std::move(planned));
+  return Enqueue(std::move(r));
+}
+
+Result<std::shared_ptr<RequestHandle>> EngineImpl::Enqueue(std::shared_ptr<Request> r) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (in_flight_ >= options_.parallel + options_.max_queue) {
@@ -150,12 +180,12 @@ void EngineImpl::Loop() {
     std::vector<std::shared_ptr<Request>> admitted;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] {
-        return stop_ || !tasks_.empty() || !active_.empty() || !queue_.empty();
-      });
+      cv_.wait(lock,
+               [&] { return stop_ || !tasks_.empty() || !active_.empty() || !queue_.empty(); });
       if (stop_ && active_.empty()) break;
       tasks.swap(tasks_);
-      while (!queue_.empty() && static_cast<int>(active_.size() + admitted.size()) < options_.parallel) {
+      while (!queue_.empty() &&
+             static_cast<int>(active_.size() + admitted.size()) < options_.parallel) {
         admitted.push_back(queue_.front());
         queue_.pop_front();
       }
@@ -175,7 +205,8 @@ void EngineImpl::Loop() {
   }
   // A restarted engine finds what this one cached.
   if (cache_->disk() != nullptr) {
-    if (Status st = cache_->SaveAll(); !st.ok()) PC_LOG_WARN("saving the cache: %s", st.message().c_str());
+    if (Status st = cache_->SaveAll(); !st.ok())
+      PC_LOG_WARN("saving the cache: %s", st.message().c_str());
   }
   // Requests still queued at shutdown are answered, not left waiting.
   std::lock_guard<std::mutex> lock(mu_);
@@ -191,15 +222,65 @@ void EngineImpl::Loop() {
 void EngineImpl::Admit(std::shared_ptr<Request> r) {
   auto s = std::make_unique<Slot>(std::move(r), &blocks_, model_->tokenizer());
   s->admitted = Clock::now();
-  s->tokens = s->r->req.prompt;
-  s->n_prompt = static_cast<int>(s->tokens.size());
-  s->result.prompt_tokens = s->n_prompt;
   s->result.queue_ms = MsBetween(s->r->submitted, s->admitted);
-  if (options_.prefix_cache) {
-    s->result.cached_tokens = cache_->LookupPrefix(s->tokens, s->n_prompt - 1, &s->seq);
+  if (s->r->modular) {
+    if (!AdmitModular(*s)) return;
+  } else {
+    s->tokens = s->r->req.prompt;
+    s->n_prompt = static_cast<int>(s->tokens.size());
+    s->result.prompt_tokens = s->n_prompt;
+    if (options_.prefix_cache) {
+      s->result.cached_tokens = cache_->LookupPrefix(s->tokens, s->n_prompt - 1, &s->seq);
+    }
+    s->result.computed_tokens = s->n_prompt - s->result.cached_tokens;
+    for (int i = s->seq.size(); i < s->n_prompt; ++i) {
+      s->fill_tokens.push_back(s->tokens[i]);
+      s->fill_pos.push_back(i);
+    }
+    s->next_pos = s->n_prompt;
   }
-  s->result.computed_tokens = s->n_prompt - s->result.cached_tokens;
+  s->prefill_start = Clock::now();
   active_.push_back(std::move(s));
+}
+
+bool EngineImpl::AdmitModular(Slot& s) {
+  const SchemaLayout& layout = s.r->modular->schema->layout;
+  const ModularPrefill& pf = s.r->modular->prefill;
+  s.tokens = pf.tokens;
+  s.n_prompt = static_cast<int>(s.tokens.size());
+  s.next_pos = pf.end;
+  CompletionResult& res = s.result;
+  res.modular = true;
+  res.schema = layout.name;
+  res.prompt_tokens = s.n_prompt;
+  GatherStats gs;
+  bool last_reused = false, dropped = false;
+  for (size_t k = 0; k < pf.stages.size(); ++k) {
+    const PrefillStage& stage = pf.stages[k];
+    KvSequence held(&blocks_);
+    KvSequence* target = k == 0 ? &s.seq : &held;
+    for (const PmlTextRef& ref : stage.gather) {
+      const int before = gs.reused_tokens;
+      if (Status st = store_->Gather(layout, ref, target, &gs); !st.ok()) {
+        Finish(s, "error", st);
+        return false;
+      }
+      last_reused = gs.reused_tokens > before;
+    }
+    if (stage.drop_last) {
+      target->Truncate(target->size() - 1);
+      dropped = true;
+    }
+    if (k > 0) s.gathers.push_back({static_cast<int>(s.fill_tokens.size()), std::move(held)});
+    s.fill_tokens.insert(s.fill_tokens.end(), stage.tokens.begin(), stage.tokens.end());
+    s.fill_pos.insert(s.fill_pos.end(), stage.positions.begin(), stage.positions.end());
+  }
+  res.cached_tokens = gs.reused_tokens - (dropped && last_reused ? 1 : 0);
+  res.computed_tokens = s.n_prompt - res.cached_tokens;
+  res.encoded_tokens = gs.encoded_tokens;
+  res.encode_ms = gs.encode_ms;
+  res.gather_ms = std::max(0.0, MsBetween(s.admitted, Clock::now()) - gs.encode_ms);
+  return true;
 }
 
 bool EngineImpl::Step() {
@@ -214,7 +295,7 @@ bool EngineImpl::Step() {
       continue;
     }
     if (s.pending >= 0) {
-      batch.push_back({s.pending, s.seq.size(), &s.seq, true});
+      batch.push_back({s.pending, s.next_pos++, &s.seq, true});
       wants_logits.push_back(&s);
     }
   }
@@ -224,13 +305,22 @@ bool EngineImpl::Step() {
     if (s.finished || s.pending >= 0 || s.r->cancelled) continue;
     const int room = options_.batch_size - static_cast<int>(batch.size());
     if (room <= 0) break;
-    const int start = s.seq.size();
-    const int n = std::min(room, s.n_prompt - start);
-    for (int i = start; i < start + n; ++i) {
-      const bool last = i + 1 == s.n_prompt;
-      batch.push_back({s.tokens[i], i, &s.seq, last});
+    // Cached blocks that come before the next tokens join the sequence first; a token attends
+    // to what its sequence held before the batch, so a stage's tokens wait for the next step.
+    while (!s.gathers.empty() && s.gathers.front().before == s.filled) {
+      Slot::Gather& g = s.gathers.front();
+      s.seq.AppendSegment(g.held, 0, g.held.size());
+      s.gathers.pop_front();
+    }
+    const int total = static_cast<int>(s.fill_tokens.size());
+    const int stop = s.gathers.empty() ? total : s.gathers.front().before;
+    const int n = std::min(room, stop - s.filled);
+    for (int i = s.filled; i < s.filled + n; ++i) {
+      const bool last = i + 1 == total;
+      batch.push_back({s.fill_tokens[i], s.fill_pos[i], &s.seq, last});
       if (last) wants_logits.push_back(&s);
     }
+    s.filled += n;
   }
   if (batch.empty()) return false;
   std::vector<float> logits(wants_logits.size() * size_t(model_->config().n_vocab));
@@ -256,10 +346,13 @@ void EngineImpl::HandleLogits(Slot& s, const float* logits) {
   if (first) {
     s.first_token = Clock::now();
     s.result.prompt_ms = MsBetween(s.admitted, s.first_token);
+    s.result.prefill_ms = MsBetween(s.prefill_start, s.first_token);
     s.result.ttft_ms = MsBetween(s.r->submitted, s.first_token);
   }
+  const int n_vocab = model_->config().n_vocab;
+  if (req.on_logits) req.on_logits(std::span<const float>(logits, n_vocab));
   if (req.max_tokens == 0) return Finish(s, "length");
-  const int32_t next = s.sampler.Sample(logits, model_->config().n_vocab, s.tokens);
+  const int32_t next = s.sampler.Sample(logits, n_vocab, s.tokens);
   if (!req.ignore_eos && model_->tokenizer().IsEndOfGeneration(next)) return Finish(s, "stop");
   s.tokens.push_back(next);
   s.result.tokens.push_back(next);
@@ -267,8 +360,7 @@ void EngineImpl::HandleLogits(Slot& s, const float* logits) {
   const std::string piece = s.stream.Push(next, &stopped);
   if (!piece.empty() && req.on_text && !req.on_text(piece)) return Finish(s, "cancelled");
   if (stopped) return Finish(s, "stop");
-  if (static_cast<int>(s.result.tokens.size()) >= req.max_tokens ||
-      static_cast<int>(s.tokens.size()) >= context_) {
+  if (static_cast<int>(s.result.tokens.size()) >= req.max_tokens || s.next_pos + 1 >= context_) {
     return Finish(s, "length");
   }
   s.pending = next;
@@ -287,12 +379,14 @@ void EngineImpl::Finish(Slot& s, const std::string& reason, Status status) {
   res.text = s.stream.text();
   if (!res.tokens.empty()) res.generation_ms = MsBetween(s.first_token, Clock::now());
   // Whatever this sequence computed stays reusable, also when the client went away.
-  if (options_.prefix_cache && status.ok()) {
+  if (options_.prefix_cache && status.ok() && !s.r->modular) {
     cache_->InsertPrefix(std::span<const int32_t>(s.tokens).first(s.seq.size()), s.seq);
-    const int pin = s.r->req.pin_tokens < 0 ? s.n_prompt : std::min(s.r->req.pin_tokens, s.n_prompt);
+    const int pin =
+        s.r->req.pin_tokens < 0 ? s.n_prompt : std::min(s.r->req.pin_tokens, s.n_prompt);
     if (pin > 0) cache_->PinPrefix(std::span<const int32_t>(s.tokens).first(pin), true);
   }
   s.seq.Clear();
+  s.gathers.clear();
   {
     std::lock_guard<std::mutex> lock(mu_);
     --in_flight_;

@@ -3,13 +3,23 @@
 // `parallel` sequences with continuous batching.
 //
 // Each step builds one batch: the next token of every decoding sequence, then prefill chunks of
-// newly admitted prompts (after their cached prefix) up to batch_size tokens. Finished or
-// cancelled sequences leave their full blocks in the cache.
+// newly admitted prompts up to batch_size tokens. A sequence's prefill is a list of (token,
+// position) pairs computed after what it gathered from the cache: for a plain prompt the longest
+// cached prefix, then positions n_cached..n-1; for a modular (PML) prompt the cached blocks of the
+// modules it picks, in stages (see serving/module_store.h), with gaps in positions where the
+// schema reserves room for modules it leaves out. Decoding continues at the next position.
+// Finished or cancelled plain sequences leave their full blocks in the prefix cache; modular ones
+// insert nothing (their module blocks are cached already, and their positions are not a prefix).
+//
+// Schemas (engine_schemas.cc) are parsed and planned on the calling thread with the model's
+// tokenizer; their modules are encoded on the engine thread, one text piece per task, between
+// the steps of running requests.
 #pragma once
 
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -18,6 +28,9 @@
 #include "kv/block_cache.h"
 #include "model/model.h"
 #include "promptcache/engine.h"
+#include "serving/modular.h"
+#include "serving/module_store.h"
+#include "serving/pml_encoder.h"
 
 namespace promptcache {
 
@@ -37,19 +50,53 @@ class EngineImpl : public Engine {
   Status SaveCache() override;
   Result<int> WarmPrefix(const std::vector<int32_t>& tokens) override;
 
+  Result<SchemaInfo> LoadSchemaFile(const std::string& path,
+                                    const SchemaLoadOptions& options) override;
+  Result<SchemaInfo> LoadSchemaText(std::string_view xml, const std::string& path,
+                                    const SchemaLoadOptions& options) override;
+  std::vector<SchemaInfo> ListSchemas() const override;
+  Result<SchemaInfo> GetSchema(const std::string& name) const override;
+  Result<std::shared_ptr<const SchemaLayout>> GetSchemaLayout(
+      const std::string& name) const override;
+  Status DropSchema(const std::string& name) override;
+  Result<std::shared_ptr<RequestHandle>> SubmitPrompt(const PmlPrompt& prompt,
+                                                      CompletionRequest request) override;
+  Result<std::shared_ptr<RequestHandle>> SubmitPml(std::string_view xml, CompletionRequest request,
+                                                   const std::string& file) override;
+  Result<ExpandedPrompt> ExpandPrompt(const PmlPrompt& prompt) const override;
+
+  // Loads the schemas persisted under cache_dir/schemas/ (Create calls it).
+  void ReloadPersistedSchemas();
+  const ModelPmlEncoder& encoder() const { return encoder_; }
+
   // Runs `fn` on the engine thread and waits for it: how other threads touch engine state.
   void RunOnEngineThread(const std::function<void()>& fn) const;
   BlockCache* cache() { return cache_.get(); }
   BlockPool* blocks() { return &blocks_; }
   ThreadPool* pool() { return &pool_; }
   ForwardScratch* scratch() { return &scratch_; }
+  ModuleStore* modules() { return store_.get(); }
 
  private:
   struct Request;
   struct Slot;
+  // A modular prompt checked against its schema, ready to serve.
+  struct Planned {
+    std::shared_ptr<const SchemaEntry> schema;
+    ModularPrefill prefill;
+  };
+
+  Status ValidateRequest(const CompletionRequest& request) const;
+  Result<std::shared_ptr<RequestHandle>> Enqueue(std::shared_ptr<Request> r);
+  Result<std::shared_ptr<RequestHandle>> EnqueueModular(CompletionRequest request, Planned planned);
+  Result<Planned> Plan(const PmlPrompt& prompt) const;
+  Result<SchemaInfo> Register(std::string xml, const std::string& path,
+                              const SchemaLoadOptions& options, bool persisted);
+  Status EncodeSchema(SchemaEntry* entry, const SchemaLoadOptions& options);
 
   void Loop();
   void Admit(std::shared_ptr<Request> r);
+  bool AdmitModular(Slot& s);  // false: the request failed (and is finished)
   bool Step();  // one forward pass over all active slots; false if there was nothing to do
   void HandleLogits(Slot& s, const float* logits);
   void Finish(Slot& s, const std::string& reason, Status status = Status::Ok());
@@ -62,7 +109,13 @@ class EngineImpl : public Engine {
   BlockPool blocks_;
   std::unique_ptr<BlockCache> cache_;
   ForwardScratch scratch_;
+  std::unique_ptr<ModuleStore> store_;
+  ModelPmlEncoder encoder_;
   std::vector<std::unique_ptr<Slot>> active_;
+
+  mutable std::mutex schema_mu_;
+  std::map<std::string, std::shared_ptr<const SchemaEntry>> schemas_;  // guarded by schema_mu_
+  std::mutex load_mu_;                                                 // one schema load at a time
 
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;

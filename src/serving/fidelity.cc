@@ -1,0 +1,131 @@
+#include "serving/fidelity.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+namespace promptcache {
+namespace {
+
+double MsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+// log-softmax of `logits` into `out`.
+void LogSoftmax(std::span<const float> logits, std::vector<double>* out) {
+  double mx = -INFINITY;
+  for (float v : logits) mx = std::max(mx, static_cast<double>(v));
+  double sum = 0;
+  for (float v : logits) sum += std::exp(v - mx);
+  const double log_z = mx + std::log(sum);
+  out->resize(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) (*out)[i] = logits[i] - log_z;
+}
+
+}  // namespace
+
+Result<FullRunResult> RunFull(const Model& model, const ExpandedPrompt& prompt,
+                              const FullRunOptions& o) {
+  if (prompt.tokens.empty()) return InvalidArgument("the prompt is empty");
+  PC_CHECK(prompt.tokens.size() == prompt.positions.size());
+  PC_RETURN_IF_ERROR(o.sampling.Validate());
+  SessionOptions so = o.session;
+  so.batch_size = std::max<int>(so.batch_size, static_cast<int>(prompt.tokens.size()));
+  Session session(model, so);
+  if (prompt.end >= session.context()) {
+    return OutOfRange("the prompt ends at position " + std::to_string(prompt.end) +
+                      ", beyond the " + std::to_string(session.context()) + "-token context");
+  }
+  const int n_vocab = model.config().n_vocab;
+  const bool forced = !o.forced.empty();
+  const int max_tokens = forced ? static_cast<int>(o.forced.size()) : o.max_tokens;
+  FullRunResult r;
+  std::vector<float> logits(n_vocab);
+  KvSequence* seq = session.sequence();
+  seq->Clear();
+  const auto t0 = std::chrono::steady_clock::now();
+  PC_RETURN_IF_ERROR(session.Eval(prompt.tokens, prompt.positions, seq, logits.data()));
+  r.prompt_ms = MsSince(t0);
+  const auto t1 = std::chrono::steady_clock::now();
+  Sampler sampler(o.sampling);
+  TextStream stream(model.tokenizer(), o.stop);
+  std::vector<int32_t> history = prompt.tokens;
+  int pos = prompt.end;
+  r.finish_reason = "length";
+  for (int step = 0; step < max_tokens; ++step) {
+    if (o.keep_logits) r.logits.push_back(logits);
+    const int32_t next = forced ? o.forced[step] : sampler.Sample(logits.data(), n_vocab, history);
+    if (!forced && !o.ignore_eos && model.tokenizer().IsEndOfGeneration(next)) {
+      r.finish_reason = "stop";
+      break;
+    }
+    history.push_back(next);
+    r.tokens.push_back(next);
+    bool stopped = false;
+    const std::string piece = stream.Push(next, &stopped);
+    if (!piece.empty() && o.on_text && !o.on_text(piece)) {
+      r.finish_reason = "cancelled";
+      break;
+    }
+    if (stopped) {
+      r.finish_reason = "stop";
+      break;
+    }
+    if (step + 1 == max_tokens || pos + 1 >= session.context()) break;
+    const int32_t p = pos++;
+    PC_RETURN_IF_ERROR(session.Eval(std::span<const int32_t>(&next, 1),
+                                    std::span<const int32_t>(&p, 1), seq, logits.data()));
+  }
+  if (r.finish_reason == "length") {
+    const std::string rest = stream.Finish();
+    if (!rest.empty() && o.on_text) o.on_text(rest);
+  }
+  r.text = stream.text();
+  r.generation_ms = MsSince(t1);
+  return r;
+}
+
+double KlDivergence(std::span<const float> p_logits, std::span<const float> q_logits) {
+  PC_CHECK(p_logits.size() == q_logits.size());
+  std::vector<double> lp, lq;
+  LogSoftmax(p_logits, &lp);
+  LogSoftmax(q_logits, &lq);
+  double kl = 0;
+  for (size_t i = 0; i < lp.size(); ++i) kl += std::exp(lp[i]) * (lp[i] - lq[i]);
+  return std::max(0.0, kl);
+}
+
+int32_t ArgMax(std::span<const float> logits) {
+  return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+Result<FidelityReport> CompareWithFullRecompute(
+    const Model& model, const ExpandedPrompt& prompt, const std::vector<int32_t>& modular_tokens,
+    const std::vector<std::vector<float>>& modular_logits, const SessionOptions& session) {
+  if (modular_tokens.empty() || modular_logits.empty()) {
+    return InvalidArgument("the modular run generated nothing to compare");
+  }
+  FidelityReport rep;
+  rep.modular_tokens = modular_tokens;
+  FullRunOptions forced;
+  forced.session = session;
+  forced.forced = modular_tokens;
+  forced.keep_logits = true;
+  PC_ASSIGN_OR_RETURN(FullRunResult tf, RunFull(model, prompt, forced));
+  rep.steps = static_cast<int>(std::min(tf.logits.size(), modular_tokens.size()));
+  for (int i = 0; i < rep.steps; ++i) rep.agreements += ArgMax(tf.logits[i]) == modular_tokens[i];
+  rep.top1_agreement = rep.steps > 0 ? double(rep.agreements) / rep.steps : 0;
+  rep.first_token_kl = KlDivergence(tf.logits[0], modular_logits[0]);
+  FullRunOptions greedy;
+  greedy.session = session;
+  greedy.max_tokens = static_cast<int>(modular_tokens.size());
+  greedy.sampling.temperature = 0;
+  greedy.sampling.repeat_penalty = 1;
+  greedy.ignore_eos = true;
+  PC_ASSIGN_OR_RETURN(FullRunResult g, RunFull(model, prompt, greedy));
+  rep.full_tokens = g.tokens;
+  rep.greedy_equal = g.tokens == modular_tokens;
+  return rep;
+}
+
+}  // namespace promptcache

@@ -1,0 +1,71 @@
+// What the modular prompt cache is measured against: the full recompute of a modular prompt.
+// Every token the prompt includes, at the positions its schema gives them, runs through the
+// model in one forward pass with no cache of any kind, and generation continues from the same
+// position the engine uses. With modules, each module attended only to its span when it was
+// encoded; here every token attends to every earlier one. The difference is the approximation
+// the Prompt Cache paper measures, and `promptcache eval-modules` reports it:
+//   - top-1 agreement: teacher-forced on the modular run's greedy continuation, the fraction of
+//     steps where the full recompute's most likely next token is the one the modular run chose;
+//   - KL(full || modular) of the first generated token's distributions;
+//   - whether the two greedy continuations are equal.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "engine/session.h"
+#include "model/model.h"
+#include "promptcache/engine.h"
+
+namespace promptcache {
+
+struct FullRunOptions {
+  SessionOptions session;  // its batch_size is raised to the prompt's length: one forward pass
+  int max_tokens = 128;
+  SamplingParams sampling;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  // Teacher forcing: feed these tokens instead of sampled ones (max_tokens is their count).
+  std::vector<int32_t> forced;
+  bool keep_logits = false;  // keep the logits of every step
+  std::function<bool(const std::string&)> on_text;
+};
+
+struct FullRunResult {
+  std::vector<int32_t> tokens;  // generated (or forced) ids
+  std::string text;
+  std::string finish_reason;               // "stop", "length" or "cancelled"
+  std::vector<std::vector<float>> logits;  // per step, when keep_logits
+  double prompt_ms = 0;  // the forward pass over the prompt, up to the first logits
+  double generation_ms = 0;
+};
+
+Result<FullRunResult> RunFull(const Model& model, const ExpandedPrompt& prompt,
+                              const FullRunOptions& options);
+
+// KL(P || Q) in nats between the softmax distributions of two logit vectors.
+double KlDivergence(std::span<const float> p_logits, std::span<const float> q_logits);
+
+// Index of the largest logit (lowest index on ties).
+int32_t ArgMax(std::span<const float> logits);
+
+struct FidelityReport {
+  int steps = 0;       // teacher-forced steps compared
+  int agreements = 0;  // steps whose full-recompute top-1 equals the modular token
+  double top1_agreement = 0;
+  double first_token_kl = 0;
+  bool greedy_equal = false;
+  std::vector<int32_t> modular_tokens, full_tokens;  // the two greedy continuations
+};
+
+// Compares a modular run (its greedy tokens and the logits each was chosen from) with the full
+// recompute of `prompt`: teacher-forced on the modular tokens, and greedy on its own.
+Result<FidelityReport> CompareWithFullRecompute(
+    const Model& model, const ExpandedPrompt& prompt, const std::vector<int32_t>& modular_tokens,
+    const std::vector<std::vector<float>>& modular_logits, const SessionOptions& session);
+
+}  // namespace promptcache

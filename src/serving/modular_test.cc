@@ -1,0 +1,425 @@
+// The modular prompt cache through the engine, on the real stories260K model and the story
+// schema of examples/story: cached module K/V equal a full forward pass over their span, a
+// prompt without cross-module attention to lose equals its full recompute token for token, the
+// output does not depend on where the modules came from (just encoded, the disk tier after a
+// restart, shared with a concurrent prompt), positions follow the schema, and errors come back
+// as one line.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "serving/engine_impl.h"
+#include "serving/fidelity.h"
+
+namespace promptcache {
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kStories = std::string(PC_SHARED_DIR) + "/models/stories260K.gguf";
+const std::string kStorySchema = std::string(PC_SOURCE_DIR) + "/examples/story/story.xml";
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::unique_ptr<Engine> Make(EngineOptions o = {}) {
+  o.model_path = kStories;
+  o.threads = 2;
+  auto e = Engine::Create(o);
+  PC_CHECK(e.ok());
+  return std::move(e).value();
+}
+
+CompletionRequest Greedy(int n = 24) {
+  CompletionRequest r;
+  r.max_tokens = n;
+  r.sampling.temperature = 0;
+  r.ignore_eos = true;
+  return r;
+}
+
+CompletionResult Serve(Engine& e, const std::string& xml, CompletionRequest r = Greedy()) {
+  auto h = e.SubmitPml(xml, std::move(r));
+  PC_CHECK(h.ok());
+  CompletionResult res = (*h)->Wait();
+  PC_CHECK(res.status.ok());
+  return res;
+}
+
+PmlPrompt Parse(const std::string& xml) {
+  auto p = ParsePrompt(xml);
+  PC_CHECK(p.ok());
+  return std::move(p).value();
+}
+
+// The same prompt computed in full: every included token at its position, no cache at all.
+std::vector<int32_t> FullRecompute(Engine& e, const std::string& xml, int n = 24) {
+  auto x = e.ExpandPrompt(Parse(xml));
+  PC_CHECK(x.ok());
+  FullRunOptions o;
+  o.max_tokens = n;
+  o.sampling.temperature = 0;
+  o.ignore_eos = true;
+  o.session.threads = 2;
+  auto r = RunFull(e.model(), *x, o);
+  PC_CHECK(r.ok());
+  return r->tokens;
+}
+
+const char* kLily = R"(<prompt schema="story"><lily/><park/><find thing=" big box"/><![CDATA[
+One day,]]></prompt>)";
+const char* kTim = R"(<prompt schema="story"><tim/><lake/><ask/><answer/><find/><moral/><![CDATA[
+Then]]></prompt>)";
+
+// Always-included text and independent modules; no union defaults, so a prompt can include
+// exactly one module.
+const char* kPets = R"(<schema name="pets"> Once upon a time, there was a girl named Lily.
+  <module name="dog"><![CDATA[
+She had a dog named Max. Max liked to run and jump in the park with his ball.]]></module>
+  <module name="cat"><![CDATA[
+She also had a cat. The cat liked to sleep in the sun all day long.]]></module>
+  <module name="toy"><![CDATA[
+Her favorite toy was a]]><parameter name="what" length="8"/><![CDATA[.]]></module>
+</schema>)";
+
+TEST(Modular, CachedModuleKvEqualsFullForwardOverItsSpan) {
+  EngineOptions o;
+  o.kv_type = KvType::kF32;
+  auto e = Make(o);
+  ASSERT_TRUE(e->LoadSchemaFile(kStorySchema).ok());
+  auto* impl = dynamic_cast<EngineImpl*>(e.get());
+  ASSERT_NE(impl, nullptr);
+  auto layout = *e->GetSchemaLayout("story");
+  const KvLayout kl = e->model().MakeKvLayout(KvType::kF32);
+  const int row = kl.kv_dim();
+  // "answer" attends to the always text and its scaffold peer "ask"; "find"'s second piece sits
+  // after a parameter slot and attends to the always text and the module's first piece.
+  ASSERT_EQ(layout->always.size(), 1u);
+  const PmlTextRef always{kPmlAlways, 0};
+  const int ask = layout->FindModule("ask"), answer = layout->FindModule("answer"),
+            find = layout->FindModule("find");
+  const std::vector<std::vector<PmlTextRef>> cases = {
+      {always, {ask, 0}, {answer, 0}},
+      {always, {find, 0}, {find, 1}},
+  };
+  for (const std::vector<PmlTextRef>& refs : cases) {
+    const PmlTextRef target = refs.back();
+    const std::string name = layout->modules[target.module].name;
+    std::vector<int32_t> tokens, positions;
+    for (const PmlTextRef& r : refs) {
+      const PmlTextPiece& p = layout->Piece(r);
+      for (size_t i = 0; i < p.tokens.size(); ++i) {
+        tokens.push_back(p.tokens[i]);
+        positions.push_back(p.start + static_cast<int>(i));
+      }
+    }
+    const int n = static_cast<int>(layout->Piece(target).tokens.size());
+    const int offset = static_cast<int>(tokens.size()) - n;
+    SessionOptions so;
+    so.kv_type = KvType::kF32;
+    so.threads = 2;
+    so.batch_size = 4096;
+    Session full(e->model(), so);
+    ASSERT_TRUE(full.Eval(tokens, positions, full.sequence(), nullptr).ok());
+    std::vector<float> cached_k, cached_v;
+    impl->RunOnEngineThread([&] {
+      KvSequence seq(impl->blocks());
+      GatherStats gs;
+      ASSERT_TRUE(impl->modules()->Gather(*layout, target, &seq, &gs).ok());
+      EXPECT_EQ(gs.reused_tokens, n);
+      ASSERT_EQ(seq.size(), n);
+      for (int l = 0; l < kl.n_layers; ++l) {
+        for (int i = 0; i < n; ++i) {
+          EXPECT_EQ(seq.Position(i), positions[offset + i]);
+          const auto* k = reinterpret_cast<const float*>(seq.SlotK(i, l));
+          const auto* v = reinterpret_cast<const float*>(seq.SlotV(i, l));
+          cached_k.insert(cached_k.end(), k, k + row);
+          cached_v.insert(cached_v.end(), v, v + row);
+        }
+      }
+    });
+    float worst = 0;
+    size_t at = 0;
+    for (int l = 0; l < kl.n_layers; ++l) {
+      for (int i = 0; i < n; ++i) {
+        const auto* k = reinterpret_cast<const float*>(full.sequence()->SlotK(offset + i, l));
+        const auto* v = reinterpret_cast<const float*>(full.sequence()->SlotV(offset + i, l));
+        for (int d = 0; d < row; ++d, ++at) {
+          worst = std::max({worst, std::fabs(k[d] - cached_k[at]), std::fabs(v[d] - cached_v[at])});
+        }
+      }
+    }
+    EXPECT_LE(worst, 1e-3f) << name;
+    EXPECT_EQ(at, cached_k.size());
+  }
+}
+
+TEST(Modular, AlwaysTextAndOneModuleEqualsFullRecompute) {
+  auto e = Make();
+  ASSERT_TRUE(e->LoadSchemaText(kPets, "pets.xml").ok());
+  for (const std::string xml : {R"(<prompt schema="pets"><cat/></prompt>)",
+                                "<prompt schema=\"pets\"><cat/><![CDATA[\nOne day,]]></prompt>"}) {
+    CompletionRequest req = Greedy(32);
+    std::vector<float> first;
+    req.on_logits = [&](std::span<const float> l) {
+      if (first.empty()) first.assign(l.begin(), l.end());
+    };
+    const CompletionResult r = Serve(*e, xml, std::move(req));
+    EXPECT_TRUE(r.modular);
+    EXPECT_EQ(r.tokens, FullRecompute(*e, xml, 32)) << xml;
+    EXPECT_EQ(r.cached_tokens + r.computed_tokens, r.prompt_tokens);
+    // The same distribution, not only the same argmax.
+    auto x = *e->ExpandPrompt(Parse(xml));
+    FullRunOptions o;
+    o.max_tokens = 1;
+    o.keep_logits = true;
+    o.sampling.temperature = 0;
+    auto full = RunFull(e->model(), x, o);
+    ASSERT_TRUE(full.ok());
+    EXPECT_LT(KlDivergence(full->logits[0], first), 1e-4) << xml;
+  }
+  // Without new text the last cached token is recomputed for the first logits: one computed.
+  const CompletionResult bare = Serve(*e, R"(<prompt schema="pets"><cat/></prompt>)");
+  EXPECT_EQ(bare.computed_tokens, 1);
+  EXPECT_GT(bare.cached_tokens, 20);
+}
+
+TEST(Modular, OutputSameWhenEncodedFromDiskOrShared) {
+  const fs::path dir = fs::temp_directory_path() / ("pc_modular_test_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  EngineOptions o;
+  o.cache_dir = dir.string();
+  o.parallel = 4;
+  std::vector<int32_t> lily, tim;
+  int lily_reused = 0;
+  {
+    auto e = Make(o);
+    auto info = e->LoadSchemaFile(kStorySchema);
+    ASSERT_TRUE(info.ok()) << info.status().message();
+    EXPECT_TRUE(info->persisted);
+    EXPECT_EQ(info->encoded_tokens, info->cached_tokens);
+    EXPECT_TRUE(fs::exists(dir / "schemas" / "story" / "schema.xml"));
+    const CompletionResult a = Serve(*e, kLily);
+    lily = a.tokens;
+    lily_reused = a.cached_tokens;
+    EXPECT_EQ(a.encoded_tokens, 0);
+    EXPECT_EQ(a.computed_tokens, 10);  // " big box" and "\nOne day,"
+    tim = Serve(*e, kTim).tokens;
+    // Shared with a concurrent prompt: both run at once, batched, on the same blocks.
+    auto h1 = e->SubmitPml(kLily, Greedy());
+    auto h2 = e->SubmitPml(kTim, Greedy());
+    auto h3 = e->SubmitPml(kLily, Greedy());
+    ASSERT_TRUE(h1.ok() && h2.ok() && h3.ok());
+    EXPECT_EQ((*h1)->Wait().tokens, lily);
+    EXPECT_EQ((*h2)->Wait().tokens, tim);
+    EXPECT_EQ((*h3)->Wait().tokens, lily);
+  }  // shutdown writes the cache to disk
+  {
+    auto e = Make(o);  // reloads the persisted schema; its modules come from the disk tier
+    auto info = e->GetSchema("story");
+    ASSERT_TRUE(info.ok());
+    EXPECT_EQ(info->encoded_tokens, 0);
+    EXPECT_EQ(info->reused_tokens, info->cached_tokens);
+    const CompletionResult a = Serve(*e, kLily);
+    EXPECT_EQ(a.tokens, lily);
+    EXPECT_EQ(a.cached_tokens, lily_reused);
+    EXPECT_EQ(a.encoded_tokens, 0);
+    EXPECT_GT(e->Stats().disk_loads, 0u);
+    EXPECT_EQ(Serve(*e, kTim).tokens, tim);
+    ASSERT_TRUE(e->DropSchema("story").ok());
+    EXPECT_FALSE(fs::exists(dir / "schemas" / "story"));
+    EXPECT_EQ(e->DropSchema("story").code(), StatusCode::kNotFound);
+    EXPECT_TRUE(e->ListSchemas().empty());
+  }
+  {
+    auto e = Make(o);  // nothing persisted any more
+    EXPECT_TRUE(e->ListSchemas().empty());
+    // Registered without encoding: the first prompt encodes what it misses, counted as computed.
+    SchemaLoadOptions lo;
+    lo.encode = false;
+    ASSERT_TRUE(e->LoadSchemaFile(kStorySchema, lo).ok());
+    const CompletionResult cold = Serve(*e, kLily);
+    EXPECT_EQ(cold.cached_tokens, 0);
+    EXPECT_EQ(cold.computed_tokens, cold.prompt_tokens);
+    EXPECT_GT(cold.encoded_tokens, 0);
+    EXPECT_EQ(cold.tokens, lily);
+    const CompletionResult warm = Serve(*e, kLily);
+    EXPECT_EQ(warm.cached_tokens, lily_reused);
+  }
+  fs::remove_all(dir);
+}
+
+TEST(Modular, PositionsFollowTheSchema) {
+  auto e = Make();
+  ASSERT_TRUE(e->LoadSchemaFile(kStorySchema).ok());
+  auto layout = *e->GetSchemaLayout("story");
+  auto first_position_of = [&](const ExpandedPrompt& x, const std::string& module) {
+    const PmlModule& m = layout->modules[layout->FindModule(module)];
+    for (size_t i = 0; i < x.positions.size(); ++i) {
+      if (x.positions[i] >= m.start && x.positions[i] < m.end()) return x.positions[i];
+    }
+    return -1;
+  };
+  const ExpandedPrompt lily = *e->ExpandPrompt(Parse(kLily));
+  const ExpandedPrompt tim = *e->ExpandPrompt(Parse(kTim));
+  // Union members share their start; new text starts at the schema's end.
+  EXPECT_EQ(first_position_of(lily, "lily"), first_position_of(tim, "tim"));
+  EXPECT_EQ(first_position_of(lily, "park"), first_position_of(tim, "lake"));
+  const int n_new = lily.end - layout->total_length;  // "\nOne day,"
+  EXPECT_GT(n_new, 0);
+  EXPECT_EQ(lily.positions[lily.positions.size() - n_new], layout->total_length);
+  EXPECT_EQ(lily.end, layout->total_length + n_new);
+  for (size_t i = 1; i < lily.positions.size(); ++i)
+    EXPECT_LT(lily.positions[i - 1], lily.positions[i]);
+  // The argument sits at its parameter's slot.
+  const PmlParameter& thing = layout->modules[layout->FindModule("find")].parameters[0];
+  EXPECT_NE(std::find(lily.positions.begin(), lily.positions.end(), thing.start),
+            lily.positions.end());
+
+  // Editing "weather" (length="48") moves nothing after it, and only it is encoded again.
+  const char* kSunny = R"(<prompt schema="story"><weather/><park/>Then</prompt>)";
+  const ExpandedPrompt sunny = *e->ExpandPrompt(Parse(kSunny));
+  std::string xml = Slurp(kStorySchema);
+  const std::string old_text = "It was a good day to play outside.";
+  ASSERT_NE(xml.find(old_text), std::string::npos);
+  xml.replace(xml.find(old_text), old_text.size(), "It was a fine day.");
+  auto info = e->LoadSchemaText(xml, kStorySchema);
+  ASSERT_TRUE(info.ok()) << info.status().message();
+  auto edited = *e->GetSchemaLayout("story");
+  const PmlModule& weather = edited->modules[edited->FindModule("weather")];
+  EXPECT_EQ(info->encoded_tokens, weather.token_count);
+  EXPECT_EQ(info->reused_tokens, info->cached_tokens - weather.token_count);
+  const ExpandedPrompt sunny2 = *e->ExpandPrompt(Parse(kSunny));
+  EXPECT_EQ(first_position_of(sunny2, "park"), first_position_of(sunny, "park"));
+  EXPECT_EQ(sunny2.end, sunny.end);
+  EXPECT_LT(sunny2.tokens.size(), sunny.tokens.size());
+
+  // Editing a scaffold member re-encodes its later peer, which attends to it.
+  std::string xml2 = Slurp(kStorySchema);
+  xml2.replace(xml2.find("go home now?"), 12, "go to bed now?");
+  info = e->LoadSchemaText(xml2, kStorySchema);
+  ASSERT_TRUE(info.ok());
+  auto s2 = *e->GetSchemaLayout("story");
+  EXPECT_EQ(info->encoded_tokens, s2->modules[s2->FindModule("ask")].token_count +
+                                      s2->modules[s2->FindModule("answer")].token_count);
+}
+
+TEST(Modular, PrefillStagesAreCausalByPosition) {
+  auto e = Make();
+  ASSERT_TRUE(e->LoadSchemaFile(kStorySchema).ok());
+  auto layout = *e->GetSchemaLayout("story");
+  auto plan = PlanPrompt(*layout, Parse(kTim), dynamic_cast<EngineImpl&>(*e).encoder());
+  ASSERT_TRUE(plan.ok());
+  const ModularPrefill pf = BuildPrefill(*layout, *plan);
+  // tim, lake, ask, answer, find's first piece come before find's argument (its scaffold
+  // default); find's second piece before the uncached "moral" and the new text.
+  ASSERT_EQ(pf.stages.size(), 2u);
+  int last = -1;
+  for (const PrefillStage& st : pf.stages) {
+    for (const PmlTextRef& r : st.gather) {
+      EXPECT_GT(layout->Piece(r).start, last);
+      last = layout->Piece(r).end() - 1;
+    }
+    ASSERT_FALSE(st.tokens.empty());
+    for (int p : st.positions) {
+      EXPECT_GT(p, last);
+      last = p;
+    }
+  }
+  EXPECT_EQ(pf.cached_tokens + pf.computed_tokens, static_cast<int>(pf.tokens.size()));
+  // The engine's batched stages give what a sequential gather-then-compute gives.
+  CompletionRequest req = Greedy(8);
+  std::vector<float> first;
+  req.on_logits = [&](std::span<const float> l) {
+    if (first.empty()) first.assign(l.begin(), l.end());
+  };
+  const CompletionResult r = Serve(*e, kTim, std::move(req));
+  EXPECT_EQ(r.computed_tokens, pf.computed_tokens);
+  auto& impl = dynamic_cast<EngineImpl&>(*e);
+  std::vector<float> reference(e->model().config().n_vocab);
+  impl.RunOnEngineThread([&] {
+    KvSequence seq(impl.blocks());
+    GatherStats gs;
+    for (const PrefillStage& st : pf.stages) {
+      for (const PmlTextRef& ref : st.gather)
+        ASSERT_TRUE(impl.modules()->Gather(*layout, ref, &seq, &gs).ok());
+      ASSERT_TRUE(impl.modules()->Compute(st.tokens, st.positions, &seq, reference.data()).ok());
+    }
+  });
+  EXPECT_LT(KlDivergence(reference, first), 1e-5);
+}
+
+TEST(Modular, ErrorsAreOneLine) {
+  auto e = Make();
+  ASSERT_TRUE(e->LoadSchemaFile(kStorySchema).ok());
+  ASSERT_TRUE(e->LoadSchemaText(kPets, "pets.xml").ok());
+  auto error = [&](const std::string& xml) {
+    auto h = e->SubmitPml(xml, Greedy(), "p.xml");
+    EXPECT_FALSE(h.ok()) << xml;
+    const std::string m = h.ok() ? "" : h.status().message();
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+    return m;
+  };
+  EXPECT_NE(error(R"(<prompt schema="nope"/>)").find("unknown schema 'nope' (loaded: pets, story)"),
+            std::string::npos);
+  EXPECT_NE(error(R"(<prompt schema="story"><lily/><tim/></prompt>)").find("one union"),
+            std::string::npos);
+  EXPECT_NE(error(R"(<prompt schema="story"><dragon/></prompt>)").find("unknown module 'dragon'"),
+            std::string::npos);
+  EXPECT_NE(error(R"(<prompt schema="pets"><toy/></prompt>)").find("no scaffold default"),
+            std::string::npos);
+  EXPECT_NE(
+      error(R"(<prompt schema="story"><find thing=" a very big and very shiny red box"/></prompt>)")
+          .find("longer than its length 10"),
+      std::string::npos);
+  EXPECT_NE(error("<prompt schema=\"story\"><lily>").find("p.xml:1:"), std::string::npos);
+  CompletionRequest with_tokens = Greedy();
+  with_tokens.prompt = {1, 2, 3};
+  EXPECT_FALSE(e->SubmitPml(R"(<prompt schema="story"/>)", with_tokens).ok());
+  // Schema errors: a remote client's src attribute, a context too small.
+  SchemaLoadOptions no_src;
+  no_src.allow_src = false;
+  auto s = e->LoadSchemaText(R"(<schema name="x">
+  <module name="doc" src="secret.txt"/>
+</schema>)",
+                             "remote", no_src);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().message(),
+            "remote:2:3: schema 'x': module 'doc': src attributes are not accepted here; give the "
+            "text inline");
+  EngineOptions small;
+  small.context = 256;
+  auto e2 = Make(small);
+  auto big = e2->LoadSchemaFile(kStorySchema);
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().code(), StatusCode::kOutOfRange);
+  EXPECT_NE(big.status().message().find("exceeds the model's context of 256"), std::string::npos);
+  EXPECT_EQ(e2->GetSchema("story").status().code(), StatusCode::kNotFound);
+}
+
+TEST(Modular, PromptBuilderMatchesXml) {
+  auto e = Make();
+  ASSERT_TRUE(e->LoadSchemaFile(kStorySchema).ok());
+  const PmlPrompt built = PromptBuilder("story")
+                              .Module("lily")
+                              .Module("park")
+                              .Argument("find", "thing", " big box")
+                              .Text("\nOne day,")
+                              .prompt();
+  auto h = e->SubmitPrompt(built, Greedy());
+  ASSERT_TRUE(h.ok()) << h.status().message();
+  EXPECT_EQ((*h)->Wait().tokens, Serve(*e, kLily).tokens);
+  const ExpandedPrompt a = *e->ExpandPrompt(built), b = *e->ExpandPrompt(Parse(kLily));
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.positions, b.positions);
+}
+
+}  // namespace
+}  // namespace promptcache

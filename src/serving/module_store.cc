@@ -1,0 +1,216 @@
+#include "serving/module_store.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace promptcache {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Pieces depend only on pieces with smaller indices (always text first, then modules in index
+// order), so recursion depth is bounded by the schema; this guards against a broken layout.
+constexpr int kMaxDepth = 1 << 16;
+
+struct Item {
+  int start;
+  bool cached;
+  PmlTextRef ref;                      // cached pieces
+  const std::vector<int32_t>* tokens;  // computed runs
+};
+
+}  // namespace
+
+ModularPrefill BuildPrefill(const SchemaLayout& schema, const PmlPlan& plan) {
+  std::vector<Item> items;
+  for (const PmlTextRef& r : plan.cached)
+    items.push_back({schema.Piece(r).start, true, r, nullptr});
+  for (const PmlTextRef& r : plan.computed) {
+    const PmlTextPiece& p = schema.Piece(r);
+    items.push_back({p.start, false, r, &p.tokens});
+  }
+  for (const PmlArgument& a : plan.arguments) {
+    if (!a.tokens.tokens.empty()) items.push_back({a.tokens.start, false, {}, &a.tokens.tokens});
+  }
+  if (!plan.new_text.tokens.empty()) {
+    items.push_back({plan.new_text.start, false, {}, &plan.new_text.tokens});
+  }
+  std::stable_sort(items.begin(), items.end(),
+                   [](const Item& a, const Item& b) { return a.start < b.start; });
+  ModularPrefill out;
+  out.end = plan.end;
+  for (const Item& it : items) {
+    const std::vector<int32_t>& toks = it.cached ? schema.Piece(it.ref).tokens : *it.tokens;
+    for (size_t i = 0; i < toks.size(); ++i) {
+      out.tokens.push_back(toks[i]);
+      out.positions.push_back(it.start + static_cast<int>(i));
+    }
+    if (it.cached) {
+      if (out.stages.empty() || !out.stages.back().tokens.empty()) out.stages.emplace_back();
+      out.stages.back().gather.push_back(it.ref);
+      out.cached_tokens += static_cast<int>(toks.size());
+    } else {
+      if (out.stages.empty()) out.stages.emplace_back();
+      PrefillStage& st = out.stages.back();
+      for (size_t i = 0; i < toks.size(); ++i) {
+        st.tokens.push_back(toks[i]);
+        st.positions.push_back(it.start + static_cast<int>(i));
+      }
+      out.computed_tokens += static_cast<int>(toks.size());
+    }
+  }
+  if (out.computed_tokens == 0 && !out.stages.empty()) {
+    // Only cached text: recompute its last token for the logits that start generation.
+    PrefillStage& st = out.stages.back();
+    st.drop_last = true;
+    st.tokens.push_back(out.tokens.back());
+    st.positions.push_back(out.positions.back());
+    out.cached_tokens -= 1;
+    out.computed_tokens = 1;
+  }
+  return out;
+}
+
+ModuleStore::ModuleStore(const Model& model, BlockCache* cache, ThreadPool* pool,
+                         ForwardScratch* scratch, int batch_size)
+    : model_(model), cache_(cache), pool_(pool), scratch_(scratch), batch_size_(batch_size) {}
+
+std::vector<BlockKey> ModuleStore::PieceKeys(const PmlTextPiece& piece) const {
+  BlockKey key;
+  PC_CHECK(BlockKey::FromHex(piece.key, &key));
+  const int bs = cache_->pool()->layout().block_size;
+  std::vector<BlockKey> keys;
+  const std::span<const int32_t> tokens(piece.tokens);
+  for (size_t b = 0; b < tokens.size(); b += bs) {
+    key = cache_->ChainKey(key, tokens.subspan(b, std::min<size_t>(bs, tokens.size() - b)));
+    keys.push_back(key);
+  }
+  return keys;
+}
+
+bool ModuleStore::Present(const SchemaLayout& schema, const PmlTextRef& ref) const {
+  for (const BlockKey& k : PieceKeys(schema.Piece(ref))) {
+    if (!cache_->Contains(k)) return false;
+  }
+  return true;
+}
+
+std::vector<PmlTextRef> ModuleStore::Dependencies(const SchemaLayout& schema,
+                                                  const PmlTextRef& ref) {
+  std::vector<PmlTextRef> deps;
+  if (ref.module != kPmlAlways) deps = schema.modules[ref.module].span;
+  for (int j = 0; j < ref.piece; ++j) deps.push_back({ref.module, j});
+  return deps;
+}
+
+std::vector<PmlTextRef> ModuleStore::CachedPieces(const SchemaLayout& schema) {
+  std::vector<PmlTextRef> out;
+  for (size_t j = 0; j < schema.always.size(); ++j) {
+    out.push_back({kPmlAlways, static_cast<int>(j)});
+  }
+  for (size_t i = 0; i < schema.modules.size(); ++i) {
+    if (!schema.modules[i].cached) continue;
+    for (size_t j = 0; j < schema.modules[i].texts.size(); ++j) {
+      out.push_back({static_cast<int>(i), static_cast<int>(j)});
+    }
+  }
+  return out;
+}
+
+bool ModuleStore::AppendCached(const PmlTextPiece& piece, KvSequence* seq) {
+  const int before = seq->size();
+  for (const BlockKey& k : PieceKeys(piece)) {
+    if (!cache_->AppendCached(k, seq)) {
+      seq->Truncate(before);
+      return false;
+    }
+  }
+  if (seq->size() - before != static_cast<int>(piece.tokens.size())) {
+    seq->Truncate(before);  // an entry of another length under this key: not ours
+    return false;
+  }
+  return true;
+}
+
+Status ModuleStore::Compute(std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                            KvSequence* seq, float* logits) {
+  PC_CHECK(tokens.size() == positions.size());
+  std::vector<BatchToken> batch;
+  for (size_t b = 0; b < tokens.size(); b += batch_size_) {
+    const size_t e = std::min(tokens.size(), b + batch_size_);
+    batch.clear();
+    for (size_t i = b; i < e; ++i) {
+      const bool last = i + 1 == tokens.size() && logits != nullptr;
+      batch.push_back({tokens[i], positions[i], seq, last});
+    }
+    PC_RETURN_IF_ERROR(model_.Forward(batch, logits, pool_, scratch_));
+  }
+  return Status::Ok();
+}
+
+Status ModuleStore::Encode(const SchemaLayout& schema, const PmlTextRef& ref, KvSequence* seq,
+                           GatherStats* stats, int depth) {
+  const PmlTextPiece& piece = schema.Piece(ref);
+  KvSequence ctx(cache_->pool());
+  for (const PmlTextRef& dep : Dependencies(schema, ref)) {
+    PC_RETURN_IF_ERROR(GatherImpl(schema, dep, &ctx, stats, depth + 1));
+  }
+  const auto t0 = Clock::now();
+  // Blocks are keyed as if the piece started at slot 0 of a block: a fork shares every block of
+  // the span, so the sequence cannot write into one and allocates a fresh block.
+  KvSequence work = ctx.Fork();
+  const int base = work.size();
+  std::vector<int32_t> positions(piece.tokens.size());
+  for (size_t i = 0; i < positions.size(); ++i) positions[i] = piece.start + static_cast<int>(i);
+  PC_RETURN_IF_ERROR(Compute(piece.tokens, positions, &work, nullptr));
+  const int bs = cache_->pool()->layout().block_size;
+  const std::vector<BlockKey> keys = PieceKeys(piece);
+  const std::span<const int32_t> tokens(piece.tokens);
+  for (size_t b = 0; b < keys.size(); ++b) {
+    const size_t first = b * bs;
+    const auto chunk = tokens.subspan(first, std::min<size_t>(bs, tokens.size() - first));
+    cache_->Insert(keys[b], b == 0 ? BlockKey{} : keys[b - 1], work, base + static_cast<int>(first),
+                   chunk);
+  }
+  seq->AppendSegment(work, base, work.size());
+  stats->encoded_tokens += static_cast<int>(piece.tokens.size());
+  stats->encode_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  return Status::Ok();
+}
+
+Status ModuleStore::GatherImpl(const SchemaLayout& schema, const PmlTextRef& ref, KvSequence* seq,
+                               GatherStats* stats, int depth) {
+  if (depth > kMaxDepth) return Internal("PML span dependencies nest too deeply");
+  if (AppendCached(schema.Piece(ref), seq)) return Status::Ok();
+  return Encode(schema, ref, seq, stats, depth);
+}
+
+Status ModuleStore::Gather(const SchemaLayout& schema, const PmlTextRef& ref, KvSequence* seq,
+                           GatherStats* stats) {
+  const int n = static_cast<int>(schema.Piece(ref).tokens.size());
+  if (AppendCached(schema.Piece(ref), seq)) {
+    stats->reused_tokens += n;
+    return Status::Ok();
+  }
+  PC_RETURN_IF_ERROR(Encode(schema, ref, seq, stats, 0));
+  stats->computed_tokens += n;
+  return Status::Ok();
+}
+
+Status ModuleStore::Ensure(const SchemaLayout& schema, const PmlTextRef& ref, GatherStats* stats) {
+  if (Present(schema, ref)) {
+    stats->reused_tokens += static_cast<int>(schema.Piece(ref).tokens.size());
+    return Status::Ok();
+  }
+  KvSequence scratch(cache_->pool());
+  return Gather(schema, ref, &scratch, stats);
+}
+
+void ModuleStore::Drop(const SchemaLayout& schema, const PmlTextRef& ref) {
+  const std::vector<BlockKey> keys = PieceKeys(schema.Piece(ref));
+  for (auto it = keys.rbegin(); it != keys.rend(); ++it) {
+    (void)cache_->Drop(it->Hex());  // NotFound: already gone
+  }
+}
+
+}  // namespace promptcache

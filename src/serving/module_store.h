@@ -1,0 +1,109 @@
+// The K/V side of the modular prompt cache: PML text pieces encoded at their reserved positions,
+// stored in the engine's BlockCache, and gathered by reference into a request's sequence.
+//
+// A piece (a run of always-included text or of a module's text, see pml/pml.h) is stored from
+// slot 0 of fresh blocks, block i holding its tokens [i*B, (i+1)*B). Block i's key chains from
+// block i-1's as prefix keys do (BlockCache::ChainKey, which mixes in the model fingerprint),
+// starting from the piece's content key. The content key covers the piece's tokens, positions and
+// everything its span holds, so an edited module gets new keys and only what depends on it is
+// encoded again; the old blocks age out of the cache like any other. Module blocks share the
+// prefix cache's RAM budget, LRU eviction and disk tier: an evicted piece comes back from disk,
+// and one lost altogether is simply encoded again (with whatever of its span is lost too).
+//
+// Encoding a piece: gather its span (always-included text before it, enclosing modules' text
+// before it, earlier scaffold peers, its own earlier pieces) into a scratch sequence, run its
+// tokens at their positions through the model (each attends to the span and causally to its
+// own earlier tokens), and insert the new blocks into the cache.
+//
+// Serving a prompt: BuildPrefill turns a PmlPlan into stages, in position order, of "gather these
+// cached pieces, then compute these tokens", so every computed token (cache="false" module text,
+// a parameter argument, the prompt's new text) attends to exactly what the prompt includes at
+// earlier positions, as a full forward pass over the same tokens would.
+//
+// Not thread-safe: the engine thread (or a tool that owns its own cache) drives it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "kv/block_cache.h"
+#include "model/model.h"
+#include "pml/pml.h"
+
+namespace promptcache {
+
+// One step of serving a modular prompt: append the cached pieces, then compute the tokens.
+struct PrefillStage {
+  std::vector<PmlTextRef> gather;
+  // The prompt computes nothing new: the last gathered token is dropped and recomputed (it is
+  // the only token here), so that its logits start generation.
+  bool drop_last = false;
+  std::vector<int32_t> tokens, positions;
+};
+
+struct ModularPrefill {
+  std::vector<PrefillStage> stages;
+  // Every token the prompt includes, by position: what a full recompute runs.
+  std::vector<int32_t> tokens, positions;
+  int cached_tokens = 0;    // tokens of the gathered pieces
+  int computed_tokens = 0;  // tokens computed at request time (cached ones not counted)
+  int end = 0;              // where generation continues (the plan's end)
+};
+
+ModularPrefill BuildPrefill(const SchemaLayout& schema, const PmlPlan& plan);
+
+// Work done by Gather calls.
+struct GatherStats {
+  int reused_tokens = 0;    // tokens of the requested pieces found in the cache
+  int computed_tokens = 0;  // tokens of the requested pieces that had to be encoded
+  int encoded_tokens = 0;   // every token encoded, missing span pieces included
+  double encode_ms = 0;     // time spent encoding
+};
+
+class ModuleStore {
+ public:
+  ModuleStore(const Model& model, BlockCache* cache, ThreadPool* pool, ForwardScratch* scratch,
+              int batch_size);
+
+  // The keys of the piece's blocks, in order.
+  std::vector<BlockKey> PieceKeys(const PmlTextPiece& piece) const;
+  // True when every block of the piece is cached, in RAM or on disk.
+  bool Present(const SchemaLayout& schema, const PmlTextRef& ref) const;
+  // What the piece attends to besides itself, by position.
+  static std::vector<PmlTextRef> Dependencies(const SchemaLayout& schema, const PmlTextRef& ref);
+
+  // Appends the piece's K/V to `seq` by reference (loading blocks from disk as needed); when it
+  // is not cached, encodes it first (and whatever of its span is missing).
+  Status Gather(const SchemaLayout& schema, const PmlTextRef& ref, KvSequence* seq,
+                GatherStats* stats);
+  // Encodes the piece unless it is cached (in RAM or on disk; nothing is loaded).
+  Status Ensure(const SchemaLayout& schema, const PmlTextRef& ref, GatherStats* stats);
+  // Removes the piece's blocks from RAM and disk (those not found are skipped).
+  void Drop(const SchemaLayout& schema, const PmlTextRef& ref);
+
+  // Runs tokens at the given positions through the model into `seq`, in batches; writes the
+  // last token's logits to `logits` when not null.
+  Status Compute(std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                 KvSequence* seq, float* logits);
+
+  // Every piece the schema caches, in an order where dependencies come first.
+  static std::vector<PmlTextRef> CachedPieces(const SchemaLayout& schema);
+
+ private:
+  bool AppendCached(const PmlTextPiece& piece, KvSequence* seq);
+  Status Encode(const SchemaLayout& schema, const PmlTextRef& ref, KvSequence* seq,
+                GatherStats* stats, int depth);
+  Status GatherImpl(const SchemaLayout& schema, const PmlTextRef& ref, KvSequence* seq,
+                    GatherStats* stats, int depth);
+
+  const Model& model_;
+  BlockCache* cache_;
+  ThreadPool* pool_;
+  ForwardScratch* scratch_;
+  int batch_size_;
+};
+
+}  // namespace promptcache

@@ -1,0 +1,110 @@
+#include "serving/pml_encoder.h"
+
+#include <algorithm>
+
+#include "core/log.h"
+
+namespace promptcache {
+namespace {
+
+// A character no vocabulary merges with anything: text after it tokenizes as if it began the
+// document, minus the dummy prefix, which goes before the sentinel.
+constexpr std::string_view kSentinel = "\x01";
+
+constexpr const char* kRoles[] = {"system", "user", "assistant"};
+
+// The text the format writes before and after `role`'s content.
+std::pair<std::string, std::string> RenderWrap(ChatFormat format, const std::string& role,
+                                               const std::string& bos, const std::string& eos) {
+  if (format == ChatFormat::kLlama2) {
+    // Llama-2 folds the system message into the first user turn; PML renders each turn alone.
+    if (role == "system") return {"<<SYS>>\n", "\n<</SYS>>\n\n"};
+    if (role == "user") return {"[INST] ", " [/INST]"};
+    return {" ", " " + eos};
+  }
+  const std::string marker(kSentinel);
+  Result<std::string> text = RenderChat(format, {{role, marker}}, false, bos, eos);
+  if (!text.ok()) return {"", "\n"};
+  const size_t at = text->find(marker);
+  if (at == std::string::npos) return {"", "\n"};
+  return {text->substr(0, at), text->substr(at + marker.size())};
+}
+
+}  // namespace
+
+ModelPmlEncoder::ModelPmlEncoder(const Model& model, int context)
+    : tok_(model.tokenizer()), context_(context > 0 ? context : model.config().context_length) {
+  bool guessed = false;
+  format_ = DetectChatFormat(model.chat_template(), &guessed);
+  if (guessed) {
+    PC_LOG_WARN("unrecognised chat template; PML role tags use the %s format",
+                std::string(ChatFormatName(format_)).c_str());
+  }
+  const std::string bos = tok_.bos() >= 0 ? tok_.Piece(tok_.bos()) : "";
+  const std::string eos = tok_.eos() >= 0 ? tok_.Piece(tok_.eos()) : "";
+  for (const char* role : kRoles) wraps_.push_back(RenderWrap(format_, role, bos, eos));
+  if (format_ != ChatFormat::kLlama2) {
+    const std::vector<ChatMessage> one = {{"user", "x"}};
+    Result<std::string> without = RenderChat(format_, one, false, bos, eos);
+    Result<std::string> with = RenderChat(format_, one, true, bos, eos);
+    if (without.ok() && with.ok() && with->compare(0, without->size(), *without) == 0) {
+      generation_prompt_ = with->substr(without->size());
+    }
+  }
+  if (tok_.kind() == TokenizerKind::kSpm) sentinel_ = tok_.Encode(kSentinel, false, true);
+}
+
+std::vector<int32_t> ModelPmlEncoder::Tokenize(std::string_view text) const {
+  if (text.empty()) return {};
+  if (sentinel_.empty()) return tok_.Encode(text, false, true);
+  // SentencePiece puts its dummy-prefix space before the text; put it before a sentinel instead
+  // and drop both.
+  std::string with(kSentinel);
+  with += text;
+  std::vector<int32_t> ids = tok_.Encode(with, false, true);
+  if (ids.size() >= sentinel_.size() &&
+      std::equal(sentinel_.begin(), sentinel_.end(), ids.begin())) {
+    ids.erase(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(sentinel_.size()));
+    return ids;
+  }
+  return tok_.Encode(text, false, true);  // a vocabulary that merges the sentinel: as is
+}
+
+std::optional<int32_t> ModelPmlEncoder::Bos() const {
+  if (tok_.adds_bos() && tok_.bos() >= 0) return tok_.bos();
+  return std::nullopt;
+}
+
+std::pair<std::string, std::string> ModelPmlEncoder::RoleWrap(std::string_view role) const {
+  for (size_t i = 0; i < std::size(kRoles); ++i) {
+    if (role == kRoles[i]) return wraps_[i];
+  }
+  return {"", ""};
+}
+
+Status AddGenerationPrompt(const PmlPrompt& prompt, const ModelPmlEncoder& encoder, PmlPlan* plan) {
+  if (prompt.text.empty() || prompt.text.back().role != "user") return Status::Ok();
+  if (encoder.generation_prompt().empty()) return Status::Ok();
+  // The new text exactly as PlanPrompt renders it, plus the generation prompt, in one run.
+  std::string text;
+  for (const PmlPromptText& t : prompt.text) {
+    if (t.role.empty()) {
+      text += t.text;
+    } else {
+      auto [before, after] = encoder.RoleWrap(t.role);
+      text += before + t.text + after;
+    }
+  }
+  text += encoder.generation_prompt();
+  plan->new_text.tokens = encoder.Tokenize(text);
+  plan->end = plan->new_text.end();
+  const int context = encoder.ContextLength();
+  if (context > 0 && plan->end > context) {
+    return OutOfRange(prompt.file + ": prompt for schema '" + prompt.schema + "': needs " +
+                      std::to_string(plan->end) + " positions with the assistant's header, " +
+                      "more than the model's context of " + std::to_string(context));
+  }
+  return Status::Ok();
+}
+
+}  // namespace promptcache

@@ -1,0 +1,61 @@
+// The PmlTextEncoder of a loaded model: its tokenizer and chat template, as PML schemas and
+// prompts see them.
+//
+// Tokenization. PML tokenizes each text run (module text, always-included text, a parameter
+// argument, the prompt's new text) on its own and never adds a separator between runs, so a run
+// is tokenized as the continuation of a document: no BOS and no SentencePiece dummy-prefix space
+// (the space SentencePiece puts before a whole text). Text is taken exactly as written: a run
+// that should start a new word starts with a space (or a line break) in the schema. Special-token
+// spellings ("<|im_start|>") become their tokens. The full recompute that modules are compared
+// with uses the very same token ids at the same positions, so with only always-included text and
+// one module the two are identical.
+//
+// Chat roles. <system>, <user> and <assistant> wrap their text in the model's chat format (as
+// engine/chat_template.h renders a one-message conversation); a model without a chat template
+// gets the plain "System: " ... "\n" rendering. A prompt whose new text ends with a <user> turn
+// also gets the format's generation prompt (ChatML "<|im_start|>assistant\n", plain
+// "Assistant:"), as a chat client would expect: see AddGenerationPrompt.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "engine/chat_template.h"
+#include "model/model.h"
+#include "pml/pml.h"
+
+namespace promptcache {
+
+class ModelPmlEncoder : public PmlTextEncoder {
+ public:
+  // `context`: the positions a sequence may use (the engine's context; <= 0: the model's).
+  ModelPmlEncoder(const Model& model, int context);
+
+  std::vector<int32_t> Tokenize(std::string_view text) const override;
+  std::optional<int32_t> Bos() const override;
+  std::pair<std::string, std::string> RoleWrap(std::string_view role) const override;
+  int ContextLength() const override { return context_; }
+
+  ChatFormat format() const { return format_; }
+  // What makes the model answer as the assistant ("" for formats without one, e.g. Llama-2).
+  const std::string& generation_prompt() const { return generation_prompt_; }
+
+ private:
+  const Tokenizer& tok_;
+  int context_;
+  ChatFormat format_;
+  std::vector<int32_t> sentinel_;  // SentencePiece: the tokens of the dummy prefix + sentinel
+  std::vector<std::pair<std::string, std::string>> wraps_;  // system, user, assistant
+  std::string generation_prompt_;
+};
+
+// When the prompt's new text ends with a <user> turn, appends the encoder's generation prompt
+// to the plan's new text (retokenizing the whole new text, so the boundary is tokenized as one
+// run) and moves plan->end. OutOfRange when the result no longer fits the context.
+Status AddGenerationPrompt(const PmlPrompt& prompt, const ModelPmlEncoder& encoder, PmlPlan* plan);
+
+}  // namespace promptcache
