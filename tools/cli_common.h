@@ -10,6 +10,7 @@
 
 #include "engine/session.h"
 #include "model/model.h"
+#include "promptcache/engine.h"
 
 namespace promptcache::cli {
 
@@ -54,5 +55,15 @@ std::unique_ptr<Command> MakeBenchCommand();
 std::unique_ptr<Command> MakeSynthCommand();
 std::unique_ptr<Command> MakeInspectCommand();
 std::unique_ptr<Command> MakeServeCommand();
+std::unique_ptr<Command> MakeSchemaCommand();
+std::unique_ptr<Command> MakePromptCommand();
+std::unique_ptr<Command> MakeEvalModulesCommand();
+
+// An engine for the modular-prompt commands (schema, prompt, eval-modules): one sequence at a
+// time, the disk tier in `cache_dir` when not empty.
+Result<std::unique_ptr<Engine>> MakeEngine(const ModelOptions& model, const std::string& cache_dir);
+// The model `schema show` tokenizes with when -m is not given: shared/models/stories260K.gguf
+// beside the repository the binary was built in.
+std::string DefaultSchemaModel();
 
 }  // namespace promptcache::cli

@@ -26,6 +26,9 @@ int main(int argc, char** argv) {
   commands.push_back({"synth", "write a model of a real shape with random weights", MakeSynthCommand()});
   commands.push_back({"inspect", "describe a GGUF model", MakeInspectCommand()});
   commands.push_back({"serve", "serve an OpenAI-compatible HTTP API with prefix caching", MakeServeCommand()});
+  commands.push_back({"schema", "load (encode) or show a PML schema of prompt modules", MakeSchemaCommand()});
+  commands.push_back({"prompt", "serve PML prompts from cached prompt modules", MakePromptCommand()});
+  commands.push_back({"eval-modules", "compare modular prompts with their full recompute", MakeEvalModulesCommand()});
   for (Entry& e : commands) {
     e.sub = app.add_subcommand(e.name, e.help);
     e.cmd->Register(e.sub);

@@ -1,0 +1,185 @@
+// The modular prompt commands as a user runs them (schema load/show, prompt, eval-modules) on
+// stories260K and examples/story: outputs, the --stats JSON line, the disk tier across
+// processes, and bad input ending in one clear error line.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "nlohmann/json.hpp"
+
+namespace promptcache {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kBin = std::string(PC_BINARY_DIR) + "/promptcache";
+const std::string kModel = std::string(PC_SHARED_DIR) + "/models/stories260K.gguf";
+const std::string kStory = std::string(PC_SOURCE_DIR) + "/examples/story";
+
+struct Output {
+  int code;
+  std::string out, err;
+};
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Output RunCli(const std::string& args) {
+  const fs::path dir = fs::temp_directory_path();
+  const std::string out = (dir / ("pc_mod_out_" + std::to_string(getpid()))).string();
+  const std::string err = (dir / ("pc_mod_err_" + std::to_string(getpid()))).string();
+  const std::string cmd = "timeout 60 " + kBin + " " + args + " >" + out + " 2>" + err;
+  const int status = std::system(cmd.c_str());
+  Output o{WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(out), Slurp(err)};
+  fs::remove(out);
+  fs::remove(err);
+  return o;
+}
+
+std::string LastLine(const std::string& text) {
+  std::string t = text;
+  while (!t.empty() && t.back() == '\n') t.pop_back();
+  const size_t nl = t.rfind('\n');
+  return nl == std::string::npos ? t : t.substr(nl + 1);
+}
+
+// Exit code 1 and a last stderr line "promptcache: error: ..." that mentions `needle`.
+void ExpectError(const std::string& args, const std::string& needle) {
+  const Output o = RunCli(args);
+  EXPECT_EQ(o.code, 1) << args << "\n" << o.err;
+  const std::string last = LastLine(o.err);
+  EXPECT_EQ(last.rfind("promptcache: error: ", 0), 0u) << args << "\n" << o.err;
+  EXPECT_NE(last.find(needle), std::string::npos) << args << "\n" << o.err;
+  EXPECT_TRUE(o.out.empty()) << args << "\n" << o.out;
+}
+
+class ModulesCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("pc_mod_cli_" + std::to_string(getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string Write(const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name) << text;
+    return (dir_ / name).string();
+  }
+  fs::path dir_;
+};
+
+TEST_F(ModulesCli, SchemaShowPrintsTheLayoutWithTheDefaultTokenizer) {
+  const Output o = RunCli("schema show " + kStory + "/story.xml");
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.out.find("schema 'story'"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("total length 408 positions"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("answer"), std::string::npos);
+  EXPECT_NE(o.out.find("stories260K.gguf"), std::string::npos);
+}
+
+TEST_F(ModulesCli, LoadThenPromptFromTheDiskTier) {
+  const std::string cache = (dir_ / "cache").string();
+  const Output load =
+      RunCli("schema load " + kStory + "/story.xml -m " + kModel + " -t 2 --cache-dir " + cache);
+  ASSERT_EQ(load.code, 0) << load.err;
+  EXPECT_NE(load.out.find("encoded 593 tokens"), std::string::npos) << load.out;
+  EXPECT_NE(load.out.find("persisted in"), std::string::npos) << load.out;
+  EXPECT_TRUE(fs::exists(fs::path(cache) / "schemas" / "story" / "schema.xml"));
+
+  const std::string args = "prompt -m " + kModel + " -t 2 --schema " + kStory +
+                           "/story.xml --cache-dir " + cache + " " + kStory +
+                           "/lily.xml -n 12 --temp 0 --stats";
+  const Output p = RunCli(args);
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_GT(p.out.size(), 10u);
+  const auto j = nlohmann::json::parse(LastLine(p.err));
+  EXPECT_EQ(j["reused_tokens"], 236);
+  EXPECT_EQ(j["computed_tokens"], 10);
+  EXPECT_EQ(j["encoded_tokens"], 0);
+  EXPECT_GT(j["ttft_ms"].get<double>(), 0);
+  EXPECT_EQ(j["generated_tokens"], 12);
+
+  // The full recompute: nothing reused, every token computed.
+  const Output b = RunCli(args + " --baseline");
+  ASSERT_EQ(b.code, 0) << b.err;
+  const auto jb = nlohmann::json::parse(LastLine(b.err));
+  EXPECT_EQ(jb["reused_tokens"], 0);
+  EXPECT_EQ(jb["computed_tokens"], 246);
+  EXPECT_EQ(jb["mode"], "baseline");
+
+  // Without the cache folder, the first prompt encodes its modules and counts them as computed.
+  const Output cold = RunCli("prompt -m " + kModel + " -t 2 --schema " + kStory + "/story.xml " +
+                             kStory + "/lily.xml " + kStory + "/lily.xml -n 4 --temp 0 --stats");
+  ASSERT_EQ(cold.code, 0) << cold.err;
+  std::istringstream lines(cold.err);
+  std::vector<nlohmann::json> objects;
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty() && line[0] == '{') objects.push_back(nlohmann::json::parse(line));
+  }
+  ASSERT_EQ(objects.size(), 3u);  // two prompts and the summary
+  EXPECT_EQ(objects[0]["reused_tokens"], 0);
+  EXPECT_EQ(objects[0]["computed_tokens"], 246);
+  EXPECT_EQ(objects[1]["reused_tokens"], 236);
+  EXPECT_EQ(objects[2]["prompts"], 2);
+}
+
+TEST_F(ModulesCli, EvalModulesReportsEveryPrompt) {
+  const Output o = RunCli("eval-modules -m " + kModel + " -t 2 --schema " + kStory +
+                          "/story.xml --prompts " + kStory + "/prompts.txt -n 8 --json");
+  ASSERT_EQ(o.code, 0) << o.err;
+  const auto j = nlohmann::json::parse(o.out);
+  EXPECT_EQ(j["prompts"], 5);
+  ASSERT_EQ(j["per_prompt"].size(), 5u);
+  for (const auto& row : j["per_prompt"]) {
+    EXPECT_EQ(row["steps"], 8);
+    EXPECT_GE(row["top1_agreement"].get<double>(), 0.0);
+    EXPECT_LE(row["top1_agreement"].get<double>(), 1.0);
+    EXPECT_GE(row["first_token_kl"].get<double>(), 0.0);
+  }
+}
+
+TEST_F(ModulesCli, BadInputIsOneErrorLine) {
+  const std::string base = "prompt -m " + kModel + " --schema " + kStory + "/story.xml ";
+  ExpectError(base + Write("two.xml", "<prompt schema=\"story\"><lily/><tim/></prompt>"),
+              "two.xml:1:31: prompt for schema 'story': modules 'lily' and 'tim' are members of "
+              "one union");
+  ExpectError(base + Write("unknown.xml", "<prompt schema=\"story\"><dragon/></prompt>"),
+              "unknown module 'dragon'");
+  ExpectError(base + Write("other.xml", "<prompt schema=\"support\"/>"),
+              "unknown schema 'support' (loaded: story)");
+  ExpectError(base + Write("long.xml",
+                           "<prompt schema=\"story\"><find thing=\" a very big and very shiny red "
+                           "box\"/></prompt>"),
+              "longer than its length 10");
+  ExpectError(base + Write("broken.xml", "<prompt schema=\"story\"><lily>"), "malformed XML");
+  ExpectError(base + (dir_ / "missing.xml").string(), "cannot open prompt file");
+  ExpectError("schema show " + Write("dup.xml",
+                                     "<schema name=\"s\">\n  <module name=\"a\">x</module>\n  "
+                                     "<module name=\"a\">y</module>\n</schema>"),
+              "dup.xml:3:3: schema 's': duplicate module name 'a'");
+  ExpectError("schema load " +
+                  Write("src.xml",
+                        "<schema name=\"s\"><module name=\"a\" src=\"../x.txt\"/>"
+                        "</schema>") +
+                  " -m " + kModel,
+              "leaves the schema's folder");
+  ExpectError("schema load " + kStory + "/story.xml -m " + kModel + " -c 128",
+              "exceeds the model's context of 128");
+  ExpectError("prompt -m " + kModel + " --schema " + kStory + "/story.xml " + kStory +
+                  "/lily.xml --baseline --prefix-only",
+              "excludes");
+  ExpectError("eval-modules -m " + kModel + " --schema " + kStory + "/story.xml --prompts " +
+                  Write("empty.txt", "# nothing\n"),
+              "names no prompt files");
+}
+
+}  // namespace
+}  // namespace promptcache

@@ -1,0 +1,219 @@
+// `promptcache prompt`: serves PML prompts against a schema through the engine's modular prompt
+// cache and prints their continuations; --stats reports reuse and the time of each phase.
+// --baseline computes each prompt fully without any cache (same tokens, same positions, one
+// forward pass); --prefix-only sends the same tokens as a plain prompt through the prefix cache.
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "core/log.h"
+#include "nlohmann/json.hpp"
+#include "serving/fidelity.h"
+#include "tools/cli_common.h"
+
+namespace promptcache::cli {
+namespace {
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+Result<std::string> ReadText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound(path + ": cannot open prompt file");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+bool PrintPiece(const std::string& piece) {
+  std::fwrite(piece.data(), 1, piece.size(), stdout);
+  std::fflush(stdout);
+  return true;
+}
+
+// What one prompt run reports.
+struct RunStats {
+  std::string mode;
+  CompletionResult r;
+};
+
+class PromptCommand : public Command {
+ public:
+  void Register(CLI::App* sub) override {
+    model_.Register(sub);
+    sub->add_option("--schema", schema_, "PML schema file")->required();
+    sub->add_option("--cache-dir", cache_dir_, "the disk tier (where `schema load` put modules)");
+    sub->add_option("prompts", prompt_files_, "PML prompt files, served in order")->required();
+    sub->add_option("-n,--n-predict", max_tokens_, "tokens to generate")->default_val(128);
+    sub->add_option("--temp", sampling_.temperature, "temperature (0: greedy)")->default_val(0.8);
+    sub->add_option("--seed", sampling_.seed, "random seed (0: random)");
+    sub->add_option("--top-k", sampling_.top_k, "top-k cut (0: off)")->default_val(40);
+    sub->add_option("--top-p", sampling_.top_p, "nucleus cut (1: off)")->default_val(0.95);
+    sub->add_option("--min-p", sampling_.min_p, "min-p cut (0: off)")->default_val(0.05);
+    sub->add_option("--repeat-penalty", sampling_.repeat_penalty, "repetition penalty (1: off)")
+        ->default_val(1.0);
+    sub->add_option("--stop", stop_, "stop string (repeatable)");
+    sub->add_flag("--ignore-eos", ignore_eos_, "keep generating after end-of-generation tokens");
+    sub->add_option("--repeat", repeat_, "serve the list of prompts this many times")
+        ->default_val(1);
+    sub->add_flag("--stats", stats_,
+                  "reuse and timings on stderr, each prompt ending with one JSON line");
+    auto* base = sub->add_flag("--baseline", baseline_,
+                               "compute each prompt fully without any cache, for comparison");
+    sub->add_flag("--prefix-only", prefix_only_,
+                  "send the prompt's tokens as a plain prompt through the prefix cache")
+        ->excludes(base);
+    sub->add_flag("-q,--quiet", quiet_, "do not print the continuations");
+  }
+
+  int Execute() override {
+    if (Status st = model_.Validate(); !st.ok()) return Fail(st);
+    if (max_tokens_ < 0) return Fail("-n must be >= 0");
+    if (repeat_ < 1) return Fail("--repeat must be >= 1");
+    if (Status st = sampling_.Validate(); !st.ok()) return Fail(st);
+    SetLogLevel(LogLevel::kWarning);
+    Result<std::unique_ptr<Engine>> engine = MakeEngine(model_, cache_dir_);
+    if (!engine.ok()) return Fail(engine.status());
+    Engine& e = **engine;
+    SchemaLoadOptions lo;
+    lo.encode = false;  // modules missing from the cache are encoded by the first prompt
+    lo.persist = false;
+    if (Result<SchemaInfo> info = e.LoadSchemaFile(schema_, lo); !info.ok()) {
+      return Fail(info.status());
+    }
+    std::vector<std::pair<std::string, PmlPrompt>> prompts;
+    for (const std::string& file : prompt_files_) {
+      Result<std::string> text = ReadText(file);
+      if (!text.ok()) return Fail(text.status());
+      Result<PmlPrompt> p = ParsePrompt(*text, file);
+      if (!p.ok()) return Fail(p.status());
+      // Check every prompt before running any, so a bad one fails fast.
+      if (Result<ExpandedPrompt> x = e.ExpandPrompt(*p); !x.ok()) return Fail(x.status());
+      prompts.emplace_back(file, std::move(p).value());
+    }
+    std::vector<double> ttfts;
+    long reused = 0, computed = 0;
+    for (int rep = 0; rep < repeat_; ++rep) {
+      for (const auto& [file, prompt] : prompts) {
+        Result<CompletionResult> r = RunOne(e, prompt);
+        if (!r.ok()) return Fail(r.status());
+        if (!r->status.ok()) return Fail(r->status);
+        if (!quiet_) std::fputc('\n', stdout);
+        std::fflush(stdout);
+        ttfts.push_back(r->ttft_ms);
+        reused += r->cached_tokens;
+        computed += r->computed_tokens;
+        if (stats_) PrintStats(file, *r);
+      }
+    }
+    if (stats_ && ttfts.size() > 1) {
+      nlohmann::json j = {{"prompts", ttfts.size()},
+                          {"mode", Mode()},
+                          {"reused_tokens", reused},
+                          {"computed_tokens", computed},
+                          {"ttft_ms", Median(ttfts)},
+                          {"ttft_ms_max", *std::max_element(ttfts.begin(), ttfts.end())},
+                          {"ttft_ms_all", ttfts}};
+      std::fprintf(stderr, "%s\n", j.dump().c_str());
+    }
+    return 0;
+  }
+
+ private:
+  std::string Mode() const {
+    return baseline_ ? "baseline" : prefix_only_ ? "prefix-only" : "modules";
+  }
+
+  CompletionRequest MakeRequest() const {
+    CompletionRequest req;
+    req.max_tokens = max_tokens_;
+    req.sampling = sampling_;
+    req.stop = stop_;
+    req.ignore_eos = ignore_eos_;
+    if (!quiet_) req.on_text = PrintPiece;
+    return req;
+  }
+
+  Result<CompletionResult> RunOne(Engine& e, const PmlPrompt& prompt) {
+    if (baseline_) return RunBaseline(e, prompt);
+    CompletionRequest req = MakeRequest();
+    Result<std::shared_ptr<RequestHandle>> h = [&]() -> Result<std::shared_ptr<RequestHandle>> {
+      if (!prefix_only_) return e.SubmitPrompt(prompt, std::move(req));
+      PC_ASSIGN_OR_RETURN(ExpandedPrompt x, e.ExpandPrompt(prompt));
+      req.prompt = std::move(x.tokens);
+      return e.Submit(std::move(req));
+    }();
+    if (!h.ok()) return h.status();
+    return (*h)->Wait();
+  }
+
+  Result<CompletionResult> RunBaseline(Engine& e, const PmlPrompt& prompt) {
+    PC_ASSIGN_OR_RETURN(ExpandedPrompt x, e.ExpandPrompt(prompt));
+    FullRunOptions o;
+    o.session = model_.ToSessionOptions();
+    o.max_tokens = max_tokens_;
+    o.sampling = sampling_;
+    o.stop = stop_;
+    o.ignore_eos = ignore_eos_;
+    if (!quiet_) o.on_text = PrintPiece;
+    PC_ASSIGN_OR_RETURN(FullRunResult f, RunFull(e.model(), x, o));
+    CompletionResult r;
+    r.tokens = f.tokens;
+    r.text = f.text;
+    r.finish_reason = f.finish_reason;
+    r.prompt_tokens = static_cast<int>(x.tokens.size());
+    r.computed_tokens = r.prompt_tokens;
+    r.prompt_ms = r.prefill_ms = r.ttft_ms = f.prompt_ms;
+    r.generation_ms = f.generation_ms;
+    return r;
+  }
+
+  void PrintStats(const std::string& file, const CompletionResult& r) const {
+    std::fprintf(stderr, "%s (%s): %d prompt tokens: %d reused, %d computed", file.c_str(),
+                 Mode().c_str(), r.prompt_tokens, r.cached_tokens, r.computed_tokens);
+    if (r.modular) std::fprintf(stderr, " (%d encoded for missing modules)", r.encoded_tokens);
+    std::fprintf(stderr, "\n");
+    if (r.modular) {
+      std::fprintf(stderr,
+                   "  gather %.2f ms, encode %.2f ms, prefill %.2f ms; first token after %.2f ms\n",
+                   r.gather_ms, r.encode_ms, r.prefill_ms, r.ttft_ms);
+    } else {
+      std::fprintf(stderr, "  prompt %.2f ms; first token after %.2f ms\n", r.prompt_ms, r.ttft_ms);
+    }
+    const size_t n = r.tokens.size();
+    std::fprintf(stderr, "  generated %zu tokens in %.1f ms (%s)\n", n, r.generation_ms,
+                 r.finish_reason.c_str());
+    nlohmann::json j = {{"prompt", file},
+                        {"mode", Mode()},
+                        {"prompt_tokens", r.prompt_tokens},
+                        {"reused_tokens", r.cached_tokens},
+                        {"computed_tokens", r.computed_tokens},
+                        {"encoded_tokens", r.encoded_tokens},
+                        {"gather_ms", r.gather_ms},
+                        {"encode_ms", r.encode_ms},
+                        {"prefill_ms", r.modular ? r.prefill_ms : r.prompt_ms},
+                        {"ttft_ms", r.ttft_ms},
+                        {"generated_tokens", n},
+                        {"generation_ms", r.generation_ms}};
+    std::fprintf(stderr, "%s\n", j.dump().c_str());
+  }
+
+  ModelOptions model_;
+  std::string schema_, cache_dir_;
+  std::vector<std::string> prompt_files_;
+  int max_tokens_ = 128, repeat_ = 1;
+  SamplingParams sampling_;
+  std::vector<std::string> stop_;
+  bool ignore_eos_ = false, stats_ = false, baseline_ = false, prefix_only_ = false, quiet_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> MakePromptCommand() { return std::make_unique<PromptCommand>(); }
+
+}  // namespace promptcache::cli

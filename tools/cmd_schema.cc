@@ -1,0 +1,119 @@
+// `promptcache schema load|show`: encode a PML schema's modules into the cache (and persist them
+// with --cache-dir), or print its layout.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "core/log.h"
+#include "core/progress.h"
+#include "serving/pml_encoder.h"
+#include "tools/cli_common.h"
+
+namespace promptcache::cli {
+
+Result<std::unique_ptr<Engine>> MakeEngine(const ModelOptions& model,
+                                           const std::string& cache_dir) {
+  PC_RETURN_IF_ERROR(model.Validate());
+  EngineOptions o;
+  o.model_path = model.model_path;
+  o.threads = model.threads;
+  o.context = model.context;
+  o.kv_type = model.kv_type == "f32" ? KvType::kF32 : KvType::kF16;
+  o.cache_dir = cache_dir;
+  o.parallel = 1;
+  return Engine::Create(o);
+}
+
+std::string DefaultSchemaModel() {
+  namespace fs = std::filesystem;
+  // The binary lives in REPO/BUILD/promptcache; the shared models sit beside the repository.
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path p =
+        exe.parent_path().parent_path().parent_path() / "shared" / "models" / "stories260K.gguf";
+    if (fs::exists(p, ec)) return p.lexically_normal().string();
+  }
+#ifdef PC_DEFAULT_SHARED_DIR
+  return std::string(PC_DEFAULT_SHARED_DIR) + "/models/stories260K.gguf";
+#else
+  return "../shared/models/stories260K.gguf";
+#endif
+}
+
+namespace {
+
+void PrintLayout(const std::string& text) {
+  std::fputs(text.c_str(), stdout);
+  if (!text.empty() && text.back() != '\n') std::fputc('\n', stdout);
+}
+
+class SchemaCommand : public Command {
+ public:
+  void Register(CLI::App* sub) override {
+    sub->require_subcommand(1);
+    load_ = sub->add_subcommand("load", "encode a schema's modules into the cache (and persist)");
+    load_->add_option("file", load_file_, "PML schema file")->required();
+    model_.Register(load_);
+    load_->add_option("--cache-dir", cache_dir_,
+                      "keep the modules (disk tier) and the schema here, for `prompt` and `serve`");
+    show_ = sub->add_subcommand("show", "print a schema's layout: ranges, token counts, spans");
+    show_->add_option("file", show_file_, "PML schema file")->required();
+    show_->add_option("-m,--model", show_model_,
+                      "model whose tokenizer counts the tokens (default: "
+                      "../shared/models/stories260K.gguf beside the repository)");
+  }
+
+  int Execute() override { return load_->parsed() ? Load() : Show(); }
+
+ private:
+  int Load() {
+    Result<std::unique_ptr<Engine>> engine = MakeEngine(model_, cache_dir_);
+    if (!engine.ok()) return Fail(engine.status());
+    std::unique_ptr<ProgressBar> bar;
+    SchemaLoadOptions o;
+    o.on_progress = [&](int done, int total) {
+      if (!bar) bar = std::make_unique<ProgressBar>("encoding modules", total);
+      bar->Update(done);
+    };
+    Result<SchemaInfo> info = (*engine)->LoadSchemaFile(load_file_, o);
+    bar.reset();
+    if (!info.ok()) return Fail(info.status());
+    PrintLayout(info->layout);
+    std::printf("cached: %d tokens in %d of %d modules plus the always-included text\n",
+                info->cached_tokens, info->cached_modules, info->modules);
+    std::printf("encoded %d tokens in %.1f ms; %d tokens were cached already\n",
+                info->encoded_tokens, info->encode_ms, info->reused_tokens);
+    if (info->persisted) {
+      std::printf("persisted in %s/schemas/%s (modules in the disk tier)\n", cache_dir_.c_str(),
+                  info->name.c_str());
+    } else {
+      std::printf("not persisted: without --cache-dir the modules live only in this process\n");
+    }
+    return 0;
+  }
+
+  int Show() {
+    const std::string path = show_model_.empty() ? DefaultSchemaModel() : show_model_;
+    std::unique_ptr<Model> model = LoadModelOrReport(path);
+    if (!model) return 1;
+    ModelPmlEncoder encoder(*model, 0);
+    Result<SchemaLayout> layout = LoadSchema(show_file_, encoder);
+    if (!layout.ok()) return Fail(layout.status());
+    std::printf("tokenizer: %s\n", path.c_str());
+    PrintLayout(FormatLayout(*layout));
+    return 0;
+  }
+
+  CLI::App* load_ = nullptr;
+  CLI::App* show_ = nullptr;
+  ModelOptions model_;
+  std::string load_file_, show_file_, cache_dir_, show_model_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> MakeSchemaCommand() { return std::make_unique<SchemaCommand>(); }
+
+}  // namespace promptcache::cli
