@@ -66,22 +66,47 @@ void RmsNormImpl(const float* x, const float* weight, int64_t n, float eps, floa
   for (; i < n; ++i) out[i] = x[i] * scale * weight[i];
 }
 
-void RopeImpl(float* x, int n_heads, int head_dim, float pos, const float* inv_freq) {
-  // Per-pair cosines duplicated over the pair, and sines with the sign the pair swap needs:
-  // (a, b) -> (a c - b s, b c + a s) = (a, b) * (c, c) + (b, a) * (-s, s).
-  constexpr int kMaxHeadDim = 1024;
+constexpr int kMaxHeadDim = 1024;
+
+// Per-pair cosines duplicated over the pair, and sines with the sign the pair swap needs:
+// (a, b) -> (a c - b s, b c + a s) = (a, b) * (c, c) + (b, a) * (-s, s).
+// Kept between calls (the model rotates q and then k at the same position, so every other call
+// finds it ready) and validated against all inputs, inv_freq by value, so it is never stale.
+struct RopeTable {
+  int dim = -1;
+  float pos = 0.0f;
+  float inv_freq[kMaxHeadDim / 2];
   HWY_ALIGN float cs[kMaxHeadDim];
   HWY_ALIGN float sn[kMaxHeadDim];
-  const int dim = head_dim & ~1;
-  if (dim > kMaxHeadDim) HWY_ABORT("Rope: head_dim %d too large", head_dim);
+};
+
+const RopeTable& GetRopeTable(int dim, float pos, const float* inv_freq) {
+  thread_local RopeTable t;
+  const size_t freq_bytes = sizeof(float) * (dim / 2);
+  if (t.dim == dim && std::memcmp(&t.pos, &pos, sizeof(pos)) == 0 &&
+      std::memcmp(t.inv_freq, inv_freq, freq_bytes) == 0) {
+    return t;
+  }
+  t.dim = dim;
+  t.pos = pos;
+  std::memcpy(t.inv_freq, inv_freq, freq_bytes);
   for (int i = 0; i < dim / 2; ++i) {
     const double theta = static_cast<double>(pos) * inv_freq[i];
     const float c = static_cast<float>(std::cos(theta)), s = static_cast<float>(std::sin(theta));
-    cs[2 * i] = c;
-    cs[2 * i + 1] = c;
-    sn[2 * i] = -s;
-    sn[2 * i + 1] = s;
+    t.cs[2 * i] = c;
+    t.cs[2 * i + 1] = c;
+    t.sn[2 * i] = -s;
+    t.sn[2 * i + 1] = s;
   }
+  return t;
+}
+
+void RopeImpl(float* x, int n_heads, int head_dim, float pos, const float* inv_freq) {
+  const int dim = head_dim & ~1;
+  if (dim > kMaxHeadDim) HWY_ABORT("Rope: head_dim %d too large", head_dim);
+  const RopeTable& table = GetRopeTable(dim, pos, inv_freq);
+  const float* cs = table.cs;
+  const float* sn = table.sn;
   for (int h = 0; h < n_heads; ++h) {
     float* v = x + static_cast<int64_t>(h) * head_dim;
     int i = 0;
@@ -220,6 +245,116 @@ void AxpyF16Impl(float alpha, const uint16_t* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] += alpha * F16ToF32(x[i]);
 }
 
+// Element access for the batched row kernels: f32 rows or f16 rows widened to f32.
+struct F32Elems {
+  using T = float;
+  static hn::Vec<DF> Load(DF d, const float* p) { return hn::LoadU(d, p); }
+  static float At(const float* p) { return *p; }
+};
+struct F16Elems {
+  using T = uint16_t;
+  static hn::Vec<DF> Load(DF d, const uint16_t* p) {
+    return hn::PromoteTo(d, hn::LoadU(DH(), AsHalf(p)));
+  }
+  static float At(const uint16_t* p) { return F16ToF32(*p); }
+};
+
+// Four rows at a time, so each load of q serves four keys.
+template <class E>
+void DotRowsImpl(const float* q, const typename E::T* k, int64_t stride, int64_t n_rows,
+                 int64_t dim, float* out) {
+  const DF d;
+  const int64_t n = hn::Lanes(d);
+  const int64_t dv = dim / n * n;
+  int64_t i = 0;
+  for (; i + 4 <= n_rows; i += 4) {
+    const typename E::T* k0 = k + i * stride;
+    const typename E::T* k1 = k0 + stride;
+    const typename E::T* k2 = k1 + stride;
+    const typename E::T* k3 = k2 + stride;
+    auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+    for (int64_t j = 0; j < dv; j += n) {
+      const auto qv = hn::LoadU(d, q + j);
+      a0 = hn::MulAdd(qv, E::Load(d, k0 + j), a0);
+      a1 = hn::MulAdd(qv, E::Load(d, k1 + j), a1);
+      a2 = hn::MulAdd(qv, E::Load(d, k2 + j), a2);
+      a3 = hn::MulAdd(qv, E::Load(d, k3 + j), a3);
+    }
+    float s0 = hn::GetLane(hn::SumOfLanes(d, a0)), s1 = hn::GetLane(hn::SumOfLanes(d, a1));
+    float s2 = hn::GetLane(hn::SumOfLanes(d, a2)), s3 = hn::GetLane(hn::SumOfLanes(d, a3));
+    for (int64_t j = dv; j < dim; ++j) {
+      s0 += q[j] * E::At(k0 + j);
+      s1 += q[j] * E::At(k1 + j);
+      s2 += q[j] * E::At(k2 + j);
+      s3 += q[j] * E::At(k3 + j);
+    }
+    out[i] = s0;
+    out[i + 1] = s1;
+    out[i + 2] = s2;
+    out[i + 3] = s3;
+  }
+  for (; i < n_rows; ++i) {
+    const typename E::T* ki = k + i * stride;
+    auto a = hn::Zero(d);
+    for (int64_t j = 0; j < dv; j += n) a = hn::MulAdd(hn::LoadU(d, q + j), E::Load(d, ki + j), a);
+    float s = hn::GetLane(hn::SumOfLanes(d, a));
+    for (int64_t j = dv; j < dim; ++j) s += q[j] * E::At(ki + j);
+    out[i] = s;
+  }
+}
+
+// y[j0, j0 + V lanes-vectors) kept in registers across all rows.
+template <class E, int V>
+void AxpyRowsChunk(const float* w, const typename E::T* v, int64_t stride, int64_t n_rows,
+                   int64_t j0, float* y) {
+  const DF d;
+  const int64_t n = hn::Lanes(d);
+  hn::Vec<DF> acc[V];
+  HWY_UNROLL(8)
+  for (int c = 0; c < V; ++c) acc[c] = hn::LoadU(d, y + j0 + c * n);
+  for (int64_t i = 0; i < n_rows; ++i) {
+    const auto wv = hn::Set(d, w[i]);
+    const typename E::T* vi = v + i * stride + j0;
+    HWY_UNROLL(8)
+    for (int c = 0; c < V; ++c) acc[c] = hn::MulAdd(wv, E::Load(d, vi + c * n), acc[c]);
+  }
+  HWY_UNROLL(8)
+  for (int c = 0; c < V; ++c) hn::StoreU(acc[c], d, y + j0 + c * n);
+}
+
+template <class E>
+void AxpyRowsImpl(const float* w, const typename E::T* v, int64_t stride, int64_t n_rows,
+                  int64_t dim, float* y) {
+  const DF d;
+  const int64_t n = hn::Lanes(d);
+  int64_t j = 0;
+  for (; j + 8 * n <= dim; j += 8 * n) AxpyRowsChunk<E, 8>(w, v, stride, n_rows, j, y);
+  for (; j + 2 * n <= dim; j += 2 * n) AxpyRowsChunk<E, 2>(w, v, stride, n_rows, j, y);
+  for (; j + n <= dim; j += n) AxpyRowsChunk<E, 1>(w, v, stride, n_rows, j, y);
+  for (; j < dim; ++j) {
+    float acc = y[j];
+    for (int64_t i = 0; i < n_rows; ++i) acc += w[i] * E::At(v + i * stride + j);
+    y[j] = acc;
+  }
+}
+
+void DotF32RowsImpl(const float* q, const float* k, int64_t stride, int64_t n_rows, int64_t dim,
+                    float* out) {
+  DotRowsImpl<F32Elems>(q, k, stride, n_rows, dim, out);
+}
+void DotF32F16RowsImpl(const float* q, const uint16_t* k, int64_t stride, int64_t n_rows,
+                       int64_t dim, float* out) {
+  DotRowsImpl<F16Elems>(q, k, stride, n_rows, dim, out);
+}
+void AxpyF32RowsImpl(const float* w, const float* v, int64_t stride, int64_t n_rows, int64_t dim,
+                     float* y) {
+  AxpyRowsImpl<F32Elems>(w, v, stride, n_rows, dim, y);
+}
+void AxpyF16RowsImpl(const float* w, const uint16_t* v, int64_t stride, int64_t n_rows,
+                     int64_t dim, float* y) {
+  AxpyRowsImpl<F16Elems>(w, v, stride, n_rows, dim, y);
+}
+
 void F32ToF16RowImpl(const float* x, uint16_t* out, int64_t n) {
   int64_t i = 0;
   if constexpr (kExactF16) {
@@ -260,6 +395,10 @@ HWY_EXPORT(DotF32Impl);
 HWY_EXPORT(DotF32F16Impl);
 HWY_EXPORT(AxpyF32Impl);
 HWY_EXPORT(AxpyF16Impl);
+HWY_EXPORT(DotF32RowsImpl);
+HWY_EXPORT(DotF32F16RowsImpl);
+HWY_EXPORT(AxpyF32RowsImpl);
+HWY_EXPORT(AxpyF16RowsImpl);
 HWY_EXPORT(F32ToF16RowImpl);
 HWY_EXPORT(F16ToF32RowImpl);
 
@@ -285,6 +424,22 @@ void AxpyF32(float alpha, const float* x, float* y, int64_t n) {
 }
 void AxpyF16(float alpha, const uint16_t* x, float* y, int64_t n) {
   HWY_DYNAMIC_DISPATCH(AxpyF16Impl)(alpha, x, y, n);
+}
+void DotF32Rows(const float* q, const float* k, int64_t stride, int64_t n_rows, int64_t dim,
+                float* out) {
+  HWY_DYNAMIC_DISPATCH(DotF32RowsImpl)(q, k, stride, n_rows, dim, out);
+}
+void DotF32F16Rows(const float* q, const uint16_t* k, int64_t stride, int64_t n_rows, int64_t dim,
+                   float* out) {
+  HWY_DYNAMIC_DISPATCH(DotF32F16RowsImpl)(q, k, stride, n_rows, dim, out);
+}
+void AxpyF32Rows(const float* w, const float* v, int64_t stride, int64_t n_rows, int64_t dim,
+                 float* y) {
+  HWY_DYNAMIC_DISPATCH(AxpyF32RowsImpl)(w, v, stride, n_rows, dim, y);
+}
+void AxpyF16Rows(const float* w, const uint16_t* v, int64_t stride, int64_t n_rows, int64_t dim,
+                 float* y) {
+  HWY_DYNAMIC_DISPATCH(AxpyF16RowsImpl)(w, v, stride, n_rows, dim, y);
 }
 void F32ToF16Row(const float* x, uint16_t* out, int64_t n) {
   HWY_DYNAMIC_DISPATCH(F32ToF16RowImpl)(x, out, n);

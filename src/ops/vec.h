@@ -30,6 +30,20 @@ float DotF32F16(const float* a, const uint16_t* b, int64_t n);
 void AxpyF32(float alpha, const float* x, float* y, int64_t n);
 void AxpyF16(float alpha, const uint16_t* x, float* y, int64_t n);
 
+// Batched forms for attention over a KV cache, one call per run of cache rows instead of one per
+// row: n_rows keys or values of `dim` elements each, `stride` elements apart (a cache row holds
+// every KV head of a position, so one head's vectors are strided).
+// out[i] = dot(q, k + i * stride) for i in [0, n_rows).
+void DotF32Rows(const float* q, const float* k, int64_t stride, int64_t n_rows, int64_t dim,
+                float* out);
+void DotF32F16Rows(const float* q, const uint16_t* k, int64_t stride, int64_t n_rows, int64_t dim,
+                   float* out);
+// y[j] += sum_i w[i] * v[i * stride + j] for j in [0, dim).
+void AxpyF32Rows(const float* w, const float* v, int64_t stride, int64_t n_rows, int64_t dim,
+                 float* y);
+void AxpyF16Rows(const float* w, const uint16_t* v, int64_t stride, int64_t n_rows, int64_t dim,
+                 float* y);
+
 void F32ToF16Row(const float* x, uint16_t* out, int64_t n);
 void F16ToF32Row(const uint16_t* x, float* out, int64_t n);
 

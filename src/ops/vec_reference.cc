@@ -68,6 +68,36 @@ void AxpyF16(float alpha, const uint16_t* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += alpha * F16ToF32(x[i]);
 }
 
+void DotF32Rows(const float* q, const float* k, int64_t stride, int64_t n_rows, int64_t dim,
+                float* out) {
+  for (int64_t i = 0; i < n_rows; ++i) out[i] = DotF32(q, k + i * stride, dim);
+}
+
+void DotF32F16Rows(const float* q, const uint16_t* k, int64_t stride, int64_t n_rows, int64_t dim,
+                   float* out) {
+  for (int64_t i = 0; i < n_rows; ++i) out[i] = DotF32F16(q, k + i * stride, dim);
+}
+
+void AxpyF32Rows(const float* w, const float* v, int64_t stride, int64_t n_rows, int64_t dim,
+                 float* y) {
+  for (int64_t j = 0; j < dim; ++j) {
+    double sum = y[j];
+    for (int64_t i = 0; i < n_rows; ++i) sum += static_cast<double>(w[i]) * v[i * stride + j];
+    y[j] = static_cast<float>(sum);
+  }
+}
+
+void AxpyF16Rows(const float* w, const uint16_t* v, int64_t stride, int64_t n_rows, int64_t dim,
+                 float* y) {
+  for (int64_t j = 0; j < dim; ++j) {
+    double sum = y[j];
+    for (int64_t i = 0; i < n_rows; ++i) {
+      sum += static_cast<double>(w[i]) * F16ToF32(v[i * stride + j]);
+    }
+    y[j] = static_cast<float>(sum);
+  }
+}
+
 void F32ToF16Row(const float* x, uint16_t* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = F32ToF16(x[i]);
 }

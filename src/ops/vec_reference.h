@@ -15,6 +15,14 @@ float DotF32(const float* a, const float* b, int64_t n);
 float DotF32F16(const float* a, const uint16_t* b, int64_t n);
 void AxpyF32(float alpha, const float* x, float* y, int64_t n);
 void AxpyF16(float alpha, const uint16_t* x, float* y, int64_t n);
+void DotF32Rows(const float* q, const float* k, int64_t stride, int64_t n_rows, int64_t dim,
+                float* out);
+void DotF32F16Rows(const float* q, const uint16_t* k, int64_t stride, int64_t n_rows, int64_t dim,
+                   float* out);
+void AxpyF32Rows(const float* w, const float* v, int64_t stride, int64_t n_rows, int64_t dim,
+                 float* y);
+void AxpyF16Rows(const float* w, const uint16_t* v, int64_t stride, int64_t n_rows, int64_t dim,
+                 float* y);
 void F32ToF16Row(const float* x, uint16_t* out, int64_t n);
 void F16ToF32Row(const uint16_t* x, float* out, int64_t n);
 

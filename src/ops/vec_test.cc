@@ -99,6 +99,24 @@ TEST(Vec, Rope) {
   });
 }
 
+// Rope keeps its last rotation table; changing inv_freq in place (same pointer, same position)
+// must not reuse it.
+TEST(Vec, RopeTableFollowsInputs) {
+  std::vector<float> inv_freq(32, 0.5f);
+  std::vector<float> x(64, 1.0f), want(64, 1.0f);
+  Rope(x.data(), 1, 64, 3.0f, inv_freq.data());
+  for (int i = 0; i < 32; ++i) inv_freq[i] = 0.01f * i;
+  x.assign(64, 1.0f);
+  Rope(x.data(), 1, 64, 3.0f, inv_freq.data());
+  reference::Rope(want.data(), 1, 64, 3.0f, inv_freq.data());
+  for (int i = 0; i < 64; ++i) ASSERT_NEAR(x[i], want[i], 1e-6f) << i;
+  // Same table again, a different head count: still right.
+  std::vector<float> x2(128, 1.0f), want2(128, 1.0f);
+  Rope(x2.data(), 2, 64, 3.0f, inv_freq.data());
+  reference::Rope(want2.data(), 2, 64, 3.0f, inv_freq.data());
+  for (int i = 0; i < 128; ++i) ASSERT_NEAR(x2[i], want2[i], 1e-6f) << i;
+}
+
 TEST(Vec, Softmax) {
   ForEachTarget([] {
     std::mt19937 rng(3);
@@ -202,6 +220,66 @@ TEST(Vec, Dots) {
                     reference::DotF32F16(a.data() + off, bh.data() + off, n),
                     (n + 2) * kU * abs_sum_h + 1e-30)
             << n;
+      }
+    }
+  });
+}
+
+// The batched attention forms against row-by-row references, with strides beyond the row (one
+// head of several in a cache row) and row counts around the 4-row unroll.
+TEST(Vec, DotAndAxpyRows) {
+  ForEachTarget([] {
+    std::mt19937 rng(8);
+    for (int64_t dim : {1, 7, 8, 9, 16, 64, 100, 128}) {
+      for (int64_t n_rows : {0, 1, 3, 4, 5, 8, 17}) {
+        const int64_t stride = dim * 3 + 1;
+        const auto q = Random(dim + 1, rng), kv = Random(n_rows * stride + 1, rng);
+        const auto kvh = ToF16(kv);
+        const auto w = Random(n_rows + 1, rng), y0 = Random(dim + 1, rng);
+        for (bool half : {false, true}) {
+          std::vector<float> got(n_rows + 1, NAN), want(n_rows + 1, NAN);
+          // Pointers one element in: misaligned.
+          if (half) {
+            DotF32F16Rows(q.data() + 1, kvh.data() + 1, stride, n_rows, dim, got.data());
+            reference::DotF32F16Rows(q.data() + 1, kvh.data() + 1, stride, n_rows, dim,
+                                     want.data());
+          } else {
+            DotF32Rows(q.data() + 1, kv.data() + 1, stride, n_rows, dim, got.data());
+            reference::DotF32Rows(q.data() + 1, kv.data() + 1, stride, n_rows, dim, want.data());
+          }
+          for (int64_t i = 0; i < n_rows; ++i) {
+            double abs_sum = 0;
+            for (int64_t j = 0; j < dim; ++j) {
+              const float kj = half ? F16ToF32(kvh[1 + i * stride + j]) : kv[1 + i * stride + j];
+              abs_sum += std::fabs(q[1 + j] * kj);
+            }
+            ASSERT_NEAR(got[i], want[i], (dim + 2) * kU * abs_sum + 1e-30)
+                << dim << " " << n_rows << " " << half;
+          }
+          EXPECT_TRUE(std::isnan(got[n_rows]));  // nothing written past n_rows
+
+          auto ygot = y0, ywant = y0;
+          if (half) {
+            AxpyF16Rows(w.data(), kvh.data() + 1, stride, n_rows, dim, ygot.data() + 1);
+            reference::AxpyF16Rows(w.data(), kvh.data() + 1, stride, n_rows, dim,
+                                   ywant.data() + 1);
+          } else {
+            AxpyF32Rows(w.data(), kv.data() + 1, stride, n_rows, dim, ygot.data() + 1);
+            reference::AxpyF32Rows(w.data(), kv.data() + 1, stride, n_rows, dim,
+                                   ywant.data() + 1);
+          }
+          EXPECT_EQ(ygot[0], y0[0]);  // nothing written before y
+          for (int64_t j = 0; j < dim; ++j) {
+            double abs_sum = std::fabs(y0[1 + j]);
+            for (int64_t i = 0; i < n_rows; ++i) {
+              const float vj = half ? F16ToF32(kvh[1 + i * stride + j]) : kv[1 + i * stride + j];
+              abs_sum += std::fabs(w[i] * vj);
+            }
+            // n_rows + 1 sequential float additions.
+            ASSERT_NEAR(ygot[1 + j], ywant[1 + j], (n_rows + 2) * kU * abs_sum + 1e-30)
+                << dim << " " << n_rows << " " << half;
+          }
+        }
       }
     }
   });
