@@ -69,6 +69,10 @@ class PromptCommand : public Command {
                   "send the prompt's tokens as a plain prompt through the prefix cache")
         ->excludes(base);
     sub->add_flag("-q,--quiet", quiet_, "do not print the continuations");
+    sub->add_flag("--preload", preload_,
+                  "encode every module of the schema before the first prompt (as schema load)");
+    sub->add_flag("--warmup", warmup_,
+                  "run one untimed token through the model first (page in the weights)");
   }
 
   int Execute() override {
@@ -81,7 +85,7 @@ class PromptCommand : public Command {
     if (!engine.ok()) return Fail(engine.status());
     Engine& e = **engine;
     SchemaLoadOptions lo;
-    lo.encode = false;  // modules missing from the cache are encoded by the first prompt
+    lo.encode = preload_;  // otherwise the first prompt encodes the modules it misses
     lo.persist = false;
     if (Result<SchemaInfo> info = e.LoadSchemaFile(schema_, lo); !info.ok()) {
       return Fail(info.status());
@@ -95,6 +99,15 @@ class PromptCommand : public Command {
       // Check every prompt before running any, so a bad one fails fast.
       if (Result<ExpandedPrompt> x = e.ExpandPrompt(*p); !x.ok()) return Fail(x.status());
       prompts.emplace_back(file, std::move(p).value());
+    }
+    if (warmup_) {
+      CompletionRequest w;
+      w.prompt = {0};
+      w.max_tokens = 1;
+      w.sampling.temperature = 0;
+      Result<std::shared_ptr<RequestHandle>> h = e.Submit(std::move(w));
+      if (!h.ok()) return Fail(h.status());
+      (*h)->Wait();
     }
     std::vector<double> ttfts;
     long reused = 0, computed = 0;
@@ -210,6 +223,7 @@ class PromptCommand : public Command {
   SamplingParams sampling_;
   std::vector<std::string> stop_;
   bool ignore_eos_ = false, stats_ = false, baseline_ = false, prefix_only_ = false, quiet_ = false;
+  bool preload_ = false, warmup_ = false;
 };
 
 }  // namespace
