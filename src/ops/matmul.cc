@@ -51,8 +51,8 @@ void Quantize(const float* x, int64_t n_tokens, int64_t cols, QuantizedActivatio
   internal::QuantizeActivations(x, n_tokens * cols, qa->q.data(), qa->d.data());
 }
 
-int64_t RowTile(const WeightMatrix& w, int64_t n_tokens) {
-  return n_tokens == 1 ? internal::kDecodeRowAlign : internal::kPrefillRowTile;
+int64_t RowTile(int64_t n_tokens) {
+  return internal::UsesMatVec(n_tokens) ? internal::kMatVecRowAlign : internal::kPrefillRowTile;
 }
 
 }  // namespace
@@ -76,7 +76,7 @@ bool MatMulQuantizesActivations(GgmlType type, int64_t n_tokens) {
 
 namespace internal {
 bool UsesQuantizedActivations(GgmlType type, int64_t n_tokens) {
-  return IsQuantized(type) && n_tokens == 1;
+  return IsQuantized(type) && UsesMatVec(n_tokens);
 }
 }  // namespace internal
 
@@ -114,7 +114,7 @@ void MatMulMulti(const WeightMatrix* ws, int n, const float* x, int64_t n_tokens
       jobs[i].xq = qa.q.data();
       jobs[i].xd = qa.d.data();
     }
-    tile[i] = RowTile(ws[i], n_tokens);
+    tile[i] = RowTile(n_tokens);
     first_unit[i + 1] = first_unit[i] + (ws[i].rows + tile[i] - 1) / tile[i];
   }
   auto run_units = [&](int64_t u0, int64_t u1) {
@@ -123,7 +123,11 @@ void MatMulMulti(const WeightMatrix* ws, int n, const float* x, int64_t n_tokens
       if (b >= e) continue;
       const int64_t r0 = (b - first_unit[i]) * tile[i];
       const int64_t r1 = std::min(ws[i].rows, (e - first_unit[i]) * tile[i]);
-      internal::MatMulRows(jobs[i], r0, r1);
+      if (internal::UsesMatVec(n_tokens)) {
+        internal::MatVecRows(jobs[i], r0, r1);
+      } else {
+        internal::MatMatRows(jobs[i], r0, r1);
+      }
     }
   };
   const int64_t units = first_unit[n];

@@ -2,8 +2,9 @@
 // forward pass's time goes. Knows nothing of models: only a weight matrix in a ggml type and a
 // batch of float rows.
 //
-// Decode (n_tokens == 1) is a matrix-vector product bound by memory bandwidth; prefill
-// (n_tokens > 1) is a matrix-matrix product bound by arithmetic and tiled for reuse. Work is split
+// Decode (one token, or a few sequences decoding together) is a matrix-vector product bound by
+// memory bandwidth; prefill (many tokens) is a matrix-matrix product bound by arithmetic and
+// tiled for reuse. Work is split
 // across the pool by weight rows, so each thread streams its own part of the weights once.
 // SIMD paths are compiled for several targets with Highway and chosen at run time; MatMulReference
 // is the plain scalar definition every fast path is tested against.
@@ -42,8 +43,8 @@ void MatMulMulti(const WeightMatrix* ws, int n, const float* x, int64_t n_tokens
                  float* const* outs, ThreadPool* pool);
 
 // Whether MatMul quantizes x to Q8_0 (as QuantizeRow does, f16 scales included) for this weight
-// type and token count. Today: quantized weights with a single token (the matrix-vector path,
-// where integer dot products halve the work); with several tokens x stays in f32.
+// type and token count. Today: quantized weights with at most 8 tokens (the matrix-vector path,
+// where integer dot products halve the work); with more tokens x stays in f32.
 bool MatMulQuantizesActivations(GgmlType type, int64_t n_tokens);
 
 // Plain scalar reference: dequantizes each weight row to float and sums in double.

@@ -85,8 +85,9 @@ void BM_MatMul(benchmark::State& state) {
   const int64_t rows = state.range(1), cols = state.range(2), n_tokens = state.range(3);
   ThreadPool* pool = Pool(static_cast<int>(state.range(4)));
   const size_t matrix_bytes = BytesFor(type, cols) * rows;
+  // Up to 16 tokens the weights stream from memory as in decoding; beyond, arithmetic dominates.
   const int64_t copies =
-      n_tokens == 1 ? std::max<int64_t>(1, (256 << 20) / static_cast<int64_t>(matrix_bytes)) : 1;
+      n_tokens <= 16 ? std::max<int64_t>(1, (256 << 20) / static_cast<int64_t>(matrix_bytes)) : 1;
   Weights w = MakeWeights(type, rows, cols, copies);
   const auto x = RandomFloats(n_tokens * cols, 2);
   std::vector<float> out(n_tokens * rows);
@@ -110,6 +111,12 @@ void MatMulArgs(benchmark::internal::Benchmark* b) {
       for (int tokens : {1, 512}) {
         for (int threads : {1, 2}) b->Args({type, s[0], s[1], tokens, threads});
       }
+    }
+  }
+  // Small batches (several sequences decoding together): bandwidth-bound like one token.
+  for (int type : {8, 1}) {
+    for (int tokens : {2, 4, 8, 16}) {
+      for (int threads : {1, 2}) b->Args({type, 1536, 576, tokens, threads});
     }
   }
 }

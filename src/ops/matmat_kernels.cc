@@ -1,0 +1,187 @@
+// Matrix-matrix kernels behind MatMul, for many tokens (prefill): bound by arithmetic. A panel
+// of kPrefillRowTile weight rows (a chunk of their columns) is converted to f32 in a stack
+// buffer, then a register-blocked kPrefillRowTile x kPrefillTokenTile FMA micro-kernel runs every
+// token of a cache-sized token chunk over it, so each weight load serves kPrefillTokenTile
+// tokens and each activation load kPrefillRowTile rows. Activations stay in f32, so this path is
+// as exact as float accumulation allows.
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/matmat_kernels.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Must follow foreach_target.h.
+#include "hwy/highway.h"
+#include "ops/kernel_util-inl.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+#include "ops/matmul_internal.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace promptcache {
+namespace internal {
+namespace HWY_NAMESPACE {
+
+// Writes columns [k0, k0 + kc) of a weight row as f32 (k0 and kc multiples of 32 for the
+// quantized types).
+void ConvertToF32(GgmlType type, const uint8_t* row, int64_t k0, int64_t kc, float* dst) {
+  const DF df;
+  const int64_t n = hn::Lanes(df);
+  switch (type) {
+    case GgmlType::kF16:
+    case GgmlType::kBF16: {
+      const bool half = type == GgmlType::kF16;
+      int64_t i = 0;
+      for (; i + n <= kc; i += n) {
+        hn::StoreU(half ? F16Rows::Load(df, row, k0 + i) : BF16Rows::Load(df, row, k0 + i), df,
+                   dst + i);
+      }
+      for (; i < kc; ++i) dst[i] = half ? F16Rows::At(row, k0 + i) : BF16Rows::At(row, k0 + i);
+      return;
+    }
+    case GgmlType::kQ8_0: {
+      const DI32 di32;
+      const DI8Q di8;
+      for (int64_t b = 0; b < kc / kBlock; ++b) {
+        const uint8_t* blk = row + (k0 / kBlock + b) * kQ8Bytes;
+        const auto d = hn::Set(df, HalfAt(blk));
+        const auto* qs = reinterpret_cast<const int8_t*>(blk + 2);
+        for (int64_t j = 0; j < kBlock; j += n) {
+          const auto q = hn::ConvertTo(df, hn::PromoteTo(di32, hn::LoadU(di8, qs + j)));
+          hn::StoreU(hn::Mul(q, d), df, dst + b * kBlock + j);
+        }
+      }
+      return;
+    }
+    case GgmlType::kQ4_0: {
+      const DI32 di32;
+      const DU8Q du8;
+      const auto mask = hn::Set(di32, 0x0f), eight = hn::Set(di32, 8);
+      for (int64_t b = 0; b < kc / kBlock; ++b) {
+        const uint8_t* blk = row + (k0 / kBlock + b) * kQ4Bytes;
+        const auto d = hn::Set(df, HalfAt(blk));
+        for (int64_t j = 0; j < kBlock / 2; j += n) {
+          const auto v = hn::BitCast(di32, hn::PromoteTo(hn::RebindToUnsigned<DI32>(),
+                                                         hn::LoadU(du8, blk + 2 + j)));
+          const auto lo = hn::Sub(hn::And(v, mask), eight);
+          const auto hi = hn::Sub(hn::ShiftRight<4>(v), eight);
+          hn::StoreU(hn::Mul(hn::ConvertTo(df, lo), d), df, dst + b * kBlock + j);
+          hn::StoreU(hn::Mul(hn::ConvertTo(df, hi), d), df, dst + b * kBlock + kBlock / 2 + j);
+        }
+      }
+      return;
+    }
+    default:
+      PC_CHECK(false && "MatMul: unsupported type");
+  }
+}
+
+// out[t * out_stride + r] (+)= dot(w_r[0, kc), x_t[0, kc)) for R rows and T tokens.
+template <int T>
+void MicroKernel(const float* const* w, const float* x, int64_t x_stride, int64_t kc, int rows,
+                 bool accumulate, float* out, int64_t out_stride) {
+  constexpr int R = kPrefillRowTile;
+  const DF d;
+  const int64_t n = hn::Lanes(d);
+  VF acc[R][T];
+  HWY_UNROLL(8)
+  for (int r = 0; r < R; ++r) {
+    HWY_UNROLL(8)
+    for (int t = 0; t < T; ++t) acc[r][t] = hn::Zero(d);
+  }
+  int64_t k = 0;
+  for (; k + n <= kc; k += n) {
+    VF wv[R];
+    HWY_UNROLL(8)
+    for (int r = 0; r < R; ++r) wv[r] = hn::LoadU(d, w[r] + k);
+    HWY_UNROLL(8)
+    for (int t = 0; t < T; ++t) {
+      const VF xv = hn::LoadU(d, x + t * x_stride + k);
+      HWY_UNROLL(8)
+      for (int r = 0; r < R; ++r) acc[r][t] = hn::MulAdd(wv[r], xv, acc[r][t]);
+    }
+  }
+  for (int r = 0; r < rows; ++r) {
+    HWY_UNROLL(8)
+    for (int t = 0; t < T; ++t) {
+      float s = ReduceSum(acc[r][t]);
+      for (int64_t j = k; j < kc; ++j) s += w[r][j] * x[t * x_stride + j];
+      float& o = out[t * out_stride + r];
+      o = accumulate ? o + s : s;
+    }
+  }
+}
+
+// Cache blocking: a chunk of columns whose f32 panel (R rows) stays in L1, and a chunk of tokens
+// whose activations for that column chunk stay in L2.
+constexpr int64_t kMaxColChunk = 1024;
+constexpr int64_t kTokenChunkBytes = 256 << 10;
+
+void MatMatRowsImpl(const MatMulJob& job, int64_t r0, int64_t r1) {
+  const WeightMatrix& w = *job.w;
+  constexpr int R = kPrefillRowTile;
+  constexpr int T = kPrefillTokenTile;
+  const int64_t cols = w.cols, n_tokens = job.n_tokens;
+  const int64_t n_col_chunks = (cols + kMaxColChunk - 1) / kMaxColChunk;
+  const int64_t col_chunk = ((cols + n_col_chunks - 1) / n_col_chunks + kBlock - 1) / kBlock * kBlock;
+  const int64_t token_chunk =
+      std::max<int64_t>(T, kTokenChunkBytes / (col_chunk * 4) / T * T);
+  HWY_ALIGN float panel[R * kMaxColChunk];
+  const bool is_f32 = w.type == GgmlType::kF32;
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += token_chunk) {
+    const int64_t t1 = std::min(n_tokens, t0 + token_chunk);
+    for (int64_t k0 = 0; k0 < cols; k0 += col_chunk) {
+      const int64_t kc = std::min(col_chunk, cols - k0);
+      for (int64_t r = r0; r < r1; r += R) {
+        const int rows = static_cast<int>(std::min<int64_t>(R, r1 - r));
+        const float* wp[R];
+        HWY_UNROLL(8)
+        for (int i = 0; i < R; ++i) {
+          if (i >= rows) {
+            wp[i] = wp[0];  // computed but never stored
+          } else if (is_f32) {
+            wp[i] = reinterpret_cast<const float*>(w.data + (r + i) * w.row_bytes) + k0;
+          } else {
+            ConvertToF32(w.type, w.data + (r + i) * w.row_bytes, k0, kc, panel + i * kc);
+            wp[i] = panel + i * kc;
+          }
+        }
+        for (int64_t t = t0; t < t1; t += T) {
+          const float* x = job.x + t * cols + k0;
+          float* out = job.out + t * w.rows + r;
+          switch (std::min<int64_t>(T, t1 - t)) {
+            case 4:
+              MicroKernel<4>(wp, x, cols, kc, rows, k0 > 0, out, w.rows);
+              break;
+            case 3:
+              MicroKernel<3>(wp, x, cols, kc, rows, k0 > 0, out, w.rows);
+              break;
+            case 2:
+              MicroKernel<2>(wp, x, cols, kc, rows, k0 > 0, out, w.rows);
+              break;
+            default:
+              MicroKernel<1>(wp, x, cols, kc, rows, k0 > 0, out, w.rows);
+              break;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace internal
+}  // namespace promptcache
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace promptcache::internal {
+
+HWY_EXPORT(MatMatRowsImpl);
+
+void MatMatRows(const MatMulJob& job, int64_t r0, int64_t r1) {
+  HWY_DYNAMIC_DISPATCH(MatMatRowsImpl)(job, r0, r1);
+}
+
+}  // namespace promptcache::internal
+#endif  // HWY_ONCE
