@@ -19,6 +19,7 @@
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/prompt_encoder.h"
+#include "server/schema_api.h"
 #include "server/text_channel.h"
 
 namespace promptcache {
@@ -51,7 +52,7 @@ ApiError FromStatus(const Status& st, const std::string& param = "") {
     case StatusCode::kOutOfRange:
       return ApiError::BadRequest(st.message(), param);
     case StatusCode::kNotFound:
-      return MakeError(404, st.message(), "invalid_request_error", "not_found");
+      return MakeError(404, st.message(), "invalid_request_error", "not_found", param);
     case StatusCode::kResourceExhausted:
       return MakeError(503, st.message() + " (the server is busy; retry later)", "server_error",
                        "overloaded");
@@ -113,6 +114,9 @@ class HttpServer::Impl {
 
  private:
   using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
+  // Queues a prepared request: Engine::Submit for a token prompt, SubmitPrompt for a modular one.
+  using Submitter =
+      std::function<Result<std::shared_ptr<RequestHandle>>(CompletionRequest request)>;
   struct Route {
     std::string pattern;
     std::map<std::string, Handler> methods;  // "GET", "POST", "DELETE"
@@ -127,13 +131,20 @@ class HttpServer::Impl {
   void SendError(httplib::Response& res, const ApiError& error) const;
   void SendJson(httplib::Response& res, const ojson& body, int status = 200) const;
   std::optional<ApiError> CheckModel(const std::string& name) const;
-  std::optional<ApiError> CheckLength(const ApiRequest& r, const BuiltPrompt& p,
+  // `tokens` prompt tokens, generation continuing at position `end` (== tokens for a plain
+  // prompt; a modular prompt's positions have gaps).
+  std::optional<ApiError> CheckLength(const ApiRequest& r, int tokens, int end,
                                       int* max_tokens) const;
 
   void HandleCompletion(const httplib::Request& req, httplib::Response& res, ApiKind kind);
-  void Respond(httplib::Response& res, const ResponseMeta& meta, CompletionRequest creq);
+  // Plans a modular request (schema + modules, or a PML prompt) and checks its length; false
+  // after sending the error.
+  bool PrepareModular(const ApiRequest& r, httplib::Response& res, CompletionRequest* creq,
+                      Submitter* submit);
+  void Respond(httplib::Response& res, const ResponseMeta& meta, CompletionRequest creq,
+               const Submitter& submit);
   void StartStream(httplib::Response& res, const ResponseMeta& meta, bool include_usage,
-                   CompletionRequest creq);
+                   CompletionRequest creq, const Submitter& submit);
   bool WriteStream(Stream& s, httplib::DataSink& sink);
   void Observe(const CompletionResult& r);
 
@@ -147,6 +158,11 @@ class HttpServer::Impl {
   void HandleCacheSave(const httplib::Request& req, httplib::Response& res);
   void HandleCacheLoad(const httplib::Request& req, httplib::Response& res);
   void HandleCachePin(const httplib::Request& req, httplib::Response& res, bool pinned);
+  void HandleSchemaLoad(const httplib::Request& req, httplib::Response& res);
+  void HandleSchemaList(const httplib::Request& req, httplib::Response& res);
+  void HandleSchemaGet(const httplib::Request& req, httplib::Response& res);
+  void HandleSchemaDrop(const httplib::Request& req, httplib::Response& res);
+  void SendSchema(httplib::Response& res, const SchemaInfo& info);
   bool ReadPrefix(const httplib::Request& req, httplib::Response& res, PrefixRequest* r,
                   BuiltPrompt* prompt);
 
@@ -233,6 +249,10 @@ void HttpServer::Impl::RegisterRoutes() {
        {{"POST", [this](const httplib::Request& q,
                         httplib::Response& s) { HandleCachePin(q, s, false); }}}},
       {"/v1/cache/([^/]+)", {{"DELETE", bind(&Impl::HandleCacheDrop)}}},
+      {"/v1/schemas",
+       {{"GET", bind(&Impl::HandleSchemaList)}, {"POST", bind(&Impl::HandleSchemaLoad)}}},
+      {"/v1/schemas/([^/]+)",
+       {{"GET", bind(&Impl::HandleSchemaGet)}, {"DELETE", bind(&Impl::HandleSchemaDrop)}}},
   };
   for (const Route& route : routes) {
     std::string allow;
@@ -343,30 +363,33 @@ std::optional<ApiError> HttpServer::Impl::CheckModel(const std::string& name) co
                    "invalid_request_error", "model_not_found", "model");
 }
 
-std::optional<ApiError> HttpServer::Impl::CheckLength(const ApiRequest& r, const BuiltPrompt& p,
+std::optional<ApiError> HttpServer::Impl::CheckLength(const ApiRequest& r, int n, int end,
                                                       int* max_tokens) const {
-  const int n = static_cast<int>(p.tokens.size());
-  const std::string param = r.kind == ApiKind::kChat ? "messages" : "prompt";
+  const std::string param = r.kind == ApiKind::kChat && !r.modular() ? "messages" : "prompt";
   if (options_.max_prompt_tokens > 0 && n > options_.max_prompt_tokens) {
     return ApiError::BadRequest(
         "the prompt has " + std::to_string(n) + " tokens, more than this server's limit of " +
             std::to_string(options_.max_prompt_tokens) + " (--max-prompt-tokens)",
         param, "prompt_too_long");
   }
-  if (n >= context_) {
+  // A modular prompt's length is where its text ends: the schema reserves the positions before.
+  const std::string length = end == n ? "the prompt has " + std::to_string(n) + " tokens"
+                                      : "the prompt ends at position " + std::to_string(end);
+  if (end >= context_) {
     return ApiError::BadRequest("this model's maximum context length is " +
-                                    std::to_string(context_) + " tokens, but the prompt has " +
-                                    std::to_string(n) + " tokens",
+                                    std::to_string(context_) + " tokens, but " + length,
                                 param, "context_length_exceeded");
   }
-  if (r.max_tokens && n + *r.max_tokens > context_) {
+  if (r.max_tokens && end + *r.max_tokens > context_) {
     return ApiError::BadRequest(
         "this model's maximum context length is " + std::to_string(context_) + " tokens, but " +
-            std::to_string(n + *r.max_tokens) + " were requested (" + std::to_string(n) +
-            " in the prompt, " + std::to_string(*r.max_tokens) + " for the completion)",
+            std::to_string(end + *r.max_tokens) + " were requested (" +
+            (end == n ? std::to_string(n) + " in the prompt, "
+                      : "the prompt ends at position " + std::to_string(end) + ", ") +
+            std::to_string(*r.max_tokens) + " for the completion)",
         "max_tokens", "context_length_exceeded");
   }
-  *max_tokens = r.max_tokens ? *r.max_tokens : context_ - n;
+  *max_tokens = r.max_tokens ? *r.max_tokens : context_ - end;
   if (!r.max_tokens && options_.max_tokens_limit > 0) {
     *max_tokens = std::min(*max_tokens, options_.max_tokens_limit);
   }
@@ -381,21 +404,26 @@ void HttpServer::Impl::HandleCompletion(const httplib::Request& req, httplib::Re
                                     : ParseCompletionRequest(req.body, limits_, &r);
   if (!err) err = CheckModel(r.model);
   if (err) return SendError(res, *err);
-  Result<BuiltPrompt> prompt = encoder_.Build(r);
-  if (!prompt.ok()) {
-    return SendError(res,
-                     FromStatus(prompt.status(), kind == ApiKind::kChat ? "messages" : "prompt"));
-  }
-  int max_tokens = 0;
-  if ((err = CheckLength(r, *prompt, &max_tokens))) return SendError(res, *err);
 
   CompletionRequest creq;
-  creq.prompt = std::move(prompt->tokens);
-  creq.pin_tokens = prompt->pin_tokens;
-  creq.max_tokens = max_tokens;
   creq.sampling = r.sampling;
   creq.stop = r.stop;
   creq.ignore_eos = r.ignore_eos;
+  Submitter submit;
+  if (r.modular()) {
+    if (!PrepareModular(r, res, &creq, &submit)) return;
+  } else {
+    Result<BuiltPrompt> prompt = encoder_.Build(r);
+    if (!prompt.ok()) {
+      return SendError(res,
+                       FromStatus(prompt.status(), kind == ApiKind::kChat ? "messages" : "prompt"));
+    }
+    const int n = static_cast<int>(prompt->tokens.size());
+    if ((err = CheckLength(r, n, n, &creq.max_tokens))) return SendError(res, *err);
+    creq.prompt = std::move(prompt->tokens);
+    creq.pin_tokens = prompt->pin_tokens;
+    submit = [this](CompletionRequest c) { return engine_->Submit(std::move(c)); };
+  }
 
   ResponseMeta meta;
   meta.kind = kind;
@@ -403,15 +431,48 @@ void HttpServer::Impl::HandleCompletion(const httplib::Request& req, httplib::Re
   meta.created = UnixSeconds();
   meta.model = r.model;
   meta.system_fingerprint = fingerprint_;
-  if (r.stream) return StartStream(res, meta, r.include_usage, std::move(creq));
-  Respond(res, meta, std::move(creq));
+  if (r.stream) return StartStream(res, meta, r.include_usage, std::move(creq), submit);
+  Respond(res, meta, std::move(creq), submit);
+}
+
+bool HttpServer::Impl::PrepareModular(const ApiRequest& r, httplib::Response& res,
+                                      CompletionRequest* creq, Submitter* submit) {
+  // Errors name the field the client wrote: the PML prompt, or the schema/modules fields.
+  const std::string param = r.pml_xml ? "prompt" : "modules";
+  if (!r.pml_xml) {
+    if (Result<SchemaInfo> s = engine_->GetSchema(r.schema); !s.ok()) {
+      SendError(res, FromStatus(s.status(), "schema"));
+      return false;
+    }
+  }
+  Result<PmlPrompt> prompt = ModularPrompt(r);
+  if (!prompt.ok()) {
+    SendError(res, FromStatus(prompt.status(), param));
+    return false;
+  }
+  // Plans the prompt against its schema (every PML error comes back here, before queueing) and
+  // gives its length. SubmitPrompt plans it again; planning is cheap next to serving.
+  Result<ExpandedPrompt> expanded = engine_->ExpandPrompt(*prompt);
+  if (!expanded.ok()) {
+    SendError(res, FromStatus(expanded.status(), param));
+    return false;
+  }
+  const int n = static_cast<int>(expanded->tokens.size());
+  if (std::optional<ApiError> err = CheckLength(r, n, expanded->end, &creq->max_tokens)) {
+    SendError(res, *err);
+    return false;
+  }
+  *submit = [this, p = std::move(prompt).value()](CompletionRequest c) {
+    return engine_->SubmitPrompt(p, std::move(c));
+  };
+  return true;
 }
 
 void HttpServer::Impl::Respond(httplib::Response& res, const ResponseMeta& meta,
-                               CompletionRequest creq) {
+                               CompletionRequest creq, const Submitter& submit) {
   // No text callback is needed; this one only lets Stop() end the request early.
   creq.on_text = [this](const std::string&) { return !stopping_.load(); };
-  Result<std::shared_ptr<RequestHandle>> handle = engine_->Submit(std::move(creq));
+  Result<std::shared_ptr<RequestHandle>> handle = submit(std::move(creq));
   if (!handle.ok()) return SendError(res, FromStatus(handle.status()));
   const uint64_t id = Track(*handle);
   const CompletionResult result = (*handle)->Wait();
@@ -423,12 +484,13 @@ void HttpServer::Impl::Respond(httplib::Response& res, const ResponseMeta& meta,
 }
 
 void HttpServer::Impl::StartStream(httplib::Response& res, const ResponseMeta& meta,
-                                   bool include_usage, CompletionRequest creq) {
+                                   bool include_usage, CompletionRequest creq,
+                                   const Submitter& submit) {
   auto s = std::make_shared<Stream>();
   s->meta = meta;
   s->include_usage = include_usage;
   creq.on_text = [ch = s->channel](const std::string& piece) { return ch->Push(piece); };
-  Result<std::shared_ptr<RequestHandle>> handle = engine_->Submit(std::move(creq));
+  Result<std::shared_ptr<RequestHandle>> handle = submit(std::move(creq));
   if (!handle.ok()) return SendError(res, FromStatus(handle.status()));
   s->handle = *handle;
   s->track_id = Track(s->handle);
@@ -627,6 +689,45 @@ void HttpServer::Impl::HandleCachePin(const httplib::Request& req, httplib::Resp
     return SendError(res, FromStatus(st));
   }
   SendJson(res, ojson{{"tokens", tokens.size()}, {"pinned", pinned}});
+}
+
+// Schema text from a client may not name files (src attributes): it could read the server's.
+void HttpServer::Impl::HandleSchemaLoad(const httplib::Request& req, httplib::Response& res) {
+  std::string xml;
+  if (std::optional<ApiError> err = ParseSchemaBody(req.body, &xml)) return SendError(res, *err);
+  SchemaLoadOptions o;
+  o.allow_src = false;
+  Result<SchemaInfo> info = engine_->LoadSchemaText(xml, "request", o);
+  if (!info.ok()) return SendError(res, FromStatus(info.status(), "schema"));
+  SendSchema(res, *info);
+}
+
+void HttpServer::Impl::HandleSchemaList(const httplib::Request&, httplib::Response& res) {
+  res.status = 200;
+  res.set_content(SchemaListBody(engine_->ListSchemas()), "application/json");
+}
+
+void HttpServer::Impl::HandleSchemaGet(const httplib::Request& req, httplib::Response& res) {
+  Result<SchemaInfo> info = engine_->GetSchema(req.matches[1].str());
+  if (!info.ok()) return SendError(res, FromStatus(info.status(), "name"));
+  SendSchema(res, *info);
+}
+
+void HttpServer::Impl::HandleSchemaDrop(const httplib::Request& req, httplib::Response& res) {
+  const std::string name = req.matches[1].str();
+  if (Status st = engine_->DropSchema(name); !st.ok()) {
+    return SendError(res, FromStatus(st, "name"));
+  }
+  res.status = 200;
+  res.set_content(SchemaDeletedBody(name), "application/json");
+}
+
+void HttpServer::Impl::SendSchema(httplib::Response& res, const SchemaInfo& info) {
+  // A DELETE between the two engine calls leaves no layout: the schema is gone (404).
+  Result<std::shared_ptr<const SchemaLayout>> layout = engine_->GetSchemaLayout(info.name);
+  if (!layout.ok()) return SendError(res, FromStatus(layout.status(), "name"));
+  res.status = 200;
+  res.set_content(SchemaBody(info, **layout), "application/json");
 }
 
 uint64_t HttpServer::Impl::Track(std::shared_ptr<RequestHandle> handle) {

@@ -339,6 +339,115 @@ MaybeError ReadStreamAndExtensions(const json& obj, ApiRequest* out) {
   return std::nullopt;
 }
 
+// Module nesting deeper than this in "modules" is refused (schemas are rarely more than a few
+// levels deep; the bound keeps the recursion below shallow for any input).
+constexpr int kMaxModuleDepth = 16;
+
+// One "modules" item: "name", or {"name": ..., "args": {param: value}, "modules": [...]}.
+MaybeError ReadModuleRef(const json& v, const std::string& param, int depth, PmlModuleRef* out) {
+  if (v.is_string()) {
+    out->name = v.get<std::string>();
+  } else if (v.is_object()) {
+    for (const auto& [key, value] : v.items()) {
+      if (key != "name" && key != "args" && key != "modules") {
+        return ApiError::BadRequest(
+            "'" + param + "' has an unknown field '" + key + "' (expected name, args, modules)",
+            param + "." + key);
+      }
+    }
+    const json* name = Find(v, "name");
+    if (name == nullptr) return ApiError::BadRequest("'" + param + ".name' is required", param);
+    if (!name->is_string()) return WrongType(param + ".name", "a string", *name);
+    out->name = name->get<std::string>();
+    if (const json* args = Find(v, "args")) {
+      if (!args->is_object()) return WrongType(param + ".args", "an object", *args);
+      for (const auto& [key, value] : args->items()) {
+        if (!value.is_string()) return WrongType(param + ".args." + key, "a string", value);
+        out->arguments.emplace_back(key, value.get<std::string>());
+      }
+    }
+    if (const json* children = Find(v, "modules")) {
+      if (!children->is_array()) return WrongType(param + ".modules", "an array", *children);
+      if (depth + 1 >= kMaxModuleDepth) {
+        return ApiError::BadRequest("'" + param + "' nests modules too deeply", param);
+      }
+      for (size_t i = 0; i < children->size(); ++i) {
+        PmlModuleRef child;
+        PC_API_RETURN_IF_ERROR(ReadModuleRef(
+            (*children)[i], param + ".modules[" + std::to_string(i) + "]", depth + 1, &child));
+        out->children.push_back(std::move(child));
+      }
+    }
+  } else {
+    return WrongType(param, "a module name or an object", v);
+  }
+  if (out->name.empty()) return ApiError::BadRequest("'" + param + "' names no module", param);
+  return std::nullopt;
+}
+
+// A prompt string that is a PML prompt: `<prompt` (after whitespace) followed by a space, '>'
+// or '/'.
+bool LooksLikePml(std::string_view text) {
+  const size_t i = text.find_first_not_of(" \t\r\n");
+  if (i == std::string_view::npos) return false;
+  text.remove_prefix(i);
+  constexpr std::string_view kTag = "<prompt";
+  if (text.substr(0, kTag.size()) != kTag || text.size() == kTag.size()) return false;
+  const char c = text[kTag.size()];
+  return c == ' ' || c == '>' || c == '/' || c == '\t' || c == '\r' || c == '\n';
+}
+
+// The modular extension: "schema" and "modules", or a PML prompt string. Cache pinning is for
+// plain prompts: a loaded schema's modules stay cached anyway.
+MaybeError ReadModular(const json& obj, ApiRequest* out) {
+  bool detect_pml = true;
+  PC_API_RETURN_IF_ERROR(ReadBool(obj, "pml", &detect_pml));
+  if (const json* schema = Find(obj, "schema")) {
+    if (!schema->is_string()) return WrongType("schema", "a string (a schema's name)", *schema);
+    if (schema->get<std::string>().empty()) {
+      return ApiError::BadRequest("'schema' must name a loaded schema", "schema");
+    }
+    out->schema = schema->get<std::string>();
+  }
+  if (const json* modules = Find(obj, "modules")) {
+    if (out->schema.empty()) {
+      return ApiError::BadRequest("'modules' needs a 'schema' naming the schema they belong to",
+                                  "modules");
+    }
+    if (!modules->is_array()) return WrongType("modules", "an array", *modules);
+    for (size_t i = 0; i < modules->size(); ++i) {
+      PmlModuleRef ref;
+      PC_API_RETURN_IF_ERROR(
+          ReadModuleRef((*modules)[i], "modules[" + std::to_string(i) + "]", 0, &ref));
+      out->modules.push_back(std::move(ref));
+    }
+  }
+  if (out->kind == ApiKind::kCompletion) {
+    if (!out->schema.empty() && out->prompt_is_tokens) {
+      return ApiError::BadRequest(
+          "with a 'schema', the prompt is the new text after the modules: a string, not token ids",
+          "prompt");
+    }
+    out->pml_xml = out->schema.empty() && !out->prompt_is_tokens && detect_pml &&
+                   LooksLikePml(out->prompt_text);
+  }
+  if (!out->modular()) return std::nullopt;
+  if (out->pin) {
+    return ApiError::BadRequest(
+        "'cache.pin' applies to plain prompts; a modular prompt's modules stay cached while "
+        "their schema is loaded",
+        "cache", "unsupported");
+  }
+  for (size_t i = 0; i < out->messages.size(); ++i) {
+    if (out->messages[i].cache_breakpoint) {
+      return ApiError::BadRequest(
+          "cache_control applies to plain prompts, not to a schema's messages",
+          "messages[" + std::to_string(i) + "].cache_control", "unsupported");
+    }
+  }
+  return std::nullopt;
+}
+
 // Parses the text into an object; nlohmann rejects ill-formed UTF-8 inside strings.
 MaybeError ParseObject(std::string_view body, json* out) {
   try {
@@ -359,7 +468,8 @@ MaybeError ParseCommon(const json& obj, const RequestLimits& limits, ApiRequest*
   PC_API_RETURN_IF_ERROR(ReadMaxTokens(obj, limits, &out->max_tokens));
   PC_API_RETURN_IF_ERROR(ReadSampling(obj, &out->sampling));
   PC_API_RETURN_IF_ERROR(ReadStop(obj, &out->stop));
-  return ReadStreamAndExtensions(obj, out);
+  PC_API_RETURN_IF_ERROR(ReadStreamAndExtensions(obj, out));
+  return ReadModular(obj, out);
 }
 
 // Every error path above is a return value; this guards against what nlohmann may still throw

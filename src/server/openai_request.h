@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "pml/pml.h"
 
 namespace promptcache {
 
@@ -56,6 +57,15 @@ struct ApiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool pin = false;            // extension: "cache": {"pin": true} pins the whole prompt
+
+  // Modular prompts (extension, docs/server.md). A completion whose prompt string starts with
+  // `<prompt` is a PML prompt (pml_xml; "pml": false sends such text as plain text). A "schema"
+  // field with "modules" picks modules as JSON; the messages (chat) or the prompt string
+  // (completions) become the prompt's new text.
+  bool pml_xml = false;  // prompt_text is `<prompt schema="...">...</prompt>`
+  std::string schema;    // non-empty: the JSON form
+  std::vector<PmlModuleRef> modules;
+  bool modular() const { return pml_xml || !schema.empty(); }
 };
 
 struct RequestLimits {

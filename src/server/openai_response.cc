@@ -39,6 +39,16 @@ ojson Timings(const CompletionResult& r) {
   t["prompt_tokens_per_second"] = PerSecond(r.computed_tokens, r.prompt_ms);
   t["generated_tokens"] = generated;
   t["generation_tokens_per_second"] = PerSecond(generated, r.generation_ms);
+  if (r.modular) {
+    // cached_tokens are the tokens reused from the schema's modules; prompt_ms is the sum of
+    // the three phases.
+    t["schema"] = r.schema;
+    t["reused_tokens"] = r.cached_tokens;
+    t["encoded_tokens"] = r.encoded_tokens;
+    t["gather_ms"] = r.gather_ms;
+    t["encode_ms"] = r.encode_ms;
+    t["prefill_ms"] = r.prefill_ms;
+  }
   return t;
 }
 

@@ -4,7 +4,8 @@
 //
 // Beyond OpenAI's fields every completion carries a `timings` object: queue, prompt and
 // generation times, time to first token, and how many prompt tokens came from the cache
-// versus were computed.
+// versus were computed; a modular (PML) prompt's timings add its schema, the tokens reused from
+// modules and encoded for missing ones, and the time of each phase (gather, encode, prefill).
 #pragma once
 
 #include <cstdint>

@@ -80,6 +80,30 @@ TEST(OpenAiResponse, TextCompletionShape) {
   EXPECT_EQ(j["usage"]["total_tokens"], 43);
 }
 
+TEST(OpenAiResponse, ModularTimings) {
+  CompletionResult r = Result3();
+  EXPECT_FALSE(json::parse(CompletionBody(Meta(ApiKind::kChat), r))["timings"].contains("schema"));
+  r.modular = true;
+  r.schema = "story";
+  r.encoded_tokens = 16;
+  r.gather_ms = 0.5;
+  r.encode_ms = 2;
+  r.prefill_ms = 1.5;
+  const json j = json::parse(CompletionBody(Meta(ApiKind::kCompletion), r));
+  EXPECT_EQ(j["usage"]["prompt_tokens_details"]["cached_tokens"], 32);
+  const json& t = j["timings"];
+  EXPECT_EQ(t["schema"], "story");
+  EXPECT_EQ(t["reused_tokens"], 32);
+  EXPECT_EQ(t["computed_tokens"], 8);
+  EXPECT_EQ(t["encoded_tokens"], 16);
+  EXPECT_DOUBLE_EQ(t["gather_ms"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(t["encode_ms"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(t["prefill_ms"].get<double>(), 1.5);
+  // A stream's finish chunk carries the same timings.
+  const json fin = EventJson(StreamFinishChunk(Meta(ApiKind::kChat), r, false));
+  EXPECT_EQ(fin["timings"]["reused_tokens"], 32);
+}
+
 TEST(OpenAiResponse, ZeroTimesGiveZeroRates) {
   CompletionResult r;
   r.finish_reason = "stop";
