@@ -184,30 +184,36 @@ void Model::Attention(std::span<const BatchToken> batch, const std::vector<int>&
       if (scores.size() < size_t(n_ctx)) scores.resize(n_ctx);
       const float* q = s->q.data() + size_t(t) * c.q_dim() + size_t(h) * hd;
 
+      // Each span is a run of consecutive cache rows: one batched call per span.
+      const int64_t stride = c.kv_dim();
       int i = 0;
       for (const KvSpan& sp : seq.spans()) {
-        const uint8_t* k = kv.K(sp.block, layer) + sp.begin * row + head_off;
-        for (int j = 0; j < sp.count && i < n_ctx; ++j, ++i, k += row) {
-          scores[i] = scale * (f16 ? DotF32F16(q, reinterpret_cast<const uint16_t*>(k), hd)
-                                   : DotF32(q, reinterpret_cast<const float*>(k), hd));
-        }
         if (i >= n_ctx) break;
+        const int n = std::min(sp.count, n_ctx - i);
+        const uint8_t* k = kv.K(sp.block, layer) + sp.begin * row + head_off;
+        if (f16) {
+          DotF32F16Rows(q, reinterpret_cast<const uint16_t*>(k), stride, n, hd, &scores[i]);
+        } else {
+          DotF32Rows(q, reinterpret_cast<const float*>(k), stride, n, hd, &scores[i]);
+        }
+        i += n;
       }
+      for (int j = 0; j < n_ctx; ++j) scores[j] *= scale;
       Softmax(scores.data(), n_ctx);
 
       float* out = s->attn.data() + size_t(t) * c.q_dim() + size_t(h) * hd;
       std::fill(out, out + hd, 0.0f);
       i = 0;
       for (const KvSpan& sp : seq.spans()) {
-        const uint8_t* v = kv.V(sp.block, layer) + sp.begin * row + head_off;
-        for (int j = 0; j < sp.count && i < n_ctx; ++j, ++i, v += row) {
-          if (f16) {
-            AxpyF16(scores[i], reinterpret_cast<const uint16_t*>(v), out, hd);
-          } else {
-            AxpyF32(scores[i], reinterpret_cast<const float*>(v), out, hd);
-          }
-        }
         if (i >= n_ctx) break;
+        const int n = std::min(sp.count, n_ctx - i);
+        const uint8_t* v = kv.V(sp.block, layer) + sp.begin * row + head_off;
+        if (f16) {
+          AxpyF16Rows(&scores[i], reinterpret_cast<const uint16_t*>(v), stride, n, hd, out);
+        } else {
+          AxpyF32Rows(&scores[i], reinterpret_cast<const float*>(v), stride, n, hd, out);
+        }
+        i += n;
       }
     }
   };
