@@ -2,8 +2,9 @@
 // of kPrefillRowTile weight rows (a chunk of their columns) is converted to f32 in a stack
 // buffer, then a register-blocked kPrefillRowTile x kPrefillTokenTile FMA micro-kernel runs every
 // token of a cache-sized token chunk over it, so each weight load serves kPrefillTokenTile
-// tokens and each activation load kPrefillRowTile rows. Activations stay in f32, so this path is
-// as exact as float accumulation allows.
+// tokens and each activation load kPrefillRowTile rows. For quantized weights MatMul passes
+// activations already rounded to Q8_0 (as the matrix-vector path uses them), so both paths
+// compute the same products; for float weights activations are used as they are.
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/matmat_kernels.cc"

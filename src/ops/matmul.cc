@@ -70,9 +70,7 @@ bool MatMulSupports(GgmlType type) {
   }
 }
 
-bool MatMulQuantizesActivations(GgmlType type, int64_t n_tokens) {
-  return internal::UsesQuantizedActivations(type, n_tokens);
-}
+bool MatMulQuantizesActivations(GgmlType type, int64_t n_tokens) { return IsQuantized(type); }
 
 namespace internal {
 bool UsesQuantizedActivations(GgmlType type, int64_t n_tokens) {
@@ -97,6 +95,26 @@ void MatMulMulti(const WeightMatrix* ws, int n, const float* x, int64_t n_tokens
   }
   thread_local QuantizedActivations qa;
   if (quantize) Quantize(x, n_tokens, ws[0].cols, &qa);
+  // Quantized weights see activations rounded to Q8_0 on both paths: the matrix-vector kernels
+  // dot the int8 quants, the matrix-matrix ones these same values as floats. So a token's result
+  // does not depend on how many tokens share the call, and a KV cache filled one token at a time
+  // matches one filled by a batched prefill (up to float summation order).
+  thread_local std::vector<float> x_rounded;
+  bool round = false;
+  for (int i = 0; i < n; ++i) {
+    round = round || (IsQuantized(ws[i].type) && !internal::UsesMatVec(n_tokens));
+  }
+  if (round) {
+    const int64_t cols = ws[0].cols, nb = cols / kQ8_0Block;
+    Quantize(x, n_tokens, cols, &qa);
+    if (x_rounded.size() < static_cast<size_t>(n_tokens * cols)) x_rounded.resize(n_tokens * cols);
+    for (int64_t b = 0; b < n_tokens * nb; ++b) {
+      const float d = qa.d[b];
+      const int8_t* q = qa.q.data() + b * kQ8_0Block;
+      float* o = x_rounded.data() + b * kQ8_0Block;
+      for (int j = 0; j < kQ8_0Block; ++j) o[j] = d * q[j];
+    }
+  }
 
   // Work units are row tiles of every matrix, numbered across the matrices in order; each thread
   // takes a contiguous range of them.
@@ -107,7 +125,7 @@ void MatMulMulti(const WeightMatrix* ws, int n, const float* x, int64_t n_tokens
   first_unit[0] = 0;
   for (int i = 0; i < n; ++i) {
     jobs[i].w = &ws[i];
-    jobs[i].x = x;
+    jobs[i].x = round && IsQuantized(ws[i].type) ? x_rounded.data() : x;
     jobs[i].n_tokens = n_tokens;
     jobs[i].out = outs[i];
     if (internal::UsesQuantizedActivations(ws[i].type, n_tokens)) {

@@ -31,8 +31,9 @@ struct WeightMatrix {
 bool MatMulSupports(GgmlType type);
 
 // out[t * rows + r] = sum_c W[r, c] * x[t * cols + c], for t in [0, n_tokens), r in [0, rows).
-// `pool` may be null (single-threaded). Quantized types may quantize x internally (to Q8_0), so
-// results differ from the reference within that rounding.
+// `pool` may be null (single-threaded). For quantized weights (Q8_0, Q4_0) x is first rounded to
+// Q8_0, as llama.cpp does, whatever n_tokens is: results differ from the reference within that
+// rounding, but a token's result does not depend on the other tokens of the call.
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* out, ThreadPool* pool);
 
 // Several matrices (at most 8) with the same number of columns applied to the same x in one
@@ -42,9 +43,9 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* out,
 void MatMulMulti(const WeightMatrix* ws, int n, const float* x, int64_t n_tokens,
                  float* const* outs, ThreadPool* pool);
 
-// Whether MatMul quantizes x to Q8_0 (as QuantizeRow does, f16 scales included) for this weight
-// type and token count. Today: quantized weights with at most 8 tokens (the matrix-vector path,
-// where integer dot products halve the work); with more tokens x stays in f32.
+// Whether MatMul rounds x to Q8_0 (as QuantizeRow does, f16 scales included) for this weight
+// type and token count: for quantized weights, always (with at most 8 tokens the kernels dot the
+// int8 quants, with more the same values as floats); float weights see x as it is.
 bool MatMulQuantizesActivations(GgmlType type, int64_t n_tokens);
 
 // Plain scalar reference: dequantizes each weight row to float and sums in double.

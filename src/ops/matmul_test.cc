@@ -328,3 +328,32 @@ TEST(MatMul, EmptyInputsDoNothing) {
 
 }  // namespace
 }  // namespace promptcache
+
+namespace promptcache {
+namespace {
+
+// A token's result must not depend on how many tokens share the call (the matrix-vector and the
+// matrix-matrix paths round activations the same way), or a KV cache filled token by token would
+// drift from one filled by a batched prefill.
+TEST(MatMul, ResultsDoNotDependOnTheBatch) {
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kF16, GgmlType::kF32}) {
+    const int64_t rows = 37, cols = 256, n_tokens = 21;
+    const TestMatrix m = MakeMatrix(type, rows, cols, 5);
+    std::vector<float> x(n_tokens * cols);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * i) * (1 + (i % 7));
+    std::vector<float> batched(n_tokens * rows), single(rows);
+    ThreadPool pool(2);
+    MatMul(m.w, x.data(), n_tokens, batched.data(), &pool);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      MatMul(m.w, x.data() + t * cols, 1, single.data(), &pool);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float want = batched[t * rows + r];
+        ASSERT_NEAR(single[r], want, 1e-5f * (1 + std::fabs(want)))
+            << "type " << static_cast<int>(type) << " token " << t << " row " << r;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace promptcache
