@@ -15,6 +15,8 @@ void ModelOptions::Register(CLI::App* sub) {
   sub->add_option("-t,--threads", threads, "threads (default: all cores)");
   sub->add_option("-c,--context", context, "context size in tokens (default: the model's)");
   sub->add_option("--kv-type", kv_type, "KV cache storage: f16 or f32")->default_val("f16");
+  sub->add_option("-b,--batch-size", batch_size,
+                  "prompt tokens per forward pass (default: what fits 32 MiB of scratch, <= 512)");
   sub->add_flag("--static-cache", static_cache,
                 "preallocate the KV cache for the whole context (default: grows)");
 }
@@ -23,6 +25,7 @@ Status ModelOptions::Validate() const {
   if (threads < 0) return InvalidArgument("--threads must be >= 0");
   if (threads > 1024) return InvalidArgument("--threads must be <= 1024");
   if (context < 0) return InvalidArgument("--context must be >= 0");
+  if (batch_size < 0) return InvalidArgument("--batch-size must be >= 0");
   if (kv_type != "f16" && kv_type != "f32") {
     return InvalidArgument("--kv-type must be f16 or f32, not '" + kv_type + "'");
   }
@@ -35,6 +38,7 @@ SessionOptions ModelOptions::ToSessionOptions() const {
   o.context = context;
   o.kv_type = kv_type == "f32" ? KvType::kF32 : KvType::kF16;
   o.static_cache = static_cache;
+  o.batch_size = batch_size;
   return o;
 }
 

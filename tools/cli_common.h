@@ -29,6 +29,7 @@ struct ModelOptions {
   int context = 0;
   std::string kv_type = "f16";
   bool static_cache = false;
+  int batch_size = 0;
 
   void Register(CLI::App* sub);
   Status Validate() const;

@@ -44,7 +44,8 @@ Status Session::Eval(std::span<const int32_t> tokens, std::span<const int32_t> p
                      KvSequence* seq, float* logits, bool show_progress) {
   PC_CHECK(tokens.size() == positions.size());
   const size_t n = tokens.size();
-  const size_t chunk = std::max(1, options_.batch_size);
+  const size_t chunk =
+      options_.batch_size > 0 ? options_.batch_size : model_.DefaultBatchSize();
   std::unique_ptr<ProgressBar> bar;
   if (show_progress && n > chunk) bar = std::make_unique<ProgressBar>("prefill", n);
   std::vector<BatchToken> batch;

@@ -83,7 +83,7 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
   }
 
   Resize(s->x, size_t(T) * D);
-  Resize(s->xn, size_t(T) * std::max(D, c.n_ff));
+  Resize(s->xn, size_t(T) * D);
   Resize(s->q, size_t(T) * c.q_dim());
   Resize(s->k, size_t(T) * c.kv_dim());
   Resize(s->v, size_t(T) * c.kv_dim());

@@ -161,6 +161,20 @@ size_t Model::weight_bytes() const {
   return n;
 }
 
+size_t Model::ScratchBytesPerToken() const {
+  const ModelConfig& c = config_;
+  // x, xn, attention output and the residual update [D each]; q and attn [q_dim]; k, v [kv_dim];
+  // gate, up and the down projection's Q8_0-rounded input [n_ff]; int8 quants of the widest input.
+  return sizeof(float) * (4 * size_t(c.n_embd) + 2 * size_t(c.q_dim()) + 2 * size_t(c.kv_dim()) +
+                          3 * size_t(c.n_ff)) +
+         std::max(c.n_embd, c.n_ff);
+}
+
+int Model::DefaultBatchSize(size_t budget) const {
+  const size_t n = budget / ScratchBytesPerToken() / 32 * 32;
+  return static_cast<int>(std::clamp<size_t>(n, 32, 512));
+}
+
 KvLayout Model::MakeKvLayout(KvType type, int block_size) const {
   KvLayout l;
   l.n_layers = config_.n_layers;

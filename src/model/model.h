@@ -63,6 +63,11 @@ class Model {
   size_t weight_bytes() const;
 
   KvLayout MakeKvLayout(KvType type, int block_size = 16) const;
+  // Scratch bytes one token of a batch needs in Forward (activations of every stage).
+  size_t ScratchBytesPerToken() const;
+  // The largest prefill batch (a multiple of 32, from 32 to 512) whose scratch fits `budget`:
+  // keeps peak memory near the weights plus the KV cache for large models.
+  int DefaultBatchSize(size_t budget = size_t(32) << 20) const;
 
   // Runs the batch. For every token with want_logits, writes n_vocab logits, in batch order, to
   // `logits`. Sequences must have room (their pool may run out: the Status says so and no
