@@ -9,13 +9,12 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/matmat_kernels.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
-// Must follow foreach_target.h.
-#include "hwy/highway.h"
-#include "ops/kernel_util-inl.h"
-
+// Highway headers below must follow foreach_target.h.
 #include <algorithm>
 
 #include "core/check.h"
+#include "hwy/highway.h"
+#include "ops/kernel_util-inl.h"
 #include "ops/matmul_internal.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -62,8 +61,8 @@ void ConvertToF32(GgmlType type, const uint8_t* row, int64_t k0, int64_t kc, flo
         const uint8_t* blk = row + (k0 / kBlock + b) * kQ4Bytes;
         const auto d = hn::Set(df, HalfAt(blk));
         for (int64_t j = 0; j < kBlock / 2; j += n) {
-          const auto v = hn::BitCast(di32, hn::PromoteTo(hn::RebindToUnsigned<DI32>(),
-                                                         hn::LoadU(du8, blk + 2 + j)));
+          const auto v = hn::BitCast(
+              di32, hn::PromoteTo(hn::RebindToUnsigned<DI32>(), hn::LoadU(du8, blk + 2 + j)));
           const auto lo = hn::Sub(hn::And(v, mask), eight);
           const auto hi = hn::Sub(hn::ShiftRight<4>(v), eight);
           hn::StoreU(hn::Mul(hn::ConvertTo(df, lo), d), df, dst + b * kBlock + j);
@@ -124,9 +123,9 @@ void MatMatRowsImpl(const MatMulJob& job, int64_t r0, int64_t r1) {
   constexpr int T = kPrefillTokenTile;
   const int64_t cols = w.cols, n_tokens = job.n_tokens;
   const int64_t n_col_chunks = (cols + kMaxColChunk - 1) / kMaxColChunk;
-  const int64_t col_chunk = ((cols + n_col_chunks - 1) / n_col_chunks + kBlock - 1) / kBlock * kBlock;
-  const int64_t token_chunk =
-      std::max<int64_t>(T, kTokenChunkBytes / (col_chunk * 4) / T * T);
+  const int64_t col_chunk =
+      ((cols + n_col_chunks - 1) / n_col_chunks + kBlock - 1) / kBlock * kBlock;
+  const int64_t token_chunk = std::max<int64_t>(T, kTokenChunkBytes / (col_chunk * 4) / T * T);
   HWY_ALIGN float panel[R * kMaxColChunk];
   const bool is_f32 = w.type == GgmlType::kF32;
   for (int64_t t0 = 0; t0 < n_tokens; t0 += token_chunk) {

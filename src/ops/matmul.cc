@@ -44,13 +44,6 @@ struct QuantizedActivations {
   std::vector<float> d;
 };
 
-void Quantize(const float* x, int64_t n_tokens, int64_t cols, QuantizedActivations* qa) {
-  const size_t n = static_cast<size_t>(n_tokens * cols);
-  if (qa->q.size() < n) qa->q.resize(n);
-  if (qa->d.size() < n / kQ8_0Block) qa->d.resize(n / kQ8_0Block);
-  internal::QuantizeActivations(x, n_tokens * cols, qa->q.data(), qa->d.data());
-}
-
 int64_t RowTile(int64_t n_tokens) {
   return internal::UsesMatVec(n_tokens) ? internal::kMatVecRowAlign : internal::kPrefillRowTile;
 }
@@ -78,8 +71,7 @@ bool UsesQuantizedActivations(GgmlType type, int64_t n_tokens) {
 }
 }  // namespace internal
 
-void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* out,
-            ThreadPool* pool) {
+void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* out, ThreadPool* pool) {
   float* outs[1] = {out};
   MatMulMulti(&w, 1, x, n_tokens, outs, pool);
 }
@@ -93,26 +85,34 @@ void MatMulMulti(const WeightMatrix* ws, int n, const float* x, int64_t n_tokens
     PC_CHECK(ws[i].cols == ws[0].cols);
     quantize = quantize || internal::UsesQuantizedActivations(ws[i].type, n_tokens);
   }
-  thread_local QuantizedActivations qa;
-  if (quantize) Quantize(x, n_tokens, ws[0].cols, &qa);
   // Quantized weights see activations rounded to Q8_0 on both paths: the matrix-vector kernels
   // dot the int8 quants, the matrix-matrix ones these same values as floats. So a token's result
   // does not depend on how many tokens share the call, and a KV cache filled one token at a time
   // matches one filled by a batched prefill (up to float summation order).
-  thread_local std::vector<float> x_rounded;
   bool round = false;
   for (int i = 0; i < n; ++i) {
     round = round || (IsQuantized(ws[i].type) && !internal::UsesMatVec(n_tokens));
   }
-  if (round) {
-    const int64_t cols = ws[0].cols, nb = cols / kQ8_0Block;
-    Quantize(x, n_tokens, cols, &qa);
-    if (x_rounded.size() < static_cast<size_t>(n_tokens * cols)) x_rounded.resize(n_tokens * cols);
-    for (int64_t b = 0; b < n_tokens * nb; ++b) {
-      const float d = qa.d[b];
-      const int8_t* q = qa.q.data() + b * kQ8_0Block;
-      float* o = x_rounded.data() + b * kQ8_0Block;
-      for (int j = 0; j < kQ8_0Block; ++j) o[j] = d * q[j];
+  const int64_t cols = ws[0].cols;
+  thread_local QuantizedActivations qa;
+  thread_local std::vector<float> x_rounded;
+  const size_t elems = static_cast<size_t>(n_tokens * cols);
+  if (quantize && qa.q.size() < elems) qa.q.resize(elems);
+  if (quantize && qa.d.size() < elems / kQ8_0Block) qa.d.resize(elems / kQ8_0Block);
+  if (round && x_rounded.size() < elems) x_rounded.resize(elems);
+  // Prepared once, before the row-parallel part, but itself split by tokens across the pool.
+  auto prepare = [&, q = qa.q.data(), d = qa.d.data(), xr = x_rounded.data()](int64_t t0,
+                                                                              int64_t t1) {
+    const int64_t begin = t0 * cols, count = (t1 - t0) * cols;
+    if (quantize)
+      internal::QuantizeActivations(x + begin, count, q + begin, d + begin / kQ8_0Block);
+    if (round) internal::RoundActivations(x + begin, count, xr + begin);
+  };
+  if (quantize || round) {
+    if (pool != nullptr && pool->size() > 1 && n_tokens > 1) {
+      pool->ParallelFor(n_tokens, prepare);
+    } else {
+      prepare(0, n_tokens);
     }
   }
 

@@ -28,9 +28,9 @@ bool UsesQuantizedActivations(GgmlType type, int64_t n_tokens);
 // f16-rounded exactly as a stored Q8_0 block would have them.
 struct MatMulJob {
   const WeightMatrix* w = nullptr;
-  const float* x = nullptr;     // [n_tokens x cols]
-  const int8_t* xq = nullptr;   // [n_tokens x cols] or null
-  const float* xd = nullptr;    // [n_tokens x cols / 32] or null
+  const float* x = nullptr;    // [n_tokens x cols]
+  const int8_t* xq = nullptr;  // [n_tokens x cols] or null
+  const float* xd = nullptr;   // [n_tokens x cols / 32] or null
   int64_t n_tokens = 0;
   float* out = nullptr;  // [n_tokens x rows]
 };
@@ -42,5 +42,8 @@ void MatMatRows(const MatMulJob& job, int64_t r0, int64_t r1);
 // Q8_0 quantization of n floats (n a multiple of 32), bit-identical to QuantizeRow(kQ8_0)
 // as two arrays: the int8 quants, and the f16-rounded scales as floats.
 void QuantizeActivations(const float* x, int64_t n, int8_t* q, float* d);
+// The same rounding as floats (scale times quant): what the matrix-matrix kernels see for
+// quantized weights, so that both paths compute the same products.
+void RoundActivations(const float* x, int64_t n, float* out);
 
 }  // namespace promptcache::internal

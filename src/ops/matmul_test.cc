@@ -18,8 +18,8 @@
 #include <random>
 #include <vector>
 
-#include "core/thread_pool.h"
 #include "core/fp16.h"
+#include "core/thread_pool.h"
 #include "ops/matmul_internal.h"
 #include "ops/quant.h"
 #include "ops/targets.h"
@@ -292,7 +292,7 @@ TEST(MatMul, MultiEqualsSeparateCalls) {
 TEST(MatMul, ActivationQuantizationMatchesQuantizeRow) {
   std::vector<float> x(96);
   for (int j = 0; j < 32; ++j) x[j] = (j % 2 ? 1 : -1) * (j + 0.5f);  // amax 31.5: no ties
-  x[0] = 127.0f;  // block 0: d = 1, so the half-integers are exact ties
+  x[0] = 127.0f;                              // block 0: d = 1, so the half-integers are exact ties
   for (int j = 32; j < 64; ++j) x[j] = 0.0f;  // an all-zero block
   std::mt19937 rng(5);
   for (int j = 64; j < 96; ++j) x[j] = std::normal_distribution<float>(0.0f, 3.0f)(rng);
@@ -314,6 +314,11 @@ TEST(MatMul, ActivationQuantizationMatchesQuantizeRow) {
     }
     EXPECT_EQ(q[1], 2);   // 1.5 rounds away from zero
     EXPECT_EQ(q[2], -3);  // -2.5 too
+    // The float form the matrix-matrix path uses: exactly DequantizeRow(QuantizeRow(x)).
+    std::vector<float> rounded(96), want(96);
+    internal::RoundActivations(x.data(), 96, rounded.data());
+    DequantizeRow(GgmlType::kQ8_0, blocks.data(), 96, want.data());
+    EXPECT_EQ(rounded, want) << OpsTargetName(target);
   }
 }
 

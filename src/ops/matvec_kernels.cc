@@ -12,14 +12,13 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/matvec_kernels.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
-// Must follow foreach_target.h.
-#include "hwy/highway.h"
-#include "ops/kernel_util-inl.h"
-
+// Highway headers below must follow foreach_target.h.
 #include <algorithm>
 #include <cmath>
 
 #include "core/check.h"
+#include "hwy/highway.h"
+#include "ops/kernel_util-inl.h"
 #include "ops/matmul_internal.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -32,10 +31,11 @@ constexpr int kTokenGroup = 4;
 
 // ---------------------------------------------------------------- activation quantization
 
-void QuantizeActivationsImpl(const float* x, int64_t n, int8_t* q, float* d) {
+// Q8_0 quantization of x, block by block: emit(b, scale, j, rounded) receives each block's scale
+// (f16-rounded, as stored) and its rounded quants x / scale as floats (exact small integers).
+template <class Emit>
+void QuantizeBlocks(const float* x, int64_t n, const Emit& emit) {
   const DF df;
-  const DI32 di32;
-  const DI8Q di8;
   const size_t nf = hn::Lanes(df);
   const auto half = hn::Set(df, 0.5f), one = hn::Set(df, 1.0f);
   for (int64_t b = 0; b < n / kBlock; ++b) {
@@ -45,17 +45,34 @@ void QuantizeActivationsImpl(const float* x, int64_t n, int8_t* q, float* d) {
     const float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
     const float scale = amax / 127.0f;
     const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
-    d[b] = F16ToF32(F32ToF16(scale));
+    const float stored = F16ToF32(F32ToF16(scale));
     const auto vinv = hn::Set(df, inv);
     for (size_t j = 0; j < kBlock; j += nf) {
       // Round half away from zero, as roundf (and so QuantizeRow) does.
       const auto v = hn::Mul(hn::LoadU(df, xb + j), vinv);
       const auto t = hn::Trunc(v);
-      const auto r = hn::IfThenElse(hn::Abs(hn::Sub(v, t)) >= half,
-                                    hn::Add(t, hn::CopySign(one, v)), t);
-      hn::StoreU(hn::DemoteTo(di8, hn::ConvertTo(di32, r)), di8, q + b * kBlock + j);
+      const auto r =
+          hn::IfThenElse(hn::Abs(hn::Sub(v, t)) >= half, hn::Add(t, hn::CopySign(one, v)), t);
+      emit(b, stored, j, r);
     }
   }
+}
+
+void QuantizeActivationsImpl(const float* x, int64_t n, int8_t* q, float* d) {
+  const DI32 di32;
+  const DI8Q di8;
+  QuantizeBlocks(x, n, [&](int64_t b, float scale, size_t j, VF r) {
+    d[b] = scale;
+    hn::StoreU(hn::DemoteTo(di8, hn::ConvertTo(di32, r)), di8, q + b * kBlock + j);
+  });
+}
+
+void RoundActivationsImpl(const float* x, int64_t n, float* out) {
+  const DF df;
+  // A quant (8 bits) times an f16 scale (11 bits) is exact in float.
+  QuantizeBlocks(x, n, [&](int64_t b, float scale, size_t j, VF r) {
+    hn::StoreU(hn::Mul(r, hn::Set(df, scale)), df, out + b * kBlock + j);
+  });
 }
 
 // ---------------------------------------------------------------- dot products of one row
@@ -340,6 +357,7 @@ namespace promptcache::internal {
 
 HWY_EXPORT(MatVecRowsImpl);
 HWY_EXPORT(QuantizeActivationsImpl);
+HWY_EXPORT(RoundActivationsImpl);
 
 void MatVecRows(const MatMulJob& job, int64_t r0, int64_t r1) {
   HWY_DYNAMIC_DISPATCH(MatVecRowsImpl)(job, r0, r1);
@@ -347,6 +365,10 @@ void MatVecRows(const MatMulJob& job, int64_t r0, int64_t r1) {
 
 void QuantizeActivations(const float* x, int64_t n, int8_t* q, float* d) {
   HWY_DYNAMIC_DISPATCH(QuantizeActivationsImpl)(x, n, q, d);
+}
+
+void RoundActivations(const float* x, int64_t n, float* out) {
+  HWY_DYNAMIC_DISPATCH(RoundActivationsImpl)(x, n, out);
 }
 
 }  // namespace promptcache::internal

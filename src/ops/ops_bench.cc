@@ -10,8 +10,8 @@
 // Types: 0 F32, 1 F16, 2 Q4_0, 8 Q8_0, 30 BF16 (ggml ids).
 #include <benchmark/benchmark.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -97,8 +97,8 @@ void BM_MatMul(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   const double iters = static_cast<double>(state.iterations());
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * cols * n_tokens * iters / 1e9,
-                                                 benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * rows * cols * n_tokens * iters / 1e9, benchmark::Counter::kIsRate);
   state.counters["GB/s"] =
       benchmark::Counter(matrix_bytes * iters / 1e9, benchmark::Counter::kIsRate);
 }
@@ -154,9 +154,8 @@ void BM_Forward(benchmark::State& state) {
     MatMul(output.mats[0], x.data() + (n_tokens - 1) * kEmbd, 1, logits.data(), pool);
     benchmark::ClobberMemory();
   }
-  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(n_tokens) *
-                                                      state.iterations(),
-                                                  benchmark::Counter::kIsRate);
+  state.counters["tokens/s"] = benchmark::Counter(
+      static_cast<double>(n_tokens) * state.iterations(), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Forward)
     ->ArgsProduct({{8, 1, 2, 30, 0}, {1, 512}, {1, 2}})
@@ -257,9 +256,8 @@ void BM_Quantize(benchmark::State& state) {
     QuantizeRow(type, x.data(), kN, out.data());
     benchmark::DoNotOptimize(out.data());
   }
-  state.counters["Mfloats/s"] =
-      benchmark::Counter(kN * static_cast<double>(state.iterations()) / 1e6,
-                         benchmark::Counter::kIsRate);
+  state.counters["Mfloats/s"] = benchmark::Counter(
+      kN * static_cast<double>(state.iterations()) / 1e6, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Quantize)->Arg(8)->Arg(2)->Arg(1)->Arg(30);
 

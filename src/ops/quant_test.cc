@@ -21,8 +21,8 @@ std::vector<float> RandomRow(int64_t n, uint32_t seed, float scale = 1.0f) {
 }
 
 TEST(Quant, SupportedTypes) {
-  for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
-                     GgmlType::kQ4_0}) {
+  for (GgmlType t :
+       {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0}) {
     EXPECT_TRUE(RowConversionSupports(t));
   }
   EXPECT_FALSE(RowConversionSupports(GgmlType::kQ4_K));

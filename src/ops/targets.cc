@@ -1,7 +1,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/targets.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
-// Must follow foreach_target.h.
+// Highway headers below must follow foreach_target.h.
 #include "hwy/highway.h"
 #include "ops/targets.h"
 

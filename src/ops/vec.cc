@@ -5,14 +5,13 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/vec.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
-// Must follow foreach_target.h.
-#include "hwy/contrib/math/math-inl.h"
-#include "hwy/highway.h"
-
+// Highway headers below must follow foreach_target.h.
 #include <cmath>
 #include <cstring>
 
 #include "core/fp16.h"
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
 #include "ops/vec.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -209,8 +208,7 @@ float DotF32F16Impl(const float* a, const uint16_t* b, int64_t n) {
   int64_t i = 0;
   for (; i + 2 * step <= n; i += 2 * step) {
     s0 = hn::MulAdd(hn::LoadU(d, a + i), hn::PromoteTo(d, hn::LoadU(dh, bh + i)), s0);
-    s1 = hn::MulAdd(hn::LoadU(d, a + i + step), hn::PromoteTo(d, hn::LoadU(dh, bh + i + step)),
-                    s1);
+    s1 = hn::MulAdd(hn::LoadU(d, a + i + step), hn::PromoteTo(d, hn::LoadU(dh, bh + i + step)), s1);
   }
   for (; i + step <= n; i += step) {
     s0 = hn::MulAdd(hn::LoadU(d, a + i), hn::PromoteTo(d, hn::LoadU(dh, bh + i)), s0);
@@ -350,8 +348,8 @@ void AxpyF32RowsImpl(const float* w, const float* v, int64_t stride, int64_t n_r
                      float* y) {
   AxpyRowsImpl<F32Elems>(w, v, stride, n_rows, dim, y);
 }
-void AxpyF16RowsImpl(const float* w, const uint16_t* v, int64_t stride, int64_t n_rows,
-                     int64_t dim, float* y) {
+void AxpyF16RowsImpl(const float* w, const uint16_t* v, int64_t stride, int64_t n_rows, int64_t dim,
+                     float* y) {
   AxpyRowsImpl<F16Elems>(w, v, stride, n_rows, dim, y);
 }
 
@@ -374,7 +372,8 @@ void F16ToF32RowImpl(const uint16_t* x, float* out, int64_t n) {
     const DH dh;
     const int64_t step = hn::Lanes(d);
     const hwy::float16_t* xh = AsHalf(x);
-    for (; i + step <= n; i += step) hn::StoreU(hn::PromoteTo(d, hn::LoadU(dh, xh + i)), d, out + i);
+    for (; i + step <= n; i += step)
+      hn::StoreU(hn::PromoteTo(d, hn::LoadU(dh, xh + i)), d, out + i);
   }
   for (; i < n; ++i) out[i] = F16ToF32(x[i]);
 }

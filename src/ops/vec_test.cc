@@ -261,12 +261,10 @@ TEST(Vec, DotAndAxpyRows) {
           auto ygot = y0, ywant = y0;
           if (half) {
             AxpyF16Rows(w.data(), kvh.data() + 1, stride, n_rows, dim, ygot.data() + 1);
-            reference::AxpyF16Rows(w.data(), kvh.data() + 1, stride, n_rows, dim,
-                                   ywant.data() + 1);
+            reference::AxpyF16Rows(w.data(), kvh.data() + 1, stride, n_rows, dim, ywant.data() + 1);
           } else {
             AxpyF32Rows(w.data(), kv.data() + 1, stride, n_rows, dim, ygot.data() + 1);
-            reference::AxpyF32Rows(w.data(), kv.data() + 1, stride, n_rows, dim,
-                                   ywant.data() + 1);
+            reference::AxpyF32Rows(w.data(), kv.data() + 1, stride, n_rows, dim, ywant.data() + 1);
           }
           EXPECT_EQ(ygot[0], y0[0]);  // nothing written before y
           for (int64_t j = 0; j < dim; ++j) {
