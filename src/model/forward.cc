@@ -169,6 +169,12 @@ void Model::Attention(std::span<const BatchToken> batch, const std::vector<int>&
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int n_threads = pool ? pool->size() : 1;
   if (static_cast<int>(s->scores.size()) < n_threads) s->scores.resize(n_threads);
+  // Sized here, on the calling thread: a worker that allocated would get a malloc arena of its
+  // own, whose freed memory glibc keeps, and peak memory would creep up run after run.
+  const size_t max_ctx = *std::max_element(slot.begin(), slot.end()) + 1;
+  for (auto& sc : s->scores) {
+    if (sc.size() < max_ctx) sc.resize(std::max(max_ctx, 2 * sc.size()));
+  }
 
   auto work = [&](int thread, int nt) {
     std::vector<float>& scores = s->scores[thread];
@@ -181,7 +187,7 @@ void Model::Attention(std::span<const BatchToken> batch, const std::vector<int>&
       const size_t row = size_t(c.kv_dim()) * kv.layout().elem_bytes();
       const size_t head_off = size_t(kvh) * hd * kv.layout().elem_bytes();
       const int n_ctx = slot[t] + 1;
-      if (scores.size() < size_t(n_ctx)) scores.resize(n_ctx);
+      PC_DCHECK(scores.size() >= size_t(n_ctx));
       const float* q = s->q.data() + size_t(t) * c.q_dim() + size_t(h) * hd;
 
       // Each span is a run of consecutive cache rows: one batched call per span.
