@@ -24,7 +24,7 @@ struct SlotRef {
 // Runs fn(t) for every t in [0, n), spread over the pool when there is enough work.
 template <typename Fn>
 void ForEachToken(ThreadPool* pool, int n, Fn&& fn) {
-  if (pool == nullptr || n < 4) {
+  if (pool == nullptr || n < 32) {  // per-token work is small: batch it up first
     for (int t = 0; t < n; ++t) fn(t);
     return;
   }
@@ -223,7 +223,9 @@ void Model::Attention(std::span<const BatchToken> batch, const std::vector<int>&
       }
     }
   };
-  if (pool != nullptr) {
+  // Tiny attention (small models, short contexts) is not worth a fork/join.
+  const int64_t flops = int64_t(T) * H * int64_t(max_ctx) * hd;
+  if (pool != nullptr && flops >= (int64_t(1) << 16)) {
     pool->Run(work);
   } else {
     work(0, 1);

@@ -149,7 +149,12 @@ void MatMulMulti(const WeightMatrix* ws, int n, const float* x, int64_t n_tokens
     }
   };
   const int64_t units = first_unit[n];
-  if (pool == nullptr || pool->size() == 1) {
+  // Below this many multiply-adds a fork/join costs more than it saves (tiny models, and any
+  // model when the machine is oversubscribed and a worker may not be running).
+  constexpr int64_t kMinParallelWork = int64_t(1) << 17;
+  int64_t work = 0;
+  for (int i = 0; i < n; ++i) work += ws[i].rows * ws[i].cols * n_tokens;
+  if (pool == nullptr || pool->size() == 1 || work < kMinParallelWork) {
     run_units(0, units);
   } else {
     pool->ParallelFor(units, run_units);
