@@ -108,9 +108,10 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
     ForEachToken(pool, T, [&](int t) {
       RmsNorm(x + size_t(t) * D, w.attn_norm.data(), D, c.rms_eps, s->xn.data() + size_t(t) * D);
     });
-    MatMul(w.wq, s->xn.data(), T, s->q.data(), pool);  // q: [T, H*hd]
-    MatMul(w.wk, s->xn.data(), T, s->k.data(), pool);  // k: [T, KVH*hd]
-    MatMul(w.wv, s->xn.data(), T, s->v.data(), pool);  // v: [T, KVH*hd]
+    // q: [T, H*hd], k and v: [T, KVH*hd], in one parallel job over the same input.
+    const WeightMatrix qkv[3] = {w.wq, w.wk, w.wv};
+    float* const qkv_out[3] = {s->q.data(), s->k.data(), s->v.data()};
+    MatMulMulti(qkv, 3, s->xn.data(), T, qkv_out, pool);
     ForEachToken(pool, T, [&](int t) {
       float* q = s->q.data() + size_t(t) * c.q_dim();
       float* k = s->k.data() + size_t(t) * c.kv_dim();
@@ -136,8 +137,9 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
     ForEachToken(pool, T, [&](int t) {
       RmsNorm(x + size_t(t) * D, w.ffn_norm.data(), D, c.rms_eps, s->xn.data() + size_t(t) * D);
     });
-    MatMul(w.w_gate, s->xn.data(), T, s->gate.data(), pool);  // [T, n_ff]
-    MatMul(w.w_up, s->xn.data(), T, s->up.data(), pool);      // [T, n_ff]
+    const WeightMatrix gate_up[2] = {w.w_gate, w.w_up};  // [T, n_ff] each
+    float* const gate_up_out[2] = {s->gate.data(), s->up.data()};
+    MatMulMulti(gate_up, 2, s->xn.data(), T, gate_up_out, pool);
     SwiGlu(s->gate.data(), s->up.data(), size_t(T) * c.n_ff);
     MatMul(w.w_down, s->gate.data(), T, s->out_rows.data(), pool);  // [T, D]
     Add(x, s->out_rows.data(), size_t(T) * D);
