@@ -44,7 +44,7 @@ struct EngineOptions {
   int block_size = 16;
   int batch_size = 512;  // prefill tokens per forward pass
   // Prefix cache.
-  bool prefix_cache = true;
+  bool prefix_cache = true;  // false: plain prompts reuse nothing (schema modules still do)
   size_t cache_ram_bytes = size_t(1) << 30;  // bound on cached (unreferenced) blocks in RAM
   double cache_ttl_seconds = 0;              // 0: no expiry
   int cache_min_tokens = 0;                  // prompts shorter than this are not cached

@@ -91,7 +91,9 @@ EngineImpl::EngineImpl(const EngineOptions& options, std::unique_ptr<Model> mode
       blocks_(model_->MakeKvLayout(options.kv_type, options.block_size), 0, false),
       encoder_(*model_, context_) {
   BlockCacheOptions co;
-  co.ram_bytes = options.prefix_cache ? options.cache_ram_bytes : 0;
+  // Without the prefix cache, plain prompts neither look up nor insert prefixes; the budget still
+  // holds the modules of loaded schemas, which are reused on request.
+  co.ram_bytes = options.cache_ram_bytes;
   co.ttl_seconds = options.cache_ttl_seconds;
   co.min_tokens = options.cache_min_tokens;
   co.granularity = options.cache_granularity;

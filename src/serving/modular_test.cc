@@ -404,6 +404,18 @@ TEST(Modular, ErrorsAreOneLine) {
   EXPECT_EQ(e2->GetSchema("story").status().code(), StatusCode::kNotFound);
 }
 
+TEST(Modular, ModulesStayCachedWithoutThePrefixCache) {
+  EngineOptions o;
+  o.prefix_cache = false;
+  auto e = Make(o);
+  ASSERT_TRUE(e->LoadSchemaFile(kStorySchema).ok());
+  const CompletionResult a = Serve(*e, kLily), b = Serve(*e, kLily);
+  EXPECT_EQ(a.cached_tokens, 236);
+  EXPECT_EQ(b.cached_tokens, 236);
+  EXPECT_EQ(b.encoded_tokens, 0);
+  EXPECT_EQ(a.tokens, b.tokens);
+}
+
 TEST(Modular, PromptBuilderMatchesXml) {
   auto e = Make();
   ASSERT_TRUE(e->LoadSchemaFile(kStorySchema).ok());
