@@ -129,7 +129,7 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
         std::memcpy(vdst, v, kv_row_bytes);
       }
     });
-    Attention(batch, slot, l, pool, s);                    // attn: [T, H*hd]
+    Attention(batch, slot, l, pool, s);                         // attn: [T, H*hd]
     MatMul(w.wo, s->attn.data(), T, s->out_rows.data(), pool);  // [T, D]
     Add(x, s->out_rows.data(), size_t(T) * D);
 
@@ -149,8 +149,7 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
   int n_out = 0;
   for (int t = 0; t < T; ++t) {
     if (!batch[t].want_logits) continue;
-    RmsNorm(x + size_t(t) * D, output_norm_.data(), D, c.rms_eps,
-            s->xn.data() + size_t(n_out) * D);
+    RmsNorm(x + size_t(t) * D, output_norm_.data(), D, c.rms_eps, s->xn.data() + size_t(n_out) * D);
     ++n_out;
   }
   if (n_out > 0) {
@@ -158,80 +157,6 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
     MatMul(output_, s->xn.data(), n_out, logits, pool);
   }
   return Status::Ok();
-}
-
-// Each (token, query head) attends over its sequence's slots [0, slot[t]]: scores = q·k / sqrt(hd)
-// over the cached rows, softmax, then the weighted sum of V rows. Query heads share KV heads in
-// groups of H / KVH (grouped-query attention).
-void Model::Attention(std::span<const BatchToken> batch, const std::vector<int>& slot, int layer,
-                      ThreadPool* pool, ForwardScratch* s) const {
-  const ModelConfig& c = config_;
-  const int T = static_cast<int>(batch.size());
-  const int H = c.n_heads, hd = c.head_dim, group = c.n_heads / c.n_kv_heads;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int n_threads = pool ? pool->size() : 1;
-  if (static_cast<int>(s->scores.size()) < n_threads) s->scores.resize(n_threads);
-  // Sized here, on the calling thread: a worker that allocated would get a malloc arena of its
-  // own, whose freed memory glibc keeps, and peak memory would creep up run after run.
-  const size_t max_ctx = *std::max_element(slot.begin(), slot.end()) + 1;
-  for (auto& sc : s->scores) {
-    if (sc.size() < max_ctx) sc.resize(std::max(max_ctx, 2 * sc.size()));
-  }
-
-  auto work = [&](int thread, int nt) {
-    std::vector<float>& scores = s->scores[thread];
-    // Interleaved items balance causal prefill, where later tokens see more context.
-    for (int item = thread; item < T * H; item += nt) {
-      const int t = item / H, h = item % H, kvh = h / group;
-      const KvSequence& seq = *batch[t].seq;
-      const BlockPool& kv = *seq.pool();
-      const bool f16 = kv.layout().type == KvType::kF16;
-      const size_t row = size_t(c.kv_dim()) * kv.layout().elem_bytes();
-      const size_t head_off = size_t(kvh) * hd * kv.layout().elem_bytes();
-      const int n_ctx = slot[t] + 1;
-      PC_DCHECK(scores.size() >= size_t(n_ctx));
-      const float* q = s->q.data() + size_t(t) * c.q_dim() + size_t(h) * hd;
-
-      // Each span is a run of consecutive cache rows: one batched call per span.
-      const int64_t stride = c.kv_dim();
-      int i = 0;
-      for (const KvSpan& sp : seq.spans()) {
-        if (i >= n_ctx) break;
-        const int n = std::min(sp.count, n_ctx - i);
-        const uint8_t* k = kv.K(sp.block, layer) + sp.begin * row + head_off;
-        if (f16) {
-          DotF32F16Rows(q, reinterpret_cast<const uint16_t*>(k), stride, n, hd, &scores[i]);
-        } else {
-          DotF32Rows(q, reinterpret_cast<const float*>(k), stride, n, hd, &scores[i]);
-        }
-        i += n;
-      }
-      for (int j = 0; j < n_ctx; ++j) scores[j] *= scale;
-      Softmax(scores.data(), n_ctx);
-
-      float* out = s->attn.data() + size_t(t) * c.q_dim() + size_t(h) * hd;
-      std::fill(out, out + hd, 0.0f);
-      i = 0;
-      for (const KvSpan& sp : seq.spans()) {
-        if (i >= n_ctx) break;
-        const int n = std::min(sp.count, n_ctx - i);
-        const uint8_t* v = kv.V(sp.block, layer) + sp.begin * row + head_off;
-        if (f16) {
-          AxpyF16Rows(&scores[i], reinterpret_cast<const uint16_t*>(v), stride, n, hd, out);
-        } else {
-          AxpyF32Rows(&scores[i], reinterpret_cast<const float*>(v), stride, n, hd, out);
-        }
-        i += n;
-      }
-    }
-  };
-  // Tiny attention (small models, short contexts) is not worth a fork/join.
-  const int64_t flops = int64_t(T) * H * int64_t(max_ctx) * hd;
-  if (pool != nullptr && flops >= (int64_t(1) << 16)) {
-    pool->Run(work);
-  } else {
-    work(0, 1);
-  }
 }
 
 }  // namespace promptcache

@@ -106,10 +106,9 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   if (!tok.ok()) return tok.status().WithContext(path);
   m->tokenizer_ = std::move(tok).value();
   if (m->tokenizer_->vocab_size() != m->config_.n_vocab) {
-    return InvalidArgument(path + ": the tokenizer has " +
-                           std::to_string(m->tokenizer_->vocab_size()) +
-                           " tokens but token_embd.weight has " +
-                           std::to_string(m->config_.n_vocab) + " rows");
+    return InvalidArgument(
+        path + ": the tokenizer has " + std::to_string(m->tokenizer_->vocab_size()) +
+        " tokens but token_embd.weight has " + std::to_string(m->config_.n_vocab) + " rows");
   }
   if (Result<std::string> t = m->file_->GetString("tokenizer.chat_template"); t.ok()) {
     m->chat_template_ = *t;
@@ -164,10 +163,11 @@ size_t Model::weight_bytes() const {
 size_t Model::ScratchBytesPerToken() const {
   const ModelConfig& c = config_;
   // x, xn, attention output and the residual update [D each]; q and attn [q_dim]; k, v [kv_dim];
-  // gate, up and the down projection's Q8_0-rounded input [n_ff]; int8 quants of the widest input.
+  // gate, up and the down projection's Q8_0-rounded input [n_ff]; int8 quants of the widest input;
+  // the attention state of each query head.
   return sizeof(float) * (4 * size_t(c.n_embd) + 2 * size_t(c.q_dim()) + 2 * size_t(c.kv_dim()) +
                           3 * size_t(c.n_ff)) +
-         std::max(c.n_embd, c.n_ff);
+         std::max(c.n_embd, c.n_ff) + sizeof(AttnState) * c.n_heads;
 }
 
 int Model::DefaultBatchSize(size_t budget) const {

@@ -19,6 +19,7 @@
 #include "gguf/gguf.h"
 #include "kv/kv_cache.h"
 #include "model/config.h"
+#include "ops/attention.h"
 #include "ops/matmul.h"
 #include "tokenizer/tokenizer.h"
 
@@ -39,10 +40,28 @@ struct BatchToken {
   bool want_logits;
 };
 
+// Attention's buffers (attention.cc): per pool thread, a K and a V tile widened to f32 and its
+// item's chunk states and query lists; per query head of the batch, its running state; partial
+// chunk states when the attention is split by chunks of keys.
+struct AttentionScratch {
+  struct Thread {
+    std::vector<float> k, v, o;
+    std::vector<AttnState> state;
+    std::vector<const float*> q;
+    std::vector<int> n_valid;
+    std::vector<AttnState*> state_ptr;
+    std::vector<float*> o_ptr;
+  };
+  std::vector<Thread> threads;
+  std::vector<AttnState> state;          // [T * H]
+  std::vector<AttnState> partial_state;  // [T * H * chunks]
+  std::vector<float> partial_o;          // [T * H * chunks * head_dim]
+};
+
 // Scratch buffers of the forward pass, reused across calls; one per thread that runs forwards.
 struct ForwardScratch {
   std::vector<float> x, xn, q, k, v, attn, gate, up, out_rows;
-  std::vector<std::vector<float>> scores;  // per pool thread
+  AttentionScratch attention;
 };
 
 class Model {

@@ -1,6 +1,8 @@
 #include "ops/vec_reference.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/fp16.h"
 
@@ -104,6 +106,25 @@ void F32ToF16Row(const float* x, uint16_t* out, int64_t n) {
 
 void F16ToF32Row(const uint16_t* x, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = F16ToF32(x[i]);
+}
+
+void Attention(const float* q, const float* k, const float* v, int64_t n, int64_t dim, float scale,
+               float* out) {
+  std::vector<double> s(n);
+  double max = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) {
+    double dot = 0.0;
+    for (int64_t j = 0; j < dim; ++j) dot += static_cast<double>(q[j]) * k[i * dim + j];
+    s[i] = scale * dot;
+    max = std::max(max, s[i]);
+  }
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += (s[i] = std::exp(s[i] - max));
+  for (int64_t j = 0; j < dim; ++j) {
+    double acc = 0.0;
+    for (int64_t i = 0; i < n; ++i) acc += s[i] * v[i * dim + j];
+    out[j] = static_cast<float>(acc / sum);
+  }
 }
 
 }  // namespace promptcache::reference

@@ -24,6 +24,10 @@ void AxpyF32Rows(const float* w, const float* v, int64_t stride, int64_t n_rows,
 void AxpyF16Rows(const float* w, const uint16_t* v, int64_t stride, int64_t n_rows, int64_t dim,
                  float* y);
 void F32ToF16Row(const float* x, uint16_t* out, int64_t n);
+// Softmax attention of one query over n f32 key and value rows of dim (ops/attention.h in one
+// piece): out = sum_i softmax(scale * q·k_i) v_i, in double.
+void Attention(const float* q, const float* k, const float* v, int64_t n, int64_t dim, float scale,
+               float* out);
 void F16ToF32Row(const uint16_t* x, float* out, int64_t n);
 
 }  // namespace promptcache::reference

@@ -1,0 +1,281 @@
+// Attention of a forward batch over the paged KV cache: grouped-query, causal by slot.
+//
+// The work is cut into items: up to 16 tokens of one sequence (× one chunk of 512 keys when
+// there are too few items to keep every thread busy). An item walks its keys in tiles of 32
+// whole cache rows (every KV head: contiguous memory within a block, which streams well, and
+// the next tile is prefetched) and, for each KV head, folds the tile into the running softmax
+// state (online softmax, ops/attention.h) of every query that reads it, in one call: the item's
+// tokens × the query heads of that KV head. Tiles read by many queries are widened to f32 first,
+// once. So a K/V row leaves memory once per item instead of once per query head and token,
+// which is what makes a short prompt after a long cached prefix, and decoding at depth, cheap.
+//
+// A query's arithmetic never depends on the rest of the batch: tiles and chunks start at fixed
+// key indices (multiples of 32 and of 512), each chunk's state starts empty, and chunks are
+// merged in key order whether one item or several computed them. A token's attention is thus
+// bit-identical whether its prompt was computed whole, in pieces, or after a cache hit.
+#include "ops/attention.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+
+#include "model/model.h"
+
+namespace promptcache {
+namespace {
+
+constexpr int kTileRows = kAttnTileRows;
+constexpr int kChunkRows = 512;
+// Tiles read by at least this many queries are widened to f32 once rather than per query.
+constexpr int kWidenQueries = 6;
+constexpr int kItemTokens = 16;
+// Chunk-split items keep per-chunk partial states: only while they stay this small.
+constexpr size_t kMaxPartialBytes = size_t(8) << 20;
+
+struct Item {
+  const KvSequence* seq;
+  int first;     // index into the token order of the item's first token
+  int count;     // its tokens (slots ascending)
+  int chunk;     // -1: every chunk its tokens read
+  int64_t cost;  // queries × keys, for scheduling
+};
+
+// Walks one KV head's K and V rows of a sequence, tile by tile, in key order.
+class TileCursor {
+ public:
+  TileCursor(const KvSequence& seq, int layer, int key)
+      : seq_(seq), spans_(seq.spans()), layer_(layer) {
+    const KvLayout& l = seq.pool()->layout();
+    row_bytes_ = size_t(l.n_kv_heads) * l.head_dim * l.elem_bytes();
+    f16_ = l.type == KvType::kF16;
+    while (span_ < spans_.size() && spans_[span_].count <= key) key -= spans_[span_++].count;
+    off_ = key;
+  }
+
+  // Points `tile` at the next n rows (all KV heads; ForHead narrows) and moves past them. With
+  // `prefetch`, also asks for the rows' cache lines ahead of use: a long context's rows come from
+  // DRAM, and the tile before keeps the core busy meanwhile. (Inline here: GCC drops a call to a
+  // function whose only effect is prefetching.)
+  void Next(int n, AttnTile* tile, bool prefetch = false) {
+    const BlockPool& kv = *seq_.pool();
+    tile->f16 = f16_;
+    tile->n = n;
+    for (int r = 0; r < n;) {
+      const KvSpan& sp = spans_[span_];
+      const int take = std::min(sp.count - off_, n - r);
+      const uint8_t* k = kv.K(sp.block, layer_) + size_t(sp.begin + off_) * row_bytes_;
+      const uint8_t* v = kv.V(sp.block, layer_) + size_t(sp.begin + off_) * row_bytes_;
+      for (int i = 0; i < take; ++i, ++r, k += row_bytes_, v += row_bytes_) {
+        tile->k[r] = k;
+        tile->v[r] = v;
+        if (prefetch) {
+          for (size_t b = 0; b < row_bytes_; b += 64) {
+            __builtin_prefetch(k + b);
+            __builtin_prefetch(v + b);
+          }
+        }
+      }
+      off_ += take;
+      if (off_ == sp.count) {
+        ++span_;
+        off_ = 0;
+      }
+    }
+  }
+
+ private:
+  const KvSequence& seq_;
+  const std::vector<KvSpan>& spans_;
+  int layer_;
+  size_t row_bytes_ = 0;
+  bool f16_ = true;
+  size_t span_ = 0;
+  int off_ = 0;
+};
+
+// The tile's rows narrowed to one KV head.
+AttnTile ForHead(const AttnTile& rows, int kvh, size_t head_bytes) {
+  AttnTile t;
+  t.f16 = rows.f16;
+  t.n = rows.n;
+  for (int r = 0; r < rows.n; ++r) {
+    t.k[r] = static_cast<const uint8_t*>(rows.k[r]) + kvh * head_bytes;
+    t.v[r] = static_cast<const uint8_t*>(rows.v[r]) + kvh * head_bytes;
+  }
+  return t;
+}
+
+}  // namespace
+
+void Model::Attention(std::span<const BatchToken> batch, const std::vector<int>& slot, int layer,
+                      ThreadPool* pool, ForwardScratch* s) const {
+  const ModelConfig& c = config_;
+  const int T = static_cast<int>(batch.size());
+  const int H = c.n_heads, KVH = c.n_kv_heads, hd = c.head_dim, group = H / KVH;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int n_threads = pool ? pool->size() : 1;
+  AttentionScratch& as = s->attention;
+  const size_t s_elem_bytes = batch[0].seq->pool()->layout().elem_bytes();
+
+  // The batch's tokens grouped by sequence (in order of first appearance), slots ascending.
+  std::vector<int> order;
+  order.reserve(T);
+  std::vector<Item> items;
+  int max_keys = 0;
+  for (int t = 0; t < T; ++t) {
+    const KvSequence* seq = batch[t].seq;
+    bool seen = false;
+    for (int u = 0; u < t && !seen; ++u) seen = batch[u].seq == seq;
+    if (seen) continue;
+    const int first = static_cast<int>(order.size());
+    for (int u = t; u < T; ++u) {
+      if (batch[u].seq == seq) order.push_back(u);
+    }
+    const int count = static_cast<int>(order.size()) - first;
+    for (int b = 0; b < count; b += kItemTokens) {
+      const int n = std::min(kItemTokens, count - b);
+      const int keys = slot[order[first + b + n - 1]] + 1;
+      max_keys = std::max(max_keys, keys);
+      items.push_back({seq, first + b, n, -1, int64_t(n) * keys});
+    }
+  }
+
+  // Too few items for the threads: split them by chunk of keys, merged afterwards.
+  const int n_chunks = (max_keys + kChunkRows - 1) / kChunkRows;
+  const size_t partial_floats = size_t(T) * H * n_chunks * hd;
+  const bool split = n_threads > 1 && n_chunks > 1 &&
+                     static_cast<int>(items.size()) < 4 * n_threads &&
+                     partial_floats * sizeof(float) <= kMaxPartialBytes;
+  if (split) {
+    std::vector<Item> chunked;
+    for (const Item& it : items) {
+      const int keys = slot[order[it.first + it.count - 1]] + 1;
+      for (int ch = 0; ch * kChunkRows < keys; ++ch) {
+        const int n_keys = std::min(kChunkRows, keys - ch * kChunkRows);
+        chunked.push_back({it.seq, it.first, it.count, ch, int64_t(it.count) * n_keys});
+      }
+    }
+    items.swap(chunked);
+    if (as.partial_o.size() < partial_floats) as.partial_o.resize(partial_floats);
+    if (as.partial_state.size() < size_t(T) * H * n_chunks) {
+      as.partial_state.resize(size_t(T) * H * n_chunks);
+    }
+  }
+  // Largest first, so the last items to start are short ones.
+  std::stable_sort(items.begin(), items.end(),
+                   [](const Item& a, const Item& b) { return a.cost > b.cost; });
+
+  // Sized here, on the calling thread: a worker that allocated would get a malloc arena of its
+  // own, whose freed memory glibc keeps, and peak memory would creep up run after run.
+  if (static_cast<int>(as.threads.size()) < n_threads) as.threads.resize(n_threads);
+  for (AttentionScratch::Thread& th : as.threads) {
+    th.k.resize(size_t(kTileRows) * hd);
+    th.v.resize(size_t(kTileRows) * hd);
+    th.state.resize(size_t(kItemTokens) * H);
+    th.q.resize(size_t(kItemTokens) * group);
+    th.n_valid.resize(size_t(kItemTokens) * group);
+    th.state_ptr.resize(size_t(kItemTokens) * group);
+    th.o_ptr.resize(size_t(kItemTokens) * group);
+    th.o.resize(size_t(kItemTokens) * H * hd);
+  }
+  if (as.state.size() < size_t(T) * H) as.state.resize(size_t(T) * H);
+  std::fill(as.state.begin(), as.state.begin() + size_t(T) * H, AttnState{});
+
+  auto q_row = [&](int t, int h) { return s->q.data() + size_t(t) * c.q_dim() + size_t(h) * hd; };
+  auto out_row = [&](int t, int h) {
+    return s->attn.data() + size_t(t) * c.q_dim() + size_t(h) * hd;
+  };
+
+  const size_t head_bytes = size_t(hd) * s_elem_bytes;
+  auto run_item = [&](const Item& it, AttentionScratch::Thread& th) {
+    const int keys = slot[order[it.first + it.count - 1]] + 1;
+    const int ch_begin = it.chunk < 0 ? 0 : it.chunk;
+    const int ch_end = it.chunk < 0 ? (keys + kChunkRows - 1) / kChunkRows : it.chunk + 1;
+    const int M = it.count * H;  // queries: token-major, then heads
+    for (int ch = ch_begin; ch < ch_end; ++ch) {
+      const int k0 = ch * kChunkRows, k1 = std::min(k0 + kChunkRows, keys);
+      std::fill(th.state.begin(), th.state.begin() + M, AttnState{});
+      std::fill(th.o.begin(), th.o.begin() + size_t(M) * hd, 0.0f);
+      TileCursor cursor(*it.seq, layer, k0);
+      AttnTile rows, next;
+      cursor.Next(std::min(kTileRows, k1 - k0), &next);
+      for (int ts = k0; ts < k1; ts += kTileRows) {
+        const int te = std::min(ts + kTileRows, k1);
+        rows = next;
+        if (te < k1) cursor.Next(std::min(kTileRows, k1 - te), &next, /*prefetch=*/true);
+        for (int kvh = 0; kvh < KVH; ++kvh) {
+          // The queries of this KV head that read the tile: tokens at or after its first key.
+          int n_q = 0;
+          for (int i = 0; i < it.count; ++i) {
+            const int t = order[it.first + i];
+            if (slot[t] < ts) continue;
+            const int n = std::min(te, slot[t] + 1) - ts;
+            for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
+              const int m = i * H + h;
+              th.q[n_q] = q_row(t, h);
+              th.n_valid[n_q] = n;
+              th.state_ptr[n_q] = &th.state[m];
+              th.o_ptr[n_q] = th.o.data() + size_t(m) * hd;
+              ++n_q;
+            }
+          }
+          AttnTile tile = ForHead(rows, kvh, head_bytes);
+          if (n_q >= kWidenQueries) {
+            AttnTile dense;
+            WidenTile(tile, hd, th.k.data(), th.v.data(), &dense);
+            tile = dense;
+          }
+          AttendTile(tile, hd, scale, n_q, th.q.data(), th.n_valid.data(), th.state_ptr.data(),
+                     th.o_ptr.data());
+        }
+      }
+      for (int i = 0; i < it.count; ++i) {
+        const int t = order[it.first + i];
+        for (int h = 0; h < H; ++h) {
+          const int m = i * H + h;
+          const float* o = th.o.data() + size_t(m) * hd;
+          if (split) {
+            const size_t p = (size_t(t) * H + h) * n_chunks + ch;
+            as.partial_state[p] = th.state[m];
+            std::memcpy(as.partial_o.data() + p * hd, o, sizeof(float) * hd);
+          } else {
+            MergeAttention(th.state[m], o, &as.state[size_t(t) * H + h], out_row(t, h), hd);
+          }
+        }
+      }
+    }
+  };
+
+  std::atomic<size_t> next{0};
+  auto work = [&](int thread, int) {
+    for (size_t i = next.fetch_add(1); i < items.size(); i = next.fetch_add(1)) {
+      run_item(items[i], as.threads[thread]);
+    }
+  };
+  // Tiny attention (small models, short contexts) is not worth a fork/join.
+  const int64_t flops = int64_t(T) * H * int64_t(max_keys) * hd;
+  if (pool != nullptr && flops >= (int64_t(1) << 16)) {
+    pool->Run(work);
+  } else {
+    work(0, 1);
+  }
+
+  // Every query's chunks merged in key order, then normalized.
+  for (int t = 0; t < T; ++t) {
+    for (int h = 0; h < H; ++h) {
+      AttnState& st = as.state[size_t(t) * H + h];
+      float* out = out_row(t, h);
+      if (split) {
+        for (int ch = 0; ch * kChunkRows <= slot[t]; ++ch) {
+          const size_t p = (size_t(t) * H + h) * n_chunks + ch;
+          MergeAttention(as.partial_state[p], as.partial_o.data() + p * hd, &st, out, hd);
+        }
+      }
+      const float inv = 1.0f / st.sum;
+      for (int j = 0; j < hd; ++j) out[j] *= inv;
+    }
+  }
+}
+
+}  // namespace promptcache

@@ -1,0 +1,51 @@
+// The inner loop of attention, flash-attention style: queries fold tiles of up to 32 keys and
+// values into a running softmax state (online softmax), so a tile read from the KV cache serves
+// every query that reads it (the query heads of a KV head, the tokens of a prompt) and the full
+// row of scores is never materialized. Knows nothing of models or caches: rows come as pointers.
+//
+// The arithmetic of one query never depends on the other queries of a call, on how many there
+// are, or on whether rows are f16 or f32 (widening is exact): the same inputs give bit-identical
+// outputs however a caller batches them.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+namespace promptcache {
+
+constexpr int kAttnTileRows = 32;
+constexpr int kAttnMaxHeadDim = 1024;
+
+// A query's running state: the largest score seen and the sum of exp(score - max). Its output
+// row (head_dim floats, kept by the caller) holds sum_i exp(score_i - max) * v_i; it must be
+// zeros while the state is empty (sum == 0) and is divided by `sum` at the end.
+struct AttnState {
+  float max = -INFINITY;
+  float sum = 0.0f;
+};
+
+// One tile: rows [0, n) of K and V, head_dim elements each, F32 or F16. Rows beyond n may be
+// left unset.
+struct AttnTile {
+  bool f16 = true;
+  int n = 0;
+  const void* k[kAttnTileRows];
+  const void* v[kAttnTileRows];
+};
+
+// Folds the tile into the states of n_queries queries: query i sees rows [0, n_valid[i]) (1 to
+// tile.n; causal masking) with scores scale * q_i·k_r.
+void AttendTile(const AttnTile& tile, int head_dim, float scale, int n_queries,
+                const float* const* q, const int* n_valid, AttnState* const* state,
+                float* const* out);
+
+// The tile's rows widened to dense f32 rows in k_out and v_out ([kAttnTileRows * head_dim]
+// each), and *dense pointing at them: for tiles read by many queries, widen once.
+void WidenTile(const AttnTile& tile, int head_dim, float* k_out, float* v_out, AttnTile* dense);
+
+// Folds state b (over other keys) into a, as if a had seen b's keys too. An empty b changes
+// nothing; into an empty a, b is copied exactly.
+void MergeAttention(const AttnState& b, const float* out_b, AttnState* a, float* out_a,
+                    int head_dim);
+
+}  // namespace promptcache

@@ -1,0 +1,208 @@
+// Tiled attention (attention.h) against the plain softmax reference (vec_reference.h), on every
+// Highway target: many head sizes, query counts, tile fills and causal cut-offs, f16 and f32
+// rows; and the batch invariance the model relies on: a query's result is bit-identical alone,
+// in a pair, among many, and from f16 or widened rows.
+#include "ops/attention.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/fp16.h"
+#include "ops/targets.h"
+#include "ops/vec_reference.h"
+
+namespace promptcache {
+namespace {
+
+template <typename F>
+void ForEachTarget(F body) {
+  for (int64_t t : OpsTargets()) {
+    ScopedOpsTarget scoped(t);
+    SCOPED_TRACE(OpsTargetName(t));
+    body();
+  }
+}
+
+// Keys and values as f16 rows `stride` elements apart (as in a KV cache row holding several
+// heads), and the same values in f32.
+struct Rows {
+  int n, dim, stride;
+  std::vector<uint16_t> k16, v16;
+  std::vector<float> k, v;  // dense [n, dim], the f16 values widened
+
+  Rows(int n_, int dim_, std::mt19937& rng) : n(n_), dim(dim_), stride(dim_ * 3 + 1) {
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    k16.resize(size_t(n) * stride + 1);
+    v16.resize(size_t(n) * stride + 1);
+    for (auto& x : k16) x = F32ToF16(2.0f * dist(rng));
+    for (auto& x : v16) x = F32ToF16(dist(rng));
+    k.resize(size_t(n) * dim);
+    v.resize(size_t(n) * dim);
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < dim; ++j) {
+        k[size_t(i) * dim + j] = F16ToF32(k16[1 + size_t(i) * stride + j]);
+        v[size_t(i) * dim + j] = F16ToF32(v16[1 + size_t(i) * stride + j]);
+      }
+    }
+  }
+
+  // Tile of rows [r0, r0 + count): f16 rows in place (misaligned by one element), or f32.
+  AttnTile Tile(int r0, int count, bool f16) const {
+    AttnTile t;
+    t.f16 = f16;
+    t.n = count;
+    for (int r = 0; r < count; ++r) {
+      const size_t i = size_t(r0 + r);
+      t.k[r] = f16 ? static_cast<const void*>(&k16[1 + i * stride]) : &k[i * dim];
+      t.v[r] = f16 ? static_cast<const void*>(&v16[1 + i * stride]) : &v[i * dim];
+    }
+    return t;
+  }
+};
+
+// Runs n_q queries over the rows tile by tile; query i sees keys [0, limit[i]).
+std::vector<std::vector<float>> AttendAll(const Rows& rows,
+                                          const std::vector<std::vector<float>>& q,
+                                          const std::vector<int>& limit, float scale, bool f16,
+                                          bool widen) {
+  const int n_q = static_cast<int>(q.size()), dim = rows.dim;
+  std::vector<std::vector<float>> out(n_q, std::vector<float>(dim, 0.0f));
+  std::vector<AttnState> st(n_q);
+  std::vector<float> kw(kAttnTileRows * dim), vw(kAttnTileRows * dim);
+  for (int t0 = 0; t0 < rows.n; t0 += kAttnTileRows) {
+    const int count = std::min(kAttnTileRows, rows.n - t0);
+    AttnTile tile = rows.Tile(t0, count, f16);
+    if (widen) {
+      AttnTile dense;
+      WidenTile(tile, dim, kw.data(), vw.data(), &dense);
+      tile = dense;
+    }
+    std::vector<const float*> qp;
+    std::vector<int> nv;
+    std::vector<AttnState*> sp;
+    std::vector<float*> op;
+    for (int i = 0; i < n_q; ++i) {
+      if (limit[i] <= t0) continue;
+      qp.push_back(q[i].data());
+      nv.push_back(std::min(count, limit[i] - t0));
+      sp.push_back(&st[i]);
+      op.push_back(out[i].data());
+    }
+    AttendTile(tile, dim, scale, static_cast<int>(qp.size()), qp.data(), nv.data(), sp.data(),
+               op.data());
+  }
+  for (int i = 0; i < n_q; ++i) {
+    for (float& x : out[i]) x /= st[i].sum;
+  }
+  return out;
+}
+
+TEST(Attention, MatchesReference) {
+  ForEachTarget([] {
+    std::mt19937 rng(3);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    for (int dim : {1, 4, 8, 13, 64, 128}) {
+      for (int n : {1, 5, 32, 33, 100}) {
+        const Rows rows(n, dim, rng);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
+        for (int n_q : {1, 2, 3, 7}) {
+          std::vector<std::vector<float>> q(n_q, std::vector<float>(dim));
+          std::vector<int> limit(n_q);
+          for (int i = 0; i < n_q; ++i) {
+            for (float& x : q[i]) x = dist(rng);
+            limit[i] = std::max(1, n - i * 7);  // causal: later queries see fewer keys
+          }
+          for (bool f16 : {true, false}) {
+            const auto got = AttendAll(rows, q, limit, scale, f16, /*widen=*/false);
+            for (int i = 0; i < n_q; ++i) {
+              std::vector<float> want(dim);
+              reference::Attention(q[i].data(), rows.k.data(), rows.v.data(), limit[i], dim, scale,
+                                   want.data());
+              for (int j = 0; j < dim; ++j) {
+                ASSERT_NEAR(got[i][j], want[j], 2e-5f * (1.0f + std::fabs(want[j])))
+                    << "dim " << dim << " n " << n << " queries " << n_q << " f16 " << f16;
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(Attention, QueryResultDoesNotDependOnItsCompany) {
+  ForEachTarget([] {
+    std::mt19937 rng(4);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    for (int dim : {8, 64, 100}) {
+      const int n = 77;
+      const Rows rows(n, dim, rng);
+      std::vector<std::vector<float>> q(9, std::vector<float>(dim));
+      std::vector<int> limit(9);
+      for (int i = 0; i < 9; ++i) {
+        for (float& x : q[i]) x = dist(rng);
+        limit[i] = n - 3 * i;
+      }
+      const auto all = AttendAll(rows, q, limit, 0.125f, /*f16=*/true, /*widen=*/false);
+      const auto widened = AttendAll(rows, q, limit, 0.125f, true, /*widen=*/true);
+      const auto f32 = AttendAll(rows, q, limit, 0.125f, /*f16=*/false, false);
+      for (int i = 0; i < 9; ++i) {
+        const auto alone = AttendAll(rows, {q[i]}, {limit[i]}, 0.125f, true, false);
+        const int partner = (i + 4) % 9;
+        const auto pair =
+            AttendAll(rows, {q[partner], q[i]}, {limit[partner], limit[i]}, 0.125f, true, false);
+        for (int j = 0; j < dim; ++j) {
+          ASSERT_EQ(all[i][j], alone[0][j]) << dim << " " << i;
+          ASSERT_EQ(all[i][j], pair[1][j]) << dim << " " << i;
+          ASSERT_EQ(all[i][j], widened[i][j]) << dim << " " << i;
+          ASSERT_EQ(all[i][j], f32[i][j]) << dim << " " << i;
+        }
+      }
+    }
+  });
+}
+
+TEST(Attention, MergingSplitsEqualsOnePass) {
+  ForEachTarget([] {
+    std::mt19937 rng(5);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    const int dim = 64, n = 96;
+    const Rows rows(n, dim, rng);
+    std::vector<float> q(dim);
+    for (float& x : q) x = dist(rng);
+    // Keys [0, 64) and [64, 96) separately, merged, against the reference over all 96.
+    AttnState a, b;
+    std::vector<float> oa(dim, 0.0f), ob(dim, 0.0f), merged(dim, 0.0f);
+    const float* qp = q.data();
+    for (int t0 : {0, 32}) {
+      AttnTile tile = rows.Tile(t0, 32, true);
+      AttnState* sp = &a;
+      float* op = oa.data();
+      const int nv = 32;
+      AttendTile(tile, dim, 0.125f, 1, &qp, &nv, &sp, &op);
+    }
+    {
+      AttnTile tile = rows.Tile(64, 32, true);
+      AttnState* sp = &b;
+      float* op = ob.data();
+      const int nv = 32;
+      AttendTile(tile, dim, 0.125f, 1, &qp, &nv, &sp, &op);
+    }
+    AttnState m;
+    MergeAttention(AttnState{}, ob.data(), &m, merged.data(), dim);  // empty: no change
+    EXPECT_EQ(m.sum, 0.0f);
+    MergeAttention(a, oa.data(), &m, merged.data(), dim);  // into empty: exact copy
+    EXPECT_EQ(m.sum, a.sum);
+    EXPECT_EQ(merged, oa);
+    MergeAttention(b, ob.data(), &m, merged.data(), dim);
+    std::vector<float> want(dim);
+    reference::Attention(q.data(), rows.k.data(), rows.v.data(), n, dim, 0.125f, want.data());
+    for (int j = 0; j < dim; ++j) EXPECT_NEAR(merged[j] / m.sum, want[j], 2e-5f);
+  });
+}
+
+}  // namespace
+}  // namespace promptcache
