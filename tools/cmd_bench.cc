@@ -27,6 +27,10 @@ class BenchCommand : public Command {
   void Register(CLI::App* sub) override {
     model_.Register(sub);
     sub->add_option("-p,--n-prompt", n_prompt_, "prompt tokens to process")->default_val(512);
+    sub->add_option("-d,--depth", depth_,
+                    "tokens already in the KV cache before the timed prompt and generation "
+                    "(attention over a long context; computed once, untimed)")
+        ->default_val(0);
     sub->add_option("-n,--n-gen", n_gen_, "tokens to generate")->default_val(128);
     sub->add_option("-r,--repetitions", reps_, "repetitions (the median is reported)")
         ->default_val(3);
@@ -39,37 +43,50 @@ class BenchCommand : public Command {
     SetLogLevel(LogLevel::kWarning);
     if (Status st = model_.Validate(); !st.ok()) return Fail(st);
     if (n_prompt_ < 1 || n_gen_ < 1 || reps_ < 1) return Fail("-p, -n and -r must be >= 1");
+    if (depth_ < 0) return Fail("-d must be >= 0");
     std::unique_ptr<Model> model = LoadModelOrReport(model_.model_path);
     if (!model) return 1;
     SessionOptions so = model_.ToSessionOptions();
-    if (so.context == 0) so.context = std::max(n_prompt_, n_gen_ + 1);
-    if (n_prompt_ > so.context || n_gen_ + 1 > so.context) {
-      return Fail("-p and -n must fit in the context (" + std::to_string(so.context) + ")");
+    if (so.context == 0) so.context = depth_ + std::max(n_prompt_, n_gen_ + 1);
+    if (depth_ + n_prompt_ > so.context || depth_ + n_gen_ + 1 > so.context) {
+      return Fail("-d plus -p or -n must fit in the context (" + std::to_string(so.context) + ")");
     }
     Session session(*model, so);
     const int n_vocab = model->config().n_vocab;
     std::mt19937 rng(42);
-    std::vector<int32_t> prompt(n_prompt_), positions(n_prompt_);
-    for (int i = 0; i < n_prompt_; ++i) {
-      prompt[i] = static_cast<int32_t>(rng() % n_vocab);
-      positions[i] = i;
-    }
+    auto random_tokens = [&](int n, int first_pos, std::vector<int32_t>* ids,
+                             std::vector<int32_t>* pos) {
+      for (int i = 0; i < n; ++i) {
+        ids->push_back(static_cast<int32_t>(rng() % n_vocab));
+        pos->push_back(first_pos + i);
+      }
+    };
+    std::vector<int32_t> context, context_pos, prompt, positions;
+    random_tokens(depth_, 0, &context, &context_pos);
+    random_tokens(n_prompt_, depth_, &prompt, &positions);
     std::vector<float> logits(n_vocab);
     KvSequence seq(session.block_pool());
+    if (depth_ > 0) {
+      if (Status st = session.Eval(context, context_pos, &seq, logits.data()); !st.ok()) {
+        return Fail(st);
+      }
+    }
 
     std::vector<double> pp, tg;
     // One untimed warm-up of each, so page faults of the mapping are not counted.
     for (int r = 0; r <= reps_; ++r) {
-      seq.Clear();
+      seq.Truncate(depth_);
       auto t0 = std::chrono::steady_clock::now();
-      if (Status st = session.Eval(prompt, positions, &seq, logits.data()); !st.ok()) return Fail(st);
+      if (Status st = session.Eval(prompt, positions, &seq, logits.data()); !st.ok())
+        return Fail(st);
       if (r > 0) pp.push_back(n_prompt_ / SecondsSince(t0));
 
-      seq.Clear();
+      seq.Truncate(depth_);
       int32_t tok = prompt[0];
       t0 = std::chrono::steady_clock::now();
       for (int i = 0; i < n_gen_; ++i) {
-        if (Status st = session.Eval({&tok, 1}, {&i, 1}, &seq, logits.data()); !st.ok()) {
+        const int32_t pos = depth_ + i;
+        if (Status st = session.Eval({&tok, 1}, {&pos, 1}, &seq, logits.data()); !st.ok()) {
           return Fail(st);
         }
         tok = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
@@ -85,6 +102,7 @@ class BenchCommand : public Command {
         {"threads", session.pool()->size()},
         {"n_prompt", n_prompt_},
         {"n_gen", n_gen_},
+        {"depth", depth_},
         {"repetitions", reps_},
         {"prompt_tps", Median(pp)},
         {"gen_tps", Median(tg)},
@@ -98,6 +116,7 @@ class BenchCommand : public Command {
                 model_.model_path.c_str(), GgmlTypeName(model->weight_type()).c_str(),
                 model->file().file_size() / 1048576.0);
     std::printf("threads          %d\n", session.pool()->size());
+    if (depth_ > 0) std::printf("depth            %d tokens in the KV cache first\n", depth_);
     std::printf("prompt (pp%d)   %8.1f tokens/s  (median of %d; min %.1f, max %.1f)\n", n_prompt_,
                 Median(pp), reps_, *std::min_element(pp.begin(), pp.end()),
                 *std::max_element(pp.begin(), pp.end()));
@@ -138,7 +157,7 @@ class BenchCommand : public Command {
   }
 
   ModelOptions model_;
-  int n_prompt_ = 512, n_gen_ = 128, reps_ = 3;
+  int n_prompt_ = 512, n_gen_ = 128, reps_ = 3, depth_ = 0;
   bool json_ = false, compare_ = false;
 };
 
