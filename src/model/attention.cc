@@ -33,13 +33,7 @@ constexpr int kItemTokens = 16;
 // Chunk-split items keep per-chunk partial states: only while they stay this small.
 constexpr size_t kMaxPartialBytes = size_t(8) << 20;
 
-struct Item {
-  const KvSequence* seq;
-  int first;     // index into the token order of the item's first token
-  int count;     // its tokens (slots ascending)
-  int chunk;     // -1: every chunk its tokens read
-  int64_t cost;  // queries × keys, for scheduling
-};
+using Item = AttentionScratch::Item;
 
 // Walks one KV head's K and V rows of a sequence, tile by tile, in key order.
 class TileCursor {
@@ -108,46 +102,40 @@ AttnTile ForHead(const AttnTile& rows, int kvh, size_t head_bytes) {
 
 }  // namespace
 
-void Model::Attention(std::span<const BatchToken> batch, const std::vector<int>& slot, int layer,
-                      ThreadPool* pool, ForwardScratch* s) const {
+void Model::PlanAttention(std::span<const BatchToken> batch, const std::vector<int>& slot,
+                          ThreadPool* pool, ForwardScratch* s) const {
   const ModelConfig& c = config_;
   const int T = static_cast<int>(batch.size());
-  const int H = c.n_heads, KVH = c.n_kv_heads, hd = c.head_dim, group = H / KVH;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int H = c.n_heads, hd = c.head_dim, group = H / c.n_kv_heads;
   const int n_threads = pool ? pool->size() : 1;
   AttentionScratch& as = s->attention;
-  const size_t s_elem_bytes = batch[0].seq->pool()->layout().elem_bytes();
+  const std::vector<int>& order = as.order;
+  PC_CHECK(static_cast<int>(order.size()) == T);
 
-  // The batch's tokens grouped by sequence (in order of first appearance), slots ascending.
-  std::vector<int> order;
-  order.reserve(T);
-  std::vector<Item> items;
+  // Items of up to kItemTokens tokens of one sequence (order groups them).
+  std::vector<Item>& items = as.items;
+  items.clear();
   int max_keys = 0;
-  for (int t = 0; t < T; ++t) {
-    const KvSequence* seq = batch[t].seq;
-    bool seen = false;
-    for (int u = 0; u < t && !seen; ++u) seen = batch[u].seq == seq;
-    if (seen) continue;
-    const int first = static_cast<int>(order.size());
-    for (int u = t; u < T; ++u) {
-      if (batch[u].seq == seq) order.push_back(u);
-    }
-    const int count = static_cast<int>(order.size()) - first;
+  for (int first = 0; first < T;) {
+    const KvSequence* seq = batch[order[first]].seq;
+    int count = 1;
+    while (first + count < T && batch[order[first + count]].seq == seq) ++count;
     for (int b = 0; b < count; b += kItemTokens) {
       const int n = std::min(kItemTokens, count - b);
       const int keys = slot[order[first + b + n - 1]] + 1;
       max_keys = std::max(max_keys, keys);
       items.push_back({seq, first + b, n, -1, int64_t(n) * keys});
     }
+    first += count;
   }
 
   // Too few items for the threads: split them by chunk of keys, merged afterwards.
-  const int n_chunks = (max_keys + kChunkRows - 1) / kChunkRows;
-  const size_t partial_floats = size_t(T) * H * n_chunks * hd;
-  const bool split = n_threads > 1 && n_chunks > 1 &&
-                     static_cast<int>(items.size()) < 4 * n_threads &&
-                     partial_floats * sizeof(float) <= kMaxPartialBytes;
-  if (split) {
+  as.max_keys = max_keys;
+  as.n_chunks = (max_keys + kChunkRows - 1) / kChunkRows;
+  const size_t partial_floats = size_t(T) * H * as.n_chunks * hd;
+  as.split = n_threads > 1 && as.n_chunks > 1 && static_cast<int>(items.size()) < 4 * n_threads &&
+             partial_floats * sizeof(float) <= kMaxPartialBytes;
+  if (as.split) {
     std::vector<Item> chunked;
     for (const Item& it : items) {
       const int keys = slot[order[it.first + it.count - 1]] + 1;
@@ -158,8 +146,8 @@ void Model::Attention(std::span<const BatchToken> batch, const std::vector<int>&
     }
     items.swap(chunked);
     if (as.partial_o.size() < partial_floats) as.partial_o.resize(partial_floats);
-    if (as.partial_state.size() < size_t(T) * H * n_chunks) {
-      as.partial_state.resize(size_t(T) * H * n_chunks);
+    if (as.partial_state.size() < size_t(T) * H * as.n_chunks) {
+      as.partial_state.resize(size_t(T) * H * as.n_chunks);
     }
   }
   // Largest first, so the last items to start are short ones.
@@ -180,6 +168,19 @@ void Model::Attention(std::span<const BatchToken> batch, const std::vector<int>&
     th.o.resize(size_t(kItemTokens) * H * hd);
   }
   if (as.state.size() < size_t(T) * H) as.state.resize(size_t(T) * H);
+}
+
+void Model::Attention(std::span<const BatchToken> batch, const std::vector<int>& slot, int layer,
+                      ThreadPool* pool, ForwardScratch* s) const {
+  const ModelConfig& c = config_;
+  const int T = static_cast<int>(batch.size());
+  const int H = c.n_heads, KVH = c.n_kv_heads, hd = c.head_dim, group = H / KVH;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  AttentionScratch& as = s->attention;
+  const std::vector<int>& order = as.order;
+  const std::vector<Item>& items = as.items;
+  const int n_chunks = as.n_chunks;
+  const bool split = as.split;
   std::fill(as.state.begin(), as.state.begin() + size_t(T) * H, AttnState{});
 
   auto q_row = [&](int t, int h) { return s->q.data() + size_t(t) * c.q_dim() + size_t(h) * hd; };
@@ -187,7 +188,7 @@ void Model::Attention(std::span<const BatchToken> batch, const std::vector<int>&
     return s->attn.data() + size_t(t) * c.q_dim() + size_t(h) * hd;
   };
 
-  const size_t head_bytes = size_t(hd) * s_elem_bytes;
+  const size_t head_bytes = size_t(hd) * batch[0].seq->pool()->layout().elem_bytes();
   auto run_item = [&](const Item& it, AttentionScratch::Thread& th) {
     const int keys = slot[order[it.first + it.count - 1]] + 1;
     const int ch_begin = it.chunk < 0 ? 0 : it.chunk;
@@ -254,7 +255,7 @@ void Model::Attention(std::span<const BatchToken> batch, const std::vector<int>&
     }
   };
   // Tiny attention (small models, short contexts) is not worth a fork/join.
-  const int64_t flops = int64_t(T) * H * int64_t(max_keys) * hd;
+  const int64_t flops = int64_t(T) * H * int64_t(as.max_keys) * hd;
   if (pool != nullptr && flops >= (int64_t(1) << 16)) {
     pool->Run(work);
   } else {

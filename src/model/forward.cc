@@ -55,6 +55,8 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
   // Reserve each token's slot in its sequence: per sequence in order of first appearance, so a
   // token's slot index says which earlier tokens of the batch it may attend to.
   std::vector<int> slot(T);
+  std::vector<int>& order = s->attention.order;  // the same grouping, for attention
+  order.clear();
   std::vector<std::pair<KvSequence*, int>> appended;  // sequence, its size before
   for (int t = 0; t < T; ++t) {
     KvSequence* seq = batch[t].seq;
@@ -66,6 +68,7 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
       if (batch[u].seq == seq) {
         slot[u] = seq->size() + static_cast<int>(positions.size());
         positions.push_back(batch[u].pos);
+        order.push_back(u);
       }
     }
     const int before = seq->size();
@@ -91,6 +94,7 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
   Resize(s->gate, size_t(T) * c.n_ff);
   Resize(s->up, size_t(T) * c.n_ff);
   Resize(s->out_rows, size_t(T) * D);
+  PlanAttention(batch, slot, pool, s);
   float* x = s->x.data();  // [T, D] the residual stream
 
   for (int t = 0; t < T; ++t) {

@@ -40,10 +40,19 @@ struct BatchToken {
   bool want_logits;
 };
 
-// Attention's buffers (attention.cc): per pool thread, a K and a V tile widened to f32 and its
-// item's chunk states and query lists; per query head of the batch, its running state; partial
-// chunk states when the attention is split by chunks of keys.
+// Attention's plan and buffers (attention.cc). The plan (the batch's tokens grouped by sequence,
+// the work items, whether they are split by chunks of keys) depends only on the batch, so it is
+// made once per forward pass, not per layer. Buffers: per pool thread, a K and a V tile widened
+// to f32 and its item's chunk states and query lists; per query head of the batch, its running
+// state; partial chunk states when the items are split.
 struct AttentionScratch {
+  struct Item {
+    const KvSequence* seq;
+    int first;     // index into `order` of the item's first token
+    int count;     // its tokens (slots ascending)
+    int chunk;     // -1: every chunk its tokens read
+    int64_t cost;  // queries × keys, for scheduling
+  };
   struct Thread {
     std::vector<float> k, v, o;
     std::vector<AttnState> state;
@@ -52,6 +61,11 @@ struct AttentionScratch {
     std::vector<AttnState*> state_ptr;
     std::vector<float*> o_ptr;
   };
+  std::vector<int> order;  // batch indices grouped by sequence (first appearance), slots ascending
+  std::vector<Item> items;
+  int max_keys = 0;  // keys read by the batch's longest-reaching token
+  int n_chunks = 0;
+  bool split = false;
   std::vector<Thread> threads;
   std::vector<AttnState> state;          // [T * H]
   std::vector<AttnState> partial_state;  // [T * H * chunks]
@@ -97,6 +111,9 @@ class Model {
  private:
   Model() = default;
   Status BindWeights();
+  // Fills s->attention's plan for the batch (its `order` already set) and sizes its buffers.
+  void PlanAttention(std::span<const BatchToken> batch, const std::vector<int>& slot,
+                     ThreadPool* pool, ForwardScratch* s) const;
   void Attention(std::span<const BatchToken> batch, const std::vector<int>& slot, int layer,
                  ThreadPool* pool, ForwardScratch* s) const;
 

@@ -11,20 +11,12 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "ops/for_each_target.h"
 #include "ops/targets.h"
 #include "ops/vec_reference.h"
 
 namespace promptcache {
 namespace {
-
-template <typename F>
-void ForEachTarget(F body) {
-  for (int64_t t : OpsTargets()) {
-    ScopedOpsTarget scoped(t);
-    SCOPED_TRACE(OpsTargetName(t));
-    body();
-  }
-}
 
 // Keys and values as f16 rows `stride` elements apart (as in a KV cache row holding several
 // heads), and the same values in f32.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "ops/for_each_target.h"
 #include "ops/targets.h"
 #include "ops/vec_reference.h"
 
@@ -33,18 +34,6 @@ std::vector<uint16_t> ToF16(const std::vector<float>& v) {
   return h;
 }
 
-// Runs `body` once per compiled target, with dispatch forced to it.
-template <typename F>
-void ForEachTarget(F body) {
-  const auto targets = OpsTargets();
-  ASSERT_FALSE(targets.empty());
-  for (int64_t t : targets) {
-    ScopedOpsTarget scoped(t);
-    SCOPED_TRACE(OpsTargetName(t));
-    ASSERT_EQ(OpsActiveTargetName(), OpsTargetName(t));
-    body();
-  }
-}
 
 TEST(Vec, CompiledForSeveralTargets) {
   // The scalar fallback plus at least one SIMD target on any x86 CPU this project targets.
