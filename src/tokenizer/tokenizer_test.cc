@@ -330,12 +330,14 @@ GgufValue NumberArray(GgufValueType type, const std::vector<double>& items) {
   return g;
 }
 
-// Writes `w` to a temporary file and builds a tokenizer from it.
+// Writes `w` to a temporary file and builds a tokenizer from it. The file is named after the
+// test: ctest runs each test in its own process, in parallel, so a counter alone would collide.
 Result<std::unique_ptr<Tokenizer>> FromWriter(const GgufWriter& w,
                                               std::unique_ptr<GgufFile>* keep) {
   static int counter = 0;
-  const std::string path =
-      testing::TempDir() + "/tokenizer_test_" + std::to_string(counter++) + ".gguf";
+  const auto* info = testing::UnitTest::GetInstance()->current_test_info();
+  const std::string path = testing::TempDir() + "/tokenizer_test_" + info->test_suite_name() + "_" +
+                           info->name() + "_" + std::to_string(counter++) + ".gguf";
   Status st = w.Write(path);
   if (!st.ok()) return st;
   auto file = GgufFile::Open(path);
