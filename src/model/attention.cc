@@ -5,9 +5,9 @@
 // whole cache rows (every KV head: contiguous memory within a block, which streams well, and
 // the next tile is prefetched) and, for each KV head, folds the tile into the running softmax
 // state (online softmax, ops/attention.h) of every query that reads it, in one call: the item's
-// tokens × the query heads of that KV head. Tiles read by many queries are widened to f32 first,
-// once. So a K/V row leaves memory once per item instead of once per query head and token,
-// which is what makes a short prompt after a long cached prefix, and decoding at depth, cheap.
+// tokens × the query heads of that KV head. So a K/V row leaves memory once per item instead of
+// once per query head and token, which is what makes a short prompt after a long cached prefix,
+// and decoding at depth, cheap.
 //
 // A query's arithmetic never depends on the rest of the batch: tiles and chunks start at fixed
 // key indices (multiples of 32 and of 512), each chunk's state starts empty, and chunks are
@@ -27,8 +27,6 @@ namespace {
 
 constexpr int kTileRows = kAttnTileRows;
 constexpr int kChunkRows = 512;
-// Tiles read by at least this many queries are widened to f32 once rather than per query.
-constexpr int kWidenQueries = 6;
 constexpr int kItemTokens = 16;
 // Chunk-split items keep per-chunk partial states: only while they stay this small.
 constexpr size_t kMaxPartialBytes = size_t(8) << 20;
@@ -158,8 +156,6 @@ void Model::PlanAttention(std::span<const BatchToken> batch, const std::vector<i
   // own, whose freed memory glibc keeps, and peak memory would creep up run after run.
   if (static_cast<int>(as.threads.size()) < n_threads) as.threads.resize(n_threads);
   for (AttentionScratch::Thread& th : as.threads) {
-    th.k.resize(size_t(kTileRows) * hd);
-    th.v.resize(size_t(kTileRows) * hd);
     th.state.resize(size_t(kItemTokens) * H);
     th.q.resize(size_t(kItemTokens) * group);
     th.n_valid.resize(size_t(kItemTokens) * group);
@@ -221,12 +217,7 @@ void Model::Attention(std::span<const BatchToken> batch, const std::vector<int>&
               ++n_q;
             }
           }
-          AttnTile tile = ForHead(rows, kvh, head_bytes);
-          if (n_q >= kWidenQueries) {
-            AttnTile dense;
-            WidenTile(tile, hd, th.k.data(), th.v.data(), &dense);
-            tile = dense;
-          }
+          const AttnTile tile = ForHead(rows, kvh, head_bytes);
           AttendTile(tile, hd, scale, n_q, th.q.data(), th.n_valid.data(), th.state_ptr.data(),
                      th.o_ptr.data());
         }

@@ -42,9 +42,9 @@ struct BatchToken {
 
 // Attention's plan and buffers (attention.cc). The plan (the batch's tokens grouped by sequence,
 // the work items, whether they are split by chunks of keys) depends only on the batch, so it is
-// made once per forward pass, not per layer. Buffers: per pool thread, a K and a V tile widened
-// to f32 and its item's chunk states and query lists; per query head of the batch, its running
-// state; partial chunk states when the items are split.
+// made once per forward pass, not per layer. Buffers: per pool thread, its item's chunk states
+// and query lists; per query head of the batch, its running state; partial chunk states when the
+// items are split.
 struct AttentionScratch {
   struct Item {
     const KvSequence* seq;
@@ -54,7 +54,7 @@ struct AttentionScratch {
     int64_t cost;  // queries × keys, for scheduling
   };
   struct Thread {
-    std::vector<float> k, v, o;
+    std::vector<float> o;
     std::vector<AttnState> state;
     std::vector<const float*> q;
     std::vector<int> n_valid;

@@ -39,57 +39,80 @@ struct F16Src {
   static float At(const uint16_t* p) { return F16ToF32(*p); }
 };
 
-// out[i] = the sum of a_i's lanes, i < 4: sums of lane pairs, then of pairs of pairs within each
-// 128-bit block (interleaving the four vectors, so every step serves all four), then the blocks.
-HWY_INLINE void Sum4(DF d, VF a0, VF a1, VF a2, VF a3, float* out) {
-#if HWY_TARGET == HWY_SCALAR
-  out[0] = hn::GetLane(a0);
-  out[1] = hn::GetLane(a1);
-  out[2] = hn::GetLane(a2);
-  out[3] = hn::GetLane(a3);
-#else
+#if HWY_TARGET != HWY_SCALAR
+// The lane sums of a0..a3 as the lanes of each 128-bit block of the result, which then holds
+// partial sums: block b lane i = the sum over a_i's lanes in block b. Pairs of lanes first, then
+// pairs of pairs, the four vectors interleaved so that every step serves all of them.
+HWY_INLINE VF Reduce4(DF d, VF a0, VF a1, VF a2, VF a3) {
   const hn::Repartition<uint64_t, DF> d64;
   const VF t0 = hn::Add(hn::InterleaveLower(d, a0, a1), hn::InterleaveUpper(d, a0, a1));
   const VF t1 = hn::Add(hn::InterleaveLower(d, a2, a3), hn::InterleaveUpper(d, a2, a3));
   const auto w0 = hn::BitCast(d64, t0), w1 = hn::BitCast(d64, t1);
-  const VF u = hn::Add(hn::BitCast(d, hn::InterleaveLower(d64, w0, w1)),
-                       hn::BitCast(d, hn::InterleaveUpper(d64, w0, w1)));
+  return hn::Add(hn::BitCast(d, hn::InterleaveLower(d64, w0, w1)),
+                 hn::BitCast(d, hn::InterleaveUpper(d64, w0, w1)));
+}
+
+// out[i] = the sum of the 128-bit blocks of u, lane i < 4.
+HWY_INLINE void StoreBlockSums(DF d, VF u, float* out) {
+  const int L = static_cast<int>(hn::Lanes(d));
+  if (L == 8) {
+    const hn::Half<DF> dh;
+    hn::StoreU(hn::Add(hn::LowerHalf(dh, u), hn::UpperHalf(dh, u)), dh, out);
+    return;
+  }
   HWY_ALIGN float lanes[hn::MaxLanes(DF())];
   hn::Store(u, d, lanes);
-  const int L = static_cast<int>(hn::Lanes(d));
   for (int i = 0; i < 4; ++i) {
     float sum = lanes[i];
     for (int b = 4; b < L; b += 4) sum += lanes[b + i];
     out[i] = sum;
   }
-#endif
 }
+#endif
 
-// s[qi][i] = q[qi] · k[i] for four key rows: per lane partial sums over the dimension, then the
-// lanes summed (Sum4), then the scalar remainder.
-template <class E, int Q>
+// s[qi][i] = q[qi] · k[i] for four key rows and Q (1 or 2) queries: per lane partial sums over
+// the dimension, then the lanes summed (Reduce4), then the scalar remainder. The accumulators
+// are named, not an array: GCC kept an array of them on the stack, and the reduction then
+// waited on store forwarding.
+template <class E, int Q, int kDim>
 HWY_INLINE void Scores4(const float* const* q, const typename E::T* const* k, int dim,
                         float* const* s) {
+  if (kDim > 0) dim = kDim;
   const DF d;
   const int L = static_cast<int>(hn::Lanes(d));
   const int dv = dim / L * L;
-  VF a[Q][4];
-  for (int qi = 0; qi < Q; ++qi) {
-    for (int i = 0; i < 4; ++i) a[qi][i] = hn::Zero(d);
-  }
+  VF a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+  const float* q0 = q[0];
+  const float* q1 = q[Q - 1];
   for (int j = 0; j < dv; j += L) {
     const VF k0 = E::Load(d, k[0] + j), k1 = E::Load(d, k[1] + j);
     const VF k2 = E::Load(d, k[2] + j), k3 = E::Load(d, k[3] + j);
-    for (int qi = 0; qi < Q; ++qi) {
-      const VF qv = hn::LoadU(d, q[qi] + j);
-      a[qi][0] = hn::MulAdd(qv, k0, a[qi][0]);
-      a[qi][1] = hn::MulAdd(qv, k1, a[qi][1]);
-      a[qi][2] = hn::MulAdd(qv, k2, a[qi][2]);
-      a[qi][3] = hn::MulAdd(qv, k3, a[qi][3]);
+    const VF x = hn::LoadU(d, q0 + j);
+    a0 = hn::MulAdd(x, k0, a0);
+    a1 = hn::MulAdd(x, k1, a1);
+    a2 = hn::MulAdd(x, k2, a2);
+    a3 = hn::MulAdd(x, k3, a3);
+    if (Q == 2) {
+      const VF y = hn::LoadU(d, q1 + j);
+      b0 = hn::MulAdd(y, k0, b0);
+      b1 = hn::MulAdd(y, k1, b1);
+      b2 = hn::MulAdd(y, k2, b2);
+      b3 = hn::MulAdd(y, k3, b3);
     }
   }
+#if HWY_TARGET == HWY_SCALAR
+  s[0][0] = hn::GetLane(a0), s[0][1] = hn::GetLane(a1);
+  s[0][2] = hn::GetLane(a2), s[0][3] = hn::GetLane(a3);
+  if (Q == 2) {
+    s[1][0] = hn::GetLane(b0), s[1][1] = hn::GetLane(b1);
+    s[1][2] = hn::GetLane(b2), s[1][3] = hn::GetLane(b3);
+  }
+#else
+  StoreBlockSums(d, Reduce4(d, a0, a1, a2, a3), s[0]);
+  if (Q == 2) StoreBlockSums(d, Reduce4(d, b0, b1, b2, b3), s[1]);
+#endif
+  if (dv == dim) return;
   for (int qi = 0; qi < Q; ++qi) {
-    Sum4(d, a[qi][0], a[qi][1], a[qi][2], a[qi][3], s[qi]);
     for (int i = 0; i < 4; ++i) {
       for (int j = dv; j < dim; ++j) s[qi][i] += q[qi][j] * E::At(k[i] + j);
     }
@@ -98,9 +121,10 @@ HWY_INLINE void Scores4(const float* const* q, const typename E::T* const* k, in
 
 // o[qi] += sum over r < rows of p[qi][r] * v[r]: per output lane, one chain over the rows in
 // order.
-template <class E, int Q>
+template <class E, int Q, int kDim>
 HWY_INLINE void Accumulate(const float* const* p, const typename E::T* const* v, int rows, int dim,
                            float* const* o) {
+  if (kDim > 0) dim = kDim;
   const DF d;
   const int L = static_cast<int>(hn::Lanes(d));
   int j = 0;
@@ -198,7 +222,8 @@ HWY_INLINE void Softmax32(float* s, int n, float scale, int dim, AttnState* st, 
   st->sum += hn::GetLane(hn::SumOfLanes(d, vsum));
 }
 
-template <class E>
+// kDim > 0: the head size, known when compiling (loops unroll); 0: any, from `dim`.
+template <class E, int kDim>
 void AttendTileT(const AttnTile& tile, int dim, float scale, int n_queries, const float* const* q,
                  const int* n_valid, AttnState* const* st, float* const* out) {
   using T = typename E::T;
@@ -218,9 +243,9 @@ void AttendTileT(const AttnTile& tile, int dim, float scale, int n_queries, cons
     for (int r = 0; r < rows; r += 4) {
       float* sr[2] = {s[0] + r, s[1] + r};
       if (pair == 2) {
-        Scores4<E, 2>(q + m, k + r, dim, sr);
+        Scores4<E, 2, kDim>(q + m, k + r, dim, sr);
       } else {
-        Scores4<E, 1>(q + m, k + r, dim, sr);
+        Scores4<E, 1, kDim>(q + m, k + r, dim, sr);
       }
     }
     for (int qi = 0; qi < pair; ++qi) {
@@ -228,9 +253,9 @@ void AttendTileT(const AttnTile& tile, int dim, float scale, int n_queries, cons
     }
     const float* p[2] = {s[0], s[1]};
     if (pair == 2) {
-      Accumulate<E, 2>(p, v, rows, dim, out + m);
+      Accumulate<E, 2, kDim>(p, v, rows, dim, out + m);
     } else {
-      Accumulate<E, 1>(p, v, rows, dim, out + m);
+      Accumulate<E, 1, kDim>(p, v, rows, dim, out + m);
     }
   }
 }
@@ -238,39 +263,19 @@ void AttendTileT(const AttnTile& tile, int dim, float scale, int n_queries, cons
 void AttendTileImpl(const AttnTile& tile, int dim, float scale, int n_queries,
                     const float* const* q, const int* n_valid, AttnState* const* st,
                     float* const* out) {
+  // Llama-family models have heads of 64 or 128.
   if (tile.f16) {
-    AttendTileT<F16Src>(tile, dim, scale, n_queries, q, n_valid, st, out);
-  } else {
-    AttendTileT<F32Src>(tile, dim, scale, n_queries, q, n_valid, st, out);
-  }
-}
-
-void WidenTileImpl(const AttnTile& tile, int dim, float* k_out, float* v_out, AttnTile* dense) {
-  const DF d;
-  const int L = static_cast<int>(hn::Lanes(d));
-  dense->f16 = false;
-  dense->n = tile.n;
-  for (int r = 0; r < tile.n; ++r) {
-    float* kd = k_out + size_t(r) * dim;
-    float* vd = v_out + size_t(r) * dim;
-    if (tile.f16) {
-      const auto* ks = static_cast<const uint16_t*>(tile.k[r]);
-      const auto* vs = static_cast<const uint16_t*>(tile.v[r]);
-      int j = 0;
-      for (; j + L <= dim; j += L) {
-        hn::StoreU(F16Src::Load(d, ks + j), d, kd + j);
-        hn::StoreU(F16Src::Load(d, vs + j), d, vd + j);
-      }
-      for (; j < dim; ++j) {
-        kd[j] = F16ToF32(ks[j]);
-        vd[j] = F16ToF32(vs[j]);
-      }
-    } else {
-      std::memcpy(kd, tile.k[r], sizeof(float) * dim);
-      std::memcpy(vd, tile.v[r], sizeof(float) * dim);
+    if (dim == 64) return AttendTileT<F16Src, 64>(tile, dim, scale, n_queries, q, n_valid, st, out);
+    if (dim == 128) {
+      return AttendTileT<F16Src, 128>(tile, dim, scale, n_queries, q, n_valid, st, out);
     }
-    dense->k[r] = kd;
-    dense->v[r] = vd;
+    AttendTileT<F16Src, 0>(tile, dim, scale, n_queries, q, n_valid, st, out);
+  } else {
+    if (dim == 64) return AttendTileT<F32Src, 64>(tile, dim, scale, n_queries, q, n_valid, st, out);
+    if (dim == 128) {
+      return AttendTileT<F32Src, 128>(tile, dim, scale, n_queries, q, n_valid, st, out);
+    }
+    AttendTileT<F32Src, 0>(tile, dim, scale, n_queries, q, n_valid, st, out);
   }
 }
 
@@ -282,16 +287,11 @@ HWY_AFTER_NAMESPACE();
 namespace promptcache {
 
 HWY_EXPORT(AttendTileImpl);
-HWY_EXPORT(WidenTileImpl);
 
 void AttendTile(const AttnTile& tile, int head_dim, float scale, int n_queries,
                 const float* const* q, const int* n_valid, AttnState* const* state,
                 float* const* out) {
   HWY_DYNAMIC_DISPATCH(AttendTileImpl)(tile, head_dim, scale, n_queries, q, n_valid, state, out);
-}
-
-void WidenTile(const AttnTile& tile, int head_dim, float* k_out, float* v_out, AttnTile* dense) {
-  HWY_DYNAMIC_DISPATCH(WidenTileImpl)(tile, head_dim, k_out, v_out, dense);
 }
 
 void MergeAttention(const AttnState& b, const float* out_b, AttnState* a, float* out_a,

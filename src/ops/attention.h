@@ -39,10 +39,6 @@ void AttendTile(const AttnTile& tile, int head_dim, float scale, int n_queries,
                 const float* const* q, const int* n_valid, AttnState* const* state,
                 float* const* out);
 
-// The tile's rows widened to dense f32 rows in k_out and v_out ([kAttnTileRows * head_dim]
-// each), and *dense pointing at them: for tiles read by many queries, widen once.
-void WidenTile(const AttnTile& tile, int head_dim, float* k_out, float* v_out, AttnTile* dense);
-
 // Folds state b (over other keys) into a, as if a had seen b's keys too. An empty b changes
 // nothing; into an empty a, b is copied exactly.
 void MergeAttention(const AttnState& b, const float* out_b, AttnState* a, float* out_a,

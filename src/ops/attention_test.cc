@@ -1,7 +1,7 @@
 // Tiled attention (attention.h) against the plain softmax reference (vec_reference.h), on every
 // Highway target: many head sizes, query counts, tile fills and causal cut-offs, f16 and f32
 // rows; and the batch invariance the model relies on: a query's result is bit-identical alone,
-// in a pair, among many, and from f16 or widened rows.
+// in a pair, among many, and from f16 rows or the same values in f32.
 #include "ops/attention.h"
 
 #include <gtest/gtest.h>
@@ -58,20 +58,13 @@ struct Rows {
 // Runs n_q queries over the rows tile by tile; query i sees keys [0, limit[i]).
 std::vector<std::vector<float>> AttendAll(const Rows& rows,
                                           const std::vector<std::vector<float>>& q,
-                                          const std::vector<int>& limit, float scale, bool f16,
-                                          bool widen) {
+                                          const std::vector<int>& limit, float scale, bool f16) {
   const int n_q = static_cast<int>(q.size()), dim = rows.dim;
   std::vector<std::vector<float>> out(n_q, std::vector<float>(dim, 0.0f));
   std::vector<AttnState> st(n_q);
-  std::vector<float> kw(kAttnTileRows * dim), vw(kAttnTileRows * dim);
   for (int t0 = 0; t0 < rows.n; t0 += kAttnTileRows) {
     const int count = std::min(kAttnTileRows, rows.n - t0);
-    AttnTile tile = rows.Tile(t0, count, f16);
-    if (widen) {
-      AttnTile dense;
-      WidenTile(tile, dim, kw.data(), vw.data(), &dense);
-      tile = dense;
-    }
+    const AttnTile tile = rows.Tile(t0, count, f16);
     std::vector<const float*> qp;
     std::vector<int> nv;
     std::vector<AttnState*> sp;
@@ -108,7 +101,7 @@ TEST(Attention, MatchesReference) {
             limit[i] = std::max(1, n - i * 7);  // causal: later queries see fewer keys
           }
           for (bool f16 : {true, false}) {
-            const auto got = AttendAll(rows, q, limit, scale, f16, /*widen=*/false);
+            const auto got = AttendAll(rows, q, limit, scale, f16);
             for (int i = 0; i < n_q; ++i) {
               std::vector<float> want(dim);
               reference::Attention(q[i].data(), rows.k.data(), rows.v.data(), limit[i], dim, scale,
@@ -138,18 +131,16 @@ TEST(Attention, QueryResultDoesNotDependOnItsCompany) {
         for (float& x : q[i]) x = dist(rng);
         limit[i] = n - 3 * i;
       }
-      const auto all = AttendAll(rows, q, limit, 0.125f, /*f16=*/true, /*widen=*/false);
-      const auto widened = AttendAll(rows, q, limit, 0.125f, true, /*widen=*/true);
-      const auto f32 = AttendAll(rows, q, limit, 0.125f, /*f16=*/false, false);
+      const auto all = AttendAll(rows, q, limit, 0.125f, /*f16=*/true);
+      const auto f32 = AttendAll(rows, q, limit, 0.125f, /*f16=*/false);
       for (int i = 0; i < 9; ++i) {
-        const auto alone = AttendAll(rows, {q[i]}, {limit[i]}, 0.125f, true, false);
+        const auto alone = AttendAll(rows, {q[i]}, {limit[i]}, 0.125f, true);
         const int partner = (i + 4) % 9;
         const auto pair =
-            AttendAll(rows, {q[partner], q[i]}, {limit[partner], limit[i]}, 0.125f, true, false);
+            AttendAll(rows, {q[partner], q[i]}, {limit[partner], limit[i]}, 0.125f, true);
         for (int j = 0; j < dim; ++j) {
           ASSERT_EQ(all[i][j], alone[0][j]) << dim << " " << i;
           ASSERT_EQ(all[i][j], pair[1][j]) << dim << " " << i;
-          ASSERT_EQ(all[i][j], widened[i][j]) << dim << " " << i;
           ASSERT_EQ(all[i][j], f32[i][j]) << dim << " " << i;
         }
       }

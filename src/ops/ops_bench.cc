@@ -6,6 +6,7 @@
 //   BM_Forward/<type>/<tokens>/<threads>: the matrix multiplies of one forward pass of a
 //     SmolLM2-135M-shaped model (30 layers, n_embd 576, n_ff 1536, 3 KV heads of 64, tied 50257
 //     vocab output), with Q/K/V and gate/up fused: an upper bound on tokens/s.
+//   BM_AttendTile/<queries>: the tiled attention kernel over 512 keys.
 //   BM_Vec*, BM_Quantize*: the small kernels.
 // Types: 0 F32, 1 F16, 2 Q4_0, 8 Q8_0, 30 BF16 (ggml ids).
 #include <benchmark/benchmark.h>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "ops/attention.h"
 #include "ops/matmul.h"
 #include "ops/quant.h"
 #include "ops/vec.h"
@@ -219,33 +221,54 @@ void BM_VecDotF32F16(benchmark::State& state) {
 }
 BENCHMARK(BM_VecDotF32F16);
 
-// Attention over 512 cached positions of one head (dim 64, rows of 3 KV heads): per-row calls
-// (arg 0) against the batched forms (arg 1). Scores then weighted sum of V.
-void BM_AttentionHead(benchmark::State& state) {
-  constexpr int64_t kRows = 512, kDim = 64, kStride = 192;
-  const bool batched = state.range(0) != 0;
-  const auto q = RandomFloats(kDim, 1);
+// Tiled attention (ops/attention.h) of <queries> queries over 512 cached keys of one KV head
+// (dim 64, f16 rows of 3 KV heads, as in the cache): the model's inner loop. Counter:
+// nanoseconds per query per key.
+void BM_AttendTile(benchmark::State& state) {
+  constexpr int kRows = 512, kDim = 64, kStride = 192;
+  const int n_queries = static_cast<int>(state.range(0));
   std::vector<uint16_t> k(kRows * kStride), v(kRows * kStride);
   F32ToF16Row(RandomFloats(kRows * kStride, 2).data(), k.data(), kRows * kStride);
   F32ToF16Row(RandomFloats(kRows * kStride, 3).data(), v.data(), kRows * kStride);
-  std::vector<float> scores(kRows), out(kDim);
+  const auto q = RandomFloats(int64_t(n_queries) * kDim, 1);
+  std::vector<float> out(q.size());
+  std::vector<AttnState> st(n_queries);
+  std::vector<const float*> q_ptr(n_queries);
+  std::vector<float*> o_ptr(n_queries);
+  std::vector<AttnState*> st_ptr(n_queries);
+  std::vector<int> n_valid(n_queries, kAttnTileRows);
+  for (int i = 0; i < n_queries; ++i) {
+    q_ptr[i] = q.data() + i * kDim;
+    o_ptr[i] = out.data() + i * kDim;
+    st_ptr[i] = &st[i];
+  }
   for (auto _ : state) {
-    if (batched) {
-      DotF32F16Rows(q.data(), k.data(), kStride, kRows, kDim, scores.data());
-    } else {
-      for (int64_t i = 0; i < kRows; ++i) scores[i] = DotF32F16(q.data(), &k[i * kStride], kDim);
-    }
-    Softmax(scores.data(), kRows);
     std::fill(out.begin(), out.end(), 0.0f);
-    if (batched) {
-      AxpyF16Rows(scores.data(), v.data(), kStride, kRows, kDim, out.data());
-    } else {
-      for (int64_t i = 0; i < kRows; ++i) AxpyF16(scores[i], &v[i * kStride], out.data(), kDim);
+    std::fill(st.begin(), st.end(), AttnState{});
+    for (int r0 = 0; r0 < kRows; r0 += kAttnTileRows) {
+      AttnTile tile;
+      tile.n = kAttnTileRows;
+      for (int r = 0; r < kAttnTileRows; ++r) {
+        tile.k[r] = &k[size_t(r0 + r) * kStride];
+        tile.v[r] = &v[size_t(r0 + r) * kStride];
+      }
+      AttendTile(tile, kDim, 0.125f, n_queries, q_ptr.data(), n_valid.data(), st_ptr.data(),
+                 o_ptr.data());
     }
     benchmark::DoNotOptimize(out.data());
   }
+  state.counters["ns/query-key"] =
+      benchmark::Counter(double(n_queries) * kRows * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_AttentionHead)->Arg(0)->Arg(1);
+BENCHMARK(BM_AttendTile)
+    ->Arg(1)
+    ->Arg(2)
+    ->Arg(3)
+    ->Arg(6)
+    ->Arg(12)
+    ->Arg(48)
+    ->Unit(benchmark::kMicrosecond);
 
 void BM_Quantize(benchmark::State& state) {
   const auto type = static_cast<GgmlType>(state.range(0));
