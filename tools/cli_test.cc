@@ -130,6 +130,11 @@ TEST_F(CliTest, InspectAndBenchJson) {
   for (const char* key : {"\"prompt_tps\"", "\"gen_tps\"", "\"peak_rss_bytes\"", "\"kv_bytes_per_token\":640"}) {
     EXPECT_NE(last.find(key), std::string::npos) << key << " in " << last;
   }
+  // Several sequences sharing the depth tokens, decoded as one batch per step.
+  const Output s = RunCli("bench -m " + kStories + " -d 40 -p 8 -n 4 -s 3 -r 1 --json");
+  EXPECT_EQ(s.code, 0) << s.err;
+  EXPECT_NE(s.out.find("generation (3xtg4)"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("\"sequences\":3"), std::string::npos) << s.out;
 }
 
 TEST_F(CliTest, BadFilesGiveOneLineErrors) {
@@ -175,6 +180,7 @@ TEST_F(CliTest, BadFlagsAndPromptsGiveOneLineErrors) {
   ExpectOneLineError(m + " -p hi --kv-type q4", "--kv-type");
   ExpectOneLineError(m + " -p hi --bogus", "bogus");
   ExpectOneLineError(m + " -p hi -n abc", "abc");
+  ExpectOneLineError("bench -m " + kStories + " -s 0", "-s");
   ExpectOneLineError("run -p hi", "--model");
   ExpectOneLineError("frobnicate", "frobnicate");
   ExpectOneLineError("synth --preset nope --vocab " + kStories + " -o " + (dir_ / "x.gguf").string(),

@@ -32,6 +32,11 @@ class BenchCommand : public Command {
                     "(attention over a long context; computed once, untimed)")
         ->default_val(0);
     sub->add_option("-n,--n-gen", n_gen_, "tokens to generate")->default_val(128);
+    sub->add_option("-s,--sequences", n_seq_,
+                    "sequences served at once: each forks the depth tokens (shared blocks), "
+                    "processes its own prompt, and they generate in one batch per step "
+                    "(aggregate tokens/s)")
+        ->default_val(1);
     sub->add_option("-r,--repetitions", reps_, "repetitions (the median is reported)")
         ->default_val(3);
     sub->add_flag("--json", json_, "end with one JSON object on stdout");
@@ -44,6 +49,7 @@ class BenchCommand : public Command {
     if (Status st = model_.Validate(); !st.ok()) return Fail(st);
     if (n_prompt_ < 1 || n_gen_ < 1 || reps_ < 1) return Fail("-p, -n and -r must be >= 1");
     if (depth_ < 0) return Fail("-d must be >= 0");
+    if (n_seq_ < 1 || n_seq_ > 256) return Fail("-s must be from 1 to 256");
     std::unique_ptr<Model> model = LoadModelOrReport(model_.model_path);
     if (!model) return 1;
     SessionOptions so = model_.ToSessionOptions();
@@ -74,7 +80,14 @@ class BenchCommand : public Command {
 
     std::vector<double> pp, tg;
     // One untimed warm-up of each, so page faults of the mapping are not counted.
-    for (int r = 0; r <= reps_; ++r) {
+    for (int r = 0; r <= reps_ && n_seq_ > 1; ++r) {
+      if (Status st = TimeSequences(*model, &session, seq, prompt, r > 0 ? &pp : nullptr,
+                                    r > 0 ? &tg : nullptr);
+          !st.ok()) {
+        return Fail(st);
+      }
+    }
+    for (int r = 0; r <= reps_ && n_seq_ == 1; ++r) {
       seq.Truncate(depth_);
       auto t0 = std::chrono::steady_clock::now();
       if (Status st = session.Eval(prompt, positions, &seq, logits.data()); !st.ok())
@@ -103,6 +116,7 @@ class BenchCommand : public Command {
         {"n_prompt", n_prompt_},
         {"n_gen", n_gen_},
         {"depth", depth_},
+        {"sequences", n_seq_},
         {"repetitions", reps_},
         {"prompt_tps", Median(pp)},
         {"gen_tps", Median(tg)},
@@ -117,11 +131,13 @@ class BenchCommand : public Command {
                 model->file().file_size() / 1048576.0);
     std::printf("threads          %d\n", session.pool()->size());
     if (depth_ > 0) std::printf("depth            %d tokens in the KV cache first\n", depth_);
-    std::printf("prompt (pp%d)   %8.1f tokens/s  (median of %d; min %.1f, max %.1f)\n", n_prompt_,
-                Median(pp), reps_, *std::min_element(pp.begin(), pp.end()),
+    const std::string each = n_seq_ > 1 ? std::to_string(n_seq_) + "x" : "";
+    if (n_seq_ > 1) std::printf("sequences        %d at once, sharing the depth tokens\n", n_seq_);
+    std::printf("prompt (%spp%d)   %8.1f tokens/s  (median of %d; min %.1f, max %.1f)\n",
+                each.c_str(), n_prompt_, Median(pp), reps_, *std::min_element(pp.begin(), pp.end()),
                 *std::max_element(pp.begin(), pp.end()));
-    std::printf("generation (tg%d) %6.1f tokens/s  (median of %d; min %.1f, max %.1f)\n", n_gen_,
-                Median(tg), reps_, *std::min_element(tg.begin(), tg.end()),
+    std::printf("generation (%stg%d) %6.1f tokens/s  (median of %d; min %.1f, max %.1f)\n",
+                each.c_str(), n_gen_, Median(tg), reps_, *std::min_element(tg.begin(), tg.end()),
                 *std::max_element(tg.begin(), tg.end()));
     std::printf("peak RSS         %.1f MiB\n", PeakRssBytes() / 1048576.0);
     std::printf("KV cache         %zu bytes/token (%s)\n", kv.bytes_per_token(),
@@ -132,6 +148,42 @@ class BenchCommand : public Command {
   }
 
  private:
+  // n_seq_ sequences forked from `base` (the depth tokens, shared): their prompts (the same
+  // tokens; each sequence computes its own) in one batch, then n_gen_ steps of one batch with
+  // a token of each, as a server decodes its active requests. Appends aggregate tokens/s.
+  Status TimeSequences(const Model& model, Session* session, const KvSequence& base,
+                       const std::vector<int32_t>& prompt, std::vector<double>* pp,
+                       std::vector<double>* tg) {
+    const int n_vocab = model.config().n_vocab;
+    std::vector<KvSequence> seqs;
+    for (int i = 0; i < n_seq_; ++i) seqs.push_back(base.Fork());
+    std::vector<BatchToken> batch;
+    for (KvSequence& sq : seqs) {
+      for (int i = 0; i < n_prompt_; ++i) {
+        batch.push_back({prompt[i], depth_ + i, &sq, i + 1 == n_prompt_});
+      }
+    }
+    std::vector<float> logits(size_t(n_seq_) * n_vocab);
+    auto t0 = std::chrono::steady_clock::now();
+    PC_RETURN_IF_ERROR(model.Forward(batch, logits.data(), session->pool(), &scratch_));
+    if (pp) pp->push_back(double(n_seq_) * n_prompt_ / SecondsSince(t0));
+
+    for (KvSequence& sq : seqs) sq.Truncate(depth_);
+    std::vector<int32_t> tok(n_seq_, prompt[0]);
+    t0 = std::chrono::steady_clock::now();
+    for (int step = 0; step < n_gen_; ++step) {
+      batch.clear();
+      for (int i = 0; i < n_seq_; ++i) batch.push_back({tok[i], depth_ + step, &seqs[i], true});
+      PC_RETURN_IF_ERROR(model.Forward(batch, logits.data(), session->pool(), &scratch_));
+      for (int i = 0; i < n_seq_; ++i) {
+        const float* l = logits.data() + size_t(i) * n_vocab;
+        tok[i] = static_cast<int32_t>(std::max_element(l, l + n_vocab) - l);
+      }
+    }
+    if (tg) tg->push_back(double(n_seq_) * n_gen_ / SecondsSince(t0));
+    return Status::Ok();
+  }
+
   // Generation of L tokens after a 1-token prompt, with the cache (each step one token of work)
   // and without (each step recomputes all): linear against quadratic.
   nlohmann::json CompareNoCache(Session& session, const Model& model) {
@@ -157,7 +209,8 @@ class BenchCommand : public Command {
   }
 
   ModelOptions model_;
-  int n_prompt_ = 512, n_gen_ = 128, reps_ = 3, depth_ = 0;
+  int n_prompt_ = 512, n_gen_ = 128, reps_ = 3, depth_ = 0, n_seq_ = 1;
+  ForwardScratch scratch_;
   bool json_ = false, compare_ = false;
 };
 
