@@ -1,8 +1,8 @@
 // Highway kernels for attention.h, compiled once per target (foreach_target) and dispatched at
-// run time. Queries go in pairs so that each K or V vector loaded serves two of them; a pair and
-// a lone query run the same per-lane arithmetic, which is what keeps a query's result
-// independent of its neighbours. Scores of a tile are always padded to 32 entries (masked lanes
-// zero) before they are summed, for the same reason.
+// run time. Queries go in groups (of four with AVX-512, else two) so that each K or V vector
+// loaded serves several of them; a group and a lone query run the same per-lane arithmetic,
+// which is what keeps a query's result independent of its neighbours. Scores of a tile are
+// always padded to 32 entries (masked lanes zero) before they are summed, for the same reason.
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/attention.cc"
@@ -52,64 +52,82 @@ HWY_INLINE VF Reduce4(DF d, VF a0, VF a1, VF a2, VF a3) {
                  hn::BitCast(d, hn::InterleaveUpper(d64, w0, w1)));
 }
 
-// out[i] = the sum of the 128-bit blocks of u, lane i < 4.
+// out[i] = the sum of the 128-bit blocks of u, lane i < 4: halves added while wider than a block.
 HWY_INLINE void StoreBlockSums(DF d, VF u, float* out) {
   const int L = static_cast<int>(hn::Lanes(d));
+  const hn::Half<DF> dh;
+  const hn::Half<decltype(dh)> dq;
   if (L == 8) {
-    const hn::Half<DF> dh;
     hn::StoreU(hn::Add(hn::LowerHalf(dh, u), hn::UpperHalf(dh, u)), dh, out);
-    return;
-  }
-  HWY_ALIGN float lanes[hn::MaxLanes(DF())];
-  hn::Store(u, d, lanes);
-  for (int i = 0; i < 4; ++i) {
-    float sum = lanes[i];
-    for (int b = 4; b < L; b += 4) sum += lanes[b + i];
-    out[i] = sum;
+  } else if (L == 16) {
+    const auto h = hn::Add(hn::LowerHalf(dh, u), hn::UpperHalf(dh, u));
+    hn::StoreU(hn::Add(hn::LowerHalf(dq, h), hn::UpperHalf(dq, h)), dq, out);
+  } else {
+    HWY_ALIGN float lanes[hn::MaxLanes(DF())];
+    hn::Store(u, d, lanes);
+    for (int i = 0; i < 4; ++i) {
+      float sum = lanes[i];
+      for (int b = 4; b < L; b += 4) sum += lanes[b + i];
+      out[i] = sum;
+    }
   }
 }
 #endif
 
-// s[qi][i] = q[qi] · k[i] for four key rows and Q (1 or 2) queries: per lane partial sums over
-// the dimension, then the lanes summed (Reduce4), then the scalar remainder. The accumulators
-// are named, not an array: GCC kept an array of them on the stack, and the reduction then
-// waited on store forwarding.
+// s[qi][i] = q[qi] · k[i] for four key rows and Q (1 to 4) queries: per lane partial sums
+// over the dimension, then the lanes summed (Reduce4), then the scalar remainder. Each query's
+// arithmetic is the same whatever Q. The accumulators are named, not an array: GCC kept an array
+// of them on the stack, and the reduction then waited on store forwarding.
 template <class E, int Q, int kDim>
 HWY_INLINE void Scores4(const float* const* q, const typename E::T* const* k, int dim,
                         float* const* s) {
+  static_assert(Q >= 1 && Q <= 4);
   if (kDim > 0) dim = kDim;
   const DF d;
   const int L = static_cast<int>(hn::Lanes(d));
   const int dv = dim / L * L;
   VF a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
-  const float* q0 = q[0];
-  const float* q1 = q[Q - 1];
+  VF c0 = a0, c1 = a0, c2 = a0, c3 = a0, e0 = a0, e1 = a0, e2 = a0, e3 = a0;
   for (int j = 0; j < dv; j += L) {
     const VF k0 = E::Load(d, k[0] + j), k1 = E::Load(d, k[1] + j);
     const VF k2 = E::Load(d, k[2] + j), k3 = E::Load(d, k[3] + j);
-    const VF x = hn::LoadU(d, q0 + j);
+    const VF x = hn::LoadU(d, q[0] + j);
     a0 = hn::MulAdd(x, k0, a0);
     a1 = hn::MulAdd(x, k1, a1);
     a2 = hn::MulAdd(x, k2, a2);
     a3 = hn::MulAdd(x, k3, a3);
-    if (Q == 2) {
-      const VF y = hn::LoadU(d, q1 + j);
+    if (Q >= 2) {
+      const VF y = hn::LoadU(d, q[Q >= 2 ? 1 : 0] + j);
       b0 = hn::MulAdd(y, k0, b0);
       b1 = hn::MulAdd(y, k1, b1);
       b2 = hn::MulAdd(y, k2, b2);
       b3 = hn::MulAdd(y, k3, b3);
     }
+    if (Q >= 3) {
+      const VF z = hn::LoadU(d, q[Q >= 3 ? 2 : 0] + j);
+      c0 = hn::MulAdd(z, k0, c0);
+      c1 = hn::MulAdd(z, k1, c1);
+      c2 = hn::MulAdd(z, k2, c2);
+      c3 = hn::MulAdd(z, k3, c3);
+    }
+    if (Q == 4) {
+      const VF w = hn::LoadU(d, q[Q == 4 ? 3 : 0] + j);
+      e0 = hn::MulAdd(w, k0, e0);
+      e1 = hn::MulAdd(w, k1, e1);
+      e2 = hn::MulAdd(w, k2, e2);
+      e3 = hn::MulAdd(w, k3, e3);
+    }
   }
 #if HWY_TARGET == HWY_SCALAR
-  s[0][0] = hn::GetLane(a0), s[0][1] = hn::GetLane(a1);
-  s[0][2] = hn::GetLane(a2), s[0][3] = hn::GetLane(a3);
-  if (Q == 2) {
-    s[1][0] = hn::GetLane(b0), s[1][1] = hn::GetLane(b1);
-    s[1][2] = hn::GetLane(b2), s[1][3] = hn::GetLane(b3);
+  const VF all[4][4] = {{a0, a1, a2, a3}, {b0, b1, b2, b3}, {c0, c1, c2, c3}, {e0, e1, e2, e3}};
+  for (int qi = 0; qi < Q; ++qi) {
+    for (int i = 0; i < 4; ++i) s[qi][i] = hn::GetLane(all[qi][i]);
   }
 #else
   StoreBlockSums(d, Reduce4(d, a0, a1, a2, a3), s[0]);
-  if (Q == 2) StoreBlockSums(d, Reduce4(d, b0, b1, b2, b3), s[1]);
+  if (Q >= 2) StoreBlockSums(d, Reduce4(d, b0, b1, b2, b3), s[Q >= 2 ? 1 : 0]);
+  if (Q >= 3) StoreBlockSums(d, Reduce4(d, c0, c1, c2, c3), s[Q >= 3 ? 2 : 0]);
+  if (Q == 4) StoreBlockSums(d, Reduce4(d, e0, e1, e2, e3), s[Q == 4 ? 3 : 0]);
 #endif
   if (dv == dim) return;
   for (int qi = 0; qi < Q; ++qi) {
@@ -167,6 +185,64 @@ HWY_INLINE void Accumulate(const float* const* p, const typename E::T* const* v,
   }
 }
 
+// Accumulate for Q (3 or 4) queries over columns [0, dim / (4L) * 4L), the accumulators named
+// (an array of sixteen was spilled): per output lane the same chain as Accumulate's. Returns the
+// columns done.
+template <class E, int Q, int kDim>
+HWY_INLINE int AccumulateWide(const float* const* p, const typename E::T* const* v, int rows,
+                              int dim, float* const* o) {
+  if (kDim > 0) dim = kDim;
+  const DF d;
+  const int L = static_cast<int>(hn::Lanes(d));
+  int j = 0;
+  for (; j + 4 * L <= dim; j += 4 * L) {
+    VF a0 = hn::LoadU(d, o[0] + j), a1 = hn::LoadU(d, o[0] + j + L);
+    VF a2 = hn::LoadU(d, o[0] + j + 2 * L), a3 = hn::LoadU(d, o[0] + j + 3 * L);
+    VF b0 = hn::LoadU(d, o[1] + j), b1 = hn::LoadU(d, o[1] + j + L);
+    VF b2 = hn::LoadU(d, o[1] + j + 2 * L), b3 = hn::LoadU(d, o[1] + j + 3 * L);
+    VF c0 = hn::LoadU(d, o[2] + j), c1 = hn::LoadU(d, o[2] + j + L);
+    VF c2 = hn::LoadU(d, o[2] + j + 2 * L), c3 = hn::LoadU(d, o[2] + j + 3 * L);
+    VF e0 = hn::LoadU(d, o[Q - 1] + j), e1 = hn::LoadU(d, o[Q - 1] + j + L);
+    VF e2 = hn::LoadU(d, o[Q - 1] + j + 2 * L), e3 = hn::LoadU(d, o[Q - 1] + j + 3 * L);
+    for (int r = 0; r < rows; ++r) {
+      const typename E::T* vr = v[r] + j;
+      const VF v0 = E::Load(d, vr), v1 = E::Load(d, vr + L);
+      const VF v2 = E::Load(d, vr + 2 * L), v3 = E::Load(d, vr + 3 * L);
+      const VF w = hn::Set(d, p[0][r]), x = hn::Set(d, p[1][r]);
+      a0 = hn::MulAdd(w, v0, a0);
+      a1 = hn::MulAdd(w, v1, a1);
+      a2 = hn::MulAdd(w, v2, a2);
+      a3 = hn::MulAdd(w, v3, a3);
+      b0 = hn::MulAdd(x, v0, b0);
+      b1 = hn::MulAdd(x, v1, b1);
+      b2 = hn::MulAdd(x, v2, b2);
+      b3 = hn::MulAdd(x, v3, b3);
+      const VF y = hn::Set(d, p[2][r]), z = hn::Set(d, p[Q - 1][r]);
+      c0 = hn::MulAdd(y, v0, c0);
+      c1 = hn::MulAdd(y, v1, c1);
+      c2 = hn::MulAdd(y, v2, c2);
+      c3 = hn::MulAdd(y, v3, c3);
+      if (Q == 4) {
+        e0 = hn::MulAdd(z, v0, e0);
+        e1 = hn::MulAdd(z, v1, e1);
+        e2 = hn::MulAdd(z, v2, e2);
+        e3 = hn::MulAdd(z, v3, e3);
+      }
+    }
+    hn::StoreU(a0, d, o[0] + j), hn::StoreU(a1, d, o[0] + j + L);
+    hn::StoreU(a2, d, o[0] + j + 2 * L), hn::StoreU(a3, d, o[0] + j + 3 * L);
+    hn::StoreU(b0, d, o[1] + j), hn::StoreU(b1, d, o[1] + j + L);
+    hn::StoreU(b2, d, o[1] + j + 2 * L), hn::StoreU(b3, d, o[1] + j + 3 * L);
+    hn::StoreU(c0, d, o[2] + j), hn::StoreU(c1, d, o[2] + j + L);
+    hn::StoreU(c2, d, o[2] + j + 2 * L), hn::StoreU(c3, d, o[2] + j + 3 * L);
+    if (Q == 4) {
+      hn::StoreU(e0, d, o[Q - 1] + j), hn::StoreU(e1, d, o[Q - 1] + j + L);
+      hn::StoreU(e2, d, o[Q - 1] + j + 2 * L), hn::StoreU(e3, d, o[Q - 1] + j + 3 * L);
+    }
+  }
+  return j;
+}
+
 // exp(x) for x <= 0 (scores minus their max), to about 2e-7 relative error: 2^(x log2 e) as
 // 2^n (added to the exponent bits) times 2^f, |f| <= 1/2, by Cephes' exp2f polynomial. A third
 // of the cost of Highway's Exp, which is the largest part of a tile's work after the dot
@@ -222,6 +298,46 @@ HWY_INLINE void Softmax32(float* s, int n, float scale, int dim, AttnState* st, 
   st->sum += hn::GetLane(hn::SumOfLanes(d, vsum));
 }
 
+// Queries per group: up to four where there are registers for their accumulators (AVX-512's
+// 32), else two.
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+constexpr int kGroup = 4;
+#else
+constexpr int kGroup = 2;
+#endif
+
+// Scores, softmax and weighted sum of V for queries [m, m + Q) over `rows` rows of the tile.
+template <class E, int Q, int kDim>
+HWY_INLINE void AttendGroup(const typename E::T* const* k, const typename E::T* const* v, int dim,
+                            float scale, int rows, const float* const* q, const int* n_valid,
+                            AttnState* const* st, float* const* out) {
+  HWY_ALIGN float scores[Q][kAttnTileRows];
+  float* s[Q];
+  for (int qi = 0; qi < Q; ++qi) s[qi] = scores[qi];
+  for (int r = 0; r < rows; r += 4) {
+    float* sr[Q];
+    for (int qi = 0; qi < Q; ++qi) sr[qi] = s[qi] + r;
+    Scores4<E, Q, kDim>(q, k + r, dim, sr);
+  }
+  for (int qi = 0; qi < Q; ++qi) Softmax32(s[qi], n_valid[qi], scale, dim, st[qi], out[qi]);
+  const float* p[Q];
+  for (int qi = 0; qi < Q; ++qi) p[qi] = s[qi];
+  if constexpr (Q >= 3) {
+    const int done = AccumulateWide<E, Q, kDim>(p, v, rows, dim, out);
+    if (done < dim) {
+      // The remaining columns, one query at a time: the same per-lane chains.
+      const typename E::T* vr[kAttnTileRows];
+      for (int r = 0; r < rows; ++r) vr[r] = v[r] + done;
+      for (int qi = 0; qi < Q; ++qi) {
+        float* rest = out[qi] + done;
+        Accumulate<E, 1, 0>(p + qi, vr, rows, dim - done, &rest);
+      }
+    }
+  } else {
+    Accumulate<E, Q, kDim>(p, v, rows, dim, out);
+  }
+}
+
 // kDim > 0: the head size, known when compiling (loops unroll); 0: any, from `dim`.
 template <class E, int kDim>
 void AttendTileT(const AttnTile& tile, int dim, float scale, int n_queries, const float* const* q,
@@ -234,29 +350,21 @@ void AttendTileT(const AttnTile& tile, int dim, float scale, int n_queries, cons
     k[r] = static_cast<const T*>(r < tile.n ? tile.k[r] : static_cast<const void*>(kZeros));
     v[r] = static_cast<const T*>(r < tile.n ? tile.v[r] : static_cast<const void*>(kZeros));
   }
-  HWY_ALIGN float scores[2][kAttnTileRows];
-  for (int m = 0; m < n_queries; m += 2) {
-    const int pair = std::min(2, n_queries - m);
-    int rows = n_valid[m];
-    if (pair == 2) rows = std::max(rows, n_valid[m + 1]);
-    float* s[2] = {scores[0], scores[1]};
-    for (int r = 0; r < rows; r += 4) {
-      float* sr[2] = {s[0] + r, s[1] + r};
-      if (pair == 2) {
-        Scores4<E, 2, kDim>(q + m, k + r, dim, sr);
-      } else {
-        Scores4<E, 1, kDim>(q + m, k + r, dim, sr);
-      }
-    }
-    for (int qi = 0; qi < pair; ++qi) {
-      Softmax32(s[qi], n_valid[m + qi], scale, dim, st[m + qi], out[m + qi]);
-    }
-    const float* p[2] = {s[0], s[1]};
-    if (pair == 2) {
-      Accumulate<E, 2, kDim>(p, v, rows, dim, out + m);
+  int m = 0;
+  for (; m < n_queries;) {
+    const int left = n_queries - m;
+    const int g = std::min(left, kGroup);
+    const int rows = *std::max_element(n_valid + m, n_valid + m + g);
+    if (g == 4) {
+      AttendGroup<E, 4, kDim>(k, v, dim, scale, rows, q + m, n_valid + m, st + m, out + m);
+    } else if (g == 3) {
+      AttendGroup<E, 3, kDim>(k, v, dim, scale, rows, q + m, n_valid + m, st + m, out + m);
+    } else if (g == 2) {
+      AttendGroup<E, 2, kDim>(k, v, dim, scale, rows, q + m, n_valid + m, st + m, out + m);
     } else {
-      Accumulate<E, 1, kDim>(p, v, rows, dim, out + m);
+      AttendGroup<E, 1, kDim>(k, v, dim, scale, rows, q + m, n_valid + m, st + m, out + m);
     }
+    m += g;
   }
 }
 
