@@ -15,11 +15,13 @@
 #include "core/fp16.h"
 #include "hwy/highway.h"
 #include "ops/attention.h"
+#include "ops/kernel_util-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace promptcache {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
+using internal::HWY_NAMESPACE::SumLanes4;
 
 using DF = hn::ScalableTag<float>;
 using DH = hn::Rebind<hwy::float16_t, DF>;
@@ -39,43 +41,8 @@ struct F16Src {
   static float At(const uint16_t* p) { return F16ToF32(*p); }
 };
 
-#if HWY_TARGET != HWY_SCALAR
-// The lane sums of a0..a3 as the lanes of each 128-bit block of the result, which then holds
-// partial sums: block b lane i = the sum over a_i's lanes in block b. Pairs of lanes first, then
-// pairs of pairs, the four vectors interleaved so that every step serves all of them.
-HWY_INLINE VF Reduce4(DF d, VF a0, VF a1, VF a2, VF a3) {
-  const hn::Repartition<uint64_t, DF> d64;
-  const VF t0 = hn::Add(hn::InterleaveLower(d, a0, a1), hn::InterleaveUpper(d, a0, a1));
-  const VF t1 = hn::Add(hn::InterleaveLower(d, a2, a3), hn::InterleaveUpper(d, a2, a3));
-  const auto w0 = hn::BitCast(d64, t0), w1 = hn::BitCast(d64, t1);
-  return hn::Add(hn::BitCast(d, hn::InterleaveLower(d64, w0, w1)),
-                 hn::BitCast(d, hn::InterleaveUpper(d64, w0, w1)));
-}
-
-// out[i] = the sum of the 128-bit blocks of u, lane i < 4: halves added while wider than a block.
-HWY_INLINE void StoreBlockSums(DF d, VF u, float* out) {
-  const int L = static_cast<int>(hn::Lanes(d));
-  const hn::Half<DF> dh;
-  const hn::Half<decltype(dh)> dq;
-  if (L == 8) {
-    hn::StoreU(hn::Add(hn::LowerHalf(dh, u), hn::UpperHalf(dh, u)), dh, out);
-  } else if (L == 16) {
-    const auto h = hn::Add(hn::LowerHalf(dh, u), hn::UpperHalf(dh, u));
-    hn::StoreU(hn::Add(hn::LowerHalf(dq, h), hn::UpperHalf(dq, h)), dq, out);
-  } else {
-    HWY_ALIGN float lanes[hn::MaxLanes(DF())];
-    hn::Store(u, d, lanes);
-    for (int i = 0; i < 4; ++i) {
-      float sum = lanes[i];
-      for (int b = 4; b < L; b += 4) sum += lanes[b + i];
-      out[i] = sum;
-    }
-  }
-}
-#endif
-
 // s[qi][i] = q[qi] · k[i] for four key rows and Q (1 to 4) queries: per lane partial sums
-// over the dimension, then the lanes summed (Reduce4), then the scalar remainder. Each query's
+// over the dimension, then the lanes summed (SumLanes4), then the scalar remainder. Each query's
 // arithmetic is the same whatever Q. The accumulators are named, not an array: GCC kept an array
 // of them on the stack, and the reduction then waited on store forwarding.
 template <class E, int Q, int kDim>
@@ -118,17 +85,10 @@ HWY_INLINE void Scores4(const float* const* q, const typename E::T* const* k, in
       e3 = hn::MulAdd(w, k3, e3);
     }
   }
-#if HWY_TARGET == HWY_SCALAR
-  const VF all[4][4] = {{a0, a1, a2, a3}, {b0, b1, b2, b3}, {c0, c1, c2, c3}, {e0, e1, e2, e3}};
-  for (int qi = 0; qi < Q; ++qi) {
-    for (int i = 0; i < 4; ++i) s[qi][i] = hn::GetLane(all[qi][i]);
-  }
-#else
-  StoreBlockSums(d, Reduce4(d, a0, a1, a2, a3), s[0]);
-  if (Q >= 2) StoreBlockSums(d, Reduce4(d, b0, b1, b2, b3), s[Q >= 2 ? 1 : 0]);
-  if (Q >= 3) StoreBlockSums(d, Reduce4(d, c0, c1, c2, c3), s[Q >= 3 ? 2 : 0]);
-  if (Q == 4) StoreBlockSums(d, Reduce4(d, e0, e1, e2, e3), s[Q == 4 ? 3 : 0]);
-#endif
+  SumLanes4(a0, a1, a2, a3, s[0]);
+  if (Q >= 2) SumLanes4(b0, b1, b2, b3, s[Q >= 2 ? 1 : 0]);
+  if (Q >= 3) SumLanes4(c0, c1, c2, c3, s[Q >= 3 ? 2 : 0]);
+  if (Q == 4) SumLanes4(e0, e1, e2, e3, s[Q == 4 ? 3 : 0]);
   if (dv == dim) return;
   for (int qi = 0; qi < Q; ++qi) {
     for (int i = 0; i < 4; ++i) {

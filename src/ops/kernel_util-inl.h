@@ -1,5 +1,6 @@
-// Per-target helpers shared by the Highway kernel files (matvec_kernels.cc, matmat_kernels.cc):
-// lane types, ggml block constants, f16 scale loads and float-like weight row loaders.
+// Per-target helpers shared by the Highway kernel files (matvec_kernels.cc, matmat_kernels.cc,
+// attention.cc): lane types, ggml block constants, f16 scale loads, float-like weight row
+// loaders, and lane sums.
 // Included once per target after hwy/highway.h, as Highway's -inl.h convention requires.
 
 // Per-target include guard (toggled by foreach_target).
@@ -51,6 +52,46 @@ inline float HalfAt(const uint8_t* p) {
 }
 
 inline float ReduceSum(VF v) { return hn::GetLane(hn::SumOfLanes(DF(), v)); }
+
+// out[i] = the sum of a_i's lanes, i < 4, for about a third of four ReduceSums' shuffles: sums
+// of lane pairs, then of pairs of pairs within each 128-bit block (the four vectors interleaved,
+// so every step serves all of them), then the halves while wider than a block.
+inline void SumLanes4(VF a0, VF a1, VF a2, VF a3, float* out) {
+#if HWY_TARGET == HWY_SCALAR
+  out[0] = hn::GetLane(a0);
+  out[1] = hn::GetLane(a1);
+  out[2] = hn::GetLane(a2);
+  out[3] = hn::GetLane(a3);
+#else
+  const DF d;
+  const hn::Repartition<uint64_t, DF> d64;
+  const VF t0 = hn::Add(hn::InterleaveLower(d, a0, a1), hn::InterleaveUpper(d, a0, a1));
+  const VF t1 = hn::Add(hn::InterleaveLower(d, a2, a3), hn::InterleaveUpper(d, a2, a3));
+  const auto w0 = hn::BitCast(d64, t0), w1 = hn::BitCast(d64, t1);
+  // Block b, lane i: the sum over a_i's lanes in block b.
+  const VF u = hn::Add(hn::BitCast(d, hn::InterleaveLower(d64, w0, w1)),
+                       hn::BitCast(d, hn::InterleaveUpper(d64, w0, w1)));
+  const int L = static_cast<int>(hn::Lanes(d));
+  const hn::Half<DF> dh;
+  const hn::Half<decltype(dh)> dq;
+  if (L == 4) {
+    hn::StoreU(u, d, out);
+  } else if (L == 8) {
+    hn::StoreU(hn::Add(hn::LowerHalf(dh, u), hn::UpperHalf(dh, u)), dh, out);
+  } else if (L == 16) {
+    const auto h = hn::Add(hn::LowerHalf(dh, u), hn::UpperHalf(dh, u));
+    hn::StoreU(hn::Add(hn::LowerHalf(dq, h), hn::UpperHalf(dq, h)), dq, out);
+  } else {
+    HWY_ALIGN float lanes[hn::MaxLanes(DF())];
+    hn::Store(u, d, lanes);
+    for (int i = 0; i < 4; ++i) {
+      float sum = lanes[i];
+      for (int b = 4; b < L; b += 4) sum += lanes[b + i];
+      out[i] = sum;
+    }
+  }
+#endif
+}
 
 // Float-like weight rows (F32, F16, BF16): Load(d, row, i) gives lanes i.. of a row as f32,
 // At(row, i) one element.

@@ -102,9 +102,15 @@ void MicroKernel(const float* const* w, const float* x, int64_t x_stride, int64_
     }
   }
   for (int r = 0; r < rows; ++r) {
+    float sums[4];
+    if constexpr (T == 4) {
+      SumLanes4(acc[r][0], acc[r][1], acc[r][2], acc[r][3], sums);
+    } else {
+      for (int t = 0; t < T; ++t) sums[t] = ReduceSum(acc[r][t]);
+    }
     HWY_UNROLL(8)
     for (int t = 0; t < T; ++t) {
-      float s = ReduceSum(acc[r][t]);
+      float s = sums[t];
       for (int64_t j = k; j < kc; ++j) s += w[r][j] * x[t * x_stride + j];
       float& o = out[t * out_stride + r];
       o = accumulate ? o + s : s;
