@@ -25,18 +25,19 @@ std::unique_ptr<Model> LoadOrDie(const std::string& path) {
 
 // A small synthetic model with a real (GPT-2) vocabulary, made once per test binary.
 std::string SynthesizeTiny(uint64_t seed) {
-    const std::string p = (std::filesystem::temp_directory_path() /
-                           ("pc_model_test_" + std::to_string(getpid()) + "_" +
-                            std::to_string(seed) + ".gguf")).string();
-    SynthOptions o;
-    o.preset = "tiny-test";
-    o.vocab_path = std::string(PC_SHARED_DIR) + "/tokenizers/ggml-vocab-gpt-2.gguf";
-    o.type = GgmlType::kQ8_0;
-    o.seed = seed;
-    o.out_path = p;
-    Status st = Synthesize(o, nullptr);
-    PC_CHECK(st.ok());
-    return p;
+  const std::string p =
+      (std::filesystem::temp_directory_path() /
+       ("pc_model_test_" + std::to_string(getpid()) + "_" + std::to_string(seed) + ".gguf"))
+          .string();
+  SynthOptions o;
+  o.preset = "tiny-test";
+  o.vocab_path = std::string(PC_SHARED_DIR) + "/tokenizers/ggml-vocab-gpt-2.gguf";
+  o.type = GgmlType::kQ8_0;
+  o.seed = seed;
+  o.out_path = p;
+  Status st = Synthesize(o, nullptr);
+  PC_CHECK(st.ok());
+  return p;
 }
 
 const std::string& SyntheticModelPath() {
@@ -59,8 +60,19 @@ class Runner {
   std::vector<float> Run(KvSequence* seq, const std::vector<int32_t>& tokens,
                          const std::vector<int32_t>& pos, size_t b, size_t e, bool want_all) {
     std::vector<BatchToken> batch;
-    for (size_t i = b; i < e; ++i) batch.push_back({tokens[i], pos[i], seq, want_all || i + 1 == e});
+    for (size_t i = b; i < e; ++i)
+      batch.push_back({tokens[i], pos[i], seq, want_all || i + 1 == e});
     const size_t n_out = want_all ? e - b : 1;
+    std::vector<float> logits(n_out * m_.config().n_vocab);
+    Status st = m_.Forward(batch, logits.data(), &pool_, &scratch_);
+    PC_CHECK(st.ok());
+    return logits;
+  }
+
+  // Logits of the tokens that want them, from one forward pass over `batch`.
+  std::vector<float> RunBatch(const std::vector<BatchToken>& batch) {
+    const size_t n_out = std::count_if(batch.begin(), batch.end(),
+                                       [](const BatchToken& t) { return t.want_logits; });
     std::vector<float> logits(n_out * m_.config().n_vocab);
     Status st = m_.Forward(batch, logits.data(), &pool_, &scratch_);
     PC_CHECK(st.ok());
@@ -97,7 +109,7 @@ TEST(Stories260K, ReferenceTokensAndLogits) {
   Runner r(*m, KvType::kF32);
   KvSequence seq(r.blocks());
   const std::vector<float> logits = r.Run(&seq, ids, Iota(5), 0, 5, false);
-  const float expect0[8] = {-10.13658f, -5.32946f, -10.13809f, -10.13686f,
+  const float expect0[8] = {-10.13658f, -5.32946f,  -10.13809f, -10.13686f,
                             -10.13721f, -10.13833f, -10.13727f, -10.13764f};
   for (int i = 0; i < 8; ++i) EXPECT_NEAR(logits[i], expect0[i], 1e-3) << i;
   const std::pair<int, float> top[5] = {
@@ -204,7 +216,8 @@ TEST_P(CachedEqualsUncached, PrefillInChunks) {
 TEST_P(CachedEqualsUncached, PositionsWithGaps) {
   const size_t n = tokens_.size(), V = model_->config().n_vocab;
   std::vector<int32_t> gapped(n);
-  for (size_t i = 0; i < n; ++i) gapped[i] = static_cast<int32_t>(i + (i >= 10 ? 25 : 0) + (i >= 25 ? 60 : 0));
+  for (size_t i = 0; i < n; ++i)
+    gapped[i] = static_cast<int32_t>(i + (i >= 10 ? 25 : 0) + (i >= 25 ? 60 : 0));
   std::vector<int32_t> shifted = gapped;
   for (int32_t& p : shifted) p += 131;
   Runner full_runner(*model_, KvType::kF32);
@@ -220,15 +233,55 @@ TEST_P(CachedEqualsUncached, PositionsWithGaps) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Models, CachedEqualsUncached,
-    ::testing::Values(CacheCase{"stories", KvType::kF32, 1e-3f},
-                      CacheCase{"stories", KvType::kF16, 2e-2f},
-                      CacheCase{"synthetic", KvType::kF32, 1e-3f},
-                      CacheCase{"synthetic", KvType::kF16, 2e-2f}),
-    [](const auto& info) {
-      return info.param.model + (info.param.kv == KvType::kF32 ? "_f32" : "_f16");
-    });
+INSTANTIATE_TEST_SUITE_P(Models, CachedEqualsUncached,
+                         ::testing::Values(CacheCase{"stories", KvType::kF32, 1e-3f},
+                                           CacheCase{"stories", KvType::kF16, 2e-2f},
+                                           CacheCase{"synthetic", KvType::kF32, 1e-3f},
+                                           CacheCase{"synthetic", KvType::kF16, 2e-2f}),
+                         [](const auto& info) {
+                           return info.param.model +
+                                  (info.param.kv == KvType::kF32 ? "_f32" : "_f16");
+                         });
+
+// Sequences forked from one long shared prefix (past a 512-key chunk), each with a tail of its
+// own, then decoded one step in one batch: every sequence's logits are bit-identical to its
+// step decoded alone. Attention may read the shared blocks once for all of them, but a query's
+// arithmetic must not depend on its company. (The Q8_0 model: its matrix-vector products are
+// per-token invariant too, where float weights' are not: one token uses more accumulators.)
+TEST(BatchInvariance, ForkedSequencesDecodedTogetherEqualAlone) {
+  std::unique_ptr<Model> model = LoadOrDie(SyntheticModelPath());
+  const int V = model->config().n_vocab;
+  Runner r(*model, KvType::kF16);
+  std::vector<int32_t> prefix(600);
+  for (size_t i = 0; i < prefix.size(); ++i) prefix[i] = (i * 7919 + 13) % V;
+  KvSequence base(r.blocks());
+  r.Run(&base, prefix, Iota(600), 0, 600, false);
+  constexpr int kSeqs = 6;
+  std::vector<KvSequence> seqs;
+  std::vector<BatchToken> step;
+  for (int i = 0; i < kSeqs; ++i) {
+    seqs.push_back(base.Fork());
+    // Tails of 0 to 20 tokens: some sequences end inside the last shared block's successor.
+    const int tail = i * 4;
+    std::vector<int32_t> t(tail);
+    for (int j = 0; j < tail; ++j) t[j] = (i * 131 + j * 17 + 5) % V;
+    if (tail > 0) r.Run(&seqs[i], t, Iota(tail, 600), 0, tail, false);
+  }
+  for (int i = 0; i < kSeqs; ++i) step.push_back({(i * 37 + 3) % V, 600 + i * 4, &seqs[i], true});
+  std::vector<std::vector<float>> alone;
+  for (int i = 0; i < kSeqs; ++i) {
+    KvSequence s = seqs[i].Fork();
+    BatchToken t = step[i];
+    t.seq = &s;
+    alone.push_back(r.RunBatch({t}));
+  }
+  const std::vector<float> together = r.RunBatch(step);
+  for (int i = 0; i < kSeqs; ++i) {
+    for (int v = 0; v < V; ++v) {
+      ASSERT_EQ(together[size_t(i) * V + v], alone[i][v]) << "sequence " << i << " logit " << v;
+    }
+  }
+}
 
 // A sequence gathered from segments of two other sequences attends to both, with the segments'
 // original positions: the next token's logits equal those of the one sequence that computed
@@ -236,7 +289,8 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(Segments, SequenceBuiltFromTwoCachesAttendsToBoth) {
   auto m = LoadOrDie(kStories);
   Runner r(*m, KvType::kF32);
-  const std::vector<int32_t> tokens = m->tokenizer().Encode("Once upon a time, there was a dog", true);
+  const std::vector<int32_t> tokens =
+      m->tokenizer().Encode("Once upon a time, there was a dog", true);
   const size_t n = tokens.size(), split = 5;
   const std::vector<int32_t> pos = Iota(n + 1);
   std::vector<int32_t> with_next = tokens;

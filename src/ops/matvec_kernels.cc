@@ -215,10 +215,12 @@ void DotRowInt8(const uint8_t* row, const Tokens& tk) {
     if (b < nb) acc0 = step(b, acc0);
     tk.out[0] = HorizontalSum(_mm256_add_ps(acc0, acc1));
   } else {
-    __m256 acc[T];
+    // Per token the same two accumulators (even and odd blocks) as one token alone, so that a
+    // token's result does not depend on how many share the call.
+    __m256 acc0[T], acc1[T];
     HWY_UNROLL(8)
-    for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
+    for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = _mm256_setzero_ps();
+    auto step = [&](int64_t b, __m256* acc) HWY_ATTR {
       const uint8_t* blk = row + b * kBytes;
       hwy::Prefetch(blk + kPrefetchBytes);
       const __m256i w = LoadBlockI8<kQ4>(blk);
@@ -229,9 +231,16 @@ void DotRowInt8(const uint8_t* row, const Tokens& tk) {
         const __m256 sum = BlockDot(abs_w, w, tk.xq + t * tk.cols + b * kBlock);
         acc[t] = _mm256_fmadd_ps(sum, _mm256_set1_ps(dw * tk.xd[t * nb + b]), acc[t]);
       }
+    };
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+      step(b, acc0);
+      step(b + 1, acc1);
     }
+    if (b < nb) step(b, acc0);
     HWY_UNROLL(8)
-    for (int t = 0; t < T; ++t) tk.out[t * tk.out_stride] = HorizontalSum(acc[t]);
+    for (int t = 0; t < T; ++t)
+      tk.out[t * tk.out_stride] = HorizontalSum(_mm256_add_ps(acc0[t], acc1[t]));
   }
 }
 
