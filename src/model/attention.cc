@@ -1,13 +1,14 @@
 // Attention of a forward batch over the paged KV cache: grouped-query, causal by slot.
 //
 // The work is cut into items: up to 16 tokens of one sequence (× one chunk of 512 keys when
-// there are too few items to keep every thread busy). An item walks its keys in tiles of 32
-// whole cache rows (every KV head: contiguous memory within a block, which streams well, and
-// the next tile is prefetched) and, for each KV head, folds the tile into the running softmax
-// state (online softmax, ops/attention.h) of every query that reads it, in one call: the item's
-// tokens × the query heads of that KV head. So a K/V row leaves memory once per item instead of
-// once per query head and token, which is what makes a short prompt after a long cached prefix,
-// and decoding at depth, cheap.
+// there are too few items to keep every thread busy), or the few tokens each of several
+// sequences forked from one prefix, which then read their shared blocks' tiles once for all. An
+// item walks its keys in tiles of 32 whole cache rows (every KV head: contiguous memory within a
+// block, which streams well, and the next tile is prefetched) and, for each KV head, folds the tile
+// into the running softmax state (online softmax, ops/attention.h) of every query that reads it, in
+// one call: the item's tokens × the query heads of that KV head. So a K/V row leaves memory once
+// per item instead of once per query head and token, which is what makes a short prompt after a
+// long cached prefix, and decoding at depth, cheap.
 //
 // A query's arithmetic never depends on the rest of the batch: tiles and chunks start at fixed
 // key indices (multiples of 32 and of 512), each chunk's state starts empty, and chunks are
@@ -19,6 +20,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <optional>
+#include <utility>
 
 #include "model/model.h"
 
@@ -50,6 +53,7 @@ class TileCursor {
   // DRAM, and the tile before keeps the core busy meanwhile. (Inline here: GCC drops a call to a
   // function whose only effect is prefetching.)
   void Next(int n, AttnTile* tile, bool prefetch = false) {
+    PC_CHECK(span_ < spans_.size() || n == 0);
     const BlockPool& kv = *seq_.pool();
     tile->f16 = f16_;
     tile->n = n;
@@ -76,6 +80,12 @@ class TileCursor {
     }
   }
 
+  // Where the next row lives (its block and row), for telling shared rows apart cheaply.
+  std::pair<BlockId, int> Where() const {
+    if (span_ >= spans_.size()) return {BlockId(-1), 0};
+    return {spans_[span_].block, spans_[span_].begin + off_};
+  }
+
  private:
   const KvSequence& seq_;
   const std::vector<KvSpan>& spans_;
@@ -98,6 +108,93 @@ AttnTile ForHead(const AttnTile& rows, int kvh, size_t head_bytes) {
   return t;
 }
 
+// While planning: an item that more sequences may still join.
+constexpr int kShareable = -2;
+
+bool SameFirstBlock(const KvSequence& a, const KvSequence& b) {
+  if (a.spans().empty() || b.spans().empty()) return false;
+  const KvSpan& x = a.spans()[0];
+  const KvSpan& y = b.spans()[0];
+  return x.block == y.block && x.begin == y.begin;
+}
+
+// Keys read by the item's furthest-reaching token.
+int ItemKeys(const Item& it, const std::vector<int>& order, const std::vector<int>& slot) {
+  int keys = 0;
+  for (int i = 0; i < it.count; ++i) keys = std::max(keys, slot[order[it.first + i]] + 1);
+  return keys;
+}
+
+// A run of an item's tokens that belong to one sequence.
+struct Member {
+  const KvSequence* seq;
+  int first;  // index of its first token within the item
+  int count;
+  int keys;  // keys read by its furthest-reaching token
+};
+
+// The tiles of a chunk's keys [k0, k1) for each member of an item, walked together; members
+// whose tile holds the very same rows (a shared prefix) are grouped under the first of them,
+// their leader, so the tile is read once for all. Each member's next tile is fetched (and
+// prefetched, once per distinct position) while the current one is used.
+class MemberTiles {
+ public:
+  MemberTiles(const Member* members, int n, int layer, int k0, int k1) : n_(n) {
+    for (int m = 0; m < n; ++m) {
+      end_[m] = std::min(k1, members[m].keys);
+      if (k0 >= end_[m]) continue;
+      cursor_[m].emplace(*members[m].seq, layer, k0);
+      cursor_[m]->Next(std::min(kTileRows, end_[m] - k0), &next_[m]);
+    }
+  }
+
+  // Moves every member that reads keys from ts on to its tile starting at ts.
+  void Advance(int ts) {
+    std::pair<BlockId, int> where[kItemTokens];
+    for (int m = 0; m < n_; ++m) {
+      leader_[m] = m;
+      if (!Active(m, ts)) continue;
+      rows_[m] = next_[m];
+      const int te = ts + rows_[m].n;
+      where[m] = cursor_[m]->Where();
+      bool prefetch = true;
+      for (int p = 0; p < m; ++p) {
+        if (Active(p, ts) && where[p] == where[m]) prefetch = false;
+      }
+      if (te < end_[m]) cursor_[m]->Next(std::min(kTileRows, end_[m] - te), &next_[m], prefetch);
+      for (int p = 0; p < m; ++p) {
+        if (leader_[p] == p && Active(p, ts) && SameRows(rows_[p], rows_[m])) {
+          leader_[m] = p;
+          break;
+        }
+      }
+    }
+    ts_ = ts;
+  }
+
+  bool Active(int m) const { return Active(m, ts_); }
+  bool Leads(int m) const { return Active(m) && leader_[m] == m; }
+  int Leader(int m) const { return leader_[m]; }
+  const AttnTile& Rows(int m) const { return rows_[m]; }
+
+ private:
+  bool Active(int m, int ts) const { return ts < end_[m]; }
+  static bool SameRows(const AttnTile& a, const AttnTile& b) {
+    if (a.n != b.n) return false;
+    for (int r = 0; r < a.n; ++r) {
+      if (a.k[r] != b.k[r]) return false;
+    }
+    return true;
+  }
+
+  int n_;
+  int ts_ = 0;
+  int end_[kItemTokens];
+  int leader_[kItemTokens];
+  std::optional<TileCursor> cursor_[kItemTokens];
+  AttnTile rows_[kItemTokens], next_[kItemTokens];
+};
+
 }  // namespace
 
 void Model::PlanAttention(std::span<const BatchToken> batch, const std::vector<int>& slot,
@@ -110,33 +207,48 @@ void Model::PlanAttention(std::span<const BatchToken> batch, const std::vector<i
   const std::vector<int>& order = as.order;
   PC_CHECK(static_cast<int>(order.size()) == T);
 
-  // Items of up to kItemTokens tokens of one sequence (order groups them).
+  // Items of up to kItemTokens tokens of one sequence (order groups them), or of several.
   std::vector<Item>& items = as.items;
   items.clear();
   int max_keys = 0;
+  for (int t = 0; t < T; ++t) max_keys = std::max(max_keys, slot[t] + 1);
+  const int n_chunks = (max_keys + kChunkRows - 1) / kChunkRows;
+  // Sequences whose first blocks are the same (forks of one prefix, as in a server's batch of
+  // requests with one system prompt) share items while each has few tokens: a tile they share
+  // is then read once for all of them. Capped so that items times chunks still give every
+  // thread several to take.
+  const int share_cap = std::clamp(T * n_chunks / (4 * n_threads), 1, kItemTokens);
   for (int first = 0; first < T;) {
     const KvSequence* seq = batch[order[first]].seq;
     int count = 1;
     while (first + count < T && batch[order[first + count]].seq == seq) ++count;
-    for (int b = 0; b < count; b += kItemTokens) {
-      const int n = std::min(kItemTokens, count - b);
-      const int keys = slot[order[first + b + n - 1]] + 1;
-      max_keys = std::max(max_keys, keys);
-      items.push_back({seq, first + b, n, -1, int64_t(n) * keys});
+    if (!items.empty() && count <= share_cap && items.back().count + count <= share_cap &&
+        items.back().chunk == kShareable && SameFirstBlock(*items.back().seq, *seq)) {
+      Item& it = items.back();
+      it.count += count;
+      it.cost += int64_t(count) * (slot[order[first + count - 1]] + 1);
+    } else {
+      for (int b = 0; b < count; b += kItemTokens) {
+        const int n = std::min(kItemTokens, count - b);
+        const int keys = slot[order[first + b + n - 1]] + 1;
+        items.push_back(
+            {seq, first + b, n, count <= share_cap ? kShareable : -1, int64_t(n) * keys});
+      }
     }
     first += count;
   }
+  for (Item& it : items) it.chunk = -1;
 
   // Too few items for the threads: split them by chunk of keys, merged afterwards.
   as.max_keys = max_keys;
-  as.n_chunks = (max_keys + kChunkRows - 1) / kChunkRows;
+  as.n_chunks = n_chunks;
   const size_t partial_floats = size_t(T) * H * as.n_chunks * hd;
   as.split = n_threads > 1 && as.n_chunks > 1 && static_cast<int>(items.size()) < 4 * n_threads &&
              partial_floats * sizeof(float) <= kMaxPartialBytes;
   if (as.split) {
     std::vector<Item> chunked;
     for (const Item& it : items) {
-      const int keys = slot[order[it.first + it.count - 1]] + 1;
+      const int keys = ItemKeys(it, order, slot);
       for (int ch = 0; ch * kChunkRows < keys; ++ch) {
         const int n_keys = std::min(kChunkRows, keys - ch * kChunkRows);
         chunked.push_back({it.seq, it.first, it.count, ch, int64_t(it.count) * n_keys});
@@ -186,7 +298,19 @@ void Model::Attention(std::span<const BatchToken> batch, const std::vector<int>&
 
   const size_t head_bytes = size_t(hd) * batch[0].seq->pool()->layout().elem_bytes();
   auto run_item = [&](const Item& it, AttentionScratch::Thread& th) {
-    const int keys = slot[order[it.first + it.count - 1]] + 1;
+    // The item's members: its runs of tokens of one sequence (several when sequences share it).
+    Member members[kItemTokens];
+    int n_members = 0, keys = 0;
+    for (int i = 0; i < it.count; ++i) {
+      const int t = order[it.first + i];
+      if (n_members == 0 || members[n_members - 1].seq != batch[t].seq) {
+        members[n_members++] = {batch[t].seq, i, 0, 0};
+      }
+      Member& mb = members[n_members - 1];
+      ++mb.count;
+      mb.keys = std::max(mb.keys, slot[t] + 1);
+      keys = std::max(keys, mb.keys);
+    }
     const int ch_begin = it.chunk < 0 ? 0 : it.chunk;
     const int ch_end = it.chunk < 0 ? (keys + kChunkRows - 1) / kChunkRows : it.chunk + 1;
     const int M = it.count * H;  // queries: token-major, then heads
@@ -194,32 +318,36 @@ void Model::Attention(std::span<const BatchToken> batch, const std::vector<int>&
       const int k0 = ch * kChunkRows, k1 = std::min(k0 + kChunkRows, keys);
       std::fill(th.state.begin(), th.state.begin() + M, AttnState{});
       std::fill(th.o.begin(), th.o.begin() + size_t(M) * hd, 0.0f);
-      TileCursor cursor(*it.seq, layer, k0);
-      AttnTile rows, next;
-      cursor.Next(std::min(kTileRows, k1 - k0), &next);
+      MemberTiles tiles(members, n_members, layer, k0, k1);
       for (int ts = k0; ts < k1; ts += kTileRows) {
-        const int te = std::min(ts + kTileRows, k1);
-        rows = next;
-        if (te < k1) cursor.Next(std::min(kTileRows, k1 - te), &next, /*prefetch=*/true);
+        tiles.Advance(ts);
         for (int kvh = 0; kvh < KVH; ++kvh) {
-          // The queries of this KV head that read the tile: tokens at or after its first key.
-          int n_q = 0;
-          for (int i = 0; i < it.count; ++i) {
-            const int t = order[it.first + i];
-            if (slot[t] < ts) continue;
-            const int n = std::min(te, slot[t] + 1) - ts;
-            for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
-              const int m = i * H + h;
-              th.q[n_q] = q_row(t, h);
-              th.n_valid[n_q] = n;
-              th.state_ptr[n_q] = &th.state[m];
-              th.o_ptr[n_q] = th.o.data() + size_t(m) * hd;
-              ++n_q;
+          for (int g = 0; g < n_members; ++g) {
+            if (!tiles.Leads(g)) continue;
+            // The queries of this KV head that read the tile: the tokens, of every member
+            // reading the same rows, at or after its first key.
+            int n_q = 0;
+            for (int mi = g; mi < n_members; ++mi) {
+              if (!tiles.Active(mi) || tiles.Leader(mi) != g) continue;
+              const Member& mb = members[mi];
+              for (int i = mb.first; i < mb.first + mb.count; ++i) {
+                const int t = order[it.first + i];
+                if (slot[t] < ts) continue;
+                const int n = std::min(ts + kTileRows, slot[t] + 1) - ts;
+                for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
+                  const int m = i * H + h;
+                  th.q[n_q] = q_row(t, h);
+                  th.n_valid[n_q] = n;
+                  th.state_ptr[n_q] = &th.state[m];
+                  th.o_ptr[n_q] = th.o.data() + size_t(m) * hd;
+                  ++n_q;
+                }
+              }
             }
+            const AttnTile tile = ForHead(tiles.Rows(g), kvh, head_bytes);
+            AttendTile(tile, hd, scale, n_q, th.q.data(), th.n_valid.data(), th.state_ptr.data(),
+                       th.o_ptr.data());
           }
-          const AttnTile tile = ForHead(rows, kvh, head_bytes);
-          AttendTile(tile, hd, scale, n_q, th.q.data(), th.n_valid.data(), th.state_ptr.data(),
-                     th.o_ptr.data());
         }
       }
       for (int i = 0; i < it.count; ++i) {

@@ -47,11 +47,11 @@ struct BatchToken {
 // items are split.
 struct AttentionScratch {
   struct Item {
-    const KvSequence* seq;
-    int first;     // index into `order` of the item's first token
-    int count;     // its tokens (slots ascending)
-    int chunk;     // -1: every chunk its tokens read
-    int64_t cost;  // queries × keys, for scheduling
+    const KvSequence* seq;  // its first token's (an item may hold several sequences' tokens)
+    int first;              // index into `order` of the item's first token
+    int count;              // its tokens (slots ascending)
+    int chunk;              // -1: every chunk its tokens read
+    int64_t cost;           // queries × keys, for scheduling
   };
   struct Thread {
     std::vector<float> o;

@@ -243,42 +243,47 @@ INSTANTIATE_TEST_SUITE_P(Models, CachedEqualsUncached,
                                   (info.param.kv == KvType::kF32 ? "_f32" : "_f16");
                          });
 
-// Sequences forked from one long shared prefix (past a 512-key chunk), each with a tail of its
-// own, then decoded one step in one batch: every sequence's logits are bit-identical to its
-// step decoded alone. Attention may read the shared blocks once for all of them, but a query's
+// Sequences forked from one long shared prefix (past two 512-key chunks), each with a tail of
+// its own, then decoded one step in one batch: every sequence's logits are bit-identical to its
+// step decoded alone. Attention reads the shared blocks once for several of them, but a query's
 // arithmetic must not depend on its company. (The Q8_0 model: its matrix-vector products are
 // per-token invariant too, where float weights' are not: one token uses more accumulators.)
 TEST(BatchInvariance, ForkedSequencesDecodedTogetherEqualAlone) {
   std::unique_ptr<Model> model = LoadOrDie(SyntheticModelPath());
   const int V = model->config().n_vocab;
-  Runner r(*model, KvType::kF16);
-  std::vector<int32_t> prefix(600);
-  for (size_t i = 0; i < prefix.size(); ++i) prefix[i] = (i * 7919 + 13) % V;
-  KvSequence base(r.blocks());
-  r.Run(&base, prefix, Iota(600), 0, 600, false);
-  constexpr int kSeqs = 6;
-  std::vector<KvSequence> seqs;
-  std::vector<BatchToken> step;
-  for (int i = 0; i < kSeqs; ++i) {
-    seqs.push_back(base.Fork());
-    // Tails of 0 to 20 tokens: some sequences end inside the last shared block's successor.
-    const int tail = i * 4;
-    std::vector<int32_t> t(tail);
-    for (int j = 0; j < tail; ++j) t[j] = (i * 131 + j * 17 + 5) % V;
-    if (tail > 0) r.Run(&seqs[i], t, Iota(tail, 600), 0, tail, false);
-  }
-  for (int i = 0; i < kSeqs; ++i) step.push_back({(i * 37 + 3) % V, 600 + i * 4, &seqs[i], true});
-  std::vector<std::vector<float>> alone;
-  for (int i = 0; i < kSeqs; ++i) {
-    KvSequence s = seqs[i].Fork();
-    BatchToken t = step[i];
-    t.seq = &s;
-    alone.push_back(r.RunBatch({t}));
-  }
-  const std::vector<float> together = r.RunBatch(step);
-  for (int i = 0; i < kSeqs; ++i) {
-    for (int v = 0; v < V; ++v) {
-      ASSERT_EQ(together[size_t(i) * V + v], alone[i][v]) << "sequence " << i << " logit " << v;
+  constexpr int kPrefix = 1100, kSeqs = 8;  // 8: still the matrix-vector path, as alone
+  for (int threads : {1, 2}) {
+    Runner r(*model, KvType::kF16, threads);
+    std::vector<int32_t> prefix(kPrefix);
+    for (size_t i = 0; i < prefix.size(); ++i) prefix[i] = (i * 7919 + 13) % V;
+    KvSequence base(r.blocks());
+    r.Run(&base, prefix, Iota(kPrefix), 0, kPrefix, false);
+    std::vector<KvSequence> seqs;
+    std::vector<BatchToken> step;
+    for (int i = 0; i < kSeqs; ++i) {
+      seqs.push_back(base.Fork());
+      // Tails of 0 to 28 tokens: the sequences part inside and past the prefix's last block.
+      const int tail = i * 4;
+      std::vector<int32_t> t(tail);
+      for (int j = 0; j < tail; ++j) t[j] = (i * 131 + j * 17 + 5) % V;
+      if (tail > 0) r.Run(&seqs[i], t, Iota(tail, kPrefix), 0, tail, false);
+    }
+    for (int i = 0; i < kSeqs; ++i) {
+      step.push_back({(i * 37 + 3) % V, kPrefix + i * 4, &seqs[i], true});
+    }
+    std::vector<std::vector<float>> alone;
+    for (int i = 0; i < kSeqs; ++i) {
+      KvSequence s = seqs[i].Fork();
+      BatchToken t = step[i];
+      t.seq = &s;
+      alone.push_back(r.RunBatch({t}));
+    }
+    const std::vector<float> together = r.RunBatch(step);
+    for (int i = 0; i < kSeqs; ++i) {
+      for (int v = 0; v < V; ++v) {
+        ASSERT_EQ(together[size_t(i) * V + v], alone[i][v])
+            << threads << " threads, sequence " << i << " logit " << v;
+      }
     }
   }
 }
