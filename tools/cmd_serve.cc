@@ -37,6 +37,9 @@ class ServeCommand : public Command {
         ->default_val(64);
     sub->add_option("--batch-size", engine_.batch_size, "prefill tokens per forward pass")
         ->default_val(512);
+    sub->add_option("--block-size", engine_.block_size,
+                    "tokens per KV block: the prefix cache's granularity of reuse")
+        ->default_val(16);
     sub->add_option("--cache-ram", cache_ram_mib_, "RAM for cached prefixes, MiB")
         ->default_val(1024);
     sub->add_option("--cache-ttl", engine_.cache_ttl_seconds,
@@ -131,6 +134,9 @@ class ServeCommand : public Command {
     if (engine_.parallel < 1) return InvalidArgument("--parallel must be >= 1");
     if (engine_.max_queue < 0) return InvalidArgument("--max-queue must be >= 0");
     if (engine_.batch_size < 1) return InvalidArgument("--batch-size must be >= 1");
+    if (engine_.block_size < 1 || engine_.block_size > 1024) {
+      return InvalidArgument("--block-size must be between 1 and 1024");
+    }
     if (!(cache_ram_mib_ >= 0) || !(cache_disk_mib_ >= 0)) {
       return InvalidArgument("--cache-ram and --cache-disk must be >= 0");
     }

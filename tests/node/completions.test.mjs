@@ -147,6 +147,27 @@ test('a shared prefix is reused: cached_tokens is the shared length in whole blo
   assert.equal(r3.usage.prompt_tokens_details.cached_tokens, expectedCached(t2.length, t2.length));
 });
 
+test('--block-size sets the granularity of reuse', async () => {
+  const big = await startServer(['--block-size', '48']);
+  try {
+    const c = big.client();
+    assert.equal((await c.models.retrieve(MODEL)).meta.cache_block_tokens, 48);
+    const first = STORY + ' The dog ran to the tree.';
+    const second = STORY + ' A cat sat on the mat.';
+    const [t1, t2] = await Promise.all([big.tokenize({ prompt: first }), big.tokenize({ prompt: second })]);
+    await c.completions.create({ model: MODEL, prompt: first, max_tokens: 8, temperature: 0 });
+    const r = await c.completions.create({ model: MODEL, prompt: second, max_tokens: 8, temperature: 0 });
+    const expected = Math.floor(Math.min(commonPrefix(t1, t2), t2.length - 1) / 48) * 48;
+    assert.ok(expected > 0);
+    assert.notEqual(expected, expectedCached(commonPrefix(t1, t2), t2.length), 'not a 16-token block');
+    assert.equal(r.usage.prompt_tokens_details.cached_tokens, expected);
+    const reference = await coldClient.completions.create({ model: MODEL, prompt: second, max_tokens: 8, temperature: 0 });
+    assert.equal(r.choices[0].text, reference.choices[0].text);
+  } finally {
+    await big.stop();
+  }
+});
+
 test('chat requests sharing a system prompt hit the cache', async () => {
   const system = { role: 'system', content: STORY };
   const a = [system, { role: 'user', content: 'What did Lily see?' }];
