@@ -11,10 +11,10 @@
 #   (w) not run by default: warm time to first token after 3,280 cached tokens for 1..32 new ones
 #
 # Usage: scripts/bench_server.sh [-m MODEL] [-b BINARY] [-t THREADS] [-r REPEAT] [-p PORT]
-#                                [-n ANSWER_TOKENS] [-o RESULTS.jsonl] [-s SCENARIOS]
+#                                [-n ANSWER_TOKENS] [-o RESULTS.jsonl] [-s SCENARIOS] [-i ISA]
 #   defaults: /work/models/smollm2-135m-q8_0.gguf, build/promptcache, 2 threads, 3 repetitions,
-#   port 18090, 32 tokens per answer in (b), SCENARIOS "bench a b c". Medians over the
-#   repetitions are printed.
+#   port 18090, 32 tokens per answer in (b), SCENARIOS "bench a b c", ISA (`--isa`: the
+#   kernels' instruction set) the best this CPU has. Medians over the repetitions are printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -27,7 +27,8 @@ port=18090
 results=""
 scenarios="bench a b c"
 answer=32
-while getopts "m:b:t:r:p:n:o:s:h" opt; do
+isa=()
+while getopts "m:b:t:r:p:n:o:s:i:h" opt; do
   case $opt in
     m) model=$OPTARG ;;
     b) bin=$OPTARG ;;
@@ -37,7 +38,8 @@ while getopts "m:b:t:r:p:n:o:s:h" opt; do
     n) answer=$OPTARG ;;
     o) results=$OPTARG ;;
     s) scenarios=$OPTARG ;;
-    *) sed -n '2,19p' "$0"; exit 2 ;;
+    i) isa=(--isa "$OPTARG") ;;
+    *) sed -n '2,17p' "$0"; exit 2 ;;
   esac
 done
 [ -x "$bin" ] || { echo "bench_server: no binary at $bin (build it, or pass -b)" >&2; exit 1; }
@@ -65,7 +67,7 @@ url=http://127.0.0.1:$port
 # Starts the server with extra flags and waits for its "listening on" line (it loads a schema
 # cache or the model first).
 start_server() {
-  "$bin" serve -m "$model" -t "$threads" --host 127.0.0.1 --port "$port" "$@" 2>"$work/server.log" &
+  "$bin" serve -m "$model" -t "$threads" "${isa[@]}" --host 127.0.0.1 --port "$port" "$@" 2>"$work/server.log" &
   server_pid=$!
   for _ in $(seq 1 600); do
     grep -q "listening on" "$work/server.log" 2>/dev/null && return 0
@@ -85,13 +87,13 @@ client() { node tests/node/bench/bench_server.mjs "$@" --repeat "$repeat" >>"$re
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')" >&2
-echo "model: $model, $threads threads, $repeat repetitions; load average before: $(load)" >&2
+echo "model: $model, $threads threads, kernels ${isa[1]:-the best}, $repeat repetitions; load average before: $(load)" >&2
 
 for s in $scenarios; do
   echo "== $s (load $(load))" >&2
   case $s in
     bench)
-      "$bin" bench -m "$model" -t "$threads" -p 3300 -n 16 -r "$repeat" --json 2>/dev/null |
+      "$bin" bench -m "$model" -t "$threads" "${isa[@]}" -p 3300 -n 16 -r "$repeat" --json 2>/dev/null |
         tail -1 | node -e '
           const b = JSON.parse(require("fs").readFileSync(0, "utf8"));
           console.log(JSON.stringify({ scenario: "bench", prefix: 3290, ending: 10,

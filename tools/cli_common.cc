@@ -1,12 +1,15 @@
 #include "tools/cli_common.h"
 
+#include <strings.h>
 #include <sys/resource.h>
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
 #include "core/log.h"
 #include "engine/chat_template.h"
+#include "ops/targets.h"
 
 namespace promptcache::cli {
 
@@ -19,6 +22,29 @@ void ModelOptions::Register(CLI::App* sub) {
                   "prompt tokens per forward pass (default: what fits 32 MiB of scratch, <= 512)");
   sub->add_flag("--static-cache", static_cache,
                 "preallocate the KV cache for the whole context (default: grows)");
+  AddIsaOption(sub, &isa);
+}
+
+void AddIsaOption(CLI::App* sub, std::string* isa) {
+  sub->add_option("--isa", *isa,
+                  "instruction set for the kernels, one this CPU supports (e.g. AVX2; default: "
+                  "the best)");
+}
+
+Status SelectIsa(const std::string& isa) {
+  static std::optional<ScopedOpsTarget> selected;  // for the rest of the process
+  if (isa.empty()) return Status::Ok();
+  std::string names;
+  for (int64_t t : OpsTargets()) {
+    const std::string name = OpsTargetName(t);
+    if (strcasecmp(name.c_str(), isa.c_str()) == 0) {
+      selected.reset();
+      selected.emplace(t);
+      return Status::Ok();
+    }
+    names += (names.empty() ? "" : ", ") + name;
+  }
+  return InvalidArgument("--isa '" + isa + "' is not one this CPU runs: " + names);
 }
 
 Status ModelOptions::Validate() const {

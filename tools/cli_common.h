@@ -3,7 +3,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,11 +29,20 @@ struct ModelOptions {
   std::string kv_type = "f16";
   bool static_cache = false;
   int batch_size = 0;
+  std::string isa;
 
   void Register(CLI::App* sub);
   Status Validate() const;
   SessionOptions ToSessionOptions() const;
 };
+
+// --isa NAME: run the kernels with this instruction set (a Highway target this CPU supports,
+// e.g. AVX2) instead of the best one; where wider vectors lower the clock, a narrower set can
+// be faster.
+void AddIsaOption(CLI::App* sub, std::string* isa);
+// Applies --isa for the rest of the process (nothing when empty); an unknown or unsupported name
+// is an error listing the supported ones.
+Status SelectIsa(const std::string& isa);
 
 // Prints "promptcache: error: <message>" on stderr and returns 1.
 int Fail(const Status& status);

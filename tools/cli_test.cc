@@ -182,6 +182,8 @@ TEST_F(CliTest, BadFlagsAndPromptsGiveOneLineErrors) {
   ExpectOneLineError(m + " -p hi -n abc", "abc");
   ExpectOneLineError("bench -m " + kStories + " -s 0", "-s");
   ExpectOneLineError("serve -m " + kStories + " --block-size 0", "--block-size");
+  ExpectOneLineError("serve -m " + kStories + " --isa NOPE", "--isa 'NOPE'");
+  ExpectOneLineError(m + " -p hi --isa NOPE", "--isa 'NOPE'");
   ExpectOneLineError("serve -m " + kStories + " --parallel 0", "--parallel");
   ExpectOneLineError("run -p hi", "--model");
   ExpectOneLineError("frobnicate", "frobnicate");

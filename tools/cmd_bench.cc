@@ -3,9 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <optional>
 #include <random>
-#include <strings.h>
 
 #include "core/log.h"
 #include "nlohmann/json.hpp"
@@ -42,9 +40,6 @@ class BenchCommand : public Command {
         ->default_val(1);
     sub->add_option("-r,--repetitions", reps_, "repetitions (the median is reported)")
         ->default_val(3);
-    sub->add_option("--isa", isa_,
-                    "run the kernels with this instruction set (one the CPU supports, e.g. AVX2) "
-                    "instead of the best, to compare them");
     sub->add_flag("--json", json_, "end with one JSON object on stdout");
     sub->add_flag("--compare-no-cache", compare_,
                   "also time generation with and without the KV cache for growing lengths");
@@ -53,11 +48,10 @@ class BenchCommand : public Command {
   int Execute() override {
     SetLogLevel(LogLevel::kWarning);
     if (Status st = model_.Validate(); !st.ok()) return Fail(st);
+    if (Status st = SelectIsa(model_.isa); !st.ok()) return Fail(st);
     if (n_prompt_ < 1 || n_gen_ < 1 || reps_ < 1) return Fail("-p, -n and -r must be >= 1");
     if (depth_ < 0) return Fail("-d must be >= 0");
     if (n_seq_ < 1 || n_seq_ > 256) return Fail("-s must be from 1 to 256");
-    std::optional<ScopedOpsTarget> isa;
-    if (Status st = SelectIsa(&isa); !st.ok()) return Fail(st);
     std::unique_ptr<Model> model = LoadModelOrReport(model_.model_path);
     if (!model) return 1;
     SessionOptions so = model_.ToSessionOptions();
@@ -158,21 +152,6 @@ class BenchCommand : public Command {
   }
 
  private:
-  // --isa: the named Highway target, if this CPU supports it.
-  Status SelectIsa(std::optional<ScopedOpsTarget>* scope) const {
-    if (isa_.empty()) return Status::Ok();
-    std::string names;
-    for (int64_t t : OpsTargets()) {
-      const std::string name = OpsTargetName(t);
-      if (strcasecmp(name.c_str(), isa_.c_str()) == 0) {
-        scope->emplace(t);
-        return Status::Ok();
-      }
-      names += (names.empty() ? "" : ", ") + name;
-    }
-    return InvalidArgument("--isa '" + isa_ + "' is not one this CPU runs: " + names);
-  }
-
   // n_seq_ sequences forked from `base` (the depth tokens, shared): their prompts (the same
   // tokens; each sequence computes its own) in one batch, then n_gen_ steps of one batch with
   // a token of each, as a server decodes its active requests. Appends aggregate tokens/s.
@@ -236,7 +215,6 @@ class BenchCommand : public Command {
   ModelOptions model_;
   int n_prompt_ = 512, n_gen_ = 128, reps_ = 3, depth_ = 0, n_seq_ = 1;
   ForwardScratch scratch_;
-  std::string isa_;
   bool json_ = false, compare_ = false;
 };
 

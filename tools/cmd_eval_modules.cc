@@ -61,6 +61,7 @@ class EvalModulesCommand : public Command {
 
   int Execute() override {
     if (Status st = model_.Validate(); !st.ok()) return Fail(st);
+    if (Status st = SelectIsa(model_.isa); !st.ok()) return Fail(st);
     if (max_tokens_ < 1) return Fail("-n must be >= 1");
     SetLogLevel(LogLevel::kWarning);
     Result<std::vector<std::string>> files = PromptFiles(prompts_);

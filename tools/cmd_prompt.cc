@@ -77,6 +77,7 @@ class PromptCommand : public Command {
 
   int Execute() override {
     if (Status st = model_.Validate(); !st.ok()) return Fail(st);
+    if (Status st = SelectIsa(model_.isa); !st.ok()) return Fail(st);
     if (max_tokens_ < 0) return Fail("-n must be >= 0");
     if (repeat_ < 1) return Fail("--repeat must be >= 1");
     if (Status st = sampling_.Validate(); !st.ok()) return Fail(st);

@@ -31,6 +31,7 @@ class RunCommand : public Command {
   int Execute() override {
     if (verbose_) SetLogLevel(LogLevel::kDebug);
     if (Status st = model_.Validate(); !st.ok()) return Fail(st);
+    if (Status st = SelectIsa(model_.isa); !st.ok()) return Fail(st);
     if (max_tokens_ < 0) return Fail("-n must be >= 0");
     if (Status st = sampling_.Validate(); !st.ok()) return Fail(st);
     std::unique_ptr<Model> model = LoadModelOrReport(model_.model_path);

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "core/log.h"
+#include "ops/targets.h"
 #include "promptcache/engine.h"
 #include "server/http_server.h"
 #include "tools/cli_common.h"
@@ -29,6 +30,7 @@ class ServeCommand : public Command {
     sub->add_option("-c,--context", engine_.context,
                     "context size per request in tokens (default: the model's)");
     sub->add_option("--kv-type", kv_type_, "KV cache storage: f16 or f32")->default_val("f16");
+    AddIsaOption(sub, &isa_);
     sub->add_option("--host", server_.host, "address to listen on")->default_val("127.0.0.1");
     sub->add_option("--port", server_.port, "port (0: any free port)")->default_val(8080);
     sub->add_option("--parallel", engine_.parallel, "requests served at once")->default_val(4);
@@ -69,6 +71,7 @@ class ServeCommand : public Command {
   int Execute() override {
     if (verbose_) SetLogLevel(LogLevel::kDebug);
     if (Status st = Validate(); !st.ok()) return Fail(st);
+    if (Status st = SelectIsa(isa_); !st.ok()) return Fail(st);
     if (server_.api_key.empty()) {
       if (const char* key = std::getenv("PROMPTCACHE_API_KEY")) server_.api_key = key;
     }
@@ -92,9 +95,9 @@ class ServeCommand : public Command {
       HttpServer server(engine->get(), server_);
       if (Status st = server.Bind(); !st.ok()) return Fail(st);
       const bool v6 = server_.host.find(':') != std::string::npos;
-      std::fprintf(stderr, "promptcache: serving %s; listening on http://%s%s%s:%d\n",
-                   server.model_id().c_str(), v6 ? "[" : "", server_.host.c_str(), v6 ? "]" : "",
-                   server.port());
+      std::fprintf(stderr, "promptcache: serving %s (%s kernels); listening on http://%s%s%s:%d\n",
+                   server.model_id().c_str(), OpsActiveTargetName().c_str(), v6 ? "[" : "",
+                   server_.host.c_str(), v6 ? "]" : "", server.port());
       std::fflush(stderr);
       std::atomic<bool> done{false};
       std::thread waiter([&] {
@@ -154,6 +157,7 @@ class ServeCommand : public Command {
 
   EngineOptions engine_;
   ServerOptions server_;
+  std::string isa_;
   std::string kv_type_ = "f16";
   double cache_ram_mib_ = 1024, cache_disk_mib_ = 4096;
   bool no_prefix_cache_ = false, verbose_ = false;
