@@ -41,6 +41,14 @@ struct F16Src {
   static float At(const uint16_t* p) { return F16ToF32(*p); }
 };
 
+// a_i += x * k_i for i < 4 (inlined: the accumulators stay in registers).
+HWY_INLINE void MulAdd4(VF x, VF k0, VF k1, VF k2, VF k3, VF* a0, VF* a1, VF* a2, VF* a3) {
+  *a0 = hn::MulAdd(x, k0, *a0);
+  *a1 = hn::MulAdd(x, k1, *a1);
+  *a2 = hn::MulAdd(x, k2, *a2);
+  *a3 = hn::MulAdd(x, k3, *a3);
+}
+
 // s[qi][i] = q[qi] · k[i] for four key rows and Q (1 to 4) queries: per lane partial sums
 // over the dimension, then the lanes summed (SumLanes4), then the scalar remainder. Each query's
 // arithmetic is the same whatever Q. The accumulators are named, not an array: GCC kept an array
@@ -58,32 +66,10 @@ HWY_INLINE void Scores4(const float* const* q, const typename E::T* const* k, in
   for (int j = 0; j < dv; j += L) {
     const VF k0 = E::Load(d, k[0] + j), k1 = E::Load(d, k[1] + j);
     const VF k2 = E::Load(d, k[2] + j), k3 = E::Load(d, k[3] + j);
-    const VF x = hn::LoadU(d, q[0] + j);
-    a0 = hn::MulAdd(x, k0, a0);
-    a1 = hn::MulAdd(x, k1, a1);
-    a2 = hn::MulAdd(x, k2, a2);
-    a3 = hn::MulAdd(x, k3, a3);
-    if (Q >= 2) {
-      const VF y = hn::LoadU(d, q[Q >= 2 ? 1 : 0] + j);
-      b0 = hn::MulAdd(y, k0, b0);
-      b1 = hn::MulAdd(y, k1, b1);
-      b2 = hn::MulAdd(y, k2, b2);
-      b3 = hn::MulAdd(y, k3, b3);
-    }
-    if (Q >= 3) {
-      const VF z = hn::LoadU(d, q[Q >= 3 ? 2 : 0] + j);
-      c0 = hn::MulAdd(z, k0, c0);
-      c1 = hn::MulAdd(z, k1, c1);
-      c2 = hn::MulAdd(z, k2, c2);
-      c3 = hn::MulAdd(z, k3, c3);
-    }
-    if (Q == 4) {
-      const VF w = hn::LoadU(d, q[Q == 4 ? 3 : 0] + j);
-      e0 = hn::MulAdd(w, k0, e0);
-      e1 = hn::MulAdd(w, k1, e1);
-      e2 = hn::MulAdd(w, k2, e2);
-      e3 = hn::MulAdd(w, k3, e3);
-    }
+    MulAdd4(hn::LoadU(d, q[0] + j), k0, k1, k2, k3, &a0, &a1, &a2, &a3);
+    if (Q >= 2) MulAdd4(hn::LoadU(d, q[Q >= 2 ? 1 : 0] + j), k0, k1, k2, k3, &b0, &b1, &b2, &b3);
+    if (Q >= 3) MulAdd4(hn::LoadU(d, q[Q >= 3 ? 2 : 0] + j), k0, k1, k2, k3, &c0, &c1, &c2, &c3);
+    if (Q == 4) MulAdd4(hn::LoadU(d, q[Q == 4 ? 3 : 0] + j), k0, k1, k2, k3, &e0, &e1, &e2, &e3);
   }
   SumLanes4(a0, a1, a2, a3, s[0]);
   if (Q >= 2) SumLanes4(b0, b1, b2, b3, s[Q >= 2 ? 1 : 0]);
@@ -168,26 +154,10 @@ HWY_INLINE int AccumulateWide(const float* const* p, const typename E::T* const*
       const typename E::T* vr = v[r] + j;
       const VF v0 = E::Load(d, vr), v1 = E::Load(d, vr + L);
       const VF v2 = E::Load(d, vr + 2 * L), v3 = E::Load(d, vr + 3 * L);
-      const VF w = hn::Set(d, p[0][r]), x = hn::Set(d, p[1][r]);
-      a0 = hn::MulAdd(w, v0, a0);
-      a1 = hn::MulAdd(w, v1, a1);
-      a2 = hn::MulAdd(w, v2, a2);
-      a3 = hn::MulAdd(w, v3, a3);
-      b0 = hn::MulAdd(x, v0, b0);
-      b1 = hn::MulAdd(x, v1, b1);
-      b2 = hn::MulAdd(x, v2, b2);
-      b3 = hn::MulAdd(x, v3, b3);
-      const VF y = hn::Set(d, p[2][r]), z = hn::Set(d, p[Q - 1][r]);
-      c0 = hn::MulAdd(y, v0, c0);
-      c1 = hn::MulAdd(y, v1, c1);
-      c2 = hn::MulAdd(y, v2, c2);
-      c3 = hn::MulAdd(y, v3, c3);
-      if (Q == 4) {
-        e0 = hn::MulAdd(z, v0, e0);
-        e1 = hn::MulAdd(z, v1, e1);
-        e2 = hn::MulAdd(z, v2, e2);
-        e3 = hn::MulAdd(z, v3, e3);
-      }
+      MulAdd4(hn::Set(d, p[0][r]), v0, v1, v2, v3, &a0, &a1, &a2, &a3);
+      MulAdd4(hn::Set(d, p[1][r]), v0, v1, v2, v3, &b0, &b1, &b2, &b3);
+      MulAdd4(hn::Set(d, p[2][r]), v0, v1, v2, v3, &c0, &c1, &c2, &c3);
+      if (Q == 4) MulAdd4(hn::Set(d, p[Q - 1][r]), v0, v1, v2, v3, &e0, &e1, &e2, &e3);
     }
     hn::StoreU(a0, d, o[0] + j), hn::StoreU(a1, d, o[0] + j + L);
     hn::StoreU(a2, d, o[0] + j + 2 * L), hn::StoreU(a3, d, o[0] + j + 3 * L);
