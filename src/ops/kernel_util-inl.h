@@ -56,23 +56,25 @@ inline float ReduceSum(VF v) { return hn::GetLane(hn::SumOfLanes(DF(), v)); }
 // out[i] = the sum of a_i's lanes, i < 4, for about a third of four ReduceSums' shuffles: sums
 // of lane pairs, then of pairs of pairs within each 128-bit block (the four vectors interleaved,
 // so every step serves all of them), then the halves while wider than a block.
-inline void SumLanes4(VF a0, VF a1, VF a2, VF a3, float* out) {
+template <class D = DF>
+HWY_INLINE void SumLanes4(hn::Vec<D> a0, hn::Vec<D> a1, hn::Vec<D> a2, hn::Vec<D> a3, float* out) {
 #if HWY_TARGET == HWY_SCALAR
   out[0] = hn::GetLane(a0);
   out[1] = hn::GetLane(a1);
   out[2] = hn::GetLane(a2);
   out[3] = hn::GetLane(a3);
 #else
-  const DF d;
-  const hn::Repartition<uint64_t, DF> d64;
-  const VF t0 = hn::Add(hn::InterleaveLower(d, a0, a1), hn::InterleaveUpper(d, a0, a1));
-  const VF t1 = hn::Add(hn::InterleaveLower(d, a2, a3), hn::InterleaveUpper(d, a2, a3));
+  using V = hn::Vec<D>;
+  const D d;
+  const hn::Repartition<uint64_t, D> d64;
+  const V t0 = hn::Add(hn::InterleaveLower(d, a0, a1), hn::InterleaveUpper(d, a0, a1));
+  const V t1 = hn::Add(hn::InterleaveLower(d, a2, a3), hn::InterleaveUpper(d, a2, a3));
   const auto w0 = hn::BitCast(d64, t0), w1 = hn::BitCast(d64, t1);
   // Block b, lane i: the sum over a_i's lanes in block b.
-  const VF u = hn::Add(hn::BitCast(d, hn::InterleaveLower(d64, w0, w1)),
-                       hn::BitCast(d, hn::InterleaveUpper(d64, w0, w1)));
+  const V u = hn::Add(hn::BitCast(d, hn::InterleaveLower(d64, w0, w1)),
+                      hn::BitCast(d, hn::InterleaveUpper(d64, w0, w1)));
   const int L = static_cast<int>(hn::Lanes(d));
-  const hn::Half<DF> dh;
+  const hn::Half<D> dh;
   const hn::Half<decltype(dh)> dq;
   if (L == 4) {
     hn::StoreU(u, d, out);
@@ -82,7 +84,7 @@ inline void SumLanes4(VF a0, VF a1, VF a2, VF a3, float* out) {
     const auto h = hn::Add(hn::LowerHalf(dh, u), hn::UpperHalf(dh, u));
     hn::StoreU(hn::Add(hn::LowerHalf(dq, h), hn::UpperHalf(dq, h)), dq, out);
   } else {
-    HWY_ALIGN float lanes[hn::MaxLanes(DF())];
+    HWY_ALIGN float lanes[hn::MaxLanes(D())];
     hn::Store(u, d, lanes);
     for (int i = 0; i < 4; ++i) {
       float sum = lanes[i];
