@@ -195,6 +195,151 @@ class MemberTiles {
   AttnTile rows_[kItemTokens], next_[kItemTokens];
 };
 
+// One layer's attention over the plan's items: what every item needs, gathered once.
+class LayerAttention {
+ public:
+  LayerAttention(const ModelConfig& c, std::span<const BatchToken> batch,
+                 const std::vector<int>& slot, int layer, ForwardScratch* s)
+      : c_(c),
+        batch_(batch),
+        slot_(slot),
+        layer_(layer),
+        s_(*s),
+        as_(s->attention),
+        order_(s->attention.order),
+        H_(c.n_heads),
+        KVH_(c.n_kv_heads),
+        hd_(c.head_dim),
+        group_(c.n_heads / c.n_kv_heads),
+        scale_(1.0f / std::sqrt(static_cast<float>(c.head_dim))),
+        head_bytes_(size_t(c.head_dim) * batch[0].seq->pool()->layout().elem_bytes()) {}
+
+  // Folds every key the item's tokens read (of its chunk, or all) into their states.
+  void RunItem(const Item& it, AttentionScratch::Thread& th) const {
+    Member members[kItemTokens];
+    int keys = 0;
+    const int n_members = Members(it, members, &keys);
+    const int ch_begin = it.chunk < 0 ? 0 : it.chunk;
+    const int ch_end = it.chunk < 0 ? (keys + kChunkRows - 1) / kChunkRows : it.chunk + 1;
+    const int M = it.count * H_;  // queries: token-major, then heads
+    for (int ch = ch_begin; ch < ch_end; ++ch) {
+      const int k0 = ch * kChunkRows, k1 = std::min(k0 + kChunkRows, keys);
+      std::fill(th.state.begin(), th.state.begin() + M, AttnState{});
+      std::fill(th.o.begin(), th.o.begin() + size_t(M) * hd_, 0.0f);
+      MemberTiles tiles(members, n_members, layer_, k0, k1);
+      for (int ts = k0; ts < k1; ts += kTileRows) {
+        tiles.Advance(ts);
+        for (int kvh = 0; kvh < KVH_; ++kvh) {
+          for (int g = 0; g < n_members; ++g) {
+            if (!tiles.Leads(g)) continue;
+            const int n_q = GatherQueries(it, members, n_members, tiles, g, kvh, ts, th);
+            const AttnTile tile = ForHead(tiles.Rows(g), kvh, head_bytes_);
+            AttendTile(tile, hd_, scale_, n_q, th.q.data(), th.n_valid.data(), th.state_ptr.data(),
+                       th.o_ptr.data());
+          }
+        }
+      }
+      StoreChunk(it, ch, th);
+    }
+  }
+
+  // Every query's chunks merged in key order, then normalized.
+  void Finish() const {
+    const int T = static_cast<int>(batch_.size());
+    for (int t = 0; t < T; ++t) {
+      for (int h = 0; h < H_; ++h) {
+        AttnState& st = as_.state[size_t(t) * H_ + h];
+        float* out = OutRow(t, h);
+        if (as_.split) {
+          for (int ch = 0; ch * kChunkRows <= slot_[t]; ++ch) {
+            const size_t p = (size_t(t) * H_ + h) * as_.n_chunks + ch;
+            MergeAttention(as_.partial_state[p], as_.partial_o.data() + p * hd_, &st, out, hd_);
+          }
+        }
+        const float inv = 1.0f / st.sum;
+        for (int j = 0; j < hd_; ++j) out[j] *= inv;
+      }
+    }
+  }
+
+ private:
+  const float* QRow(int t, int h) const {
+    return s_.q.data() + size_t(t) * c_.q_dim() + size_t(h) * hd_;
+  }
+  float* OutRow(int t, int h) const {
+    return s_.attn.data() + size_t(t) * c_.q_dim() + size_t(h) * hd_;
+  }
+
+  // The item's members (its runs of tokens of one sequence; several when sequences share it)
+  // and, in *keys, the keys its furthest-reaching token reads.
+  int Members(const Item& it, Member* members, int* keys) const {
+    int n = 0;
+    for (int i = 0; i < it.count; ++i) {
+      const int t = order_[it.first + i];
+      if (n == 0 || members[n - 1].seq != batch_[t].seq) members[n++] = {batch_[t].seq, i, 0, 0};
+      Member& mb = members[n - 1];
+      ++mb.count;
+      mb.keys = std::max(mb.keys, slot_[t] + 1);
+      *keys = std::max(*keys, mb.keys);
+    }
+    return n;
+  }
+
+  // Lists in th the queries of KV head kvh that read leader g's tile at ts: the tokens, of every
+  // member reading the same rows, at or after its first key. Returns their count.
+  int GatherQueries(const Item& it, const Member* members, int n_members, const MemberTiles& tiles,
+                    int g, int kvh, int ts, AttentionScratch::Thread& th) const {
+    int n_q = 0;
+    for (int mi = g; mi < n_members; ++mi) {
+      if (!tiles.Active(mi) || tiles.Leader(mi) != g) continue;
+      const Member& mb = members[mi];
+      for (int i = mb.first; i < mb.first + mb.count; ++i) {
+        const int t = order_[it.first + i];
+        if (slot_[t] < ts) continue;
+        const int n = std::min(ts + kTileRows, slot_[t] + 1) - ts;
+        for (int h = kvh * group_; h < (kvh + 1) * group_; ++h) {
+          const int m = i * H_ + h;
+          th.q[n_q] = QRow(t, h);
+          th.n_valid[n_q] = n;
+          th.state_ptr[n_q] = &th.state[m];
+          th.o_ptr[n_q] = th.o.data() + size_t(m) * hd_;
+          ++n_q;
+        }
+      }
+    }
+    return n_q;
+  }
+
+  // The chunk's states of the item's queries: kept for the merge when split, else merged now.
+  void StoreChunk(const Item& it, int ch, AttentionScratch::Thread& th) const {
+    for (int i = 0; i < it.count; ++i) {
+      const int t = order_[it.first + i];
+      for (int h = 0; h < H_; ++h) {
+        const int m = i * H_ + h;
+        const float* o = th.o.data() + size_t(m) * hd_;
+        if (as_.split) {
+          const size_t p = (size_t(t) * H_ + h) * as_.n_chunks + ch;
+          as_.partial_state[p] = th.state[m];
+          std::memcpy(as_.partial_o.data() + p * hd_, o, sizeof(float) * hd_);
+        } else {
+          MergeAttention(th.state[m], o, &as_.state[size_t(t) * H_ + h], OutRow(t, h), hd_);
+        }
+      }
+    }
+  }
+
+  const ModelConfig& c_;
+  std::span<const BatchToken> batch_;
+  const std::vector<int>& slot_;
+  const int layer_;
+  ForwardScratch& s_;
+  AttentionScratch& as_;
+  const std::vector<int>& order_;
+  const int H_, KVH_, hd_, group_;
+  const float scale_;
+  const size_t head_bytes_;
+};
+
 }  // namespace
 
 void Model::PlanAttention(std::span<const BatchToken> batch, const std::vector<int>& slot,
@@ -280,122 +425,25 @@ void Model::PlanAttention(std::span<const BatchToken> batch, const std::vector<i
 
 void Model::Attention(std::span<const BatchToken> batch, const std::vector<int>& slot, int layer,
                       ThreadPool* pool, ForwardScratch* s) const {
-  const ModelConfig& c = config_;
   const int T = static_cast<int>(batch.size());
-  const int H = c.n_heads, KVH = c.n_kv_heads, hd = c.head_dim, group = H / KVH;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int H = config_.n_heads;
   AttentionScratch& as = s->attention;
-  const std::vector<int>& order = as.order;
-  const std::vector<Item>& items = as.items;
-  const int n_chunks = as.n_chunks;
-  const bool split = as.split;
   std::fill(as.state.begin(), as.state.begin() + size_t(T) * H, AttnState{});
-
-  auto q_row = [&](int t, int h) { return s->q.data() + size_t(t) * c.q_dim() + size_t(h) * hd; };
-  auto out_row = [&](int t, int h) {
-    return s->attn.data() + size_t(t) * c.q_dim() + size_t(h) * hd;
-  };
-
-  const size_t head_bytes = size_t(hd) * batch[0].seq->pool()->layout().elem_bytes();
-  auto run_item = [&](const Item& it, AttentionScratch::Thread& th) {
-    // The item's members: its runs of tokens of one sequence (several when sequences share it).
-    Member members[kItemTokens];
-    int n_members = 0, keys = 0;
-    for (int i = 0; i < it.count; ++i) {
-      const int t = order[it.first + i];
-      if (n_members == 0 || members[n_members - 1].seq != batch[t].seq) {
-        members[n_members++] = {batch[t].seq, i, 0, 0};
-      }
-      Member& mb = members[n_members - 1];
-      ++mb.count;
-      mb.keys = std::max(mb.keys, slot[t] + 1);
-      keys = std::max(keys, mb.keys);
-    }
-    const int ch_begin = it.chunk < 0 ? 0 : it.chunk;
-    const int ch_end = it.chunk < 0 ? (keys + kChunkRows - 1) / kChunkRows : it.chunk + 1;
-    const int M = it.count * H;  // queries: token-major, then heads
-    for (int ch = ch_begin; ch < ch_end; ++ch) {
-      const int k0 = ch * kChunkRows, k1 = std::min(k0 + kChunkRows, keys);
-      std::fill(th.state.begin(), th.state.begin() + M, AttnState{});
-      std::fill(th.o.begin(), th.o.begin() + size_t(M) * hd, 0.0f);
-      MemberTiles tiles(members, n_members, layer, k0, k1);
-      for (int ts = k0; ts < k1; ts += kTileRows) {
-        tiles.Advance(ts);
-        for (int kvh = 0; kvh < KVH; ++kvh) {
-          for (int g = 0; g < n_members; ++g) {
-            if (!tiles.Leads(g)) continue;
-            // The queries of this KV head that read the tile: the tokens, of every member
-            // reading the same rows, at or after its first key.
-            int n_q = 0;
-            for (int mi = g; mi < n_members; ++mi) {
-              if (!tiles.Active(mi) || tiles.Leader(mi) != g) continue;
-              const Member& mb = members[mi];
-              for (int i = mb.first; i < mb.first + mb.count; ++i) {
-                const int t = order[it.first + i];
-                if (slot[t] < ts) continue;
-                const int n = std::min(ts + kTileRows, slot[t] + 1) - ts;
-                for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
-                  const int m = i * H + h;
-                  th.q[n_q] = q_row(t, h);
-                  th.n_valid[n_q] = n;
-                  th.state_ptr[n_q] = &th.state[m];
-                  th.o_ptr[n_q] = th.o.data() + size_t(m) * hd;
-                  ++n_q;
-                }
-              }
-            }
-            const AttnTile tile = ForHead(tiles.Rows(g), kvh, head_bytes);
-            AttendTile(tile, hd, scale, n_q, th.q.data(), th.n_valid.data(), th.state_ptr.data(),
-                       th.o_ptr.data());
-          }
-        }
-      }
-      for (int i = 0; i < it.count; ++i) {
-        const int t = order[it.first + i];
-        for (int h = 0; h < H; ++h) {
-          const int m = i * H + h;
-          const float* o = th.o.data() + size_t(m) * hd;
-          if (split) {
-            const size_t p = (size_t(t) * H + h) * n_chunks + ch;
-            as.partial_state[p] = th.state[m];
-            std::memcpy(as.partial_o.data() + p * hd, o, sizeof(float) * hd);
-          } else {
-            MergeAttention(th.state[m], o, &as.state[size_t(t) * H + h], out_row(t, h), hd);
-          }
-        }
-      }
-    }
-  };
-
+  const LayerAttention attention(config_, batch, slot, layer, s);
   std::atomic<size_t> next{0};
   auto work = [&](int thread, int) {
-    for (size_t i = next.fetch_add(1); i < items.size(); i = next.fetch_add(1)) {
-      run_item(items[i], as.threads[thread]);
+    for (size_t i = next.fetch_add(1); i < as.items.size(); i = next.fetch_add(1)) {
+      attention.RunItem(as.items[i], as.threads[thread]);
     }
   };
   // Tiny attention (small models, short contexts) is not worth a fork/join.
-  const int64_t flops = int64_t(T) * H * int64_t(as.max_keys) * hd;
+  const int64_t flops = int64_t(T) * H * int64_t(as.max_keys) * config_.head_dim;
   if (pool != nullptr && flops >= (int64_t(1) << 16)) {
     pool->Run(work);
   } else {
     work(0, 1);
   }
-
-  // Every query's chunks merged in key order, then normalized.
-  for (int t = 0; t < T; ++t) {
-    for (int h = 0; h < H; ++h) {
-      AttnState& st = as.state[size_t(t) * H + h];
-      float* out = out_row(t, h);
-      if (split) {
-        for (int ch = 0; ch * kChunkRows <= slot[t]; ++ch) {
-          const size_t p = (size_t(t) * H + h) * n_chunks + ch;
-          MergeAttention(as.partial_state[p], as.partial_o.data() + p * hd, &st, out, hd);
-        }
-      }
-      const float inv = 1.0f / st.sum;
-      for (int j = 0; j < hd; ++j) out[j] *= inv;
-    }
-  }
+  attention.Finish();
 }
 
 }  // namespace promptcache
