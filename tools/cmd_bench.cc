@@ -19,6 +19,10 @@ double Median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+int32_t Greedy(const float* logits, int n_vocab) {
+  return static_cast<int32_t>(std::max_element(logits, logits + n_vocab) - logits);
+}
+
 double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -72,41 +76,23 @@ class BenchCommand : public Command {
     std::vector<int32_t> context, context_pos, prompt, positions;
     random_tokens(depth_, 0, &context, &context_pos);
     random_tokens(n_prompt_, depth_, &prompt, &positions);
-    std::vector<float> logits(n_vocab);
     KvSequence seq(session.block_pool());
     if (depth_ > 0) {
-      if (Status st = session.Eval(context, context_pos, &seq, logits.data()); !st.ok()) {
+      if (Status st = session.Eval(context, context_pos, &seq, nullptr); !st.ok()) {
         return Fail(st);
       }
     }
 
     std::vector<double> pp, tg;
     // One untimed warm-up of each, so page faults of the mapping are not counted.
-    for (int r = 0; r <= reps_ && n_seq_ > 1; ++r) {
-      if (Status st = TimeSequences(*model, &session, seq, prompt, r > 0 ? &pp : nullptr,
-                                    r > 0 ? &tg : nullptr);
-          !st.ok()) {
-        return Fail(st);
+    for (int r = 0; r <= reps_; ++r) {
+      const Status st = n_seq_ > 1 ? TimeSequences(&session, seq, prompt, &pp, &tg)
+                                   : TimeOne(&session, &seq, prompt, positions, &pp, &tg);
+      if (!st.ok()) return Fail(st);
+      if (r == 0) {
+        pp.clear();
+        tg.clear();
       }
-    }
-    for (int r = 0; r <= reps_ && n_seq_ == 1; ++r) {
-      seq.Truncate(depth_);
-      auto t0 = std::chrono::steady_clock::now();
-      if (Status st = session.Eval(prompt, positions, &seq, logits.data()); !st.ok())
-        return Fail(st);
-      if (r > 0) pp.push_back(n_prompt_ / SecondsSince(t0));
-
-      seq.Truncate(depth_);
-      int32_t tok = prompt[0];
-      t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < n_gen_; ++i) {
-        const int32_t pos = depth_ + i;
-        if (Status st = session.Eval({&tok, 1}, {&pos, 1}, &seq, logits.data()); !st.ok()) {
-          return Fail(st);
-        }
-        tok = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-      }
-      if (r > 0) tg.push_back(n_gen_ / SecondsSince(t0));
     }
     seq.Clear();
 
@@ -152,13 +138,36 @@ class BenchCommand : public Command {
   }
 
  private:
+  // The prompt after the depth tokens, then n_gen_ tokens decoded one at a time (greedy).
+  // Appends tokens/s.
+  Status TimeOne(Session* session, KvSequence* seq, const std::vector<int32_t>& prompt,
+                 const std::vector<int32_t>& positions, std::vector<double>* pp,
+                 std::vector<double>* tg) {
+    const int n_vocab = session->model().config().n_vocab;
+    std::vector<float> logits(n_vocab);
+    seq->Truncate(depth_);
+    auto t0 = std::chrono::steady_clock::now();
+    PC_RETURN_IF_ERROR(session->Eval(prompt, positions, seq, logits.data()));
+    pp->push_back(n_prompt_ / SecondsSince(t0));
+
+    seq->Truncate(depth_);
+    int32_t tok = prompt[0];
+    t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < n_gen_; ++i) {
+      const int32_t pos = depth_ + i;
+      PC_RETURN_IF_ERROR(session->Eval({&tok, 1}, {&pos, 1}, seq, logits.data()));
+      tok = Greedy(logits.data(), n_vocab);
+    }
+    tg->push_back(n_gen_ / SecondsSince(t0));
+    return Status::Ok();
+  }
+
   // n_seq_ sequences forked from `base` (the depth tokens, shared): their prompts (the same
   // tokens; each sequence computes its own) in one batch, then n_gen_ steps of one batch with
   // a token of each, as a server decodes its active requests. Appends aggregate tokens/s.
-  Status TimeSequences(const Model& model, Session* session, const KvSequence& base,
-                       const std::vector<int32_t>& prompt, std::vector<double>* pp,
-                       std::vector<double>* tg) {
-    const int n_vocab = model.config().n_vocab;
+  Status TimeSequences(Session* session, const KvSequence& base, const std::vector<int32_t>& prompt,
+                       std::vector<double>* pp, std::vector<double>* tg) {
+    const int n_vocab = session->model().config().n_vocab;
     std::vector<KvSequence> seqs;
     for (int i = 0; i < n_seq_; ++i) seqs.push_back(base.Fork());
     std::vector<BatchToken> batch;
@@ -169,8 +178,8 @@ class BenchCommand : public Command {
     }
     std::vector<float> logits(size_t(n_seq_) * n_vocab);
     auto t0 = std::chrono::steady_clock::now();
-    PC_RETURN_IF_ERROR(model.Forward(batch, logits.data(), session->pool(), &scratch_));
-    if (pp) pp->push_back(double(n_seq_) * n_prompt_ / SecondsSince(t0));
+    PC_RETURN_IF_ERROR(session->EvalBatch(batch, logits.data()));
+    pp->push_back(double(n_seq_) * n_prompt_ / SecondsSince(t0));
 
     for (KvSequence& sq : seqs) sq.Truncate(depth_);
     std::vector<int32_t> tok(n_seq_, prompt[0]);
@@ -178,13 +187,11 @@ class BenchCommand : public Command {
     for (int step = 0; step < n_gen_; ++step) {
       batch.clear();
       for (int i = 0; i < n_seq_; ++i) batch.push_back({tok[i], depth_ + step, &seqs[i], true});
-      PC_RETURN_IF_ERROR(model.Forward(batch, logits.data(), session->pool(), &scratch_));
-      for (int i = 0; i < n_seq_; ++i) {
-        const float* l = logits.data() + size_t(i) * n_vocab;
-        tok[i] = static_cast<int32_t>(std::max_element(l, l + n_vocab) - l);
-      }
+      PC_RETURN_IF_ERROR(session->EvalBatch(batch, logits.data()));
+      for (int i = 0; i < n_seq_; ++i)
+        tok[i] = Greedy(logits.data() + size_t(i) * n_vocab, n_vocab);
     }
-    if (tg) tg->push_back(double(n_seq_) * n_gen_ / SecondsSince(t0));
+    tg->push_back(double(n_seq_) * n_gen_ / SecondsSince(t0));
     return Status::Ok();
   }
 
@@ -214,7 +221,6 @@ class BenchCommand : public Command {
 
   ModelOptions model_;
   int n_prompt_ = 512, n_gen_ = 128, reps_ = 3, depth_ = 0, n_seq_ = 1;
-  ForwardScratch scratch_;
   bool json_ = false, compare_ = false;
 };
 

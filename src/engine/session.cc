@@ -44,19 +44,26 @@ Status Session::Eval(std::span<const int32_t> tokens, std::span<const int32_t> p
                      KvSequence* seq, float* logits, bool show_progress) {
   PC_CHECK(tokens.size() == positions.size());
   const size_t n = tokens.size();
-  const size_t chunk =
-      options_.batch_size > 0 ? options_.batch_size : model_.DefaultBatchSize();
+  std::vector<BatchToken> batch(n);
+  for (size_t i = 0; i < n; ++i) {
+    batch[i] = {tokens[i], positions[i], seq, i + 1 == n && logits != nullptr};
+  }
+  return EvalBatch(batch, logits, show_progress);
+}
+
+Status Session::EvalBatch(std::span<const BatchToken> batch, float* logits, bool show_progress) {
+  const size_t n = batch.size();
+  const size_t chunk = options_.batch_size > 0 ? options_.batch_size : model_.DefaultBatchSize();
+  const size_t n_vocab = model_.config().n_vocab;
   std::unique_ptr<ProgressBar> bar;
   if (show_progress && n > chunk) bar = std::make_unique<ProgressBar>("prefill", n);
-  std::vector<BatchToken> batch;
   for (size_t b = 0; b < n; b += chunk) {
-    const size_t e = std::min(n, b + chunk);
-    batch.clear();
-    for (size_t i = b; i < e; ++i) {
-      batch.push_back({tokens[i], positions[i], seq, i + 1 == n && logits != nullptr});
-    }
-    PC_RETURN_IF_ERROR(model_.Forward(batch, logits, &pool_, &scratch_));
-    if (bar) bar->Update(e);
+    const std::span<const BatchToken> part = batch.subspan(b, std::min(n, b + chunk) - b);
+    PC_RETURN_IF_ERROR(model_.Forward(part, logits, &pool_, &scratch_));
+    const auto outs =
+        std::count_if(part.begin(), part.end(), [](const BatchToken& t) { return t.want_logits; });
+    if (logits != nullptr) logits += size_t(outs) * n_vocab;
+    if (bar) bar->Update(b + part.size());
   }
   return Status::Ok();
 }

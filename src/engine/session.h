@@ -70,6 +70,9 @@ class Session {
   // batch_size, and writes the last token's logits to `logits` (n_vocab floats) if not null.
   Status Eval(std::span<const int32_t> tokens, std::span<const int32_t> positions, KvSequence* seq,
               float* logits, bool show_progress = false);
+  // The same for a batch over any sequences (Model::Forward's contract): run in chunks of
+  // batch_size tokens, the logits of every token with want_logits written in batch order.
+  Status EvalBatch(std::span<const BatchToken> batch, float* logits, bool show_progress = false);
 
  private:
   Status CheckFits(size_t n_tokens) const;

@@ -43,6 +43,38 @@ TEST(Session, GreedyTextWithAndWithoutKvCacheIsTheSame) {
   EXPECT_EQ(cached->tokens.size(), 40u);
 }
 
+// A batch over several sequences, run in chunks smaller than it: each sequence's logits land at
+// its place in batch order, as when it is evaluated alone.
+TEST(Session, EvalBatchInChunksKeepsEachSequencesLogits) {
+  auto m = LoadStories();
+  SessionOptions so;
+  so.batch_size = 5;  // every sequence's prompt crosses a chunk boundary
+  Session s(*m, so);
+  const int V = m->config().n_vocab;
+  const std::vector<std::vector<int32_t>> prompts = {
+      m->tokenizer().Encode("Once upon a time", true),
+      m->tokenizer().Encode("The dog ran to the big tree and sat", true),
+      m->tokenizer().Encode("Lily", true)};
+  std::vector<KvSequence> seqs;
+  std::vector<BatchToken> batch;
+  for (size_t i = 0; i < prompts.size(); ++i) seqs.emplace_back(s.block_pool());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    for (size_t j = 0; j < prompts[i].size(); ++j) {
+      batch.push_back({prompts[i][j], int32_t(j), &seqs[i], j + 1 == prompts[i].size()});
+    }
+  }
+  std::vector<float> together(prompts.size() * V);
+  ASSERT_TRUE(s.EvalBatch(batch, together.data()).ok());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    KvSequence alone(s.block_pool());
+    std::vector<int32_t> pos(prompts[i].size());
+    for (size_t j = 0; j < pos.size(); ++j) pos[j] = int32_t(j);
+    std::vector<float> logits(V);
+    ASSERT_TRUE(s.Eval(prompts[i], pos, &alone, logits.data()).ok());
+    for (int v = 0; v < V; ++v) ASSERT_NEAR(together[i * V + v], logits[v], 1e-4f) << i << " " << v;
+  }
+}
+
 TEST(Session, StopStringEndsTextBeforeIt) {
   auto m = LoadStories();
   Session s(*m, SessionOptions{});
