@@ -197,50 +197,32 @@ template <bool kQ4, int T>
 void DotRowInt8(const uint8_t* row, const Tokens& tk) {
   constexpr int kBytes = kQ4 ? kQ4Bytes : kQ8Bytes;
   const int64_t nb = tk.nb;
-  if constexpr (T == 1) {
-    // Two accumulators (even and odd blocks) to hide the FMA latency.
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    auto step = [&](int64_t b, __m256 acc) {
-      const uint8_t* blk = row + b * kBytes;
-      hwy::Prefetch(blk + kPrefetchBytes);
-      const __m256i w = LoadBlockI8<kQ4>(blk);
-      const __m256 sum = BlockDot(_mm256_sign_epi8(w, w), w, tk.xq + b * kBlock);
-      return _mm256_fmadd_ps(sum, _mm256_set1_ps(HalfAt(blk) * tk.xd[b]), acc);
-    };
-    int64_t b = 0;
-    for (; b + 2 <= nb; b += 2) {
-      acc0 = step(b, acc0);
-      acc1 = step(b + 1, acc1);
-    }
-    if (b < nb) acc0 = step(b, acc0);
-    tk.out[0] = HorizontalSum(_mm256_add_ps(acc0, acc1));
-  } else {
-    // Per token the same two accumulators (even and odd blocks) as one token alone, so that a
-    // token's result does not depend on how many share the call.
-    __m256 acc0[T], acc1[T];
+  // Per token two accumulators (even and odd blocks) to hide the FMA latency; the same for one
+  // token as for several, so a token's result does not depend on how many share the call.
+  __m256 acc0[T], acc1[T];
+  HWY_UNROLL(8)
+  for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = _mm256_setzero_ps();
+  auto step = [&](int64_t b, __m256* acc) HWY_ATTR {
+    const uint8_t* blk = row + b * kBytes;
+    hwy::Prefetch(blk + kPrefetchBytes);
+    const __m256i w = LoadBlockI8<kQ4>(blk);
+    const __m256i abs_w = _mm256_sign_epi8(w, w);
+    const float dw = HalfAt(blk);
     HWY_UNROLL(8)
-    for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = _mm256_setzero_ps();
-    auto step = [&](int64_t b, __m256* acc) HWY_ATTR {
-      const uint8_t* blk = row + b * kBytes;
-      hwy::Prefetch(blk + kPrefetchBytes);
-      const __m256i w = LoadBlockI8<kQ4>(blk);
-      const __m256i abs_w = _mm256_sign_epi8(w, w);
-      const float dw = HalfAt(blk);
-      HWY_UNROLL(8)
-      for (int t = 0; t < T; ++t) {
-        const __m256 sum = BlockDot(abs_w, w, tk.xq + t * tk.cols + b * kBlock);
-        acc[t] = _mm256_fmadd_ps(sum, _mm256_set1_ps(dw * tk.xd[t * nb + b]), acc[t]);
-      }
-    };
-    int64_t b = 0;
-    for (; b + 2 <= nb; b += 2) {
-      step(b, acc0);
-      step(b + 1, acc1);
+    for (int t = 0; t < T; ++t) {
+      const __m256 sum = BlockDot(abs_w, w, tk.xq + t * tk.cols + b * kBlock);
+      acc[t] = _mm256_fmadd_ps(sum, _mm256_set1_ps(dw * tk.xd[t * nb + b]), acc[t]);
     }
-    if (b < nb) step(b, acc0);
-    HWY_UNROLL(8)
-    for (int t = 0; t < T; ++t)
-      tk.out[t * tk.out_stride] = HorizontalSum(_mm256_add_ps(acc0[t], acc1[t]));
+  };
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    step(b, acc0);
+    step(b + 1, acc1);
+  }
+  if (b < nb) step(b, acc0);
+  HWY_UNROLL(8)
+  for (int t = 0; t < T; ++t) {
+    tk.out[t * tk.out_stride] = HorizontalSum(_mm256_add_ps(acc0[t], acc1[t]));
   }
 }
 
