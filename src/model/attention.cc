@@ -108,9 +108,6 @@ AttnTile ForHead(const AttnTile& rows, int kvh, size_t head_bytes) {
   return t;
 }
 
-// While planning: an item that more sequences may still join.
-constexpr int kShareable = -2;
-
 bool SameFirstBlock(const KvSequence& a, const KvSequence& b) {
   if (a.spans().empty() || b.spans().empty()) return false;
   const KvSpan& x = a.spans()[0];
@@ -363,12 +360,13 @@ void Model::PlanAttention(std::span<const BatchToken> batch, const std::vector<i
   // is then read once for all of them. Capped so that items times chunks still give every
   // thread several to take.
   const int share_cap = std::clamp(T * n_chunks / (4 * n_threads), 1, kItemTokens);
+  bool joinable = false;  // the last item holds only sequences of at most share_cap tokens
   for (int first = 0; first < T;) {
     const KvSequence* seq = batch[order[first]].seq;
     int count = 1;
     while (first + count < T && batch[order[first + count]].seq == seq) ++count;
-    if (!items.empty() && count <= share_cap && items.back().count + count <= share_cap &&
-        items.back().chunk == kShareable && SameFirstBlock(*items.back().seq, *seq)) {
+    if (joinable && count <= share_cap && items.back().count + count <= share_cap &&
+        SameFirstBlock(*items.back().seq, *seq)) {
       Item& it = items.back();
       it.count += count;
       it.cost += int64_t(count) * (slot[order[first + count - 1]] + 1);
@@ -376,13 +374,12 @@ void Model::PlanAttention(std::span<const BatchToken> batch, const std::vector<i
       for (int b = 0; b < count; b += kItemTokens) {
         const int n = std::min(kItemTokens, count - b);
         const int keys = slot[order[first + b + n - 1]] + 1;
-        items.push_back(
-            {seq, first + b, n, count <= share_cap ? kShareable : -1, int64_t(n) * keys});
+        items.push_back({seq, first + b, n, -1, int64_t(n) * keys});
       }
+      joinable = count <= share_cap;
     }
     first += count;
   }
-  for (Item& it : items) it.chunk = -1;
 
   // Too few items for the threads: split them by chunk of keys, merged afterwards.
   as.max_keys = max_keys;
