@@ -280,10 +280,8 @@ void AttendTileT(const AttnTile& tile, int dim, float scale, int n_queries, cons
     k[r] = static_cast<const T*>(r < tile.n ? tile.k[r] : static_cast<const void*>(kZeros));
     v[r] = static_cast<const T*>(r < tile.n ? tile.v[r] : static_cast<const void*>(kZeros));
   }
-  int m = 0;
-  for (; m < n_queries;) {
-    const int left = n_queries - m;
-    const int g = std::min(left, kGroup);
+  for (int m = 0, g; m < n_queries; m += g) {
+    g = std::min(n_queries - m, kGroup);
     const int rows = *std::max_element(n_valid + m, n_valid + m + g);
     if (g == 4) {
       AttendGroup<E, 4, kDim>(k, v, dim, scale, rows, q + m, n_valid + m, st + m, out + m);
@@ -294,7 +292,6 @@ void AttendTileT(const AttnTile& tile, int dim, float scale, int n_queries, cons
     } else {
       AttendGroup<E, 1, kDim>(k, v, dim, scale, rows, q + m, n_valid + m, st + m, out + m);
     }
-    m += g;
   }
 }
 

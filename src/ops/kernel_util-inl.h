@@ -51,7 +51,10 @@ inline float HalfAt(const uint8_t* p) {
 #endif
 }
 
-inline float ReduceSum(VF v) { return hn::GetLane(hn::SumOfLanes(DF(), v)); }
+template <class D = DF>
+HWY_INLINE float ReduceSum(hn::Vec<D> v) {
+  return hn::GetLane(hn::SumOfLanes(D(), v));
+}
 
 // out[i] = the sum of a_i's lanes, i < 4, for about a third of four ReduceSums' shuffles: sums
 // of lane pairs, then of pairs of pairs within each 128-bit block (the four vectors interleaved,

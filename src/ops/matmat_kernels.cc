@@ -114,7 +114,7 @@ void MicroKernel(const float* const* w, const float* x, int64_t x_stride, int64_
     if constexpr (T == 4) {
       SumLanes4<DM>(acc[r][0], acc[r][1], acc[r][2], acc[r][3], sums);
     } else {
-      for (int t = 0; t < T; ++t) sums[t] = hn::GetLane(hn::SumOfLanes(d, acc[r][t]));
+      for (int t = 0; t < T; ++t) sums[t] = ReduceSum<DM>(acc[r][t]);
     }
     HWY_UNROLL(8)
     for (int t = 0; t < T; ++t) {
