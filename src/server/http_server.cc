@@ -100,6 +100,27 @@ struct Stream {
   }
 };
 
+// The handler, given the whole body as read here rather than by cpp-httplib: the library parses
+// form-encoded bodies itself (curl -d's default Content-Type) and refuses those over 8192 bytes,
+// whatever --max-body-bytes says. Every body is JSON to this server; the library still enforces
+// --max-body-bytes while reading (a 413).
+httplib::Server::HandlerWithContentReader ReadingBody(
+    std::function<void(const httplib::Request&, httplib::Response&)> handler) {
+  return [handler](const httplib::Request& req, httplib::Response& res,
+                   const httplib::ContentReader& read) {
+    httplib::Request whole = req;
+    const bool complete = read([&whole](const char* data, size_t n) {
+      whole.body.append(data, n);
+      return true;
+    });
+    if (!complete) {
+      if (res.status < 400) res.status = 400;
+      return;
+    }
+    handler(whole, res);
+  };
+}
+
 }  // namespace
 
 class HttpServer::Impl {
@@ -278,9 +299,9 @@ void HttpServer::Impl::RegisterRoutes() {
       }
       const std::string m = method;
       if (m == "GET") http_.Get(route.pattern, h);
-      if (m == "POST") http_.Post(route.pattern, h);
-      if (m == "PUT") http_.Put(route.pattern, h);
-      if (m == "PATCH") http_.Patch(route.pattern, h);
+      if (m == "POST") http_.Post(route.pattern, ReadingBody(h));
+      if (m == "PUT") http_.Put(route.pattern, ReadingBody(h));
+      if (m == "PATCH") http_.Patch(route.pattern, ReadingBody(h));
       if (m == "DELETE") http_.Delete(route.pattern, h);
       if (m == "OPTIONS") http_.Options(route.pattern, h);
     }
