@@ -60,7 +60,7 @@ TEST(BlockCache, LongestPrefixInWholeBlocksSharedNotCopied) {
     cache.InsertPrefix(a, seq);
   }
   EXPECT_EQ(cache.Stats().ram_blocks, 2u);  // 2 full blocks; the partial third is not cached
-  auto b = Tokens(14);  // same first 10 tokens, longer
+  auto b = Tokens(14);                      // same first 10 tokens, longer
   KvSequence hit(&pool);
   EXPECT_EQ(cache.LookupPrefix(b, b.size() - 1, &hit), 8);
   EXPECT_EQ(hit.size(), 8);
@@ -157,8 +157,9 @@ class DiskTierTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  std::unique_ptr<BlockCache> Open(BlockPool* pool, const std::string& fp = "fingerprint-a") {
-    auto disk = DiskTier::Open(dir_.string(), fp, Layout(), 1 << 20);
+  std::unique_ptr<BlockCache> Open(BlockPool* pool, const std::string& fp = "fingerprint-a",
+                                   size_t disk_bytes = 1 << 20) {
+    auto disk = DiskTier::Open(dir_.string(), fp, Layout(), disk_bytes);
     PC_CHECK(disk.ok());
     return std::make_unique<BlockCache>(pool, fp, Options(0), std::move(disk).value());
   }
@@ -187,6 +188,35 @@ TEST_F(DiskTierTest, EvictedBlocksComeBackAfterRestart) {
     EXPECT_EQ(KAt(hit, i), a[i] + 0.5f);
     EXPECT_EQ(hit.Position(i), i);
   }
+}
+
+// --cache-disk: beyond its byte budget the oldest files go. RAM spills leaves first, so the
+// prefix's first blocks are written last and are what stays.
+TEST_F(DiskTierTest, OldestFilesGoBeyondTheByteBudget) {
+  size_t file_bytes = 0;
+  {
+    BlockPool pool(Layout(), 0, false);
+    auto cache = Open(&pool);
+    KvSequence seq = Computed(&pool, Tokens(4));
+    cache->InsertPrefix(Tokens(4), seq);
+    ASSERT_TRUE(cache->SaveAll().ok());
+    file_bytes = cache->Stats().disk_bytes;
+  }
+  fs::remove_all(dir_);
+  ASSERT_GT(file_bytes, 0u);
+  const auto a = Tokens(20);
+  BlockPool pool(Layout(), 0, false);
+  auto cache = Open(&pool, "fingerprint-a", file_bytes * 2 + file_bytes / 2);
+  KvSequence seq = Computed(&pool, a);
+  cache->InsertPrefix(a, seq);
+  seq.Clear();
+  cache->Maintain();  // RAM budget 0: all five blocks spill to disk, two fit
+  EXPECT_EQ(cache->Stats().disk_writes, 5u);
+  EXPECT_EQ(cache->Stats().disk_files, 2u);
+  EXPECT_LE(cache->Stats().disk_bytes, file_bytes * 2 + file_bytes / 2);
+  KvSequence hit(&pool);
+  EXPECT_EQ(cache->LookupPrefix(a, 20, &hit), 8);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(KAt(hit, i), a[i] + 0.5f);
 }
 
 TEST_F(DiskTierTest, CorruptTruncatedOrForeignFilesAreSkipped) {
