@@ -76,8 +76,8 @@ class CliTest : public ::testing::Test {
 
   // A copy of stories260K with one metadata value or one tensor's type changed.
   std::string Variant(const std::string& name, const std::function<void(GgufWriter&)>& edit,
-                      GgmlType embd_type = GgmlType::kF32) {
-    auto src = GgufFile::Open(kStories);
+                      GgmlType embd_type = GgmlType::kF32, const std::string& source = kStories) {
+    auto src = GgufFile::Open(source);
     PC_CHECK(src.ok());
     GgufWriter w;
     for (const auto& [k, v] : (*src)->metadata()) w.SetValue(k, v);
@@ -157,8 +157,12 @@ TEST_F(CliTest, UnsupportedModelsGiveOneLineErrors) {
                        w.SetString("general.architecture", "falcon");
                      }),
                      "unsupported architecture 'falcon'");
-  ExpectOneLineError("run -p hi -m " + Variant("type.gguf", [](GgufWriter&) {}, GgmlType::kQ5_0),
-                     "Q5_0");
+  // A type the engine cannot compute with, in a file whose rows it could otherwise hold (256
+  // wide: a conformance file): the error names the tensor and the type.
+  const std::string q4_0 = std::string(PC_SHARED_DIR) + "/models/conformance/tiny-q4_0.gguf";
+  ExpectOneLineError(
+      "run -p hi -m " + Variant("type.gguf", [](GgufWriter&) {}, GgmlType::kIQ2_XXS, q4_0),
+      "tensor 'token_embd.weight' has type IQ2_XXS, which is not supported");
   ExpectOneLineError("run -p hi -m " + Variant("shape.gguf", [](GgufWriter& w) {
                        w.SetU32("llama.feed_forward_length", 100);
                      }),

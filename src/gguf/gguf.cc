@@ -48,6 +48,13 @@ constexpr TypeEntry kTypes[] = {
     {GgmlType::kI8, "I8", {1, 1}},         {GgmlType::kI16, "I16", {1, 2}},
     {GgmlType::kI32, "I32", {1, 4}},       {GgmlType::kI64, "I64", {1, 8}},
     {GgmlType::kF64, "F64", {1, 8}},       {GgmlType::kBF16, "BF16", {1, 2}},
+    // Types known by size, so a file holding them parses and the loader can name what it lacks.
+    {GgmlType::kIQ2_XXS, "IQ2_XXS", {256, 66}}, {GgmlType::kIQ2_XS, "IQ2_XS", {256, 74}},
+    {GgmlType::kIQ3_XXS, "IQ3_XXS", {256, 98}}, {GgmlType::kIQ1_S, "IQ1_S", {256, 50}},
+    {GgmlType::kIQ4_NL, "IQ4_NL", {32, 18}},    {GgmlType::kIQ3_S, "IQ3_S", {256, 110}},
+    {GgmlType::kIQ2_S, "IQ2_S", {256, 82}},     {GgmlType::kIQ4_XS, "IQ4_XS", {256, 136}},
+    {GgmlType::kIQ1_M, "IQ1_M", {256, 56}},     {GgmlType::kTQ1_0, "TQ1_0", {256, 54}},
+    {GgmlType::kTQ2_0, "TQ2_0", {256, 66}},
 };
 
 const TypeEntry* FindType(GgmlType t) {

@@ -54,6 +54,16 @@ std::string Fingerprint(const GgufFile& f) {
   return h.HexDigest();
 }
 
+// "F32, F16, ..." for the error that names an unsupported weight type.
+std::string SupportedWeightTypes() {
+  std::string names;
+  for (uint32_t id = 0; id < 64; ++id) {
+    const auto type = static_cast<GgmlType>(id);
+    if (MatMulSupports(type)) names += (names.empty() ? "" : ", ") + GgmlTypeName(type);
+  }
+  return names;
+}
+
 class TensorBinder {
  public:
   TensorBinder(const GgufFile& f) : f_(f) {}
@@ -67,7 +77,7 @@ class TensorBinder {
     }
     if (!MatMulSupports(t->type)) {
       return Unimplemented("tensor '" + name + "' has type " + GgmlTypeName(t->type) +
-                           ", which is not supported (F32, F16, BF16, Q8_0, Q4_0 are)");
+                           ", which is not supported (" + SupportedWeightTypes() + " are)");
     }
     *out = {t->type, t->data, rows, cols, RowBytes(t->type, cols)};
     return Status::Ok();

@@ -1,4 +1,4 @@
-// Per-target helpers shared by the Highway kernel files (matvec_kernels.cc, matmat_kernels.cc,
+// Per-target helpers shared by the Highway kernel files (int_kernels.cc, float_kernels.cc,
 // attention.cc): lane types, ggml block constants, f16 scale loads, float-like weight row
 // loaders, and lane sums.
 // Included once per target after hwy/highway.h, as Highway's -inl.h convention requires.
@@ -36,8 +36,6 @@ using DH = hn::Rebind<hwy::float16_t, DF>;
 using DB = hn::Rebind<hwy::bfloat16_t, DF>;
 using VF = hn::Vec<DF>;
 
-constexpr int kQ8Bytes = 34;
-constexpr int kQ4Bytes = 18;
 constexpr int kBlock = 32;
 
 // The f16 scale at p (unaligned).

@@ -1,6 +1,7 @@
 #include "ops/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "core/check.h"
@@ -12,64 +13,53 @@ namespace {
 
 using internal::MatMulJob;
 
-bool IsQuantized(GgmlType type) { return type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0; }
-
-size_t ExpectedRowBytes(GgmlType type, int64_t cols) {
-  switch (type) {
-    case GgmlType::kF32:
-      return static_cast<size_t>(cols) * 4;
-    case GgmlType::kF16:
-    case GgmlType::kBF16:
-      return static_cast<size_t>(cols) * 2;
-    case GgmlType::kQ8_0:
-      return static_cast<size_t>(cols / kQ8_0Block) * 34;
-    case GgmlType::kQ4_0:
-      return static_cast<size_t>(cols / kQ4_0Block) * 18;
-    default:
-      return 0;
-  }
-}
-
-void CheckMatrix(const WeightMatrix& w) {
-  PC_CHECK(MatMulSupports(w.type));
+const WeightTypeInfo& CheckMatrix(const WeightMatrix& w) {
+  const WeightTypeInfo* t = FindWeightType(w.type);
+  PC_CHECK(t != nullptr);
   PC_CHECK(w.rows >= 0 && w.cols >= 0);
-  PC_CHECK(!IsQuantized(w.type) || w.cols % kQ8_0Block == 0);
-  PC_CHECK(w.row_bytes >= ExpectedRowBytes(w.type, w.cols));
+  PC_CHECK(w.cols % t->block_elems == 0);
+  PC_CHECK(w.row_bytes >= static_cast<size_t>(w.cols / t->block_elems * t->block_bytes));
+  return *t;
 }
 
-// Activations quantized once per call, before the parallel part; grows and is reused, so the
-// steady state allocates nothing.
-struct QuantizedActivations {
+// Activations in one quantized form, prepared once per call before the parallel part; grows and
+// is reused, so the steady state allocates nothing.
+struct FormBuffers {
   std::vector<int8_t> q;
   std::vector<float> d;
+  std::vector<int16_t> sums;
+  std::vector<float> s;
+
+  internal::QuantizedActs Prepare(ActFormat format, int64_t n_tokens, int64_t cols) {
+    const int64_t block = format == ActFormat::kQ8_0 ? 32 : 256;
+    const int64_t group = format == ActFormat::kQ8_0 ? 32 : 16;
+    const size_t elems = static_cast<size_t>(n_tokens * cols);
+    if (q.size() < elems) q.resize(elems);
+    if (d.size() < elems / block) d.resize(elems / block);
+    if (sums.size() < elems / group) sums.resize(elems / group);
+    if (format == ActFormat::kQ8_0 && s.size() < elems / block) s.resize(elems / block);
+    return {q.data(), d.data(), sums.data(), s.data()};
+  }
 };
 
-int64_t RowTile(int64_t n_tokens) {
-  return internal::UsesMatVec(n_tokens) ? internal::kMatVecRowAlign : internal::kPrefillRowTile;
-}
+std::atomic<bool> vnni_disabled{false};
 
 }  // namespace
 
-bool MatMulSupports(GgmlType type) {
-  switch (type) {
-    case GgmlType::kF32:
-    case GgmlType::kF16:
-    case GgmlType::kBF16:
-    case GgmlType::kQ8_0:
-    case GgmlType::kQ4_0:
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool MatMulQuantizesActivations(GgmlType type, int64_t n_tokens) { return IsQuantized(type); }
-
 namespace internal {
-bool UsesQuantizedActivations(GgmlType type, int64_t n_tokens) {
-  return IsQuantized(type) && UsesMatVec(n_tokens);
+bool VnniEnabled() {
+  static const bool supported = __builtin_cpu_supports("avx512vnni");
+  return supported && !vnni_disabled.load(std::memory_order_relaxed);
 }
+void SetVnniDisabledForTest(bool disabled) { vnni_disabled = disabled; }
 }  // namespace internal
+
+bool MatMulSupports(GgmlType type) { return FindWeightType(type) != nullptr; }
+
+bool MatMulQuantizesActivations(GgmlType type) {
+  const WeightTypeInfo* t = FindWeightType(type);
+  return t != nullptr && t->act != ActFormat::kFloat;
+}
 
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* out, ThreadPool* pool) {
   float* outs[1] = {out};
@@ -79,36 +69,40 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* out,
 void MatMulMulti(const WeightMatrix* ws, int n, const float* x, int64_t n_tokens,
                  float* const* outs, ThreadPool* pool) {
   if (n <= 0 || n_tokens <= 0) return;
-  bool quantize = false;
+  constexpr int kMaxMatrices = 8;
+  PC_CHECK(n <= kMaxMatrices);
+  const WeightTypeInfo* info[kMaxMatrices];
+  bool need[3] = {false, false, false};  // by ActFormat
   for (int i = 0; i < n; ++i) {
-    CheckMatrix(ws[i]);
+    info[i] = &CheckMatrix(ws[i]);
     PC_CHECK(ws[i].cols == ws[0].cols);
-    quantize = quantize || internal::UsesQuantizedActivations(ws[i].type, n_tokens);
-  }
-  // Quantized weights see activations rounded to Q8_0 on both paths: the matrix-vector kernels
-  // dot the int8 quants, the matrix-matrix ones these same values as floats. So a token's result
-  // does not depend on how many tokens share the call, and a KV cache filled one token at a time
-  // matches one filled by a batched prefill (up to float summation order).
-  bool round = false;
-  for (int i = 0; i < n; ++i) {
-    round = round || (IsQuantized(ws[i].type) && !internal::UsesMatVec(n_tokens));
+    need[static_cast<int>(info[i]->act)] = true;
   }
   const int64_t cols = ws[0].cols;
-  thread_local QuantizedActivations qa;
-  thread_local std::vector<float> x_rounded;
-  const size_t elems = static_cast<size_t>(n_tokens * cols);
-  if (quantize && qa.q.size() < elems) qa.q.resize(elems);
-  if (quantize && qa.d.size() < elems / kQ8_0Block) qa.d.resize(elems / kQ8_0Block);
-  if (round && x_rounded.size() < elems) x_rounded.resize(elems);
-  // Prepared once, before the row-parallel part, but itself split by tokens across the pool.
-  auto prepare = [&, q = qa.q.data(), d = qa.d.data(), xr = x_rounded.data()](int64_t t0,
-                                                                              int64_t t1) {
-    const int64_t begin = t0 * cols, count = (t1 - t0) * cols;
-    if (quantize)
-      internal::QuantizeActivations(x + begin, count, q + begin, d + begin / kQ8_0Block);
-    if (round) internal::RoundActivations(x + begin, count, xr + begin);
+
+  // Activations quantized once per form, before the row-parallel part, split by tokens.
+  thread_local FormBuffers buffers[3];
+  internal::QuantizedActs acts[3];
+  for (ActFormat f : {ActFormat::kQ8_0, ActFormat::kQ8_K}) {
+    const int i = static_cast<int>(f);
+    if (need[i]) acts[i] = buffers[i].Prepare(f, n_tokens, cols);
+  }
+  auto prepare = [&](int64_t t0, int64_t t1) {
+    for (ActFormat f : {ActFormat::kQ8_0, ActFormat::kQ8_K}) {
+      const int i = static_cast<int>(f);
+      if (!need[i]) continue;
+      const int64_t block = f == ActFormat::kQ8_0 ? 32 : 256;
+      const int64_t group = f == ActFormat::kQ8_0 ? 32 : 16;
+      internal::QuantizeActivations(f, x + t0 * cols, (t1 - t0) * cols,
+                                    const_cast<int8_t*>(acts[i].q) + t0 * cols,
+                                    const_cast<float*>(acts[i].d) + t0 * cols / block,
+                                    const_cast<int16_t*>(acts[i].sums) + t0 * cols / group,
+                                    f == ActFormat::kQ8_0
+                                        ? const_cast<float*>(acts[i].s) + t0 * cols / block
+                                        : nullptr);
+    }
   };
-  if (quantize || round) {
+  if (need[1] || need[2]) {
     if (pool != nullptr && pool->size() > 1 && n_tokens > 1) {
       pool->ParallelFor(n_tokens, prepare);
     } else {
@@ -118,33 +112,29 @@ void MatMulMulti(const WeightMatrix* ws, int n, const float* x, int64_t n_tokens
 
   // Work units are row tiles of every matrix, numbered across the matrices in order; each thread
   // takes a contiguous range of them.
-  constexpr int kMaxMatrices = 8;
-  PC_CHECK(n <= kMaxMatrices);
   MatMulJob jobs[kMaxMatrices];
-  int64_t tile[kMaxMatrices], first_unit[kMaxMatrices + 1];
+  int64_t first_unit[kMaxMatrices + 1];
   first_unit[0] = 0;
+  constexpr int64_t kTile = internal::kRowTile;
   for (int i = 0; i < n; ++i) {
     jobs[i].w = &ws[i];
-    jobs[i].x = round && IsQuantized(ws[i].type) ? x_rounded.data() : x;
+    jobs[i].info = info[i];
+    jobs[i].x = x;
+    jobs[i].xq = acts[static_cast<int>(info[i]->act)];
     jobs[i].n_tokens = n_tokens;
     jobs[i].out = outs[i];
-    if (internal::UsesQuantizedActivations(ws[i].type, n_tokens)) {
-      jobs[i].xq = qa.q.data();
-      jobs[i].xd = qa.d.data();
-    }
-    tile[i] = RowTile(n_tokens);
-    first_unit[i + 1] = first_unit[i] + (ws[i].rows + tile[i] - 1) / tile[i];
+    first_unit[i + 1] = first_unit[i] + (ws[i].rows + kTile - 1) / kTile;
   }
   auto run_units = [&](int64_t u0, int64_t u1) {
     for (int i = 0; i < n; ++i) {
       const int64_t b = std::max(u0, first_unit[i]), e = std::min(u1, first_unit[i + 1]);
       if (b >= e) continue;
-      const int64_t r0 = (b - first_unit[i]) * tile[i];
-      const int64_t r1 = std::min(ws[i].rows, (e - first_unit[i]) * tile[i]);
-      if (internal::UsesMatVec(n_tokens)) {
-        internal::MatVecRows(jobs[i], r0, r1);
+      const int64_t r0 = (b - first_unit[i]) * kTile;
+      const int64_t r1 = std::min(ws[i].rows, (e - first_unit[i]) * kTile);
+      if (info[i]->act == ActFormat::kFloat) {
+        internal::FloatMatMulRows(jobs[i], r0, r1);
       } else {
-        internal::MatMatRows(jobs[i], r0, r1);
+        internal::IntMatMulRows(jobs[i], r0, r1);
       }
     }
   };
@@ -171,6 +161,25 @@ void MatMulReference(const WeightMatrix& w, const float* x, int64_t n_tokens, fl
       double sum = 0.0;
       for (int64_t c = 0; c < w.cols; ++c) sum += static_cast<double>(row[c]) * xt[c];
       out[t * w.rows + r] = static_cast<float>(sum);
+    }
+  }
+}
+
+void MatMulIntFormReference(const WeightMatrix& w, const float* x, int64_t n_tokens, float* out) {
+  const WeightTypeInfo& t = CheckMatrix(w);
+  PC_CHECK(t.act != ActFormat::kFloat);
+  const int64_t block = t.act == ActFormat::kQ8_0 ? 32 : 256;
+  const int64_t group = t.act == ActFormat::kQ8_0 ? 32 : 16;
+  std::vector<int8_t> q(static_cast<size_t>(w.cols));
+  std::vector<float> d(static_cast<size_t>(w.cols / block));
+  std::vector<int16_t> sums(static_cast<size_t>(w.cols / group));
+  std::vector<float> s(static_cast<size_t>(w.cols / 32));
+  for (int64_t k = 0; k < n_tokens; ++k) {
+    QuantizeActivationsReference(t.act, x + k * w.cols, w.cols, q.data(), d.data(), sums.data(),
+                                 s.data());
+    for (int64_t r = 0; r < w.rows; ++r) {
+      out[k * w.rows + r] = DotIntForm(t, w.data + r * w.row_bytes, w.cols,
+                                       {q.data(), d.data(), sums.data(), s.data()});
     }
   }
 }

@@ -27,28 +27,34 @@ struct WeightMatrix {
   size_t row_bytes = 0;  // RowBytes(type, cols)
 };
 
-// Types MatMul accepts: F32, F16, BF16, Q8_0, Q4_0.
+// Types MatMul accepts: every type of weight_types.h's table (F32, F16, BF16, Q4_0, Q4_1,
+// Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS).
 bool MatMulSupports(GgmlType type);
 
 // out[t * rows + r] = sum_c W[r, c] * x[t * cols + c], for t in [0, n_tokens), r in [0, rows).
-// `pool` may be null (single-threaded). For quantized weights (Q8_0, Q4_0) x is first rounded to
-// Q8_0, as llama.cpp does, whatever n_tokens is: results differ from the reference within that
-// rounding, but a token's result does not depend on the other tokens of the call.
+// `pool` may be null (single-threaded). Quantized weights multiply x quantized to 8 bits as
+// llama.cpp does (Q8_0 form for 32-element types, Q8_K form for K-quants and IQ4_XS): the result
+// is exactly MatMulIntFormReference's. Every output is computed by the same operations whatever
+// n_tokens, the thread count or the instruction set (for float weights: the same within one
+// instruction set), so a token's result never depends on the other tokens of the call.
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* out, ThreadPool* pool);
 
 // Several matrices (at most 8) with the same number of columns applied to the same x in one
 // parallel job, e.g. the Q, K and V projections, or gate and up: outs[i] receives
 // [n_tokens x ws[i].rows] as MatMul would write it. Saves a fork/join per extra matrix and
-// quantizes x only once.
+// quantizes x only once per form.
 void MatMulMulti(const WeightMatrix* ws, int n, const float* x, int64_t n_tokens,
                  float* const* outs, ThreadPool* pool);
 
-// Whether MatMul rounds x to Q8_0 (as QuantizeRow does, f16 scales included) for this weight
-// type and token count: for quantized weights, always (with at most 8 tokens the kernels dot the
-// int8 quants, with more the same values as floats); float weights see x as it is.
-bool MatMulQuantizesActivations(GgmlType type, int64_t n_tokens);
+// Whether MatMul quantizes x for this weight type (all but F32, F16, BF16).
+bool MatMulQuantizesActivations(GgmlType type);
 
-// Plain scalar reference: dequantizes each weight row to float and sums in double.
+// Plain scalar reference of the mathematics: dequantizes each weight row to float and sums the
+// products with the unrounded x in double.
 void MatMulReference(const WeightMatrix& w, const float* x, int64_t n_tokens, float* out);
+
+// Plain scalar reference of exactly what MatMul computes for quantized weights: x quantized by
+// QuantizeActivationsReference, each output by DotIntForm (weight_types.h).
+void MatMulIntFormReference(const WeightMatrix& w, const float* x, int64_t n_tokens, float* out);
 
 }  // namespace promptcache

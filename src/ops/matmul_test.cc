@@ -1,20 +1,20 @@
-// MatMul against MatMulReference for every supported weight type, many shapes and token counts,
-// misaligned activations, several thread counts, and every Highway target this CPU supports.
+// MatMul against its references for every weight type, many shapes and token counts, misaligned
+// activations, several thread counts, and every Highway target this CPU supports (AVX-512 with
+// and without VNNI).
 //
-// Tolerances. Weights convert to f32 exactly (f16/bf16 widen; a Q8_0/Q4_0 quant times its f16
-// scale fits a float mantissa), so on the float-activation path the only error is summation:
-// any order of float summation of n products is within about n u of sum |w x| (u = 2^-24), plus
-// half an ulp for the reference's own rounding. Where MatMul quantizes x to Q8_0, the block dot
-// products are exact integers and the same summation bound holds against the reference run on
-// x quantized the same way (tight); against the float reference we add the quantization error
-// itself, bounded by sum |w| |x - x_quantized| (loose).
+// Quantized weights: MatMul must equal MatMulIntFormReference (plain scalar code of the integer
+// form) bit for bit, whatever the target, the thread count or the number of tokens. That
+// reference must in turn be close to MatMulReference (float weights, unrounded x, double sums):
+// within the rounding of x to 8 bits, bounded by sum |w| |x - x_rounded|.
+//
+// Float weights: summation order is the only error, so MatMul is within about n u of sum |w x|
+// of MatMulReference (u = 2^-24), and independent of the batch bit for bit.
 #include "ops/matmul.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
-#include <memory>
 #include <random>
 #include <vector>
 
@@ -23,54 +23,78 @@
 #include "ops/matmul_internal.h"
 #include "ops/quant.h"
 #include "ops/targets.h"
+#include "ops/weight_types.h"
 
 namespace promptcache {
 namespace {
 
 constexpr double kU = 1.0 / (1 << 24);
 
-const GgmlType kTypes[] = {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
-                           GgmlType::kQ4_0};
+const GgmlType kQuantizedTypes[] = {
+    GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+    GgmlType::kQ8_0, GgmlType::kIQ4_NL, GgmlType::kQ2_K, GgmlType::kQ3_K,
+    GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kIQ4_XS};
+const GgmlType kFloatTypes[] = {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16};
 
-size_t BytesFor(GgmlType t, int64_t cols) {
+// Byte offsets of the f16 scales in a block of each quantized type.
+std::vector<int> ScaleOffsets(GgmlType t) {
   switch (t) {
-    case GgmlType::kF32:
-      return cols * 4;
-    case GgmlType::kQ8_0:
-      return cols / 32 * 34;
-    case GgmlType::kQ4_0:
-      return cols / 32 * 18;
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ5_1:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
+      return {0, 2};
+    case GgmlType::kQ2_K:
+      return {80, 82};
+    case GgmlType::kQ3_K:
+      return {108};
+    case GgmlType::kQ6_K:
+      return {208};
     default:
-      return cols * 2;
+      return {0};
   }
 }
 
 struct TestMatrix {
   std::vector<uint8_t> bytes;
-  std::vector<float> dequantized;  // [rows x cols]
   WeightMatrix w;
 };
 
-// A random matrix in `type`, with `pad` spare bytes at the end of each row (row_bytes larger than
-// the data, as a strided view would have).
+// A random matrix: for quantized types random bytes (every quant and scale bit pattern, -128 in
+// Q8_0 included) with finite f16 scales of varied size; float types random normal values. `pad`
+// spare bytes end each row (row_bytes larger than the data, as a strided view would have).
 TestMatrix MakeMatrix(GgmlType type, int64_t rows, int64_t cols, uint32_t seed, size_t pad = 0) {
   std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 0.5f);
+  const WeightTypeInfo& info = *FindWeightType(type);
+  const size_t rb = RowBytes(type, cols) + pad;
   TestMatrix m;
-  const size_t rb = BytesFor(type, cols) + pad;
-  m.bytes.assign(rb * rows + 1, 0xAB);
-  m.dequantized.resize(rows * cols);
-  std::vector<float> row(cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (auto& v : row) v = dist(rng);
-    QuantizeRow(type, row.data(), cols, m.bytes.data() + r * rb);
-    DequantizeRow(type, m.bytes.data() + r * rb, cols, m.dequantized.data() + r * cols);
+  m.bytes.resize(rb * rows + 1);
+  if (info.act == ActFormat::kFloat) {
+    std::normal_distribution<float> dist(0.0f, 0.5f);
+    std::vector<float> row(cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (auto& v : row) v = dist(rng);
+      QuantizeRow(type, row.data(), cols, m.bytes.data() + r * rb);
+    }
+  } else {
+    for (auto& b : m.bytes) b = static_cast<uint8_t>(rng());
+    std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t b = 0; b < cols / info.block_elems; ++b) {
+        uint8_t* blk = m.bytes.data() + r * rb + b * info.block_bytes;
+        for (int off : ScaleOffsets(type)) {
+          const uint16_t h = F32ToF16(scale(rng));
+          std::memcpy(blk + off, &h, 2);
+        }
+      }
+    }
   }
   m.w = {type, m.bytes.data(), rows, cols, rb};
   return m;
 }
 
-// Activations at an odd float offset inside their buffer, so SIMD loads are misaligned.
+// Activations at an odd float offset inside their buffer, so SIMD loads are misaligned; some
+// tokens scaled far up or down, one all zero.
 struct Activations {
   std::vector<float> buf;
   float* data() { return buf.data() + 1; }
@@ -82,86 +106,44 @@ Activations MakeActivations(int64_t n_tokens, int64_t cols, uint32_t seed) {
   Activations a;
   a.buf.resize(n_tokens * cols + 1);
   for (auto& v : a.buf) v = dist(rng);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float scale = t % 5 == 3 ? 1e-3f : (t % 5 == 4 ? 40.0f : 1.0f);
+    for (int64_t c = 0; c < cols; ++c) a.data()[t * cols + c] *= t == 2 ? 0.0f : scale;
+  }
   return a;
 }
 
-// sum_c |w[r, c] x[t, c]| for every output, the scale of the summation error.
-std::vector<double> AbsDots(const TestMatrix& m, const float* x, int64_t n_tokens) {
-  const int64_t rows = m.w.rows, cols = m.w.cols;
-  std::vector<double> s(n_tokens * rows);
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    for (int64_t r = 0; r < rows; ++r) {
-      double acc = 0;
-      for (int64_t c = 0; c < cols; ++c) {
-        acc += std::fabs(static_cast<double>(m.dequantized[r * cols + c]) * x[t * cols + c]);
-      }
-      s[t * rows + r] = acc;
-    }
-  }
-  return s;
-}
-
-// Expected results and error bounds for one (matrix, activations) case.
-struct Expectation {
-  std::vector<float> want;
-  std::vector<double> tol;
-};
-
-Expectation Expect(const TestMatrix& m, float* x, int64_t n_tokens) {
-  const int64_t rows = m.w.rows, cols = m.w.cols;
-  Expectation e;
-  e.want.resize(n_tokens * rows);
-  e.tol.resize(n_tokens * rows);
-  std::vector<float> xq(x, x + n_tokens * cols);
-  const bool quantized = MatMulQuantizesActivations(m.w.type, n_tokens);
-  if (quantized) {
-    std::vector<uint8_t> blocks(cols / 32 * 34);
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      QuantizeRow(GgmlType::kQ8_0, x + t * cols, cols, blocks.data());
-      DequantizeRow(GgmlType::kQ8_0, blocks.data(), cols, xq.data() + t * cols);
-    }
-  }
-  MatMulReference(m.w, xq.data(), n_tokens, e.want.data());
-  const auto abs_dots = AbsDots(m, xq.data(), n_tokens);
-  for (size_t i = 0; i < e.tol.size(); ++i) {
-    e.tol[i] = (cols + 8) * kU * abs_dots[i] + kU * std::fabs(e.want[i]) + 1e-30;
-  }
-  return e;
-}
-
-void ExpectNear(const std::vector<float>& got, const Expectation& e, const std::string& what) {
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_NEAR(got[i], e.want[i], e.tol[i]) << what << " output " << i;
-  }
-}
-
 std::string Describe(GgmlType t, int64_t rows, int64_t cols, int64_t n_tokens) {
-  return "type " + std::to_string(static_cast<int>(t)) + " " + std::to_string(rows) + "x" +
-         std::to_string(cols) + " tokens " + std::to_string(n_tokens);
+  return GgmlTypeName(t) + " " + std::to_string(rows) + "x" + std::to_string(cols) + " tokens " +
+         std::to_string(n_tokens);
 }
 
-// Runs MatMul on each target and with 1..3 threads, comparing with `e`; results must not depend
-// on the thread count at all (each output is computed by one thread in a fixed order).
-void CheckAllTargets(const TestMatrix& m, float* x, int64_t n_tokens, const Expectation& e,
-                     const std::vector<ThreadPool*>& pools) {
-  const std::string what = Describe(m.w.type, m.w.rows, m.w.cols, n_tokens);
+// Every target (and VNNI off, where the CPU has it), 1 and 2 threads: fn(result, label).
+template <typename Fn>
+void ForEachVariant(const WeightMatrix& w, const float* x, int64_t n_tokens, ThreadPool* pool,
+                    Fn fn) {
   for (int64_t target : OpsTargets()) {
     ScopedOpsTarget scoped(target);
-    std::vector<float> single(e.want.size(), NAN);
-    MatMul(m.w, x, n_tokens, single.data(), nullptr);
-    ExpectNear(single, e, what + " on " + OpsTargetName(target));
-    for (ThreadPool* pool : pools) {
-      std::vector<float> got(e.want.size(), NAN);
-      MatMul(m.w, x, n_tokens, got.data(), pool);
-      ASSERT_EQ(got, single) << what << " threads " << pool->size();
+    for (bool vnni_off : {false, true}) {
+      if (vnni_off && !internal::VnniEnabled()) continue;
+      internal::SetVnniDisabledForTest(vnni_off);
+      for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), pool}) {
+        std::vector<float> got(n_tokens * w.rows, NAN);
+        MatMul(w, x, n_tokens, got.data(), p);
+        fn(got, OpsTargetName(target) + (vnni_off ? " (no VNNI)" : "") +
+                    (p ? " 2 threads" : " 1 thread"));
+      }
+      internal::SetVnniDisabledForTest(false);
     }
   }
 }
 
 TEST(MatMul, SupportedTypes) {
-  for (GgmlType t : kTypes) EXPECT_TRUE(MatMulSupports(t));
-  EXPECT_FALSE(MatMulSupports(GgmlType::kQ4_K));
-  EXPECT_FALSE(MatMulSupports(GgmlType::kI8));
+  for (GgmlType t : kQuantizedTypes) EXPECT_TRUE(MatMulSupports(t)) << GgmlTypeName(t);
+  for (GgmlType t : kFloatTypes) EXPECT_TRUE(MatMulSupports(t));
+  for (GgmlType t : {GgmlType::kIQ2_XXS, GgmlType::kIQ3_S, GgmlType::kTQ1_0, GgmlType::kI8}) {
+    EXPECT_FALSE(MatMulSupports(t)) << GgmlTypeName(t);
+  }
 }
 
 TEST(MatMul, ReferenceByHand) {
@@ -179,18 +161,29 @@ TEST(MatMul, ReferenceByHand) {
   EXPECT_EQ(out[3], -6.0f);
 }
 
-TEST(MatMul, ManyShapesAndTokenCounts) {
-  ThreadPool pool2(2);
-  const std::vector<ThreadPool*> pools = {&pool2};
+// The exact contract: quantized MatMul equals the scalar integer-form reference, bit for bit.
+// Row counts around the 8- and 16-row panels, columns past the 512-column decode chunk, token
+// counts around the 4-token groups.
+TEST(MatMul, QuantizedEqualsIntFormReferenceExactly) {
+  ThreadPool pool(2);
   uint32_t seed = 10;
-  for (GgmlType type : kTypes) {
-    for (int64_t rows : {1, 3, 4, 5, 8, 13, 67}) {
-      for (int64_t cols : {32, 96, 160}) {
-        const TestMatrix m = MakeMatrix(type, rows, cols, ++seed);
-        for (int64_t n_tokens : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 31}) {
+  for (GgmlType type : kQuantizedTypes) {
+    const int block = FindWeightType(type)->block_elems;
+    const std::vector<int64_t> col_counts =
+        block == 32 ? std::vector<int64_t>{32, 96, 544, 1056} : std::vector<int64_t>{256, 768};
+    for (int64_t rows : {1, 7, 16, 17, 40}) {
+      for (int64_t cols : col_counts) {
+        const TestMatrix m = MakeMatrix(type, rows, cols, ++seed, /*pad=*/rows % 3);
+        for (int64_t n_tokens : {1, 2, 3, 5, 9}) {
           Activations x = MakeActivations(n_tokens, cols, ++seed);
-          const Expectation e = Expect(m, x.data(), n_tokens);
-          CheckAllTargets(m, x.data(), n_tokens, e, pools);
+          std::vector<float> want(n_tokens * rows);
+          MatMulIntFormReference(m.w, x.data(), n_tokens, want.data());
+          const std::string what = Describe(type, rows, cols, n_tokens);
+          ForEachVariant(m.w, x.data(), n_tokens, &pool, [&](const auto& got, const auto& how) {
+            for (size_t i = 0; i < got.size(); ++i) {
+              ASSERT_EQ(got[i], want[i]) << what << " on " << how << " output " << i;
+            }
+          });
           if (HasFatalFailure()) return;
         }
       }
@@ -198,63 +191,99 @@ TEST(MatMul, ManyShapesAndTokenCounts) {
   }
 }
 
-// Float types take any number of columns; the SIMD loops must finish odd remainders.
-TEST(MatMul, OddColumnCountsForFloatTypes) {
-  ThreadPool pool2(2);
-  uint32_t seed = 100;
-  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16}) {
-    for (int64_t cols : {1, 3, 7, 9, 15, 17, 33, 1029}) {
-      const TestMatrix m = MakeMatrix(type, 7, cols, ++seed);
-      for (int64_t n_tokens : {1, 2, 5}) {
-        Activations x = MakeActivations(n_tokens, cols, ++seed);
-        CheckAllTargets(m, x.data(), n_tokens, Expect(m, x.data(), n_tokens), {&pool2});
-        if (HasFatalFailure()) return;
-      }
-    }
-  }
-}
-
-// Large enough to split the columns into chunks (> 1024) and the tokens into several cache
-// chunks, with padded rows (row_bytes beyond the data).
-TEST(MatMul, ChunkedColumnsAndTokens) {
-  ThreadPool pool2(2);
-  uint32_t seed = 200;
-  for (GgmlType type : kTypes) {
-    const TestMatrix m = MakeMatrix(type, 11, 2080, ++seed, /*pad=*/6);
-    for (int64_t n_tokens : {1, 70}) {
-      Activations x = MakeActivations(n_tokens, 2080, ++seed);
-      CheckAllTargets(m, x.data(), n_tokens, Expect(m, x.data(), n_tokens), {&pool2});
-      if (HasFatalFailure()) return;
-    }
-  }
-}
-
-// Where x is quantized, the result must also be close to the float reference, within the error
-// the quantization of x itself can cause.
-TEST(MatMul, QuantizedActivationsStayCloseToFloatReference) {
+// The integer form computes the mathematics: close to the float reference within the rounding
+// of x (8 bits per block), and that bound is meaningful (a small share of the terms' size).
+TEST(MatMul, IntFormStaysCloseToFloatReference) {
   uint32_t seed = 300;
-  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0}) {
-    ASSERT_TRUE(MatMulQuantizesActivations(type, 1));
-    const int64_t rows = 9, cols = 576;
+  for (GgmlType type : kQuantizedTypes) {
+    const WeightTypeInfo& info = *FindWeightType(type);
+    const int64_t rows = 9, cols = 512, n_tokens = 3;
     const TestMatrix m = MakeMatrix(type, rows, cols, ++seed);
-    Activations x = MakeActivations(1, cols, ++seed);
-    std::vector<float> xq(cols);
-    std::vector<uint8_t> blocks(cols / 32 * 34);
-    QuantizeRow(GgmlType::kQ8_0, x.data(), cols, blocks.data());
-    DequantizeRow(GgmlType::kQ8_0, blocks.data(), cols, xq.data());
-    std::vector<float> want(rows), got(rows);
-    MatMulReference(m.w, x.data(), 1, want.data());
-    MatMul(m.w, x.data(), 1, got.data(), nullptr);
-    const auto abs_dots = AbsDots(m, x.data(), 1);
-    for (int64_t r = 0; r < rows; ++r) {
-      double qerr = 0;
-      for (int64_t c = 0; c < cols; ++c) {
-        qerr += std::fabs(m.dequantized[r * cols + c]) * std::fabs(x.data()[c] - xq[c]);
+    Activations x = MakeActivations(n_tokens, cols, ++seed);
+    std::vector<float> want(n_tokens * rows), got(n_tokens * rows), w(cols), xr(cols);
+    MatMulReference(m.w, x.data(), n_tokens, want.data());
+    MatMulIntFormReference(m.w, x.data(), n_tokens, got.data());
+    std::vector<int8_t> q(cols);
+    std::vector<float> d(cols / 32);
+    std::vector<int16_t> sums(cols / 16);
+    std::vector<float> s(cols / 32);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const float* xt = x.data() + t * cols;
+      QuantizeActivationsReference(info.act, xt, cols, q.data(), d.data(), sums.data(), s.data());
+      const int block = info.act == ActFormat::kQ8_0 ? 32 : 256;
+      for (int64_t c = 0; c < cols; ++c) xr[c] = q[c] * d[c / block];
+      for (int64_t r = 0; r < rows; ++r) {
+        DequantizeRow(type, m.w.data + r * m.w.row_bytes, cols, w.data());
+        double qerr = 0, size = 0;
+        for (int64_t c = 0; c < cols; ++c) {
+          qerr += std::fabs(w[c]) * std::fabs(xt[c] - xr[c]);
+          size += std::fabs(w[c] * xt[c]);
+        }
+        const double tol = qerr + 4 * cols * kU * size + 1e-30;
+        EXPECT_NEAR(got[t * rows + r], want[t * rows + r], tol) << GgmlTypeName(type) << " " << r;
+        if (t != 2) EXPECT_LT(tol, 0.05 * size) << GgmlTypeName(type) << " " << r;
       }
-      const double tol = qerr + 2 * (cols + 8) * kU * abs_dots[r];
-      EXPECT_NEAR(got[r], want[r], tol) << r;
-      // The bound is meaningful: far below the size of the result's terms.
-      EXPECT_LT(tol, 0.05 * abs_dots[r]) << r;
+    }
+  }
+}
+
+// Float weights: within summation error of the reference on every target; any column count.
+TEST(MatMul, FloatWeightsAgainstReference) {
+  ThreadPool pool(2);
+  uint32_t seed = 100;
+  for (GgmlType type : kFloatTypes) {
+    for (int64_t cols : {1, 7, 17, 96, 1029, 2080}) {
+      for (int64_t rows : {1, 4, 13}) {
+        const TestMatrix m = MakeMatrix(type, rows, cols, ++seed, /*pad=*/6);
+        for (int64_t n_tokens : {1, 2, 5, 70}) {
+          Activations x = MakeActivations(n_tokens, cols, ++seed);
+          std::vector<float> want(n_tokens * rows), w(cols);
+          MatMulReference(m.w, x.data(), n_tokens, want.data());
+          std::vector<double> tol(want.size());
+          for (int64_t r = 0; r < rows; ++r) {
+            DequantizeRow(type, m.w.data + r * m.w.row_bytes, cols, w.data());
+            for (int64_t t = 0; t < n_tokens; ++t) {
+              double size = 0;
+              for (int64_t c = 0; c < cols; ++c) size += std::fabs(w[c] * x.data()[t * cols + c]);
+              tol[t * rows + r] = (cols + 8) * kU * size + 1e-30;
+            }
+          }
+          const std::string what = Describe(type, rows, cols, n_tokens);
+          ForEachVariant(m.w, x.data(), n_tokens, &pool, [&](const auto& got, const auto& how) {
+            for (size_t i = 0; i < got.size(); ++i) {
+              ASSERT_NEAR(got[i], want[i], tol[i]) << what << " on " << how << " output " << i;
+            }
+          });
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+// A token's result is the same bit for bit whether it is multiplied alone or among others, for
+// every type and target: what lets a KV cache filled token by token equal a batched prefill.
+TEST(MatMul, ResultsDoNotDependOnTheBatch) {
+  std::vector<GgmlType> types(std::begin(kQuantizedTypes), std::end(kQuantizedTypes));
+  types.insert(types.end(), std::begin(kFloatTypes), std::end(kFloatTypes));
+  ThreadPool pool(2);
+  uint32_t seed = 500;
+  for (GgmlType type : types) {
+    const int64_t rows = 37, cols = 1280, n_tokens = 21;
+    const TestMatrix m = MakeMatrix(type, rows, cols, ++seed);
+    Activations x = MakeActivations(n_tokens, cols, ++seed);
+    for (int64_t target : OpsTargets()) {
+      ScopedOpsTarget scoped(target);
+      std::vector<float> batched(n_tokens * rows), single(rows);
+      MatMul(m.w, x.data(), n_tokens, batched.data(), &pool);
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        MatMul(m.w, x.data() + t * cols, 1, single.data(), t % 2 ? &pool : nullptr);
+        for (int64_t r = 0; r < rows; ++r) {
+          ASSERT_EQ(single[r], batched[t * rows + r])
+              << GgmlTypeName(type) << " on " << OpsTargetName(target) << " token " << t
+              << " row " << r;
+        }
+      }
     }
   }
 }
@@ -263,13 +292,13 @@ TEST(MatMul, MultiEqualsSeparateCalls) {
   ThreadPool pool2(2);
   uint32_t seed = 400;
   for (int64_t n_tokens : {1, 6}) {
-    // Mixed types and row counts sharing one x, as Q/K/V projections would.
+    // Mixed types, activation forms and row counts sharing one x, as Q/K/V projections would.
     std::vector<TestMatrix> ms;
-    ms.push_back(MakeMatrix(GgmlType::kQ8_0, 64, 96, ++seed));
-    ms.push_back(MakeMatrix(GgmlType::kQ8_0, 13, 96, ++seed));
-    ms.push_back(MakeMatrix(GgmlType::kF16, 22, 96, ++seed));
-    ms.push_back(MakeMatrix(GgmlType::kQ4_0, 5, 96, ++seed));
-    Activations x = MakeActivations(n_tokens, 96, ++seed);
+    ms.push_back(MakeMatrix(GgmlType::kQ4_K, 64, 512, ++seed));
+    ms.push_back(MakeMatrix(GgmlType::kQ8_0, 13, 512, ++seed));
+    ms.push_back(MakeMatrix(GgmlType::kF16, 22, 512, ++seed));
+    ms.push_back(MakeMatrix(GgmlType::kQ6_K, 5, 512, ++seed));
+    Activations x = MakeActivations(n_tokens, 512, ++seed);
     std::vector<WeightMatrix> ws;
     std::vector<std::vector<float>> got, want;
     std::vector<float*> outs;
@@ -287,38 +316,48 @@ TEST(MatMul, MultiEqualsSeparateCalls) {
   }
 }
 
-// The kernels' own activation quantizer must agree bit for bit with QuantizeRow(kQ8_0), ties
-// (which round away from zero) included, or the tight tolerance above would not hold.
-TEST(MatMul, ActivationQuantizationMatchesQuantizeRow) {
-  std::vector<float> x(96);
-  for (int j = 0; j < 32; ++j) x[j] = (j % 2 ? 1 : -1) * (j + 0.5f);  // amax 31.5: no ties
-  x[0] = 127.0f;                              // block 0: d = 1, so the half-integers are exact ties
-  for (int j = 32; j < 64; ++j) x[j] = 0.0f;  // an all-zero block
+// The kernels' activation quantizers agree bit for bit with the reference, ties included: both
+// forms round half to even (and in the Q8_K form the positive of two equal magnitudes sets the
+// scale).
+TEST(MatMul, ActivationQuantizationMatchesReference) {
+  std::vector<float> x(512);
   std::mt19937 rng(5);
-  for (int j = 64; j < 96; ++j) x[j] = std::normal_distribution<float>(0.0f, 3.0f)(rng);
-  std::vector<uint8_t> blocks(3 * 34);
-  QuantizeRow(GgmlType::kQ8_0, x.data(), 96, blocks.data());
-  for (int64_t target : OpsTargets()) {
-    ScopedOpsTarget scoped(target);
-    std::vector<int8_t> q(96);
-    std::vector<float> d(3);
-    internal::QuantizeActivations(x.data(), 96, q.data(), d.data());
-    for (int b = 0; b < 3; ++b) {
-      uint16_t h;
-      std::memcpy(&h, blocks.data() + 34 * b, 2);
-      EXPECT_EQ(d[b], F16ToF32(h)) << OpsTargetName(target) << " block " << b;
-      for (int j = 0; j < 32; ++j) {
-        ASSERT_EQ(q[32 * b + j], static_cast<int8_t>(blocks[34 * b + 2 + j]))
-            << OpsTargetName(target) << " element " << 32 * b + j;
-      }
+  for (auto& v : x) v = std::normal_distribution<float>(0.0f, 3.0f)(rng);
+  x[0] = 127.0f;  // block 0 (Q8_0 form): scale 1, so half-integers are exact ties
+  x[1] = 1.5f;
+  x[2] = -2.5f;
+  for (int j = 32; j < 64; ++j) x[j] = 0.0f;  // an all-zero 32-block
+  for (int j = 256; j < 512; ++j) x[j] = (j % 3 - 1) * 0.25f;  // ties for the Q8_K scale
+  x[300] = -127.0f;
+  x[301] = 127.0f;
+  for (ActFormat f : {ActFormat::kQ8_0, ActFormat::kQ8_K}) {
+    std::vector<int8_t> q0(512), q1(512);
+    std::vector<float> d0(16), d1(16);
+    std::vector<int16_t> s0(32), s1(32);
+    std::vector<float> o0(16), o1(16);
+    QuantizeActivationsReference(f, x.data(), 512, q0.data(), d0.data(), s0.data(), o0.data());
+    for (int64_t target : OpsTargets()) {
+      ScopedOpsTarget scoped(target);
+      internal::QuantizeActivations(f, x.data(), 512, q1.data(), d1.data(), s1.data(), o1.data());
+      const int nd = f == ActFormat::kQ8_0 ? 16 : 2, ns = f == ActFormat::kQ8_0 ? 16 : 32;
+      EXPECT_EQ(q1, q0) << OpsTargetName(target);
+      EXPECT_TRUE(std::equal(d0.begin(), d0.begin() + nd, d1.begin())) << OpsTargetName(target);
+      EXPECT_TRUE(std::equal(s0.begin(), s0.begin() + ns, s1.begin())) << OpsTargetName(target);
+      if (f == ActFormat::kQ8_0) EXPECT_EQ(o0, o1) << OpsTargetName(target);
     }
-    EXPECT_EQ(q[1], 2);   // 1.5 rounds away from zero
-    EXPECT_EQ(q[2], -3);  // -2.5 too
-    // The float form the matrix-matrix path uses: exactly DequantizeRow(QuantizeRow(x)).
-    std::vector<float> rounded(96), want(96);
-    internal::RoundActivations(x.data(), 96, rounded.data());
-    DequantizeRow(GgmlType::kQ8_0, blocks.data(), 96, want.data());
-    EXPECT_EQ(rounded, want) << OpsTargetName(target);
+    if (f == ActFormat::kQ8_0) {
+      EXPECT_EQ(q0[1], 2);   // 1.5 rounds half to even
+      EXPECT_EQ(q0[2], -2);  // -2.5 too
+      EXPECT_EQ(d0[1], 0.0f);
+      EXPECT_EQ(o0[0], F16ToF32(F32ToF16(q0[0] + q0[1] + q0[2] + [&] {
+                  int rest = 0;
+                  for (int j = 3; j < 32; ++j) rest += q0[j];
+                  return rest;
+                }())));
+    } else {
+      EXPECT_EQ(q0[301], -127);  // +127 and -127 tie: the positive one maps to -127
+      EXPECT_EQ(d1[1], -1.0f);
+    }
   }
 }
 
@@ -329,35 +368,6 @@ TEST(MatMul, EmptyInputsDoNothing) {
   MatMul(m.w, x.data(), 1, &out, nullptr);
   MatMul(MakeMatrix(GgmlType::kF32, 3, 64, 3).w, x.data(), 0, &out, nullptr);
   EXPECT_EQ(out, 7.0f);
-}
-
-}  // namespace
-}  // namespace promptcache
-
-namespace promptcache {
-namespace {
-
-// A token's result must not depend on how many tokens share the call (the matrix-vector and the
-// matrix-matrix paths round activations the same way), or a KV cache filled token by token would
-// drift from one filled by a batched prefill.
-TEST(MatMul, ResultsDoNotDependOnTheBatch) {
-  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kF16, GgmlType::kF32}) {
-    const int64_t rows = 37, cols = 256, n_tokens = 21;
-    const TestMatrix m = MakeMatrix(type, rows, cols, 5);
-    std::vector<float> x(n_tokens * cols);
-    for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * i) * (1 + (i % 7));
-    std::vector<float> batched(n_tokens * rows), single(rows);
-    ThreadPool pool(2);
-    MatMul(m.w, x.data(), n_tokens, batched.data(), &pool);
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      MatMul(m.w, x.data() + t * cols, 1, single.data(), &pool);
-      for (int64_t r = 0; r < rows; ++r) {
-        const float want = batched[t * rows + r];
-        ASSERT_NEAR(single[r], want, 1e-5f * (1 + std::fabs(want)))
-            << "type " << static_cast<int>(type) << " token " << t << " row " << r;
-      }
-    }
-  }
 }
 
 }  // namespace

@@ -22,10 +22,11 @@ std::vector<float> RandomRow(int64_t n, uint32_t seed, float scale = 1.0f) {
 
 TEST(Quant, SupportedTypes) {
   for (GgmlType t :
-       {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0}) {
+       {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0,
+        GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kIQ4_XS}) {
     EXPECT_TRUE(RowConversionSupports(t));
   }
-  EXPECT_FALSE(RowConversionSupports(GgmlType::kQ4_K));
+  EXPECT_FALSE(RowConversionSupports(GgmlType::kIQ2_XXS));
   EXPECT_FALSE(RowConversionSupports(GgmlType::kI32));
 }
 

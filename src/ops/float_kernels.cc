@@ -1,13 +1,15 @@
-// Matrix-matrix kernels behind MatMul, for many tokens (prefill): bound by arithmetic. A panel
-// of kPrefillRowTile weight rows (a chunk of their columns) is converted to f32 in a stack
-// buffer, then a register-blocked kPrefillRowTile x kPrefillTokenTile FMA micro-kernel runs every
-// token of a cache-sized token chunk over it, so each weight load serves kPrefillTokenTile
-// tokens and each activation load kPrefillRowTile rows. For quantized weights MatMul passes
-// activations already rounded to Q8_0 (as the matrix-vector path uses them), so both paths
-// compute the same products; for float weights activations are used as they are.
+// Matrix products of float weights (F32, F16, BF16) for any number of tokens. A panel of
+// kFloatRowTile weight rows (a chunk of their columns) is converted to f32 in a stack buffer (F32
+// rows are read in place), then a register-blocked rows x kFloatTokenTile FMA micro-kernel runs
+// every token of a cache-sized token chunk over it, so each weight load serves several tokens and
+// each activation load several rows.
+//
+// One token or hundreds, each output element is computed the same way: one vector accumulator
+// over a column chunk (chunks set by the column count alone), its lanes summed by one fixed tree
+// (SumLanes4), the chunk sums added in order. So results do not depend on the batch.
 
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "ops/matmat_kernels.cc"
+#define HWY_TARGET_INCLUDE "ops/float_kernels.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Highway headers below must follow foreach_target.h.
 #include <algorithm>
@@ -22,8 +24,10 @@ namespace promptcache {
 namespace internal {
 namespace HWY_NAMESPACE {
 
-// Writes columns [k0, k0 + kc) of a weight row as f32 (k0 and kc multiples of 32 for the
-// quantized types).
+constexpr int kFloatRowTile = 3;
+constexpr int kFloatTokenTile = 4;
+
+// Writes columns [k0, k0 + kc) of an F16 or BF16 weight row as f32.
 void ConvertToF32(GgmlType type, const uint8_t* row, int64_t k0, int64_t kc, float* dst) {
   const DF df;
   const int64_t n = hn::Lanes(df);
@@ -37,38 +41,6 @@ void ConvertToF32(GgmlType type, const uint8_t* row, int64_t k0, int64_t kc, flo
                    dst + i);
       }
       for (; i < kc; ++i) dst[i] = half ? F16Rows::At(row, k0 + i) : BF16Rows::At(row, k0 + i);
-      return;
-    }
-    case GgmlType::kQ8_0: {
-      const DI32 di32;
-      const DI8Q di8;
-      for (int64_t b = 0; b < kc / kBlock; ++b) {
-        const uint8_t* blk = row + (k0 / kBlock + b) * kQ8Bytes;
-        const auto d = hn::Set(df, HalfAt(blk));
-        const auto* qs = reinterpret_cast<const int8_t*>(blk + 2);
-        for (int64_t j = 0; j < kBlock; j += n) {
-          const auto q = hn::ConvertTo(df, hn::PromoteTo(di32, hn::LoadU(di8, qs + j)));
-          hn::StoreU(hn::Mul(q, d), df, dst + b * kBlock + j);
-        }
-      }
-      return;
-    }
-    case GgmlType::kQ4_0: {
-      const DI32 di32;
-      const DU8Q du8;
-      const auto mask = hn::Set(di32, 0x0f), eight = hn::Set(di32, 8);
-      for (int64_t b = 0; b < kc / kBlock; ++b) {
-        const uint8_t* blk = row + (k0 / kBlock + b) * kQ4Bytes;
-        const auto d = hn::Set(df, HalfAt(blk));
-        for (int64_t j = 0; j < kBlock / 2; j += n) {
-          const auto v = hn::BitCast(
-              di32, hn::PromoteTo(hn::RebindToUnsigned<DI32>(), hn::LoadU(du8, blk + 2 + j)));
-          const auto lo = hn::Sub(hn::And(v, mask), eight);
-          const auto hi = hn::Sub(hn::ShiftRight<4>(v), eight);
-          hn::StoreU(hn::Mul(hn::ConvertTo(df, lo), d), df, dst + b * kBlock + j);
-          hn::StoreU(hn::Mul(hn::ConvertTo(df, hi), d), df, dst + b * kBlock + kBlock / 2 + j);
-        }
-      }
       return;
     }
     default:
@@ -88,7 +60,7 @@ using VM = hn::Vec<DM>;
 template <int T>
 void MicroKernel(const float* const* w, const float* x, int64_t x_stride, int64_t kc, int rows,
                  bool accumulate, float* out, int64_t out_stride) {
-  constexpr int R = kPrefillRowTile;
+  constexpr int R = kFloatRowTile;
   const DM d;
   const int64_t n = hn::Lanes(d);
   VM acc[R][T];
@@ -110,12 +82,11 @@ void MicroKernel(const float* const* w, const float* x, int64_t x_stride, int64_
     }
   }
   for (int r = 0; r < rows; ++r) {
+    // The same tree for every T (each output's sum depends only on its own vector).
     float sums[4];
-    if constexpr (T == 4) {
-      SumLanes4<DM>(acc[r][0], acc[r][1], acc[r][2], acc[r][3], sums);
-    } else {
-      for (int t = 0; t < T; ++t) sums[t] = ReduceSum<DM>(acc[r][t]);
-    }
+    const VM zero = hn::Zero(d);
+    SumLanes4<DM>(acc[r][0], T > 1 ? acc[r][1 % T] : zero, T > 2 ? acc[r][2 % T] : zero,
+                  T > 3 ? acc[r][3 % T] : zero, sums);
     HWY_UNROLL(8)
     for (int t = 0; t < T; ++t) {
       float s = sums[t];
@@ -131,10 +102,10 @@ void MicroKernel(const float* const* w, const float* x, int64_t x_stride, int64_
 constexpr int64_t kMaxColChunk = 1024;
 constexpr int64_t kTokenChunkBytes = 256 << 10;
 
-void MatMatRowsImpl(const MatMulJob& job, int64_t r0, int64_t r1) {
+void FloatMatMulRowsImpl(const MatMulJob& job, int64_t r0, int64_t r1) {
   const WeightMatrix& w = *job.w;
-  constexpr int R = kPrefillRowTile;
-  constexpr int T = kPrefillTokenTile;
+  constexpr int R = kFloatRowTile;
+  constexpr int T = kFloatTokenTile;
   const int64_t cols = w.cols, n_tokens = job.n_tokens;
   const int64_t n_col_chunks = (cols + kMaxColChunk - 1) / kMaxColChunk;
   const int64_t col_chunk =
@@ -191,10 +162,10 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace promptcache::internal {
 
-HWY_EXPORT(MatMatRowsImpl);
+HWY_EXPORT(FloatMatMulRowsImpl);
 
-void MatMatRows(const MatMulJob& job, int64_t r0, int64_t r1) {
-  HWY_DYNAMIC_DISPATCH(MatMatRowsImpl)(job, r0, r1);
+void FloatMatMulRows(const MatMulJob& job, int64_t r0, int64_t r1) {
+  HWY_DYNAMIC_DISPATCH(FloatMatMulRowsImpl)(job, r0, r1);
 }
 
 }  // namespace promptcache::internal

@@ -1,0 +1,120 @@
+// The on-disk block layouts of ggml's quantized weight types, byte for byte (the GGUF format's
+// facts: every engine reading the same file must agree on them). Used by the reference
+// (de)quantizers and the kernels' block decoders. Not for use outside ops/.
+//
+// Two families:
+//  - 32-element blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL): one f16 scale (and offset) each.
+//  - 256-element super-blocks, the K-quants and IQ4_XS: an f16 super-block scale (and one for the
+//    minimums) with small integer scales per 16 or 32 elements.
+// Nibble order: in a 32-element block, byte j holds element j (low nibble) and j + 16 (high).
+#pragma once
+
+#include <cstdint>
+
+namespace promptcache::quant {
+
+constexpr int kBlock = 32;       // elements of a 32-element block
+constexpr int kSuperBlock = 256;  // elements of a K-quant super-block
+
+struct BlockQ4_0 {
+  uint16_t d;
+  uint8_t qs[16];
+};
+struct BlockQ4_1 {
+  uint16_t d, m;
+  uint8_t qs[16];
+};
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];  // bit j: the fifth bit of element j
+  uint8_t qs[16];
+};
+struct BlockQ5_1 {
+  uint16_t d, m;
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+struct BlockQ8_0 {
+  uint16_t d;
+  int8_t qs[32];
+};
+struct BlockIQ4_NL {
+  uint16_t d;
+  uint8_t qs[16];  // indices into kIQ4Values
+};
+
+// Q2_K: 16 groups of 16; scales[g] holds the group's scale (low nibble) and minimum (high).
+// qs: 2 bits per element; for each half of 128 elements, byte l of its 32 holds elements
+// l + 32 * s (bits 2s..2s+1), s = 0..3, of groups numbered from l / 16.
+struct BlockQ2_K {
+  uint8_t scales[16];
+  uint8_t qs[64];
+  uint16_t d, dmin;
+};
+// Q3_K: as Q2_K's low bits, plus a high-bit mask (set: +0, clear: -4) and 16 6-bit scales
+// (offset by 32) packed into 12 bytes.
+struct BlockQ3_K {
+  uint8_t hmask[32];
+  uint8_t qs[64];
+  uint8_t scales[12];
+  uint16_t d;
+};
+// Q4_K / Q5_K: 8 groups of 32 with 6-bit scales and minimums packed into 12 bytes; for each 64
+// elements, 32 bytes hold the first 32 in low nibbles and the next 32 in high nibbles.
+struct BlockQ4_K {
+  uint16_t d, dmin;
+  uint8_t scales[12];
+  uint8_t qs[128];
+};
+struct BlockQ5_K {
+  uint16_t d, dmin;
+  uint8_t scales[12];
+  uint8_t qh[32];  // bit 2i / 2i+1 of byte l: fifth bit of element l of group 2i / 2i+1
+  uint8_t qs[128];
+};
+// Q6_K: 16 groups of 16 with int8 scales; low 4 bits in ql, high 2 bits in qh (see the decoder).
+struct BlockQ6_K {
+  uint8_t ql[128];
+  uint8_t qh[64];
+  int8_t scales[16];
+  uint16_t d;
+};
+// IQ4_XS: 8 groups of 32, 6-bit scales (offset by 32): low 4 bits in scales_l, high 2 bits in
+// scales_h; the quants index kIQ4Values as IQ4_NL's do.
+struct BlockIQ4_XS {
+  uint16_t d;
+  uint16_t scales_h;
+  uint8_t scales_l[4];
+  uint8_t qs[128];
+};
+
+static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
+              sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockIQ4_NL) == 18);
+static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
+              sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockIQ4_XS) == 136);
+
+// IQ4_NL / IQ4_XS: the 16 values a 4-bit index stands for (a non-linear grid).
+inline constexpr int8_t kIQ4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                          1,    13,   25,  38,  53,  69,  89,  113};
+
+// Q4_K / Q5_K: the 6-bit scale and minimum of group j (0..7) from the packed 12 bytes.
+inline void ScaleMinK4(int j, const uint8_t* q, int* scale, int* min) {
+  if (j < 4) {
+    *scale = q[j] & 63;
+    *min = q[j + 4] & 63;
+  } else {
+    *scale = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *min = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// Q3_K: the 16 6-bit scales (0..63, before the offset of 32) from the packed 12 bytes.
+inline void UnpackScalesQ3_K(const uint8_t* packed, int out[16]) {
+  for (int j = 0; j < 16; ++j) {
+    const int low = j < 8 ? packed[j] & 0xF : packed[j - 8] >> 4;
+    const int high = (packed[8 + j % 4] >> (2 * (j / 4))) & 3;
+    out[j] = low | high << 4;
+  }
+}
+
+}  // namespace promptcache::quant
