@@ -67,6 +67,7 @@ std::unique_ptr<Command> MakeServeCommand();
 std::unique_ptr<Command> MakeSchemaCommand();
 std::unique_ptr<Command> MakePromptCommand();
 std::unique_ptr<Command> MakeEvalModulesCommand();
+std::unique_ptr<Command> MakeLogitsCommand();
 
 // An engine for the modular-prompt commands (schema, prompt, eval-modules): one sequence at a
 // time, the disk tier in `cache_dir` when not empty.
