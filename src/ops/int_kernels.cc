@@ -19,6 +19,7 @@
 // Highway headers below must follow foreach_target.h.
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "core/check.h"
@@ -132,6 +133,8 @@ struct Panel {
   // (2i, 2i + 1) as two int16 in one int32 (bias * scale, or the minimum).
   alignas(32) int32_t sc[kChunkCols / 256][16][kPanelRows];
   alignas(32) int32_t coef[kChunkCols / 256][8][kPanelRows];
+  // Each row's quants of the chunk in element order, before interleaving.
+  alignas(32) uint8_t stage[kPanelRows][kChunkCols];
 };
 
 // The 32 quants of one piece (32 consecutive elements) of a block, as bytes in element order:
@@ -173,51 +176,60 @@ HWY_INLINE uint32_t U32At(const uint8_t* p) {
 }
 
 // The per-type rows of the kernel table for x86: block geometry, quant bias, and piece decoding.
-// kGroup: elements sharing one integer scale (K types).
+// kPieces: 32-element pieces per block (1, or 8 for K super-blocks); kGroup: elements sharing one
+// integer scale (K types); kMin: offsets (32-blocks) or minimums (K); kBytes: block size.
 struct CodecQ4_0 {
   static constexpr int kPieces = 1, kBias = 8, kGroup = 32;
-  static constexpr bool kSigned = false;
+  static constexpr bool kSigned = false, kMin = false;
+  static constexpr int kBytes = 18;
   static __m256i Piece(const uint8_t* b, int) { return Nibbles(b + 2); }
 };
 struct CodecQ4_1 {
   static constexpr int kPieces = 1, kBias = 0, kGroup = 32;
-  static constexpr bool kSigned = false;
+  static constexpr bool kSigned = false, kMin = true;
+  static constexpr int kBytes = 20;
   static __m256i Piece(const uint8_t* b, int) { return Nibbles(b + 4); }
 };
 struct CodecQ5_0 {
   static constexpr int kPieces = 1, kBias = 16, kGroup = 32;
-  static constexpr bool kSigned = false;
+  static constexpr bool kSigned = false, kMin = false;
+  static constexpr int kBytes = 22;
   static __m256i Piece(const uint8_t* b, int) {
     return _mm256_or_si256(Nibbles(b + 6), BitsToBytes(U32At(b + 2), 16));
   }
 };
 struct CodecQ5_1 {
   static constexpr int kPieces = 1, kBias = 0, kGroup = 32;
-  static constexpr bool kSigned = false;
+  static constexpr bool kSigned = false, kMin = true;
+  static constexpr int kBytes = 24;
   static __m256i Piece(const uint8_t* b, int) {
     return _mm256_or_si256(Nibbles(b + 8), BitsToBytes(U32At(b + 4), 16));
   }
 };
 struct CodecQ8_0 {
   static constexpr int kPieces = 1, kBias = 0, kGroup = 32;
-  static constexpr bool kSigned = true;
+  static constexpr bool kSigned = true, kMin = false;
+  static constexpr int kBytes = 34;
   static __m256i Piece(const uint8_t* b, int) { return Load32(b + 2); }
 };
 struct CodecIQ4_NL {
   static constexpr int kPieces = 1, kBias = 0, kGroup = 32;
-  static constexpr bool kSigned = true;
+  static constexpr bool kSigned = true, kMin = false;
+  static constexpr int kBytes = 18;
   static __m256i Piece(const uint8_t* b, int) { return IQ4Lookup(Nibbles(b + 2)); }
 };
 struct CodecQ2_K {  // qs at 16
   static constexpr int kPieces = 8, kBias = 0, kGroup = 16;
-  static constexpr bool kSigned = false;
+  static constexpr bool kSigned = false, kMin = true;
+  static constexpr int kBytes = 84;
   static __m256i Piece(const uint8_t* b, int p) {
     return LowBits(Load32(b + 16 + 32 * (p / 4)), 2 * (p % 4), 3);
   }
 };
 struct CodecQ3_K {  // hmask at 0, qs at 32
   static constexpr int kPieces = 8, kBias = 4, kGroup = 16;
-  static constexpr bool kSigned = false;
+  static constexpr bool kSigned = false, kMin = false;
+  static constexpr int kBytes = 110;
   static __m256i Piece(const uint8_t* b, int p) {
     const __m256i low = LowBits(Load32(b + 32 + 32 * (p / 4)), 2 * (p % 4), 3);
     return _mm256_or_si256(low, MaskBytes(Load32(b), static_cast<uint8_t>(1 << p), 4));
@@ -225,14 +237,16 @@ struct CodecQ3_K {  // hmask at 0, qs at 32
 };
 struct CodecQ4_K {  // qs at 16
   static constexpr int kPieces = 8, kBias = 0, kGroup = 32;
-  static constexpr bool kSigned = false;
+  static constexpr bool kSigned = false, kMin = true;
+  static constexpr int kBytes = 144;
   static __m256i Piece(const uint8_t* b, int p) {
     return LowBits(Load32(b + 16 + 32 * (p / 2)), 4 * (p % 2), 15);
   }
 };
 struct CodecQ5_K {  // qh at 16, qs at 48
   static constexpr int kPieces = 8, kBias = 0, kGroup = 32;
-  static constexpr bool kSigned = false;
+  static constexpr bool kSigned = false, kMin = true;
+  static constexpr int kBytes = 176;
   static __m256i Piece(const uint8_t* b, int p) {
     const __m256i low = LowBits(Load32(b + 48 + 32 * (p / 2)), 4 * (p % 2), 15);
     return _mm256_or_si256(low, MaskBytes(Load32(b + 16), static_cast<uint8_t>(1 << p), 16));
@@ -240,7 +254,8 @@ struct CodecQ5_K {  // qh at 16, qs at 48
 };
 struct CodecQ6_K {  // ql at 0, qh at 128
   static constexpr int kPieces = 8, kBias = 32, kGroup = 16;
-  static constexpr bool kSigned = false;
+  static constexpr bool kSigned = false, kMin = false;
+  static constexpr int kBytes = 210;
   static __m256i Piece(const uint8_t* b, int p) {
     const int half = p / 4, k = p % 4;
     const __m256i low = LowBits(Load32(b + 64 * half + 32 * (k % 2)), 4 * (k / 2), 15);
@@ -250,75 +265,111 @@ struct CodecQ6_K {  // ql at 0, qh at 128
 };
 struct CodecIQ4_XS {  // qs at 8
   static constexpr int kPieces = 8, kBias = 0, kGroup = 32;
-  static constexpr bool kSigned = true;
+  static constexpr bool kSigned = true, kMin = false;
+  static constexpr int kBytes = 136;
   static __m256i Piece(const uint8_t* b, int p) { return IQ4Lookup(Nibbles(b + 8 + 16 * p)); }
 };
 
 // v[r] holds 8 dwords of row r; afterwards v[g] holds dword g of rows 0..7.
 HWY_INLINE void Transpose8x8(__m256i v[8]) {
   __m256i t[8], u[8];
+  HWY_UNROLL(8)
   for (int i = 0; i < 8; i += 2) {
     t[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);
     t[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]);
   }
+  HWY_UNROLL(8)
   for (int i = 0; i < 8; i += 4) {
     u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
     u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
     u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
     u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
   }
+  HWY_UNROLL(8)
   for (int i = 0; i < 4; ++i) {
     v[i] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x20);
     v[i + 4] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x31);
   }
 }
 
-// Decodes blocks [block0, block0 + nblocks) of 16 rows into the panel. `flip` turns signed quants
-// into q + 128 (for the unsigned multiply of VNNI).
+// The per-row part of decoding: row r's blocks [block0, block0 + nblocks) into the row-major
+// staging area (quants) and the panel's scale arrays. Rows are streamed one after the other, each
+// start to end, and the bytes each row will need next (`next`: its next chunk, or the next panel's
+// row) are prefetched as we go: the hardware prefetchers do not follow 16 interleaved streams.
 template <class C>
-void DecodePanel(const WeightTypeInfo& info, const uint8_t* const rows[kPanelRows],
-                 int64_t block0, int nblocks, bool flip, Panel* p) {
+void DecodeRow(const WeightTypeInfo& info, const uint8_t* row, const uint8_t* next, int r,
+               int64_t block0, int nblocks, bool flip, int bias, Panel* p) {
   const int bytes = info.block_bytes;
   const __m256i sign = _mm256_set1_epi8(static_cast<char>(0x80));
-  for (int h = 0; h < 2; ++h) {
-    for (int i = 0; i < nblocks; ++i) {
-      for (int piece = 0; piece < C::kPieces; ++piece) {
-        __m256i v[8];
-        for (int r = 0; r < 8; ++r) {
-          v[r] = C::Piece(rows[8 * h + r] + (block0 + i) * bytes, piece);
-          if (flip) v[r] = _mm256_xor_si256(v[r], sign);
-        }
-        Transpose8x8(v);
-        uint8_t(*dst)[2][32] = p->q + (i * C::kPieces + piece) * 8;
-        for (int g = 0; g < 8; ++g) {
-          _mm256_store_si256(reinterpret_cast<__m256i*>(dst[g][h]), v[g]);
-        }
-      }
+  const uint8_t* src = row + block0 * bytes;
+  for (int64_t off = 0; off < int64_t{nblocks} * bytes; off += 64) hwy::Prefetch(next + off);
+  uint8_t* stage = p->stage[r];
+  for (int i = 0; i < nblocks; ++i) {
+    const uint8_t* blk = src + i * bytes;
+    HWY_UNROLL(8)
+    for (int piece = 0; piece < C::kPieces; ++piece) {
+      __m256i v = C::Piece(blk, piece);
+      if (flip) v = _mm256_xor_si256(v, sign);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(stage + 32 * (i * C::kPieces + piece)), v);
+    }
+    if (info.act == ActFormat::kQ8_0) {
+      p->d[i][r] = HalfAt(blk);
+      p->m[i][r] = info.has_min ? HalfAt(blk + 2) : 0.0f;
+      continue;
+    }
+    IntBlock s;
+    info.decode_scales(blk, &s);
+    p->d[i][r] = s.d;
+    p->m[i][r] = s.m;
+    int coef[16];
+    for (int j = 0; j < 16; ++j) {
+      p->sc[i][j][r] = s.sc[j];
+      coef[j] = info.has_min ? s.mn[j] : bias * s.sc[j];
+    }
+    HWY_UNROLL(8)
+    for (int j = 0; j < 8; ++j) {
+      p->coef[i][j][r] =
+          static_cast<int32_t>(static_cast<uint16_t>(coef[2 * j]) |
+                               static_cast<uint32_t>(static_cast<uint16_t>(coef[2 * j + 1])) << 16);
     }
   }
-  const int bias = C::kSigned ? (flip ? 128 : 0) : C::kBias;
+}
+
+HWY_INLINE void Transpose8x8(__m256 v[8]) {
+  __m256i* i = reinterpret_cast<__m256i*>(v);
+  __m256i tmp[8];
+  HWY_UNROLL(8)
+  for (int k = 0; k < 8; ++k) tmp[k] = _mm256_castps_si256(v[k]);
+  Transpose8x8(tmp);
+  HWY_UNROLL(8)
+  for (int k = 0; k < 8; ++k) v[k] = _mm256_castsi256_ps(tmp[k]);
+  (void)i;
+}
+
+// Decodes blocks [block0, block0 + nblocks) of 16 rows into the panel: each row into staging,
+// then (from L1) 8 rows at a time interleaved by 4-byte groups. `flip` turns signed quants into
+// q + 128 (for the unsigned multiply of VNNI).
+template <class C>
+void DecodePanel(const WeightTypeInfo& info, const uint8_t* const rows[kPanelRows],
+                 const uint8_t* const next[kPanelRows], int64_t block0, int nblocks, bool flip,
+                 int bias, Panel* p) {
   for (int r = 0; r < kPanelRows; ++r) {
-    for (int i = 0; i < nblocks; ++i) {
-      const uint8_t* blk = rows[r] + (block0 + i) * bytes;
-      if (info.act == ActFormat::kQ8_0) {
-        p->d[i][r] = HalfAt(blk);
-        p->m[i][r] = info.has_min ? HalfAt(blk + 2) : 0.0f;
-        continue;
+    DecodeRow<C>(info, rows[r], next[r], r, block0, nblocks, flip, bias, p);
+  }
+  const int pieces = nblocks * C::kPieces;
+  HWY_UNROLL(8)
+  for (int h = 0; h < 2; ++h) {
+    for (int piece = 0; piece < pieces; ++piece) {
+      __m256i v[8];
+      HWY_UNROLL(8)
+      for (int r = 0; r < 8; ++r) {
+        v[r] = _mm256_load_si256(
+            reinterpret_cast<const __m256i*>(p->stage[8 * h + r] + 32 * piece));
       }
-      IntBlock s;
-      info.decode_scales(blk, &s);
-      p->d[i][r] = s.d;
-      p->m[i][r] = s.m;
-      int coef[16];
-      for (int j = 0; j < 16; ++j) {
-        p->sc[i][j][r] = s.sc[j];
-        coef[j] = info.has_min ? s.mn[j] : bias * s.sc[j];
-      }
-      for (int j = 0; j < 8; ++j) {
-        p->coef[i][j][r] =
-            static_cast<int32_t>(static_cast<uint16_t>(coef[2 * j]) |
-                                 static_cast<uint32_t>(static_cast<uint16_t>(coef[2 * j + 1])) << 16);
-      }
+      Transpose8x8(v);
+      uint8_t(*dst)[2][32] = p->q + piece * 8;
+      HWY_UNROLL(8)
+      for (int g = 0; g < 8; ++g) _mm256_store_si256(reinterpret_cast<__m256i*>(dst[g][h]), v[g]);
     }
   }
 }
@@ -363,23 +414,31 @@ void KernelQ8_0(const Panel& p, int h0, int nblocks, const TokenActs* tok, int b
                 bool has_min, __m256 (&F)[H][T]) {
   for (int b = 0; b < nblocks; ++b) {
     __m256i I[H][T];
+    HWY_UNROLL(8)
     for (int h = 0; h < H; ++h) {
+      HWY_UNROLL(8)
       for (int t = 0; t < T; ++t) I[h][t] = _mm256_setzero_si256();
     }
+    HWY_UNROLL(8)
     for (int g = 0; g < 8; ++g) {
       __m256i W[H];
+      HWY_UNROLL(8)
       for (int h = 0; h < H; ++h) {
         W[h] = _mm256_load_si256(reinterpret_cast<const __m256i*>(p.q[8 * b + g][h0 + h]));
       }
+      HWY_UNROLL(8)
       for (int t = 0; t < T; ++t) {
         const __m256i X = Broadcast4(tok[t].q + 32 * b + 4 * g);
+        HWY_UNROLL(8)
         for (int h = 0; h < H; ++h) I[h][t] = Dot<K>(I[h][t], W[h], X);
       }
     }
+    HWY_UNROLL(8)
     for (int t = 0; t < T; ++t) {
       const __m256 dx = _mm256_set1_ps(tok[t].d[b]);
       const int sum = tok[t].sums[b];
       const __m256i corr = _mm256_set1_epi32(bias_shift ? sum << bias_shift : 0);
+      HWY_UNROLL(8)
       for (int h = 0; h < H; ++h) {
         const __m256 dd = _mm256_mul_ps(_mm256_load_ps(p.d[b] + 8 * (h0 + h)), dx);
         const __m256i isum = _mm256_sub_epi32(I[h][t], corr);
@@ -399,36 +458,50 @@ void KernelQ8_K(const Panel& p, int h0, int nsuper, const TokenActs* tok, Correc
                 __m256 (&F)[H][T]) {
   for (int s = 0; s < nsuper; ++s) {
     __m256i S[H][T];
+    HWY_UNROLL(8)
     for (int h = 0; h < H; ++h) {
+      HWY_UNROLL(8)
       for (int t = 0; t < T; ++t) S[h][t] = _mm256_setzero_si256();
     }
+    HWY_UNROLL(8)
     for (int j = 0; j < 256 / kGroup; ++j) {
       __m256i G[H][T];
+      HWY_UNROLL(8)
       for (int h = 0; h < H; ++h) {
+        HWY_UNROLL(8)
         for (int t = 0; t < T; ++t) G[h][t] = _mm256_setzero_si256();
       }
+      HWY_UNROLL(8)
       for (int g = 0; g < kGroup / 4; ++g) {
         const int dw = 64 * s + (kGroup / 4) * j + g;  // dword of the chunk
         __m256i W[H];
+        HWY_UNROLL(8)
         for (int h = 0; h < H; ++h) {
           W[h] = _mm256_load_si256(reinterpret_cast<const __m256i*>(p.q[dw][h0 + h]));
         }
+        HWY_UNROLL(8)
         for (int t = 0; t < T; ++t) {
           const __m256i X = Broadcast4(tok[t].q + 4 * dw);
+          HWY_UNROLL(8)
           for (int h = 0; h < H; ++h) G[h][t] = Dot<K>(G[h][t], W[h], X);
         }
       }
+      HWY_UNROLL(8)
       for (int h = 0; h < H; ++h) {
         const __m256i sc = _mm256_load_si256(
             reinterpret_cast<const __m256i*>(p.sc[s][j * (kGroup / 16)] + 8 * (h0 + h)));
+        HWY_UNROLL(8)
         for (int t = 0; t < T; ++t) S[h][t] = _mm256_add_epi32(S[h][t], _mm256_mullo_epi32(G[h][t], sc));
       }
     }
+    HWY_UNROLL(8)
     for (int t = 0; t < T; ++t) {
       const __m256 dx = _mm256_set1_ps(tok[t].d[s]);
+      HWY_UNROLL(8)
       for (int h = 0; h < H; ++h) {
         __m256i C = _mm256_setzero_si256();
         if (corr != Correction::kNone) {
+          HWY_UNROLL(8)
           for (int i = 0; i < 8; ++i) {
             const __m256i coef = _mm256_load_si256(
                 reinterpret_cast<const __m256i*>(p.coef[s][i] + 8 * (h0 + h)));
@@ -465,27 +538,36 @@ struct IntPlan {
   Correction corr;   // K
 };
 
+// Tokens [t0, t0 + n)'s activations from column k0 on.
+void MakeTokenActs(const IntPlan& plan, int64_t k0, int64_t t0, int n, TokenActs* tok) {
+  const MatMulJob& job = *plan.job;
+  const bool k_type = job.info->act == ActFormat::kQ8_K;
+  const int elems_per_scale = k_type ? 256 : 32;
+  const int elems_per_sum = k_type ? 16 : 32;
+  for (int t = 0; t < n; ++t) {
+    const int64_t i = t0 + t;
+    tok[t] = {job.xq.q + i * plan.cols + k0, job.xq.d + i * plan.x_blocks + k0 / elems_per_scale,
+              job.xq.sums + i * plan.x_sums + k0 / elems_per_sum,
+              k_type ? nullptr : job.xq.s + i * plan.x_blocks + k0 / 32};
+  }
+}
+
 // Runs T tokens from t0 over the decoded panel (rows p0.., `valid` of them) for chunk k0.
 template <DotKind K, int H, int T, int kGroup>
 void RunTokens(const IntPlan& plan, const Panel& panel, int64_t p0, int valid, int64_t k0,
                int64_t kc, int64_t t0) {
   const MatMulJob& job = *plan.job;
   const bool k_type = job.info->act == ActFormat::kQ8_K;
-  const int elems_per_scale = k_type ? 256 : 32;
-  const int elems_per_sum = k_type ? 16 : 32;
   TokenActs tok[T];
-  for (int t = 0; t < T; ++t) {
-    const int64_t i = t0 + t;
-    tok[t] = {job.xq.q + i * plan.cols + k0, job.xq.d + i * plan.x_blocks + k0 / elems_per_scale,
-              job.xq.sums + i * plan.x_sums + k0 / elems_per_sum,
-              k_type ? nullptr : job.xq.s + i * plan.x_blocks + k0 / 32};
-  }
+  MakeTokenActs(plan, k0, t0, T, tok);
   for (int h0 = 0; h0 < 2; h0 += H) {
     if (valid <= 8 * h0) break;
     __m256 F[H][T];
     __m256i mask[H];
+    HWY_UNROLL(8)
     for (int h = 0; h < H; ++h) {
       mask[h] = RowMask(valid - 8 * (h0 + h));
+      HWY_UNROLL(8)
       for (int t = 0; t < T; ++t) {
         float* o = job.out + (t0 + t) * plan.rows + p0 + 8 * (h0 + h);
         F[h][t] = k0 == 0 ? _mm256_setzero_ps() : _mm256_maskload_ps(o, mask[h]);
@@ -497,7 +579,9 @@ void RunTokens(const IntPlan& plan, const Panel& panel, int64_t p0, int valid, i
       KernelQ8_0<K, H, T>(panel, h0, static_cast<int>(kc / 32), tok, plan.bias_shift,
                           job.info->has_min, F);
     }
+    HWY_UNROLL(8)
     for (int h = 0; h < H; ++h) {
+      HWY_UNROLL(8)
       for (int t = 0; t < T; ++t) {
         float* o = job.out + (t0 + t) * plan.rows + p0 + 8 * (h0 + h);
         _mm256_maskstore_ps(o, mask[h], F[h][t]);
@@ -506,45 +590,408 @@ void RunTokens(const IntPlan& plan, const Panel& panel, int64_t p0, int valid, i
   }
 }
 
+// ---------------------------------------------------------------- few tokens: row dots
+
+// With few tokens each weight serves too few multiplies to pay for interleaving a panel. Instead
+// each row, as it streams by, is multiplied piece by piece (32 quants) with every token's
+// activations into int32 lane sums; 8 rows' lane sums of one block are then added up together,
+// which leaves the 8 rows' exact block sums in one vector: from there the float steps are the
+// panel kernels' own, so both paths give the same bits.
+constexpr int kMaxDotTokens = 4;
+// Software prefetch distance along a row's stream.
+constexpr int kDotPrefetchBytes = 1024;
+
+// Lane r of the result: the sum of p[r]'s lanes.
+HWY_INLINE __m256i SumLanes8(const __m256i* p) {
+  __m256i v[8], a[4], b[2];
+  HWY_UNROLL(8)
+  for (int i = 0; i < 8; ++i) v[i] = _mm256_loadu_si256(p + i);
+  HWY_UNROLL(8)
+  for (int i = 0; i < 4; ++i) {
+    a[i] = _mm256_add_epi32(_mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]),
+                            _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+  }
+  HWY_UNROLL(8)
+  for (int i = 0; i < 2; ++i) {
+    b[i] = _mm256_add_epi32(_mm256_unpacklo_epi64(a[2 * i], a[2 * i + 1]),
+                            _mm256_unpackhi_epi64(a[2 * i], a[2 * i + 1]));
+  }
+  return _mm256_add_epi32(_mm256_permute2x128_si256(b[0], b[1], 0x20),
+                          _mm256_permute2x128_si256(b[0], b[1], 0x31));
+}
+
+// The low 16 bits of each 32-bit lane, in order.
+HWY_INLINE __m128i LowHalves(__m256i v) {
+  const __m256i take = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1,
+                                        0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1);
+  return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, take), 0x08));
+}
+
+// Few tokens, 32-element types. Rows are streamed one after the other, start to end (the
+// prefetchers follow one stream; 8 interleaved rows were 3x slower here), each row dotted with
+// every token: per group of 8 blocks, the 8 blocks' lane-sum vectors are reduced together
+// (SumLanes8) into their 8 exact sums, and the 8 scales come in one gather from the row. Each
+// row's block sums and scale products are staged as floats; then 8 rows' are transposed, so the
+// canonical per-block float chain runs on 8 rows in one vector (a scalar chain per row would be
+// bound by its latency).
+template <class C, DotKind K, int T>
+struct DotRowsQ8_0 {
+  static constexpr int kB = C::kBytes;
+  static constexpr bool kFlip = C::kSigned && K == DotKind::kVnni;
+  static constexpr int kShift =
+      C::kSigned ? (kFlip ? 7 : 0) : (C::kBias ? __builtin_ctz(C::kBias) : 0);
+
+  // Per token and row of 8, per block: float(isum), d * dx, and the offset m (types with kMin).
+  struct Stage {
+    std::vector<float> p, dd, m;
+    int64_t blocks = 0;  // padded to a multiple of 8
+    float* P(int t, int r) { return p.data() + (int64_t{t} * 8 + r) * blocks; }
+    float* DD(int t, int r) { return dd.data() + (int64_t{t} * 8 + r) * blocks; }
+    float* M(int r) { return m.data() + int64_t{r} * blocks; }
+  };
+
+  // Blocks [b0, b0 + n) of one row (n = 8 unless kTail) into the stage (row r of 8).
+  template <bool kTail>
+  static HWY_INLINE void Group(const uint8_t* row, int b0, int n, const TokenActs* tok, int r,
+                               Stage* st) {
+    const __m256i zero = _mm256_setzero_si256();
+    const __m256i stride =
+        _mm256_setr_epi32(0, kB, 2 * kB, 3 * kB, 4 * kB, 5 * kB, 6 * kB, 7 * kB);
+    const uint8_t* group = row + int64_t{b0} * kB;
+    __m256i w[8];
+    HWY_UNROLL(8)
+    for (int i = 0; i < 8; ++i) {
+      w[i] = !kTail || i < n ? C::Piece(group + i * kB, 0) : zero;
+      if constexpr (kFlip) w[i] = _mm256_xor_si256(w[i], _mm256_set1_epi8(static_cast<char>(0x80)));
+    }
+    // The blocks' headers: f16 scale (low half) and offset (high half, types with kMin).
+    const __m256i lanes =
+        kTail ? _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))
+              : _mm256_set1_epi32(-1);
+    const __m256i head =
+        kTail ? _mm256_mask_i32gather_epi32(zero, reinterpret_cast<const int*>(group), stride,
+                                            lanes, 1)
+              : _mm256_i32gather_epi32(reinterpret_cast<const int*>(group), stride, 1);
+    const __m256 d = _mm256_cvtph_ps(LowHalves(head));
+    if constexpr (C::kMin) {
+      _mm256_storeu_ps(st->M(r) + b0, _mm256_cvtph_ps(LowHalves(_mm256_srli_epi32(head, 16))));
+    }
+    HWY_UNROLL(8)
+    for (int t = 0; t < T; ++t) {
+      __m256i v[8];
+      HWY_UNROLL(8)
+      for (int i = 0; i < 8; ++i) {
+        // Past the row's end w is zero, so any activations give 0 (read within the token).
+        const int8_t* x = tok[t].q + 32 * (kTail ? std::min(b0 + i, b0 + n - 1) : b0 + i);
+        v[i] = Dot<K>(zero, w[i], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
+      }
+      __m256i isum = SumLanes8(v);
+      if constexpr (kShift != 0) {
+        __m256i sums;
+        if constexpr (kTail) {
+          alignas(16) int16_t s16[8] = {};
+          for (int i = 0; i < n; ++i) s16[i] = tok[t].sums[b0 + i];
+          sums = _mm256_cvtepi16_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(s16)));
+        } else {
+          sums = _mm256_cvtepi16_epi32(
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(tok[t].sums + b0)));
+        }
+        isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(sums, kShift));
+      }
+      const __m256 dx = kTail ? _mm256_maskload_ps(tok[t].d + b0, lanes)
+                              : _mm256_loadu_ps(tok[t].d + b0);
+      _mm256_storeu_ps(st->P(t, r) + b0, _mm256_cvtepi32_ps(isum));
+      _mm256_storeu_ps(st->DD(t, r) + b0, _mm256_mul_ps(d, dx));
+    }
+  }
+
+  // One row's blocks into the stage (row r of 8).
+  static HWY_INLINE void Row(const uint8_t* row, int nblocks, const TokenActs* tok, int r,
+                             Stage* st) {
+    const uint8_t* fetched = row;
+    int b0 = 0;
+    for (; b0 + 8 <= nblocks; b0 += 8) {
+      for (; fetched < row + int64_t{b0 + 8} * kB; fetched += 64) {
+        hwy::Prefetch(fetched + kDotPrefetchBytes);
+      }
+      Group<false>(row, b0, 8, tok, r, st);
+    }
+    if (b0 < nblocks) Group<true>(row, b0, nblocks - b0, tok, r, st);
+  }
+
+  static void Run(const IntPlan& plan, const uint8_t* const rows[kPanelRows], int64_t p0,
+                  int valid) {
+    const MatMulJob& job = *plan.job;
+    const int nblocks = static_cast<int>(plan.cols / 32);
+    TokenActs tok[T];
+    MakeTokenActs(plan, 0, 0, T, tok);
+    thread_local Stage st;
+    st.blocks = (nblocks + 7) / 8 * 8;
+    const size_t size = size_t{T} * 8 * st.blocks;
+    if (st.p.size() < size) st.p.resize(size), st.dd.resize(size), st.m.resize(8 * st.blocks);
+    for (int h = 0; h < 2 && valid > 8 * h; ++h) {
+      const int nrows = std::min(8, valid - 8 * h);
+      for (int r = 0; r < 8; ++r) Row(rows[8 * h + std::min(r, nrows - 1)], nblocks, tok, r, &st);
+      const __m256i mask = RowMask(nrows);
+      HWY_UNROLL(8)
+      for (int t = 0; t < T; ++t) {
+        __m256 F = _mm256_setzero_ps();
+        for (int b0 = 0; b0 < nblocks; b0 += 8) {
+          __m256 p[8], dd[8], m[8];
+          HWY_UNROLL(8)
+          for (int r = 0; r < 8; ++r) {
+            p[r] = _mm256_loadu_ps(st.P(t, r) + b0);
+            dd[r] = _mm256_loadu_ps(st.DD(t, r) + b0);
+            if constexpr (C::kMin) m[r] = _mm256_loadu_ps(st.M(r) + b0);
+          }
+          Transpose8x8(p);  // now p[i]: block b0 + i of the 8 rows
+          Transpose8x8(dd);
+          if constexpr (C::kMin) Transpose8x8(m);
+          const int n = std::min(8, nblocks - b0);
+          for (int i = 0; i < n; ++i) {
+            F = _mm256_fmadd_ps(p[i], dd[i], F);
+            if constexpr (C::kMin) F = _mm256_fmadd_ps(m[i], _mm256_set1_ps(tok[t].s[b0 + i]), F);
+          }
+        }
+        _mm256_maskstore_ps(job.out + t * plan.rows + p0 + 8 * h, mask, F);
+      }
+    }
+  }
+};
+
+// Few tokens, K super-blocks: as DotRowsQ8_0, a super-block in place of a block. Each piece's lane
+// sums are multiplied by their groups' integer scales; 8 super-blocks' vectors are reduced
+// together, and so are the correction terms (bias times scale, or minimum, against the
+// activations' group sums).
+template <class C, DotKind K, int T>
+struct DotRowsQ8_K {
+  static constexpr int kB = C::kBytes;
+  static constexpr bool kFlip = C::kSigned && K == DotKind::kVnni;
+  static constexpr int kBias = C::kSigned ? (kFlip ? 128 : 0) : C::kBias;
+
+  // Per token and row of 8, per super-block: float(S), d * dx, and for minimums float(M) and
+  // dmin * dx.
+  struct Stage {
+    std::vector<float> p, dd, pm, md;
+    int64_t blocks = 0;  // padded to a multiple of 8
+    size_t At(int t, int r) const { return (size_t(t) * 8 + r) * blocks; }
+  };
+
+  // Super-blocks [s0, s0 + n) of one row into the stage (row r of 8).
+  static HWY_INLINE void Group(const WeightTypeInfo& info, const uint8_t* row, int s0, int n,
+                               const TokenActs* tok, int r, Stage* st) {
+    const __m256i zero = _mm256_setzero_si256();
+    __m256i S[T][8], Cv[T][8];
+    alignas(32) float d[8] = {}, dmin[8] = {};
+    for (int i = 0; i < 8; ++i) {
+      HWY_UNROLL(8)
+      for (int t = 0; t < T; ++t) S[t][i] = Cv[t][i] = zero;
+      if (i >= n) continue;
+      const int sb = s0 + i;
+      const uint8_t* blk = row + int64_t{sb} * kB;
+      IntBlock sc;
+      info.decode_scales(blk, &sc);
+      d[i] = sc.d;
+      dmin[i] = sc.m;
+      alignas(32) int16_t coef[16];
+      for (int j = 0; j < 16; ++j) {
+        coef[j] = static_cast<int16_t>(C::kMin ? sc.mn[j] : kBias * sc.sc[j]);
+      }
+      const __m256i coefs = _mm256_load_si256(reinterpret_cast<const __m256i*>(coef));
+      const __m256i sc_lo = _mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc.sc)));
+      const __m256i sc_hi =
+          _mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc.sc + 8)));
+      HWY_UNROLL(8)
+      for (int piece = 0; piece < 8; ++piece) {
+        __m256i w = C::Piece(blk, piece);
+        if constexpr (kFlip) w = _mm256_xor_si256(w, _mm256_set1_epi8(static_cast<char>(0x80)));
+        // Lanes 0-3 hold elements of group 2 * piece, lanes 4-7 of the next.
+        const int g = 2 * (piece % 4);
+        const __m256i lane_scale = _mm256_permutevar8x32_epi32(
+            piece < 4 ? sc_lo : sc_hi, _mm256_setr_epi32(g, g, g, g, g + 1, g + 1, g + 1, g + 1));
+        HWY_UNROLL(8)
+        for (int t = 0; t < T; ++t) {
+          const __m256i x = _mm256_loadu_si256(
+              reinterpret_cast<const __m256i*>(tok[t].q + 256 * sb + 32 * piece));
+          S[t][i] = _mm256_add_epi32(S[t][i], _mm256_mullo_epi32(Dot<K>(zero, w, x), lane_scale));
+        }
+      }
+      HWY_UNROLL(8)
+      for (int t = 0; t < T; ++t) {
+        const __m256i sums =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tok[t].sums + 16 * sb));
+        Cv[t][i] = _mm256_madd_epi16(coefs, sums);
+        if constexpr (!C::kMin) S[t][i] = _mm256_sub_epi32(S[t][i], Cv[t][i]);
+      }
+    }
+    const __m256i lanes =
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    HWY_UNROLL(8)
+    for (int t = 0; t < T; ++t) {
+      const __m256 dx = _mm256_maskload_ps(tok[t].d + s0, lanes);
+      const size_t at = st->At(t, r) + s0;
+      _mm256_storeu_ps(st->p.data() + at, _mm256_cvtepi32_ps(SumLanes8(S[t])));
+      _mm256_storeu_ps(st->dd.data() + at, _mm256_mul_ps(_mm256_load_ps(d), dx));
+      if constexpr (C::kMin) {
+        _mm256_storeu_ps(st->pm.data() + at, _mm256_cvtepi32_ps(SumLanes8(Cv[t])));
+        _mm256_storeu_ps(st->md.data() + at, _mm256_mul_ps(_mm256_load_ps(dmin), dx));
+      }
+    }
+  }
+
+  static void Run(const IntPlan& plan, const uint8_t* const rows[kPanelRows], int64_t p0,
+                  int valid) {
+    const MatMulJob& job = *plan.job;
+    const int nsuper = static_cast<int>(plan.cols / 256);
+    TokenActs tok[T];
+    MakeTokenActs(plan, 0, 0, T, tok);
+    thread_local Stage st;
+    st.blocks = (nsuper + 7) / 8 * 8;
+    const size_t size = size_t{T} * 8 * st.blocks;
+    if (st.p.size() < size) {
+      st.p.resize(size), st.dd.resize(size), st.pm.resize(size), st.md.resize(size);
+    }
+    for (int h = 0; h < 2 && valid > 8 * h; ++h) {
+      const int nrows = std::min(8, valid - 8 * h);
+      for (int r = 0; r < 8; ++r) {
+        const uint8_t* row = rows[8 * h + std::min(r, nrows - 1)];
+        const uint8_t* fetched = row;
+        for (int s0 = 0; s0 < nsuper; s0 += 8) {
+          const int n = std::min(8, nsuper - s0);
+          for (; fetched < row + int64_t{s0 + n} * kB; fetched += 64) {
+            hwy::Prefetch(fetched + kDotPrefetchBytes);
+          }
+          Group(*job.info, row, s0, n, tok, r, &st);
+        }
+      }
+      const __m256i mask = RowMask(nrows);
+      HWY_UNROLL(8)
+      for (int t = 0; t < T; ++t) {
+        __m256 F = _mm256_setzero_ps();
+        for (int s0 = 0; s0 < nsuper; s0 += 8) {
+          __m256 p[8], dd[8], pm[8], md[8];
+          HWY_UNROLL(8)
+          for (int r = 0; r < 8; ++r) {
+            const size_t at = st.At(t, r) + s0;
+            p[r] = _mm256_loadu_ps(st.p.data() + at);
+            dd[r] = _mm256_loadu_ps(st.dd.data() + at);
+            if constexpr (C::kMin) {
+              pm[r] = _mm256_loadu_ps(st.pm.data() + at);
+              md[r] = _mm256_loadu_ps(st.md.data() + at);
+            }
+          }
+          Transpose8x8(p);  // now p[i]: super-block s0 + i of the 8 rows
+          Transpose8x8(dd);
+          if constexpr (C::kMin) {
+            Transpose8x8(pm);
+            Transpose8x8(md);
+          }
+          const int n = std::min(8, nsuper - s0);
+          for (int i = 0; i < n; ++i) {
+            F = _mm256_fmadd_ps(p[i], dd[i], F);
+            if constexpr (C::kMin) F = _mm256_fnmadd_ps(pm[i], md[i], F);
+          }
+        }
+        _mm256_maskstore_ps(job.out + t * plan.rows + p0 + 8 * h, mask, F);
+      }
+    }
+  }
+};
+
+template <class C, DotKind K, int T>
+using RowsFor =
+    std::conditional_t<C::kPieces == 1, DotRowsQ8_0<C, K, T>, DotRowsQ8_K<C, K, T>>;
+
+// Everything of the plan that depends on the type and the dot kind.
+template <class C, DotKind K>
+IntPlan MakePlan(const MatMulJob& job) {
+  const WeightMatrix& w = *job.w;
+  constexpr int kBias = C::kSigned ? (K == DotKind::kVnni ? 128 : 0) : C::kBias;
+  IntPlan plan{&job, w.cols, w.rows, 0, 0, 0, Correction::kNone};
+  if constexpr (C::kPieces == 1) {
+    plan.x_blocks = plan.x_sums = w.cols / 32;
+    plan.bias_shift = kBias ? __builtin_ctz(kBias) : 0;
+  } else {
+    plan.x_blocks = w.cols / 256;
+    plan.x_sums = w.cols / 16;
+    plan.corr = C::kMin ? Correction::kMin : (kBias ? Correction::kBias : Correction::kNone);
+  }
+  return plan;
+}
+
+// Rows [r0, r1) in panels of 16: the pointers to a panel's rows (past r1, copies of the last).
+struct PanelRows {
+  const uint8_t* rows[kPanelRows];
+  int valid;
+  PanelRows(const WeightMatrix& w, int64_t p0, int64_t r1)
+      : valid(static_cast<int>(std::min<int64_t>(kPanelRows, r1 - p0))) {
+    for (int i = 0; i < kPanelRows; ++i) rows[i] = w.data + std::min(p0 + i, r1 - 1) * w.row_bytes;
+  }
+};
+
+template <class C, DotKind K, int T>
+using RowsFor =
+    std::conditional_t<C::kPieces == 1, DotRowsQ8_0<C, K, T>, DotRowsQ8_K<C, K, T>>;
+
+// Few tokens: whole rows streamed (DotRowsQ8_0, DotRowsQ8_K).
+template <class C, DotKind K>
+void RunRows(const MatMulJob& job, int64_t r0, int64_t r1) {
+  const IntPlan plan = MakePlan<C, K>(job);
+  for (int64_t p0 = r0; p0 < r1; p0 += kPanelRows) {
+    const PanelRows p(*job.w, p0, r1);
+    switch (job.n_tokens) {
+      case 4:
+        RowsFor<C, K, 4>::Run(plan, p.rows, p0, p.valid);
+        break;
+      case 3:
+        RowsFor<C, K, 3>::Run(plan, p.rows, p0, p.valid);
+        break;
+      case 2:
+        RowsFor<C, K, 2>::Run(plan, p.rows, p0, p.valid);
+        break;
+      default:
+        RowsFor<C, K, 1>::Run(plan, p.rows, p0, p.valid);
+        break;
+    }
+  }
+}
+
+// Many tokens: panels decoded a chunk of columns at a time, every token run over each.
 template <class C, DotKind K, int H>
 void RunPanels(const MatMulJob& job, int64_t r0, int64_t r1) {
   const WeightMatrix& w = *job.w;
   const WeightTypeInfo& info = *job.info;
   const bool flip = C::kSigned && K == DotKind::kVnni;
   const int bias = C::kSigned ? (flip ? 128 : 0) : C::kBias;
-  IntPlan plan{&job, w.cols, w.rows, 0, 0, 0, Correction::kNone};
-  if (info.act == ActFormat::kQ8_0) {
-    plan.x_blocks = plan.x_sums = w.cols / 32;
-    plan.bias_shift = bias ? __builtin_ctz(bias) : 0;
-  } else {
-    plan.x_blocks = w.cols / 256;
-    plan.x_sums = w.cols / 16;
-    plan.corr = info.has_min ? Correction::kMin : (bias ? Correction::kBias : Correction::kNone);
-  }
+  const IntPlan plan = MakePlan<C, K>(job);
   thread_local Panel panel;
   for (int64_t p0 = r0; p0 < r1; p0 += kPanelRows) {
-    const int valid = static_cast<int>(std::min<int64_t>(kPanelRows, r1 - p0));
-    const uint8_t* rows[kPanelRows];
-    for (int i = 0; i < kPanelRows; ++i) {
-      rows[i] = w.data + std::min<int64_t>(p0 + i, r1 - 1) * w.row_bytes;
-    }
+    const PanelRows p(w, p0, r1);
+    const PanelRows after(w, std::min(p0 + kPanelRows, r1 - 1), r1);
+    const uint8_t* next[kPanelRows];
     for (int64_t k0 = 0; k0 < w.cols; k0 += kChunkCols) {
       const int64_t kc = std::min<int64_t>(kChunkCols, w.cols - k0);
-      DecodePanel<C>(info, rows, k0 / info.block_elems, static_cast<int>(kc / info.block_elems),
-                     flip, &panel);
+      const int64_t block0 = k0 / info.block_elems;
+      for (int i = 0; i < kPanelRows; ++i) {  // where each row goes next: its next chunk, or
+        next[i] = k0 + kc < w.cols              // the first chunk of the next panel's row
+                      ? p.rows[i] + (block0 + kc / info.block_elems) * info.block_bytes
+                      : after.rows[i];
+      }
+      DecodePanel<C>(info, p.rows, next, block0, static_cast<int>(kc / info.block_elems), flip,
+                     bias, &panel);
       int64_t t0 = 0;
       for (; t0 + 4 <= job.n_tokens; t0 += 4) {
-        RunTokens<K, H, 4, C::kGroup>(plan, panel, p0, valid, k0, kc, t0);
+        RunTokens<K, H, 4, C::kGroup>(plan, panel, p0, p.valid, k0, kc, t0);
       }
       switch (job.n_tokens - t0) {
         case 3:
-          RunTokens<K, H, 3, C::kGroup>(plan, panel, p0, valid, k0, kc, t0);
+          RunTokens<K, H, 3, C::kGroup>(plan, panel, p0, p.valid, k0, kc, t0);
           break;
         case 2:
-          RunTokens<K, H, 2, C::kGroup>(plan, panel, p0, valid, k0, kc, t0);
+          RunTokens<K, H, 2, C::kGroup>(plan, panel, p0, p.valid, k0, kc, t0);
           break;
         case 1:
-          RunTokens<K, H, 1, C::kGroup>(plan, panel, p0, valid, k0, kc, t0);
+          RunTokens<K, H, 1, C::kGroup>(plan, panel, p0, p.valid, k0, kc, t0);
           break;
         default:
           break;
@@ -553,14 +1000,20 @@ void RunPanels(const MatMulJob& job, int64_t r0, int64_t r1) {
   }
 }
 
+template <class C, DotKind K, int H>
+void Run(const MatMulJob& job, int64_t r0, int64_t r1) {
+  if (job.n_tokens <= kMaxDotTokens) return RunRows<C, K>(job, r0, r1);
+  return RunPanels<C, K, H>(job, r0, r1);
+}
+
 template <class C>
 void RunCodec(const MatMulJob& job, int64_t r0, int64_t r1) {
 #if HWY_TARGET <= HWY_AVX3
   // 32 registers: both halves of the panel per pass.
-  if (VnniEnabled()) return RunPanels<C, DotKind::kVnni, 2>(job, r0, r1);
-  return RunPanels<C, C::kSigned ? DotKind::kSigned : DotKind::kUnsigned, 2>(job, r0, r1);
+  if (VnniEnabled()) return Run<C, DotKind::kVnni, 2>(job, r0, r1);
+  return Run<C, C::kSigned ? DotKind::kSigned : DotKind::kUnsigned, 2>(job, r0, r1);
 #else
-  return RunPanels<C, C::kSigned ? DotKind::kSigned : DotKind::kUnsigned, 1>(job, r0, r1);
+  return Run<C, C::kSigned ? DotKind::kSigned : DotKind::kUnsigned, 1>(job, r0, r1);
 #endif
 }
 
