@@ -191,6 +191,33 @@ TEST(MatMul, QuantizedEqualsIntFormReferenceExactly) {
   }
 }
 
+// The row widths real models have (SmolLM2, Qwen2.5, Llama, Mistral, Phi-3 ...), for every type
+// whose block divides them: both paths (1 and 4 tokens: whole rows; 6: panels) against the
+// reference, on every target.
+TEST(MatMul, RealModelRowWidthsEqualIntFormReference) {
+  ThreadPool pool(2);
+  uint32_t seed = 700;
+  for (int64_t cols : {576, 896, 960, 1536, 2048, 2560, 3072, 4096, 5632, 8192, 14336}) {
+    for (GgmlType type : kQuantizedTypes) {
+      if (cols % FindWeightType(type)->block_elems != 0) continue;
+      const int64_t rows = 9;
+      const TestMatrix m = MakeMatrix(type, rows, cols, ++seed, /*pad=*/1);
+      for (int64_t n_tokens : {1, 4, 6}) {
+        Activations x = MakeActivations(n_tokens, cols, ++seed);
+        std::vector<float> want(n_tokens * rows);
+        MatMulIntFormReference(m.w, x.data(), n_tokens, want.data());
+        const std::string what = Describe(type, rows, cols, n_tokens);
+        ForEachVariant(m.w, x.data(), n_tokens, &pool, [&](const auto& got, const auto& how) {
+          for (size_t i = 0; i < got.size(); ++i) {
+            ASSERT_EQ(got[i], want[i]) << what << " on " << how << " output " << i;
+          }
+        });
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
 // The integer form computes the mathematics: close to the float reference within the rounding
 // of x (8 bits per block), and that bound is meaningful (a small share of the terms' size).
 TEST(MatMul, IntFormStaysCloseToFloatReference) {
@@ -221,7 +248,9 @@ TEST(MatMul, IntFormStaysCloseToFloatReference) {
         }
         const double tol = qerr + 4 * cols * kU * size + 1e-30;
         EXPECT_NEAR(got[t * rows + r], want[t * rows + r], tol) << GgmlTypeName(type) << " " << r;
-        if (t != 2) EXPECT_LT(tol, 0.05 * size) << GgmlTypeName(type) << " " << r;
+        if (t != 2) {
+          EXPECT_LT(tol, 0.05 * size) << GgmlTypeName(type) << " " << r;
+        }
       }
     }
   }
@@ -343,7 +372,9 @@ TEST(MatMul, ActivationQuantizationMatchesReference) {
       EXPECT_EQ(q1, q0) << OpsTargetName(target);
       EXPECT_TRUE(std::equal(d0.begin(), d0.begin() + nd, d1.begin())) << OpsTargetName(target);
       EXPECT_TRUE(std::equal(s0.begin(), s0.begin() + ns, s1.begin())) << OpsTargetName(target);
-      if (f == ActFormat::kQ8_0) EXPECT_EQ(o0, o1) << OpsTargetName(target);
+      if (f == ActFormat::kQ8_0) {
+        EXPECT_EQ(o0, o1) << OpsTargetName(target);
+      }
     }
     if (f == ActFormat::kQ8_0) {
       EXPECT_EQ(q0[1], 2);   // 1.5 rounds half to even
