@@ -13,6 +13,8 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Highway headers below must follow foreach_target.h.
 #include <algorithm>
+#include <cstring>
+#include <type_traits>
 
 #include "core/check.h"
 #include "hwy/highway.h"
@@ -56,9 +58,15 @@ void ConvertToF32(GgmlType type, const uint8_t* row, int64_t k0, int64_t kc, flo
 using DM = hn::CappedTag<float, 8>;
 using VM = hn::Vec<DM>;
 
+// The micro-kernel's weight rows: an f32 panel, or F32 rows in place.
+struct PanelF32 {
+  const float* const* w;  // [R], each at the chunk's first column
+  VM Load(DM d, int r, int64_t k) const { return hn::LoadU(d, w[r] + k); }
+  float At(int r, int64_t k) const { return w[r][k]; }
+};
 // out[t * out_stride + r] (+)= dot(w_r[0, kc), x_t[0, kc)) for R rows and T tokens.
-template <int T>
-void MicroKernel(const float* const* w, const float* x, int64_t x_stride, int64_t kc, int rows,
+template <int T, class Rows>
+void MicroKernel(const Rows& w, const float* x, int64_t x_stride, int64_t kc, int rows,
                  bool accumulate, float* out, int64_t out_stride) {
   constexpr int R = kFloatRowTile;
   const DM d;
@@ -73,7 +81,7 @@ void MicroKernel(const float* const* w, const float* x, int64_t x_stride, int64_
   for (; k + n <= kc; k += n) {
     VM wv[R];
     HWY_UNROLL(8)
-    for (int r = 0; r < R; ++r) wv[r] = hn::LoadU(d, w[r] + k);
+    for (int r = 0; r < R; ++r) wv[r] = w.Load(d, r, k);
     HWY_UNROLL(8)
     for (int t = 0; t < T; ++t) {
       const VM xv = hn::LoadU(d, x + t * x_stride + k);
@@ -90,17 +98,150 @@ void MicroKernel(const float* const* w, const float* x, int64_t x_stride, int64_
     HWY_UNROLL(8)
     for (int t = 0; t < T; ++t) {
       float s = sums[t];
-      for (int64_t j = k; j < kc; ++j) s += w[r][j] * x[t * x_stride + j];
+      for (int64_t j = k; j < kc; ++j) s += w.At(r, j) * x[t * x_stride + j];
       float& o = out[t * out_stride + r];
       o = accumulate ? o + s : s;
     }
   }
 }
 
+template <class Rows>
+void MicroKernelT(int t_count, const Rows& w, const float* x, int64_t x_stride, int64_t kc,
+                  int rows, bool accumulate, float* out, int64_t out_stride) {
+  switch (t_count) {
+    case 4:
+      return MicroKernel<4>(w, x, x_stride, kc, rows, accumulate, out, out_stride);
+    case 3:
+      return MicroKernel<3>(w, x, x_stride, kc, rows, accumulate, out, out_stride);
+    case 2:
+      return MicroKernel<2>(w, x, x_stride, kc, rows, accumulate, out, out_stride);
+    default:
+      return MicroKernel<1>(w, x, x_stride, kc, rows, accumulate, out, out_stride);
+  }
+}
+
 // Cache blocking: a chunk of columns whose f32 panel (R rows) stays in L1, and a chunk of tokens
 // whose activations for that column chunk stay in L2.
-constexpr int64_t kMaxColChunk = 1024;
+constexpr int64_t kMaxColChunk = 512;
 constexpr int64_t kTokenChunkBytes = 256 << 10;
+
+// Few tokens: each row streamed alone, start to end (one stream for the prefetchers), two of its
+// column chunks at a time so that two accumulator chains hide the FMA latency. Each chunk's sum is
+// the micro-kernel's: one vector accumulator, the same lane tree, chunks added in order.
+template <int T, class Load>
+void RowDots(const Load& load, const float* x, int64_t cols, int64_t col_chunk, float* out,
+             int64_t out_stride) {
+  const DM d;
+  const int64_t n = hn::Lanes(d);
+  const VM zero = hn::Zero(d);
+  float total[T];
+  for (int64_t c0 = 0; c0 < cols; c0 += 2 * col_chunk) {
+    const int64_t k1 = c0 + col_chunk;  // second chunk's start
+    const int64_t len0 = std::min(col_chunk, cols - c0);
+    const int64_t len1 = std::max<int64_t>(0, std::min(col_chunk, cols - k1));
+    VM a0[T], a1[T];
+    HWY_UNROLL(8)
+    for (int t = 0; t < T; ++t) a0[t] = a1[t] = zero;
+    int64_t k = 0;
+    // Both chunks, 4 vectors at a time, then one at a time; then the first alone (the second
+    // is shorter, or missing).
+    for (; k + 4 * n <= len1; k += 4 * n) {
+      load.Prefetch(c0 + k);
+      load.Prefetch(k1 + k);
+      HWY_UNROLL(4)
+      for (int v = 0; v < 4; ++v) {
+        const VM w0 = load(d, c0 + k + v * n), w1 = load(d, k1 + k + v * n);
+        HWY_UNROLL(8)
+        for (int t = 0; t < T; ++t) {
+          a0[t] = hn::MulAdd(w0, hn::LoadU(d, x + t * cols + c0 + k + v * n), a0[t]);
+          a1[t] = hn::MulAdd(w1, hn::LoadU(d, x + t * cols + k1 + k + v * n), a1[t]);
+        }
+      }
+    }
+    for (; k + n <= len1; k += n) {
+      const VM w0 = load(d, c0 + k), w1 = load(d, k1 + k);
+      HWY_UNROLL(8)
+      for (int t = 0; t < T; ++t) {
+        a0[t] = hn::MulAdd(w0, hn::LoadU(d, x + t * cols + c0 + k), a0[t]);
+        a1[t] = hn::MulAdd(w1, hn::LoadU(d, x + t * cols + k1 + k), a1[t]);
+      }
+    }
+    for (; k + n <= len0; k += n) {
+      if (k % (4 * n) == 0) load.Prefetch(c0 + k);
+      const VM w0 = load(d, c0 + k);
+      HWY_UNROLL(8)
+      for (int t = 0; t < T; ++t) a0[t] = hn::MulAdd(w0, hn::LoadU(d, x + t * cols + c0 + k), a0[t]);
+    }
+    for (int half = 0; half < 2; ++half) {
+      const int64_t start = half ? k1 : c0, len = half ? len1 : len0;
+      if (len == 0) break;
+      const int64_t done = len / n * n;  // where the chunk's vector loop ended
+      float sums[4];
+      const VM* a = half ? a1 : a0;
+      SumLanes4<DM>(a[0], T > 1 ? a[1 % T] : zero, T > 2 ? a[2 % T] : zero,
+                    T > 3 ? a[3 % T] : zero, sums);
+      HWY_UNROLL(8)
+      for (int t = 0; t < T; ++t) {
+        float s = sums[t];
+        for (int64_t j = done; j < len; ++j) s += load.At(start + j) * x[t * cols + start + j];
+        total[t] = start == 0 ? s : total[t] + s;
+      }
+    }
+  }
+  HWY_UNROLL(8)
+  for (int t = 0; t < T; ++t) out[t * out_stride] = total[t];
+}
+
+// One row's loader for RowDots.
+template <typename Elem>
+struct RowLoad {
+  const Elem* row;
+  // The cache lines ahead of element k (the next 4 vectors' worth: 32 elements, 64 or 128 bytes).
+  void Prefetch(int64_t k) const {
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(row + k) + 1024;
+    hwy::Prefetch(p);
+    if constexpr (sizeof(Elem) == 4) hwy::Prefetch(p + 64);
+  }
+  VM operator()(DM d, int64_t k) const {
+    if constexpr (std::is_same_v<Elem, float>) {
+      return hn::LoadU(d, row + k);
+    } else {
+      return hn::PromoteTo(d, hn::LoadU(hn::Rebind<Elem, DM>(), row + k));
+    }
+  }
+  float At(int64_t k) const {
+    if constexpr (std::is_same_v<Elem, float>) {
+      return row[k];
+    } else {
+      uint16_t v;
+      std::memcpy(&v, row + k, 2);
+      return std::is_same_v<Elem, hwy::float16_t> ? F16ToF32(v) : BF16ToF32(v);
+    }
+  }
+};
+
+template <typename Elem>
+void RowDotsAll(const MatMulJob& job, int64_t r0, int64_t r1, int64_t col_chunk) {
+  const WeightMatrix& w = *job.w;
+  for (int64_t r = r0; r < r1; ++r) {
+    const RowLoad<Elem> load{reinterpret_cast<const Elem*>(w.data + r * w.row_bytes)};
+    float* out = job.out + r;
+    switch (job.n_tokens) {
+      case 4:
+        RowDots<4>(load, job.x, w.cols, col_chunk, out, w.rows);
+        break;
+      case 3:
+        RowDots<3>(load, job.x, w.cols, col_chunk, out, w.rows);
+        break;
+      case 2:
+        RowDots<2>(load, job.x, w.cols, col_chunk, out, w.rows);
+        break;
+      default:
+        RowDots<1>(load, job.x, w.cols, col_chunk, out, w.rows);
+        break;
+    }
+  }
+}
 
 void FloatMatMulRowsImpl(const MatMulJob& job, int64_t r0, int64_t r1) {
   const WeightMatrix& w = *job.w;
@@ -111,6 +252,16 @@ void FloatMatMulRowsImpl(const MatMulJob& job, int64_t r0, int64_t r1) {
   const int64_t col_chunk =
       ((cols + n_col_chunks - 1) / n_col_chunks + kBlock - 1) / kBlock * kBlock;
   const int64_t token_chunk = std::max<int64_t>(T, kTokenChunkBytes / (col_chunk * 4) / T * T);
+  if (n_tokens <= kFloatTokenTile) {  // few tokens: rows streamed (RowDots)
+    switch (w.type) {
+      case GgmlType::kF32:
+        return RowDotsAll<float>(job, r0, r1, col_chunk);
+      case GgmlType::kF16:
+        return RowDotsAll<hwy::float16_t>(job, r0, r1, col_chunk);
+      default:
+        return RowDotsAll<hwy::bfloat16_t>(job, r0, r1, col_chunk);
+    }
+  }
   HWY_ALIGN float panel[R * kMaxColChunk];
   const bool is_f32 = w.type == GgmlType::kF32;
   for (int64_t t0 = 0; t0 < n_tokens; t0 += token_chunk) {
@@ -119,35 +270,23 @@ void FloatMatMulRowsImpl(const MatMulJob& job, int64_t r0, int64_t r1) {
       const int64_t kc = std::min(col_chunk, cols - k0);
       for (int64_t r = r0; r < r1; r += R) {
         const int rows = static_cast<int>(std::min<int64_t>(R, r1 - r));
+        const uint8_t* row[R];
         const float* wp[R];
         HWY_UNROLL(8)
         for (int i = 0; i < R; ++i) {
-          if (i >= rows) {
-            wp[i] = wp[0];  // computed but never stored
-          } else if (is_f32) {
-            wp[i] = reinterpret_cast<const float*>(w.data + (r + i) * w.row_bytes) + k0;
+          row[i] = w.data + (r + std::min(i, rows - 1)) * w.row_bytes;  // past r1: never stored
+          if (is_f32) {
+            wp[i] = reinterpret_cast<const float*>(row[i]) + k0;
           } else {
-            ConvertToF32(w.type, w.data + (r + i) * w.row_bytes, k0, kc, panel + i * kc);
+            ConvertToF32(w.type, row[i], k0, kc, panel + i * kc);
             wp[i] = panel + i * kc;
           }
         }
         for (int64_t t = t0; t < t1; t += T) {
           const float* x = job.x + t * cols + k0;
           float* out = job.out + t * w.rows + r;
-          switch (std::min<int64_t>(T, t1 - t)) {
-            case 4:
-              MicroKernel<4>(wp, x, cols, kc, rows, k0 > 0, out, w.rows);
-              break;
-            case 3:
-              MicroKernel<3>(wp, x, cols, kc, rows, k0 > 0, out, w.rows);
-              break;
-            case 2:
-              MicroKernel<2>(wp, x, cols, kc, rows, k0 > 0, out, w.rows);
-              break;
-            default:
-              MicroKernel<1>(wp, x, cols, kc, rows, k0 > 0, out, w.rows);
-              break;
-          }
+          const int tc = static_cast<int>(std::min<int64_t>(T, t1 - t));
+          MicroKernelT(tc, PanelF32{wp}, x, cols, kc, rows, k0 > 0, out, w.rows);
         }
       }
     }
