@@ -366,6 +366,11 @@ TEST_F(CliTest, QuantizeBadInputGivesOneLineErrors) {
   ExpectOneLineError("quantize " + kStories + " " + out + " Q4_0 -t -2", "--threads");
   ExpectOneLineError("quantize " + kStories + " " + out, "type");
   EXPECT_FALSE(fs::exists(out));
+  // synth takes every type with a quantizer, and names them when given another.
+  ExpectOneLineError(
+      "synth --preset tiny-test --vocab " + kStories + " --type q7_k -o " + out,
+      "--type must be one of F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, "
+      "IQ4_NL, IQ4_XS, BF16, not 'q7_k'");
 }
 
 }  // namespace

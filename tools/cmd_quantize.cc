@@ -3,6 +3,10 @@
 // metadata is kept (general.file_type set to the new type); norms and other 1-D tensors are
 // copied as they are. The output is streamed tensor by tensor: each is converted row by row,
 // in parallel, straight into the writer's buffer, so no float copy of the model is ever held.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -78,6 +82,16 @@ void ConvertTensor(const GgufTensorInfo& t, GgmlType type, ThreadPool* pool, uin
   });
 }
 
+// Drops a converted tensor's input pages from this process's resident set (the file stays in the
+// page cache, and the read-only mapping refaults them if touched again): without it a 4 GiB F32
+// input would end up all resident by the last tensor, though each is needed only once.
+void ReleaseInput(const GgufTensorInfo& t) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t at = reinterpret_cast<uintptr_t>(t.data);
+  const uintptr_t begin = at / page * page, end = (at + t.nbytes) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 // Tensors and MiB per type, and the sizes before and after.
 void PrintSummary(const std::string& in, const std::string& out, const QuantFileType& ftype,
                   const Plan& plan) {
@@ -141,6 +155,7 @@ class QuantizeCommand : public Command {
     for (const PlannedTensor& p : plan->tensors) {
       w.AddTensor(p.source->name, p.source->dims, p.type, [&pool, p](uint8_t* dst, size_t n) {
         ConvertTensor(*p.source, p.type, &pool, dst, n);
+        ReleaseInput(*p.source);
       });
     }
     std::unique_ptr<ProgressBar> bar;
