@@ -68,6 +68,7 @@ std::unique_ptr<Command> MakeSchemaCommand();
 std::unique_ptr<Command> MakePromptCommand();
 std::unique_ptr<Command> MakeEvalModulesCommand();
 std::unique_ptr<Command> MakeLogitsCommand();
+std::unique_ptr<Command> MakeQuantizeCommand();
 
 // An engine for the modular-prompt commands (schema, prompt, eval-modules): one sequence at a
 // time, the disk tier in `cache_dir` when not empty.

@@ -1,5 +1,7 @@
 // `promptcache synth`: a GGUF file with a real model's exact shape, seeded random weights and a
 // real vocabulary, for measuring speed and memory at realistic sizes.
+#include <strings.h>
+
 #include <cstdio>
 #include <memory>
 
@@ -17,7 +19,8 @@ class SynthCommand : public Command {
     for (const std::string& p : SynthPresets()) presets += (presets.empty() ? "" : ", ") + p;
     sub->add_option("--preset", preset_, "model shape: " + presets)->required();
     sub->add_option("--vocab", vocab_, "GGUF file whose vocabulary to use")->required();
-    sub->add_option("--type", type_, "weight type: f32, f16 or q8_0")->default_val("q8_0");
+    sub->add_option("--type", type_, "weight type: " + SynthTypeNames() + " (any case)")
+        ->default_val("q8_0");
     sub->add_option("--seed", seed_, "random seed")->default_val(1);
     sub->add_option("-o,--output", out_, "output GGUF file")->required();
   }
@@ -28,15 +31,14 @@ class SynthCommand : public Command {
     o.vocab_path = vocab_;
     o.seed = seed_;
     o.out_path = out_;
-    if (type_ == "f32") {
-      o.type = GgmlType::kF32;
-    } else if (type_ == "f16") {
-      o.type = GgmlType::kF16;
-    } else if (type_ == "q8_0") {
-      o.type = GgmlType::kQ8_0;
-    } else {
-      return Fail("--type must be f32, f16 or q8_0, not '" + type_ + "'");
+    bool known = false;
+    for (GgmlType t : SynthTypes()) {
+      if (strcasecmp(GgmlTypeName(t).c_str(), type_.c_str()) == 0) {
+        o.type = t;
+        known = true;
+      }
     }
+    if (!known) return Fail("--type must be one of " + SynthTypeNames() + ", not '" + type_ + "'");
     std::unique_ptr<ProgressBar> bar;
     Status st = Synthesize(o, [&](size_t done, size_t total) {
       if (!bar) bar = std::make_unique<ProgressBar>("synth", static_cast<int64_t>(total));

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   commands.push_back({"synth", "write a model of a real shape with random weights", MakeSynthCommand()});
   commands.push_back({"inspect", "describe a GGUF model", MakeInspectCommand()});
   commands.push_back({"logits", "write the logits of token ids evaluated in one batch", MakeLogitsCommand()});
+  commands.push_back({"quantize", "rewrite a GGUF model in a quantized file type (Q4_K_M, Q8_0, ...)", MakeQuantizeCommand()});
   commands.push_back({"serve", "serve an OpenAI-compatible HTTP API with prefix caching", MakeServeCommand()});
   commands.push_back({"schema", "load (encode) or show a PML schema of prompt modules", MakeSchemaCommand()});
   commands.push_back({"prompt", "serve PML prompts from cached prompt modules", MakePromptCommand()});

@@ -10,6 +10,7 @@
 
 #include "core/hash.h"
 #include "core/thread_pool.h"
+#include "model/quant_mix.h"
 #include "ops/quant.h"
 
 namespace promptcache {
@@ -28,6 +29,9 @@ const SynthShape kPresets[] = {
     {"llama3.2-1b", "Llama-3.2-1B", 2048, 16, 32, 8, 8192, 131072, 500000.0f, true, 32.0f, 1.0f,
      4.0f, 8192},
     {"tiny-test", "tiny-test", 64, 2, 4, 2, 128, 256, 10000.0f, false},
+    // The shape of the llama.cpp conformance fixtures (shared/models/conformance): rows that
+    // 256-element blocks divide, so K-quant files need no fallback types.
+    {"tiny-256", "tiny-256", 256, 4, 4, 2, 768, 8192, 10000.0f, true},
 };
 
 // SplitMix64 finaliser: a strong 64-bit mix, used both to derive seeds and as the generator
@@ -53,29 +57,6 @@ void RandomRow(uint64_t row_seed, float std, float* out, int64_t n) {
   }
 }
 
-uint32_t FileType(GgmlType t) {
-  switch (t) {
-    case GgmlType::kF32:
-      return 0;
-    case GgmlType::kF16:
-      return 1;
-    case GgmlType::kQ4_0:
-      return 2;
-    case GgmlType::kQ8_0:
-      return 7;
-    case GgmlType::kBF16:
-      return 32;
-    default:
-      return 0;
-  }
-}
-
-bool SynthSupports(GgmlType t) {
-  return (t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kBF16 ||
-          t == GgmlType::kQ8_0 || t == GgmlType::kQ4_0) &&
-         RowConversionSupports(t);
-}
-
 // The tokenizer.* metadata of the vocabulary file and its number of tokens.
 Status ReadVocab(const std::string& path, std::vector<std::pair<std::string, GgufValue>>* keys,
                  int64_t* n_vocab) {
@@ -92,9 +73,11 @@ Status ReadVocab(const std::string& path, std::vector<std::pair<std::string, Ggu
   return Status::Ok();
 }
 
-// Declares a matrix of `rows` rows of `cols` random values in `type`.
+// Declares a matrix of `rows` rows of `cols` random values in `type`, or in its fallback type
+// where the type's block does not divide `cols` (as llama.cpp's quantizer does).
 void AddRandomMatrix(GgufWriter* w, ThreadPool* pool, const std::string& name, int64_t cols,
-                     int64_t rows, GgmlType type, uint64_t seed) {
+                     int64_t rows, GgmlType file_type, uint64_t seed) {
+  const GgmlType type = FallbackForWidth(file_type, cols);
   const uint64_t tensor_seed = Mix64(seed ^ Hash64(name.data(), name.size()));
   w->AddTensor(name, {cols, rows}, type, [=](uint8_t* dst, size_t nbytes) {
     const size_t row_bytes = RowBytes(type, cols);
@@ -124,7 +107,7 @@ void SetHyperparameters(const SynthShape& s, GgmlType type, uint64_t seed, int64
   w->SetString("general.architecture", "llama");
   w->SetString("general.name", "synthetic " + s.display_name + " (random weights, seed " +
                                    std::to_string(seed) + ")");
-  w->SetU32("general.file_type", FileType(type));
+  w->SetU32("general.file_type", FileTypeIdFor(type));
   w->SetU32("general.quantization_version", 2);
   w->SetU32("llama.vocab_size", static_cast<uint32_t>(n_vocab));
   w->SetU32("llama.context_length", static_cast<uint32_t>(s.n_ctx));
@@ -157,6 +140,23 @@ Result<SynthShape> SynthPresetShape(const std::string& preset) {
   return NotFound("unknown synth preset '" + preset + "' (known: " + known + ")");
 }
 
+bool SynthSupports(GgmlType type) { return QuantizeSupports(type); }
+
+std::vector<GgmlType> SynthTypes() {
+  std::vector<GgmlType> types;
+  for (uint32_t id = 0; id < 64; ++id) {
+    const auto t = static_cast<GgmlType>(id);
+    if (SynthSupports(t)) types.push_back(t);
+  }
+  return types;
+}
+
+std::string SynthTypeNames() {
+  std::string names;
+  for (GgmlType t : SynthTypes()) names += (names.empty() ? "" : ", ") + GgmlTypeName(t);
+  return names;
+}
+
 std::vector<float> Llama3RopeFactors(const SynthShape& s) {
   const int head_dim = s.n_embd / s.n_head;
   const double low_wavelen = s.rope_original_ctx / s.rope_low_freq_factor;
@@ -185,12 +185,7 @@ Status Synthesize(const SynthOptions& options,
   PC_ASSIGN_OR_RETURN(const SynthShape shape, SynthPresetShape(options.preset));
   if (!SynthSupports(options.type)) {
     return Unimplemented("synth: tensor type " + GgmlTypeName(options.type) +
-                         " is not supported (F32, F16, BF16, Q8_0, Q4_0)");
-  }
-  const int block = GetTypeTraits(options.type).block_elems;
-  if (shape.n_embd % block != 0 || shape.n_ff % block != 0) {
-    return Unimplemented("synth: preset '" + shape.name + "' has rows that are not a multiple of " +
-                         GgmlTypeName(options.type) + "'s block size " + std::to_string(block));
+                         " is not supported (" + SynthTypeNames() + " are)");
   }
   if (options.out_path.empty()) return InvalidArgument("synth: no output path");
   std::vector<std::pair<std::string, GgufValue>> vocab_keys;

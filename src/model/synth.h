@@ -17,9 +17,11 @@
 namespace promptcache {
 
 struct SynthOptions {
-  std::string preset;              // one of SynthPresets()
-  std::string vocab_path;          // a GGUF holding tokenizer.* keys (e.g. ggml-vocab-gpt-2.gguf)
-  GgmlType type = GgmlType::kF16;  // matrices (token_embd too); norms are always F32
+  std::string preset;      // one of SynthPresets()
+  std::string vocab_path;  // a GGUF holding tokenizer.* keys (e.g. ggml-vocab-gpt-2.gguf)
+  // Matrices (token_embd too); norms are always F32. Rows whose width the type's block does not
+  // divide get llama.cpp's fallback type (FallbackForWidth in quant_mix.h).
+  GgmlType type = GgmlType::kF16;
   uint64_t seed = 1;
   std::string out_path;
 };
@@ -43,7 +45,8 @@ struct SynthShape {
   int rope_original_ctx = 8192;
 };
 
-// Names of the presets: smollm2-135m, smollm2-360m, tinyllama-1.1b, llama3.2-1b, tiny-test.
+// Names of the presets: smollm2-135m, smollm2-360m, tinyllama-1.1b, llama3.2-1b, tiny-test,
+// tiny-256.
 std::vector<std::string> SynthPresets();
 // The shape of a preset; NotFound naming the known presets for an unknown name.
 Result<SynthShape> SynthPresetShape(const std::string& preset);
@@ -52,9 +55,14 @@ Result<SynthShape> SynthPresetShape(const std::string& preset);
 // frequencies, `factor` for low ones, a smooth blend between.
 std::vector<float> Llama3RopeFactors(const SynthShape& shape);
 
+// The weight types synth writes: every type with a quantizer (SynthTypes), by name.
+bool SynthSupports(GgmlType type);
+std::vector<GgmlType> SynthTypes();
+std::string SynthTypeNames();  // "F32, F16, Q4_0, ..."
+
 // Writes the model to options.out_path (atomically). `progress(done, total)` counts bytes of
 // tensor data. Errors: unknown preset, unreadable vocabulary or one without tokenizer keys,
-// unsupported type (F32, F16, BF16, Q8_0 and Q4_0 are supported), I/O failures.
+// unsupported type, I/O failures.
 Status Synthesize(const SynthOptions& options,
                   const std::function<void(size_t done, size_t total)>& progress = nullptr);
 

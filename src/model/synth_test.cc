@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 
 #include "ops/quant.h"
 
@@ -62,7 +63,7 @@ SynthOptions TinyOptions(const std::string& out, GgmlType type = GgmlType::kQ8_0
 TEST(Synth, Presets) {
   const std::vector<std::string> p = SynthPresets();
   for (const char* name :
-       {"smollm2-135m", "smollm2-360m", "tinyllama-1.1b", "llama3.2-1b", "tiny-test"}) {
+       {"smollm2-135m", "smollm2-360m", "tinyllama-1.1b", "llama3.2-1b", "tiny-test", "tiny-256"}) {
     EXPECT_NE(std::find(p.begin(), p.end(), name), p.end()) << name;
   }
   auto s = SynthPresetShape("smollm2-135m");
@@ -215,6 +216,61 @@ TEST(Synth, WeightsLookRandomWithSmallStd) {
   for (int i = 0; i < 64; ++i) EXPECT_NEAR(deq[i], w[i], 0.001f) << i;
 }
 
+// Every type with a quantizer: the general.file_type id llama.cpp uses, and the values of the
+// F32 file up to the format's error. tiny-256's rows take every type; tiny-test's 64- and
+// 128-wide rows fall back to 32-element types for the 256-element ones, as llama.cpp does.
+TEST(Synth, EveryQuantizedType) {
+  TempDir dir;
+  const std::string f32_path = dir.File("f32.gguf");
+  SynthOptions o = TinyOptions(f32_path, GgmlType::kF32);
+  o.preset = "tiny-256";
+  o.vocab_path = std::string(PC_SHARED_DIR) + "/models/stories260K.gguf";  // 512 tokens: quick
+  ASSERT_TRUE(Synthesize(o).ok());
+  auto f32 = GgufFile::Open(f32_path);
+  ASSERT_TRUE(f32.ok());
+  const GgufTensorInfo* ref = (*f32)->FindTensor("blk.1.ffn_down.weight");
+  std::vector<float> want(768), got(768);
+  std::memcpy(want.data(), ref->data, 768 * sizeof(float));
+  const std::map<GgmlType, uint32_t> ids = {
+      {GgmlType::kQ4_1, 3},    {GgmlType::kQ5_0, 8},   {GgmlType::kQ5_1, 9},  {GgmlType::kQ2_K, 10},
+      {GgmlType::kQ3_K, 12},   {GgmlType::kQ4_K, 15},  {GgmlType::kQ5_K, 17}, {GgmlType::kQ6_K, 18},
+      {GgmlType::kIQ4_NL, 25}, {GgmlType::kIQ4_XS, 30}};
+  for (const auto& [type, id] : ids) {
+    ASSERT_TRUE(SynthSupports(type)) << GgmlTypeName(type);
+    o.type = type;
+    o.out_path = dir.File("q.gguf");
+    ASSERT_TRUE(Synthesize(o).ok()) << GgmlTypeName(type);
+    auto q = GgufFile::Open(o.out_path);
+    ASSERT_TRUE(q.ok());
+    EXPECT_EQ(*(*q)->GetInt("general.file_type"), id) << GgmlTypeName(type);
+    const GgufTensorInfo* t = (*q)->FindTensor("blk.1.ffn_down.weight");
+    ASSERT_EQ(t->type, type);
+    DequantizeRow(type, t->data, 768, got.data());
+    double err = 0, sum = 0;
+    for (int i = 0; i < 768; ++i) {
+      err += (got[i] - want[i]) * (got[i] - want[i]);
+      sum += want[i] * want[i];
+    }
+    EXPECT_LT(std::sqrt(err / sum), 0.35) << GgmlTypeName(type);  // Q2_K's is ~0.27
+  }
+
+  o.preset = "tiny-test";
+  const std::map<GgmlType, GgmlType> fallback = {{GgmlType::kQ2_K, GgmlType::kIQ4_NL},
+                                                 {GgmlType::kQ4_K, GgmlType::kQ5_0},
+                                                 {GgmlType::kQ5_K, GgmlType::kQ5_1},
+                                                 {GgmlType::kQ6_K, GgmlType::kQ8_0},
+                                                 {GgmlType::kQ4_1, GgmlType::kQ4_1}};
+  for (const auto& [type, used] : fallback) {
+    o.type = type;
+    ASSERT_TRUE(Synthesize(o).ok()) << GgmlTypeName(type);
+    auto q = GgufFile::Open(o.out_path);
+    ASSERT_TRUE(q.ok());
+    EXPECT_EQ((*q)->FindTensor("blk.0.ffn_down.weight")->type, used) << GgmlTypeName(type);
+    EXPECT_EQ((*q)->FindTensor("output.weight")->type, used) << GgmlTypeName(type);
+    EXPECT_EQ((*q)->FindTensor("blk.0.attn_norm.weight")->type, GgmlType::kF32);
+  }
+}
+
 TEST(Synth, SameSeedSameBytes) {
   TempDir dir;
   SynthOptions a = TinyOptions(dir.File("a.gguf"), GgmlType::kF16);
@@ -248,10 +304,11 @@ TEST(Synth, Errors) {
   EXPECT_NE(s.message().find("unknown synth preset 'nope'"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("smollm2-135m"), std::string::npos);
 
-  o = TinyOptions(dir.File("x.gguf"), GgmlType::kQ4_K);
+  o = TinyOptions(dir.File("x.gguf"), GgmlType::kIQ2_XXS);  // no quantizer for it
   s = Synthesize(o);
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
-  EXPECT_NE(s.message().find("Q4_K is not supported"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("IQ2_XXS is not supported"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("Q4_K"), std::string::npos) << s.message();
 
   o = TinyOptions(dir.File("x.gguf"));
   o.vocab_path = dir.File("missing.gguf");
