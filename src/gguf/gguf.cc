@@ -671,6 +671,14 @@ const GgufTensorInfo* GgufFile::FindTensor(const std::string& name) const {
   return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
 }
 
+void GgufFile::ReleasePages(const GgufTensorInfo& t) const {
+  if (!mapped_ || t.nbytes == 0) return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(t.data) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(t.data) + t.nbytes) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 void GgufFile::Prefetch() const {
   if (mapped_ && size_ > 0) {
     ::madvise(const_cast<uint8_t*>(base_), size_, MADV_WILLNEED);

@@ -134,6 +134,9 @@ class GgufFile {
 
   // Asks the kernel to read the whole mapping ahead (MADV_WILLNEED); optional.
   void Prefetch() const;
+  // Drops a tensor's pages from this process's resident set (MADV_DONTNEED on the whole pages
+  // inside its data): for data copied elsewhere. Reading it again pages it back in from the file.
+  void ReleasePages(const GgufTensorInfo& t) const;
 
  private:
   GgufFile() = default;

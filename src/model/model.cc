@@ -1,6 +1,7 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "core/hash.h"
 #include "ops/quant.h"
@@ -112,6 +113,7 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   m->config_ = std::move(config).value();
   Status st = m->BindWeights();
   if (!st.ok()) return st.WithContext(path);
+  m->PackWeights();
   Result<std::unique_ptr<Tokenizer>> tok = Tokenizer::FromGguf(*m->file_);
   if (!tok.ok()) return tok.status().WithContext(path);
   m->tokenizer_ = std::move(tok).value();
@@ -162,6 +164,32 @@ Status Model::BindWeights() {
     PC_RETURN_IF_ERROR(b.Matrix(p + "ffn_down.weight", c.n_embd, c.n_ff, &l.w_down));
   }
   return Status::Ok();
+}
+
+void Model::PackWeights() {
+  std::vector<WeightMatrix*> matrices = {&output_};
+  for (LayerWeights& l : layers_) {
+    for (WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      matrices.push_back(w);
+    }
+  }
+  ThreadPool pool(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  for (WeightMatrix* w : matrices) {
+    if (FindPackedFormat(w->type) == nullptr || w->rows == 0) continue;
+    packed_.push_back(std::make_unique<PackedMatrix>(PackMatrix(*w, &pool)));
+    w->packed = packed_.back().get();
+  }
+  if (output_.data == token_embd_.data) token_embd_.packed = output_.packed;  // tied
+  for (const GgufTensorInfo& t : file_->tensors()) {
+    if (t.name == "token_embd.weight" || t.dims.size() != 2 || !FindPackedFormat(t.type)) continue;
+    file_->ReleasePages(t);
+  }
+}
+
+size_t Model::packed_bytes() const {
+  size_t n = 0;
+  for (const auto& p : packed_) n += p->bytes();
+  return n;
 }
 
 size_t Model::weight_bytes() const {

@@ -1,5 +1,6 @@
 // A loaded Llama-family model: its configuration, weights (views into the memory-mapped GGUF
-// file, never copied), tokenizer and fingerprint, and the forward pass.
+// file; quantized matrices repacked once for the kernels, their file pages released), tokenizer
+// and fingerprint, and the forward pass.
 //
 // The forward pass takes a batch of tokens, each with its own position and its own KV sequence,
 // so one call can prefill a prompt, decode one token, or decode one token for each of several
@@ -21,6 +22,7 @@
 #include "model/config.h"
 #include "ops/attention.h"
 #include "ops/matmul.h"
+#include "ops/packed.h"
 #include "tokenizer/tokenizer.h"
 
 namespace promptcache {
@@ -94,6 +96,8 @@ class Model {
   const std::string& chat_template() const { return chat_template_; }
   GgmlType weight_type() const { return layers_[0].wq.type; }
   size_t weight_bytes() const;
+  // Bytes of the repacked copies of the quantized matrices (in memory instead of the file's).
+  size_t packed_bytes() const;
 
   KvLayout MakeKvLayout(KvType type, int block_size = 16) const;
   // Scratch bytes one token of a batch needs in Forward (activations of every stage).
@@ -111,6 +115,9 @@ class Model {
  private:
   Model() = default;
   Status BindWeights();
+  // Repacks every quantized matrix for the int8 kernels (packed.h) and releases the mapped pages
+  // of the originals (the token embedding's stay: lookups read its rows).
+  void PackWeights();
   // Fills s->attention's plan for the batch (its `order` already set) and sizes its buffers.
   void PlanAttention(std::span<const BatchToken> batch, const std::vector<int>& slot,
                      ThreadPool* pool, ForwardScratch* s) const;
@@ -126,6 +133,7 @@ class Model {
   WeightMatrix output_;  // token_embd_ when the embeddings are tied
   std::vector<float> output_norm_;
   std::vector<LayerWeights> layers_;
+  std::vector<std::unique_ptr<PackedMatrix>> packed_;
 };
 
 }  // namespace promptcache

@@ -134,7 +134,7 @@ void RowDots(const Load& load, const float* x, int64_t cols, int64_t col_chunk, 
   const DM d;
   const int64_t n = hn::Lanes(d);
   const VM zero = hn::Zero(d);
-  float total[T];
+  float total[T] = {};
   for (int64_t c0 = 0; c0 < cols; c0 += 2 * col_chunk) {
     const int64_t k1 = c0 + col_chunk;  // second chunk's start
     const int64_t len0 = std::min(col_chunk, cols - c0);

@@ -1,4 +1,4 @@
-// Per-target helpers shared by the Highway kernel files (int_kernels.cc, float_kernels.cc,
+// Per-target helpers shared by the Highway kernel files (packed_kernels.cc, float_kernels.cc,
 // attention.cc): lane types, ggml block constants, f16 scale loads, float-like weight row
 // loaders, and lane sums.
 // Included once per target after hwy/highway.h, as Highway's -inl.h convention requires.

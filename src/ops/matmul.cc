@@ -133,6 +133,8 @@ void MatMulMulti(const WeightMatrix* ws, int n, const float* x, int64_t n_tokens
       const int64_t r1 = std::min(ws[i].rows, (e - first_unit[i]) * kTile);
       if (info[i]->act == ActFormat::kFloat) {
         internal::FloatMatMulRows(jobs[i], r0, r1);
+      } else if (ws[i].packed != nullptr) {
+        internal::PackedMatMulRows(jobs[i], r0, r1);
       } else {
         internal::IntMatMulRows(jobs[i], r0, r1);
       }

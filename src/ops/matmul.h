@@ -18,13 +18,18 @@
 
 namespace promptcache {
 
+struct PackedMatrix;
+
 // A [rows x cols] matrix stored row-major in `type` (in ggml terms: ne0 = cols, ne1 = rows).
+// Quantized matrices may also have a packed form (packed.h), which the x86 kernels use instead;
+// without one they fall back to a plain loop.
 struct WeightMatrix {
   GgmlType type = GgmlType::kF32;
   const uint8_t* data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
   size_t row_bytes = 0;  // RowBytes(type, cols)
+  const PackedMatrix* packed = nullptr;
 };
 
 // Types MatMul accepts: every type of weight_types.h's table (F32, F16, BF16, Q4_0, Q4_1,

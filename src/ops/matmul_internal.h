@@ -1,6 +1,7 @@
 // Internal interface between matmul.cc (API, activation preparation, threading, references) and
-// the per-target Highway kernels: int_kernels.cc (quantized weights, in their integer form) and
-// float_kernels.cc (F32, F16, BF16). Not for use outside ops/.
+// the per-target Highway kernels: packed_kernels.cc (quantized weights, packed), activations.cc
+// (activations rounded to 8 bits; quantized weights without a packed form) and float_kernels.cc
+// (F32, F16, BF16). Not for use outside ops/.
 //
 // One kernel serves every batch size: a token's result is computed by the same operations
 // whether it is decoded alone or prefilled among hundreds, so results never depend on the batch.
@@ -35,6 +36,7 @@ struct MatMulJob {
 
 // Rows [r0, r1) of job.out, all tokens; dispatched to the best Highway target.
 void IntMatMulRows(const MatMulJob& job, int64_t r0, int64_t r1);
+void PackedMatMulRows(const MatMulJob& job, int64_t r0, int64_t r1);  // job.w->packed set
 void FloatMatMulRows(const MatMulJob& job, int64_t r0, int64_t r1);
 
 // Whether the AVX-512 kernels use VNNI (vpdpbusd): the CPU has it and no test turned it off.

@@ -21,6 +21,7 @@
 #include "core/fp16.h"
 #include "core/thread_pool.h"
 #include "ops/matmul_internal.h"
+#include "ops/packed.h"
 #include "ops/quant.h"
 #include "ops/targets.h"
 #include "ops/weight_types.h"
@@ -57,13 +58,16 @@ std::vector<int> ScaleOffsets(GgmlType t) {
 
 struct TestMatrix {
   std::vector<uint8_t> bytes;
+  std::shared_ptr<PackedMatrix> packed;
   WeightMatrix w;
 };
 
 // A random matrix: for quantized types random bytes (every quant and scale bit pattern, -128 in
-// Q8_0 included) with finite f16 scales of varied size; float types random normal values. `pad`
-// spare bytes end each row (row_bytes larger than the data, as a strided view would have).
-TestMatrix MakeMatrix(GgmlType type, int64_t rows, int64_t cols, uint32_t seed, size_t pad = 0) {
+// Q8_0 included) with finite f16 scales of varied size, packed unless `pack` is false; float types
+// random normal values. `pad` spare bytes end each row (row_bytes larger than the data, as a
+// strided view would have).
+TestMatrix MakeMatrix(GgmlType type, int64_t rows, int64_t cols, uint32_t seed, size_t pad = 0,
+                      bool pack = true) {
   std::mt19937 rng(seed);
   const WeightTypeInfo& info = *FindWeightType(type);
   const size_t rb = RowBytes(type, cols) + pad;
@@ -90,6 +94,10 @@ TestMatrix MakeMatrix(GgmlType type, int64_t rows, int64_t cols, uint32_t seed, 
     }
   }
   m.w = {type, m.bytes.data(), rows, cols, rb};
+  if (pack && info.act != ActFormat::kFloat) {
+    m.packed = std::make_shared<PackedMatrix>(PackMatrix(m.w, nullptr));
+    m.w.packed = m.packed.get();
+  }
   return m;
 }
 
@@ -214,6 +222,51 @@ TEST(MatMul, RealModelRowWidthsEqualIntFormReference) {
         });
         if (HasFatalFailure()) return;
       }
+    }
+  }
+}
+
+// Packing keeps the integer form: every block of every row reads back as the original decodes.
+TEST(MatMul, PackedMatrixReadsBackTheIntegerForm) {
+  uint32_t seed = 900;
+  for (GgmlType type : kQuantizedTypes) {
+    const WeightTypeInfo& info = *FindWeightType(type);
+    for (int64_t rows : {1, 8, 13}) {
+      const TestMatrix m = MakeMatrix(type, rows, info.block_elems * 3, ++seed, /*pad=*/2);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t b = 0; b < 3; ++b) {
+          IntBlock want, got;
+          info.decode(m.w.data + r * m.w.row_bytes + b * info.block_bytes, &want);
+          UnpackBlock(*m.packed, r, b, &got);
+          const std::string what = GgmlTypeName(type) + " row " + std::to_string(r);
+          ASSERT_EQ(got.d, want.d) << what;
+          if (info.has_min) ASSERT_EQ(got.m, want.m) << what;
+          for (int i = 0; i < info.block_elems; ++i) ASSERT_EQ(got.q[i], want.q[i]) << what;
+          if (info.act == ActFormat::kQ8_K) {
+            for (int i = 0; i < 16; ++i) {
+              ASSERT_EQ(got.sc[i], want.sc[i]) << what;
+              if (info.has_min) ASSERT_EQ(got.mn[i], want.mn[i]) << what;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Without a packed form quantized matrices take a plain loop: the same results.
+TEST(MatMul, UnpackedQuantizedEqualsIntFormReference) {
+  uint32_t seed = 950;
+  for (GgmlType type : kQuantizedTypes) {
+    const int64_t rows = 11, cols = FindWeightType(type)->block_elems * 4;
+    const TestMatrix m = MakeMatrix(type, rows, cols, ++seed, 0, /*pack=*/false);
+    ASSERT_EQ(m.w.packed, nullptr);
+    for (int64_t n_tokens : {1, 6}) {
+      Activations x = MakeActivations(n_tokens, cols, ++seed);
+      std::vector<float> want(n_tokens * rows), got(n_tokens * rows);
+      MatMulIntFormReference(m.w, x.data(), n_tokens, want.data());
+      MatMul(m.w, x.data(), n_tokens, got.data(), nullptr);
+      EXPECT_EQ(got, want) << GgmlTypeName(type);
     }
   }
 }

@@ -1,0 +1,130 @@
+// Quantized weight matrices repacked for the int8 kernels: 8 rows interleaved, so one 256-bit
+// vector holds 4 consecutive quants of each of 8 rows, the layout a u8 x s8 multiply-add
+// (vpdpbusd, maddubs) wants. The kernels then read each weight once, in order, with no transposes
+// or horizontal sums, for one token or hundreds.
+//
+// A panel is 8 rows; its blocks (32 elements, or K-quant super-blocks of 256) are stored one
+// after the other as packed groups: a header of the 8 rows' scales, then the quants as bit
+// planes. Every group holds NG dword groups (NG = 8 per 32-block, 64 per super-block), dword group
+// G being quants 4G..4G+3 of the block, byte 4r + j of its vector holding row r's quant 4G + j.
+// The planes:
+//   P8: NG vectors, vector G = the quants of group G (Q8_0: the signed values as stored)
+//   P4: NG / 2 vectors; vector v: low nibbles group v, high nibbles group v + NG / 2
+//   P2: NG / 4 vectors; vector v: bits 2k, 2k+1 group v + k NG / 4
+//   P1: NG / 8 vectors; vector v: bit k group v + k NG / 8
+// and a quant's stored value u is P4 | P1 << 4 (5-bit), P4 | P2 << 4 (6-bit), P2 | P1 << 2
+// (3-bit), one plane alone otherwise; for IQ4 types u indexes kIQ4Values. The integer form's q is
+// u - bias (or the table's value).
+// The header: 32-element types: d (and m) of the 8 rows as f16; K types: d (and dmin) as f16,
+// then per group of 16 or 32 quants the 8 rows' integer scales (and minimums) as int8.
+// Packed sizes are the file's within a few percent (Q2_K: +19%, its 4-bit scales unpacked).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "core/thread_pool.h"
+#include "ops/weight_types.h"
+
+namespace promptcache {
+
+struct WeightMatrix;
+
+// How a quantized type is packed (a row of the packed-format table).
+struct PackedFormat {
+  GgmlType type;
+  int ng;              // dword groups per block: 8 (32-element blocks) or 64 (K super-blocks)
+  int p8, p4, p2, p1;  // planes present (0 or 1)
+  bool lut;            // u indexes kIQ4Values
+  int bias;            // q = u - bias (0 for LUT types and types with minimums)
+  int sub;             // K: quants per integer scale (16 or 32); 32-element types: 32
+  // Bytes of one packed group (8 rows x one block), and where its parts begin.
+  int header_bytes, group_bytes;
+  int sc_offset, mn_offset;  // K: int8 scales and minimums ([groups][8]); -1 if absent
+  int m_offset;              // f16 offsets (32-element types) or dmin (K); -1 if absent
+  int p8_offset, p4_offset, p2_offset, p1_offset;
+};
+
+namespace packed_internal {
+
+constexpr int kRows = 8;
+constexpr int kVec = 32;  // bytes of one plane vector: 8 rows x 4 quants
+
+// Lays out a format's parts from its planes and header.
+constexpr PackedFormat Make(GgmlType type, bool k, int p8, int p4, int p2, int p1, bool lut,
+                            int bias, bool min, int sub) {
+  PackedFormat f{type, k ? 64 : 8, p8, p4, p2, p1, lut, bias, sub, 0, 0, -1, -1, -1, -1, -1, -1,
+                 -1};
+  int at = 16;  // d: 8 x f16
+  if (min) {
+    f.m_offset = at;
+    at += 16;
+  }
+  if (k) {
+    const int groups = 256 / sub;
+    f.sc_offset = at;
+    at += groups * kRows;
+    if (min) {
+      f.mn_offset = at;
+      at += groups * kRows;
+    }
+  }
+  f.header_bytes = at;
+  if (p8) f.p8_offset = at, at += f.ng * kVec;
+  if (p4) f.p4_offset = at, at += f.ng / 2 * kVec;
+  if (p2) f.p2_offset = at, at += f.ng / 4 * kVec;
+  if (p1) f.p1_offset = at, at += f.ng / 8 * kVec;
+  f.group_bytes = at;
+  return f;
+}
+
+}  // namespace packed_internal
+
+// The packed formats: each quantized type's planes, offset or bias, and scale layout.
+inline constexpr PackedFormat kPackedFormats[] = {
+    //                     type             K      p8 p4 p2 p1 lut    bias min    sub
+    packed_internal::Make(GgmlType::kQ8_0, false, 1, 0, 0, 0, false, 0, false, 32),
+    packed_internal::Make(GgmlType::kQ4_0, false, 0, 1, 0, 0, false, 8, false, 32),
+    packed_internal::Make(GgmlType::kQ4_1, false, 0, 1, 0, 0, false, 0, true, 32),
+    packed_internal::Make(GgmlType::kIQ4_NL, false, 0, 1, 0, 0, true, 0, false, 32),
+    packed_internal::Make(GgmlType::kQ5_0, false, 0, 1, 0, 1, false, 16, false, 32),
+    packed_internal::Make(GgmlType::kQ5_1, false, 0, 1, 0, 1, false, 0, true, 32),
+    packed_internal::Make(GgmlType::kQ2_K, true, 0, 0, 1, 0, false, 0, true, 16),
+    packed_internal::Make(GgmlType::kQ3_K, true, 0, 0, 1, 1, false, 4, false, 16),
+    packed_internal::Make(GgmlType::kQ4_K, true, 0, 1, 0, 0, false, 0, true, 32),
+    packed_internal::Make(GgmlType::kQ5_K, true, 0, 1, 0, 1, false, 0, true, 32),
+    packed_internal::Make(GgmlType::kQ6_K, true, 0, 1, 1, 0, false, 32, false, 16),
+    packed_internal::Make(GgmlType::kIQ4_XS, true, 0, 1, 0, 0, true, 0, false, 32),
+};
+
+constexpr const PackedFormat* FindPackedFormat(GgmlType type) {
+  for (const PackedFormat& f : kPackedFormats) {
+    if (f.type == type) return &f;
+  }
+  return nullptr;
+}
+
+// A matrix in packed form: panels of 8 rows (the last padded with zero rows), each
+// `blocks` packed groups long.
+struct PackedMatrix {
+  const PackedFormat* format = nullptr;
+  int64_t rows = 0, cols = 0;
+  int64_t blocks = 0;        // per row
+  size_t panel_bytes = 0;    // blocks * group_bytes
+  std::unique_ptr<uint8_t, void (*)(void*)> data{nullptr, nullptr};  // 64-byte aligned
+
+  const uint8_t* Group(int64_t panel, int64_t block) const {
+    return data.get() + panel * panel_bytes + block * format->group_bytes;
+  }
+  size_t bytes() const { return panel_bytes * static_cast<size_t>((rows + 7) / 8); }
+};
+
+// Packs a quantized matrix (types with a PackedFormat); `pool` may be null.
+PackedMatrix PackMatrix(const WeightMatrix& w, ThreadPool* pool);
+
+// The integer form of row r's block b, read back from the packed matrix: what the kernels see.
+// (Tests check it equals decoding the original block.)
+void UnpackBlock(const PackedMatrix& p, int64_t row, int64_t block, IntBlock* out);
+
+}  // namespace promptcache
