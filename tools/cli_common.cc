@@ -75,9 +75,9 @@ int Fail(const std::string& message) {
   return 1;
 }
 
-std::unique_ptr<Model> LoadModelOrReport(const std::string& path) {
+std::unique_ptr<Model> LoadModelOrReport(const std::string& path, bool pack) {
   const auto t0 = std::chrono::steady_clock::now();
-  Result<std::unique_ptr<Model>> m = Model::Load(path);
+  Result<std::unique_ptr<Model>> m = Model::Load(path, pack);
   if (!m.ok()) {
     Fail(m.status());
     return nullptr;

@@ -48,8 +48,9 @@ Status SelectIsa(const std::string& isa);
 int Fail(const Status& status);
 int Fail(const std::string& message);
 
-// Loads the model with a progress note; on failure prints the error and returns null.
-std::unique_ptr<Model> LoadModelOrReport(const std::string& path);
+// Loads the model with a progress note; on failure prints the error and returns null. `pack`:
+// repack the quantized matrices for running (commands that only read the file skip it).
+std::unique_ptr<Model> LoadModelOrReport(const std::string& path, bool pack = true);
 
 // Tokenizes the prompt, through the chat template as one user message when `chat` is set.
 Result<std::vector<int32_t>> PromptTokens(const Model& model, const std::string& text, bool chat,

@@ -15,7 +15,7 @@ class InspectCommand : public Command {
   }
 
   int Execute() override {
-    std::unique_ptr<Model> m = LoadModelOrReport(model_path_);
+    std::unique_ptr<Model> m = LoadModelOrReport(model_path_, /*pack=*/false);
     if (!m) return 1;
     const ModelConfig& c = m->config();
     const GgufFile& f = m->file();

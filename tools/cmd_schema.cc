@@ -96,7 +96,7 @@ class SchemaCommand : public Command {
 
   int Show() {
     const std::string path = show_model_.empty() ? DefaultSchemaModel() : show_model_;
-    std::unique_ptr<Model> model = LoadModelOrReport(path);
+    std::unique_ptr<Model> model = LoadModelOrReport(path, /*pack=*/false);  // tokenizer only
     if (!model) return 1;
     ModelPmlEncoder encoder(*model, 0);
     Result<SchemaLayout> layout = LoadSchema(show_file_, encoder);

@@ -105,7 +105,7 @@ class TensorBinder {
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
+Result<std::unique_ptr<Model>> Model::Load(const std::string& path, bool pack) {
   std::unique_ptr<Model> m(new Model());
   PC_ASSIGN_OR_RETURN(m->file_, GgufFile::Open(path));
   Result<ModelConfig> config = ReadModelConfig(*m->file_);
@@ -113,7 +113,7 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   m->config_ = std::move(config).value();
   Status st = m->BindWeights();
   if (!st.ok()) return st.WithContext(path);
-  m->PackWeights();
+  if (pack) m->PackWeights();
   Result<std::unique_ptr<Tokenizer>> tok = Tokenizer::FromGguf(*m->file_);
   if (!tok.ok()) return tok.status().WithContext(path);
   m->tokenizer_ = std::move(tok).value();
@@ -167,22 +167,26 @@ Status Model::BindWeights() {
 }
 
 void Model::PackWeights() {
-  std::vector<WeightMatrix*> matrices = {&output_};
-  for (LayerWeights& l : layers_) {
-    for (WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-      matrices.push_back(w);
+  std::vector<std::pair<WeightMatrix*, std::string>> matrices;
+  matrices.push_back({&output_, file_->FindTensor("output.weight") ? "output.weight"
+                                                                    : "token_embd.weight"});
+  for (int i = 0; i < config_.n_layers; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    LayerWeights& l = layers_[i];
+    for (auto [w, name] : {std::pair{&l.wq, "attn_q"}, {&l.wk, "attn_k"}, {&l.wv, "attn_v"},
+                           {&l.wo, "attn_output"}, {&l.w_gate, "ffn_gate"}, {&l.w_up, "ffn_up"},
+                           {&l.w_down, "ffn_down"}}) {
+      matrices.push_back({w, p + name + ".weight"});
     }
   }
+  // One matrix at a time, its file pages released as soon as it is packed, so the peak stays near
+  // the packed size. (A tied embedding's rows page back in for the lookups that need them.)
   ThreadPool pool(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  for (WeightMatrix* w : matrices) {
+  for (auto& [w, name] : matrices) {
     if (FindPackedFormat(w->type) == nullptr || w->rows == 0) continue;
     packed_.push_back(std::make_unique<PackedMatrix>(PackMatrix(*w, &pool)));
     w->packed = packed_.back().get();
-  }
-  if (output_.data == token_embd_.data) token_embd_.packed = output_.packed;  // tied
-  for (const GgufTensorInfo& t : file_->tensors()) {
-    if (t.name == "token_embd.weight" || t.dims.size() != 2 || !FindPackedFormat(t.type)) continue;
-    file_->ReleasePages(t);
+    file_->ReleasePages(*file_->FindTensor(name));
   }
 }
 

@@ -83,8 +83,9 @@ struct ForwardScratch {
 class Model {
  public:
   // Maps and validates the file: architecture, hyperparameters, every tensor's presence, shape
-  // and type. Errors are one line naming the file and the problem.
-  static Result<std::unique_ptr<Model>> Load(const std::string& path);
+  // and type; with `pack` (to run it, not only describe it) repacks the quantized matrices.
+  // Errors are one line naming the file and the problem.
+  static Result<std::unique_ptr<Model>> Load(const std::string& path, bool pack = true);
 
   const ModelConfig& config() const { return config_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }

@@ -240,12 +240,16 @@ TEST(MatMul, PackedMatrixReadsBackTheIntegerForm) {
           UnpackBlock(*m.packed, r, b, &got);
           const std::string what = GgmlTypeName(type) + " row " + std::to_string(r);
           ASSERT_EQ(got.d, want.d) << what;
-          if (info.has_min) ASSERT_EQ(got.m, want.m) << what;
+          if (info.has_min) {
+            ASSERT_EQ(got.m, want.m) << what;
+          }
           for (int i = 0; i < info.block_elems; ++i) ASSERT_EQ(got.q[i], want.q[i]) << what;
           if (info.act == ActFormat::kQ8_K) {
             for (int i = 0; i < 16; ++i) {
               ASSERT_EQ(got.sc[i], want.sc[i]) << what;
-              if (info.has_min) ASSERT_EQ(got.mn[i], want.mn[i]) << what;
+              if (info.has_min) {
+                ASSERT_EQ(got.mn[i], want.mn[i]) << what;
+              }
             }
           }
         }

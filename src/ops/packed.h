@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "core/thread_pool.h"
@@ -112,7 +113,8 @@ struct PackedMatrix {
   int64_t rows = 0, cols = 0;
   int64_t blocks = 0;        // per row
   size_t panel_bytes = 0;    // blocks * group_bytes
-  std::unique_ptr<uint8_t, void (*)(void*)> data{nullptr, nullptr};  // 64-byte aligned
+  // Zero-initialized anonymous memory (huge pages where the kernel gives them).
+  std::unique_ptr<uint8_t, std::function<void(uint8_t*)>> data;
 
   const uint8_t* Group(int64_t panel, int64_t block) const {
     return data.get() + panel * panel_bytes + block * format->group_bytes;
