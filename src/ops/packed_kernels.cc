@@ -220,6 +220,7 @@ HWY_INLINE void Blocks256(const uint8_t* const* g, int n, const TokenActs* tok,
       HWY_UNROLL(8)
       for (int t = 0; t < T; ++t) S[h][t] = _mm256_setzero_si256();
     }
+    HWY_UNROLL(16)
     for (int j = 0; j < 256 / kSub; ++j) {
       __m256i I[H][T];
       HWY_UNROLL(8)
