@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Prompt processing and generation speed of promptcache and llama.cpp side by side, on the same
+# files: for each model shape and weight type, the two engines' benchmarks run in turn (ours, then
+# llama.cpp's llama-bench, R times), and the medians and their ratio are printed as a Markdown
+# table (docs/benchmarks.md, "Weight types").
+#
+# Files: a shape's F16 file is made with `promptcache synth` (random weights, a real vocabulary),
+# then each type with llama.cpp's own quantizer (`llama-quantize`), so both engines read the
+# files users download from it; `-Q` makes them with `promptcache quantize` instead.
+#
+# usage: scripts/bench_vs_llama.sh -l LLAMA_BIN_DIR [-d MODELS_DIR] [-s "SHAPES"] [-q "TYPES"]
+#            [-t THREADS] [-r REPEATS] [-p PROMPT] [-n GEN] [-P PROMPT_1B] [-N GEN_1B] [-Q]
+#   LLAMA_BIN_DIR: a llama.cpp build (llama-bench, llama-quantize), built outside this project
+#   defaults: models in /work/models, shapes "smollm2-135m llama3.2-1b", types "Q4_K_M Q4_0
+#   Q5_K_M Q6_K IQ4_XS Q8_0 F16", 2 threads, 3 repeats, -p 512 -n 128 (the same for 1B unless
+#   -P/-N).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+llama=""
+dir=/work/models
+shapes="smollm2-135m llama3.2-1b"
+types="Q4_K_M Q4_0 Q5_K_M Q6_K IQ4_XS Q8_0 F16"
+threads=2
+repeats=3
+pp=512
+tg=128
+pp_1b=""
+tg_1b=""
+ours_quantize=0
+while getopts "l:d:s:q:t:r:p:n:P:N:Qh" opt; do
+  case $opt in
+    l) llama=$OPTARG ;;
+    d) dir=$OPTARG ;;
+    s) shapes=$OPTARG ;;
+    q) types=$OPTARG ;;
+    t) threads=$OPTARG ;;
+    r) repeats=$OPTARG ;;
+    p) pp=$OPTARG ;;
+    n) tg=$OPTARG ;;
+    P) pp_1b=$OPTARG ;;
+    N) tg_1b=$OPTARG ;;
+    Q) ours_quantize=1 ;;
+    *) sed -n '2,17p' "$0"; exit 2 ;;
+  esac
+done
+bin=build/promptcache
+[ -n "$llama" ] && [ -x "$llama/llama-bench" ] || { echo "bench_vs_llama: give -l LLAMA_BIN_DIR" >&2; exit 2; }
+[ -x "$bin" ] || { echo "bench_vs_llama: build $bin first" >&2; exit 1; }
+vocab=../shared/tokenizers/ggml-vocab-gpt-2.gguf
+mkdir -p "$dir"
+
+median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
+# llama-bench's CSV on stdin: avg_ts of the row with n_prompt = $1 and n_gen = $2.
+csv_rate() {
+  awk -F, -v p="$1" -v n="$2" '{gsub(/"/, "")}
+    NR == 1 {for (i = 1; i <= NF; i++) col[$i] = i; next}
+    $col["n_prompt"] == p && $col["n_gen"] == n {print $col["avg_ts"]}'
+}
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $threads threads, $repeats repeats" >&2
+echo "| shape | type | file MiB | promptcache pp | llama.cpp pp | ratio | promptcache tg | llama.cpp tg | ratio | peak RSS MiB |"
+echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+for shape in $shapes; do
+  p=$pp
+  n=$tg
+  if [ "$shape" = llama3.2-1b ]; then p=${pp_1b:-$pp}; n=${tg_1b:-$tg}; fi
+  f16=$dir/$shape-f16.gguf
+  [ -f "$f16" ] || "$bin" synth --preset "$shape" --vocab "$vocab" --type f16 -o "$f16" >&2
+  for type in $types; do
+    lower=$(echo "$type" | tr 'A-Z' 'a-z')
+    file=$dir/$shape-$lower.gguf
+    if [ "$type" != F16 ] && [ ! -f "$file" ]; then
+      if [ "$ours_quantize" = 1 ]; then
+        "$bin" quantize "$f16" "$file" "$type" -t "$threads" >&2
+      else
+        "$llama/llama-quantize" "$f16" "$file" "$type" "$threads" >/dev/null 2>&1
+      fi
+    fi
+    ours_pp=() ours_tg=() theirs_pp=() theirs_tg=() rss=()
+    for _ in $(seq "$repeats"); do
+      j=$("$bin" bench -m "$file" -t "$threads" -p "$p" -n "$n" -r 1 --json 2>/dev/null | tail -1)
+      ours_pp+=("$(echo "$j" | sed -n 's/.*"prompt_tps":\([0-9.e+]*\).*/\1/p')")
+      ours_tg+=("$(echo "$j" | sed -n 's/.*"gen_tps":\([0-9.e+]*\).*/\1/p')")
+      rss+=("$(echo "$j" | sed -n 's/.*"peak_rss_bytes":\([0-9]*\).*/\1/p')")
+      l=$("$llama/llama-bench" -m "$file" -t "$threads" -p "$p" -n "$n" -r 1 -o csv 2>/dev/null)
+      theirs_pp+=("$(echo "$l" | csv_rate "$p" 0)")
+      theirs_tg+=("$(echo "$l" | csv_rate 0 "$n")")
+    done
+    opp=$(printf '%s\n' "${ours_pp[@]}" | median)
+    otg=$(printf '%s\n' "${ours_tg[@]}" | median)
+    tpp=$(printf '%s\n' "${theirs_pp[@]}" | median)
+    ttg=$(printf '%s\n' "${theirs_tg[@]}" | median)
+    mib=$(du -m "$file" | cut -f1)
+    r=$(printf '%s\n' "${rss[@]}" | median)
+    awk -v s="$shape" -v t="$type" -v m="$mib" -v a="$opp" -v b="$tpp" -v c="$otg" -v d="$ttg" -v r="$r" \
+      'BEGIN {printf "| %s | %s | %d | %.1f | %.1f | %.2f | %.1f | %.1f | %.2f | %.0f |\n", s, t, m, a, b, a / b, c, d, c / d, r / 1048576}'
+  done
+done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
