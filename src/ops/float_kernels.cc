@@ -125,80 +125,81 @@ void MicroKernelT(int t_count, const Rows& w, const float* x, int64_t x_stride, 
 constexpr int64_t kMaxColChunk = 512;
 constexpr int64_t kTokenChunkBytes = 256 << 10;
 
-// Few tokens: each row streamed alone, start to end (one stream for the prefetchers), two of its
-// column chunks at a time so that two accumulator chains hide the FMA latency. Each chunk's sum is
-// the micro-kernel's: one vector accumulator, the same lane tree, chunks added in order.
-template <int T, class Load>
-void RowDots(const Load& load, const float* x, int64_t cols, int64_t col_chunk, float* out,
-             int64_t out_stride) {
+// Few tokens: NR rows at a time, each streamed start to end (one sequential stream per row for
+// the prefetchers), chunk by chunk, so that NR * T accumulator chains hide the FMA latency. Each
+// chunk's sum is the micro-kernel's: one vector accumulator, the same lane tree, chunks added in
+// order; which rows go together changes nothing in a row's result.
+template <int NR, int T, class Load>
+void RowDots(const Load* load, const float* x, int64_t cols, int64_t col_chunk, float* out,
+             int64_t out_stride, int64_t out_row_step) {
   const DM d;
   const int64_t n = hn::Lanes(d);
   const VM zero = hn::Zero(d);
-  float total[T] = {};
-  for (int64_t c0 = 0; c0 < cols; c0 += 2 * col_chunk) {
-    const int64_t k1 = c0 + col_chunk;  // second chunk's start
-    const int64_t len0 = std::min(col_chunk, cols - c0);
-    const int64_t len1 = std::max<int64_t>(0, std::min(col_chunk, cols - k1));
-    VM a0[T], a1[T];
+  float total[NR][T] = {};
+  for (int64_t c0 = 0; c0 < cols; c0 += col_chunk) {
+    const int64_t len = std::min(col_chunk, cols - c0);
+    VM a[NR][T];
     HWY_UNROLL(8)
-    for (int t = 0; t < T; ++t) a0[t] = a1[t] = zero;
+    for (int i = 0; i < NR; ++i) {
+      HWY_UNROLL(8)
+      for (int t = 0; t < T; ++t) a[i][t] = zero;
+    }
     int64_t k = 0;
-    // Both chunks, 4 vectors at a time, then one at a time; then the first alone (the second
-    // is shorter, or missing).
-    for (; k + 4 * n <= len1; k += 4 * n) {
-      load.Prefetch(c0 + k);
-      load.Prefetch(k1 + k);
+    for (; k + 4 * n <= len; k += 4 * n) {
+      HWY_UNROLL(8)
+      for (int i = 0; i < NR; ++i) load[i].Prefetch(c0 + k);
       HWY_UNROLL(4)
       for (int v = 0; v < 4; ++v) {
-        const VM w0 = load(d, c0 + k + v * n), w1 = load(d, k1 + k + v * n);
+        const int64_t j = c0 + k + v * n;
         HWY_UNROLL(8)
-        for (int t = 0; t < T; ++t) {
-          a0[t] = hn::MulAdd(w0, hn::LoadU(d, x + t * cols + c0 + k + v * n), a0[t]);
-          a1[t] = hn::MulAdd(w1, hn::LoadU(d, x + t * cols + k1 + k + v * n), a1[t]);
+        for (int i = 0; i < NR; ++i) {
+          const VM w = load[i](d, j);
+          HWY_UNROLL(8)
+          for (int t = 0; t < T; ++t)
+            a[i][t] = hn::MulAdd(w, hn::LoadU(d, x + t * cols + j), a[i][t]);
         }
       }
     }
-    for (; k + n <= len1; k += n) {
-      const VM w0 = load(d, c0 + k), w1 = load(d, k1 + k);
+    for (; k + n <= len; k += n) {
+      const int64_t j = c0 + k;
       HWY_UNROLL(8)
-      for (int t = 0; t < T; ++t) {
-        a0[t] = hn::MulAdd(w0, hn::LoadU(d, x + t * cols + c0 + k), a0[t]);
-        a1[t] = hn::MulAdd(w1, hn::LoadU(d, x + t * cols + k1 + k), a1[t]);
+      for (int i = 0; i < NR; ++i) {
+        const VM w = load[i](d, j);
+        HWY_UNROLL(8)
+        for (int t = 0; t < T; ++t)
+          a[i][t] = hn::MulAdd(w, hn::LoadU(d, x + t * cols + j), a[i][t]);
       }
     }
-    for (; k + n <= len0; k += n) {
-      if (k % (4 * n) == 0) load.Prefetch(c0 + k);
-      const VM w0 = load(d, c0 + k);
-      HWY_UNROLL(8)
-      for (int t = 0; t < T; ++t) a0[t] = hn::MulAdd(w0, hn::LoadU(d, x + t * cols + c0 + k), a0[t]);
-    }
-    for (int half = 0; half < 2; ++half) {
-      const int64_t start = half ? k1 : c0, len = half ? len1 : len0;
-      if (len == 0) break;
-      const int64_t done = len / n * n;  // where the chunk's vector loop ended
+    HWY_UNROLL(8)
+    for (int i = 0; i < NR; ++i) {
       float sums[4];
-      const VM* a = half ? a1 : a0;
-      SumLanes4<DM>(a[0], T > 1 ? a[1 % T] : zero, T > 2 ? a[2 % T] : zero,
-                    T > 3 ? a[3 % T] : zero, sums);
+      SumLanes4<DM>(a[i][0], T > 1 ? a[i][1 % T] : zero, T > 2 ? a[i][2 % T] : zero,
+                    T > 3 ? a[i][3 % T] : zero, sums);
       HWY_UNROLL(8)
       for (int t = 0; t < T; ++t) {
         float s = sums[t];
-        for (int64_t j = done; j < len; ++j) s += load.At(start + j) * x[t * cols + start + j];
-        total[t] = start == 0 ? s : total[t] + s;
+        for (int64_t j = k; j < len; ++j) s += load[i].At(c0 + j) * x[t * cols + c0 + j];
+        total[i][t] = c0 == 0 ? s : total[i][t] + s;
       }
     }
   }
   HWY_UNROLL(8)
-  for (int t = 0; t < T; ++t) out[t * out_stride] = total[t];
+  for (int i = 0; i < NR; ++i) {
+    HWY_UNROLL(8)
+    for (int t = 0; t < T; ++t) out[t * out_stride + i * out_row_step] = total[i][t];
+  }
 }
+
+constexpr int kRowPrefetchBytes = 512;
 
 // One row's loader for RowDots.
 template <typename Elem>
 struct RowLoad {
   const Elem* row;
-  // The cache lines ahead of element k (the next 4 vectors' worth: 32 elements, 64 or 128 bytes).
+  // The cache lines kRowPrefetchBytes ahead of element k's next 4 vectors (32 elements, 64 or
+  // 128 bytes); past the row's end, the next row's: the stream's continuation.
   void Prefetch(int64_t k) const {
-    const uint8_t* p = reinterpret_cast<const uint8_t*>(row + k) + 1024;
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(row + k) + kRowPrefetchBytes;
     hwy::Prefetch(p);
     if constexpr (sizeof(Elem) == 4) hwy::Prefetch(p + 64);
   }
@@ -220,26 +221,39 @@ struct RowLoad {
   }
 };
 
+// Rows [r0, r1) for T tokens, NR rows at a time, the rest one by one. The NR rows are a quarter
+// of the range apart (for NR = 4), so that each is one long sequential stream through the
+// weights, the pattern memory prefetchers serve best (consecutive rows made NR short streams).
+template <int NR, int T, typename Elem>
+void RowDotsRange(const MatMulJob& job, int64_t r0, int64_t r1, int64_t col_chunk) {
+  const WeightMatrix& w = *job.w;
+  auto row = [&](int64_t r) { return reinterpret_cast<const Elem*>(w.data + r * w.row_bytes); };
+  const int64_t step = (r1 - r0) / NR;
+  if (step > 0) {
+    for (int64_t j = 0; j < step; ++j) {
+      RowLoad<Elem> loads[NR];
+      for (int i = 0; i < NR; ++i) loads[i] = {row(r0 + j + i * step)};
+      RowDots<NR, T>(loads, job.x, w.cols, col_chunk, job.out + r0 + j, w.rows, step);
+    }
+  }
+  for (int64_t r = r0 + NR * step; r < r1; ++r) {
+    const RowLoad<Elem> load{row(r)};
+    RowDots<1, T>(&load, job.x, w.cols, col_chunk, job.out + r, w.rows, 1);
+  }
+}
+
+// NR * T = 4 accumulator chains.
 template <typename Elem>
 void RowDotsAll(const MatMulJob& job, int64_t r0, int64_t r1, int64_t col_chunk) {
-  const WeightMatrix& w = *job.w;
-  for (int64_t r = r0; r < r1; ++r) {
-    const RowLoad<Elem> load{reinterpret_cast<const Elem*>(w.data + r * w.row_bytes)};
-    float* out = job.out + r;
-    switch (job.n_tokens) {
-      case 4:
-        RowDots<4>(load, job.x, w.cols, col_chunk, out, w.rows);
-        break;
-      case 3:
-        RowDots<3>(load, job.x, w.cols, col_chunk, out, w.rows);
-        break;
-      case 2:
-        RowDots<2>(load, job.x, w.cols, col_chunk, out, w.rows);
-        break;
-      default:
-        RowDots<1>(load, job.x, w.cols, col_chunk, out, w.rows);
-        break;
-    }
+  switch (job.n_tokens) {
+    case 4:
+      return RowDotsRange<1, 4, Elem>(job, r0, r1, col_chunk);
+    case 3:
+      return RowDotsRange<1, 3, Elem>(job, r0, r1, col_chunk);
+    case 2:
+      return RowDotsRange<2, 2, Elem>(job, r0, r1, col_chunk);
+    default:
+      return RowDotsRange<4, 1, Elem>(job, r0, r1, col_chunk);
   }
 }
 

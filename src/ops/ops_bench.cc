@@ -8,7 +8,8 @@
 //     vocab output), with Q/K/V and gate/up fused: an upper bound on tokens/s.
 //   BM_AttendTile/<queries>: the tiled attention kernel over 512 keys.
 //   BM_Vec*, BM_Quantize*: the small kernels.
-// Types: 0 F32, 1 F16, 2 Q4_0, 8 Q8_0, 30 BF16 (ggml ids).
+// Types: 0 F32, 1 F16, 2 Q4_0, 8 Q8_0, 12 Q4_K, 14 Q6_K, 23 IQ4_XS, 30 BF16 (ggml ids; any
+// type of weight_types.h works). Quantized matrices are packed as the model packs them.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -19,26 +20,22 @@
 #include <random>
 #include <vector>
 
+#include "core/check.h"
 #include "core/thread_pool.h"
 #include "ops/attention.h"
 #include "ops/matmul.h"
+#include "ops/packed.h"
 #include "ops/quant.h"
 #include "ops/vec.h"
+#include "ops/weight_types.h"
 
 namespace promptcache {
 namespace {
 
 size_t BytesFor(GgmlType t, int64_t cols) {
-  switch (t) {
-    case GgmlType::kF32:
-      return cols * 4;
-    case GgmlType::kQ8_0:
-      return cols / 32 * 34;
-    case GgmlType::kQ4_0:
-      return cols / 32 * 18;
-    default:
-      return cols * 2;
-  }
+  const WeightTypeInfo* info = FindWeightType(t);
+  PC_CHECK(info != nullptr);
+  return cols / info->block_elems * info->block_bytes;
 }
 
 ThreadPool* Pool(int threads) {
@@ -60,6 +57,7 @@ std::vector<float> RandomFloats(int64_t n, uint32_t seed) {
 struct Weights {
   std::vector<uint8_t> bytes;
   std::vector<WeightMatrix> mats;
+  std::vector<std::unique_ptr<PackedMatrix>> packed;  // as Model::PackWeights makes them
 };
 
 Weights MakeWeights(GgmlType type, int64_t rows, int64_t cols, int64_t copies) {
@@ -78,6 +76,12 @@ Weights MakeWeights(GgmlType type, int64_t rows, int64_t cols, int64_t copies) {
   }
   for (int64_t c = 0; c < copies; ++c) {
     w.mats.push_back({type, w.bytes.data() + c * rows * rb, rows, cols, rb});
+  }
+  if (FindPackedFormat(type) != nullptr) {
+    for (WeightMatrix& m : w.mats) {
+      w.packed.push_back(std::make_unique<PackedMatrix>(PackMatrix(m, Pool(2))));
+      m.packed = w.packed.back().get();
+    }
   }
   return w;
 }
@@ -106,10 +110,12 @@ void BM_MatMul(benchmark::State& state) {
 }
 
 void MatMulArgs(benchmark::internal::Benchmark* b) {
-  const int64_t shapes[][2] = {{576, 576},   {192, 576},   {1536, 576}, {576, 1536},
-                               {50257, 576}, {2048, 2048}, {8192, 2048}};
-  for (int type : {8, 1, 2, 30, 0}) {
+  const int64_t shapes[][2] = {{576, 576},   {192, 576},   {1536, 576},  {576, 1536},
+                               {50257, 576}, {2048, 2048}, {8192, 2048}, {2048, 8192}};
+  for (int type : {8, 1, 2, 30, 0, 12, 14, 23}) {
+    const int block = FindWeightType(static_cast<GgmlType>(type))->block_elems;
     for (const auto& s : shapes) {
+      if (s[1] % block != 0) continue;  // 576-wide rows have no K-quant form
       for (int tokens : {1, 512}) {
         for (int threads : {1, 2}) b->Args({type, s[0], s[1], tokens, threads});
       }

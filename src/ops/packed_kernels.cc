@@ -35,6 +35,11 @@ namespace HWY_NAMESPACE {
 
 enum class DotKind { kUnsigned, kSigned, kVnni };
 
+// Software prefetch distance of the K kernels, in packed groups (8 rows x 256 columns).
+constexpr int kAheadGroups = 2;
+// And of the 32-element kernels, in bytes.
+constexpr int kPf32 = 1024;
+
 // acc += per dword lane, the 4 products of w's unsigned bytes and x's signed bytes (kSigned: w's
 // signed bytes, their signs moved onto x so maddubs cannot saturate).
 template <DotKind K>
@@ -51,8 +56,8 @@ HWY_INLINE __m256i Dot(__m256i acc, __m256i w, __m256i x) {
       x = _mm256_sign_epi8(x, w);
       w = _mm256_sign_epi8(w, w);
     }
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x),
-                                                   _mm256_set1_epi16(1)));
+    return _mm256_add_epi32(acc,
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1)));
   }
 }
 
@@ -136,19 +141,48 @@ HWY_INLINE __m256 Halves(const uint8_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
+// Where to prefetch `offset` bytes ahead in a panel's stream of `len` bytes: past its end, the
+// stream goes on `skip` bytes further (0: right after).
+HWY_INLINE const uint8_t* Ahead(const uint8_t* g, int64_t offset, int64_t len, int64_t skip) {
+  return g + offset + (offset >= len ? skip : 0);
+}
+
+// Integer sums are exact in any order, so with few tokens each (panel, token) sum is split over
+// kSplit accumulators (dword groups round-robin) to hide vpdpbusd's latency: H * T * kSplit
+// independent chains.
+template <int T>
+constexpr int SplitFor() {
+  return T == 1 ? 4 : T == 2 ? 2 : 1;
+}
+template <int N>
+HWY_INLINE __m256i SumSplit(const __m256i* v) {
+  if constexpr (N == 4) {
+    return _mm256_add_epi32(_mm256_add_epi32(v[0], v[1]), _mm256_add_epi32(v[2], v[3]));
+  } else if constexpr (N == 2) {
+    return _mm256_add_epi32(v[0], v[1]);
+  } else {
+    return v[0];
+  }
+}
+
 // 32-element blocks [b0, b0 + n): H panels (g[h] at block b0) x T tokens into F.
 template <class F, DotKind K, int H, int T>
-HWY_INLINE void Blocks32(const uint8_t* const* g, int n, const TokenActs* tok,
+HWY_INLINE void Blocks32(const uint8_t* const* g, int n, int64_t skip, const TokenActs* tok,
                          __m256 (&acc)[H][T]) {
+  constexpr int kSplit = SplitFor<T>();
   constexpr int kGB = F::f.group_bytes;
   constexpr int kShift = F::kBias ? __builtin_ctz(F::kBias) : 0;
   for (int b = 0; b < n; ++b) {
-    __m256i I[H][T];
+    __m256i I[H][T][kSplit];
     HWY_UNROLL(8)
     for (int h = 0; h < H; ++h) {
-      hwy::Prefetch(g[h] + (b + 4) * kGB);
+      for (int o = 0; o < kGB; o += 64)
+        hwy::Prefetch(Ahead(g[h], b * kGB + kPf32 + o, n * kGB, skip));
       HWY_UNROLL(8)
-      for (int t = 0; t < T; ++t) I[h][t] = _mm256_setzero_si256();
+      for (int t = 0; t < T; ++t) {
+        HWY_UNROLL(4)
+        for (int a = 0; a < kSplit; ++a) I[h][t][a] = _mm256_setzero_si256();
+      }
     }
     HWY_UNROLL(8)
     for (int G = 0; G < 8; ++G) {
@@ -159,7 +193,7 @@ HWY_INLINE void Blocks32(const uint8_t* const* g, int n, const TokenActs* tok,
       for (int t = 0; t < T; ++t) {
         const __m256i X = Broadcast4(tok[t].q + 32 * b + 4 * G);
         HWY_UNROLL(8)
-        for (int h = 0; h < H; ++h) I[h][t] = Dot<K>(I[h][t], W[h], X);
+        for (int h = 0; h < H; ++h) I[h][t][G % kSplit] = Dot<K>(I[h][t][G % kSplit], W[h], X);
       }
     }
     HWY_UNROLL(8)
@@ -167,7 +201,7 @@ HWY_INLINE void Blocks32(const uint8_t* const* g, int n, const TokenActs* tok,
       const __m256 dx = _mm256_set1_ps(tok[t].d[b]);
       HWY_UNROLL(8)
       for (int h = 0; h < H; ++h) {
-        __m256i isum = I[h][t];
+        __m256i isum = SumSplit<kSplit>(I[h][t]);
         if constexpr (kShift != 0) {
           isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(tok[t].sums[b] << kShift));
         }
@@ -208,11 +242,13 @@ HWY_INLINE __m256i Correction(const uint8_t* coef, const int16_t* sums) {
 
 // K super-blocks [s0, s0 + n): H panels x T tokens into F.
 template <class F, DotKind K, int H, int T>
-HWY_INLINE void Blocks256(const uint8_t* const* g, int n, const TokenActs* tok,
+HWY_INLINE void Blocks256(const uint8_t* const* g, int n, int64_t skip, const TokenActs* tok,
                           __m256 (&acc)[H][T]) {
   constexpr int kGB = F::f.group_bytes;
   constexpr int kSub = F::f.sub;
   constexpr int kShift = F::kBias ? __builtin_ctz(F::kBias) : 0;
+  constexpr int kSplit = SplitFor<T>();
+  constexpr int kLines = (kGB + 63) / 64, kLinesPerJ = (kLines + 256 / kSub - 1) / (256 / kSub);
   for (int s = 0; s < n; ++s) {
     __m256i S[H][T];
     HWY_UNROLL(8)
@@ -222,12 +258,19 @@ HWY_INLINE void Blocks256(const uint8_t* const* g, int n, const TokenActs* tok,
     }
     HWY_UNROLL(16)
     for (int j = 0; j < 256 / kSub; ++j) {
-      __m256i I[H][T];
+      __m256i I[H][T][kSplit];
       HWY_UNROLL(8)
       for (int h = 0; h < H; ++h) {
-        hwy::Prefetch(g[h] + s * kGB + 1024 + j * 64);
+        // Every cache line of the group kAheadGroups ahead, spread over its integer-scale groups.
         HWY_UNROLL(8)
-        for (int t = 0; t < T; ++t) I[h][t] = _mm256_setzero_si256();
+        for (int l = j * kLinesPerJ; l < (j + 1) * kLinesPerJ && l < kLines; ++l) {
+          hwy::Prefetch(Ahead(g[h], (s + kAheadGroups) * kGB + l * 64, n * kGB, skip));
+        }
+        HWY_UNROLL(8)
+        for (int t = 0; t < T; ++t) {
+          HWY_UNROLL(4)
+          for (int a = 0; a < kSplit; ++a) I[h][t][a] = _mm256_setzero_si256();
+        }
       }
       HWY_UNROLL(8)
       for (int i = 0; i < kSub / 4; ++i) {
@@ -239,15 +282,24 @@ HWY_INLINE void Blocks256(const uint8_t* const* g, int n, const TokenActs* tok,
         for (int t = 0; t < T; ++t) {
           const __m256i X = Broadcast4(tok[t].q + 256 * s + 4 * G);
           HWY_UNROLL(8)
-          for (int h = 0; h < H; ++h) I[h][t] = Dot<K>(I[h][t], W[h], X);
+          for (int h = 0; h < H; ++h) {
+            I[h][t][i % kSplit] = Dot<K>(I[h][t][i % kSplit], W[h], X);
+          }
         }
+      }
+      HWY_UNROLL(8)
+      for (int h = 0; h < H; ++h) {
+        HWY_UNROLL(8)
+        for (int t = 0; t < T; ++t) I[h][t][0] = SumSplit<kSplit>(I[h][t]);
       }
       HWY_UNROLL(8)
       for (int h = 0; h < H; ++h) {
         const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(
             reinterpret_cast<const __m128i*>(g[h] + s * kGB + F::f.sc_offset + j * 8)));
         HWY_UNROLL(8)
-        for (int t = 0; t < T; ++t) S[h][t] = _mm256_add_epi32(S[h][t], _mm256_mullo_epi32(I[h][t], sc));
+        for (int t = 0; t < T; ++t) {
+          S[h][t] = _mm256_add_epi32(S[h][t], _mm256_mullo_epi32(I[h][t][0], sc));
+        }
       }
     }
     HWY_UNROLL(8)
@@ -265,8 +317,8 @@ HWY_INLINE void Blocks256(const uint8_t* const* g, int n, const TokenActs* tok,
         } else if constexpr (kShift != 0) {
           const __m256i c = _mm256_slli_epi32(
               Correction<kSub>(grp + F::f.sc_offset, tok[t].sums + 16 * s), kShift);
-          acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(S[h][t], c)), dd,
-                                      acc[h][t]);
+          acc[h][t] =
+              _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(S[h][t], c)), dd, acc[h][t]);
         } else {
           acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[h][t]), dd, acc[h][t]);
         }
@@ -278,8 +330,8 @@ HWY_INLINE void Blocks256(const uint8_t* const* g, int n, const TokenActs* tok,
 // Tokens [t0, t0 + T) over blocks [b0, b0 + n) of the panels from p0 (H of them), accumulated
 // into out (starting from 0 when b0 == 0).
 template <class F, DotKind K, int H, int T>
-void RunTile(const MatMulJob& job, const PackedMatrix& pm, int64_t p0, int64_t b0, int n,
-             int64_t t0) {
+void RunTile(const MatMulJob& job, const PackedMatrix& pm, int64_t p0, int64_t pstride, int64_t b0,
+             int n, int64_t t0) {
   const int64_t cols = pm.cols, rows = pm.rows;
   const int64_t x_blocks = cols / (F::kK ? 256 : 32), x_sums = cols / (F::kK ? 16 : 32);
   const int64_t k0 = b0 * (F::kK ? 256 : 32);
@@ -296,64 +348,79 @@ void RunTile(const MatMulJob& job, const PackedMatrix& pm, int64_t p0, int64_t b
   __m256i mask[H];
   HWY_UNROLL(8)
   for (int h = 0; h < H; ++h) {
-    g[h] = pm.Group(std::min(p0 + h, (rows - 1) / 8), b0);
-    mask[h] = RowMask(static_cast<int>(std::clamp<int64_t>(rows - 8 * (p0 + h), 0, 8)));
+    const int64_t p = p0 + h * pstride;
+    g[h] = pm.Group(std::min(p, (rows - 1) / 8), b0);
+    mask[h] = RowMask(static_cast<int>(std::clamp<int64_t>(rows - 8 * p, 0, 8)));
     HWY_UNROLL(8)
     for (int t = 0; t < T; ++t) {
-      float* o = job.out + (t0 + t) * rows + 8 * (p0 + h);
+      float* o = job.out + (t0 + t) * rows + 8 * p;
       acc[h][t] = b0 == 0 ? _mm256_setzero_ps() : _mm256_maskload_ps(o, mask[h]);
     }
   }
+  // A panel's stream goes on in the next tile's same stream: H panels on when they are
+  // consecutive and whole rows are run; else right after.
+  const int64_t skip =
+      n == pm.blocks && pstride == 1 ? (H - 1) * static_cast<int64_t>(pm.panel_bytes) : 0;
   if constexpr (F::kK) {
-    Blocks256<F, K, H, T>(g, n, tok, acc);
+    Blocks256<F, K, H, T>(g, n, skip, tok, acc);
   } else {
-    Blocks32<F, K, H, T>(g, n, tok, acc);
+    Blocks32<F, K, H, T>(g, n, skip, tok, acc);
   }
   HWY_UNROLL(8)
   for (int h = 0; h < H; ++h) {
     HWY_UNROLL(8)
     for (int t = 0; t < T; ++t) {
-      _mm256_maskstore_ps(job.out + (t0 + t) * rows + 8 * (p0 + h), mask[h], acc[h][t]);
+      _mm256_maskstore_ps(job.out + (t0 + t) * rows + 8 * (p0 + h * pstride), mask[h], acc[h][t]);
     }
   }
 }
 
-constexpr int kMaxRowTokens = 4;   // up to this many tokens, whole rows at a time
+constexpr int kMaxRowTokens = 4;           // up to this many tokens, whole rows at a time
 constexpr int64_t kChunkBytes = 16 << 10;  // else: column chunks of about this many packed bytes
 
 template <class F, DotKind K, int H, int T>
-void RunTokens(const MatMulJob& job, const PackedMatrix& pm, int64_t p0, int64_t b0, int n,
-               int64_t t0, int64_t t1) {
-  for (; t0 + T <= t1; t0 += T) RunTile<F, K, H, T>(job, pm, p0, b0, n, t0);
+void RunTokens(const MatMulJob& job, const PackedMatrix& pm, int64_t p0, int64_t pstride,
+               int64_t b0, int n, int64_t t0, int64_t t1) {
+  for (; t0 + T <= t1; t0 += T) RunTile<F, K, H, T>(job, pm, p0, pstride, b0, n, t0);
   switch (t1 - t0) {
     case 3:
-      return RunTile<F, K, H, 3>(job, pm, p0, b0, n, t0);
+      return RunTile<F, K, H, 3>(job, pm, p0, pstride, b0, n, t0);
     case 2:
-      return RunTile<F, K, H, 2>(job, pm, p0, b0, n, t0);
+      return RunTile<F, K, H, 2>(job, pm, p0, pstride, b0, n, t0);
     case 1:
-      return RunTile<F, K, H, 1>(job, pm, p0, b0, n, t0);
+      return RunTile<F, K, H, 1>(job, pm, p0, pstride, b0, n, t0);
     default:
       return;
   }
 }
 
-// Panels [q0, q1) (of 8 rows), all tokens.
+// Panels [q0, q1) (of 8 rows), all tokens. Few tokens run whole rows, the H panels of a tile
+// a 1/H of the range apart, so that each is one long sequential stream through the weights (the
+// pattern memory prefetchers serve best); many tokens run column chunks of H consecutive panels.
 template <class F, DotKind K, int H>
 void RunPanels(const MatMulJob& job, const PackedMatrix& pm, int64_t q0, int64_t q1) {
   const int64_t n_tokens = job.n_tokens;
   const int blocks = static_cast<int>(pm.blocks);
-  const int chunk = n_tokens <= kMaxRowTokens
-                        ? blocks
-                        : std::max<int>(1, static_cast<int>(kChunkBytes / (H * F::f.group_bytes)));
-  for (int64_t p0 = q0; p0 < q1; p0 += H) {
-    if (H == 2 && p0 + 1 == q1) {  // an odd panel left: alone
-      for (int b0 = 0; b0 < blocks; b0 += chunk) {
-        RunTokens<F, K, 1, 4>(job, pm, p0, b0, std::min(chunk, blocks - b0), 0, n_tokens);
-      }
-      break;
+  if (n_tokens <= kMaxRowTokens) {
+    const int64_t step = (q1 - q0) / H;
+    for (int64_t j = 0; j < step; ++j) {
+      RunTokens<F, K, H, 4>(job, pm, q0 + j, step, 0, blocks, 0, n_tokens);
     }
+    for (int64_t p = q0 + H * step; p < q1; ++p) {
+      RunTokens<F, K, 1, 4>(job, pm, p, 1, 0, blocks, 0, n_tokens);
+    }
+    return;
+  }
+  const int chunk = std::max<int>(1, static_cast<int>(kChunkBytes / (H * F::f.group_bytes)));
+  for (int64_t p0 = q0; p0 < q1; p0 += H) {
+    const int h = static_cast<int>(std::min<int64_t>(H, q1 - p0));
     for (int b0 = 0; b0 < blocks; b0 += chunk) {
-      RunTokens<F, K, H, 4>(job, pm, p0, b0, std::min(chunk, blocks - b0), 0, n_tokens);
+      const int n = std::min(chunk, blocks - b0);
+      if (h == H) {
+        RunTokens<F, K, H, 4>(job, pm, p0, 1, b0, n, 0, n_tokens);
+      } else {  // an odd panel left: alone
+        RunTokens<F, K, 1, 4>(job, pm, p0, 1, b0, n, 0, n_tokens);
+      }
     }
   }
 }
