@@ -8,9 +8,11 @@
 //     vocab output), with Q/K/V and gate/up fused: an upper bound on tokens/s.
 //   BM_AttendTile/<queries>: the tiled attention kernel over 512 keys.
 //   BM_Vec*, BM_Quantize*: the small kernels.
+//   BM_MemoryRead/<threads>: the read bandwidth generation is bounded by.
 // Types: 0 F32, 1 F16, 2 Q4_0, 8 Q8_0, 12 Q4_K, 14 Q6_K, 23 IQ4_XS, 30 BF16 (ggml ids; any
 // type of weight_types.h works). Quantized matrices are packed as the model packs them.
 #include <benchmark/benchmark.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cmath>
@@ -275,6 +277,43 @@ BENCHMARK(BM_AttendTile)
     ->Arg(12)
     ->Arg(48)
     ->Unit(benchmark::kMicrosecond);
+
+// The machine's read bandwidth: <threads> threads each summing its part of a 1 GiB buffer, as a
+// decode step streams the weights. The ceiling generation speed is measured against
+// (docs/benchmarks.md). Counter: GB/s.
+void BM_MemoryRead(benchmark::State& state) {
+  using V = uint64_t __attribute__((vector_size(32)));
+  constexpr size_t kBytes = size_t(1) << 30, kVecs = kBytes / sizeof(V);
+  const int threads = static_cast<int>(state.range(0));
+  // Fresh anonymous memory with huge pages asked for, as packed weights are allocated.
+  void* mem = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  PC_CHECK(mem != MAP_FAILED);
+  madvise(mem, kBytes, MADV_HUGEPAGE);
+  std::memset(mem, 1, kBytes);
+  const V* buf = static_cast<const V*>(mem);
+  std::vector<V> sums(threads * 4);
+  for (auto _ : state) {
+    Pool(threads)->ParallelFor(threads, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const size_t b = kVecs / threads * t, e = b + kVecs / threads;
+        V a0 = {}, a1 = {}, a2 = {}, a3 = {};
+        for (size_t i = b; i < e; i += 4) {
+          a0 += buf[i];
+          a1 += buf[i + 1];
+          a2 += buf[i + 2];
+          a3 += buf[i + 3];
+        }
+        sums[t * 4] = a0 + a1 + a2 + a3;
+      }
+    });
+    benchmark::DoNotOptimize(sums.data());
+  }
+  munmap(mem, kBytes);
+  state.counters["GB/s"] = benchmark::Counter(
+      static_cast<double>(kBytes) * static_cast<double>(state.iterations()) / 1e9,
+      benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_MemoryRead)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 void BM_Quantize(benchmark::State& state) {
   const auto type = static_cast<GgmlType>(state.range(0));
