@@ -296,7 +296,19 @@ void FloatMatMulRowsImpl(const MatMulJob& job, int64_t r0, int64_t r1) {
             wp[i] = panel + i * kc;
           }
         }
+        // The next panel's weights are fetched while this one's tokens run, a few lines per
+        // micro-kernel call: read in 3 short pieces 1-2 KiB long from rows far apart, they
+        // are a pattern the hardware prefetchers do not follow.
+        const int64_t next = std::min(r + R, r1 - 1), elem = is_f32 ? 4 : 2;
+        const int64_t lines_per_row = (kc * elem + 63) / 64, lines = R * lines_per_row;
+        const int64_t calls = (t1 - t0 + T - 1) / T, per_call = (lines + calls - 1) / calls;
+        int64_t line = 0;
         for (int64_t t = t0; t < t1; t += T) {
+          for (int64_t e = std::min(lines, line + per_call); line < e; ++line) {
+            const int64_t i = line / lines_per_row;
+            hwy::Prefetch(w.data + std::min(next + i, r1 - 1) * w.row_bytes + k0 * elem +
+                          (line % lines_per_row) * 64);
+          }
           const float* x = job.x + t * cols + k0;
           float* out = job.out + t * w.rows + r;
           const int tc = static_cast<int>(std::min<int64_t>(T, t1 - t));
