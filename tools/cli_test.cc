@@ -10,10 +10,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <vector>
 
 #include "gguf/gguf.h"
+#include "nlohmann/json.hpp"
 
 namespace promptcache {
 namespace {
@@ -45,6 +47,13 @@ Output RunCli(const std::string& args) {
   fs::remove(out);
   fs::remove(err);
   return o;
+}
+
+// The last line of `out` (bench --json's object), without its newline.
+std::string LastLine(std::string out) {
+  if (!out.empty() && out.back() == '\n') out.pop_back();
+  const size_t start = out.rfind('\n');
+  return start == std::string::npos ? out : out.substr(start + 1);
 }
 
 // A bad-input run: exit code 1, and stderr ends with exactly one error line that mentions
@@ -130,7 +139,7 @@ TEST_F(CliTest, InspectAndBenchJson) {
   EXPECT_NE(i.out.find("KV cache:      640 bytes/token in F16"), std::string::npos) << i.out;
   const Output b = RunCli("bench -m " + kStories + " -p 32 -n 8 -r 1 --json");
   EXPECT_EQ(b.code, 0) << b.err;
-  const std::string last = b.out.substr(b.out.rfind('{'));
+  const std::string last = LastLine(b.out);
   for (const char* key : {"\"prompt_tps\"", "\"gen_tps\"", "\"peak_rss_bytes\"", "\"kv_bytes_per_token\":640"}) {
     EXPECT_NE(last.find(key), std::string::npos) << key << " in " << last;
   }
@@ -139,6 +148,55 @@ TEST_F(CliTest, InspectAndBenchJson) {
   EXPECT_EQ(s.code, 0) << s.err;
   EXPECT_NE(s.out.find("generation (3xtg4)"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("\"sequences\":3"), std::string::npos) << s.out;
+}
+
+// bench --json names the target and, for every weight type the model's matrices have (the
+// output matrix, the tied embedding's type when it is the output, every layer's), the matmul
+// kernel that runs it; the names follow --isa.
+TEST_F(CliTest, BenchNamesTheKernelOfEveryWeightType) {
+  const std::string q4k = (dir_ / "q4k.gguf").string(), f16 = (dir_ / "f16.gguf").string();
+  ASSERT_EQ(RunCli("synth --preset tiny-256 --vocab " + kStories + " --type q4_k -o " + q4k).code,
+            0);
+  ASSERT_EQ(RunCli("synth --preset tiny-test --vocab " + kStories + " --type f16 -o " + f16).code,
+            0);
+  for (const std::string& model : {q4k, f16, kStories}) {
+    auto f = GgufFile::Open(model);
+    ASSERT_TRUE(f.ok());
+    const bool tied = (*f)->FindTensor("output.weight") == nullptr;
+    std::set<std::string> types;
+    for (const GgufTensorInfo& t : (*f)->tensors()) {
+      if (t.dims.size() == 2 && (t.name != "token_embd.weight" || tied)) {
+        types.insert(GgmlTypeName(t.type));
+      }
+    }
+    for (const std::string isa : {"", "AVX2"}) {
+      const Output b = RunCli("bench -m " + model + " -p 8 -n 2 -r 1 --json" +
+                              (isa.empty() ? "" : " --isa " + isa));
+      if (!isa.empty() && b.code != 0) continue;  // a CPU without AVX2
+      ASSERT_EQ(b.code, 0) << b.err;
+      const nlohmann::json j = nlohmann::json::parse(LastLine(b.out));
+      ASSERT_TRUE(j["target"].is_string()) << j;
+      if (!isa.empty()) {
+        EXPECT_EQ(j["target"], isa);
+      }
+      std::set<std::string> got;
+      for (const auto& [type, kernel] : j["kernels"].items()) {
+        got.insert(type);
+        const std::string k = kernel.get<std::string>();
+        const bool quantized = type != "F32" && type != "F16" && type != "BF16";
+        // Loaded to run, every quantized matrix is packed.
+        EXPECT_EQ(k.rfind(quantized ? "packed_int8_" : "float_", 0), 0u) << type << " " << k;
+        if (isa == "AVX2") {
+          EXPECT_TRUE(k == "float_fma_256" || k == "packed_int8_maddubs" ||
+                      k == "packed_int8_maddubs_sign")
+              << type << " " << k;
+        }
+        // The short form in the text output too.
+        EXPECT_NE(b.out.find(type + " " + k), std::string::npos) << b.out;
+      }
+      EXPECT_EQ(got, types) << model << " " << j;
+    }
+  }
 }
 
 TEST_F(CliTest, BadFilesGiveOneLineErrors) {
