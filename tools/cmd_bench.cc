@@ -126,16 +126,16 @@ class BenchCommand : public Command {
         {"gen_tps", Median(tg)},
         {"peak_rss_bytes", PeakRssBytes()},
         {"file_bytes", model->file().file_size()},
-        {"repacked_bytes", 0},
+        {"repacked_bytes", model->packed_bytes()},
         {"kv_type", model_.kv_type},
         {"kv_bytes_per_token", kv.bytes_per_token()},
         {"isa", OpsActiveTargetName()},
         {"target", OpsActiveTargetName()},
         {"kernels", kernels},
     };
-    std::printf("model            %s (%s, %.1f MiB, memory-mapped, not repacked)\n",
+    std::printf("model            %s (%s, %.1f MiB file, %.1f MiB repacked)\n",
                 model_.model_path.c_str(), GgmlTypeName(model->weight_type()).c_str(),
-                model->file().file_size() / 1048576.0);
+                model->file().file_size() / 1048576.0, model->packed_bytes() / 1048576.0);
     std::printf("threads          %d\n", session.pool()->size());
     std::string kernel_list;
     for (const auto& [type, kernel] : kernels) {
