@@ -214,6 +214,67 @@ TEST_F(CliTest, BadFilesGiveOneLineErrors) {
                      "unsupported architecture 'gpt2'");
 }
 
+// Where tensor `name`'s entry in the tensor table of a GGUF image puts its type and first
+// dimension (found by its length-prefixed name, which the table holds once).
+struct TensorEntry {
+  size_t dim0, type;
+};
+TensorEntry FindTensorEntry(const std::string& image, const std::string& name) {
+  const uint64_t len = name.size();
+  const size_t at = image.find(std::string(reinterpret_cast<const char*>(&len), 8) + name);
+  PC_CHECK(at != std::string::npos);
+  const size_t dims_at = at + 8 + name.size();
+  uint32_t n_dims;
+  std::memcpy(&n_dims, image.data() + dims_at, 4);
+  return {dims_at + 4, dims_at + 4 + 8 * n_dims};
+}
+
+// Files with a bad tensor (from a Q4_K tiny-256, its table or data edited): `run` and `inspect`
+// end with one line naming the tensor and the problem, never a crash.
+TEST_F(CliTest, BadTensorsGiveOneLineErrors) {
+  const std::string q4k = (dir_ / "q4k.gguf").string();
+  ASSERT_EQ(RunCli("synth --preset tiny-256 --vocab " + kStories + " --type q4_k -o " + q4k).code,
+            0);
+  const std::string image = Slurp(q4k);
+  const std::string name = "blk.0.attn_q.weight", q = "tensor '" + name + "'";
+  auto f = GgufFile::FromMemory(reinterpret_cast<const uint8_t*>(image.data()), image.size());
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  const GgufTensorInfo* t = (*f)->FindTensor(name);
+  ASSERT_EQ(t->type, GgmlType::kQ4_K);
+  ASSERT_EQ(t->dims[0], 256);
+  const size_t data_at =
+      static_cast<size_t>(t->data - reinterpret_cast<const uint8_t*>(image.data()));
+  const TensorEntry e = FindTensorEntry(image, name);
+  auto with = [&](size_t at, uint64_t v, size_t bytes) {
+    std::string m = image;
+    std::memcpy(m.data() + at, &v, bytes);  // little-endian
+    return m;
+  };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      // (a) Cut inside the tensor's data.
+      {image.substr(0, data_at + t->nbytes / 2), "truncated: " + q + " data ends at"},
+      // (b) Sizes that do not match the type and shape: a row width Q4_K's 256-element
+      // super-blocks do not divide; the Q4_K data declared Q6_K (larger blocks: into the next
+      // tensor) or Q5_0 (32-element blocks, larger too).
+      {with(e.dim0, 200, 8),
+       q + " of type Q4_K has rows of 200 elements, not a multiple of its block size 256"},
+      {with(e.type, static_cast<uint32_t>(GgmlType::kQ6_K), 4),
+       q + " of type Q6_K and shape [256, 256] needs 53760 bytes"},
+      {with(e.type, static_cast<uint32_t>(GgmlType::kQ5_0), 4),
+       "its size does not match its type and shape"},
+      // (c) A type id ggml does not have.
+      {with(e.type, 99, 4), q + " has unknown type id 99"},
+      // A known type the engine cannot compute with: the loader's error.
+      {with(e.type, static_cast<uint32_t>(GgmlType::kIQ2_XXS), 4),
+       q + " has type IQ2_XXS, which is not supported"},
+  };
+  for (const auto& [data, needle] : cases) {
+    const std::string path = WriteFile("bad.gguf", data);
+    ExpectOneLineError("run -p hi -m " + path, needle);
+    ExpectOneLineError("inspect -m " + path, needle);
+  }
+}
+
 TEST_F(CliTest, UnsupportedModelsGiveOneLineErrors) {
   ExpectOneLineError("run -p hi -m " + Variant("arch.gguf", [](GgufWriter& w) {
                        w.SetString("general.architecture", "falcon");
