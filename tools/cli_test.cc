@@ -10,10 +10,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <vector>
 
 #include "gguf/gguf.h"
+#include "nlohmann/json.hpp"
 
 namespace promptcache {
 namespace {
@@ -45,6 +47,13 @@ Output RunCli(const std::string& args) {
   fs::remove(out);
   fs::remove(err);
   return o;
+}
+
+// The last line of `out` (bench --json's object), without its newline.
+std::string LastLine(std::string out) {
+  if (!out.empty() && out.back() == '\n') out.pop_back();
+  const size_t start = out.rfind('\n');
+  return start == std::string::npos ? out : out.substr(start + 1);
 }
 
 // A bad-input run: exit code 1, and stderr ends with exactly one error line that mentions
@@ -130,7 +139,7 @@ TEST_F(CliTest, InspectAndBenchJson) {
   EXPECT_NE(i.out.find("KV cache:      640 bytes/token in F16"), std::string::npos) << i.out;
   const Output b = RunCli("bench -m " + kStories + " -p 32 -n 8 -r 1 --json");
   EXPECT_EQ(b.code, 0) << b.err;
-  const std::string last = b.out.substr(b.out.rfind('{'));
+  const std::string last = LastLine(b.out);
   for (const char* key : {"\"prompt_tps\"", "\"gen_tps\"", "\"peak_rss_bytes\"", "\"kv_bytes_per_token\":640"}) {
     EXPECT_NE(last.find(key), std::string::npos) << key << " in " << last;
   }
@@ -139,6 +148,55 @@ TEST_F(CliTest, InspectAndBenchJson) {
   EXPECT_EQ(s.code, 0) << s.err;
   EXPECT_NE(s.out.find("generation (3xtg4)"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("\"sequences\":3"), std::string::npos) << s.out;
+}
+
+// bench --json names the target and, for every weight type the model's matrices have (the
+// output matrix, the tied embedding's type when it is the output, every layer's), the matmul
+// kernel that runs it; the names follow --isa.
+TEST_F(CliTest, BenchNamesTheKernelOfEveryWeightType) {
+  const std::string q4k = (dir_ / "q4k.gguf").string(), f16 = (dir_ / "f16.gguf").string();
+  ASSERT_EQ(RunCli("synth --preset tiny-256 --vocab " + kStories + " --type q4_k -o " + q4k).code,
+            0);
+  ASSERT_EQ(RunCli("synth --preset tiny-test --vocab " + kStories + " --type f16 -o " + f16).code,
+            0);
+  for (const std::string& model : {q4k, f16, kStories}) {
+    auto f = GgufFile::Open(model);
+    ASSERT_TRUE(f.ok());
+    const bool tied = (*f)->FindTensor("output.weight") == nullptr;
+    std::set<std::string> types;
+    for (const GgufTensorInfo& t : (*f)->tensors()) {
+      if (t.dims.size() == 2 && (t.name != "token_embd.weight" || tied)) {
+        types.insert(GgmlTypeName(t.type));
+      }
+    }
+    for (const std::string isa : {"", "AVX2"}) {
+      const Output b = RunCli("bench -m " + model + " -p 8 -n 2 -r 1 --json" +
+                              (isa.empty() ? "" : " --isa " + isa));
+      if (!isa.empty() && b.code != 0) continue;  // a CPU without AVX2
+      ASSERT_EQ(b.code, 0) << b.err;
+      const nlohmann::json j = nlohmann::json::parse(LastLine(b.out));
+      ASSERT_TRUE(j["target"].is_string()) << j;
+      if (!isa.empty()) {
+        EXPECT_EQ(j["target"], isa);
+      }
+      std::set<std::string> got;
+      for (const auto& [type, kernel] : j["kernels"].items()) {
+        got.insert(type);
+        const std::string k = kernel.get<std::string>();
+        const bool quantized = type != "F32" && type != "F16" && type != "BF16";
+        // Loaded to run, every quantized matrix is packed.
+        EXPECT_EQ(k.rfind(quantized ? "packed_int8_" : "float_", 0), 0u) << type << " " << k;
+        if (isa == "AVX2") {
+          EXPECT_TRUE(k == "float_fma_256" || k == "packed_int8_maddubs" ||
+                      k == "packed_int8_maddubs_sign")
+              << type << " " << k;
+        }
+        // The short form in the text output too.
+        EXPECT_NE(b.out.find(type + " " + k), std::string::npos) << b.out;
+      }
+      EXPECT_EQ(got, types) << model << " " << j;
+    }
+  }
 }
 
 TEST_F(CliTest, BadFilesGiveOneLineErrors) {
@@ -154,6 +212,67 @@ TEST_F(CliTest, BadFilesGiveOneLineErrors) {
   ExpectOneLineError("run -m " + WriteFile("flip.gguf", flipped) + " -p hi", "flip.gguf");
   ExpectOneLineError("run -m " + std::string(PC_SHARED_DIR) + "/tokenizers/ggml-vocab-gpt-2.gguf -p hi",
                      "unsupported architecture 'gpt2'");
+}
+
+// Where tensor `name`'s entry in the tensor table of a GGUF image puts its type and first
+// dimension (found by its length-prefixed name, which the table holds once).
+struct TensorEntry {
+  size_t dim0, type;
+};
+TensorEntry FindTensorEntry(const std::string& image, const std::string& name) {
+  const uint64_t len = name.size();
+  const size_t at = image.find(std::string(reinterpret_cast<const char*>(&len), 8) + name);
+  PC_CHECK(at != std::string::npos);
+  const size_t dims_at = at + 8 + name.size();
+  uint32_t n_dims;
+  std::memcpy(&n_dims, image.data() + dims_at, 4);
+  return {dims_at + 4, dims_at + 4 + 8 * n_dims};
+}
+
+// Files with a bad tensor (from a Q4_K tiny-256, its table or data edited): `run` and `inspect`
+// end with one line naming the tensor and the problem, never a crash.
+TEST_F(CliTest, BadTensorsGiveOneLineErrors) {
+  const std::string q4k = (dir_ / "q4k.gguf").string();
+  ASSERT_EQ(RunCli("synth --preset tiny-256 --vocab " + kStories + " --type q4_k -o " + q4k).code,
+            0);
+  const std::string image = Slurp(q4k);
+  const std::string name = "blk.0.attn_q.weight", q = "tensor '" + name + "'";
+  auto f = GgufFile::FromMemory(reinterpret_cast<const uint8_t*>(image.data()), image.size());
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  const GgufTensorInfo* t = (*f)->FindTensor(name);
+  ASSERT_EQ(t->type, GgmlType::kQ4_K);
+  ASSERT_EQ(t->dims[0], 256);
+  const size_t data_at =
+      static_cast<size_t>(t->data - reinterpret_cast<const uint8_t*>(image.data()));
+  const TensorEntry e = FindTensorEntry(image, name);
+  auto with = [&](size_t at, uint64_t v, size_t bytes) {
+    std::string m = image;
+    std::memcpy(m.data() + at, &v, bytes);  // little-endian
+    return m;
+  };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      // (a) Cut inside the tensor's data.
+      {image.substr(0, data_at + t->nbytes / 2), "truncated: " + q + " data ends at"},
+      // (b) Sizes that do not match the type and shape: a row width Q4_K's 256-element
+      // super-blocks do not divide; the Q4_K data declared Q6_K (larger blocks: into the next
+      // tensor) or Q5_0 (32-element blocks, larger too).
+      {with(e.dim0, 200, 8),
+       q + " of type Q4_K has rows of 200 elements, not a multiple of its block size 256"},
+      {with(e.type, static_cast<uint32_t>(GgmlType::kQ6_K), 4),
+       q + " of type Q6_K and shape [256, 256] needs 53760 bytes"},
+      {with(e.type, static_cast<uint32_t>(GgmlType::kQ5_0), 4),
+       "its size does not match its type and shape"},
+      // (c) A type id ggml does not have.
+      {with(e.type, 99, 4), q + " has unknown type id 99"},
+      // A known type the engine cannot compute with: the loader's error.
+      {with(e.type, static_cast<uint32_t>(GgmlType::kIQ2_XXS), 4),
+       q + " has type IQ2_XXS, which is not supported"},
+  };
+  for (const auto& [data, needle] : cases) {
+    const std::string path = WriteFile("bad.gguf", data);
+    ExpectOneLineError("run -p hi -m " + path, needle);
+    ExpectOneLineError("inspect -m " + path, needle);
+  }
 }
 
 TEST_F(CliTest, UnsupportedModelsGiveOneLineErrors) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <random>
 
 #include "core/log.h"
@@ -21,6 +22,20 @@ double Median(std::vector<double> v) {
 
 int32_t Greedy(const float* logits, int n_vocab) {
   return static_cast<int32_t>(std::max_element(logits, logits + n_vocab) - logits);
+}
+
+// Each weight type the model's matrices have, with the name of the matmul kernel that runs it
+// (several, comma-separated, should matrices of one type run different ones).
+std::map<std::string, std::string> KernelsByType(const Model& model) {
+  std::map<std::string, std::string> kernels;
+  for (const auto& [name, w] : model.Matrices()) {
+    std::string& k = kernels[GgmlTypeName(w->type)];
+    const std::string kernel = MatMulKernelName(*w);
+    if (("," + k + ",").find("," + kernel + ",") == std::string::npos) {
+      k += (k.empty() ? "" : ",") + kernel;
+    }
+  }
+  return kernels;
 }
 
 double SecondsSince(std::chrono::steady_clock::time_point t0) {
@@ -97,6 +112,7 @@ class BenchCommand : public Command {
     seq.Clear();
 
     const KvLayout kv = session.block_pool()->layout();
+    const std::map<std::string, std::string> kernels = KernelsByType(*model);
     nlohmann::json out = {
         {"model", model_.model_path},
         {"weight_type", GgmlTypeName(model->weight_type())},
@@ -110,16 +126,22 @@ class BenchCommand : public Command {
         {"gen_tps", Median(tg)},
         {"peak_rss_bytes", PeakRssBytes()},
         {"file_bytes", model->file().file_size()},
-        {"repacked_bytes", 0},
+        {"repacked_bytes", model->packed_bytes()},
         {"kv_type", model_.kv_type},
         {"kv_bytes_per_token", kv.bytes_per_token()},
         {"isa", OpsActiveTargetName()},
+        {"target", OpsActiveTargetName()},
+        {"kernels", kernels},
     };
-    std::printf("model            %s (%s, %.1f MiB, memory-mapped, not repacked)\n",
+    std::printf("model            %s (%s, %.1f MiB file, %.1f MiB repacked)\n",
                 model_.model_path.c_str(), GgmlTypeName(model->weight_type()).c_str(),
-                model->file().file_size() / 1048576.0);
+                model->file().file_size() / 1048576.0, model->packed_bytes() / 1048576.0);
     std::printf("threads          %d\n", session.pool()->size());
-    std::printf("kernels          %s\n", OpsActiveTargetName().c_str());
+    std::string kernel_list;
+    for (const auto& [type, kernel] : kernels) {
+      kernel_list += (kernel_list.empty() ? "" : ", ") + type + " " + kernel;
+    }
+    std::printf("kernels          %s: %s\n", OpsActiveTargetName().c_str(), kernel_list.c_str());
     if (depth_ > 0) std::printf("depth            %d tokens in the KV cache first\n", depth_);
     const std::string each = n_seq_ > 1 ? std::to_string(n_seq_) + "x" : "";
     if (n_seq_ > 1) std::printf("sequences        %d at once, sharing the depth tokens\n", n_seq_);

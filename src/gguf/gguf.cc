@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -390,7 +391,7 @@ Status Parser::ReadTensorInfo(size_t i, size_t alignment, GgufTensorInfo* t) {
   t->type = static_cast<GgmlType>(type);
   const GgmlTypeTraits tr = GetTypeTraits(t->type);
   if (tr.block_elems == 0) {
-    return Unimplemented("unsupported tensor type " + std::to_string(type) + " for " + q);
+    return Unimplemented("tensor " + q + " has unknown type id " + std::to_string(type));
   }
   if (t->dims[0] % tr.block_elems != 0) {
     return DataLoss("corrupt tensor table: tensor " + q + " of type " + GgmlTypeName(t->type) +
@@ -464,6 +465,25 @@ Status Parser::Run(uint32_t* version, size_t* alignment,
                       " bytes)");
     }
     t.data = data_ + begin;
+  }
+  // The file stores offsets, not sizes: a tensor whose bytes (from its type and shape) run into
+  // the next tensor's has a type or shape other than the one its data was written with.
+  std::vector<const GgufTensorInfo*> by_offset;
+  for (const GgufTensorInfo& t : *tensors) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const GgufTensorInfo* a, const GgufTensorInfo* b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    const GgufTensorInfo& a = *by_offset[i - 1];
+    const GgufTensorInfo& b = *by_offset[i];
+    if (a.offset + a.nbytes > b.offset) {
+      std::string dims;
+      for (int64_t d : a.dims) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+      return DataLoss("corrupt tensor table: tensor " + Quote(a.name) + " of type " +
+                      GgmlTypeName(a.type) + " and shape [" + dims + "] needs " +
+                      std::to_string(a.nbytes) + " bytes, but tensor " + Quote(b.name) +
+                      " begins " + std::to_string(b.offset - a.offset) +
+                      " bytes after it: its size does not match its type and shape");
+    }
   }
   return Status::Ok();
 }

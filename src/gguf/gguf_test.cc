@@ -397,6 +397,7 @@ class Image {
     data_.resize(std::max(total, data_.size()), 0);
     return *this;
   }
+  void Write(const std::string& path) const { WriteAll(path, data_.data(), data_.size()); }
   Status Parse() const {
     auto r = GgufFile::FromMemory(data_.data(), data_.size(), "x.gguf");
     if (r.ok()) {
@@ -461,7 +462,7 @@ TEST(GgufCorrupt, HandBuiltCases) {
   ExpectError(Image(1, 0).Tensor("t", {uint64_t{1} << 62}, 0, 0).Pad(200), StatusCode::kDataLoss,
               "too large");
   ExpectError(Image(1, 0).Tensor("t", {4}, 99, 0).Pad(200), StatusCode::kUnimplemented,
-              "unsupported tensor type 99 for 't'");
+              "tensor 't' has unknown type id 99");
   ExpectError(Image(1, 0).Tensor("t", {48}, 8, 0).Pad(200), StatusCode::kDataLoss,
               "not a multiple of its block size 32");
   ExpectError(Image(1, 0).Tensor("t", {4}, 0, 16).Pad(200), StatusCode::kDataLoss,
@@ -475,6 +476,53 @@ TEST(GgufCorrupt, HandBuiltCases) {
   EXPECT_TRUE(Image(1, 0).Tensor("t", {4}, 0, 0).Pad(80).Parse().ok());
   ExpectError(Image(1, 0).Tensor("t", {4}, 0, ~uint64_t{31}).Pad(200), StatusCode::kDataLoss,
               "truncated: tensor 't'");
+}
+
+// The bad files people meet, written to disk and opened as a model is: one line naming the
+// tensor and the problem.
+TEST(GgufCorrupt, BadTensorsOnDiskNameTheTensor) {
+  TempDir dir;
+  const std::string q = "blk.0.attn_q.weight", k = "blk.0.attn_k.weight";
+  const uint32_t kQ4_0 = 2, kQ4_K = 12, kQ6_K = 14;
+  auto expect = [&](const Image& img, StatusCode code, const std::string& needle) {
+    const std::string path = dir.File("bad.gguf");
+    img.Write(path);
+    auto r = GgufFile::Open(path);
+    ASSERT_FALSE(r.ok()) << needle;
+    EXPECT_EQ(r.status().code(), code) << r.status().message();
+    EXPECT_EQ(r.status().message().rfind(path + ": ", 0), 0u) << r.status().message();
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+    EXPECT_EQ(r.status().message().find('\n'), std::string::npos);
+  };
+  // Header 24 + two tensor entries of 8+19+4+16+4+8 = 59 bytes: data starts at 160.
+  auto two = [&](uint32_t q_type, uint64_t k_offset) {
+    return Image(2, 0).Tensor(q, {256, 2}, q_type, 0).Tensor(k, {256, 2}, kQ4_K, k_offset);
+  };
+  Image good = two(kQ4_K, 288);
+  good.Pad(160 + 2 * 288);
+  good.Write(dir.File("good.gguf"));
+  ASSERT_TRUE(GgufFile::Open(dir.File("good.gguf")).ok());
+
+  // (a) Truncated: the last tensor's data runs past the end.
+  expect(two(kQ4_K, 288).Pad(160 + 2 * 288 - 1), StatusCode::kDataLoss,
+         "truncated: tensor '" + k + "' data ends at 736, past the end of the file (735 bytes)");
+  // (b) Sizes that do not match the type and shape: rows a K-quant's 256-element super-blocks
+  // or a 32-element block do not divide; a type whose blocks are larger than the data written
+  // (Q6_K where Q4_K's 288 bytes were stored: it runs into the next tensor).
+  const std::string tq = "tensor '" + q + "'";
+  expect(Image(1, 0).Tensor(q, {100, 4}, kQ4_K, 0).Pad(1000), StatusCode::kDataLoss,
+         tq + " of type Q4_K has rows of 100 elements, not a multiple of its block size 256");
+  expect(Image(1, 0).Tensor(q, {48, 4}, kQ4_0, 0).Pad(1000), StatusCode::kDataLoss,
+         tq + " of type Q4_0 has rows of 48 elements, not a multiple of its block size 32");
+  expect(two(kQ6_K, 288).Pad(160 + 2 * 420), StatusCode::kDataLoss,
+         "tensor '" + q + "' of type Q6_K and shape [256, 2] needs 420 bytes, but tensor '" + k +
+             "' begins 288 bytes after it: its size does not match its type and shape");
+  // Listed out of order, the same: extents are compared in file order.
+  expect(Image(2, 0).Tensor(k, {256, 2}, kQ4_K, 416).Tensor(q, {256, 2}, kQ6_K, 0).Pad(2000),
+         StatusCode::kDataLoss, "tensor '" + q + "' of type Q6_K and shape [256, 2] needs 420");
+  // (c) A type id no ggml version this engine knows has.
+  expect(two(99, 288).Pad(1000), StatusCode::kUnimplemented,
+         "tensor '" + q + "' has unknown type id 99");
 }
 
 // Every prefix of a small valid file is an error: the data of the last tensor ends the file.

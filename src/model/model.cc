@@ -166,23 +166,34 @@ Status Model::BindWeights() {
   return Status::Ok();
 }
 
-void Model::PackWeights() {
-  std::vector<std::pair<WeightMatrix*, std::string>> matrices;
-  matrices.push_back({&output_, file_->FindTensor("output.weight") ? "output.weight"
-                                                                    : "token_embd.weight"});
-  for (int i = 0; i < config_.n_layers; ++i) {
+template <class W, class Self>
+std::vector<std::pair<std::string, W*>> Model::MatricesOf(Self& m) {
+  std::vector<std::pair<std::string, W*>> matrices;
+  matrices.push_back(
+      {m.file_->FindTensor("output.weight") ? "output.weight" : "token_embd.weight", &m.output_});
+  for (int i = 0; i < m.config_.n_layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
-    LayerWeights& l = layers_[i];
+    auto& l = m.layers_[i];
     for (auto [w, name] : {std::pair{&l.wq, "attn_q"}, {&l.wk, "attn_k"}, {&l.wv, "attn_v"},
                            {&l.wo, "attn_output"}, {&l.w_gate, "ffn_gate"}, {&l.w_up, "ffn_up"},
                            {&l.w_down, "ffn_down"}}) {
-      matrices.push_back({w, p + name + ".weight"});
+      matrices.push_back({p + name + ".weight", w});
     }
   }
+  return matrices;
+}
+
+std::vector<std::pair<std::string, const WeightMatrix*>> Model::Matrices() const {
+  return MatricesOf<const WeightMatrix>(*this);
+}
+
+void Model::PackWeights() {
+  const std::vector<std::pair<std::string, WeightMatrix*>> matrices =
+      MatricesOf<WeightMatrix>(*this);
   // One matrix at a time, its file pages released as soon as it is packed, so the peak stays near
   // the packed size. (A tied embedding's rows page back in for the lookups that need them.)
   ThreadPool pool(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  for (auto& [w, name] : matrices) {
+  for (auto& [name, w] : matrices) {
     if (FindPackedFormat(w->type) == nullptr || w->rows == 0) continue;
     packed_.push_back(std::make_unique<PackedMatrix>(PackMatrix(*w, &pool)));
     w->packed = packed_.back().get();

@@ -13,6 +13,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -99,6 +100,9 @@ class Model {
   size_t weight_bytes() const;
   // Bytes of the repacked copies of the quantized matrices (in memory instead of the file's).
   size_t packed_bytes() const;
+  // The matrices Forward multiplies by, with their tensor names: the output matrix (the token
+  // embedding when tied) and every layer's. An untied token embedding is only looked up.
+  std::vector<std::pair<std::string, const WeightMatrix*>> Matrices() const;
 
   KvLayout MakeKvLayout(KvType type, int block_size = 16) const;
   // Scratch bytes one token of a batch needs in Forward (activations of every stage).
@@ -116,6 +120,9 @@ class Model {
  private:
   Model() = default;
   Status BindWeights();
+  // Matrices() of a const or mutable model (W: const WeightMatrix or WeightMatrix).
+  template <class W, class Self>
+  static std::vector<std::pair<std::string, W*>> MatricesOf(Self& m);
   // Repacks every quantized matrix for the int8 kernels (packed.h) and releases the mapped pages
   // of the originals (the token embedding's stay: lookups read its rows).
   void PackWeights();

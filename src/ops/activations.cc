@@ -141,6 +141,12 @@ void IntMatMulRows(const MatMulJob& job, int64_t r0, int64_t r1) {
   HWY_DYNAMIC_DISPATCH(IntMatMulRowsImpl)(job, r0, r1);
 }
 
+// The same plain loop on every target.
+const char* IntKernelName(GgmlType type) {
+  const WeightTypeInfo* t = FindWeightType(type);
+  return t != nullptr && t->decode != nullptr ? "unpacked_int8_loop" : "unsupported";
+}
+
 void QuantizeActivations(ActFormat format, const float* x, int64_t n, int8_t* q, float* d,
                          int16_t* sums, float* s) {
   HWY_DYNAMIC_DISPATCH(QuantizeActivationsImpl)(format, x, n, q, d, sums, s);

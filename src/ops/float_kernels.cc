@@ -319,6 +319,28 @@ void FloatMatMulRowsImpl(const MatMulJob& job, int64_t r0, int64_t r1) {
   }
 }
 
+const char* FloatKernelNameImpl(GgmlType type) {
+  if (type != GgmlType::kF32 && type != GgmlType::kF16 && type != GgmlType::kBF16) {
+    return "unsupported";
+  }
+#if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
+  return "float_scalar";
+#else
+  // The micro-kernel's and RowDots' vectors (DM), fused multiply-adds where the target has them.
+  const bool fma = HWY_NATIVE_FMA;
+  switch (hn::Lanes(DM()) * 32) {
+    case 512:
+      return fma ? "float_fma_512" : "float_muladd_512";
+    case 256:
+      return fma ? "float_fma_256" : "float_muladd_256";
+    case 128:
+      return fma ? "float_fma_128" : "float_muladd_128";
+    default:
+      return fma ? "float_fma" : "float_muladd";
+  }
+#endif
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace internal
 }  // namespace promptcache
@@ -328,6 +350,11 @@ HWY_AFTER_NAMESPACE();
 namespace promptcache::internal {
 
 HWY_EXPORT(FloatMatMulRowsImpl);
+HWY_EXPORT(FloatKernelNameImpl);
+
+const char* FloatKernelName(GgmlType type) {
+  return HWY_DYNAMIC_DISPATCH(FloatKernelNameImpl)(type);
+}
 
 void FloatMatMulRows(const MatMulJob& job, int64_t r0, int64_t r1) {
   HWY_DYNAMIC_DISPATCH(FloatMatMulRowsImpl)(job, r0, r1);

@@ -131,12 +131,16 @@ void MatMulMulti(const WeightMatrix* ws, int n, const float* x, int64_t n_tokens
       if (b >= e) continue;
       const int64_t r0 = (b - first_unit[i]) * kTile;
       const int64_t r1 = std::min(ws[i].rows, (e - first_unit[i]) * kTile);
-      if (info[i]->act == ActFormat::kFloat) {
-        internal::FloatMatMulRows(jobs[i], r0, r1);
-      } else if (ws[i].packed != nullptr) {
-        internal::PackedMatMulRows(jobs[i], r0, r1);
-      } else {
-        internal::IntMatMulRows(jobs[i], r0, r1);
+      switch (internal::ChooseKernelPath(*info[i], ws[i])) {
+        case internal::KernelPath::kFloat:
+          internal::FloatMatMulRows(jobs[i], r0, r1);
+          break;
+        case internal::KernelPath::kPacked:
+          internal::PackedMatMulRows(jobs[i], r0, r1);
+          break;
+        case internal::KernelPath::kUnpacked:
+          internal::IntMatMulRows(jobs[i], r0, r1);
+          break;
       }
     }
   };
@@ -151,6 +155,20 @@ void MatMulMulti(const WeightMatrix* ws, int n, const float* x, int64_t n_tokens
   } else {
     pool->ParallelFor(units, run_units);
   }
+}
+
+const char* MatMulKernelName(const WeightMatrix& w) {
+  const WeightTypeInfo* t = FindWeightType(w.type);
+  if (t == nullptr) return "unsupported";
+  switch (internal::ChooseKernelPath(*t, w)) {
+    case internal::KernelPath::kFloat:
+      return internal::FloatKernelName(w.type);
+    case internal::KernelPath::kPacked:
+      return internal::PackedKernelName(w.type);
+    case internal::KernelPath::kUnpacked:
+      return internal::IntKernelName(w.type);
+  }
+  return "unsupported";
 }
 
 void MatMulReference(const WeightMatrix& w, const float* x, int64_t n_tokens, float* out) {

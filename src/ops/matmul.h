@@ -54,6 +54,20 @@ void MatMulMulti(const WeightMatrix* ws, int n, const float* x, int64_t n_tokens
 // Whether MatMul quantizes x for this weight type (all but F32, F16, BF16).
 bool MatMulQuantizesActivations(GgmlType type);
 
+// The kernel MatMul runs `w` with on the Highway target the dispatch chooses now (the CPU's best,
+// or the one a ScopedOpsTarget selects; see OpsActiveTargetName), for any number of tokens:
+//   packed_int8_vpdpbusd       packed weights, AVX-512 VNNI (AVX3 targets on CPUs that have it)
+//   packed_int8_maddubs        packed weights, AVX2 maddubs + madd (unsigned quants)
+//   packed_int8_maddubs_sign   the same for signed quants (Q8_0, IQ4_NL, IQ4_XS: signs moved
+//                              onto the activations)
+//   packed_int8_portable       packed weights read back block by block in plain C++ (non-x86,
+//                              SSE4 and scalar targets)
+//   unpacked_int8_loop         a quantized matrix without a packed form: the plain fallback loop
+//   float_fma_256, float_muladd_128, ... float weights (F32, F16, BF16 converted to f32): vector
+//                              multiply-adds (fused or not) of that many bits
+// Named by the code that runs, from the same choices MatMul makes.
+const char* MatMulKernelName(const WeightMatrix& w);
+
 // Plain scalar reference of the mathematics: dequantizes each weight row to float and sums the
 // products with the unrounded x in double.
 void MatMulReference(const WeightMatrix& w, const float* x, int64_t n_tokens, float* out);

@@ -39,6 +39,19 @@ void IntMatMulRows(const MatMulJob& job, int64_t r0, int64_t r1);
 void PackedMatMulRows(const MatMulJob& job, int64_t r0, int64_t r1);  // job.w->packed set
 void FloatMatMulRows(const MatMulJob& job, int64_t r0, int64_t r1);
 
+// Which of the three above runs a matrix: MatMul's choice, and MatMulKernelName's.
+enum class KernelPath { kFloat, kPacked, kUnpacked };
+inline KernelPath ChooseKernelPath(const WeightTypeInfo& t, const WeightMatrix& w) {
+  if (t.act == ActFormat::kFloat) return KernelPath::kFloat;
+  return w.packed != nullptr ? KernelPath::kPacked : KernelPath::kUnpacked;
+}
+
+// The name of what each of them runs for `type` on the Highway target the dispatch chooses now
+// (each kernel file answers from its own per-target code, next to the choices it names).
+const char* IntKernelName(GgmlType type);
+const char* PackedKernelName(GgmlType type);
+const char* FloatKernelName(GgmlType type);
+
 // Whether the AVX-512 kernels use VNNI (vpdpbusd): the CPU has it and no test turned it off.
 // Results are the same either way; tests run both.
 bool VnniEnabled();

@@ -449,6 +449,42 @@ TEST(MatMul, ActivationQuantizationMatchesReference) {
   }
 }
 
+// The kernel names follow the target, VNNI and packing, as the dispatch does (expected here from
+// the target names, not from the code that chooses).
+TEST(MatMul, KernelNamesFollowTheDispatch) {
+  const bool has_vnni = internal::VnniEnabled();
+  for (int64_t target : OpsTargets()) {
+    ScopedOpsTarget scoped(target);
+    const std::string name = OpsTargetName(target);
+    const bool avx3 = name.rfind("AVX3", 0) == 0, x86_int8 = avx3 || name == "AVX2";
+    for (bool vnni_off : {false, true}) {
+      internal::SetVnniDisabledForTest(vnni_off);
+      for (GgmlType t : kQuantizedTypes) {
+        const bool is_signed =
+            t == GgmlType::kQ8_0 || t == GgmlType::kIQ4_NL || t == GgmlType::kIQ4_XS;
+        std::string want = "packed_int8_portable";
+        if (avx3 && has_vnni && !vnni_off) {
+          want = "packed_int8_vpdpbusd";
+        } else if (x86_int8) {
+          want = is_signed ? "packed_int8_maddubs_sign" : "packed_int8_maddubs";
+        }
+        const TestMatrix packed = MakeMatrix(t, 8, 256, 1);
+        EXPECT_EQ(MatMulKernelName(packed.w), want) << name << " " << GgmlTypeName(t);
+        const TestMatrix plain = MakeMatrix(t, 8, 256, 1, 0, /*pack=*/false);
+        EXPECT_EQ(std::string(MatMulKernelName(plain.w)), "unpacked_int8_loop") << name;
+      }
+      for (GgmlType t : kFloatTypes) {
+        std::string want = "float_scalar";
+        if (x86_int8) want = "float_fma_256";  // capped at 256 bits also on AVX-512
+        if (name == "SSE4") want = "float_muladd_128";
+        EXPECT_EQ(MatMulKernelName(MakeMatrix(t, 2, 64, 1).w), want) << name << GgmlTypeName(t);
+      }
+    }
+    internal::SetVnniDisabledForTest(false);
+  }
+  EXPECT_EQ(std::string(MatMulKernelName({GgmlType::kIQ2_XXS})), "unsupported");
+}
+
 TEST(MatMul, EmptyInputsDoNothing) {
   const TestMatrix m = MakeMatrix(GgmlType::kQ8_0, 0, 64, 1);
   float out = 7.0f;

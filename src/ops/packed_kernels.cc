@@ -16,6 +16,7 @@
 // Highway headers below must follow foreach_target.h.
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "core/check.h"
@@ -425,51 +426,94 @@ void RunPanels(const MatMulJob& job, const PackedMatrix& pm, int64_t q0, int64_t
   }
 }
 
+#if HWY_TARGET <= HWY_AVX3
+constexpr int kPanels = 2;  // 32 registers: two panels per pass
+#else
+constexpr int kPanels = 1;
+#endif
+
+// Whether kType's packed quants are signed values (Q8_0, IQ4 types) rather than unsigned u, and
+// so the multiply-add its panels take without VNNI.
+template <GgmlType kType>
+constexpr bool kSignedQuants = FindPackedFormat(kType)->p8 || FindPackedFormat(kType)->lut;
+template <GgmlType kType>
+constexpr DotKind kPlainDot = kSignedQuants<kType> ? DotKind::kSigned : DotKind::kUnsigned;
+
+// The multiply-add RunType runs kType's panels with on this target and CPU.
+template <GgmlType kType>
+DotKind ChooseDot() {
+#if HWY_TARGET <= HWY_AVX3
+  if (VnniEnabled()) return DotKind::kVnni;
+#endif
+  return kPlainDot<kType>;
+}
+
 template <GgmlType kType>
 void RunType(const MatMulJob& job, const PackedMatrix& pm, int64_t q0, int64_t q1) {
-  constexpr bool kSigned = FindPackedFormat(kType)->p8 || FindPackedFormat(kType)->lut;
-  constexpr DotKind kPlain = kSigned ? DotKind::kSigned : DotKind::kUnsigned;
 #if HWY_TARGET <= HWY_AVX3
-  // 32 registers: two panels per pass.
-  if (VnniEnabled()) return RunPanels<Fmt<kType, kSigned>, DotKind::kVnni, 2>(job, pm, q0, q1);
-  return RunPanels<Fmt<kType, false>, kPlain, 2>(job, pm, q0, q1);
-#else
-  return RunPanels<Fmt<kType, false>, kPlain, 1>(job, pm, q0, q1);
+  if (ChooseDot<kType>() == DotKind::kVnni) {
+    return RunPanels<Fmt<kType, kSignedQuants<kType>>, DotKind::kVnni, kPanels>(job, pm, q0, q1);
+  }
 #endif
+  return RunPanels<Fmt<kType, false>, kPlainDot<kType>, kPanels>(job, pm, q0, q1);
+}
+
+// Calls fn(std::integral_constant<GgmlType, T>()) for the packed type T == type.
+template <class Fn>
+decltype(auto) VisitPackedType(GgmlType type, Fn&& fn) {
+  using T = GgmlType;
+  switch (type) {
+    case T::kQ4_0:
+      return fn(std::integral_constant<T, T::kQ4_0>());
+    case T::kQ4_1:
+      return fn(std::integral_constant<T, T::kQ4_1>());
+    case T::kQ5_0:
+      return fn(std::integral_constant<T, T::kQ5_0>());
+    case T::kQ5_1:
+      return fn(std::integral_constant<T, T::kQ5_1>());
+    case T::kQ8_0:
+      return fn(std::integral_constant<T, T::kQ8_0>());
+    case T::kIQ4_NL:
+      return fn(std::integral_constant<T, T::kIQ4_NL>());
+    case T::kQ2_K:
+      return fn(std::integral_constant<T, T::kQ2_K>());
+    case T::kQ3_K:
+      return fn(std::integral_constant<T, T::kQ3_K>());
+    case T::kQ4_K:
+      return fn(std::integral_constant<T, T::kQ4_K>());
+    case T::kQ5_K:
+      return fn(std::integral_constant<T, T::kQ5_K>());
+    case T::kQ6_K:
+      return fn(std::integral_constant<T, T::kQ6_K>());
+    case T::kIQ4_XS:
+      return fn(std::integral_constant<T, T::kIQ4_XS>());
+    default:
+      PC_CHECK(false && "not a packed type");
+      __builtin_unreachable();
+  }
 }
 
 void PackedMatMulRowsImpl(const MatMulJob& job, int64_t r0, int64_t r1) {
   const PackedMatrix& pm = *job.w->packed;
   PC_CHECK(r0 % 8 == 0);
   const int64_t q0 = r0 / 8, q1 = (r1 + 7) / 8;
-  switch (pm.format->type) {
-    case GgmlType::kQ4_0:
-      return RunType<GgmlType::kQ4_0>(job, pm, q0, q1);
-    case GgmlType::kQ4_1:
-      return RunType<GgmlType::kQ4_1>(job, pm, q0, q1);
-    case GgmlType::kQ5_0:
-      return RunType<GgmlType::kQ5_0>(job, pm, q0, q1);
-    case GgmlType::kQ5_1:
-      return RunType<GgmlType::kQ5_1>(job, pm, q0, q1);
-    case GgmlType::kQ8_0:
-      return RunType<GgmlType::kQ8_0>(job, pm, q0, q1);
-    case GgmlType::kIQ4_NL:
-      return RunType<GgmlType::kIQ4_NL>(job, pm, q0, q1);
-    case GgmlType::kQ2_K:
-      return RunType<GgmlType::kQ2_K>(job, pm, q0, q1);
-    case GgmlType::kQ3_K:
-      return RunType<GgmlType::kQ3_K>(job, pm, q0, q1);
-    case GgmlType::kQ4_K:
-      return RunType<GgmlType::kQ4_K>(job, pm, q0, q1);
-    case GgmlType::kQ5_K:
-      return RunType<GgmlType::kQ5_K>(job, pm, q0, q1);
-    case GgmlType::kQ6_K:
-      return RunType<GgmlType::kQ6_K>(job, pm, q0, q1);
-    case GgmlType::kIQ4_XS:
-      return RunType<GgmlType::kIQ4_XS>(job, pm, q0, q1);
-    default:
-      PC_CHECK(false && "PackedMatMulRows: not a packed type");
-  }
+  VisitPackedType(pm.format->type,
+                  [&](auto type) { RunType<decltype(type)::value>(job, pm, q0, q1); });
+}
+
+const char* PackedKernelNameImpl(GgmlType type) {
+  if (FindPackedFormat(type) == nullptr) return "unsupported";
+  return VisitPackedType(type, [](auto t) {
+    switch (ChooseDot<decltype(t)::value>()) {
+      case DotKind::kVnni:
+        return "packed_int8_vpdpbusd";
+      case DotKind::kSigned:
+        return "packed_int8_maddubs_sign";
+      case DotKind::kUnsigned:
+        break;
+    }
+    return "packed_int8_maddubs";
+  });
 }
 
 #else
@@ -499,6 +543,10 @@ void PackedMatMulRowsImpl(const MatMulJob& job, int64_t r0, int64_t r1) {
   }
 }
 
+const char* PackedKernelNameImpl(GgmlType type) {
+  return FindPackedFormat(type) != nullptr ? "packed_int8_portable" : "unsupported";
+}
+
 #endif  // HWY_TARGET
 
 }  // namespace HWY_NAMESPACE
@@ -510,6 +558,11 @@ HWY_AFTER_NAMESPACE();
 namespace promptcache::internal {
 
 HWY_EXPORT(PackedMatMulRowsImpl);
+HWY_EXPORT(PackedKernelNameImpl);
+
+const char* PackedKernelName(GgmlType type) {
+  return HWY_DYNAMIC_DISPATCH(PackedKernelNameImpl)(type);
+}
 
 void PackedMatMulRows(const MatMulJob& job, int64_t r0, int64_t r1) {
   HWY_DYNAMIC_DISPATCH(PackedMatMulRowsImpl)(job, r0, r1);
