@@ -59,14 +59,16 @@ ModularPrefill BuildPrefill(const SchemaLayout& schema, const PmlPlan& plan) {
       out.computed_tokens += static_cast<int>(toks.size());
     }
   }
-  if (out.computed_tokens == 0 && !out.stages.empty()) {
-    // Only cached text: recompute its last token for the logits that start generation.
+  if (!out.stages.empty() && out.stages.back().tokens.empty()) {
+    // The prompt ends in cached text (nothing computed at all, or the last computed item, an
+    // argument or a cache="false" module, has cached text after it): the logits that start
+    // generation must be the last token's, so it is dropped from the gather and recomputed.
     PrefillStage& st = out.stages.back();
     st.drop_last = true;
     st.tokens.push_back(out.tokens.back());
     st.positions.push_back(out.positions.back());
     out.cached_tokens -= 1;
-    out.computed_tokens = 1;
+    out.computed_tokens += 1;
   }
   return out;
 }

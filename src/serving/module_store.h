@@ -38,8 +38,8 @@ namespace promptcache {
 // One step of serving a modular prompt: append the cached pieces, then compute the tokens.
 struct PrefillStage {
   std::vector<PmlTextRef> gather;
-  // The prompt computes nothing new: the last gathered token is dropped and recomputed (it is
-  // the only token here), so that its logits start generation.
+  // The prompt ends in cached text: the last gathered token is dropped and recomputed (it is the
+  // only token of this, the last stage), so that its logits start generation.
   bool drop_last = false;
   std::vector<int32_t> tokens, positions;
 };
