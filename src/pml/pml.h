@@ -258,6 +258,11 @@ struct PmlPlan {
 Result<PmlPlan> PlanPrompt(const SchemaLayout& layout, const PmlPrompt& prompt,
                            const PmlTextEncoder& encoder);
 
+// The prompt's new text as one string: plain text as written, chat turns wrapped by
+// encoder.RoleWrap. A final <assistant> turn is left open (no end marker), so generation
+// continues it: the assistant's answer can be prefilled.
+std::string RenderPromptText(const PmlPrompt& prompt, const PmlTextEncoder& encoder);
+
 // The schema among `schemas` that `prompt` names; NotFound listing the loaded names otherwise.
 Result<const SchemaLayout*> FindPromptSchema(const PmlPrompt& prompt,
                                              const std::vector<const SchemaLayout*>& schemas);

@@ -467,7 +467,19 @@ TEST(PmlPromptErrors, ParameterArguments) {
 
 TEST(PmlPromptErrors, Structure) {
   EXPECT_TRUE(HasText(PromptError(kSchema, "<prompt schema='support'><legal>hi</legal></prompt>"),
-                      "p.xml:1:33: prompt: text 'hi' inside module reference <legal>"));
+                      "p.xml:1:26: prompt: <legal> holds text: an unknown role tag"));
+  // A misspelt role is named as one, also after the new text has started.
+  EXPECT_TRUE(
+      HasText(PromptError(kSchema, "<prompt schema='support'><narrator>hi</narrator></prompt>"),
+              "p.xml:1:26: prompt: <narrator> holds text: an unknown role tag (chat turns are "
+              "<system>, <user> and <assistant>)"));
+  EXPECT_TRUE(
+      HasText(PromptError(kSchema, "<prompt schema='support'><user>a</user><bot>b</bot></prompt>"),
+              "prompt: <bot> holds text: an unknown role tag"));
+  // Nested text in a reference is still named where it is.
+  EXPECT_TRUE(
+      HasText(PromptError(kSchema, "<prompt schema='support'><legal><x/>hi</legal></prompt>"),
+              "prompt: <legal> holds text"));
   EXPECT_TRUE(HasText(
       PromptError(kSchema, "<prompt schema='support'><legal><user>x</user></legal></prompt>"),
       "p.xml:1:33: prompt: <user> inside module reference <legal>"));

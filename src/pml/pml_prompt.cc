@@ -45,6 +45,17 @@ Status PromptParser::CheckNoDuplicateAttributes(const pugi::xml_node& node) cons
   return Status::Ok();
 }
 
+// Whether an element has text of its own (not only whitespace between children).
+bool HoldsText(const pugi::xml_node& node) {
+  for (pugi::xml_node child : node.children()) {
+    if ((child.type() == pugi::node_pcdata || child.type() == pugi::node_cdata) &&
+        !IsAllSpace(child.value())) {
+      return true;
+    }
+  }
+  return false;
+}
+
 Result<PmlModuleRef> PromptParser::ParseRef(const pugi::xml_node& node, int depth) const {
   if (depth > kMaxDepth) {
     return Error(node, "elements nested deeper than " + std::to_string(kMaxDepth) + " levels");
@@ -127,6 +138,13 @@ Result<PmlPrompt> PromptParser::Parse() {
       }
       case pugi::node_element: {
         const std::string name = child.name();
+        if (!IsRoleTag(name) && HoldsText(child)) {
+          // Module references never hold text: this is a misspelt role or a misused module.
+          return Error(child, "<" + name + "> holds text: an unknown role tag (chat turns are " +
+                                  "<system>, <user> and <assistant>), or a module reference " +
+                                  "with text (parameters are attributes; new text goes after " +
+                                  "the module references)");
+        }
         if (IsRoleTag(name)) {
           PC_ASSIGN_OR_RETURN(std::string text, RoleText(child));
           text_started = true;
@@ -360,15 +378,7 @@ Result<PmlPlan> Planner::Plan() {
   plan.defaulted = defaulted_;
   std::sort(plan.defaulted.begin(), plan.defaulted.end());
 
-  std::string text;
-  for (const PmlPromptText& t : p_.text) {
-    if (t.role.empty()) {
-      text += t.text;
-    } else {
-      auto [before, after] = enc_.RoleWrap(t.role);
-      text += before + t.text + after;
-    }
-  }
+  const std::string text = RenderPromptText(p_, enc_);
   plan.new_text.start = s_.total_length;
   if (!text.empty()) plan.new_text.tokens = enc_.Tokenize(text);
   plan.end = plan.new_text.end();
@@ -385,6 +395,21 @@ Result<PmlPlan> Planner::Plan() {
 }
 
 }  // namespace
+
+std::string RenderPromptText(const PmlPrompt& prompt, const PmlTextEncoder& encoder) {
+  std::string text;
+  for (size_t i = 0; i < prompt.text.size(); ++i) {
+    const PmlPromptText& t = prompt.text[i];
+    if (t.role.empty()) {
+      text += t.text;
+      continue;
+    }
+    auto [before, after] = encoder.RoleWrap(t.role);
+    const bool prefill = i + 1 == prompt.text.size() && t.role == "assistant";
+    text += before + t.text + (prefill ? "" : after);
+  }
+  return text;
+}
 
 Result<PmlPrompt> ParsePrompt(std::string_view xml, const std::string& file) {
   PC_ASSIGN_OR_RETURN(auto source, XmlSource::Parse(xml, file));

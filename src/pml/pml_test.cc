@@ -402,8 +402,15 @@ TEST(PmlLayout, RoleTagsAndCdata) {
   <assistant>Because.</assistant>
 </prompt>)"));
   PML_ASSERT_OK_AND_ASSIGN(PmlPlan plan, PlanPrompt(s, p, bytes));
-  EXPECT_EQ(plan.new_text.tokens,
-            bytes.Tokenize("[user]\nWhy?\n[/user]\n[assistant]\nBecause.\n[/assistant]\n"));
+  // A final <assistant> turn is left open: generation continues the prefilled answer.
+  EXPECT_EQ(plan.new_text.tokens, bytes.Tokenize("[user]\nWhy?\n[/user]\n[assistant]\nBecause."));
+  // Any other turn is closed.
+  PML_ASSERT_OK_AND_ASSIGN(
+      PmlPrompt p2,
+      ParsePrompt("<prompt schema='r'><assistant>Hi.</assistant><user>Why?</user></prompt>"));
+  PML_ASSERT_OK_AND_ASSIGN(PmlPlan plan2, PlanPrompt(s, p2, bytes));
+  EXPECT_EQ(plan2.new_text.tokens,
+            bytes.Tokenize("[assistant]\nHi.\n[/assistant]\n[user]\nWhy?\n[/user]\n"));
 }
 
 TEST(PmlLayout, UncachedModulesAndInheritance) {

@@ -86,15 +86,7 @@ Status AddGenerationPrompt(const PmlPrompt& prompt, const ModelPmlEncoder& encod
   if (prompt.text.empty() || prompt.text.back().role != "user") return Status::Ok();
   if (encoder.generation_prompt().empty()) return Status::Ok();
   // The new text exactly as PlanPrompt renders it, plus the generation prompt, in one run.
-  std::string text;
-  for (const PmlPromptText& t : prompt.text) {
-    if (t.role.empty()) {
-      text += t.text;
-    } else {
-      auto [before, after] = encoder.RoleWrap(t.role);
-      text += before + t.text + after;
-    }
-  }
+  std::string text = RenderPromptText(prompt, encoder);
   text += encoder.generation_prompt();
   plan->new_text.tokens = encoder.Tokenize(text);
   plan->end = plan->new_text.end();
