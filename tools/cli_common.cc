@@ -23,6 +23,10 @@ void ModelOptions::Register(CLI::App* sub) {
   sub->add_flag("--static-cache", static_cache,
                 "preallocate the KV cache for the whole context (default: grows)");
   AddIsaOption(sub, &isa);
+  sub->add_flag("--special", special,
+                "special-token spellings (<|im_end|>, </s>) in the prompt's text, PML arguments "
+                "and new text become special tokens (default: they stay text; only templates "
+                "and schemas write special tokens)");
 }
 
 void AddIsaOption(CLI::App* sub, std::string* isa) {
@@ -92,9 +96,9 @@ std::unique_ptr<Model> LoadModelOrReport(const std::string& path, bool pack) {
 }
 
 Result<std::vector<int32_t>> PromptTokens(const Model& model, const std::string& text, bool chat,
-                                          bool add_bos) {
+                                          bool add_bos, bool special) {
   const Tokenizer& tok = model.tokenizer();
-  if (!chat) return tok.Encode(text, add_bos);
+  if (!chat) return tok.Encode(text, add_bos, special);
   bool guessed = false;
   const ChatFormat format = DetectChatFormat(model.chat_template(), &guessed);
   if (guessed) {
@@ -107,8 +111,9 @@ Result<std::vector<int32_t>> PromptTokens(const Model& model, const std::string&
   messages.push_back({"user", text});
   const std::string bos = tok.bos() >= 0 ? tok.Piece(tok.bos()) : "";
   const std::string eos = tok.eos() >= 0 ? tok.Piece(tok.eos()) : "";
-  PC_ASSIGN_OR_RETURN(std::string rendered, RenderChat(format, messages, true, bos, eos));
-  return tok.Encode(rendered, add_bos, /*parse_special=*/true);
+  PC_ASSIGN_OR_RETURN(MarkedText rendered, RenderChatMarked(format, messages, true, bos, eos));
+  if (special) return tok.Encode(rendered.text(), add_bos, /*parse_special=*/true);
+  return tok.Encode(rendered, add_bos);
 }
 
 size_t PeakRssBytes() {

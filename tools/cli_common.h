@@ -30,6 +30,7 @@ struct ModelOptions {
   bool static_cache = false;
   int batch_size = 0;
   std::string isa;
+  bool special = false;  // special-token spellings in the prompt's text become special tokens
 
   void Register(CLI::App* sub);
   Status Validate() const;
@@ -53,8 +54,9 @@ int Fail(const std::string& message);
 std::unique_ptr<Model> LoadModelOrReport(const std::string& path, bool pack = true);
 
 // Tokenizes the prompt, through the chat template as one user message when `chat` is set.
+// Special-token spellings in `text` stay text unless `special` is set.
 Result<std::vector<int32_t>> PromptTokens(const Model& model, const std::string& text, bool chat,
-                                          bool add_bos = true);
+                                          bool add_bos = true, bool special = false);
 
 // Resident-set high-water mark of this process, from the kernel.
 size_t PeakRssBytes();

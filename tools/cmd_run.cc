@@ -36,7 +36,8 @@ class RunCommand : public Command {
     if (Status st = sampling_.Validate(); !st.ok()) return Fail(st);
     std::unique_ptr<Model> model = LoadModelOrReport(model_.model_path);
     if (!model) return 1;
-    Result<std::vector<int32_t>> prompt = PromptTokens(*model, prompt_, chat_);
+    Result<std::vector<int32_t>> prompt =
+        PromptTokens(*model, prompt_, chat_, /*add_bos=*/true, model_.special);
     if (!prompt.ok()) return Fail(prompt.status());
     Session session(*model, model_.ToSessionOptions());
 

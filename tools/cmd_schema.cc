@@ -22,6 +22,7 @@ Result<std::unique_ptr<Engine>> MakeEngine(const ModelOptions& model,
   o.kv_type = model.kv_type == "f32" ? KvType::kF32 : KvType::kF16;
   o.cache_dir = cache_dir;
   o.parallel = 1;
+  o.special_tokens_in_text = model.special;
   return Engine::Create(o);
 }
 

@@ -65,6 +65,10 @@ class ServeCommand : public Command {
                     "largest max_tokens a request may ask for (0: the context)");
     sub->add_option("--http-threads", server_.http_threads,
                     "HTTP worker threads (0: parallel + max-queue + 8)");
+    sub->add_flag("--special", engine_.special_tokens_in_text,
+                  "trust clients: special-token spellings (<|im_end|>, </s>) in chat messages, "
+                  "prompts, PML arguments and new text become special tokens (default: they "
+                  "stay text; only templates and schemas write special tokens)");
     sub->add_flag("-v,--verbose", verbose_, "log every request");
   }
 

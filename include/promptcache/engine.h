@@ -43,6 +43,10 @@ struct EngineOptions {
   KvType kv_type = KvType::kF16;
   int block_size = 16;
   int batch_size = 512;  // prefill tokens per forward pass
+  // Special-token spellings ("<|im_end|>", "</s>") written in user text (chat message contents,
+  // completion prompts, PML arguments and new text) stay text unless this is set: only chat
+  // templates and PML schemas write special tokens. Set it for trusted callers only.
+  bool special_tokens_in_text = false;
   // Prefix cache.
   bool prefix_cache = true;  // false: plain prompts reuse nothing (schema modules still do)
   size_t cache_ram_bytes = size_t(1) << 30;  // bound on cached (unreferenced) blocks in RAM

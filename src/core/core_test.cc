@@ -6,6 +6,7 @@
 
 #include "core/fp16.h"
 #include "core/hash.h"
+#include "core/marked_text.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
 
@@ -61,6 +62,30 @@ TEST(Hash, StableAndLengthPrefixed) {
   EXPECT_NE(a.HexDigest(), b.HexDigest());
   EXPECT_EQ(a.HexDigest().size(), 32u);
   EXPECT_EQ(Hash64("x", 1), Hash64("x", 1));
+}
+
+TEST(MarkedText, TracksWhoWroteEachByte) {
+  MarkedText t = MarkedText::Trusted("<a>");
+  t.AppendUser("xy");
+  t.AppendUser("z");  // adjacent user pieces merge
+  t.AppendTrusted("<b>");
+  MarkedText tail = MarkedText::User("w");
+  tail.AppendTrusted("!");
+  t.Append(tail);
+  EXPECT_EQ(t.text(), "<a>xyz<b>w!");
+  using Ranges = std::vector<std::pair<size_t, size_t>>;
+  EXPECT_EQ(t.user_ranges(), (Ranges{{3, 6}, {9, 10}}));
+  EXPECT_TRUE(t.IsTrusted(0, 3));
+  EXPECT_FALSE(t.IsTrusted(2, 4));  // straddles into user text
+  EXPECT_FALSE(t.IsTrusted(5, 7));
+  EXPECT_TRUE(t.IsTrusted(6, 9));
+  EXPECT_FALSE(t.IsTrusted(6, 10));
+  EXPECT_TRUE(t.IsTrusted(10, 11));
+  t.Truncate(5);
+  EXPECT_EQ(t.text(), "<a>xy");
+  EXPECT_EQ(t.user_ranges(), (Ranges{{3, 5}}));
+  t.Truncate(3);
+  EXPECT_TRUE(t.user_ranges().empty());
 }
 
 TEST(Status, ResultCarriesValueOrError) {

@@ -35,26 +35,33 @@ Status ValidateMessages(const std::vector<ChatMessage>& messages) {
   return Status::Ok();
 }
 
+// Renderers write the template's own text as trusted and message contents as the user's, so a
+// special-token spelling inside a message stays text (MarkedText).
+
 void RenderChatMl(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                  std::string& out) {
+                  MarkedText& out) {
   for (const ChatMessage& m : messages) {
-    out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+    out.AppendTrusted("<|im_start|>" + m.role + "\n");
+    out.AppendUser(m.content);
+    out.AppendTrusted("<|im_end|>\n");
   }
-  if (add_generation_prompt) out += "<|im_start|>assistant\n";
+  if (add_generation_prompt) out.AppendTrusted("<|im_start|>assistant\n");
 }
 
 void RenderLlama3(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                  std::string& out) {
+                  MarkedText& out) {
   for (const ChatMessage& m : messages) {
-    out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n";
-    out += Trim(m.content);
-    out += "<|eot_id|>";
+    out.AppendTrusted("<|start_header_id|>" + m.role + "<|end_header_id|>\n\n");
+    out.AppendUser(Trim(m.content));
+    out.AppendTrusted("<|eot_id|>");
   }
-  if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  if (add_generation_prompt) {
+    out.AppendTrusted("<|start_header_id|>assistant<|end_header_id|>\n\n");
+  }
 }
 
 Status RenderLlama2(const std::vector<ChatMessage>& messages, std::string_view bos_text,
-                    std::string_view eos_text, bool include_leading_bos, std::string& out) {
+                    std::string_view eos_text, bool include_leading_bos, MarkedText& out) {
   if (bos_text.empty() || eos_text.empty()) {
     return InvalidArgument("llama2 chat format needs the BOS and EOS token texts");
   }
@@ -74,44 +81,53 @@ Status RenderLlama2(const std::vector<ChatMessage>& messages, std::string_view b
                              "optional first system message)");
     }
     if (m.role == "assistant") {
-      out += " ";
-      out += Trim(m.content);
-      out += " ";
-      out += eos_text;
+      out.AppendTrusted(" ");
+      out.AppendUser(Trim(m.content));
+      out.AppendTrusted(" ");
+      out.AppendTrusted(eos_text);
       continue;
     }
-    if (turn > 0 || include_leading_bos) out += bos_text;
-    out += "[INST] ";
+    if (turn > 0 || include_leading_bos) out.AppendTrusted(bos_text);
+    out.AppendTrusted("[INST] ");
     if (turn == 0 && has_system) {
-      // The template strips the system block and the user text as one string.
-      const std::string merged = "<<SYS>>\n" + messages[0].content + "\n<</SYS>>\n\n" + m.content;
-      out += Trim(merged);
+      // The template strips the system block and the user text as one string; it starts with
+      // "<<SYS>>", so only its end can be trimmed.
+      MarkedText merged = MarkedText::Trusted("<<SYS>>\n");
+      merged.AppendUser(messages[0].content);
+      merged.AppendTrusted("\n<</SYS>>\n\n");
+      merged.AppendUser(m.content);
+      const std::string_view whole = merged.text();
+      merged.Truncate(Trim(whole).size());
+      out.Append(merged);
     } else {
-      out += Trim(m.content);
+      out.AppendUser(Trim(m.content));
     }
-    out += " [/INST]";
+    out.AppendTrusted(" [/INST]");
   }
   return Status::Ok();
 }
 
 void RenderZephyr(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                  std::string_view eos_text, std::string& out) {
+                  std::string_view eos_text, MarkedText& out) {
   for (const ChatMessage& m : messages) {
-    out += "<|" + m.role + "|>\n" + m.content;
-    out += eos_text;
-    out += "\n";
+    out.AppendTrusted("<|" + m.role + "|>\n");
+    out.AppendUser(m.content);
+    out.AppendTrusted(eos_text);
+    out.AppendTrusted("\n");
   }
-  if (add_generation_prompt) out += "<|assistant|>\n";
+  if (add_generation_prompt) out.AppendTrusted("<|assistant|>\n");
 }
 
 void RenderPlain(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                 std::string& out) {
+                 MarkedText& out) {
   for (const ChatMessage& m : messages) {
-    out += m.role == "system" ? "System: " : m.role == "user" ? "User: " : "Assistant: ";
-    out += m.content;
-    out += "\n";
+    out.AppendTrusted(m.role == "system" ? "System: "
+                      : m.role == "user" ? "User: "
+                                         : "Assistant: ");
+    out.AppendUser(m.content);
+    out.AppendTrusted("\n");
   }
-  if (add_generation_prompt) out += "Assistant:";
+  if (add_generation_prompt) out.AppendTrusted("Assistant:");
 }
 
 // Unescapes `body`, the inside of a Jinja string literal delimited by `quote`, into `out`;
@@ -219,14 +235,22 @@ std::string DefaultSystemPrompt(std::string_view jinja_template) {
 Result<std::string> RenderChat(ChatFormat format, const std::vector<ChatMessage>& messages,
                                bool add_generation_prompt, std::string_view bos_text,
                                std::string_view eos_text, bool include_leading_bos) {
+  PC_ASSIGN_OR_RETURN(MarkedText text, RenderChatMarked(format, messages, add_generation_prompt,
+                                                        bos_text, eos_text, include_leading_bos));
+  return text.text();
+}
+
+Result<MarkedText> RenderChatMarked(ChatFormat format, const std::vector<ChatMessage>& messages,
+                                    bool add_generation_prompt, std::string_view bos_text,
+                                    std::string_view eos_text, bool include_leading_bos) {
   PC_RETURN_IF_ERROR(ValidateMessages(messages));
-  std::string out;
+  MarkedText out;
   switch (format) {
     case ChatFormat::kChatMl:
       RenderChatMl(messages, add_generation_prompt, out);
       break;
     case ChatFormat::kLlama3:
-      if (include_leading_bos) out += bos_text;
+      if (include_leading_bos) out.AppendTrusted(bos_text);
       RenderLlama3(messages, add_generation_prompt, out);
       break;
     case ChatFormat::kLlama2:

@@ -6,14 +6,17 @@
 // (checked against the real templates rendered by Jinja). A template of no known family falls
 // back to a plain "Role: text" transcript, and the caller is told so it can warn.
 //
-// The rendered text contains special-token spellings ("<|im_start|>", "</s>", ...): encode it
-// with Tokenizer::Encode(..., parse_special = true) so they become single tokens.
+// The rendered text contains special-token spellings ("<|im_start|>", "</s>", ...) that must
+// become single tokens, while the same spellings inside a message must not (a user could end a
+// turn or forge a system message): RenderChatMarked marks the template's text as trusted and the
+// messages' contents as the user's, for Tokenizer::Encode(const MarkedText&, ...).
 #pragma once
 
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/marked_text.h"
 #include "core/status.h"
 
 namespace promptcache {
@@ -74,5 +77,9 @@ std::string DefaultSystemPrompt(std::string_view jinja_template);
 Result<std::string> RenderChat(ChatFormat format, const std::vector<ChatMessage>& messages,
                                bool add_generation_prompt, std::string_view bos_text,
                                std::string_view eos_text, bool include_leading_bos = false);
+// The same rendering with the messages' contents marked as user-written.
+Result<MarkedText> RenderChatMarked(ChatFormat format, const std::vector<ChatMessage>& messages,
+                                    bool add_generation_prompt, std::string_view bos_text,
+                                    std::string_view eos_text, bool include_leading_bos = false);
 
 }  // namespace promptcache

@@ -44,6 +44,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/marked_text.h"
 #include "core/status.h"
 
 namespace promptcache {
@@ -53,8 +54,10 @@ namespace promptcache {
 class PmlTextEncoder {
  public:
   virtual ~PmlTextEncoder() = default;
-  // Token ids of `text`: no BOS, no dummy prefix; special-token spellings become their tokens.
-  virtual std::vector<int32_t> Tokenize(std::string_view text) const = 0;
+  // Token ids of `text`: no BOS, no dummy prefix. Special-token spellings become their tokens
+  // where the schema wrote them (module text, scaffolds, role markers), not in what the prompt's
+  // author wrote (arguments, new text), unless the encoder trusts them.
+  virtual std::vector<int32_t> Tokenize(const MarkedText& text) const = 0;
   // BOS id if the model adds one (PML puts it at position 0, first token of the always text).
   virtual std::optional<int32_t> Bos() const = 0;
   // Text before and after a chat turn's content for role "system"/"user"/"assistant"
@@ -260,8 +263,9 @@ Result<PmlPlan> PlanPrompt(const SchemaLayout& layout, const PmlPrompt& prompt,
 
 // The prompt's new text as one string: plain text as written, chat turns wrapped by
 // encoder.RoleWrap. A final <assistant> turn is left open (no end marker), so generation
-// continues it: the assistant's answer can be prefilled.
-std::string RenderPromptText(const PmlPrompt& prompt, const PmlTextEncoder& encoder);
+// continues it: the assistant's answer can be prefilled. The text is marked as user-written, the
+// role markers as trusted.
+MarkedText RenderPromptText(const PmlPrompt& prompt, const PmlTextEncoder& encoder);
 
 // The schema among `schemas` that `prompt` names; NotFound listing the loaded names otherwise.
 Result<const SchemaLayout*> FindPromptSchema(const PmlPrompt& prompt,

@@ -23,7 +23,8 @@ class FakePmlEncoder : public PmlTextEncoder {
       : mode_(mode), bos_(bos), context_(context) {}
 
   // kWords: a stable id per word (>= 16); kBytes: the byte value + 16.
-  std::vector<int32_t> Tokenize(std::string_view text) const override {
+  std::vector<int32_t> Tokenize(const MarkedText& marked) const override {
+    const std::string_view text = marked.text();
     std::vector<int32_t> out;
     if (mode_ == Mode::kBytes) {
       for (unsigned char c : text) out.push_back(16 + c);
@@ -38,6 +39,9 @@ class FakePmlEncoder : public PmlTextEncoder {
       i = j;
     }
     return out;
+  }
+  std::vector<int32_t> Tokenize(std::string_view text) const {
+    return Tokenize(MarkedText::Trusted(text));
   }
   std::optional<int32_t> Bos() const override { return bos_; }
   // "[user]\n" ... "\n[/user]\n": one token before and one after the content in kWords mode.

@@ -313,7 +313,7 @@ Status Planner::FillArguments(PmlPlan* plan) const {
         arg.module = static_cast<int>(i);
         arg.parameter = static_cast<int>(k);
         arg.tokens.start = it->start;
-        arg.tokens.tokens = enc_.Tokenize(value);
+        arg.tokens.tokens = enc_.Tokenize(MarkedText::User(value));
         if (static_cast<int64_t>(arg.tokens.tokens.size()) > it->length) {
           return ErrorAt(ref->pos,
                          "module '" + m.name + "': argument " + Quote(value) + " for parameter '" +
@@ -378,7 +378,7 @@ Result<PmlPlan> Planner::Plan() {
   plan.defaulted = defaulted_;
   std::sort(plan.defaulted.begin(), plan.defaulted.end());
 
-  const std::string text = RenderPromptText(p_, enc_);
+  const MarkedText text = RenderPromptText(p_, enc_);
   plan.new_text.start = s_.total_length;
   if (!text.empty()) plan.new_text.tokens = enc_.Tokenize(text);
   plan.end = plan.new_text.end();
@@ -396,17 +396,19 @@ Result<PmlPlan> Planner::Plan() {
 
 }  // namespace
 
-std::string RenderPromptText(const PmlPrompt& prompt, const PmlTextEncoder& encoder) {
-  std::string text;
+MarkedText RenderPromptText(const PmlPrompt& prompt, const PmlTextEncoder& encoder) {
+  MarkedText text;
   for (size_t i = 0; i < prompt.text.size(); ++i) {
     const PmlPromptText& t = prompt.text[i];
     if (t.role.empty()) {
-      text += t.text;
+      text.AppendUser(t.text);
       continue;
     }
     auto [before, after] = encoder.RoleWrap(t.role);
     const bool prefill = i + 1 == prompt.text.size() && t.role == "assistant";
-    text += before + t.text + (prefill ? "" : after);
+    text.AppendTrusted(before);
+    text.AppendUser(t.text);
+    if (!prefill) text.AppendTrusted(after);
   }
   return text;
 }

@@ -242,7 +242,7 @@ Status SchemaBuilder::Flush(int owner) {
     bos_pending_ = false;
   }
   if (!pending_.empty()) {
-    const std::vector<int32_t> tokens = enc_.Tokenize(pending_);
+    const std::vector<int32_t> tokens = enc_.Tokenize(MarkedText::Trusted(pending_));
     piece.tokens.insert(piece.tokens.end(), tokens.begin(), tokens.end());
     pending_.clear();
   }
@@ -525,7 +525,7 @@ Status SchemaBuilder::AddParameter(const pugi::xml_node& node, const Context& ct
   PC_ASSIGN_OR_RETURN(p.length, ParseLength(node, node.attribute("length").value(), what));
   if (pugi::xml_attribute scaffold = node.attribute("scaffold")) {
     p.scaffold = scaffold.value();
-    p.scaffold_tokens = enc_.Tokenize(*p.scaffold);
+    p.scaffold_tokens = enc_.Tokenize(MarkedText::Trusted(*p.scaffold));
     if (static_cast<int64_t>(p.scaffold_tokens.size()) > p.length) {
       return Error(node, what + ": scaffold " + Quote(*p.scaffold) + " is " +
                              std::to_string(p.scaffold_tokens.size()) +

@@ -214,7 +214,8 @@ class HttpServer::Impl {
 HttpServer::Impl::Impl(Engine* engine, ServerOptions options)
     : engine_(engine),
       options_(std::move(options)),
-      encoder_(engine->model().tokenizer(), engine->model().chat_template()) {
+      encoder_(engine->model().tokenizer(), engine->model().chat_template(),
+               engine->options().special_tokens_in_text) {
   const Model& model = engine_->model();
   context_ =
       engine_->options().context > 0 ? engine_->options().context : model.config().context_length;

@@ -4,8 +4,9 @@
 
 namespace promptcache {
 
-PromptEncoder::PromptEncoder(const Tokenizer& tokenizer, std::string chat_template)
-    : tok_(tokenizer), template_(std::move(chat_template)) {
+PromptEncoder::PromptEncoder(const Tokenizer& tokenizer, std::string chat_template,
+                             bool trust_clients)
+    : tok_(tokenizer), template_(std::move(chat_template)), trust_clients_(trust_clients) {
   format_ = DetectChatFormat(template_, &guessed_);
   default_system_ = DefaultSystemPrompt(template_);
   if (tok_.bos() >= 0) bos_text_ = tok_.Piece(tok_.bos());
@@ -26,18 +27,19 @@ Result<std::vector<int32_t>> PromptEncoder::FromPrompt(const std::string& text,
     }
     return ids;
   }
-  std::vector<int32_t> tokens = tok_.Encode(text, /*add_bos=*/true);
+  std::vector<int32_t> tokens = tok_.Encode(text, /*add_bos=*/true, trust_clients_);
   if (tokens.empty()) return InvalidArgument("'prompt' is empty");
   return tokens;
 }
 
-Result<std::string> PromptEncoder::Render(const std::vector<ChatMessage>& messages,
-                                          bool add_generation_prompt) const {
-  return RenderChat(format_, messages, add_generation_prompt, bos_text_, eos_text_);
+Result<MarkedText> PromptEncoder::Render(const std::vector<ChatMessage>& messages,
+                                         bool add_generation_prompt) const {
+  return RenderChatMarked(format_, messages, add_generation_prompt, bos_text_, eos_text_);
 }
 
-std::vector<int32_t> PromptEncoder::EncodeChat(const std::string& text) const {
-  return tok_.Encode(text, /*add_bos=*/true, /*parse_special=*/true);
+std::vector<int32_t> PromptEncoder::EncodeChat(const MarkedText& text) const {
+  if (trust_clients_) return tok_.Encode(text.text(), /*add_bos=*/true, /*parse_special=*/true);
+  return tok_.Encode(text, /*add_bos=*/true);
 }
 
 Result<BuiltPrompt> PromptEncoder::FromMessages(const std::vector<ApiMessage>& messages,
@@ -53,7 +55,7 @@ Result<BuiltPrompt> PromptEncoder::FromMessages(const std::vector<ApiMessage>& m
     chat.push_back({messages[i].role, messages[i].content});
     if (messages[i].cache_breakpoint) last_breakpoint = static_cast<int>(i);
   }
-  Result<std::string> text = Render(chat, add_generation_prompt);
+  Result<MarkedText> text = Render(chat, add_generation_prompt);
   if (!text.ok()) return text.status();
   BuiltPrompt out;
   out.tokens = EncodeChat(*text);
@@ -61,7 +63,7 @@ Result<BuiltPrompt> PromptEncoder::FromMessages(const std::vector<ApiMessage>& m
   if (last_breakpoint >= 0) {
     const std::vector<ChatMessage> prefix(chat.begin(),
                                           chat.begin() + offset + last_breakpoint + 1);
-    Result<std::string> prefix_text = Render(prefix, /*add_generation_prompt=*/false);
+    Result<MarkedText> prefix_text = Render(prefix, /*add_generation_prompt=*/false);
     if (!prefix_text.ok()) return prefix_text.status();
     const std::vector<int32_t> prefix_tokens = EncodeChat(*prefix_text);
     const size_t n = std::min(prefix_tokens.size(), out.tokens.size());

@@ -1,6 +1,7 @@
 // Turns the prompt of an API request into token ids: completion text (with BOS), token ids
 // given by the client (checked against the vocabulary), or chat messages rendered through the
-// model's chat template and encoded with special-token parsing.
+// model's chat template. Special tokens come from the template only: spelled out in a message
+// or a completion prompt they stay text, unless the encoder trusts its clients.
 //
 // It also finds how many leading tokens a `cache_control` breakpoint covers: the conversation
 // is rendered up to the end of the marked message and encoded, and the breakpoint covers the
@@ -31,7 +32,8 @@ struct BuiltPrompt {
 class PromptEncoder {
  public:
   // `chat_template` is the model's tokenizer.chat_template (may be empty: plain transcript).
-  PromptEncoder(const Tokenizer& tokenizer, std::string chat_template);
+  // trust_clients: special-token spellings in messages and prompts become special tokens.
+  PromptEncoder(const Tokenizer& tokenizer, std::string chat_template, bool trust_clients = false);
 
   ChatFormat format() const { return format_; }
   // The template was not recognised and format() is the closest rendering.
@@ -52,9 +54,9 @@ class PromptEncoder {
   Result<BuiltPrompt> Build(const PrefixRequest& request) const;
 
  private:
-  Result<std::string> Render(const std::vector<ChatMessage>& messages,
-                             bool add_generation_prompt) const;
-  std::vector<int32_t> EncodeChat(const std::string& text) const;
+  Result<MarkedText> Render(const std::vector<ChatMessage>& messages,
+                            bool add_generation_prompt) const;
+  std::vector<int32_t> EncodeChat(const MarkedText& text) const;
 
   const Tokenizer& tok_;
   std::string template_;
@@ -62,6 +64,7 @@ class PromptEncoder {
   bool guessed_ = false;
   std::string default_system_;
   std::string bos_text_, eos_text_;
+  bool trust_clients_;
 };
 
 }  // namespace promptcache

@@ -89,7 +89,7 @@ EngineImpl::EngineImpl(const EngineOptions& options, std::unique_ptr<Model> mode
       context_(options.context > 0 ? options.context : model_->config().context_length),
       pool_(options.threads),
       blocks_(model_->MakeKvLayout(options.kv_type, options.block_size), 0, false),
-      encoder_(*model_, context_) {
+      encoder_(*model_, context_, options_.special_tokens_in_text) {
   BlockCacheOptions co;
   // Without the prefix cache, plain prompts neither look up nor insert prefixes; the budget still
   // holds the modules of loaded schemas, which are reused on request.

@@ -32,8 +32,10 @@ std::pair<std::string, std::string> RenderWrap(ChatFormat format, const std::str
 
 }  // namespace
 
-ModelPmlEncoder::ModelPmlEncoder(const Model& model, int context)
-    : tok_(model.tokenizer()), context_(context > 0 ? context : model.config().context_length) {
+ModelPmlEncoder::ModelPmlEncoder(const Model& model, int context, bool trust_user_text)
+    : tok_(model.tokenizer()),
+      context_(context > 0 ? context : model.config().context_length),
+      trust_user_text_(trust_user_text) {
   bool guessed = false;
   format_ = DetectChatFormat(model.chat_template(), &guessed);
   if (guessed) {
@@ -54,20 +56,25 @@ ModelPmlEncoder::ModelPmlEncoder(const Model& model, int context)
   if (tok_.kind() == TokenizerKind::kSpm) sentinel_ = tok_.Encode(kSentinel, false, true);
 }
 
-std::vector<int32_t> ModelPmlEncoder::Tokenize(std::string_view text) const {
+std::vector<int32_t> ModelPmlEncoder::EncodeRun(const MarkedText& text) const {
+  if (trust_user_text_) return tok_.Encode(text.text(), /*add_bos=*/false, /*parse_special=*/true);
+  return tok_.Encode(text, /*add_bos=*/false);
+}
+
+std::vector<int32_t> ModelPmlEncoder::Tokenize(const MarkedText& text) const {
   if (text.empty()) return {};
-  if (sentinel_.empty()) return tok_.Encode(text, false, true);
+  if (sentinel_.empty()) return EncodeRun(text);
   // SentencePiece puts its dummy-prefix space before the text; put it before a sentinel instead
   // and drop both.
-  std::string with(kSentinel);
-  with += text;
-  std::vector<int32_t> ids = tok_.Encode(with, false, true);
+  MarkedText with = MarkedText::Trusted(kSentinel);
+  with.Append(text);
+  std::vector<int32_t> ids = EncodeRun(with);
   if (ids.size() >= sentinel_.size() &&
       std::equal(sentinel_.begin(), sentinel_.end(), ids.begin())) {
     ids.erase(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(sentinel_.size()));
     return ids;
   }
-  return tok_.Encode(text, false, true);  // a vocabulary that merges the sentinel: as is
+  return EncodeRun(text);  // a vocabulary that merges the sentinel: as is
 }
 
 std::optional<int32_t> ModelPmlEncoder::Bos() const {
@@ -86,8 +93,8 @@ Status AddGenerationPrompt(const PmlPrompt& prompt, const ModelPmlEncoder& encod
   if (prompt.text.empty() || prompt.text.back().role != "user") return Status::Ok();
   if (encoder.generation_prompt().empty()) return Status::Ok();
   // The new text exactly as PlanPrompt renders it, plus the generation prompt, in one run.
-  std::string text = RenderPromptText(prompt, encoder);
-  text += encoder.generation_prompt();
+  MarkedText text = RenderPromptText(prompt, encoder);
+  text.AppendTrusted(encoder.generation_prompt());
   plan->new_text.tokens = encoder.Tokenize(text);
   plan->end = plan->new_text.end();
   const int context = encoder.ContextLength();

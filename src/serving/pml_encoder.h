@@ -6,9 +6,11 @@
 // is tokenized as the continuation of a document: no BOS and no SentencePiece dummy-prefix space
 // (the space SentencePiece puts before a whole text). Text is taken exactly as written: a run
 // that should start a new word starts with a space (or a line break) in the schema. Special-token
-// spellings ("<|im_start|>") become their tokens. The full recompute that modules are compared
-// with uses the very same token ids at the same positions, so with only always-included text and
-// one module the two are identical.
+// spellings ("<|im_start|>") become their tokens in the schema's text and the role markers, not
+// in parameter arguments or the prompt's new text: those stay text, so a user cannot end a turn
+// or write an EOS (trust_user_text lifts this for trusted callers). The full recompute that modules
+// are compared with uses the very same token ids at the same positions, so with only
+// always-included text and one module the two are identical.
 //
 // Chat roles. <system>, <user> and <assistant> wrap their text in the model's chat format (as
 // engine/chat_template.h renders a one-message conversation); a model without a chat template
@@ -33,9 +35,10 @@ namespace promptcache {
 class ModelPmlEncoder : public PmlTextEncoder {
  public:
   // `context`: the positions a sequence may use (the engine's context; <= 0: the model's).
-  ModelPmlEncoder(const Model& model, int context);
+  // trust_user_text: special-token spellings in arguments and new text become tokens too.
+  ModelPmlEncoder(const Model& model, int context, bool trust_user_text = false);
 
-  std::vector<int32_t> Tokenize(std::string_view text) const override;
+  std::vector<int32_t> Tokenize(const MarkedText& text) const override;
   std::optional<int32_t> Bos() const override;
   std::pair<std::string, std::string> RoleWrap(std::string_view role) const override;
   int ContextLength() const override { return context_; }
@@ -45,8 +48,11 @@ class ModelPmlEncoder : public PmlTextEncoder {
   const std::string& generation_prompt() const { return generation_prompt_; }
 
  private:
+  std::vector<int32_t> EncodeRun(const MarkedText& text) const;
+
   const Tokenizer& tok_;
   int context_;
+  bool trust_user_text_;
   ChatFormat format_;
   std::vector<int32_t> sentinel_;  // SentencePiece: the tokens of the dummy prefix + sentinel
   std::vector<std::pair<std::string, std::string>> wraps_;  // system, user, assistant

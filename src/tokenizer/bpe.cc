@@ -121,23 +121,18 @@ Status BpeTokenizer::LoadMerges(const GgufFile& file) {
   return Status::Ok();
 }
 
-std::vector<int32_t> BpeTokenizer::Encode(std::string_view text, bool add_bos,
-                                          bool parse_special) const {
-  std::vector<int32_t> out;
-  if (add_bos && add_bos_ && bos_ >= 0) out.push_back(bos_);
-  std::vector<Fragment> fragments;
-  SplitSpecial(text, parse_special, &fragments);
+void BpeTokenizer::EncodeFragments(const std::vector<Fragment>& fragments,
+                                   std::vector<int32_t>* out) const {
   std::vector<std::string_view> words;
   for (const Fragment& f : fragments) {
     if (f.token >= 0) {
-      out.push_back(f.token);
+      out->push_back(f.token);
       continue;
     }
     words.clear();
     pre_->Split(f.text, &words);
-    for (std::string_view word : words) EncodeWord(word, &out);
+    for (std::string_view word : words) EncodeWord(word, out);
   }
-  return out;
 }
 
 void BpeTokenizer::EncodeWord(std::string_view word, std::vector<int32_t>* out) const {

@@ -114,26 +114,21 @@ Result<std::unique_ptr<Tokenizer>> SpmTokenizer::Create(const GgufFile& file) {
   return std::unique_ptr<Tokenizer>(std::move(tok));
 }
 
-std::vector<int32_t> SpmTokenizer::Encode(std::string_view text, bool add_bos,
-                                          bool parse_special) const {
-  std::vector<int32_t> out;
-  if (add_bos && add_bos_ && bos_ >= 0) out.push_back(bos_);
-  std::vector<Fragment> fragments;
-  SplitSpecial(text, parse_special, &fragments);
+void SpmTokenizer::EncodeFragments(const std::vector<Fragment>& fragments,
+                                   std::vector<int32_t>* out) const {
   // The dummy prefix goes before the text, and again after each special token (llama.cpp).
   bool after_special = true;
   for (const Fragment& f : fragments) {
     if (f.token >= 0) {
-      out.push_back(f.token);
+      out->push_back(f.token);
       after_special = true;
       continue;
     }
     std::string escaped = EscapeSpaces(f.text);
     if (add_space_prefix_ && after_special) escaped.insert(0, kSpace);
-    EncodeText(escaped, &out);
+    EncodeText(escaped, out);
     after_special = false;
   }
-  return out;
 }
 
 void SpmTokenizer::EncodeText(std::string_view text, std::vector<int32_t>* out) const {

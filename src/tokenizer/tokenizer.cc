@@ -133,7 +133,26 @@ Status Tokenizer::LoadCommon(const GgufFile& file) {
   return Status::Ok();
 }
 
-void Tokenizer::SplitSpecial(std::string_view text, bool parse_special,
+std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_bos,
+                                       bool parse_special) const {
+  std::vector<int32_t> out;
+  if (add_bos && add_bos_ && bos_ >= 0) out.push_back(bos_);
+  std::vector<Fragment> fragments;
+  SplitSpecial(text, parse_special, nullptr, &fragments);
+  EncodeFragments(fragments, &out);
+  return out;
+}
+
+std::vector<int32_t> Tokenizer::Encode(const MarkedText& text, bool add_bos) const {
+  std::vector<int32_t> out;
+  if (add_bos && add_bos_ && bos_ >= 0) out.push_back(bos_);
+  std::vector<Fragment> fragments;
+  SplitSpecial(text.text(), /*parse_special=*/true, &text, &fragments);
+  EncodeFragments(fragments, &out);
+  return out;
+}
+
+void Tokenizer::SplitSpecial(std::string_view text, bool parse_special, const MarkedText* marks,
                              std::vector<Fragment>* out) const {
   size_t plain_start = 0;
   size_t i = 0;
@@ -145,7 +164,10 @@ void Tokenizer::SplitSpecial(std::string_view text, bool parse_special,
       if (len > text.size() - i) continue;
       auto it = special_ids_.find(text.substr(i, len));
       if (it == special_ids_.end()) continue;
-      if (!parse_special && types_[it->second] != TokenType::kUserDefined) continue;
+      if (types_[it->second] != TokenType::kUserDefined &&
+          (!parse_special || (marks != nullptr && !marks->IsTrusted(i, i + len)))) {
+        continue;
+      }
       found = it->second;
       found_len = len;
       break;

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/marked_text.h"
 #include "core/status.h"
 #include "gguf/gguf.h"
 
@@ -39,10 +40,16 @@ class Tokenizer {
 
   // Token ids for `text`. add_bos: prepend BOS if the vocabulary says to
   // (tokenizer.ggml.add_bos_token, default true for `llama`, false for `gpt2`); parse_special:
-  // recognise control and user-defined tokens written in the text (e.g. "<|im_start|>") as single
-  // tokens.
-  virtual std::vector<int32_t> Encode(std::string_view text, bool add_bos,
-                                      bool parse_special = false) const = 0;
+  // recognise control tokens written in the text (e.g. "<|im_start|>") as single tokens.
+  // User-defined tokens (added vocabulary that is not special) are recognised either way, as
+  // Hugging Face and llama.cpp do.
+  std::vector<int32_t> Encode(std::string_view text, bool add_bos,
+                              bool parse_special = false) const;
+  // The same for text from several authors: control tokens are recognised only where all of
+  // their spelling is trusted (a template's or schema's text), never in user-written ranges.
+  // Plain text runs across the marks as if they were not there, so text without special
+  // spellings tokenizes exactly as Encode(text.text(), add_bos, true) does.
+  std::vector<int32_t> Encode(const MarkedText& text, bool add_bos) const;
 
   // The bytes a token stands for: "▁" becomes a space, byte tokens their byte, byte-level BPE's
   // printable stand-ins their original bytes. Control tokens (BOS/EOS) decode to "" unless
@@ -75,8 +82,13 @@ class Tokenizer {
     int32_t token = -1;  // >= 0: a special token (text empty)
   };
   // Cuts `text` around special tokens, leftmost and longest first: user-defined tokens always (as
-  // HF and llama.cpp do), control and unknown tokens only with parse_special.
-  void SplitSpecial(std::string_view text, bool parse_special, std::vector<Fragment>* out) const;
+  // HF and llama.cpp do), control and unknown tokens only with parse_special and, when `marks`
+  // is given, only where marks->IsTrusted.
+  void SplitSpecial(std::string_view text, bool parse_special, const MarkedText* marks,
+                    std::vector<Fragment>* out) const;
+  // Appends the tokens of `fragments` (the kinds differ in how plain stretches are encoded).
+  virtual void EncodeFragments(const std::vector<Fragment>& fragments,
+                               std::vector<int32_t>* out) const = 0;
   // Reads the keys both kinds share: tokens, token types, special ids, add_bos.
   Status LoadCommon(const GgufFile& file);
   // The id of `text` among tokens that plain text may produce (not control, byte, unknown or

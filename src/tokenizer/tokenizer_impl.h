@@ -18,14 +18,14 @@ namespace promptcache {
 class SpmTokenizer final : public Tokenizer {
  public:
   static Result<std::unique_ptr<Tokenizer>> Create(const GgufFile& file);
-  std::vector<int32_t> Encode(std::string_view text, bool add_bos,
-                              bool parse_special = false) const override;
   std::string TokenBytes(int32_t id, bool special = false) const override {
     return TableBytes(id, special);
   }
 
  private:
   SpmTokenizer() = default;
+  void EncodeFragments(const std::vector<Fragment>& fragments,
+                       std::vector<int32_t>* out) const override;
   // Appends the tokens of one stretch of plain text ("▁" already substituted for spaces).
   void EncodeText(std::string_view text, std::vector<int32_t>* out) const;
 
@@ -39,13 +39,13 @@ class SpmTokenizer final : public Tokenizer {
 class BpeTokenizer final : public Tokenizer {
  public:
   static Result<std::unique_ptr<Tokenizer>> Create(const GgufFile& file);
-  std::vector<int32_t> Encode(std::string_view text, bool add_bos,
-                              bool parse_special = false) const override;
   std::string TokenBytes(int32_t id, bool special = false) const override {
     return TableBytes(id, special);
   }
 
  private:
+  void EncodeFragments(const std::vector<Fragment>& fragments,
+                       std::vector<int32_t>* out) const override;
   struct Merge {
     int32_t rank;
     int32_t result;  // symbol id of the merged text

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -215,6 +216,42 @@ TEST(SpecialTokens, SpmDummyPrefixAfterSpecialToken) {
   const std::vector<int32_t> plain = l.tok->Encode("Hello</s>world", true, false);
   EXPECT_EQ(std::count(plain.begin(), plain.end(), 2), 0);
   EXPECT_EQ(l.tok->Decode(plain), "Hello</s>world");
+}
+
+// Text from two authors: control tokens only where the trusted author spelled them, plain text
+// tokenized across the marks as if they were not there.
+TEST(SpecialTokens, OnlyTrustedTextWritesControlTokens) {
+  for (const std::string& vocab : {kGpt2, kLlamaSpm}) {
+    SCOPED_TRACE(vocab);
+    Loaded l = Load(vocab);
+    ASSERT_NE(l.tok, nullptr);
+    const bool spm = l.tok->kind() == TokenizerKind::kSpm;
+    const std::string special = spm ? "</s>" : "<|endoftext|>";
+    const int32_t id = l.tok->Find(special);
+    ASSERT_GE(id, 0);
+    ASSERT_EQ(l.tok->Type(id), TokenType::kControl);
+    MarkedText text = MarkedText::Trusted("Hello" + special);
+    text.AppendUser(" big" + special + " world");
+    text.AppendTrusted(special + "!");
+    const std::vector<int32_t> ids = l.tok->Encode(text, true);
+    // The template's two spellings are tokens; the user's is text (as unparsed text encodes it).
+    EXPECT_EQ(std::count(ids.begin(), ids.end(), id), 2);
+    // (SentencePiece decodes a dummy-prefix space after each special token.)
+    if (!spm) EXPECT_EQ(l.tok->Decode(ids, /*special=*/true), text.text());
+    // Read as one trusted text, all three would be.
+    const std::vector<int32_t> all = l.tok->Encode(text.text(), true, /*parse_special=*/true);
+    EXPECT_EQ(std::count(all.begin(), all.end(), id), 3);
+    // A spelling that begins in trusted text and ends in the user's is not trusted either.
+    MarkedText straddle = MarkedText::Trusted("a" + special.substr(0, 3));
+    straddle.AppendUser(special.substr(3) + " b");
+    const std::vector<int32_t> s_ids = l.tok->Encode(straddle, false);
+    EXPECT_EQ(std::count(s_ids.begin(), s_ids.end(), id), 0);
+    // Without special spellings, marks change nothing: words merge across them.
+    MarkedText plain = MarkedText::Trusted("Hel");
+    plain.AppendUser("lo wor");
+    plain.AppendTrusted("ld");
+    EXPECT_EQ(l.tok->Encode(plain, true), l.tok->Encode("Hello world", true, true));
+  }
 }
 
 // Long inputs must stay linear-ish: a quadratic merge loop would take minutes here.
