@@ -114,6 +114,14 @@ TEST_F(ModulesCli, LoadThenPromptFromTheDiskTier) {
   EXPECT_EQ(jb["reused_tokens"], 0);
   EXPECT_EQ(jb["computed_tokens"], 246);
   EXPECT_EQ(jb["mode"], "baseline");
+  const Output g = RunCli(args + " --baseline-gapped");
+  ASSERT_EQ(g.code, 0) << g.err;
+  const auto jg = nlohmann::json::parse(LastLine(g.err));
+  EXPECT_EQ(jg["computed_tokens"], 246);
+  EXPECT_EQ(jg["mode"], "baseline-gapped");
+  // lily.xml leaves modules out, so the two baselines see different positions: both are run
+  // (their continuations are compared in the engine tests).
+  EXPECT_NE(RunCli(args + " --baseline --baseline-gapped").code, 0);
 
   // Without the cache folder, the first prompt encodes its modules and counts them as computed.
   const Output cold = RunCli("prompt -m " + kModel + " -t 2 --schema " + kStory + "/story.xml " +
@@ -138,12 +146,18 @@ TEST_F(ModulesCli, EvalModulesReportsEveryPrompt) {
   const auto j = nlohmann::json::parse(o.out);
   EXPECT_EQ(j["prompts"], 5);
   ASSERT_EQ(j["per_prompt"].size(), 5u);
+  // Against the contiguous prompt (the headline) and the gapped recompute.
   for (const auto& row : j["per_prompt"]) {
-    EXPECT_EQ(row["steps"], 8);
-    EXPECT_GE(row["top1_agreement"].get<double>(), 0.0);
-    EXPECT_LE(row["top1_agreement"].get<double>(), 1.0);
-    EXPECT_GE(row["first_token_kl"].get<double>(), 0.0);
+    for (const auto& r : {row, row["gapped"]}) {
+      EXPECT_EQ(r["steps"], 8);
+      EXPECT_GE(r["top1_agreement"].get<double>(), 0.0);
+      EXPECT_LE(r["top1_agreement"].get<double>(), 1.0);
+      EXPECT_GE(r["first_token_kl"].get<double>(), 0.0);
+    }
+    // The story prompts leave modules out: the gaps change the contiguous baseline's logits.
+    EXPECT_NE(row["first_token_kl"].get<double>(), row["gapped"]["first_token_kl"].get<double>());
   }
+  EXPECT_TRUE(j["gapped"].contains("mean_first_token_kl"));
 }
 
 TEST_F(ModulesCli, BadInputIsOneErrorLine) {

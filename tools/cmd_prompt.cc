@@ -1,7 +1,8 @@
 // `promptcache prompt`: serves PML prompts against a schema through the engine's modular prompt
 // cache and prints their continuations; --stats reports reuse and the time of each phase.
-// --baseline computes each prompt fully without any cache (same tokens, same positions, one
-// forward pass); --prefix-only sends the same tokens as a plain prompt through the prefix cache.
+// --baseline computes each prompt fully without any cache, its tokens at positions 0..n-1 in one
+// forward pass: the same text sent plainly (--baseline-gapped keeps the schema's positions, gaps
+// and all); --prefix-only sends the same tokens as a plain prompt through the prefix cache.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -64,10 +65,16 @@ class PromptCommand : public Command {
     sub->add_flag("--stats", stats_,
                   "reuse and timings on stderr, each prompt ending with one JSON line");
     auto* base = sub->add_flag("--baseline", baseline_,
-                               "compute each prompt fully without any cache, for comparison");
+                               "compute each prompt fully without any cache, its tokens at "
+                               "positions 0..n-1 (the same text sent plainly), for comparison");
+    auto* gapped = sub->add_flag("--baseline-gapped", baseline_gapped_,
+                                 "the same at the schema's positions (gaps where modules are "
+                                 "left out)");
+    gapped->excludes(base);
     sub->add_flag("--prefix-only", prefix_only_,
                   "send the prompt's tokens as a plain prompt through the prefix cache")
-        ->excludes(base);
+        ->excludes(base)
+        ->excludes(gapped);
     sub->add_flag("-q,--quiet", quiet_, "do not print the continuations");
     sub->add_flag("--preload", preload_,
                   "encode every module of the schema before the first prompt (as schema load)");
@@ -140,7 +147,10 @@ class PromptCommand : public Command {
 
  private:
   std::string Mode() const {
-    return baseline_ ? "baseline" : prefix_only_ ? "prefix-only" : "modules";
+    return baseline_          ? "baseline"
+           : baseline_gapped_ ? "baseline-gapped"
+           : prefix_only_     ? "prefix-only"
+                              : "modules";
   }
 
   CompletionRequest MakeRequest() const {
@@ -154,7 +164,7 @@ class PromptCommand : public Command {
   }
 
   Result<CompletionResult> RunOne(Engine& e, const PmlPrompt& prompt) {
-    if (baseline_) return RunBaseline(e, prompt);
+    if (baseline_ || baseline_gapped_) return RunBaseline(e, prompt);
     CompletionRequest req = MakeRequest();
     Result<std::shared_ptr<RequestHandle>> h = [&]() -> Result<std::shared_ptr<RequestHandle>> {
       if (!prefix_only_) return e.SubmitPrompt(prompt, std::move(req));
@@ -168,6 +178,7 @@ class PromptCommand : public Command {
 
   Result<CompletionResult> RunBaseline(Engine& e, const PmlPrompt& prompt) {
     PC_ASSIGN_OR_RETURN(ExpandedPrompt x, e.ExpandPrompt(prompt));
+    if (!baseline_gapped_) x = Contiguous(x);
     FullRunOptions o;
     o.session = model_.ToSessionOptions();
     o.max_tokens = max_tokens_;
@@ -223,7 +234,8 @@ class PromptCommand : public Command {
   int max_tokens_ = 128, repeat_ = 1;
   SamplingParams sampling_;
   std::vector<std::string> stop_;
-  bool ignore_eos_ = false, stats_ = false, baseline_ = false, prefix_only_ = false, quiet_ = false;
+  bool ignore_eos_ = false, stats_ = false, baseline_ = false, baseline_gapped_ = false,
+       prefix_only_ = false, quiet_ = false;
   bool preload_ = false, warmup_ = false;
 };
 

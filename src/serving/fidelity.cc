@@ -85,6 +85,13 @@ Result<FullRunResult> RunFull(const Model& model, const ExpandedPrompt& prompt,
   return r;
 }
 
+ExpandedPrompt Contiguous(const ExpandedPrompt& prompt) {
+  ExpandedPrompt out = prompt;
+  for (size_t i = 0; i < out.positions.size(); ++i) out.positions[i] = static_cast<int32_t>(i);
+  out.end = static_cast<int>(out.tokens.size());
+  return out;
+}
+
 double KlDivergence(std::span<const float> p_logits, std::span<const float> q_logits) {
   PC_CHECK(p_logits.size() == q_logits.size());
   std::vector<double> lp, lq;

@@ -1,9 +1,14 @@
-// What the modular prompt cache is measured against: the full recompute of a modular prompt.
-// Every token the prompt includes, at the positions its schema gives them, runs through the
-// model in one forward pass with no cache of any kind, and generation continues from the same
-// position the engine uses. With modules, each module attended only to its span when it was
-// encoded; here every token attends to every earlier one. The difference is the approximation
-// the Prompt Cache paper measures, and `promptcache eval-modules` reports it:
+// What the modular prompt cache is measured against: the full recompute of a modular prompt,
+// every token the prompt includes run through the model in one forward pass with no cache of
+// any kind. Two baselines, two questions:
+//   - contiguous: the same tokens at positions 0..n-1, generation continuing at n. This is the
+//     prompt a user would otherwise send plainly, so it is the headline: "does the cached prompt
+//     answer like the same text?" It sees two differences at once: modules that never attended
+//     to each other, and the gaps the schema leaves between them (positions of modules left out).
+//   - gapped: the same tokens at the schema's positions, generation continuing where the engine
+//     does. Only the missing cross-module attention differs: the approximation the Prompt Cache
+//     paper measures.
+// `promptcache eval-modules` reports, against each:
 //   - top-1 agreement: teacher-forced on the modular run's greedy continuation, the fraction of
 //     steps where the full recompute's most likely next token is the one the modular run chose;
 //   - KL(full || modular) of the first generated token's distributions;
@@ -46,6 +51,9 @@ struct FullRunResult {
 
 Result<FullRunResult> RunFull(const Model& model, const ExpandedPrompt& prompt,
                               const FullRunOptions& options);
+
+// `prompt`'s tokens at positions 0..n-1, continuing at n: the contiguous baseline.
+ExpandedPrompt Contiguous(const ExpandedPrompt& prompt);
 
 // KL(P || Q) in nats between the softmax distributions of two logit vectors.
 double KlDivergence(std::span<const float> p_logits, std::span<const float> q_logits);

@@ -443,6 +443,38 @@ TEST(Modular, ArgumentsAndNewTextWriteNoSpecialTokens) {
   }
 }
 
+// The contiguous baseline is the prompt's text sent plainly: the same tokens through the engine
+// as an ordinary prompt give the same logits, bit for bit; the gapped one differs where the
+// prompt leaves modules out.
+TEST(Modular, ContiguousBaselineIsThePlainPrompt) {
+  EngineOptions eo;
+  eo.prefix_cache = false;
+  auto e = Make(eo);
+  ASSERT_TRUE(e->LoadSchemaFile(kStorySchema).ok());
+  auto x = e->ExpandPrompt(Parse(kLily));
+  ASSERT_TRUE(x.ok());
+  const ExpandedPrompt plain = Contiguous(*x);
+  ASSERT_EQ(plain.tokens, x->tokens);
+  EXPECT_EQ(plain.end, static_cast<int>(plain.tokens.size()));
+  EXPECT_GT(x->end, plain.end);  // lily.xml leaves modules out
+  FullRunOptions o;
+  o.max_tokens = 1;
+  o.keep_logits = true;
+  o.session.threads = 2;
+  auto contiguous = RunFull(e->model(), plain, o);
+  auto gapped = RunFull(e->model(), *x, o);
+  ASSERT_TRUE(contiguous.ok() && gapped.ok());
+  CompletionRequest req = Greedy(1);
+  req.prompt = x->tokens;
+  std::vector<float> served;
+  req.on_logits = [&](std::span<const float> l) { served.assign(l.begin(), l.end()); };
+  auto h = e->Submit(std::move(req));
+  ASSERT_TRUE(h.ok());
+  ASSERT_TRUE((*h)->Wait().status.ok());
+  EXPECT_EQ(served, contiguous->logits[0]);
+  EXPECT_NE(served, gapped->logits[0]);
+}
+
 TEST(Modular, ErrorsAreOneLine) {
   auto e = Make();
   ASSERT_TRUE(e->LoadSchemaFile(kStorySchema).ok());
