@@ -74,8 +74,12 @@ std::unique_ptr<Command> MakeLogitsCommand();
 std::unique_ptr<Command> MakeQuantizeCommand();
 
 // An engine for the modular-prompt commands (schema, prompt, eval-modules): one sequence at a
-// time, the disk tier in `cache_dir` when not empty.
-Result<std::unique_ptr<Engine>> MakeEngine(const ModelOptions& model, const std::string& cache_dir);
+// time, the disk tier in `cache_dir` when not empty, `positions` ("schema", "contiguous") for
+// prompts that do not name theirs.
+Result<std::unique_ptr<Engine>> MakeEngine(const ModelOptions& model, const std::string& cache_dir,
+                                           const std::string& positions = "schema");
+// --positions schema|contiguous for the modular-prompt commands.
+void AddPositionsOption(CLI::App* sub, std::string* positions);
 // The model `schema show` tokenizes with when -m is not given: shared/models/stories260K.gguf
 // beside the repository the binary was built in.
 std::string DefaultSchemaModel();

@@ -52,6 +52,7 @@ class EvalModulesCommand : public Command {
  public:
   void Register(CLI::App* sub) override {
     model_.Register(sub);
+    AddPositionsOption(sub, &positions_);
     sub->add_option("--schema", schema_, "PML schema file")->required();
     sub->add_option("--prompts", prompts_,
                     "a list of PML prompt files, one per line (or one PML prompt)")
@@ -68,7 +69,7 @@ class EvalModulesCommand : public Command {
     SetLogLevel(LogLevel::kWarning);
     Result<std::vector<std::string>> files = PromptFiles(prompts_);
     if (!files.ok()) return Fail(files.status());
-    Result<std::unique_ptr<Engine>> engine = MakeEngine(model_, "");
+    Result<std::unique_ptr<Engine>> engine = MakeEngine(model_, "", positions_);
     if (!engine.ok()) return Fail(engine.status());
     Engine& e = **engine;
     if (Result<SchemaInfo> info = e.LoadSchemaFile(schema_); !info.ok()) return Fail(info.status());
@@ -117,7 +118,9 @@ class EvalModulesCommand : public Command {
   Result<nlohmann::json> EvalOne(Engine& e, const std::string& file) {
     PC_ASSIGN_OR_RETURN(std::string text, ReadText(file));
     PC_ASSIGN_OR_RETURN(PmlPrompt prompt, ParsePrompt(text, file));
-    PC_ASSIGN_OR_RETURN(ExpandedPrompt x, e.ExpandPrompt(prompt));
+    PmlPrompt at_schema = prompt;  // the baselines' tokens, at the schema's positions
+    at_schema.positions = PmlPositions::kSchema;
+    PC_ASSIGN_OR_RETURN(ExpandedPrompt x, e.ExpandPrompt(at_schema));
     CompletionRequest req;
     req.max_tokens = max_tokens_;
     req.sampling.temperature = 0;
@@ -176,6 +179,7 @@ class EvalModulesCommand : public Command {
   };
 
   ModelOptions model_;
+  std::string positions_ = "schema";
   std::string schema_, prompts_;
   int max_tokens_ = 32;
   bool json_ = false;

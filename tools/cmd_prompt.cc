@@ -47,6 +47,7 @@ class PromptCommand : public Command {
  public:
   void Register(CLI::App* sub) override {
     model_.Register(sub);
+    AddPositionsOption(sub, &positions_);
     sub->add_option("--schema", schema_, "PML schema file")->required();
     sub->add_option("--cache-dir", cache_dir_, "the disk tier (where `schema load` put modules)");
     sub->add_option("prompts", prompt_files_, "PML prompt files, served in order")->required();
@@ -89,7 +90,7 @@ class PromptCommand : public Command {
     if (repeat_ < 1) return Fail("--repeat must be >= 1");
     if (Status st = sampling_.Validate(); !st.ok()) return Fail(st);
     SetLogLevel(LogLevel::kWarning);
-    Result<std::unique_ptr<Engine>> engine = MakeEngine(model_, cache_dir_);
+    Result<std::unique_ptr<Engine>> engine = MakeEngine(model_, cache_dir_, positions_);
     if (!engine.ok()) return Fail(engine.status());
     Engine& e = **engine;
     SchemaLoadOptions lo;
@@ -177,7 +178,9 @@ class PromptCommand : public Command {
   }
 
   Result<CompletionResult> RunBaseline(Engine& e, const PmlPrompt& prompt) {
-    PC_ASSIGN_OR_RETURN(ExpandedPrompt x, e.ExpandPrompt(prompt));
+    PmlPrompt at_schema = prompt;
+    at_schema.positions = PmlPositions::kSchema;
+    PC_ASSIGN_OR_RETURN(ExpandedPrompt x, e.ExpandPrompt(at_schema));
     if (!baseline_gapped_) x = Contiguous(x);
     FullRunOptions o;
     o.session = model_.ToSessionOptions();
@@ -229,6 +232,7 @@ class PromptCommand : public Command {
   }
 
   ModelOptions model_;
+  std::string positions_ = "schema";
   std::string schema_, cache_dir_;
   std::vector<std::string> prompt_files_;
   int max_tokens_ = 128, repeat_ = 1;

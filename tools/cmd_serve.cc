@@ -65,6 +65,11 @@ class ServeCommand : public Command {
                     "largest max_tokens a request may ask for (0: the context)");
     sub->add_option("--http-threads", server_.http_threads,
                     "HTTP worker threads (0: parallel + max-queue + 8)");
+    sub->add_option("--positions", positions_,
+                    "where modular prompts' tokens sit unless a request says: schema (reserved "
+                    "positions, gaps where modules are left out) or contiguous (end to end from "
+                    "0, as the same text sent plainly; cached keys re-rotated)")
+        ->default_val("schema");
     sub->add_flag("--special", engine_.special_tokens_in_text,
                   "trust clients: special-token spellings (<|im_end|>, </s>) in chat messages, "
                   "prompts, PML arguments and new text become special tokens (default: they "
@@ -80,6 +85,7 @@ class ServeCommand : public Command {
       if (const char* key = std::getenv("PROMPTCACHE_API_KEY")) server_.api_key = key;
     }
     engine_.kv_type = kv_type_ == "f32" ? KvType::kF32 : KvType::kF16;
+    engine_.module_positions = *ParsePmlPositions(positions_);
     engine_.cache_ram_bytes = size_t(cache_ram_mib_ * double(kMiB));
     engine_.cache_disk_bytes = size_t(cache_disk_mib_ * double(kMiB));
     engine_.prefix_cache = !no_prefix_cache_;
@@ -132,6 +138,9 @@ class ServeCommand : public Command {
       return InvalidArgument("--threads must be between 0 and 1024");
     }
     if (engine_.context < 0) return InvalidArgument("--context must be >= 0");
+    if (Result<PmlPositions> p = ParsePmlPositions(positions_); !p.ok()) {
+      return InvalidArgument("--positions: " + p.status().message());
+    }
     if (kv_type_ != "f16" && kv_type_ != "f32") {
       return InvalidArgument("--kv-type must be f16 or f32, not '" + kv_type_ + "'");
     }
@@ -163,6 +172,7 @@ class ServeCommand : public Command {
   ServerOptions server_;
   std::string isa_;
   std::string kv_type_ = "f16";
+  std::string positions_ = "schema";
   double cache_ram_mib_ = 1024, cache_disk_mib_ = 4096;
   bool no_prefix_cache_ = false, verbose_ = false;
 };

@@ -47,6 +47,11 @@ struct EngineOptions {
   // completion prompts, PML arguments and new text) stay text unless this is set: only chat
   // templates and PML schemas write special tokens. Set it for trusted callers only.
   bool special_tokens_in_text = false;
+  // Where modular prompts' tokens sit when the prompt does not say (<prompt positions="...">):
+  // kSchema, the schema's reserved positions with gaps where modules are left out (the Prompt
+  // Cache paper's layout), or kContiguous, end to end from 0 like the same text sent plainly
+  // (cached keys rotated to their new positions; see docs/modules.md).
+  PmlPositions module_positions = PmlPositions::kSchema;
   // Prefix cache.
   bool prefix_cache = true;  // false: plain prompts reuse nothing (schema modules still do)
   size_t cache_ram_bytes = size_t(1) << 30;  // bound on cached (unreferenced) blocks in RAM

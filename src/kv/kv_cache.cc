@@ -217,6 +217,14 @@ int32_t KvSequence::Position(int i) const {
   return pool_->Positions(s.block)[s.begin];
 }
 
+const uint8_t* KvSequence::SlotK(int i, int layer) const {
+  return const_cast<KvSequence*>(this)->SlotK(i, layer);
+}
+
+const uint8_t* KvSequence::SlotV(int i, int layer) const {
+  return const_cast<KvSequence*>(this)->SlotV(i, layer);
+}
+
 uint8_t* KvSequence::SlotK(int i, int layer) {
   const KvSpan s = Locate(i);
   const KvLayout& l = pool_->layout();

@@ -132,6 +132,8 @@ class KvSequence {
   int32_t Position(int i) const;
   uint8_t* SlotK(int i, int layer);
   uint8_t* SlotV(int i, int layer);
+  const uint8_t* SlotK(int i, int layer) const;
+  const uint8_t* SlotV(int i, int layer) const;
 
  private:
   void Release();

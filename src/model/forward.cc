@@ -144,7 +144,11 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
     const WeightMatrix gate_up[2] = {w.w_gate, w.w_up};  // [T, n_ff] each
     float* const gate_up_out[2] = {s->gate.data(), s->up.data()};
     MatMulMulti(gate_up, 2, s->xn.data(), T, gate_up_out, pool);
-    SwiGlu(s->gate.data(), s->up.data(), size_t(T) * c.n_ff);
+    // Row by row: a SIMD kernel's scalar tail computes differently from its vectors, and over
+    // the whole batch which elements fall in the tail would depend on the batch size.
+    ForEachToken(pool, T, [&](int t) {
+      SwiGlu(s->gate.data() + size_t(t) * c.n_ff, s->up.data() + size_t(t) * c.n_ff, c.n_ff);
+    });
     MatMul(w.w_down, s->gate.data(), T, s->out_rows.data(), pool);  // [T, D]
     Add(x, s->out_rows.data(), size_t(T) * D);
   }

@@ -8,8 +8,11 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <numeric>
 
+#include "core/fp16.h"
+#include "model/kv_shift.h"
 #include "model/synth.h"
 
 namespace promptcache {
@@ -24,15 +27,15 @@ std::unique_ptr<Model> LoadOrDie(const std::string& path) {
 }
 
 // A small synthetic model with a real (GPT-2) vocabulary, made once per test binary.
-std::string SynthesizeTiny(uint64_t seed) {
-  const std::string p =
-      (std::filesystem::temp_directory_path() /
-       ("pc_model_test_" + std::to_string(getpid()) + "_" + std::to_string(seed) + ".gguf"))
-          .string();
+std::string SynthesizeTiny(uint64_t seed, GgmlType type = GgmlType::kQ8_0) {
+  const std::string p = (std::filesystem::temp_directory_path() /
+                         ("pc_model_test_" + std::to_string(getpid()) + "_" + std::to_string(seed) +
+                          "_" + GgmlTypeName(type) + ".gguf"))
+                            .string();
   SynthOptions o;
   o.preset = "tiny-test";
   o.vocab_path = std::string(PC_SHARED_DIR) + "/tokenizers/ggml-vocab-gpt-2.gguf";
-  o.type = GgmlType::kQ8_0;
+  o.type = type;
   o.seed = seed;
   o.out_path = p;
   Status st = Synthesize(o, nullptr);
@@ -151,21 +154,44 @@ TEST(Stories260K, GreedyContinuationMatchesReference) {
   }
 }
 
+// "stories" (F32 weights) or a synthetic model of the named weight type.
 struct CacheCase {
   std::string model;
   KvType kv;
-  float bound;
+  float bound;  // for the shifted-positions comparison, which is not exact (RoPE rounds)
 };
 
 void PrintTo(const CacheCase& c, std::ostream* os) {
   *os << c.model << (c.kv == KvType::kF32 ? " f32" : " f16") << " bound " << c.bound;
 }
 
+// Every logit of a and b is the same float.
+void ExpectSameBits(const float* a, const float* b, size_t n, const std::string& what) {
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(a[i], b[i]) << what << ", logit " << i;
+  }
+}
+
+const std::string& CaseModelPath(const std::string& name) {
+  static std::map<std::string, std::string> paths;
+  if (name == "stories") return kStories;
+  auto it = paths.find(name);
+  if (it != paths.end()) return it->second;
+  for (GgmlType t : {GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ4_0}) {
+    if (name == GgmlTypeName(t)) return paths[name] = SynthesizeTiny(11, t);
+  }
+  PC_CHECK(false && "unknown model case");
+  return kStories;
+}
+
+// Split a prompt's prefill anywhere, or decode it token by token: every token's logits are the
+// same floats as one forward pass over the whole prompt gives (with the same KV storage), for
+// every weight type: each kernel's arithmetic for a token is independent of the batch.
 class CachedEqualsUncached : public ::testing::TestWithParam<CacheCase> {
  protected:
   void SetUp() override {
     const CacheCase& c = GetParam();
-    model_ = LoadOrDie(c.model == "stories" ? kStories : SyntheticModelPath());
+    model_ = LoadOrDie(CaseModelPath(c.model));
     const int n_vocab = model_->config().n_vocab;
     tokens_.resize(40);
     for (size_t i = 0; i < tokens_.size(); ++i) tokens_[i] = (i * 7919 + 13) % n_vocab;
@@ -180,31 +206,33 @@ TEST_P(CachedEqualsUncached, PrefillThenDecode) {
   Runner r(*model_, GetParam().kv);
   const size_t n = tokens_.size(), V = model_->config().n_vocab;
   const std::vector<int32_t> pos = Iota(n);
-  Runner full_runner(*model_, KvType::kF32);
+  Runner full_runner(*model_, GetParam().kv);
   const std::vector<float> full = full_runner.Full(tokens_, pos);
   KvSequence seq(r.blocks());
   std::vector<float> step = r.Run(&seq, tokens_, pos, 0, 9, false);
-  EXPECT_LE(MaxAbsDiff(step.data(), &full[8 * V], V), GetParam().bound);
+  ExpectSameBits(step.data(), &full[8 * V], V, "prefill");
   for (size_t i = 9; i < n; ++i) {
     step = r.Run(&seq, tokens_, pos, i, i + 1, false);
-    ASSERT_LE(MaxAbsDiff(step.data(), &full[i * V], V), GetParam().bound) << "token " << i;
+    ExpectSameBits(step.data(), &full[i * V], V, "token " + std::to_string(i));
+    if (HasFatalFailure()) return;
   }
 }
 
 TEST_P(CachedEqualsUncached, PrefillInChunks) {
   const size_t n = tokens_.size(), V = model_->config().n_vocab;
   const std::vector<int32_t> pos = Iota(n);
-  Runner full_runner(*model_, KvType::kF32);
+  Runner full_runner(*model_, GetParam().kv);
   const std::vector<float> full = full_runner.Full(tokens_, pos);
-  for (size_t chunk : {1, 3, 7, 16}) {
+  for (size_t chunk : {1, 2, 3, 5, 7, 16, 17}) {
     Runner r(*model_, GetParam().kv);
     KvSequence seq(r.blocks());
     for (size_t b = 0; b < n; b += chunk) {
       const size_t e = std::min(n, b + chunk);
       const std::vector<float> got = r.Run(&seq, tokens_, pos, b, e, true);
       for (size_t i = b; i < e; ++i) {
-        ASSERT_LE(MaxAbsDiff(&got[(i - b) * V], &full[i * V], V), GetParam().bound)
-            << "chunk " << chunk << " token " << i;
+        ExpectSameBits(&got[(i - b) * V], &full[i * V], V,
+                       "chunk " + std::to_string(chunk) + " token " + std::to_string(i));
+        if (HasFatalFailure()) return;
       }
     }
   }
@@ -220,7 +248,7 @@ TEST_P(CachedEqualsUncached, PositionsWithGaps) {
     gapped[i] = static_cast<int32_t>(i + (i >= 10 ? 25 : 0) + (i >= 25 ? 60 : 0));
   std::vector<int32_t> shifted = gapped;
   for (int32_t& p : shifted) p += 131;
-  Runner full_runner(*model_, KvType::kF32);
+  Runner full_runner(*model_, GetParam().kv);
   const std::vector<float> full = full_runner.Full(tokens_, gapped);
   const std::vector<float> full_shifted = full_runner.Full(tokens_, shifted);
   EXPECT_LE(MaxAbsDiff(full.data(), full_shifted.data(), full.size()), GetParam().bound);
@@ -229,19 +257,22 @@ TEST_P(CachedEqualsUncached, PositionsWithGaps) {
   r.Run(&seq, tokens_, gapped, 0, 12, false);
   for (size_t i = 12; i < n; ++i) {
     const std::vector<float> step = r.Run(&seq, tokens_, gapped, i, i + 1, false);
-    ASSERT_LE(MaxAbsDiff(step.data(), &full[i * V], V), GetParam().bound) << "token " << i;
+    ExpectSameBits(step.data(), &full[i * V], V, "token " + std::to_string(i));
+    if (HasFatalFailure()) return;
   }
 }
 
-// Synthetic is Q8_0: prefill batches of more than 8 tokens and decoding take different
-// matrix-product paths (an f32 panel; int8 block dots), equal up to rounding. A rounding
-// difference can move an activation across a Q8_0 rounding step: an isolated logit difference
-// near 3e-3 at one token of 40 (the rest near 1e-7), not a cache error; hence its looser bound.
+// The shifted bound: shifted positions round differently in RoPE, and a rounding difference
+// can move an activation across a quantization step of the activations (Q8_0, Q4_0).
 INSTANTIATE_TEST_SUITE_P(Models, CachedEqualsUncached,
                          ::testing::Values(CacheCase{"stories", KvType::kF32, 1e-3f},
-                                           CacheCase{"stories", KvType::kF16, 2e-2f},
-                                           CacheCase{"synthetic", KvType::kF32, 1e-2f},
-                                           CacheCase{"synthetic", KvType::kF16, 2e-2f}),
+                                           CacheCase{"stories", KvType::kF16, 5e-2f},
+                                           CacheCase{"F16", KvType::kF32, 1e-2f},
+                                           CacheCase{"F16", KvType::kF16, 2e-2f},
+                                           CacheCase{"Q8_0", KvType::kF32, 1e-2f},
+                                           CacheCase{"Q8_0", KvType::kF16, 2e-2f},
+                                           CacheCase{"Q4_0", KvType::kF32, 2e-2f},
+                                           CacheCase{"Q4_0", KvType::kF16, 2e-2f}),
                          [](const auto& info) {
                            return info.param.model +
                                   (info.param.kv == KvType::kF32 ? "_f32" : "_f16");
@@ -328,6 +359,64 @@ TEST(Segments, SequenceBuiltFromTwoCachesAttendsToBoth) {
   only_head.AppendSegment(head, 0, split);
   const std::vector<float> partial = r.Run(&only_head, with_next, pos, n, n + 1, false);
   EXPECT_GT(MaxAbsDiff(partial.data(), expect.data(), got.size()), 0.1f);
+}
+
+// Row `i` of layer `l`'s K (or V) as floats, whatever the storage type.
+std::vector<float> KvRow(const KvSequence& seq, int i, int l, bool k) {
+  const KvLayout& layout = seq.pool()->layout();
+  std::vector<float> out(layout.kv_dim());
+  const uint8_t* p = k ? seq.SlotK(i, l) : seq.SlotV(i, l);
+  for (int d = 0; d < layout.kv_dim(); ++d) {
+    out[d] = layout.type == KvType::kF32 ? reinterpret_cast<const float*>(p)[d]
+                                         : F16ToF32(reinterpret_cast<const uint16_t*>(p)[d]);
+  }
+  return out;
+}
+
+// Largest |a - b| over every layer's K and V rows of two sequences of equal length.
+float KvDiff(const KvSequence& a, const KvSequence& b, bool k) {
+  float worst = 0;
+  for (int l = 0; l < a.pool()->layout().n_layers; ++l) {
+    for (int i = 0; i < a.size(); ++i) {
+      const std::vector<float> x = KvRow(a, i, l, k), y = KvRow(b, i, l, k);
+      worst = std::max(worst, MaxAbsDiff(x.data(), y.data(), x.size()));
+    }
+  }
+  return worst;
+}
+
+// RoPE composes: a whole sequence's K/V computed at 0..n-1 and shifted by delta equal those
+// computed at delta..delta+n-1 (every relative position is kept) up to rounding, and the next
+// token reads them as it reads the fresh ones.
+TEST(KvShift, ShiftedKvEqualsKvComputedThere) {
+  auto m = LoadOrDie(kStories);
+  std::vector<int32_t> tokens = m->tokenizer().Encode("Once upon a time, there was a dog", true);
+  const int n = static_cast<int>(tokens.size());
+  tokens.push_back(432);
+  for (KvType type : {KvType::kF32, KvType::kF16}) {
+    SCOPED_TRACE(type == KvType::kF32 ? "f32" : "f16");
+    const float tol = type == KvType::kF32 ? 2e-4f : 2e-2f;
+    for (int delta : {1, 137, 1000}) {
+      Runner r(*m, type);
+      KvSequence at0(r.blocks()), there(r.blocks()), shifted(r.blocks()), back(r.blocks());
+      r.Run(&at0, tokens, Iota(n + 1), 0, n, false);
+      r.Run(&there, tokens, Iota(n + 1, delta), 0, n, false);
+      ASSERT_TRUE(AppendShifted(m->config(), at0, 0, n, delta, &shifted).ok());
+      ASSERT_EQ(shifted.size(), n);
+      for (int i = 0; i < n; ++i) EXPECT_EQ(shifted.Position(i), delta + i);
+      EXPECT_GT(KvDiff(at0, there, /*k=*/true), 0.05f);  // the rotation matters
+      EXPECT_LE(KvDiff(shifted, there, true), tol) << "delta " << delta;
+      EXPECT_LE(KvDiff(shifted, there, false), tol) << "delta " << delta;
+      // And back again.
+      ASSERT_TRUE(AppendShifted(m->config(), there, 0, n, -delta, &back).ok());
+      EXPECT_LE(KvDiff(back, at0, true), tol);
+      // The next token attends to the shifted K/V as to the fresh ones.
+      KvSequence probe = there.Fork();
+      const std::vector<float> expect = r.Run(&probe, tokens, Iota(n + 1, delta), n, n + 1, false);
+      const std::vector<float> got = r.Run(&shifted, tokens, Iota(n + 1, delta), n, n + 1, false);
+      EXPECT_LE(MaxAbsDiff(got.data(), expect.data(), got.size()), 50 * tol);
+    }
+  }
 }
 
 TEST(ModelLoad, BadFilesGiveOneLineErrors) {

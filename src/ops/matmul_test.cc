@@ -354,8 +354,9 @@ TEST(MatMul, ResultsDoNotDependOnTheBatch) {
   types.insert(types.end(), std::begin(kFloatTypes), std::end(kFloatTypes));
   ThreadPool pool(2);
   uint32_t seed = 500;
-  for (GgmlType type : types) {
-    const int64_t rows = 37, cols = 1280, n_tokens = 21;
+  for (GgmlType type : types) for (int64_t cols : {64, 172, 256, 1280, 1283}) {
+    if (cols % FindWeightType(type)->block_elems != 0) continue;
+    const int64_t rows = 37, n_tokens = 21;
     const TestMatrix m = MakeMatrix(type, rows, cols, ++seed);
     Activations x = MakeActivations(n_tokens, cols, ++seed);
     for (int64_t target : OpsTargets()) {
@@ -366,7 +367,7 @@ TEST(MatMul, ResultsDoNotDependOnTheBatch) {
         MatMul(m.w, x.data() + t * cols, 1, single.data(), t % 2 ? &pool : nullptr);
         for (int64_t r = 0; r < rows; ++r) {
           ASSERT_EQ(single[r], batched[t * rows + r])
-              << GgmlTypeName(type) << " on " << OpsTargetName(target) << " token " << t
+              << GgmlTypeName(type) << " cols " << cols << " on " << OpsTargetName(target) << " token " << t
               << " row " << r;
         }
       }

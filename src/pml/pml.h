@@ -176,6 +176,9 @@ struct SchemaLayout {
   std::vector<PmlModule> modules;
   std::vector<PmlUnion> unions;        // in document order (outer before inner)
   std::vector<PmlScaffold> scaffolds;  // in document order
+  // Pieces start right after what they attend to, laid end to end, instead of at their reserved
+  // positions: the layout the contiguous position mode encodes (serving/module_store.h).
+  bool contiguous = false;
 
   // Index of the module called `name`, or -1.
   int FindModule(std::string_view module_name) const;
@@ -212,9 +215,20 @@ struct PmlPromptText {
 };
 
 // A parsed `<prompt schema="...">`, not yet checked against its schema.
+// Where a prompt's tokens sit. kSchema: at the positions the schema reserves, with gaps where
+// modules are left out (the Prompt Cache paper's layout). kContiguous: laid end to end from 0, in
+// schema order, as the same text sent plainly would be; cached keys are rotated to their new
+// positions (model/kv_shift.h). kDefault: the engine's choice (EngineOptions::module_positions).
+enum class PmlPositions { kDefault, kSchema, kContiguous };
+// "schema", "contiguous" ("default" for kDefault).
+std::string_view PmlPositionsName(PmlPositions positions);
+// The inverse for "schema" and "contiguous"; InvalidArgument naming both otherwise.
+Result<PmlPositions> ParsePmlPositions(std::string_view name);
+
 struct PmlPrompt {
   std::string file;    // names it in messages
   std::string schema;  // the schema it names
+  PmlPositions positions = PmlPositions::kDefault;  // <prompt positions="...">
   PmlSourcePos pos;    // of the <prompt> element
   std::vector<PmlModuleRef> modules;
   std::vector<PmlPromptText> text;  // the new input, in order

@@ -371,6 +371,12 @@ TEST(PmlPromptErrors, MalformedAndRoot) {
                       "p.xml:1:1: prompt: <prompt> without a schema attribute"));
   EXPECT_TRUE(HasText(PromptError(kSchema, "<prompt schema='support' model='x'/>"),
                       "p.xml:1:1: prompt: <prompt>: unknown attribute 'model'"));
+  EXPECT_TRUE(HasText(PromptError(kSchema, "<prompt schema='support' positions='packed'/>"),
+                      "p.xml:1:1: prompt: <prompt>: positions \"packed\" is neither \"schema\" "
+                      "nor \"contiguous\""));
+  auto p = ParsePrompt("<prompt schema='support' positions='contiguous'/>", "p.xml");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->positions, PmlPositions::kContiguous);
 }
 
 TEST(PmlPromptErrors, UnknownSchema) {

@@ -111,13 +111,18 @@ Result<PmlPrompt> PromptParser::Parse() {
                            ">, expected <prompt schema=\"...\">");
   }
   PC_RETURN_IF_ERROR(CheckNoDuplicateAttributes(root));
+  PmlPrompt prompt;
   for (pugi::xml_attribute a : root.attributes()) {
-    if (std::string_view(a.name()) != "schema") {
-      return Error(root, "<prompt>: unknown attribute '" + std::string(a.name()) +
-                             "' (<prompt> takes schema)");
+    const std::string_view name = a.name();
+    if (name == "positions") {
+      Result<PmlPositions> p = ParsePmlPositions(a.value());
+      if (!p.ok()) return Error(root, "<prompt>: " + p.status().message());
+      prompt.positions = *p;
+    } else if (name != "schema") {
+      return Error(root, "<prompt>: unknown attribute '" + std::string(name) +
+                             "' (<prompt> takes schema and positions)");
     }
   }
-  PmlPrompt prompt;
   prompt.file = xml_.file();
   prompt.pos = xml_.PosOf(root);
   prompt.schema = root.attribute("schema").value();
@@ -395,6 +400,25 @@ Result<PmlPlan> Planner::Plan() {
 }
 
 }  // namespace
+
+std::string_view PmlPositionsName(PmlPositions positions) {
+  switch (positions) {
+    case PmlPositions::kSchema:
+      return "schema";
+    case PmlPositions::kContiguous:
+      return "contiguous";
+    case PmlPositions::kDefault:
+      break;
+  }
+  return "default";
+}
+
+Result<PmlPositions> ParsePmlPositions(std::string_view name) {
+  if (name == "schema") return PmlPositions::kSchema;
+  if (name == "contiguous") return PmlPositions::kContiguous;
+  return InvalidArgument("positions \"" + std::string(name) +
+                         "\" is neither \"schema\" nor \"contiguous\"");
+}
 
 MarkedText RenderPromptText(const PmlPrompt& prompt, const PmlTextEncoder& encoder) {
   MarkedText text;

@@ -422,6 +422,14 @@ MaybeError ReadModular(const json& obj, ApiRequest* out) {
       out->modules.push_back(std::move(ref));
     }
   }
+  if (const json* positions = Find(obj, "positions")) {
+    if (!positions->is_string()) {
+      return WrongType("positions", "a string (\"schema\" or \"contiguous\")", *positions);
+    }
+    Result<PmlPositions> p = ParsePmlPositions(positions->get<std::string>());
+    if (!p.ok()) return ApiError::BadRequest("'positions': " + p.status().message(), "positions");
+    out->positions = *p;
+  }
   if (out->kind == ApiKind::kCompletion) {
     if (!out->schema.empty() && out->prompt_is_tokens) {
       return ApiError::BadRequest(
@@ -431,7 +439,14 @@ MaybeError ReadModular(const json& obj, ApiRequest* out) {
     out->pml_xml = out->schema.empty() && !out->prompt_is_tokens && detect_pml &&
                    LooksLikePml(out->prompt_text);
   }
-  if (!out->modular()) return std::nullopt;
+  if (!out->modular()) {
+    if (out->positions != PmlPositions::kDefault) {
+      return ApiError::BadRequest("'positions' applies to modular prompts (a 'schema' or a PML "
+                                  "prompt)",
+                                  "positions");
+    }
+    return std::nullopt;
+  }
   if (out->pin) {
     return ApiError::BadRequest(
         "'cache.pin' applies to plain prompts; a modular prompt's modules stay cached while "

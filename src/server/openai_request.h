@@ -65,6 +65,8 @@ struct ApiRequest {
   bool pml_xml = false;  // prompt_text is `<prompt schema="...">...</prompt>`
   std::string schema;    // non-empty: the JSON form
   std::vector<PmlModuleRef> modules;
+  // "positions": "schema" | "contiguous" (kDefault: the prompt's or the server's choice).
+  PmlPositions positions = PmlPositions::kDefault;
   bool modular() const { return pml_xml || !schema.empty(); }
 };
 

@@ -324,6 +324,10 @@ TEST(OpenAiRequest, SchemaAndModulesExtension) {
   EXPECT_TRUE(c.modular());
   EXPECT_FALSE(c.pml_xml);
   EXPECT_EQ(c.prompt_text, "<prompt>");
+  EXPECT_EQ(c.positions, PmlPositions::kDefault);
+  EXPECT_EQ(Completion(R"({"model":"m","schema":"s","prompt":"x","positions":"contiguous"})")
+                .positions,
+            PmlPositions::kContiguous);
 }
 
 TEST(OpenAiRequest, SchemaExtensionErrors) {
@@ -354,6 +358,9 @@ TEST(OpenAiRequest, SchemaExtensionErrors) {
           "cache_control":{"type":"ephemeral"}}]})",
        "messages[0].cache_control"},
       {R"({"model":"m","schema":"s","pml":"yes",)" + msgs + "}", "pml"},
+      {R"({"model":"m","schema":"s","positions":"gapless",)" + msgs + "}", "positions"},
+      {R"({"model":"m","schema":"s","positions":1,)" + msgs + "}", "positions"},
+      {R"({"model":"m","positions":"contiguous",)" + msgs + "}", "positions"},
   };
   for (const BadCase& c : cases) {
     ApiError e = ChatError(c.body);

@@ -172,8 +172,13 @@ std::string SchemaDeletedBody(const std::string& name) {
 }
 
 Result<PmlPrompt> ModularPrompt(const ApiRequest& request) {
-  if (request.pml_xml) return ParsePrompt(request.prompt_text, "prompt");
+  if (request.pml_xml) {
+    PC_ASSIGN_OR_RETURN(PmlPrompt p, ParsePrompt(request.prompt_text, "prompt"));
+    if (request.positions != PmlPositions::kDefault) p.positions = request.positions;
+    return p;
+  }
   PmlPrompt p;
+  p.positions = request.positions;
   p.file = "request";
   p.schema = request.schema;
   p.modules = request.modules;

@@ -246,7 +246,7 @@ void EngineImpl::Admit(std::shared_ptr<Request> r) {
 }
 
 bool EngineImpl::AdmitModular(Slot& s) {
-  const SchemaLayout& layout = s.r->modular->schema->layout;
+  const SchemaLayout& layout = s.r->modular->schema->For(s.r->modular->positions);
   const ModularPrefill& pf = s.r->modular->prefill;
   s.tokens = pf.tokens;
   s.n_prompt = static_cast<int>(s.tokens.size());
@@ -261,9 +261,10 @@ bool EngineImpl::AdmitModular(Slot& s) {
     const PrefillStage& stage = pf.stages[k];
     KvSequence held(&blocks_);
     KvSequence* target = k == 0 ? &s.seq : &held;
-    for (const PmlTextRef& ref : stage.gather) {
+    for (size_t g = 0; g < stage.gather.size(); ++g) {
       const int before = gs.reused_tokens;
-      if (Status st = store_->Gather(layout, ref, target, &gs); !st.ok()) {
+      Status st = store_->Gather(layout, stage.gather[g], stage.gather_at[g], target, &gs);
+      if (!st.ok()) {
         Finish(s, "error", st);
         return false;
       }

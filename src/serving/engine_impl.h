@@ -83,6 +83,7 @@ class EngineImpl : public Engine {
   // A modular prompt checked against its schema, ready to serve.
   struct Planned {
     std::shared_ptr<const SchemaEntry> schema;
+    PmlPositions positions = PmlPositions::kSchema;  // resolved: never kDefault
     ModularPrefill prefill;
   };
 

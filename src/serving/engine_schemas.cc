@@ -21,7 +21,7 @@ std::string BaseDir(const std::string& path) {
 }  // namespace
 
 Status EngineImpl::EncodeSchema(SchemaEntry* entry, const SchemaLoadOptions& options) {
-  const SchemaLayout& layout = entry->layout;
+  const SchemaLayout& layout = entry->For(options_.module_positions);
   const std::vector<PmlTextRef> pieces = ModuleStore::CachedPieces(layout);
   int total = 0, done = 0;
   for (const PmlTextRef& ref : pieces) total += static_cast<int>(layout.Piece(ref).tokens.size());
@@ -51,6 +51,7 @@ Result<SchemaInfo> EngineImpl::Register(std::string xml, const std::string& path
   PC_ASSIGN_OR_RETURN(SchemaLayout layout, ParseSchema(xml, path, encoder_));
   auto entry = std::make_shared<SchemaEntry>();
   entry->layout = std::move(layout);
+  entry->contiguous = ContiguousLayout(entry->layout);
   entry->xml = std::move(xml);
   entry->base_dir = BaseDir(path);
   entry->info = DescribeSchema(entry->layout);
@@ -151,16 +152,18 @@ Status EngineImpl::DropSchema(const std::string& name) {
     dropped = it->second;
     schemas_.erase(it);
     for (const auto& [n, e] : schemas_) {
-      for (const PmlTextRef& ref : ModuleStore::CachedPieces(e->layout)) {
-        kept.insert(e->layout.Piece(ref).key);
+      for (const SchemaLayout* l : {&e->layout, &e->contiguous}) {
+        for (const PmlTextRef& ref : ModuleStore::CachedPieces(*l)) kept.insert(l->Piece(ref).key);
       }
     }
   }
   Status st;
   if (!options_.cache_dir.empty()) st = RemovePersistedSchema(options_.cache_dir, name);
   RunOnEngineThread([&] {
-    for (const PmlTextRef& ref : ModuleStore::CachedPieces(dropped->layout)) {
-      if (!kept.count(dropped->layout.Piece(ref).key)) store_->Drop(dropped->layout, ref);
+    for (const SchemaLayout* l : {&dropped->layout, &dropped->contiguous}) {
+      for (const PmlTextRef& ref : ModuleStore::CachedPieces(*l)) {
+        if (!kept.count(l->Piece(ref).key)) store_->Drop(*l, ref);
+      }
     }
     UpdateStatsSnapshot();
   });
@@ -184,7 +187,9 @@ Result<EngineImpl::Planned> EngineImpl::Plan(const PmlPrompt& prompt) const {
   }
   PC_ASSIGN_OR_RETURN(PmlPlan plan, PlanPrompt(p.schema->layout, prompt, encoder_));
   PC_RETURN_IF_ERROR(AddGenerationPrompt(prompt, encoder_, &plan));
-  p.prefill = BuildPrefill(p.schema->layout, plan);
+  p.positions = prompt.positions == PmlPositions::kDefault ? options_.module_positions
+                                                           : prompt.positions;
+  p.prefill = BuildPrefill(p.schema->layout, plan, p.positions);
   if (p.prefill.tokens.empty()) {
     return InvalidArgument(prompt.file + ": prompt for schema '" + prompt.schema +
                            "' includes no text at all");

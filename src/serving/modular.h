@@ -20,6 +20,11 @@ namespace promptcache {
 
 struct SchemaEntry {
   SchemaLayout layout;
+  SchemaLayout contiguous;  // ContiguousLayout(layout): what the contiguous mode encodes
+  // The layout a prompt served in `positions` (kSchema or kContiguous) gathers from.
+  const SchemaLayout& For(PmlPositions positions) const {
+    return positions == PmlPositions::kContiguous ? contiguous : layout;
+  }
   std::string xml;       // the schema text
   std::string base_dir;  // the folder src paths are relative to
   SchemaInfo info;

@@ -133,7 +133,8 @@ TEST(Modular, CachedModuleKvEqualsFullForwardOverItsSpan) {
     impl->RunOnEngineThread([&] {
       KvSequence seq(impl->blocks());
       GatherStats gs;
-      ASSERT_TRUE(impl->modules()->Gather(*layout, target, &seq, &gs).ok());
+      ASSERT_TRUE(
+          impl->modules()->Gather(*layout, target, layout->Piece(target).start, &seq, &gs).ok());
       EXPECT_EQ(gs.reused_tokens, n);
       ASSERT_EQ(seq.size(), n);
       for (int l = 0; l < kl.n_layers; ++l) {
@@ -349,8 +350,8 @@ TEST(Modular, PrefillStagesAreCausalByPosition) {
     KvSequence seq(impl.blocks());
     GatherStats gs;
     for (const PrefillStage& st : pf.stages) {
-      for (const PmlTextRef& ref : st.gather)
-        ASSERT_TRUE(impl.modules()->Gather(*layout, ref, &seq, &gs).ok());
+      for (size_t g = 0; g < st.gather.size(); ++g)
+        ASSERT_TRUE(impl.modules()->Gather(*layout, st.gather[g], st.gather_at[g], &seq, &gs).ok());
       ASSERT_TRUE(impl.modules()->Compute(st.tokens, st.positions, &seq, reference.data()).ok());
     }
   });
@@ -473,6 +474,76 @@ TEST(Modular, ContiguousBaselineIsThePlainPrompt) {
   ASSERT_TRUE((*h)->Wait().status.ok());
   EXPECT_EQ(served, contiguous->logits[0]);
   EXPECT_NE(served, gapped->logits[0]);
+}
+
+// First-token logits of a served PML prompt.
+std::vector<float> FirstLogits(Engine& e, const std::string& xml) {
+  CompletionRequest req = Greedy(1);
+  std::vector<float> first;
+  req.on_logits = [&](std::span<const float> l) {
+    if (first.empty()) first.assign(l.begin(), l.end());
+  };
+  Serve(e, xml, std::move(req));
+  return first;
+}
+
+// The contiguous position mode lays the prompt out from 0 like the plain prompt. Where each
+// piece follows exactly what it attended to when encoded (one module, a prefix of the schema),
+// the logits equal the contiguous baseline's bit for bit; a module moved after another is
+// rotated there and stays close. At the schema's positions the gap left by `dog` changes them.
+TEST(Modular, ContiguousPositionsEqualThePlainPrompt) {
+  for (PmlPositions engine_default : {PmlPositions::kSchema, PmlPositions::kContiguous}) {
+    EngineOptions eo;
+    eo.kv_type = KvType::kF32;
+    eo.module_positions = engine_default;
+    auto e = Make(eo);
+    ASSERT_TRUE(e->LoadSchemaText(kPets, "pets.xml").ok());
+    const std::string attr = engine_default == PmlPositions::kContiguous
+                                 ? ""
+                                 : " positions=\"contiguous\"";
+    auto baseline = [&](const std::string& body) {
+      PmlPrompt p = Parse("<prompt schema=\"pets\">" + body + "</prompt>");
+      p.positions = PmlPositions::kSchema;
+      auto x = e->ExpandPrompt(p);
+      PC_CHECK(x.ok());
+      FullRunOptions o;
+      o.max_tokens = 1;
+      o.keep_logits = true;
+      o.session.threads = 2;
+      o.session.kv_type = KvType::kF32;
+      auto full = RunFull(e->model(), Contiguous(*x), o);
+      PC_CHECK(full.ok());
+      return full->logits[0];
+    };
+    const std::string text = "<![CDATA[\nOne day,]]>";
+    for (const std::string body : {"<cat/>" + text, "<dog/>" + text, std::string("<cat/>"), text}) {
+      const std::string xml = "<prompt schema=\"pets\"" + attr + ">" + body + "</prompt>";
+      auto x = e->ExpandPrompt(Parse(xml));
+      ASSERT_TRUE(x.ok());
+      for (size_t i = 0; i < x->positions.size(); ++i) ASSERT_EQ(x->positions[i], int(i));
+      EXPECT_EQ(x->end, static_cast<int>(x->tokens.size()));
+      const std::vector<float> got = FirstLogits(*e, xml);
+      EXPECT_EQ(got, baseline(body)) << xml;
+      EXPECT_EQ(FirstLogits(*e, xml), got) << xml << " (cached)";
+    }
+    // At the schema's positions, `cat` sits after the gap `dog` left.
+    const std::string gapped = "<prompt schema=\"pets\" positions=\"schema\"><cat/>" + text +
+                               "</prompt>";
+    EXPECT_NE(FirstLogits(*e, gapped), baseline("<cat/>" + text));
+    // `cat` after `dog`: gathered from its cache entry, its keys rotated by dog's length.
+    const std::string both = "<prompt schema=\"pets\"" + attr + "><dog/><cat/>" + text + "</prompt>";
+    const CompletionResult r = Serve(*e, both, Greedy(1));
+    const std::string both_at_schema =
+        "<prompt schema=\"pets\" positions=\"schema\"><dog/><cat/>" + text + "</prompt>";
+    Serve(*e, both_at_schema, Greedy(1));  // its modules encoded: then only the text computes
+    const CompletionResult at_schema = Serve(*e, both_at_schema, Greedy(1));
+    EXPECT_EQ(r.cached_tokens, at_schema.cached_tokens);  // cat reused, not recomputed
+    EXPECT_EQ(r.computed_tokens, at_schema.computed_tokens);
+    const std::vector<float> moved = FirstLogits(*e, both);
+    const std::vector<float> plain = baseline("<dog/><cat/>" + text);
+    EXPECT_LT(KlDivergence(plain, moved), 0.05);
+    EXPECT_EQ(ArgMax(plain), ArgMax(moved));
+  }
 }
 
 TEST(Modular, ErrorsAreOneLine) {

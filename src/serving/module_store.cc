@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/hash.h"
+#include "model/kv_shift.h"
+
 namespace promptcache {
 namespace {
 
@@ -21,7 +24,8 @@ struct Item {
 
 }  // namespace
 
-ModularPrefill BuildPrefill(const SchemaLayout& schema, const PmlPlan& plan) {
+ModularPrefill BuildPrefill(const SchemaLayout& schema, const PmlPlan& plan,
+                            PmlPositions positions) {
   std::vector<Item> items;
   for (const PmlTextRef& r : plan.cached)
     items.push_back({schema.Piece(r).start, true, r, nullptr});
@@ -37,28 +41,32 @@ ModularPrefill BuildPrefill(const SchemaLayout& schema, const PmlPlan& plan) {
   }
   std::stable_sort(items.begin(), items.end(),
                    [](const Item& a, const Item& b) { return a.start < b.start; });
+  const bool contiguous = positions == PmlPositions::kContiguous;
   ModularPrefill out;
   out.end = plan.end;
   for (const Item& it : items) {
     const std::vector<int32_t>& toks = it.cached ? schema.Piece(it.ref).tokens : *it.tokens;
+    const int start = contiguous ? static_cast<int>(out.tokens.size()) : it.start;
     for (size_t i = 0; i < toks.size(); ++i) {
       out.tokens.push_back(toks[i]);
-      out.positions.push_back(it.start + static_cast<int>(i));
+      out.positions.push_back(start + static_cast<int>(i));
     }
     if (it.cached) {
       if (out.stages.empty() || !out.stages.back().tokens.empty()) out.stages.emplace_back();
       out.stages.back().gather.push_back(it.ref);
+      out.stages.back().gather_at.push_back(start);
       out.cached_tokens += static_cast<int>(toks.size());
     } else {
       if (out.stages.empty()) out.stages.emplace_back();
       PrefillStage& st = out.stages.back();
       for (size_t i = 0; i < toks.size(); ++i) {
         st.tokens.push_back(toks[i]);
-        st.positions.push_back(it.start + static_cast<int>(i));
+        st.positions.push_back(start + static_cast<int>(i));
       }
       out.computed_tokens += static_cast<int>(toks.size());
     }
   }
+  if (contiguous) out.end = static_cast<int>(out.tokens.size());
   if (!out.stages.empty() && out.stages.back().tokens.empty()) {
     // The prompt ends in cached text (nothing computed at all, or the last computed item, an
     // argument or a cache="false" module, has cached text after it): the logits that start
@@ -69,6 +77,33 @@ ModularPrefill BuildPrefill(const SchemaLayout& schema, const PmlPlan& plan) {
     st.positions.push_back(out.positions.back());
     out.cached_tokens -= 1;
     out.computed_tokens += 1;
+  }
+  return out;
+}
+
+SchemaLayout ContiguousLayout(const SchemaLayout& schema) {
+  SchemaLayout out = schema;
+  out.contiguous = true;
+  auto relocate = [&](const PmlTextRef& ref, PmlTextPiece* piece) {
+    int start = 0;
+    for (const PmlTextRef& dep : ModuleStore::Dependencies(schema, ref)) {
+      start += static_cast<int>(schema.Piece(dep).tokens.size());
+    }
+    piece->start = start;
+    // The schema's key covers the tokens, their attention span and its lengths, which fix the
+    // new positions: a derived key is as good a content key, and never equals the original.
+    Hasher128 h;
+    h.Update(std::string_view("pml-contiguous-v1"));
+    h.Update(piece->key);
+    piece->key = h.HexDigest();
+  };
+  for (size_t j = 0; j < out.always.size(); ++j) {
+    relocate({kPmlAlways, static_cast<int>(j)}, &out.always[j]);
+  }
+  for (size_t i = 0; i < out.modules.size(); ++i) {
+    for (size_t j = 0; j < out.modules[i].texts.size(); ++j) {
+      relocate({static_cast<int>(i), static_cast<int>(j)}, &out.modules[i].texts[j]);
+    }
   }
   return out;
 }
@@ -155,8 +190,12 @@ Status ModuleStore::Encode(const SchemaLayout& schema, const PmlTextRef& ref, Kv
   const PmlTextPiece& piece = schema.Piece(ref);
   KvSequence ctx(cache_->pool());
   for (const PmlTextRef& dep : Dependencies(schema, ref)) {
-    PC_RETURN_IF_ERROR(GatherImpl(schema, dep, &ctx, stats, depth + 1));
+    // Contiguous: the span end to end from 0, whatever its pieces' own starts.
+    const int at = schema.contiguous ? ctx.size() : schema.Piece(dep).start;
+    bool reused = false;
+    PC_RETURN_IF_ERROR(GatherImpl(schema, dep, at, &ctx, stats, depth + 1, &reused));
   }
+  PC_CHECK(!schema.contiguous || ctx.size() == piece.start);
   const auto t0 = Clock::now();
   // Blocks are keyed as if the piece started at slot 0 of a block: a fork shares every block of
   // the span, so the sequence cannot write into one and allocates a fresh block.
@@ -180,22 +219,25 @@ Status ModuleStore::Encode(const SchemaLayout& schema, const PmlTextRef& ref, Kv
   return Status::Ok();
 }
 
-Status ModuleStore::GatherImpl(const SchemaLayout& schema, const PmlTextRef& ref, KvSequence* seq,
-                               GatherStats* stats, int depth) {
+Status ModuleStore::GatherImpl(const SchemaLayout& schema, const PmlTextRef& ref, int at,
+                               KvSequence* seq, GatherStats* stats, int depth, bool* reused) {
   if (depth > kMaxDepth) return Internal("PML span dependencies nest too deeply");
-  if (AppendCached(schema.Piece(ref), seq)) return Status::Ok();
-  return Encode(schema, ref, seq, stats, depth);
+  const PmlTextPiece& piece = schema.Piece(ref);
+  // Elsewhere than encoded: through a scratch sequence, then copied with rotated keys.
+  KvSequence moved(cache_->pool());
+  KvSequence* target = at == piece.start ? seq : &moved;
+  *reused = AppendCached(piece, target);
+  if (!*reused) PC_RETURN_IF_ERROR(Encode(schema, ref, target, stats, depth));
+  if (target == seq) return Status::Ok();
+  return AppendShifted(model_.config(), moved, 0, moved.size(), at - piece.start, seq);
 }
 
-Status ModuleStore::Gather(const SchemaLayout& schema, const PmlTextRef& ref, KvSequence* seq,
-                           GatherStats* stats) {
+Status ModuleStore::Gather(const SchemaLayout& schema, const PmlTextRef& ref, int at,
+                           KvSequence* seq, GatherStats* stats) {
   const int n = static_cast<int>(schema.Piece(ref).tokens.size());
-  if (AppendCached(schema.Piece(ref), seq)) {
-    stats->reused_tokens += n;
-    return Status::Ok();
-  }
-  PC_RETURN_IF_ERROR(Encode(schema, ref, seq, stats, 0));
-  stats->computed_tokens += n;
+  bool reused = false;
+  PC_RETURN_IF_ERROR(GatherImpl(schema, ref, at, seq, stats, 0, &reused));
+  (reused ? stats->reused_tokens : stats->computed_tokens) += n;
   return Status::Ok();
 }
 
@@ -205,7 +247,7 @@ Status ModuleStore::Ensure(const SchemaLayout& schema, const PmlTextRef& ref, Ga
     return Status::Ok();
   }
   KvSequence scratch(cache_->pool());
-  return Gather(schema, ref, &scratch, stats);
+  return Gather(schema, ref, schema.Piece(ref).start, &scratch, stats);
 }
 
 void ModuleStore::Drop(const SchemaLayout& schema, const PmlTextRef& ref) {

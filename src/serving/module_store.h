@@ -20,6 +20,15 @@
 // a parameter argument, the prompt's new text) attends to exactly what the prompt includes at
 // earlier positions, as a full forward pass over the same tokens would.
 //
+// Position modes (PmlPositions). With the schema's positions, pieces are encoded and served at
+// their reserved positions and gathered by reference. With contiguous positions the prompt's
+// tokens are laid end to end from 0, as the same text sent plainly: pieces are encoded from
+// ContiguousLayout (each right after the pieces it attends to, laid end to end, under keys of
+// their own) and a piece served elsewhere is copied into fresh blocks with its keys rotated by the
+// difference (model/kv_shift.h). A piece whose prompt position equals its encoded one (everything
+// before it in the prompt is what it attended to: a single-module prompt, a prefix of the schema)
+// is still shared by reference, and equals the plain prompt's computation.
+//
 // Not thread-safe: the engine thread (or a tool that owns its own cache) drives it.
 #pragma once
 
@@ -38,6 +47,7 @@ namespace promptcache {
 // One step of serving a modular prompt: append the cached pieces, then compute the tokens.
 struct PrefillStage {
   std::vector<PmlTextRef> gather;
+  std::vector<int> gather_at;  // where each gathered piece starts in the prompt
   // The prompt ends in cached text: the last gathered token is dropped and recomputed (it is the
   // only token of this, the last stage), so that its logits start generation.
   bool drop_last = false;
@@ -53,7 +63,16 @@ struct ModularPrefill {
   int end = 0;              // where generation continues (the plan's end)
 };
 
-ModularPrefill BuildPrefill(const SchemaLayout& schema, const PmlPlan& plan);
+// `schema` is the layout PlanPrompt planned with (reserved positions); kContiguous renumbers
+// every token from 0 in position order.
+ModularPrefill BuildPrefill(const SchemaLayout& schema, const PmlPlan& plan,
+                            PmlPositions positions = PmlPositions::kSchema);
+
+// `schema` as the contiguous mode encodes it: every piece starts where the pieces it attends to
+// (Dependencies), laid end to end from 0, end; keys derived from the schema's, so the two modes'
+// blocks never mix. Module and parameter positions are left as they are (BuildPrefill places
+// those).
+SchemaLayout ContiguousLayout(const SchemaLayout& schema);
 
 // Work done by Gather calls.
 struct GatherStats {
@@ -75,9 +94,10 @@ class ModuleStore {
   // What the piece attends to besides itself, by position.
   static std::vector<PmlTextRef> Dependencies(const SchemaLayout& schema, const PmlTextRef& ref);
 
-  // Appends the piece's K/V to `seq` by reference (loading blocks from disk as needed); when it
+  // Appends the piece's K/V to `seq` starting at position `at`: by reference (loading blocks
+  // from disk as needed) where `at` is the piece's start, else copied with keys rotated. When it
   // is not cached, encodes it first (and whatever of its span is missing).
-  Status Gather(const SchemaLayout& schema, const PmlTextRef& ref, KvSequence* seq,
+  Status Gather(const SchemaLayout& schema, const PmlTextRef& ref, int at, KvSequence* seq,
                 GatherStats* stats);
   // Encodes the piece unless it is cached (in RAM or on disk; nothing is loaded).
   Status Ensure(const SchemaLayout& schema, const PmlTextRef& ref, GatherStats* stats);
@@ -96,8 +116,9 @@ class ModuleStore {
   bool AppendCached(const PmlTextPiece& piece, KvSequence* seq);
   Status Encode(const SchemaLayout& schema, const PmlTextRef& ref, KvSequence* seq,
                 GatherStats* stats, int depth);
-  Status GatherImpl(const SchemaLayout& schema, const PmlTextRef& ref, KvSequence* seq,
-                    GatherStats* stats, int depth);
+  // Gather without the statistics of the requested piece; `reused` says whether it was cached.
+  Status GatherImpl(const SchemaLayout& schema, const PmlTextRef& ref, int at, KvSequence* seq,
+                    GatherStats* stats, int depth, bool* reused);
 
   const Model& model_;
   BlockCache* cache_;
