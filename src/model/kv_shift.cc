@@ -3,46 +3,74 @@
 #include <cstring>
 #include <vector>
 
-#include "core/fp16.h"
 #include "ops/vec.h"
 
 namespace promptcache {
 
 Status AppendShifted(const ModelConfig& config, const KvSequence& src, int begin, int end,
-                     int delta, KvSequence* dst) {
+                     int delta, KvSequence* dst, ThreadPool* pool) {
   PC_CHECK(src.pool() == dst->pool());
   PC_CHECK(0 <= begin && begin <= end && end <= src.size());
-  const KvLayout& layout = src.pool()->layout();
-  std::vector<int32_t> positions(end - begin);
-  for (int i = begin; i < end; ++i) positions[i - begin] = src.Position(i) + delta;
+  BlockPool* blocks = src.pool();
+  const KvLayout& layout = blocks->layout();
+  const int n = end - begin;
+  std::vector<int32_t> positions(n);
+  for (int i = 0; i < n; ++i) positions[i] = src.Position(begin + i) + delta;
   const int base = dst->size();
   PC_RETURN_IF_ERROR(dst->Append(positions));
-  const int kv_dim = layout.kv_dim();
-  const size_t row_bytes = size_t(kv_dim) * layout.elem_bytes();
-  std::vector<float> k(kv_dim);
-  for (int i = begin; i < end; ++i) {
-    const int at = base + i - begin;
-    for (int l = 0; l < layout.n_layers; ++l) {
-      std::memcpy(dst->SlotV(at, l), src.SlotV(i, l), row_bytes);
-      if (delta == 0) {
-        std::memcpy(dst->SlotK(at, l), src.SlotK(i, l), row_bytes);
-        continue;
-      }
-      if (layout.type == KvType::kF32) {
-        std::memcpy(k.data(), src.SlotK(i, l), row_bytes);
-      } else {
-        const auto* h = reinterpret_cast<const uint16_t*>(src.SlotK(i, l));
-        for (int d = 0; d < kv_dim; ++d) k[d] = F16ToF32(h[d]);
-      }
-      Rope(k.data(), layout.n_kv_heads, layout.head_dim, static_cast<float>(delta),
-           config.inv_freq.data());
-      if (layout.type == KvType::kF32) {
-        std::memcpy(dst->SlotK(at, l), k.data(), row_bytes);
-      } else {
-        auto* h = reinterpret_cast<uint16_t*>(dst->SlotK(at, l));
-        for (int d = 0; d < kv_dim; ++d) h[d] = F32ToF16(k[d]);
+  // Each token's (block, slot) on both sides, found once: every layer has the same layout.
+  auto slots = [](const KvSequence& seq, int from, int count) {
+    std::vector<KvSpan> out;
+    out.reserve(count);
+    int skip = from;
+    for (const KvSpan& s : seq.spans()) {
+      for (int j = 0; j < s.count && static_cast<int>(out.size()) < count; ++j) {
+        if (skip > 0) {
+          --skip;
+          continue;
+        }
+        out.push_back({s.block, s.begin + j, 1});
       }
     }
+    return out;
+  };
+  const std::vector<KvSpan> from = slots(src, begin, n), to = slots(*dst, base, n);
+  const int kv_dim = layout.kv_dim();
+  const size_t row_bytes = size_t(kv_dim) * layout.elem_bytes();
+  const bool f16 = layout.type == KvType::kF16;
+  auto layer_job = [&](int64_t l0, int64_t l1) {
+    std::vector<float> k(kv_dim);
+    for (int l = static_cast<int>(l0); l < l1; ++l) {
+      for (int i = 0; i < n; ++i) {
+        const size_t src_at = size_t(from[i].begin) * row_bytes;
+        const size_t dst_at = size_t(to[i].begin) * row_bytes;
+        std::memcpy(blocks->V(to[i].block, l) + dst_at, blocks->V(from[i].block, l) + src_at,
+                    row_bytes);
+        const uint8_t* ks = blocks->K(from[i].block, l) + src_at;
+        uint8_t* kd = blocks->K(to[i].block, l) + dst_at;
+        if (delta == 0) {
+          std::memcpy(kd, ks, row_bytes);
+          continue;
+        }
+        if (f16) {
+          F16ToF32Row(reinterpret_cast<const uint16_t*>(ks), k.data(), kv_dim);
+        } else {
+          std::memcpy(k.data(), ks, row_bytes);
+        }
+        Rope(k.data(), layout.n_kv_heads, layout.head_dim, static_cast<float>(delta),
+             config.inv_freq.data());
+        if (f16) {
+          F32ToF16Row(k.data(), reinterpret_cast<uint16_t*>(kd), kv_dim);
+        } else {
+          std::memcpy(kd, k.data(), row_bytes);
+        }
+      }
+    }
+  };
+  if (pool != nullptr) {
+    pool->ParallelFor(layout.n_layers, layer_job);
+  } else {
+    layer_job(0, layout.n_layers);
   }
   return Status::Ok();
 }

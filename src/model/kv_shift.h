@@ -7,15 +7,16 @@
 #pragma once
 
 #include "core/status.h"
+#include "core/thread_pool.h"
 #include "kv/kv_cache.h"
 #include "model/config.h"
 
 namespace promptcache {
 
 // Appends tokens [begin, end) of `src` to `dst` at their positions + delta: keys rotated by
-// delta, values copied. The new slots are dst's own (never shared). ResourceExhausted when the
-// pool is full (dst unchanged).
+// delta, values copied. The new slots are dst's own (never shared). Layers are spread over
+// `pool` when given. ResourceExhausted when the pool is full (dst unchanged).
 Status AppendShifted(const ModelConfig& config, const KvSequence& src, int begin, int end,
-                     int delta, KvSequence* dst);
+                     int delta, KvSequence* dst, ThreadPool* pool = nullptr);
 
 }  // namespace promptcache

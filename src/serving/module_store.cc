@@ -229,7 +229,7 @@ Status ModuleStore::GatherImpl(const SchemaLayout& schema, const PmlTextRef& ref
   *reused = AppendCached(piece, target);
   if (!*reused) PC_RETURN_IF_ERROR(Encode(schema, ref, target, stats, depth));
   if (target == seq) return Status::Ok();
-  return AppendShifted(model_.config(), moved, 0, moved.size(), at - piece.start, seq);
+  return AppendShifted(model_.config(), moved, 0, moved.size(), at - piece.start, seq, pool_);
 }
 
 Status ModuleStore::Gather(const SchemaLayout& schema, const PmlTextRef& ref, int at,
