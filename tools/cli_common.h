@@ -73,13 +73,18 @@ std::unique_ptr<Command> MakeEvalModulesCommand();
 std::unique_ptr<Command> MakeLogitsCommand();
 std::unique_ptr<Command> MakeQuantizeCommand();
 
+// How modular prompts are served when the prompt does not say: --positions schema|contiguous
+// and --recompute SHARE.
+struct ModularOptions {
+  std::string positions = "schema";
+  double recompute = 0;
+  void Register(CLI::App* sub);
+};
+
 // An engine for the modular-prompt commands (schema, prompt, eval-modules): one sequence at a
-// time, the disk tier in `cache_dir` when not empty, `positions` ("schema", "contiguous") for
-// prompts that do not name theirs.
+// time, the disk tier in `cache_dir` when not empty.
 Result<std::unique_ptr<Engine>> MakeEngine(const ModelOptions& model, const std::string& cache_dir,
-                                           const std::string& positions = "schema");
-// --positions schema|contiguous for the modular-prompt commands.
-void AddPositionsOption(CLI::App* sub, std::string* positions);
+                                           const ModularOptions& modular = {});
 // The model `schema show` tokenizes with when -m is not given: shared/models/stories260K.gguf
 // beside the repository the binary was built in.
 std::string DefaultSchemaModel();

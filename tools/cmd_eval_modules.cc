@@ -52,7 +52,7 @@ class EvalModulesCommand : public Command {
  public:
   void Register(CLI::App* sub) override {
     model_.Register(sub);
-    AddPositionsOption(sub, &positions_);
+    modular_.Register(sub);
     sub->add_option("--schema", schema_, "PML schema file")->required();
     sub->add_option("--prompts", prompts_,
                     "a list of PML prompt files, one per line (or one PML prompt)")
@@ -69,7 +69,7 @@ class EvalModulesCommand : public Command {
     SetLogLevel(LogLevel::kWarning);
     Result<std::vector<std::string>> files = PromptFiles(prompts_);
     if (!files.ok()) return Fail(files.status());
-    Result<std::unique_ptr<Engine>> engine = MakeEngine(model_, "", positions_);
+    Result<std::unique_ptr<Engine>> engine = MakeEngine(model_, "", modular_);
     if (!engine.ok()) return Fail(engine.status());
     Engine& e = **engine;
     if (Result<SchemaInfo> info = e.LoadSchemaFile(schema_); !info.ok()) return Fail(info.status());
@@ -141,6 +141,8 @@ class EvalModulesCommand : public Command {
     row["prompt_tokens"] = r.prompt_tokens;
     row["reused_tokens"] = r.cached_tokens;
     row["computed_tokens"] = r.computed_tokens;
+    row["recomputed_tokens"] = r.recomputed_tokens;
+    row["recompute_candidates"] = r.recompute_candidates;
     row["modular_text"] = e.model().tokenizer().Decode(r.tokens);
     row["gapped"] = ReportJson(e, gapped);
     return row;
@@ -179,7 +181,7 @@ class EvalModulesCommand : public Command {
   };
 
   ModelOptions model_;
-  std::string positions_ = "schema";
+  ModularOptions modular_;
   std::string schema_, prompts_;
   int max_tokens_ = 32;
   bool json_ = false;

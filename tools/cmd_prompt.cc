@@ -47,7 +47,7 @@ class PromptCommand : public Command {
  public:
   void Register(CLI::App* sub) override {
     model_.Register(sub);
-    AddPositionsOption(sub, &positions_);
+    modular_.Register(sub);
     sub->add_option("--schema", schema_, "PML schema file")->required();
     sub->add_option("--cache-dir", cache_dir_, "the disk tier (where `schema load` put modules)");
     sub->add_option("prompts", prompt_files_, "PML prompt files, served in order")->required();
@@ -90,7 +90,7 @@ class PromptCommand : public Command {
     if (repeat_ < 1) return Fail("--repeat must be >= 1");
     if (Status st = sampling_.Validate(); !st.ok()) return Fail(st);
     SetLogLevel(LogLevel::kWarning);
-    Result<std::unique_ptr<Engine>> engine = MakeEngine(model_, cache_dir_, positions_);
+    Result<std::unique_ptr<Engine>> engine = MakeEngine(model_, cache_dir_, modular_);
     if (!engine.ok()) return Fail(engine.status());
     Engine& e = **engine;
     SchemaLoadOptions lo;
@@ -205,6 +205,10 @@ class PromptCommand : public Command {
     std::fprintf(stderr, "%s (%s): %d prompt tokens: %d reused, %d computed", file.c_str(),
                  Mode().c_str(), r.prompt_tokens, r.cached_tokens, r.computed_tokens);
     if (r.modular) std::fprintf(stderr, " (%d encoded for missing modules)", r.encoded_tokens);
+    if (r.recompute_candidates > 0) {
+      std::fprintf(stderr, "; %d of %d candidates recomputed in %.2f ms", r.recomputed_tokens,
+                   r.recompute_candidates, r.recompute_ms);
+    }
     std::fprintf(stderr, "\n");
     if (r.modular) {
       std::fprintf(stderr,
@@ -222,6 +226,9 @@ class PromptCommand : public Command {
                         {"reused_tokens", r.cached_tokens},
                         {"computed_tokens", r.computed_tokens},
                         {"encoded_tokens", r.encoded_tokens},
+                        {"recompute_candidates", r.recompute_candidates},
+                        {"recomputed_tokens", r.recomputed_tokens},
+                        {"recompute_ms", r.recompute_ms},
                         {"gather_ms", r.gather_ms},
                         {"encode_ms", r.encode_ms},
                         {"prefill_ms", r.modular ? r.prefill_ms : r.prompt_ms},
@@ -232,7 +239,7 @@ class PromptCommand : public Command {
   }
 
   ModelOptions model_;
-  std::string positions_ = "schema";
+  ModularOptions modular_;
   std::string schema_, cache_dir_;
   std::vector<std::string> prompt_files_;
   int max_tokens_ = 128, repeat_ = 1;

@@ -12,19 +12,26 @@
 
 namespace promptcache::cli {
 
-void AddPositionsOption(CLI::App* sub, std::string* positions) {
-  sub->add_option("--positions", *positions,
+void ModularOptions::Register(CLI::App* sub) {
+  sub->add_option("--positions", positions,
                   "where modular prompts' tokens sit when the prompt does not say: schema (the "
                   "reserved positions, gaps where modules are left out) or contiguous (end to "
                   "end from 0, as the same text sent plainly; cached keys re-rotated)")
       ->default_val("schema");
+  sub->add_option("--recompute", recompute,
+                  "share (0 to 1) of the cached tokens encoded without part of a prompt's "
+                  "context that is recomputed with it, those whose K/V move most (CacheBlend)")
+      ->default_val(0.0);
 }
 
 Result<std::unique_ptr<Engine>> MakeEngine(const ModelOptions& model,
                                            const std::string& cache_dir,
-                                           const std::string& positions) {
+                                           const ModularOptions& modular) {
   PC_RETURN_IF_ERROR(model.Validate());
-  PC_ASSIGN_OR_RETURN(PmlPositions mode, ParsePmlPositions(positions));
+  PC_ASSIGN_OR_RETURN(PmlPositions mode, ParsePmlPositions(modular.positions));
+  if (!(modular.recompute >= 0 && modular.recompute <= 1)) {
+    return InvalidArgument("--recompute must be a share from 0 to 1");
+  }
   EngineOptions o;
   o.model_path = model.model_path;
   o.threads = model.threads;
@@ -34,6 +41,7 @@ Result<std::unique_ptr<Engine>> MakeEngine(const ModelOptions& model,
   o.parallel = 1;
   o.special_tokens_in_text = model.special;
   o.module_positions = mode;
+  o.module_recompute = modular.recompute;
   return Engine::Create(o);
 }
 
@@ -68,7 +76,7 @@ class SchemaCommand : public Command {
     load_ = sub->add_subcommand("load", "encode a schema's modules into the cache (and persist)");
     load_->add_option("file", load_file_, "PML schema file")->required();
     model_.Register(load_);
-    AddPositionsOption(load_, &positions_);
+    modular_.Register(load_);
     load_->add_option("--cache-dir", cache_dir_,
                       "keep the modules (disk tier) and the schema here, for `prompt` and `serve`");
     show_ = sub->add_subcommand("show", "print a schema's layout: ranges, token counts, spans");
@@ -82,7 +90,7 @@ class SchemaCommand : public Command {
 
  private:
   int Load() {
-    Result<std::unique_ptr<Engine>> engine = MakeEngine(model_, cache_dir_, positions_);
+    Result<std::unique_ptr<Engine>> engine = MakeEngine(model_, cache_dir_, modular_);
     if (!engine.ok()) return Fail(engine.status());
     std::unique_ptr<ProgressBar> bar;
     SchemaLoadOptions o;
@@ -121,7 +129,7 @@ class SchemaCommand : public Command {
 
   CLI::App* load_ = nullptr;
   CLI::App* show_ = nullptr;
-  std::string positions_ = "schema";
+  ModularOptions modular_;
   ModelOptions model_;
   std::string load_file_, show_file_, cache_dir_, show_model_;
 };

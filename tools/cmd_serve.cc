@@ -70,6 +70,11 @@ class ServeCommand : public Command {
                     "positions, gaps where modules are left out) or contiguous (end to end from "
                     "0, as the same text sent plainly; cached keys re-rotated)")
         ->default_val("schema");
+    sub->add_option("--recompute", engine_.module_recompute,
+                    "share (0 to 1) of a modular prompt's cached tokens encoded without part of "
+                    "its context that is recomputed with it (CacheBlend; requests may override)")
+        ->default_val(0.0)
+        ->check(CLI::Range(0.0, 1.0));
     sub->add_flag("--special", engine_.special_tokens_in_text,
                   "trust clients: special-token spellings (<|im_end|>, </s>) in chat messages, "
                   "prompts, PML arguments and new text become special tokens (default: they "

@@ -52,6 +52,10 @@ struct EngineOptions {
   // Cache paper's layout), or kContiguous, end to end from 0 like the same text sent plainly
   // (cached keys rotated to their new positions; see docs/modules.md).
   PmlPositions module_positions = PmlPositions::kSchema;
+  // The share (0 to 1) of a modular prompt's cached tokens that were encoded without part of the
+  // prompt's context and are recomputed with it, chosen by how far their K/V move (CacheBlend;
+  // <prompt recompute="..."> overrides it per prompt). 0: reuse them all, as the paper does.
+  double module_recompute = 0;
   // Prefix cache.
   bool prefix_cache = true;  // false: plain prompts reuse nothing (schema modules still do)
   size_t cache_ram_bytes = size_t(1) << 30;  // bound on cached (unreferenced) blocks in RAM
@@ -101,6 +105,13 @@ struct CompletionResult {
   double gather_ms = 0;    // finding the modules' blocks and sharing them (disk loads too)
   double encode_ms = 0;    // encoding missing modules
   double prefill_ms = 0;   // computing the new tokens, up to the first token's logits
+  // Selective recompute (EngineOptions::module_recompute): cached tokens recomputed with the
+  // prompt's context (counted in computed_tokens, not cached_tokens), out of the candidates
+  // (tokens encoded without part of it), and the time the selection and recompute took (part
+  // of gather_ms).
+  int recompute_candidates = 0;
+  int recomputed_tokens = 0;
+  double recompute_ms = 0;
 };
 
 // A submitted request: wait for it, or cancel it.

@@ -40,7 +40,7 @@ void Resize(std::vector<float>& v, size_t n) {
 }  // namespace
 
 Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPool* pool,
-                      ForwardScratch* s) const {
+                      ForwardScratch* s, int layers) const {
   const ModelConfig& c = config_;
   const int T = static_cast<int>(batch.size());
   if (T == 0) return Status::Ok();
@@ -64,12 +64,21 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
       continue;
     }
     std::vector<int32_t> positions;
+    int last_in_place = -1;
     for (int u = t; u < T; ++u) {
-      if (batch[u].seq == seq) {
-        slot[u] = seq->size() + static_cast<int>(positions.size());
-        positions.push_back(batch[u].pos);
-        order.push_back(u);
+      if (batch[u].seq != seq) continue;
+      order.push_back(u);
+      if (batch[u].slot >= 0) {
+        // Recomputed in place: before any appended token, slots ascending, an owned slot.
+        PC_CHECK(positions.empty() && batch[u].slot > last_in_place &&
+                 batch[u].slot < seq->size());
+        PC_CHECK(seq->Position(batch[u].slot) == batch[u].pos);
+        PC_CHECK(seq->pool()->RefCount(seq->Locate(batch[u].slot).block) == 1);
+        slot[u] = last_in_place = batch[u].slot;
+        continue;
       }
+      slot[u] = seq->size() + static_cast<int>(positions.size());
+      positions.push_back(batch[u].pos);
     }
     const int before = seq->size();
     Status st = seq->Append(positions);
@@ -106,7 +115,9 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
   const KvLayout& kvl = kv_pool->layout();
   const size_t kv_row_bytes = size_t(c.kv_dim()) * kvl.elem_bytes();
 
-  for (int l = 0; l < c.n_layers; ++l) {
+  PC_CHECK(layers <= 0 || logits == nullptr);
+  const int n_layers = layers > 0 ? std::min(layers, c.n_layers) : c.n_layers;
+  for (int l = 0; l < n_layers; ++l) {
     const LayerWeights& w = layers_[l];
     // Attention block.
     ForEachToken(pool, T, [&](int t) {
@@ -153,6 +164,7 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
     Add(x, s->out_rows.data(), size_t(T) * D);
   }
 
+  if (n_layers < c.n_layers) return Status::Ok();
   // Logits only for the tokens that want them: [n_out, n_vocab].
   int n_out = 0;
   for (int t = 0; t < T; ++t) {

@@ -41,6 +41,10 @@ struct BatchToken {
   int32_t pos;
   KvSequence* seq;
   bool want_logits;
+  // >= 0: recompute the token already in this slot of seq (its position must be pos, its block
+  // seq's alone), overwriting its K/V; it attends to the slots before it, as if computed there.
+  // In-place tokens of a sequence come first in the batch, in ascending slot order. -1: append.
+  int32_t slot = -1;
 };
 
 // Attention's plan and buffers (attention.cc). The plan (the batch's tokens grouped by sequence,
@@ -113,9 +117,10 @@ class Model {
 
   // Runs the batch. For every token with want_logits, writes n_vocab logits, in batch order, to
   // `logits`. Sequences must have room (their pool may run out: the Status says so and no
-  // sequence is changed).
+  // sequence is changed). layers > 0: run only the first `layers` layers (their K/V written, no
+  // logits: `logits` must be null).
   Status Forward(std::span<const BatchToken> batch, float* logits, ThreadPool* pool,
-                 ForwardScratch* scratch) const;
+                 ForwardScratch* scratch, int layers = 0) const;
 
  private:
   Model() = default;

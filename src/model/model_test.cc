@@ -419,6 +419,51 @@ TEST(KvShift, ShiftedKvEqualsKvComputedThere) {
   }
 }
 
+// Recomputing tokens in place: a segment encoded without its context (a module encoded alone),
+// copied into blocks of its own, then recomputed slot by slot in one batch, becomes exactly what
+// one pass over the whole text computes; with `layers`, only the first layers are rewritten.
+TEST(InPlace, RecomputedSegmentEqualsOnePass) {
+  auto m = LoadOrDie(kStories);
+  const std::vector<int32_t> tokens =
+      m->tokenizer().Encode("Once upon a time, there was a dog. He liked to run in the park.", true);
+  const int n = static_cast<int>(tokens.size()), split = 6, L = m->config().n_layers;
+  std::vector<int32_t> with_next = tokens;
+  with_next.push_back(432);
+  const std::vector<int32_t> pos = Iota(n + 1);
+  Runner r(*m, KvType::kF32);
+  KvSequence whole(r.blocks());
+  r.Run(&whole, with_next, pos, 0, n, false);
+  KvSequence whole_probe = whole.Fork();
+  const std::vector<float> expect = r.Run(&whole_probe, with_next, pos, n, n + 1, false);
+
+  // The tail computed alone, at its positions, without the head.
+  KvSequence head(r.blocks()), tail_alone(r.blocks()), blended(r.blocks());
+  r.Run(&head, with_next, pos, 0, split, false);
+  r.Run(&tail_alone, with_next, pos, split, n, false);
+  blended.AppendSegment(head, 0, split);
+  ASSERT_TRUE(AppendShifted(m->config(), tail_alone, 0, n - split, 0, &blended).ok());
+  EXPECT_GT(KvDiff(blended, whole, /*k=*/false), 1e-3f);  // it did miss the head
+
+  std::vector<BatchToken> batch;
+  for (int i = split; i < n; ++i) batch.push_back({tokens[i], i, &blended, false, i});
+  std::vector<float> none;
+  ForwardScratch scratch;
+  ThreadPool pool(2);
+  // Two layers first: those equal the one pass, the rest do not yet.
+  ASSERT_TRUE(m->Forward(batch, nullptr, &pool, &scratch, /*layers=*/2).ok());
+  ASSERT_EQ(blended.size(), n);
+  for (int i = split; i < n; ++i) {
+    EXPECT_EQ(KvRow(blended, i, 1, true), KvRow(whole, i, 1, true));
+    EXPECT_EQ(KvRow(blended, i, 1, false), KvRow(whole, i, 1, false));
+  }
+  EXPECT_NE(KvRow(blended, n - 1, L - 1, false), KvRow(whole, n - 1, L - 1, false));
+  ASSERT_TRUE(m->Forward(batch, nullptr, &pool, &scratch).ok());
+  EXPECT_EQ(KvDiff(blended, whole, true), 0.0f);
+  EXPECT_EQ(KvDiff(blended, whole, false), 0.0f);
+  const std::vector<float> got = r.Run(&blended, with_next, pos, n, n + 1, false);
+  EXPECT_EQ(got, expect);
+}
+
 TEST(ModelLoad, BadFilesGiveOneLineErrors) {
   Result<std::unique_ptr<Model>> missing = Model::Load("/nonexistent/model.gguf");
   ASSERT_FALSE(missing.ok());

@@ -224,11 +224,16 @@ enum class PmlPositions { kDefault, kSchema, kContiguous };
 std::string_view PmlPositionsName(PmlPositions positions);
 // The inverse for "schema" and "contiguous"; InvalidArgument naming both otherwise.
 Result<PmlPositions> ParsePmlPositions(std::string_view name);
+// A recompute share: a number from 0 to 1 ("0.15"); InvalidArgument otherwise.
+Result<double> ParseRecompute(std::string_view text);
 
 struct PmlPrompt {
   std::string file;    // names it in messages
   std::string schema;  // the schema it names
   PmlPositions positions = PmlPositions::kDefault;  // <prompt positions="...">
+  // <prompt recompute="0.15">: the share of cached tokens encoded without part of this prompt's
+  // context that is recomputed with it (serving/blend.h); < 0: the engine's default.
+  double recompute = -1;
   PmlSourcePos pos;    // of the <prompt> element
   std::vector<PmlModuleRef> modules;
   std::vector<PmlPromptText> text;  // the new input, in order

@@ -374,9 +374,15 @@ TEST(PmlPromptErrors, MalformedAndRoot) {
   EXPECT_TRUE(HasText(PromptError(kSchema, "<prompt schema='support' positions='packed'/>"),
                       "p.xml:1:1: prompt: <prompt>: positions \"packed\" is neither \"schema\" "
                       "nor \"contiguous\""));
-  auto p = ParsePrompt("<prompt schema='support' positions='contiguous'/>", "p.xml");
+  EXPECT_TRUE(HasText(PromptError(kSchema, "<prompt schema='support' recompute='2'/>"),
+                      "p.xml:1:1: prompt: <prompt>: recompute \"2\" is not a share from 0 to 1"));
+  EXPECT_TRUE(HasText(PromptError(kSchema, "<prompt schema='support' recompute='x'/>"),
+                      "recompute \"x\" is not a share"));
+  auto p = ParsePrompt("<prompt schema='support' positions='contiguous' recompute='0.15'/>",
+                       "p.xml");
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->positions, PmlPositions::kContiguous);
+  EXPECT_EQ(p->recompute, 0.15);
 }
 
 TEST(PmlPromptErrors, UnknownSchema) {

@@ -1,6 +1,7 @@
 // Prompt parsing and planning: which modules a prompt includes (with union defaults), checks of
 // required/requires/excludes and parameters, and the tokens to compute at which positions.
 #include <algorithm>
+#include <cstdlib>
 #include <unordered_map>
 
 #include "pml/pml.h"
@@ -118,9 +119,13 @@ Result<PmlPrompt> PromptParser::Parse() {
       Result<PmlPositions> p = ParsePmlPositions(a.value());
       if (!p.ok()) return Error(root, "<prompt>: " + p.status().message());
       prompt.positions = *p;
+    } else if (name == "recompute") {
+      Result<double> r = ParseRecompute(a.value());
+      if (!r.ok()) return Error(root, "<prompt>: " + r.status().message());
+      prompt.recompute = *r;
     } else if (name != "schema") {
       return Error(root, "<prompt>: unknown attribute '" + std::string(name) +
-                             "' (<prompt> takes schema and positions)");
+                             "' (<prompt> takes schema, positions and recompute)");
     }
   }
   prompt.file = xml_.file();
@@ -418,6 +423,16 @@ Result<PmlPositions> ParsePmlPositions(std::string_view name) {
   if (name == "contiguous") return PmlPositions::kContiguous;
   return InvalidArgument("positions \"" + std::string(name) +
                          "\" is neither \"schema\" nor \"contiguous\"");
+}
+
+Result<double> ParseRecompute(std::string_view text) {
+  const std::string s(text);
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size() || !(v >= 0 && v <= 1)) {
+    return InvalidArgument("recompute \"" + s + "\" is not a share from 0 to 1");
+  }
+  return v;
 }
 
 MarkedText RenderPromptText(const PmlPrompt& prompt, const PmlTextEncoder& encoder) {

@@ -430,6 +430,13 @@ MaybeError ReadModular(const json& obj, ApiRequest* out) {
     if (!p.ok()) return ApiError::BadRequest("'positions': " + p.status().message(), "positions");
     out->positions = *p;
   }
+  if (const json* recompute = Find(obj, "recompute")) {
+    if (!recompute->is_number() || !(recompute->get<double>() >= 0) ||
+        !(recompute->get<double>() <= 1)) {
+      return ApiError::BadRequest("'recompute' must be a share from 0 to 1", "recompute");
+    }
+    out->recompute = recompute->get<double>();
+  }
   if (out->kind == ApiKind::kCompletion) {
     if (!out->schema.empty() && out->prompt_is_tokens) {
       return ApiError::BadRequest(
@@ -444,6 +451,11 @@ MaybeError ReadModular(const json& obj, ApiRequest* out) {
       return ApiError::BadRequest("'positions' applies to modular prompts (a 'schema' or a PML "
                                   "prompt)",
                                   "positions");
+    }
+    if (out->recompute >= 0) {
+      return ApiError::BadRequest("'recompute' applies to modular prompts (a 'schema' or a PML "
+                                  "prompt)",
+                                  "recompute");
     }
     return std::nullopt;
   }

@@ -67,6 +67,7 @@ struct ApiRequest {
   std::vector<PmlModuleRef> modules;
   // "positions": "schema" | "contiguous" (kDefault: the prompt's or the server's choice).
   PmlPositions positions = PmlPositions::kDefault;
+  double recompute = -1;  // "recompute": share 0..1 (< 0: the prompt's or the server's)
   bool modular() const { return pml_xml || !schema.empty(); }
 };
 

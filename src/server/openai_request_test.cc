@@ -361,6 +361,9 @@ TEST(OpenAiRequest, SchemaExtensionErrors) {
       {R"({"model":"m","schema":"s","positions":"gapless",)" + msgs + "}", "positions"},
       {R"({"model":"m","schema":"s","positions":1,)" + msgs + "}", "positions"},
       {R"({"model":"m","positions":"contiguous",)" + msgs + "}", "positions"},
+      {R"({"model":"m","schema":"s","recompute":1.5,)" + msgs + "}", "recompute"},
+      {R"({"model":"m","schema":"s","recompute":"all",)" + msgs + "}", "recompute"},
+      {R"({"model":"m","recompute":0.1,)" + msgs + "}", "recompute"},
   };
   for (const BadCase& c : cases) {
     ApiError e = ChatError(c.body);

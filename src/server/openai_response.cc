@@ -46,6 +46,11 @@ ojson Timings(const CompletionResult& r) {
     t["reused_tokens"] = r.cached_tokens;
     t["encoded_tokens"] = r.encoded_tokens;
     t["gather_ms"] = r.gather_ms;
+    if (r.recompute_candidates > 0) {
+      t["recompute_candidates"] = r.recompute_candidates;
+      t["recomputed_tokens"] = r.recomputed_tokens;
+      t["recompute_ms"] = r.recompute_ms;
+    }
     t["encode_ms"] = r.encode_ms;
     t["prefill_ms"] = r.prefill_ms;
   }

@@ -175,10 +175,12 @@ Result<PmlPrompt> ModularPrompt(const ApiRequest& request) {
   if (request.pml_xml) {
     PC_ASSIGN_OR_RETURN(PmlPrompt p, ParsePrompt(request.prompt_text, "prompt"));
     if (request.positions != PmlPositions::kDefault) p.positions = request.positions;
+    if (request.recompute >= 0) p.recompute = request.recompute;
     return p;
   }
   PmlPrompt p;
   p.positions = request.positions;
+  p.recompute = request.recompute;
   p.file = "request";
   p.schema = request.schema;
   p.modules = request.modules;

@@ -5,6 +5,7 @@
 #include <future>
 
 #include "core/log.h"
+#include "model/kv_shift.h"
 
 namespace promptcache {
 namespace {
@@ -257,7 +258,14 @@ bool EngineImpl::AdmitModular(Slot& s) {
   res.prompt_tokens = s.n_prompt;
   GatherStats gs;
   bool last_reused = false, dropped = false;
-  for (size_t k = 0; k < pf.stages.size(); ++k) {
+  BlendStats bs;
+  if (s.r->modular->recompute > 0) {
+    if (Status st = GatherBlended(s, layout, &gs, &bs, &last_reused, &dropped); !st.ok()) {
+      Finish(s, "error", st);
+      return false;
+    }
+  }
+  for (size_t k = 0; k < pf.stages.size() && s.r->modular->recompute <= 0; ++k) {
     const PrefillStage& stage = pf.stages[k];
     KvSequence held(&blocks_);
     KvSequence* target = k == 0 ? &s.seq : &held;
@@ -278,12 +286,59 @@ bool EngineImpl::AdmitModular(Slot& s) {
     s.fill_tokens.insert(s.fill_tokens.end(), stage.tokens.begin(), stage.tokens.end());
     s.fill_pos.insert(s.fill_pos.end(), stage.positions.begin(), stage.positions.end());
   }
-  res.cached_tokens = gs.reused_tokens - (dropped && last_reused ? 1 : 0);
+  res.cached_tokens =
+      std::max(0, gs.reused_tokens - (dropped && last_reused ? 1 : 0) - bs.recomputed);
   res.computed_tokens = s.n_prompt - res.cached_tokens;
+  res.recompute_candidates = bs.candidates;
+  res.recomputed_tokens = bs.recomputed;
+  res.recompute_ms = bs.ms;
   res.encoded_tokens = gs.encoded_tokens;
   res.encode_ms = gs.encode_ms;
   res.gather_ms = std::max(0.0, MsBetween(s.admitted, Clock::now()) - gs.encode_ms);
   return true;
+}
+
+Status EngineImpl::GatherBlended(Slot& s, const SchemaLayout& layout, GatherStats* gs,
+                                 BlendStats* bs, bool* last_reused, bool* dropped) {
+  const ModularPrefill& pf = s.r->modular->prefill;
+  std::vector<int> slots;  // the candidates, in blocks s.seq owns
+  std::vector<int32_t> tokens;
+  for (size_t k = 0; k < pf.stages.size(); ++k) {
+    const PrefillStage& stage = pf.stages[k];
+    for (size_t g = 0; g < stage.gather.size(); ++g) {
+      const int before = gs->reused_tokens, base = s.seq.size();
+      if (stage.gather_exact[g]) {
+        PC_RETURN_IF_ERROR(store_->Gather(layout, stage.gather[g], stage.gather_at[g], &s.seq, gs));
+      } else {
+        KvSequence shared(&blocks_);
+        PC_RETURN_IF_ERROR(store_->Gather(layout, stage.gather[g], stage.gather_at[g], &shared, gs));
+        PC_RETURN_IF_ERROR(
+            AppendShifted(model_->config(), shared, 0, shared.size(), 0, &s.seq, &pool_));
+        const std::vector<int32_t>& piece = layout.Piece(stage.gather[g]).tokens;
+        for (size_t i = 0; i < piece.size(); ++i) {
+          slots.push_back(base + static_cast<int>(i));
+          tokens.push_back(piece[i]);
+        }
+      }
+      *last_reused = gs->reused_tokens > before;
+    }
+    if (stage.drop_last) {
+      s.seq.Truncate(s.seq.size() - 1);
+      *dropped = true;
+      if (!slots.empty() && slots.back() == s.seq.size()) {
+        slots.pop_back();
+        tokens.pop_back();
+      }
+    }
+    if (k + 1 < pf.stages.size()) {
+      PC_RETURN_IF_ERROR(store_->Compute(stage.tokens, stage.positions, &s.seq, nullptr));
+    } else {
+      s.fill_tokens = stage.tokens;
+      s.fill_pos = stage.positions;
+    }
+  }
+  return Blend(*model_, &s.seq, slots, tokens, s.r->modular->recompute, options_.batch_size,
+               &pool_, &scratch_, bs);
 }
 
 bool EngineImpl::Step() {

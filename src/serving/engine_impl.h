@@ -28,6 +28,7 @@
 #include "kv/block_cache.h"
 #include "model/model.h"
 #include "promptcache/engine.h"
+#include "serving/blend.h"
 #include "serving/modular.h"
 #include "serving/module_store.h"
 #include "serving/pml_encoder.h"
@@ -84,6 +85,7 @@ class EngineImpl : public Engine {
   struct Planned {
     std::shared_ptr<const SchemaEntry> schema;
     PmlPositions positions = PmlPositions::kSchema;  // resolved: never kDefault
+    double recompute = 0;                            // resolved share
     ModularPrefill prefill;
   };
 
@@ -98,6 +100,10 @@ class EngineImpl : public Engine {
   void Loop();
   void Admit(std::shared_ptr<Request> r);
   bool AdmitModular(Slot& s);  // false: the request failed (and is finished)
+  // AdmitModular with selective recompute: every stage but the last is gathered and computed
+  // now, then Blend recomputes a share of the inexact pieces' tokens.
+  Status GatherBlended(Slot& s, const SchemaLayout& layout, GatherStats* gs, BlendStats* bs,
+                       bool* last_reused, bool* dropped);
   bool Step();  // one forward pass over all active slots; false if there was nothing to do
   void HandleLogits(Slot& s, const float* logits);
   void Finish(Slot& s, const std::string& reason, Status status = Status::Ok());

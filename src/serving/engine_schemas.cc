@@ -189,6 +189,7 @@ Result<EngineImpl::Planned> EngineImpl::Plan(const PmlPrompt& prompt) const {
   PC_RETURN_IF_ERROR(AddGenerationPrompt(prompt, encoder_, &plan));
   p.positions = prompt.positions == PmlPositions::kDefault ? options_.module_positions
                                                            : prompt.positions;
+  p.recompute = prompt.recompute >= 0 ? prompt.recompute : options_.module_recompute;
   p.prefill = BuildPrefill(p.schema->layout, plan, p.positions);
   if (p.prefill.tokens.empty()) {
     return InvalidArgument(prompt.file + ": prompt for schema '" + prompt.schema +

@@ -546,6 +546,57 @@ TEST(Modular, ContiguousPositionsEqualThePlainPrompt) {
   }
 }
 
+// Selective recompute: only tokens encoded without part of the prompt's context are candidates;
+// recomputing all of them gives the plain prompt's logits bit for bit, a share of them counts
+// as computed and moves the logits toward it.
+TEST(Modular, RecomputeBlendsModulesTowardThePlainPrompt) {
+  EngineOptions eo;
+  eo.kv_type = KvType::kF32;
+  eo.module_positions = PmlPositions::kContiguous;
+  auto e = Make(eo);
+  ASSERT_TRUE(e->LoadSchemaText(kPets, "pets.xml").ok());
+  const std::string text = "<![CDATA[\nOne day,]]>";
+  auto prompt = [&](const std::string& attrs, const std::string& body) {
+    return "<prompt schema=\"pets\"" + attrs + ">" + body + text + "</prompt>";
+  };
+  PmlPrompt base = Parse(prompt("", "<dog/><cat/>"));
+  auto x = e->ExpandPrompt(base);
+  ASSERT_TRUE(x.ok());
+  FullRunOptions o;
+  o.max_tokens = 1;
+  o.keep_logits = true;
+  o.session.threads = 2;
+  o.session.kv_type = KvType::kF32;
+  const std::vector<float> plain = RunFull(e->model(), *x, o)->logits[0];
+  const int cat_tokens =
+      static_cast<int>((*e->GetSchemaLayout("pets"))->modules[1].texts[0].tokens.size());
+
+  Serve(*e, prompt("", "<dog/><cat/>"), Greedy(1));  // encode the modules first
+  const CompletionResult none = Serve(*e, prompt("", "<dog/><cat/>"), Greedy(1));
+  EXPECT_EQ(none.recomputed_tokens, 0);
+  const std::vector<float> reused = FirstLogits(*e, prompt("", "<dog/><cat/>"));
+  double last_kl = KlDivergence(plain, reused);
+  EXPECT_GT(last_kl, 1e-6);
+  for (const char* share : {"0.5", "1"}) {
+    const std::string xml = prompt(std::string(" recompute=\"") + share + "\"", "<dog/><cat/>");
+    const CompletionResult r = Serve(*e, xml, Greedy(1));
+    // `cat` never saw `dog`: its tokens are the candidates; dog's followed what it attended to.
+    EXPECT_EQ(r.recompute_candidates, cat_tokens) << share;
+    EXPECT_EQ(r.recomputed_tokens, static_cast<int>(std::lround(std::stod(share) * cat_tokens)));
+    EXPECT_EQ(r.cached_tokens, none.cached_tokens - r.recomputed_tokens);
+    EXPECT_EQ(r.computed_tokens + r.cached_tokens, r.prompt_tokens);
+    const std::vector<float> blended = FirstLogits(*e, xml);
+    const double kl = KlDivergence(plain, blended);
+    EXPECT_LT(kl, last_kl) << share;
+    last_kl = kl;
+    if (std::string(share) == "1") EXPECT_EQ(blended, plain);
+  }
+  // A prompt whose pieces all follow what they attended to has no candidates.
+  const CompletionResult exact = Serve(*e, prompt(" recompute=\"1\"", "<cat/>"), Greedy(1));
+  EXPECT_EQ(exact.recompute_candidates, 0);
+  EXPECT_EQ(exact.recomputed_tokens, 0);
+}
+
 TEST(Modular, ErrorsAreOneLine) {
   auto e = Make();
   ASSERT_TRUE(e->LoadSchemaFile(kStorySchema).ok());

@@ -42,6 +42,8 @@ ModularPrefill BuildPrefill(const SchemaLayout& schema, const PmlPlan& plan,
   std::stable_sort(items.begin(), items.end(),
                    [](const Item& a, const Item& b) { return a.start < b.start; });
   const bool contiguous = positions == PmlPositions::kContiguous;
+  std::vector<PmlTextRef> gathered;  // so far, in order
+  bool computed_before = false;
   ModularPrefill out;
   out.end = plan.end;
   for (const Item& it : items) {
@@ -55,6 +57,9 @@ ModularPrefill BuildPrefill(const SchemaLayout& schema, const PmlPlan& plan,
       if (out.stages.empty() || !out.stages.back().tokens.empty()) out.stages.emplace_back();
       out.stages.back().gather.push_back(it.ref);
       out.stages.back().gather_at.push_back(start);
+      out.stages.back().gather_exact.push_back(
+          !computed_before && ModuleStore::Dependencies(schema, it.ref) == gathered);
+      gathered.push_back(it.ref);
       out.cached_tokens += static_cast<int>(toks.size());
     } else {
       if (out.stages.empty()) out.stages.emplace_back();
@@ -63,6 +68,7 @@ ModularPrefill BuildPrefill(const SchemaLayout& schema, const PmlPlan& plan,
         st.tokens.push_back(toks[i]);
         st.positions.push_back(start + static_cast<int>(i));
       }
+      computed_before = computed_before || !toks.empty();
       out.computed_tokens += static_cast<int>(toks.size());
     }
   }

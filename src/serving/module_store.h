@@ -48,6 +48,10 @@ namespace promptcache {
 struct PrefillStage {
   std::vector<PmlTextRef> gather;
   std::vector<int> gather_at;  // where each gathered piece starts in the prompt
+  // Whether each gathered piece was encoded with exactly what precedes it in the prompt (its
+  // Dependencies are every piece gathered before it, and nothing computed comes first): its
+  // K/V are the full computation's. The others are candidates for recompute (serving/blend.h).
+  std::vector<bool> gather_exact;
   // The prompt ends in cached text: the last gathered token is dropped and recomputed (it is the
   // only token of this, the last stage), so that its logits start generation.
   bool drop_last = false;

@@ -1,0 +1,38 @@
+// Selective recompute of a modular prompt's cached tokens: the step beyond the Prompt Cache
+// paper, after CacheBlend (Yao et al., 2024).
+//
+// A module encoded alone never attended to the modules a prompt puts before it, so its cached
+// K/V differ from what the full prompt would compute, and most of the difference sits in a few
+// tokens. CacheBlend finds them by how far their K/V move on an early layer when recomputed with
+// the full context, recomputes those in every layer and reuses the rest. Here: the candidate
+// tokens (those of pieces whose encoding context is not the prompt's, in blocks the sequence
+// owns) are run through the first two layers in place (Model::Forward with in-place slots and a
+// layer limit), each token's deviation is the squared distance between its recomputed and cached
+// layer-2 values, and the `ratio` share with the largest deviation is run through every
+// layer in place. A recomputed token attends to everything before it in the sequence, the
+// tokens recomputed before it included. ratio 0: nothing; 1: every candidate (equal to the full
+// computation of those tokens, up to what the non-candidates hold).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "model/model.h"
+
+namespace promptcache {
+
+struct BlendStats {
+  int candidates = 0;  // tokens that could have been recomputed
+  int recomputed = 0;  // tokens recomputed in every layer
+  double ms = 0;       // selection and recompute
+};
+
+// `slots`: the candidates' slots in `seq` (ascending, in blocks seq owns alone); `tokens`: their
+// token ids. Positions are read from seq.
+Status Blend(const Model& model, KvSequence* seq, const std::vector<int>& slots,
+             const std::vector<int32_t>& tokens, double ratio, int batch_size, ThreadPool* pool,
+             ForwardScratch* scratch, BlendStats* stats);
+
+}  // namespace promptcache
