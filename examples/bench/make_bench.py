@@ -5,7 +5,9 @@ Deterministic (seeded) plain English-like prose; the benchmark models are synthe
 the token counts matter. Run from anywhere: files go beside this script.
 
   docswap/  a ~700-word system text and a union of 8 documents of ~300 words (src files);
-            q1.xml .. q8.xml each pick one document and ask a short question.
+            q1.xml .. q8.xml each pick one document and ask a short question. pairs.xml: the
+            same text and documents as separate modules; pair1.xml .. pair4.xml each pick two
+            (the second was encoded without the first: what selective recompute repairs).
   paper/    schemas whose modules total about 1K, 2K and 4K tokens (modules of ~256 tokens);
             prompt-NK.xml includes every module and asks a short question.
 """
@@ -65,6 +67,14 @@ def docswap():
         write(os.path.join(d, f"q{i}.xml"),
               f'<prompt schema="docswap">\n  <doc{i}/>\n  Question: what does document {i} '
               'say about the battery? Answer:\n</prompt>\n')
+    write(os.path.join(d, "pairs.xml"),
+          '<schema name="docpairs"><![CDATA[You are the support assistant of ACME. '
+          'Answer from the documents only.\n' + system + '\n]]>\n' +
+          "\n".join(m.replace("    ", "  ", 1) for m in members) + "\n</schema>\n")
+    for i in range(1, 5):
+        write(os.path.join(d, f"pair{i}.xml"),
+              f'<prompt schema="docpairs">\n  <doc{i}/>\n  <doc{i + 4}/>\n  Question: what do '
+              f'documents {i} and {i + 4} say about the battery? Answer:\n</prompt>\n')
 
 
 def paper():
