@@ -18,6 +18,11 @@ double MsBetween(Clock::time_point a, Clock::time_point b) {
 
 constexpr size_t kTtftWindow = 1024;  // recent TTFT samples kept for the metrics histogram
 
+// The deps of a gathered piece served as a variant, or null.
+const std::vector<PmlTextRef>* VariantDeps(const PrefillStage& stage, size_t g) {
+  return stage.gather_variant[g] ? &stage.gather_deps[g] : nullptr;
+}
+
 }  // namespace
 
 struct EngineImpl::Request : RequestHandle {
@@ -271,7 +276,8 @@ bool EngineImpl::AdmitModular(Slot& s) {
     KvSequence* target = k == 0 ? &s.seq : &held;
     for (size_t g = 0; g < stage.gather.size(); ++g) {
       const int before = gs.reused_tokens;
-      Status st = store_->Gather(layout, stage.gather[g], stage.gather_at[g], target, &gs);
+      Status st = store_->Gather(layout, stage.gather[g], stage.gather_at[g], target, &gs,
+                                 VariantDeps(stage, g));
       if (!st.ok()) {
         Finish(s, "error", st);
         return false;
@@ -308,10 +314,12 @@ Status EngineImpl::GatherBlended(Slot& s, const SchemaLayout& layout, GatherStat
     for (size_t g = 0; g < stage.gather.size(); ++g) {
       const int before = gs->reused_tokens, base = s.seq.size();
       if (stage.gather_exact[g]) {
-        PC_RETURN_IF_ERROR(store_->Gather(layout, stage.gather[g], stage.gather_at[g], &s.seq, gs));
+        PC_RETURN_IF_ERROR(store_->Gather(layout, stage.gather[g], stage.gather_at[g], &s.seq, gs,
+                                          VariantDeps(stage, g)));
       } else {
         KvSequence shared(&blocks_);
-        PC_RETURN_IF_ERROR(store_->Gather(layout, stage.gather[g], stage.gather_at[g], &shared, gs));
+        PC_RETURN_IF_ERROR(store_->Gather(layout, stage.gather[g], stage.gather_at[g], &shared, gs,
+                                          VariantDeps(stage, g)));
         PC_RETURN_IF_ERROR(
             AppendShifted(model_->config(), shared, 0, shared.size(), 0, &s.seq, &pool_));
         const std::vector<int32_t>& piece = layout.Piece(stage.gather[g]).tokens;

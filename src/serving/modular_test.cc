@@ -597,6 +597,40 @@ TEST(Modular, RecomputeBlendsModulesTowardThePlainPrompt) {
   EXPECT_EQ(exact.recomputed_tokens, 0);
 }
 
+// A scaffold member encoded with its peers in view, used without them: it is served from a
+// variant that attended only to what the prompt includes, so the prompt equals its full
+// recompute (which never sees the missing peer) bit for bit, at either positions.
+TEST(Modular, PartialScaffoldDoesNotSeeMissingPeers) {
+  const char* schema = R"(<schema name="sc"> Once upon a time, there was a little girl.
+  <scaffold>
+    <module name="ask"><![CDATA[
+Mom asked, "Do you want to go home now?"]]></module>
+    <module name="answer"><![CDATA[
+"No, Mom! I want to play a little more," said the child.]]></module>
+  </scaffold>
+</schema>)";
+  EngineOptions eo;
+  eo.kv_type = KvType::kF32;
+  auto e = Make(eo);
+  ASSERT_TRUE(e->LoadSchemaText(schema, "sc.xml").ok());
+  for (const std::string positions : {"schema", "contiguous"}) {
+    for (const std::string body : {"<answer/>", "<ask/><answer/>", "<ask/>"}) {
+      const std::string xml = "<prompt schema=\"sc\" positions=\"" + positions + "\">" + body +
+                              "<![CDATA[\nThen]]></prompt>";
+      auto x = e->ExpandPrompt(Parse(xml));
+      ASSERT_TRUE(x.ok());
+      FullRunOptions o;
+      o.max_tokens = 1;
+      o.keep_logits = true;
+      o.session.threads = 2;
+      o.session.kv_type = KvType::kF32;
+      const std::vector<float> full = RunFull(e->model(), *x, o)->logits[0];
+      EXPECT_EQ(FirstLogits(*e, xml), full) << xml;
+      EXPECT_EQ(FirstLogits(*e, xml), full) << xml << " (cached)";
+    }
+  }
+}
+
 TEST(Modular, ErrorsAreOneLine) {
   auto e = Make();
   ASSERT_TRUE(e->LoadSchemaFile(kStorySchema).ok());

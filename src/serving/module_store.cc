@@ -57,8 +57,18 @@ ModularPrefill BuildPrefill(const SchemaLayout& schema, const PmlPlan& plan,
       if (out.stages.empty() || !out.stages.back().tokens.empty()) out.stages.emplace_back();
       out.stages.back().gather.push_back(it.ref);
       out.stages.back().gather_at.push_back(start);
-      out.stages.back().gather_exact.push_back(
-          !computed_before && ModuleStore::Dependencies(schema, it.ref) == gathered);
+      // A span may hold pieces the prompt leaves out (earlier scaffold peers): what a full
+      // pass over the prompt's tokens sees is the span without them.
+      const std::vector<PmlTextRef> all = ModuleStore::Dependencies(schema, it.ref);
+      std::vector<PmlTextRef> deps;
+      for (const PmlTextRef& d : all) {
+        if (std::find(plan.cached.begin(), plan.cached.end(), d) != plan.cached.end()) {
+          deps.push_back(d);
+        }
+      }
+      out.stages.back().gather_exact.push_back(!computed_before && deps == gathered);
+      out.stages.back().gather_variant.push_back(deps != all);
+      out.stages.back().gather_deps.push_back(deps == all ? std::vector<PmlTextRef>() : deps);
       gathered.push_back(it.ref);
       out.cached_tokens += static_cast<int>(toks.size());
     } else {
@@ -111,6 +121,23 @@ SchemaLayout ContiguousLayout(const SchemaLayout& schema) {
       relocate({static_cast<int>(i), static_cast<int>(j)}, &out.modules[i].texts[j]);
     }
   }
+  return out;
+}
+
+PmlTextPiece ModuleStore::Variant(const SchemaLayout& schema, const PmlTextRef& ref,
+                                  const std::vector<PmlTextRef>& deps) {
+  PmlTextPiece out = schema.Piece(ref);
+  Hasher128 h;
+  h.Update(std::string_view("pml-variant-v1"));
+  h.Update(out.key);
+  h.UpdatePod(static_cast<uint64_t>(deps.size()));
+  int start = 0;
+  for (const PmlTextRef& d : deps) {
+    h.Update(schema.Piece(d).key);
+    start += static_cast<int>(schema.Piece(d).tokens.size());
+  }
+  out.key = h.HexDigest();
+  if (schema.contiguous) out.start = start;
   return out;
 }
 
@@ -191,11 +218,11 @@ Status ModuleStore::Compute(std::span<const int32_t> tokens, std::span<const int
   return Status::Ok();
 }
 
-Status ModuleStore::Encode(const SchemaLayout& schema, const PmlTextRef& ref, KvSequence* seq,
+Status ModuleStore::Encode(const SchemaLayout& schema, const PmlTextPiece& piece,
+                           const std::vector<PmlTextRef>& deps, KvSequence* seq,
                            GatherStats* stats, int depth) {
-  const PmlTextPiece& piece = schema.Piece(ref);
   KvSequence ctx(cache_->pool());
-  for (const PmlTextRef& dep : Dependencies(schema, ref)) {
+  for (const PmlTextRef& dep : deps) {
     // Contiguous: the span end to end from 0, whatever its pieces' own starts.
     const int at = schema.contiguous ? ctx.size() : schema.Piece(dep).start;
     bool reused = false;
@@ -227,22 +254,34 @@ Status ModuleStore::Encode(const SchemaLayout& schema, const PmlTextRef& ref, Kv
 
 Status ModuleStore::GatherImpl(const SchemaLayout& schema, const PmlTextRef& ref, int at,
                                KvSequence* seq, GatherStats* stats, int depth, bool* reused) {
+  return GatherPiece(schema, schema.Piece(ref), Dependencies(schema, ref), at, seq, stats, depth,
+                     reused);
+}
+
+Status ModuleStore::GatherPiece(const SchemaLayout& schema, const PmlTextPiece& piece,
+                                const std::vector<PmlTextRef>& deps, int at, KvSequence* seq,
+                                GatherStats* stats, int depth, bool* reused) {
   if (depth > kMaxDepth) return Internal("PML span dependencies nest too deeply");
-  const PmlTextPiece& piece = schema.Piece(ref);
   // Elsewhere than encoded: through a scratch sequence, then copied with rotated keys.
   KvSequence moved(cache_->pool());
   KvSequence* target = at == piece.start ? seq : &moved;
   *reused = AppendCached(piece, target);
-  if (!*reused) PC_RETURN_IF_ERROR(Encode(schema, ref, target, stats, depth));
+  if (!*reused) PC_RETURN_IF_ERROR(Encode(schema, piece, deps, target, stats, depth));
   if (target == seq) return Status::Ok();
   return AppendShifted(model_.config(), moved, 0, moved.size(), at - piece.start, seq, pool_);
 }
 
 Status ModuleStore::Gather(const SchemaLayout& schema, const PmlTextRef& ref, int at,
-                           KvSequence* seq, GatherStats* stats) {
+                           KvSequence* seq, GatherStats* stats,
+                           const std::vector<PmlTextRef>* deps) {
   const int n = static_cast<int>(schema.Piece(ref).tokens.size());
   bool reused = false;
-  PC_RETURN_IF_ERROR(GatherImpl(schema, ref, at, seq, stats, 0, &reused));
+  if (deps != nullptr) {
+    const PmlTextPiece variant = Variant(schema, ref, *deps);
+    PC_RETURN_IF_ERROR(GatherPiece(schema, variant, *deps, at, seq, stats, 0, &reused));
+  } else {
+    PC_RETURN_IF_ERROR(GatherImpl(schema, ref, at, seq, stats, 0, &reused));
+  }
   (reused ? stats->reused_tokens : stats->computed_tokens) += n;
   return Status::Ok();
 }

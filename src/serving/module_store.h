@@ -52,6 +52,11 @@ struct PrefillStage {
   // Dependencies are every piece gathered before it, and nothing computed comes first): its
   // K/V are the full computation's. The others are candidates for recompute (serving/blend.h).
   std::vector<bool> gather_exact;
+  // Pieces whose span includes pieces this prompt leaves out (scaffold peers): served from the
+  // variant that attended only to the included ones (ModuleStore::Variant): its flag set and
+  // its deps here (empty for the others).
+  std::vector<bool> gather_variant;
+  std::vector<std::vector<PmlTextRef>> gather_deps;
   // The prompt ends in cached text: the last gathered token is dropped and recomputed (it is the
   // only token of this, the last stage), so that its logits start generation.
   bool drop_last = false;
@@ -100,9 +105,14 @@ class ModuleStore {
 
   // Appends the piece's K/V to `seq` starting at position `at`: by reference (loading blocks
   // from disk as needed) where `at` is the piece's start, else copied with keys rotated. When it
-  // is not cached, encodes it first (and whatever of its span is missing).
+  // is not cached, encodes it first (and whatever of its span is missing). `deps`, when given,
+  // replaces its Dependencies: the variant of the piece that attended to those only (Variant).
   Status Gather(const SchemaLayout& schema, const PmlTextRef& ref, int at, KvSequence* seq,
-                GatherStats* stats);
+                GatherStats* stats, const std::vector<PmlTextRef>* deps = nullptr);
+  // The piece as encoded attending to `deps` (a subset of its Dependencies) instead: the same
+  // tokens under a key of their own; in a contiguous layout, starting where `deps` end.
+  static PmlTextPiece Variant(const SchemaLayout& schema, const PmlTextRef& ref,
+                              const std::vector<PmlTextRef>& deps);
   // Encodes the piece unless it is cached (in RAM or on disk; nothing is loaded).
   Status Ensure(const SchemaLayout& schema, const PmlTextRef& ref, GatherStats* stats);
   // Removes the piece's blocks from RAM and disk (those not found are skipped).
@@ -118,11 +128,15 @@ class ModuleStore {
 
  private:
   bool AppendCached(const PmlTextPiece& piece, KvSequence* seq);
-  Status Encode(const SchemaLayout& schema, const PmlTextRef& ref, KvSequence* seq,
-                GatherStats* stats, int depth);
+  Status Encode(const SchemaLayout& schema, const PmlTextPiece& piece,
+                const std::vector<PmlTextRef>& deps, KvSequence* seq, GatherStats* stats,
+                int depth);
   // Gather without the statistics of the requested piece; `reused` says whether it was cached.
   Status GatherImpl(const SchemaLayout& schema, const PmlTextRef& ref, int at, KvSequence* seq,
                     GatherStats* stats, int depth, bool* reused);
+  Status GatherPiece(const SchemaLayout& schema, const PmlTextPiece& piece,
+                     const std::vector<PmlTextRef>& deps, int at, KvSequence* seq,
+                     GatherStats* stats, int depth, bool* reused);
 
   const Model& model_;
   BlockCache* cache_;
