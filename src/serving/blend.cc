@@ -41,8 +41,9 @@ Status RunInPlace(const Model& model, KvSequence* seq, const std::vector<int>& s
 }  // namespace
 
 Status Blend(const Model& model, KvSequence* seq, const std::vector<int>& slots,
-             const std::vector<int32_t>& tokens, double ratio, int batch_size, ThreadPool* pool,
-             ForwardScratch* scratch, BlendStats* stats) {
+             const std::vector<int32_t>& tokens, const std::vector<int>& computed_slots,
+             const std::vector<int32_t>& computed_tokens, double ratio, int batch_size,
+             ThreadPool* pool, ForwardScratch* scratch, BlendStats* stats) {
   PC_CHECK(slots.size() == tokens.size());
   const auto t0 = std::chrono::steady_clock::now();
   const int n = static_cast<int>(slots.size());
@@ -86,6 +87,19 @@ Status Blend(const Model& model, KvSequence* seq, const std::vector<int>& slots,
       chosen_slots.push_back(slots[i]);
       chosen_tokens.push_back(tokens[i]);
     }
+  }
+  // The chosen and the computed tokens, in slot order, in one in-place pass.
+  std::vector<std::pair<int, int32_t>> run;
+  for (size_t i = 0; i < chosen_slots.size(); ++i) run.push_back({chosen_slots[i], chosen_tokens[i]});
+  for (size_t i = 0; i < computed_slots.size(); ++i) {
+    run.push_back({computed_slots[i], computed_tokens[i]});
+  }
+  std::sort(run.begin(), run.end());
+  chosen_slots.clear();
+  chosen_tokens.clear();
+  for (const auto& [slot, token] : run) {
+    chosen_slots.push_back(slot);
+    chosen_tokens.push_back(token);
   }
   PC_RETURN_IF_ERROR(
       RunInPlace(model, seq, chosen_slots, chosen_tokens, 0, batch_size, pool, scratch));

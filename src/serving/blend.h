@@ -30,9 +30,13 @@ struct BlendStats {
 };
 
 // `slots`: the candidates' slots in `seq` (ascending, in blocks seq owns alone); `tokens`: their
-// token ids. Positions are read from seq.
+// token ids. Positions are read from seq. `computed_slots`/`computed_tokens`: tokens computed
+// at request time among them (arguments, cache="false" text), which attended to the
+// candidates before the recompute: when anything is recomputed they are run again with it, in
+// the same in-place pass, so every token sees the recomputed tokens before it.
 Status Blend(const Model& model, KvSequence* seq, const std::vector<int>& slots,
-             const std::vector<int32_t>& tokens, double ratio, int batch_size, ThreadPool* pool,
-             ForwardScratch* scratch, BlendStats* stats);
+             const std::vector<int32_t>& tokens, const std::vector<int>& computed_slots,
+             const std::vector<int32_t>& computed_tokens, double ratio, int batch_size,
+             ThreadPool* pool, ForwardScratch* scratch, BlendStats* stats);
 
 }  // namespace promptcache

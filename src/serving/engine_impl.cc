@@ -309,6 +309,8 @@ Status EngineImpl::GatherBlended(Slot& s, const SchemaLayout& layout, GatherStat
   const ModularPrefill& pf = s.r->modular->prefill;
   std::vector<int> slots;  // the candidates, in blocks s.seq owns
   std::vector<int32_t> tokens;
+  std::vector<int> computed_slots;  // tokens computed here, before the last stage
+  std::vector<int32_t> computed_tokens;
   for (size_t k = 0; k < pf.stages.size(); ++k) {
     const PrefillStage& stage = pf.stages[k];
     for (size_t g = 0; g < stage.gather.size(); ++g) {
@@ -339,14 +341,18 @@ Status EngineImpl::GatherBlended(Slot& s, const SchemaLayout& layout, GatherStat
       }
     }
     if (k + 1 < pf.stages.size()) {
+      for (size_t i = 0; i < stage.tokens.size(); ++i) {
+        computed_slots.push_back(s.seq.size() + static_cast<int>(i));
+        computed_tokens.push_back(stage.tokens[i]);
+      }
       PC_RETURN_IF_ERROR(store_->Compute(stage.tokens, stage.positions, &s.seq, nullptr));
     } else {
       s.fill_tokens = stage.tokens;
       s.fill_pos = stage.positions;
     }
   }
-  return Blend(*model_, &s.seq, slots, tokens, s.r->modular->recompute, options_.batch_size,
-               &pool_, &scratch_, bs);
+  return Blend(*model_, &s.seq, slots, tokens, computed_slots, computed_tokens,
+               s.r->modular->recompute, options_.batch_size, &pool_, &scratch_, bs);
 }
 
 bool EngineImpl::Step() {
