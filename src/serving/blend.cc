@@ -38,6 +38,46 @@ Status RunInPlace(const Model& model, KvSequence* seq, const std::vector<int>& s
   return Status::Ok();
 }
 
+// Runs the tokens at `slots` through the first `layers` in place and keeps the `keep` whose
+// values on the last of them moved most (ties to the earlier token), in slot order.
+Status Select(const Model& model, KvSequence* seq, int layers, int keep, int batch_size,
+              ThreadPool* pool, ForwardScratch* scratch, std::vector<int>* slots,
+              std::vector<int32_t>* tokens) {
+  const int n = static_cast<int>(slots->size());
+  if (keep >= n) return Status::Ok();
+  const int l = layers - 1;
+  std::vector<std::vector<float>> cached(n);
+  for (int i = 0; i < n; ++i) ReadV(*seq, (*slots)[i], l, &cached[i]);
+  PC_RETURN_IF_ERROR(RunInPlace(model, seq, *slots, *tokens, layers, batch_size, pool, scratch));
+  std::vector<double> deviation(n);
+  std::vector<float> fresh;
+  for (int i = 0; i < n; ++i) {
+    ReadV(*seq, (*slots)[i], l, &fresh);
+    double d = 0;
+    for (size_t j = 0; j < fresh.size(); ++j) {
+      const double x = double(fresh[j]) - cached[i][j];
+      d += x * x;
+    }
+    deviation[i] = d;
+  }
+  std::vector<int> idx(n);
+  std::iota(idx.begin(), idx.end(), 0);
+  std::partial_sort(idx.begin(), idx.begin() + keep, idx.end(), [&](int a, int b) {
+    return deviation[a] != deviation[b] ? deviation[a] > deviation[b] : a < b;
+  });
+  idx.resize(keep);
+  std::sort(idx.begin(), idx.end());
+  std::vector<int> kept_slots;
+  std::vector<int32_t> kept_tokens;
+  for (int i : idx) {
+    kept_slots.push_back((*slots)[i]);
+    kept_tokens.push_back((*tokens)[i]);
+  }
+  *slots = std::move(kept_slots);
+  *tokens = std::move(kept_tokens);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status Blend(const Model& model, KvSequence* seq, const std::vector<int>& slots,
@@ -52,41 +92,20 @@ Status Blend(const Model& model, KvSequence* seq, const std::vector<int>& slots,
   if (k == 0) return Status::Ok();
   std::vector<int> chosen_slots = slots;
   std::vector<int32_t> chosen_tokens = tokens;
-  const int probe_layers = std::min(2, model.config().n_layers);
-  if (k < n && probe_layers < model.config().n_layers) {
-    // Deviation on the last probed layer's values: cached rows, then the rows with the full
-    // context. (On stories260K's story prompts, values alone picked better tokens than keys and
-    // values together: at 15%, first-token KL 0.0058 against 0.022.)
-    const int l = probe_layers - 1;
-    std::vector<std::vector<float>> cached(n);
-    for (int i = 0; i < n; ++i) ReadV(*seq, slots[i], l, &cached[i]);
-    PC_RETURN_IF_ERROR(
-        RunInPlace(model, seq, slots, tokens, probe_layers, batch_size, pool, scratch));
-    std::vector<double> deviation(n);
-    std::vector<float> fresh;
-    for (int i = 0; i < n; ++i) {
-      ReadV(*seq, slots[i], l, &fresh);
-      double d = 0;
-      for (size_t j = 0; j < fresh.size(); ++j) {
-        const double x = double(fresh[j]) - cached[i][j];
-        d += x * x;
-      }
-      deviation[i] = d;
-    }
-    std::vector<int> idx(n);
-    std::iota(idx.begin(), idx.end(), 0);
-    // The k largest, ties to the earlier token; then back in slot order.
-    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) {
-      return deviation[a] != deviation[b] ? deviation[a] > deviation[b] : a < b;
-    });
-    idx.resize(k);
-    std::sort(idx.begin(), idx.end());
-    chosen_slots.clear();
-    chosen_tokens.clear();
-    for (int i : idx) {
-      chosen_slots.push_back(slots[i]);
-      chosen_tokens.push_back(tokens[i]);
-    }
+  const int n_layers = model.config().n_layers;
+  // CacheBlend's gradual filtering: every candidate through two layers, the 3k whose values
+  // move most through three, the k that move most of those through every layer. (On the story
+  // prompts at 15%: top-1 agreement 98.1% and first-token KL 0.0025 against 96.2% and 0.0058
+  // with one round, and 97.5% with 2k kept in the first round.)
+  const int rounds[][2] = {{2, 3 * k}, {3, k}};
+  for (const auto& [layers, keep] : rounds) {
+    if (static_cast<int>(chosen_slots.size()) <= k || layers >= n_layers) break;
+    PC_RETURN_IF_ERROR(Select(model, seq, layers, std::max(keep, k), batch_size, pool, scratch,
+                              &chosen_slots, &chosen_tokens));
+  }
+  if (static_cast<int>(chosen_slots.size()) > k) {
+    chosen_slots.resize(k);  // too few layers to probe: the first k
+    chosen_tokens.resize(k);
   }
   // The chosen and the computed tokens, in slot order, in one in-place pass.
   std::vector<std::pair<int, int32_t>> run;

@@ -8,8 +8,9 @@
 // tokens (those of pieces whose encoding context is not the prompt's, in blocks the sequence
 // owns) are run through the first two layers in place (Model::Forward with in-place slots and a
 // layer limit), each token's deviation is the squared distance between its recomputed and cached
-// layer-2 values, and the `ratio` share with the largest deviation is run through every
-// layer in place. A recomputed token attends to everything before it in the sequence, the
+// values on the last of them; the three times `ratio` share that moved most go through three
+// layers and are ranked again (CacheBlend's gradual filtering), and the `ratio` share that moved
+// most is run through every layer in place. A recomputed token attends to everything before it in the sequence, the
 // tokens recomputed before it included. ratio 0: nothing; 1: every candidate (equal to the full
 // computation of those tokens, up to what the non-candidates hold).
 #pragma once
