@@ -84,12 +84,16 @@ struct PmlTokens {
 // whole, at consecutive positions. Role headers and end markers are part of the run they touch.
 struct PmlTextPiece {
   int start = 0;
+  // Its start in the schema's own layout, where a derived layout moved it (ContiguousLayout);
+  // -1: `start`.
+  int reserved_start = -1;
   std::vector<int32_t> tokens;
   // Content key (32 hex digits): a hash of the tokens, their positions and the keys of every
   // piece they attend to (the owner's span and its earlier pieces), so it changes exactly when
   // this piece's K/V would. Does not include the model: combine with its fingerprint.
   std::string key;
   int end() const { return start + static_cast<int>(tokens.size()); }
+  int ReservedStart() const { return reserved_start >= 0 ? reserved_start : start; }
 };
 
 // The owner value of the schema's always-included text in a PmlTextRef.
@@ -141,7 +145,7 @@ struct PmlModule {
   // its <scaffold>; never sibling modules, nested modules, parameter slots or uncached modules.
   std::vector<PmlTextRef> span;
   // Content key: changes when its own tokens or positions, or any piece in its span (or what
-  // that attended to), change.
+  // that attended to), or a scaffold default standing in its parameter slots, change.
   std::string key;
   int end() const { return start + length; }
 };

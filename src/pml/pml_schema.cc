@@ -625,6 +625,21 @@ std::string PieceKey(const PmlTextPiece& piece, const std::vector<const std::str
   return h.HexDigest();
 }
 
+// What stands in m's parameter slots in [from, to) while its text is encoded: the scaffold
+// defaults, by position; "" when none.
+std::string FillsKey(const PmlModule& m, int from, int to) {
+  Hasher128 h;
+  bool any = false;
+  for (const PmlParameter& p : m.parameters) {
+    if (!p.scaffold || p.start < from || p.start >= to) continue;
+    any = true;
+    h.UpdatePod(static_cast<int64_t>(p.start));
+    h.UpdatePod(static_cast<uint64_t>(p.scaffold_tokens.size()));
+    h.Update(p.scaffold_tokens.data(), p.scaffold_tokens.size() * sizeof(int32_t));
+  }
+  return any ? h.HexDigest() : "";
+}
+
 void SchemaBuilder::ComputeKeys() {
   // Always pieces attend to the earlier ones: chaining each key to the previous one covers all.
   const std::string* prev = nullptr;
@@ -639,11 +654,16 @@ void SchemaBuilder::ComputeKeys() {
     std::vector<const std::string*> span_keys;
     for (const PmlTextRef& ref : m.span) span_keys.push_back(&out_.Piece(ref).key);
     const std::string* own_prev = nullptr;
+    int prev_end = m.start;
     for (PmlTextPiece& p : m.texts) {
       std::vector<const std::string*> deps = span_keys;
       if (own_prev != nullptr) deps.push_back(own_prev);
+      // Text after a parameter slot is encoded with the scaffold default standing in it.
+      const std::string fills = FillsKey(m, prev_end, p.start);
+      if (!fills.empty()) deps.push_back(&fills);
       p.key = PieceKey(p, deps);
       own_prev = &p.key;
+      prev_end = p.end();
     }
     Hasher128 h;
     h.Update(std::string_view("pml-module-v1"));

@@ -101,20 +101,31 @@ TEST(Modular, CachedModuleKvEqualsFullForwardOverItsSpan) {
   const KvLayout kl = e->model().MakeKvLayout(KvType::kF32);
   const int row = kl.kv_dim();
   // "answer" attends to the always text and its scaffold peer "ask"; "find"'s second piece sits
-  // after a parameter slot and attends to the always text and the module's first piece.
+  // after a parameter slot and attends to the always text, the module's first piece and the
+  // parameter's scaffold default standing in the slot (kFill below).
   ASSERT_EQ(layout->always.size(), 1u);
   const PmlTextRef always{kPmlAlways, 0};
   const int ask = layout->FindModule("ask"), answer = layout->FindModule("answer"),
             find = layout->FindModule("find");
+  constexpr int kFill = -2;  // {kFill, m}: module m's first parameter's scaffold, in its slot
   const std::vector<std::vector<PmlTextRef>> cases = {
       {always, {ask, 0}, {answer, 0}},
-      {always, {find, 0}, {find, 1}},
+      {always, {find, 0}, {kFill, find}, {find, 1}},
   };
   for (const std::vector<PmlTextRef>& refs : cases) {
     const PmlTextRef target = refs.back();
     const std::string name = layout->modules[target.module].name;
     std::vector<int32_t> tokens, positions;
     for (const PmlTextRef& r : refs) {
+      if (r.module == kFill) {
+        const PmlParameter& p = layout->modules[r.piece].parameters.at(0);
+        ASSERT_FALSE(p.scaffold_tokens.empty());
+        for (size_t i = 0; i < p.scaffold_tokens.size(); ++i) {
+          tokens.push_back(p.scaffold_tokens[i]);
+          positions.push_back(p.start + static_cast<int>(i));
+        }
+        continue;
+      }
       const PmlTextPiece& p = layout->Piece(r);
       for (size_t i = 0; i < p.tokens.size(); ++i) {
         tokens.push_back(p.tokens[i]);
@@ -628,6 +639,35 @@ Mom asked, "Do you want to go home now?"]]></module>
       EXPECT_EQ(FirstLogits(*e, xml), full) << xml;
       EXPECT_EQ(FirstLogits(*e, xml), full) << xml << " (cached)";
     }
+  }
+}
+
+// A parameter's scaffold default stands in its slot while the module is encoded, as in the
+// paper: a prompt that leaves the parameter to its default holds exactly the tokens the module
+// was encoded with, and equals its full recompute bit for bit; one with an argument differs
+// from the encoding only in the slot.
+TEST(Modular, ScaffoldDefaultStandsInTheSlotWhileEncoding) {
+  const char* schema = R"(<schema name="gift"> Once upon a time, there was a girl named Lily.
+  <module name="gift"><![CDATA[
+Her mom gave her a]]><parameter name="what" length="6" scaffold=" red ball"/><![CDATA[. She was very happy and played with it all day.]]></module>
+</schema>)";
+  EngineOptions eo;
+  eo.kv_type = KvType::kF32;
+  for (PmlPositions positions : {PmlPositions::kSchema, PmlPositions::kContiguous}) {
+    eo.module_positions = positions;
+    auto e = Make(eo);
+    ASSERT_TRUE(e->LoadSchemaText(schema, "gift.xml").ok());
+    const std::string xml = "<prompt schema=\"gift\"><gift/><![CDATA[\nOne day,]]></prompt>";
+    auto x = e->ExpandPrompt(Parse(xml));
+    ASSERT_TRUE(x.ok());
+    FullRunOptions o;
+    o.max_tokens = 1;
+    o.keep_logits = true;
+    o.session.threads = 2;
+    o.session.kv_type = KvType::kF32;
+    const std::vector<float> full = RunFull(e->model(), *x, o)->logits[0];
+    EXPECT_EQ(FirstLogits(*e, xml), full);
+    EXPECT_EQ(FirstLogits(*e, xml), full) << "cached";
   }
 }
 

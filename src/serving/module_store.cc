@@ -101,10 +101,11 @@ SchemaLayout ContiguousLayout(const SchemaLayout& schema) {
   SchemaLayout out = schema;
   out.contiguous = true;
   auto relocate = [&](const PmlTextRef& ref, PmlTextPiece* piece) {
-    int start = 0;
+    int start = ModuleStore::FillTokens(schema, ref);
     for (const PmlTextRef& dep : ModuleStore::Dependencies(schema, ref)) {
       start += static_cast<int>(schema.Piece(dep).tokens.size());
     }
+    piece->reserved_start = piece->start;
     piece->start = start;
     // The schema's key covers the tokens, their attention span and its lengths, which fix the
     // new positions: a derived key is as good a content key, and never equals the original.
@@ -124,6 +125,25 @@ SchemaLayout ContiguousLayout(const SchemaLayout& schema) {
   return out;
 }
 
+std::vector<const PmlParameter*> ModuleStore::Fills(const SchemaLayout& schema,
+                                                   const PmlTextRef& ref) {
+  std::vector<const PmlParameter*> out;
+  if (ref.module == kPmlAlways) return out;
+  const int before = schema.Piece(ref).ReservedStart();
+  for (const PmlParameter& p : schema.modules[ref.module].parameters) {
+    if (p.scaffold && p.start < before) out.push_back(&p);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const PmlParameter* a, const PmlParameter* b) { return a->start < b->start; });
+  return out;
+}
+
+int ModuleStore::FillTokens(const SchemaLayout& schema, const PmlTextRef& ref) {
+  int n = 0;
+  for (const PmlParameter* p : Fills(schema, ref)) n += static_cast<int>(p->scaffold_tokens.size());
+  return n;
+}
+
 PmlTextPiece ModuleStore::Variant(const SchemaLayout& schema, const PmlTextRef& ref,
                                   const std::vector<PmlTextRef>& deps) {
   PmlTextPiece out = schema.Piece(ref);
@@ -137,7 +157,7 @@ PmlTextPiece ModuleStore::Variant(const SchemaLayout& schema, const PmlTextRef& 
     start += static_cast<int>(schema.Piece(d).tokens.size());
   }
   out.key = h.HexDigest();
-  if (schema.contiguous) out.start = start;
+  if (schema.contiguous) out.start = start + FillTokens(schema, ref);
   return out;
 }
 
@@ -218,16 +238,33 @@ Status ModuleStore::Compute(std::span<const int32_t> tokens, std::span<const int
   return Status::Ok();
 }
 
-Status ModuleStore::Encode(const SchemaLayout& schema, const PmlTextPiece& piece,
-                           const std::vector<PmlTextRef>& deps, KvSequence* seq,
-                           GatherStats* stats, int depth) {
+Status ModuleStore::Encode(const SchemaLayout& schema, const PmlTextRef& ref,
+                           const PmlTextPiece& piece, const std::vector<PmlTextRef>& deps,
+                           KvSequence* seq, GatherStats* stats, int depth) {
   KvSequence ctx(cache_->pool());
+  const std::vector<const PmlParameter*> fills = Fills(schema, ref);
+  size_t next_fill = 0;
+  // The scaffold defaults standing in the slots before `reserved` (the module's own text comes
+  // in position order, its slots between its pieces).
+  auto fill_before = [&](int reserved) -> Status {
+    for (; next_fill < fills.size() && fills[next_fill]->start < reserved; ++next_fill) {
+      const PmlParameter& p = *fills[next_fill];
+      std::vector<int32_t> positions(p.scaffold_tokens.size());
+      for (size_t i = 0; i < positions.size(); ++i) {
+        positions[i] = (schema.contiguous ? ctx.size() : p.start) + static_cast<int>(i);
+      }
+      PC_RETURN_IF_ERROR(Compute(p.scaffold_tokens, positions, &ctx, nullptr));
+    }
+    return Status::Ok();
+  };
   for (const PmlTextRef& dep : deps) {
+    if (dep.module == ref.module) PC_RETURN_IF_ERROR(fill_before(schema.Piece(dep).ReservedStart()));
     // Contiguous: the span end to end from 0, whatever its pieces' own starts.
     const int at = schema.contiguous ? ctx.size() : schema.Piece(dep).start;
     bool reused = false;
     PC_RETURN_IF_ERROR(GatherImpl(schema, dep, at, &ctx, stats, depth + 1, &reused));
   }
+  PC_RETURN_IF_ERROR(fill_before(piece.ReservedStart()));
   PC_CHECK(!schema.contiguous || ctx.size() == piece.start);
   const auto t0 = Clock::now();
   // Blocks are keyed as if the piece started at slot 0 of a block: a fork shares every block of
@@ -254,19 +291,20 @@ Status ModuleStore::Encode(const SchemaLayout& schema, const PmlTextPiece& piece
 
 Status ModuleStore::GatherImpl(const SchemaLayout& schema, const PmlTextRef& ref, int at,
                                KvSequence* seq, GatherStats* stats, int depth, bool* reused) {
-  return GatherPiece(schema, schema.Piece(ref), Dependencies(schema, ref), at, seq, stats, depth,
-                     reused);
+  return GatherPiece(schema, ref, schema.Piece(ref), Dependencies(schema, ref), at, seq, stats,
+                     depth, reused);
 }
 
-Status ModuleStore::GatherPiece(const SchemaLayout& schema, const PmlTextPiece& piece,
-                                const std::vector<PmlTextRef>& deps, int at, KvSequence* seq,
-                                GatherStats* stats, int depth, bool* reused) {
+Status ModuleStore::GatherPiece(const SchemaLayout& schema, const PmlTextRef& ref,
+                                const PmlTextPiece& piece, const std::vector<PmlTextRef>& deps,
+                                int at, KvSequence* seq, GatherStats* stats, int depth,
+                                bool* reused) {
   if (depth > kMaxDepth) return Internal("PML span dependencies nest too deeply");
   // Elsewhere than encoded: through a scratch sequence, then copied with rotated keys.
   KvSequence moved(cache_->pool());
   KvSequence* target = at == piece.start ? seq : &moved;
   *reused = AppendCached(piece, target);
-  if (!*reused) PC_RETURN_IF_ERROR(Encode(schema, piece, deps, target, stats, depth));
+  if (!*reused) PC_RETURN_IF_ERROR(Encode(schema, ref, piece, deps, target, stats, depth));
   if (target == seq) return Status::Ok();
   return AppendShifted(model_.config(), moved, 0, moved.size(), at - piece.start, seq, pool_);
 }
@@ -278,7 +316,7 @@ Status ModuleStore::Gather(const SchemaLayout& schema, const PmlTextRef& ref, in
   bool reused = false;
   if (deps != nullptr) {
     const PmlTextPiece variant = Variant(schema, ref, *deps);
-    PC_RETURN_IF_ERROR(GatherPiece(schema, variant, *deps, at, seq, stats, 0, &reused));
+    PC_RETURN_IF_ERROR(GatherPiece(schema, ref, variant, *deps, at, seq, stats, 0, &reused));
   } else {
     PC_RETURN_IF_ERROR(GatherImpl(schema, ref, at, seq, stats, 0, &reused));
   }

@@ -113,6 +113,11 @@ class ModuleStore {
   // tokens under a key of their own; in a contiguous layout, starting where `deps` end.
   static PmlTextPiece Variant(const SchemaLayout& schema, const PmlTextRef& ref,
                               const std::vector<PmlTextRef>& deps);
+  // The parameters of the piece's module, before it, whose scaffold default stands in their
+  // slot while the piece is encoded (as in the paper: text after a slot saw something there),
+  // by position; and how many tokens they hold.
+  static std::vector<const PmlParameter*> Fills(const SchemaLayout& schema, const PmlTextRef& ref);
+  static int FillTokens(const SchemaLayout& schema, const PmlTextRef& ref);
   // Encodes the piece unless it is cached (in RAM or on disk; nothing is loaded).
   Status Ensure(const SchemaLayout& schema, const PmlTextRef& ref, GatherStats* stats);
   // Removes the piece's blocks from RAM and disk (those not found are skipped).
@@ -128,13 +133,13 @@ class ModuleStore {
 
  private:
   bool AppendCached(const PmlTextPiece& piece, KvSequence* seq);
-  Status Encode(const SchemaLayout& schema, const PmlTextPiece& piece,
+  Status Encode(const SchemaLayout& schema, const PmlTextRef& ref, const PmlTextPiece& piece,
                 const std::vector<PmlTextRef>& deps, KvSequence* seq, GatherStats* stats,
                 int depth);
   // Gather without the statistics of the requested piece; `reused` says whether it was cached.
   Status GatherImpl(const SchemaLayout& schema, const PmlTextRef& ref, int at, KvSequence* seq,
                     GatherStats* stats, int depth, bool* reused);
-  Status GatherPiece(const SchemaLayout& schema, const PmlTextPiece& piece,
+  Status GatherPiece(const SchemaLayout& schema, const PmlTextRef& ref, const PmlTextPiece& piece,
                      const std::vector<PmlTextRef>& deps, int at, KvSequence* seq,
                      GatherStats* stats, int depth, bool* reused);
 
