@@ -123,7 +123,8 @@ TEST_F(CliTest, RunPrintsOnlyTheContinuation) {
   EXPECT_EQ(o.code, 0) << o.err;
   EXPECT_EQ(o.out, ", there was a little girl named Lily. She\n");
   EXPECT_NE(o.err.find("generation: 12 tokens"), std::string::npos) << o.err;
-  const Output nc = RunCli("run -m " + kStories + " -p 'Once upon a time' -n 12 --temp 0 --no-kv-cache");
+  const Output nc =
+      RunCli("run -m " + kStories + " -p 'Once upon a time' -n 12 --temp 0 --no-kv-cache");
   EXPECT_EQ(nc.out, o.out);
 }
 
@@ -140,7 +141,8 @@ TEST_F(CliTest, InspectAndBenchJson) {
   const Output b = RunCli("bench -m " + kStories + " -p 32 -n 8 -r 1 --json");
   EXPECT_EQ(b.code, 0) << b.err;
   const std::string last = LastLine(b.out);
-  for (const char* key : {"\"prompt_tps\"", "\"gen_tps\"", "\"peak_rss_bytes\"", "\"kv_bytes_per_token\":640"}) {
+  for (const char* key :
+       {"\"prompt_tps\"", "\"gen_tps\"", "\"peak_rss_bytes\"", "\"kv_bytes_per_token\":640"}) {
     EXPECT_NE(last.find(key), std::string::npos) << key << " in " << last;
   }
   // Several sequences sharing the depth tokens, decoded as one batch per step.
@@ -205,13 +207,15 @@ TEST_F(CliTest, BadFilesGiveOneLineErrors) {
                      "not a GGUF file");
   const std::string model = Slurp(kStories);
   for (size_t cut : {size_t(3), size_t(100), size_t(4000), model.size() / 2, model.size() - 1}) {
-    ExpectOneLineError("run -m " + WriteFile("cut.gguf", model.substr(0, cut)) + " -p hi", "cut.gguf");
+    ExpectOneLineError("run -m " + WriteFile("cut.gguf", model.substr(0, cut)) + " -p hi",
+                       "cut.gguf");
   }
   std::string flipped = model;
   flipped[5] = '\x7f';  // the version field
   ExpectOneLineError("run -m " + WriteFile("flip.gguf", flipped) + " -p hi", "flip.gguf");
-  ExpectOneLineError("run -m " + std::string(PC_SHARED_DIR) + "/tokenizers/ggml-vocab-gpt-2.gguf -p hi",
-                     "unsupported architecture 'gpt2'");
+  ExpectOneLineError(
+      "run -m " + std::string(PC_SHARED_DIR) + "/tokenizers/ggml-vocab-gpt-2.gguf -p hi",
+      "unsupported architecture 'gpt2'");
 }
 
 // Where tensor `name`'s entry in the tensor table of a GGUF image puts its type and first
@@ -276,23 +280,26 @@ TEST_F(CliTest, BadTensorsGiveOneLineErrors) {
 }
 
 TEST_F(CliTest, UnsupportedModelsGiveOneLineErrors) {
-  ExpectOneLineError("run -p hi -m " + Variant("arch.gguf", [](GgufWriter& w) {
-                       w.SetString("general.architecture", "falcon");
-                     }),
+  ExpectOneLineError("run -p hi -m " + Variant("arch.gguf",
+                                               [](GgufWriter& w) {
+                                                 w.SetString("general.architecture", "falcon");
+                                               }),
                      "unsupported architecture 'falcon'");
   // A type the engine cannot compute with, in a file whose rows it could otherwise hold (256
   // wide: a conformance file): the error names the tensor and the type.
   const std::string q4_0 = std::string(PC_SHARED_DIR) + "/models/conformance/tiny-q4_0.gguf";
   ExpectOneLineError(
-      "run -p hi -m " + Variant("type.gguf", [](GgufWriter&) {}, GgmlType::kIQ2_XXS, q4_0),
+      "run -p hi -m " + Variant(
+                            "type.gguf", [](GgufWriter&) {}, GgmlType::kIQ2_XXS, q4_0),
       "tensor 'token_embd.weight' has type IQ2_XXS, which is not supported");
-  ExpectOneLineError("run -p hi -m " + Variant("shape.gguf", [](GgufWriter& w) {
-                       w.SetU32("llama.feed_forward_length", 100);
-                     }),
-                     "has shape");
-  ExpectOneLineError("run -p hi -m " + Variant("heads.gguf", [](GgufWriter& w) {
-                       w.SetU32("llama.attention.head_count_kv", 3);
-                     }),
+  ExpectOneLineError(
+      "run -p hi -m " +
+          Variant("shape.gguf", [](GgufWriter& w) { w.SetU32("llama.feed_forward_length", 100); }),
+      "has shape");
+  ExpectOneLineError("run -p hi -m " + Variant("heads.gguf",
+                                               [](GgufWriter& w) {
+                                                 w.SetU32("llama.attention.head_count_kv", 3);
+                                               }),
                      "head_count_kv");
 }
 
@@ -314,8 +321,8 @@ TEST_F(CliTest, BadFlagsAndPromptsGiveOneLineErrors) {
   ExpectOneLineError("serve -m " + kStories + " --parallel 0", "--parallel");
   ExpectOneLineError("run -p hi", "--model");
   ExpectOneLineError("frobnicate", "frobnicate");
-  ExpectOneLineError("synth --preset nope --vocab " + kStories + " -o " + (dir_ / "x.gguf").string(),
-                     "nope");
+  ExpectOneLineError(
+      "synth --preset nope --vocab " + kStories + " -o " + (dir_ / "x.gguf").string(), "nope");
 }
 
 // ---------------------------------------------------------------- quantize

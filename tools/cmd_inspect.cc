@@ -32,8 +32,8 @@ class InspectCommand : public Command {
                 m->tokenizer().kind() == TokenizerKind::kSpm ? "llama/SentencePiece"
                                                              : "gpt2/byte-level BPE");
     std::printf("context:       %d\n", c.context_length);
-    std::printf("rope:          base %g%s%s\n", c.rope_base, c.rope_scaling.empty() ? "" : ", scaling ",
-                c.rope_scaling.c_str());
+    std::printf("rope:          base %g%s%s\n", c.rope_base,
+                c.rope_scaling.empty() ? "" : ", scaling ", c.rope_scaling.c_str());
     std::printf("rms eps:       %g\n", c.rms_eps);
     std::printf("chat template: %s\n", m->chat_template().empty() ? "none" : "yes");
     std::map<std::string, std::pair<int, size_t>> types;
@@ -46,18 +46,22 @@ class InspectCommand : public Command {
     }
     std::printf("parameters:    %.1f M\n", params / 1e6);
     for (const auto& [name, e] : types) {
-      std::printf("tensors %-6s %d, %.1f MiB\n", (name + ":").c_str(), e.first, e.second / 1048576.0);
+      std::printf("tensors %-6s %d, %.1f MiB\n", (name + ":").c_str(), e.first,
+                  e.second / 1048576.0);
     }
     const KvLayout f16 = m->MakeKvLayout(KvType::kF16), f32 = m->MakeKvLayout(KvType::kF32);
-    std::printf("KV cache:      %zu bytes/token in F16, %zu in F32 (%.1f MiB for the full context in F16)\n",
-                f16.bytes_per_token(), f32.bytes_per_token(),
-                f16.bytes_per_token() * double(c.context_length) / 1048576.0);
+    std::printf(
+        "KV cache:      %zu bytes/token in F16, %zu in F32 (%.1f MiB for the full context in "
+        "F16)\n",
+        f16.bytes_per_token(), f32.bytes_per_token(),
+        f16.bytes_per_token() * double(c.context_length) / 1048576.0);
     std::printf("fingerprint:   %s\n", m->fingerprint().c_str());
     if (list_tensors_) {
       for (const GgufTensorInfo& t : f.tensors()) {
         std::string dims;
         for (int64_t d : t.dims) dims += (dims.empty() ? "" : " x ") + std::to_string(d);
-        std::printf("  %-28s %-6s %s\n", t.name.c_str(), GgmlTypeName(t.type).c_str(), dims.c_str());
+        std::printf("  %-28s %-6s %s\n", t.name.c_str(), GgmlTypeName(t.type).c_str(),
+                    dims.c_str());
       }
     }
     return 0;

@@ -18,7 +18,8 @@ class LogitsCommand : public Command {
     model_.Register(sub);
     sub->add_option("-o,--output", output_, "file to write (n rows of n_vocab float32)")
         ->required();
-    sub->add_option("-p,--prompt", prompt_, "text to tokenize instead of ids (BOS as the model says)");
+    sub->add_option("-p,--prompt", prompt_,
+                    "text to tokenize instead of ids (BOS as the model says)");
     sub->add_option("ids", ids_, "token ids");
   }
 

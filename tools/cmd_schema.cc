@@ -24,8 +24,7 @@ void ModularOptions::Register(CLI::App* sub) {
       ->default_val(0.0);
 }
 
-Result<std::unique_ptr<Engine>> MakeEngine(const ModelOptions& model,
-                                           const std::string& cache_dir,
+Result<std::unique_ptr<Engine>> MakeEngine(const ModelOptions& model, const std::string& cache_dir,
                                            const ModularOptions& modular) {
   PC_RETURN_IF_ERROR(model.Validate());
   PC_ASSIGN_OR_RETURN(PmlPositions mode, ParsePmlPositions(modular.positions));

@@ -1,6 +1,5 @@
 // promptcache: the command-line front end. Each subcommand lives in its own cmd_*.cc file.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -10,7 +9,8 @@
 
 int main(int argc, char** argv) {
   using namespace promptcache::cli;
-  CLI::App app{"promptcache: an LLM inference engine that never computes the same attention state twice"};
+  CLI::App app{
+      "promptcache: an LLM inference engine that never computes the same attention state twice"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "promptcache 0.1.0");
   struct Entry {
@@ -22,15 +22,24 @@ int main(int argc, char** argv) {
   std::vector<Entry> commands;
   commands.push_back({"run", "generate a continuation of a prompt", MakeRunCommand()});
   commands.push_back({"tokenize", "print the token ids of a text", MakeTokenizeCommand()});
-  commands.push_back({"bench", "measure prompt processing and generation speed", MakeBenchCommand()});
-  commands.push_back({"synth", "write a model of a real shape with random weights", MakeSynthCommand()});
+  commands.push_back(
+      {"bench", "measure prompt processing and generation speed", MakeBenchCommand()});
+  commands.push_back(
+      {"synth", "write a model of a real shape with random weights", MakeSynthCommand()});
   commands.push_back({"inspect", "describe a GGUF model", MakeInspectCommand()});
-  commands.push_back({"logits", "write the logits of token ids evaluated in one batch", MakeLogitsCommand()});
-  commands.push_back({"quantize", "rewrite a GGUF model in a quantized file type (Q4_K_M, Q8_0, ...)", MakeQuantizeCommand()});
-  commands.push_back({"serve", "serve an OpenAI-compatible HTTP API with prefix caching", MakeServeCommand()});
-  commands.push_back({"schema", "load (encode) or show a PML schema of prompt modules", MakeSchemaCommand()});
-  commands.push_back({"prompt", "serve PML prompts from cached prompt modules", MakePromptCommand()});
-  commands.push_back({"eval-modules", "compare modular prompts with their full recompute", MakeEvalModulesCommand()});
+  commands.push_back(
+      {"logits", "write the logits of token ids evaluated in one batch", MakeLogitsCommand()});
+  commands.push_back({"quantize",
+                      "rewrite a GGUF model in a quantized file type (Q4_K_M, Q8_0, ...)",
+                      MakeQuantizeCommand()});
+  commands.push_back(
+      {"serve", "serve an OpenAI-compatible HTTP API with prefix caching", MakeServeCommand()});
+  commands.push_back(
+      {"schema", "load (encode) or show a PML schema of prompt modules", MakeSchemaCommand()});
+  commands.push_back(
+      {"prompt", "serve PML prompts from cached prompt modules", MakePromptCommand()});
+  commands.push_back({"eval-modules", "compare modular prompts with their full recompute",
+                      MakeEvalModulesCommand()});
   for (Entry& e : commands) {
     e.sub = app.add_subcommand(e.name, e.help);
     e.cmd->Register(e.sub);

@@ -7,13 +7,13 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define PC_CHECK(cond)                                                                     \
-  do {                                                                                     \
-    if (!(cond)) {                                                                         \
+#define PC_CHECK(cond)                                                                    \
+  do {                                                                                    \
+    if (!(cond)) {                                                                        \
       std::fprintf(stderr, "promptcache: internal check failed at %s:%d: %s\n", __FILE__, \
-                   __LINE__, #cond);                                                       \
-      std::abort();                                                                        \
-    }                                                                                      \
+                   __LINE__, #cond);                                                      \
+      std::abort();                                                                       \
+    }                                                                                     \
   } while (0)
 
 #ifdef NDEBUG

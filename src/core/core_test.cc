@@ -19,10 +19,13 @@ TEST(ThreadPool, ParallelForCoversEveryIndexOnce) {
     for (int64_t n : {0, 1, 7, 64, 1000}) {
       for (int64_t align : {1, 4, 16}) {
         std::vector<std::atomic<int>> hits(n);
-        pool.ParallelFor(n, [&](int64_t b, int64_t e) {
-          EXPECT_EQ(b % align, 0);
-          for (int64_t i = b; i < e; ++i) hits[i]++;
-        }, align);
+        pool.ParallelFor(
+            n,
+            [&](int64_t b, int64_t e) {
+              EXPECT_EQ(b % align, 0);
+              for (int64_t i = b; i < e; ++i) hits[i]++;
+            },
+            align);
         for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << i;
       }
     }
@@ -46,7 +49,7 @@ TEST(Fp16, RoundTripsEveryHalf) {
 
 TEST(Fp16, RoundsToNearestEven) {
   EXPECT_EQ(F16ToF32(F32ToF16(1.0f)), 1.0f);
-  EXPECT_EQ(F32ToF16(65520.0f), 0x7c00);  // rounds up to infinity
+  EXPECT_EQ(F32ToF16(65520.0f), 0x7c00);                    // rounds up to infinity
   EXPECT_EQ(F32ToF16(1.0f + 1.0f / 2048), F32ToF16(1.0f));  // tie to even
   EXPECT_EQ(F32ToF16(std::ldexp(1.0f, -24)), 1);            // smallest subnormal
   EXPECT_EQ(F32ToF16(std::ldexp(1.0f, -26)), 0);

@@ -40,9 +40,10 @@ inline uint16_t F32ToF16(float f) {
   std::memcpy(&x, &f, 4);
   const uint32_t sign = (x >> 16) & 0x8000;
   const uint32_t abs = x & 0x7fffffff;
-  if (abs >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00 | (abs > 0x7f800000u ? 0x200 : 0));
+  if (abs >= 0x7f800000u)
+    return static_cast<uint16_t>(sign | 0x7c00 | (abs > 0x7f800000u ? 0x200 : 0));
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00);  // overflow
-  if (abs < 0x38800000u) {  // subnormal or zero in half
+  if (abs < 0x38800000u) {                                              // subnormal or zero in half
     if (abs < 0x33000000u) return static_cast<uint16_t>(sign);
     // Half subnormals count units of 2^-24: shift the 24-bit mantissa right by 126 - exponent.
     const uint32_t e = abs >> 23;

@@ -45,7 +45,9 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+inline Status InvalidArgument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
 inline Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
 inline Status DataLoss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
 inline Status Unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
@@ -60,7 +62,7 @@ inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT
     PC_CHECK(!std::get<Status>(v_).ok());
   }
@@ -97,10 +99,10 @@ class [[nodiscard]] Result {
 #define PC_CONCAT(a, b) PC_CONCAT_INNER(a, b)
 
 // Returns the Status from the enclosing function if `expr` is not OK.
-#define PC_RETURN_IF_ERROR(expr)                      \
-  do {                                                \
-    ::promptcache::Status pc_status_ = (expr);        \
-    if (!pc_status_.ok()) return pc_status_;          \
+#define PC_RETURN_IF_ERROR(expr)               \
+  do {                                         \
+    ::promptcache::Status pc_status_ = (expr); \
+    if (!pc_status_.ok()) return pc_status_;   \
   } while (0)
 
 // PC_ASSIGN_OR_RETURN(auto x, MakeX()): unwraps a Result or returns its Status.

@@ -24,8 +24,7 @@ int ThreadPool::DefaultThreads() {
   return n == 0 ? 1 : static_cast<int>(n);
 }
 
-ThreadPool::ThreadPool(int n_threads)
-    : n_threads_(n_threads <= 0 ? DefaultThreads() : n_threads) {
+ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads <= 0 ? DefaultThreads() : n_threads) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
 }
 

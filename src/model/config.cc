@@ -108,8 +108,8 @@ Result<ModelConfig> ReadModelConfig(const GgufFile& f) {
   }
   if (c.n_heads % c.n_kv_heads != 0) {
     return InvalidArgument(a + ".attention.head_count_kv = " + std::to_string(c.n_kv_heads) +
-                           " does not divide " + a + ".attention.head_count = " +
-                           std::to_string(c.n_heads));
+                           " does not divide " + a +
+                           ".attention.head_count = " + std::to_string(c.n_heads));
   }
   c.head_dim = c.n_embd / c.n_heads;
   if (f.Find(a + ".attention.key_length")) {

@@ -25,8 +25,8 @@ struct ModelConfig {
   int context_length = 0;  // what the model was trained for
   float rms_eps = 1e-5f;
   float rope_base = 10000.0f;
-  std::string rope_scaling;      // "", "linear", "llama3"
-  std::vector<float> inv_freq;   // head_dim / 2 rotation frequencies, scaling applied
+  std::string rope_scaling;     // "", "linear", "llama3"
+  std::vector<float> inv_freq;  // head_dim / 2 rotation frequencies, scaling applied
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }

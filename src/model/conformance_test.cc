@@ -28,11 +28,11 @@ namespace {
 const std::string kDir = std::string(PC_SHARED_DIR) + "/models/conformance/";
 
 // stories260K's tokenization of the fixtures' text, BOS first, cut at 64 (their README).
-const std::vector<int32_t> kIds = {
-    1,   403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426,
-    338, 401, 396, 267, 337, 410, 408, 419, 292, 411, 322, 265, 282, 295, 433, 335,
-    311, 374, 274, 287, 426, 385, 328, 432, 366, 394, 261, 370, 352, 266, 268, 388,
-    318, 264, 285, 261, 259, 276, 411, 426, 317, 336, 432, 278, 316, 318, 419, 337};
+const std::vector<int32_t> kIds = {1,   403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421,
+                                   395, 317, 426, 338, 401, 396, 267, 337, 410, 408, 419, 292, 411,
+                                   322, 265, 282, 295, 433, 335, 311, 374, 274, 287, 426, 385, 328,
+                                   432, 366, 394, 261, 370, 352, 266, 268, 388, 318, 264, 285, 261,
+                                   259, 276, 411, 426, 317, 336, 432, 278, 316, 318, 419, 337};
 
 struct Fixture {
   const char* name;
@@ -124,7 +124,8 @@ TEST_P(Conformance, MatchesLlamaCppLogits) {
 INSTANTIATE_TEST_SUITE_P(AllTypes, Conformance, testing::ValuesIn(kFixtures),
                          [](const testing::TestParamInfo<Fixture>& info) {
                            std::string n = info.param.name;
-                           for (char& c : n) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           for (char& c : n)
+                             c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
                            return n;
                          });
 

@@ -70,8 +70,7 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
       order.push_back(u);
       if (batch[u].slot >= 0) {
         // Recomputed in place: before any appended token, slots ascending, an owned slot.
-        PC_CHECK(positions.empty() && batch[u].slot > last_in_place &&
-                 batch[u].slot < seq->size());
+        PC_CHECK(positions.empty() && batch[u].slot > last_in_place && batch[u].slot < seq->size());
         PC_CHECK(seq->Position(batch[u].slot) == batch[u].pos);
         PC_CHECK(seq->pool()->RefCount(seq->Locate(batch[u].slot).block) == 1);
         slot[u] = last_in_place = batch[u].slot;

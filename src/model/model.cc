@@ -174,8 +174,12 @@ std::vector<std::pair<std::string, W*>> Model::MatricesOf(Self& m) {
   for (int i = 0; i < m.config_.n_layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     auto& l = m.layers_[i];
-    for (auto [w, name] : {std::pair{&l.wq, "attn_q"}, {&l.wk, "attn_k"}, {&l.wv, "attn_v"},
-                           {&l.wo, "attn_output"}, {&l.w_gate, "ffn_gate"}, {&l.w_up, "ffn_up"},
+    for (auto [w, name] : {std::pair{&l.wq, "attn_q"},
+                           {&l.wk, "attn_k"},
+                           {&l.wv, "attn_v"},
+                           {&l.wo, "attn_output"},
+                           {&l.w_gate, "ffn_gate"},
+                           {&l.w_up, "ffn_up"},
                            {&l.w_down, "ffn_down"}}) {
       matrices.push_back({p + name + ".weight", w});
     }

@@ -424,8 +424,8 @@ TEST(KvShift, ShiftedKvEqualsKvComputedThere) {
 // one pass over the whole text computes; with `layers`, only the first layers are rewritten.
 TEST(InPlace, RecomputedSegmentEqualsOnePass) {
   auto m = LoadOrDie(kStories);
-  const std::vector<int32_t> tokens =
-      m->tokenizer().Encode("Once upon a time, there was a dog. He liked to run in the park.", true);
+  const std::vector<int32_t> tokens = m->tokenizer().Encode(
+      "Once upon a time, there was a dog. He liked to run in the park.", true);
   const int n = static_cast<int>(tokens.size()), split = 6, L = m->config().n_layers;
   std::vector<int32_t> with_next = tokens;
   with_next.push_back(432);

@@ -232,13 +232,13 @@ Result<PmlPositions> ParsePmlPositions(std::string_view name);
 Result<double> ParseRecompute(std::string_view text);
 
 struct PmlPrompt {
-  std::string file;    // names it in messages
-  std::string schema;  // the schema it names
+  std::string file;                                 // names it in messages
+  std::string schema;                               // the schema it names
   PmlPositions positions = PmlPositions::kDefault;  // <prompt positions="...">
   // <prompt recompute="0.15">: the share of cached tokens encoded without part of this prompt's
   // context that is recomputed with it (serving/blend.h); < 0: the engine's default.
   double recompute = -1;
-  PmlSourcePos pos;    // of the <prompt> element
+  PmlSourcePos pos;  // of the <prompt> element
   std::vector<PmlModuleRef> modules;
   std::vector<PmlPromptText> text;  // the new input, in order
 };

@@ -378,8 +378,8 @@ TEST(PmlPromptErrors, MalformedAndRoot) {
                       "p.xml:1:1: prompt: <prompt>: recompute \"2\" is not a share from 0 to 1"));
   EXPECT_TRUE(HasText(PromptError(kSchema, "<prompt schema='support' recompute='x'/>"),
                       "recompute \"x\" is not a share"));
-  auto p = ParsePrompt("<prompt schema='support' positions='contiguous' recompute='0.15'/>",
-                       "p.xml");
+  auto p =
+      ParsePrompt("<prompt schema='support' positions='contiguous' recompute='0.15'/>", "p.xml");
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->positions, PmlPositions::kContiguous);
   EXPECT_EQ(p->recompute, 0.15);

@@ -5,8 +5,8 @@
 // control endpoints GET/DELETE /v1/cache, DELETE /v1/cache/{key}, POST /v1/cache/save, /load,
 // /pin and /unpin, and the modular prompt cache's POST/GET /v1/schemas, GET/DELETE
 // /v1/schemas/{name}. The completion endpoints also take modular prompts (a PML `<prompt>` as
-// the completion prompt, or "schema" and "modules" fields). Every failure is an OpenAI-style error object with a 4xx/5xx status; no
-// exception from the JSON or HTTP libraries escapes a handler.
+// the completion prompt, or "schema" and "modules" fields). Every failure is an OpenAI-style error
+// object with a 4xx/5xx status; no exception from the JSON or HTTP libraries escapes a handler.
 //
 // Threads: cpp-httplib runs each connection on a pool thread, sized for every request the engine
 // can hold at once (parallel + max_queue) plus spare ones for metrics and cache calls, since a

@@ -448,14 +448,16 @@ MaybeError ReadModular(const json& obj, ApiRequest* out) {
   }
   if (!out->modular()) {
     if (out->positions != PmlPositions::kDefault) {
-      return ApiError::BadRequest("'positions' applies to modular prompts (a 'schema' or a PML "
-                                  "prompt)",
-                                  "positions");
+      return ApiError::BadRequest(
+          "'positions' applies to modular prompts (a 'schema' or a PML "
+          "prompt)",
+          "positions");
     }
     if (out->recompute >= 0) {
-      return ApiError::BadRequest("'recompute' applies to modular prompts (a 'schema' or a PML "
-                                  "prompt)",
-                                  "recompute");
+      return ApiError::BadRequest(
+          "'recompute' applies to modular prompts (a 'schema' or a PML "
+          "prompt)",
+          "recompute");
     }
     return std::nullopt;
   }

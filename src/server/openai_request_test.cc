@@ -325,9 +325,9 @@ TEST(OpenAiRequest, SchemaAndModulesExtension) {
   EXPECT_FALSE(c.pml_xml);
   EXPECT_EQ(c.prompt_text, "<prompt>");
   EXPECT_EQ(c.positions, PmlPositions::kDefault);
-  EXPECT_EQ(Completion(R"({"model":"m","schema":"s","prompt":"x","positions":"contiguous"})")
-                .positions,
-            PmlPositions::kContiguous);
+  EXPECT_EQ(
+      Completion(R"({"model":"m","schema":"s","prompt":"x","positions":"contiguous"})").positions,
+      PmlPositions::kContiguous);
 }
 
 TEST(OpenAiRequest, SchemaExtensionErrors) {

@@ -25,8 +25,8 @@ void ReadV(const KvSequence& seq, int slot, int l, std::vector<float>* out) {
 
 // Runs `tokens` at `slots` of seq in place, in batches, through the first `layers` (0: all).
 Status RunInPlace(const Model& model, KvSequence* seq, const std::vector<int>& slots,
-                  const std::vector<int32_t>& tokens, int layers, int batch_size,
-                  ThreadPool* pool, ForwardScratch* scratch) {
+                  const std::vector<int32_t>& tokens, int layers, int batch_size, ThreadPool* pool,
+                  ForwardScratch* scratch) {
   std::vector<BatchToken> batch;
   for (size_t b = 0; b < slots.size(); b += batch_size) {
     batch.clear();
@@ -109,7 +109,8 @@ Status Blend(const Model& model, KvSequence* seq, const std::vector<int>& slots,
   }
   // The chosen and the computed tokens, in slot order, in one in-place pass.
   std::vector<std::pair<int, int32_t>> run;
-  for (size_t i = 0; i < chosen_slots.size(); ++i) run.push_back({chosen_slots[i], chosen_tokens[i]});
+  for (size_t i = 0; i < chosen_slots.size(); ++i)
+    run.push_back({chosen_slots[i], chosen_tokens[i]});
   for (size_t i = 0; i < computed_slots.size(); ++i) {
     run.push_back({computed_slots[i], computed_tokens[i]});
   }
@@ -123,8 +124,8 @@ Status Blend(const Model& model, KvSequence* seq, const std::vector<int>& slots,
   PC_RETURN_IF_ERROR(
       RunInPlace(model, seq, chosen_slots, chosen_tokens, 0, batch_size, pool, scratch));
   stats->recomputed += k;
-  stats->ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                   .count();
+  stats->ms +=
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return Status::Ok();
 }
 

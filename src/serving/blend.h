@@ -10,9 +10,9 @@
 // layer limit), each token's deviation is the squared distance between its recomputed and cached
 // values on the last of them; the three times `ratio` share that moved most go through three
 // layers and are ranked again (CacheBlend's gradual filtering), and the `ratio` share that moved
-// most is run through every layer in place. A recomputed token attends to everything before it in the sequence, the
-// tokens recomputed before it included. ratio 0: nothing; 1: every candidate (equal to the full
-// computation of those tokens, up to what the non-candidates hold).
+// most is run through every layer in place. A recomputed token attends to everything before it in
+// the sequence, the tokens recomputed before it included. ratio 0: nothing; 1: every candidate
+// (equal to the full computation of those tokens, up to what the non-candidates hold).
 #pragma once
 
 #include <cstdint>

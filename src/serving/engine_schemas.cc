@@ -187,8 +187,8 @@ Result<EngineImpl::Planned> EngineImpl::Plan(const PmlPrompt& prompt) const {
   }
   PC_ASSIGN_OR_RETURN(PmlPlan plan, PlanPrompt(p.schema->layout, prompt, encoder_));
   PC_RETURN_IF_ERROR(AddGenerationPrompt(prompt, encoder_, &plan));
-  p.positions = prompt.positions == PmlPositions::kDefault ? options_.module_positions
-                                                           : prompt.positions;
+  p.positions =
+      prompt.positions == PmlPositions::kDefault ? options_.module_positions : prompt.positions;
   p.recompute = prompt.recompute >= 0 ? prompt.recompute : options_.module_recompute;
   p.prefill = BuildPrefill(p.schema->layout, plan, p.positions);
   if (p.prefill.tokens.empty()) {

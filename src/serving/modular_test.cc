@@ -509,9 +509,8 @@ TEST(Modular, ContiguousPositionsEqualThePlainPrompt) {
     eo.module_positions = engine_default;
     auto e = Make(eo);
     ASSERT_TRUE(e->LoadSchemaText(kPets, "pets.xml").ok());
-    const std::string attr = engine_default == PmlPositions::kContiguous
-                                 ? ""
-                                 : " positions=\"contiguous\"";
+    const std::string attr =
+        engine_default == PmlPositions::kContiguous ? "" : " positions=\"contiguous\"";
     auto baseline = [&](const std::string& body) {
       PmlPrompt p = Parse("<prompt schema=\"pets\">" + body + "</prompt>");
       p.positions = PmlPositions::kSchema;
@@ -538,11 +537,12 @@ TEST(Modular, ContiguousPositionsEqualThePlainPrompt) {
       EXPECT_EQ(FirstLogits(*e, xml), got) << xml << " (cached)";
     }
     // At the schema's positions, `cat` sits after the gap `dog` left.
-    const std::string gapped = "<prompt schema=\"pets\" positions=\"schema\"><cat/>" + text +
-                               "</prompt>";
+    const std::string gapped =
+        "<prompt schema=\"pets\" positions=\"schema\"><cat/>" + text + "</prompt>";
     EXPECT_NE(FirstLogits(*e, gapped), baseline("<cat/>" + text));
     // `cat` after `dog`: gathered from its cache entry, its keys rotated by dog's length.
-    const std::string both = "<prompt schema=\"pets\"" + attr + "><dog/><cat/>" + text + "</prompt>";
+    const std::string both =
+        "<prompt schema=\"pets\"" + attr + "><dog/><cat/>" + text + "</prompt>";
     const CompletionResult r = Serve(*e, both, Greedy(1));
     const std::string both_at_schema =
         "<prompt schema=\"pets\" positions=\"schema\"><dog/><cat/>" + text + "</prompt>";

@@ -126,7 +126,7 @@ SchemaLayout ContiguousLayout(const SchemaLayout& schema) {
 }
 
 std::vector<const PmlParameter*> ModuleStore::Fills(const SchemaLayout& schema,
-                                                   const PmlTextRef& ref) {
+                                                    const PmlTextRef& ref) {
   std::vector<const PmlParameter*> out;
   if (ref.module == kPmlAlways) return out;
   const int before = schema.Piece(ref).ReservedStart();
@@ -258,7 +258,8 @@ Status ModuleStore::Encode(const SchemaLayout& schema, const PmlTextRef& ref,
     return Status::Ok();
   };
   for (const PmlTextRef& dep : deps) {
-    if (dep.module == ref.module) PC_RETURN_IF_ERROR(fill_before(schema.Piece(dep).ReservedStart()));
+    if (dep.module == ref.module)
+      PC_RETURN_IF_ERROR(fill_before(schema.Piece(dep).ReservedStart()));
     // Contiguous: the span end to end from 0, whatever its pieces' own starts.
     const int at = schema.contiguous ? ctx.size() : schema.Piece(dep).start;
     bool reused = false;
