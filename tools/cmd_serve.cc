@@ -57,8 +57,9 @@ class ServeCommand : public Command {
                   "compute every prompt from scratch (for comparisons)");
     sub->add_option("--api-key", server_.api_key,
                     "require 'Authorization: Bearer KEY' (default: $PROMPTCACHE_API_KEY)");
-    sub->add_option("--max-body-bytes", server_.max_body_bytes, "largest request body")
-        ->default_val(size_t(8) << 20);
+    sub->add_option("--max-body-bytes", max_body_bytes_,
+                    "largest request body, 1024 to 1 GiB (default 8 MiB)")
+        ->default_val(int64_t(8) << 20);
     sub->add_option("--max-prompt-tokens", server_.max_prompt_tokens,
                     "largest prompt in tokens (0: the context)");
     sub->add_option("--max-tokens-limit", server_.max_tokens_limit,
@@ -91,6 +92,7 @@ class ServeCommand : public Command {
     }
     engine_.kv_type = kv_type_ == "f32" ? KvType::kF32 : KvType::kF16;
     engine_.module_positions = *ParsePmlPositions(positions_);
+    server_.max_body_bytes = static_cast<size_t>(max_body_bytes_);
     engine_.cache_ram_bytes = size_t(cache_ram_mib_ * double(kMiB));
     engine_.cache_disk_bytes = size_t(cache_disk_mib_ * double(kMiB));
     engine_.prefix_cache = !no_prefix_cache_;
@@ -165,7 +167,9 @@ class ServeCommand : public Command {
     if (engine_.cache_min_tokens < 0 || engine_.cache_granularity < 0) {
       return InvalidArgument("--cache-min-tokens and --cache-granularity must be >= 0");
     }
-    if (server_.max_body_bytes < 1024) return InvalidArgument("--max-body-bytes must be >= 1024");
+    if (max_body_bytes_ < 1024 || max_body_bytes_ > (int64_t(1) << 30)) {
+      return InvalidArgument("--max-body-bytes must be between 1024 and 1073741824 (1 GiB)");
+    }
     if (server_.max_prompt_tokens < 0 || server_.max_tokens_limit < 0) {
       return InvalidArgument("--max-prompt-tokens and --max-tokens-limit must be >= 0");
     }
@@ -178,6 +182,7 @@ class ServeCommand : public Command {
   std::string isa_;
   std::string kv_type_ = "f16";
   std::string positions_ = "schema";
+  int64_t max_body_bytes_ = int64_t(8) << 20;
   double cache_ram_mib_ = 1024, cache_disk_mib_ = 4096;
   bool no_prefix_cache_ = false, verbose_ = false;
 };

@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -200,6 +201,7 @@ class HttpServer::Impl {
   ServerMetrics metrics_;
   httplib::Server http_;
   int port_ = -1;
+  int listen_fd_ = -1;  // the listening socket, once bound
   int64_t created_ = UnixSeconds();
   std::atomic<bool> stopping_{false};
   std::atomic<bool> stop_requested_{false};
@@ -241,6 +243,14 @@ HttpServer::Impl::Impl(Engine* engine, ServerOptions options)
   http_.set_tcp_nodelay(true);
   http_.set_read_timeout(30);
   http_.set_write_timeout(30);
+  // cpp-httplib's default options add SO_REUSEPORT, which lets a second server bind the same
+  // port and the kernel split connections between the two: a busy port must be an error.
+  // SO_REUSEADDR alone still lets a restarted server bind past TIME_WAIT.
+  http_.set_socket_options([this](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    listen_fd_ = sock;
+  });
   RegisterRoutes();
   InstallHooks();
 }
@@ -779,6 +789,9 @@ Status HttpServer::Impl::Bind() {
     return IoError("cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
                    " (address in use, or not an address of this machine)");
   }
+  // The library listens with a backlog of 5, which a burst of new connections overflows
+  // (connection resets); listening again on the bound socket raises it (Linux).
+  if (listen_fd_ >= 0) ::listen(listen_fd_, SOMAXCONN);
   return Status::Ok();
 }
 

@@ -3,7 +3,8 @@
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { startServer, MODEL, STORY, waitFor } from './server.mjs';
+import { spawnSync } from 'node:child_process';
+import { startServer, MODEL, MODEL_PATH, BIN, STORY, waitFor } from './server.mjs';
 
 let server;
 before(async () => {
@@ -120,6 +121,24 @@ test('a body over --max-body-bytes is a 413', async () => {
   const r = await server.json('POST', '/v1/completions', { model: MODEL, prompt: 'x'.repeat(70000) });
   assertError(r, 413, { code: 'request_too_large' });
   await stillServing();
+});
+
+test('a second server on a busy port is a one-line error, not a second listener', async () => {
+  const port = new URL(server.url).port;
+  const r = spawnSync(BIN, ['serve', '-m', MODEL_PATH, '--port', port, '-t', '1'], { encoding: 'utf8', timeout: 20000 });
+  assert.equal(r.status, 1, r.stderr);
+  const lines = r.stderr.trim().split('\n').filter((l) => l.startsWith('promptcache: error:'));
+  assert.equal(lines.length, 1, r.stderr);
+  assert.match(lines[0], new RegExp(`cannot listen on 127\\.0\\.0\\.1:${port}`));
+  await stillServing();
+});
+
+test('--max-body-bytes outside 1024 B..1 GiB is refused (-1 is not "unlimited")', () => {
+  for (const v of ['-1', '100', '4294967296']) {
+    const r = spawnSync(BIN, ['serve', '-m', MODEL_PATH, '--port', '0', '--max-body-bytes', v], { encoding: 'utf8', timeout: 20000 });
+    assert.equal(r.status, 1, `${v}: ${r.stderr}`);
+    assert.match(r.stderr, /--max-body-bytes must be between 1024 and 1073741824/);
+  }
 });
 
 test('a JSON body sent as a form (curl -d without a Content-Type) is read whole', async () => {
