@@ -44,6 +44,10 @@ TEST(PmlSchemaErrors, RootAndSchemaName) {
   EXPECT_TRUE(HasText(SchemaError("<schema/>", kWords), "s.xml:1:1: <schema> without a name"));
   EXPECT_TRUE(HasText(SchemaError("<schema name='9lives'/>", kWords),
                       "s.xml:1:1: schema name '9lives' is not valid"));
+  const std::string long_name(129, 'a');
+  EXPECT_TRUE(HasText(SchemaError("<schema name='" + long_name + "'/>", kWords),
+                      "is not valid (at most 128 letters"));
+  EXPECT_EQ(SchemaError("<schema name='" + std::string(128, 'a') + "'/>", kWords), "OK");
   EXPECT_TRUE(HasText(SchemaError("<schema name='s' version='2'/>", kWords),
                       "s.xml:1:1: schema 's': <schema>: unknown attribute 'version'"));
 }

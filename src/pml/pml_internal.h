@@ -50,7 +50,9 @@ std::string NormalizeText(std::string_view text);
 bool IsXmlSpace(char c);
 bool IsAllSpace(std::string_view text);
 
-// [A-Za-z_][A-Za-z0-9_.-]*
+// [A-Za-z_][A-Za-z0-9_.-]*, at most kMaxNameLength characters (a schema's name names its file
+// in the cache folder, and file names are limited).
+inline constexpr size_t kMaxNameLength = 128;
 bool IsValidName(std::string_view name);
 
 // "system", "user" or "assistant".

@@ -319,8 +319,8 @@ Status SchemaBuilder::AddModule(const pugi::xml_node& node, const Context& ctx, 
   if (!node.attribute("name")) return Error(node, "<module> without a name attribute");
   if (!IsValidName(name)) {
     return Error(node, "module name " + Quote(name) +
-                           " is not valid (letters, digits, '_', '.', '-'; not starting with "
-                           "a digit, '.' or '-')");
+                           " is not valid (at most 128 letters, digits, '_', '.', '-'; not "
+                           "starting with a digit, '.' or '-')");
   }
   if (IsRoleTag(name)) {
     return Error(node, "module name '" + name + "' is reserved for the chat role tag");
@@ -497,8 +497,8 @@ Status SchemaBuilder::AddParameter(const pugi::xml_node& node, const Context& ct
   if (!node.attribute("name")) return Error(node, where + ": <parameter> without a name");
   if (!IsValidName(name)) {
     return Error(node, where + ": parameter name " + Quote(name) +
-                           " is not valid (letters, digits, '_', '.', '-'; not starting with "
-                           "a digit, '.' or '-')");
+                           " is not valid (at most 128 letters, digits, '_', '.', '-'; not "
+                           "starting with a digit, '.' or '-')");
   }
   PC_RETURN_IF_ERROR(CheckAttributes(node, {"name", "length", "scaffold"}, what));
   for (const PmlParameter& p : owner.parameters) {
@@ -686,8 +686,8 @@ Result<SchemaLayout> SchemaBuilder::Build() {
   if (!root.attribute("name")) return Error(root, "<schema> without a name attribute");
   if (!IsValidName(name)) {
     return Error(root, "schema name " + Quote(name) +
-                           " is not valid (letters, digits, '_', '.', '-'; not starting with "
-                           "a digit, '.' or '-')");
+                           " is not valid (at most 128 letters, digits, '_', '.', '-'; not "
+                           "starting with a digit, '.' or '-')");
   }
   out_.name = name;
   out_.file = xml_.file();

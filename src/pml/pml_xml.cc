@@ -88,7 +88,7 @@ bool IsXmlSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'
 bool IsAllSpace(std::string_view text) { return std::all_of(text.begin(), text.end(), IsXmlSpace); }
 
 bool IsValidName(std::string_view name) {
-  if (name.empty()) return false;
+  if (name.empty() || name.size() > kMaxNameLength) return false;
   auto alpha = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_'; };
   if (!alpha(name[0])) return false;
   return std::all_of(name.begin() + 1, name.end(), [&](char c) {

@@ -250,6 +250,15 @@ test('schemas registered with --cache-dir come back after a restart, modules fro
   assert.equal(after.choices[0].text, before.choices[0].text, 'the same output from disk-loaded modules');
   assert.ok((await second.metrics()).promptcache_cache_disk_loads_total > 0);
 
+  // A schema name too long for a file name is a 400 that names the limit, not a 500 showing
+  // where the cache lives.
+  const long = await second.json('POST', '/v1/schemas', `<schema name="${'n'.repeat(10000)}">x</schema>`,
+                                 { 'content-type': 'application/xml' });
+  assert.equal(long.status, 400, long.text);
+  assert.match(long.body.error.message, /at most 128/);
+  assert.ok(!long.text.includes(dir), long.text);
+  assert.ok(long.text.length < 2000, 'the name is not echoed whole');
+
   // Dropped schemas stay dropped.
   assert.equal((await second.json('DELETE', '/v1/schemas/story')).status, 200);
   assert.equal((await second.stop()).code, 0, second.stderr());
