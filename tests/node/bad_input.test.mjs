@@ -141,6 +141,32 @@ test('--max-body-bytes outside 1024 B..1 GiB is refused (-1 is not "unlimited")'
   }
 });
 
+test('a chunked body over --max-body-bytes is a 413 too, not kept in memory nor echoed', async () => {
+  // A stream body has no Content-Length: fetch sends it chunked.
+  const chunk = new TextEncoder().encode('x'.repeat(16384));
+  let sent = 0;
+  const body = new ReadableStream({
+    pull(controller) {
+      if (sent >= 64) return controller.close();  // 1 MiB in all, 16 times the limit
+      sent++;
+      controller.enqueue(chunk);
+    },
+  });
+  let res;
+  try {
+    res = await fetch(server.url + '/v1/completions', {
+      method: 'POST', headers: { 'content-type': 'application/json' }, body, duplex: 'half',
+    });
+  } catch (e) {
+    assert.fail(`the server should answer 413, not drop the connection: ${e}`);
+  }
+  const text = await res.text();
+  assert.equal(res.status, 413, text);
+  assert.equal(JSON.parse(text).error.code, 'request_too_large');
+  assert.ok(!text.includes('xxxx'), 'the body is not echoed');
+  await stillServing();
+});
+
 test('a JSON body sent as a form (curl -d without a Content-Type) is read whole', async () => {
   // cpp-httplib parses form-encoded bodies itself and refuses those over 8192 bytes; the server
   // reads every body as JSON, within --max-body-bytes, whatever its Content-Type.
