@@ -114,6 +114,11 @@ httplib::Server::HandlerWithContentReader ReadingBody(
   return [handler, max_bytes](const httplib::Request& req, httplib::Response& res,
                               const httplib::ContentReader& read) {
     httplib::Request whole = req;
+    // No Content-Length and not chunked: no body (`curl -X POST URL`), not an unreadable one.
+    if (!req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
+      handler(whole, res);
+      return;
+    }
     bool too_large = false;
     size_t dropped = 0;
     const size_t drain_limit = std::max(max_bytes * 8, size_t(64) << 20);

@@ -4,6 +4,7 @@ import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import { spawnSync } from 'node:child_process';
+import net from 'node:net';
 import { startServer, MODEL, MODEL_PATH, BIN, STORY, waitFor } from './server.mjs';
 
 let server;
@@ -165,6 +166,26 @@ test('a chunked body over --max-body-bytes is a 413 too, not kept in memory nor 
   assert.equal(JSON.parse(text).error.code, 'request_too_large');
   assert.ok(!text.includes('xxxx'), 'the body is not echoed');
   await stillServing();
+});
+
+test('a POST without any body (no Content-Length, as curl -X POST sends) is read as empty', async () => {
+  const { hostname, port } = new URL(server.url);
+  const raw = (route) => new Promise((resolve, reject) => {
+    const sock = net.connect(Number(port), hostname, () => {
+      sock.write(`POST ${route} HTTP/1.1\r\nHost: ${hostname}\r\nConnection: close\r\n\r\n`);
+    });
+    let data = '';
+    sock.on('data', (d) => { data += d; });
+    sock.on('end', () => resolve(data));
+    sock.on('error', reject);
+  });
+  // This server has no disk tier: the handler's own answer, not a generic "could not be processed".
+  const save = await raw('/v1/cache/save');
+  assert.match(save, /^HTTP\/1\.1 400/, save);
+  assert.match(save, /no disk tier configured \(--cache-dir\)/, save);
+  const completion = await raw('/v1/completions');
+  assert.match(completion, /^HTTP\/1\.1 400/, completion);
+  assert.match(completion, /not valid JSON/, completion);
 });
 
 test('a JSON body sent as a form (curl -d without a Content-Type) is read whole', async () => {
