@@ -56,8 +56,12 @@ void BlockCache::RemoveEntry(const BlockKey& key, bool spill_to_disk) {
     if (st.ok()) {
       stats_.disk_writes++;
     } else {
-      stats_.disk_errors++;
-      PC_LOG_WARN("cache: %s", st.message().c_str());
+      // A failing disk (read-only, full) fails every write: say so on the first and then on
+      // every thousandth, not once per evicted block.
+      if (stats_.disk_errors++ % 1000 == 0) {
+        PC_LOG_WARN("cache: %s (%llu disk write errors so far)", st.message().c_str(),
+                    static_cast<unsigned long long>(stats_.disk_errors));
+      }
     }
   }
   if (!e.parent.empty()) {

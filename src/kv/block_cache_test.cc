@@ -1,6 +1,7 @@
 #include "kv/block_cache.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -272,6 +273,40 @@ TEST_F(DiskTierTest, TruncatedFileIsAMiss) {
   KvSequence miss(&pool);
   EXPECT_EQ(cache->LookupPrefix(a, 4, &miss), 0);
   EXPECT_EQ(cache->Stats().disk_files, 0u);  // the bad file was removed
+}
+
+// Something else where a block file should be: a directory or a FIFO named like one at start-up
+// is ignored (start-up used to fail on the directory), and a FIFO that replaces an indexed file
+// is a miss (reading it used to block forever).
+TEST_F(DiskTierTest, DirectoriesAndFifosNamedLikeBlockFilesAreNotRead) {
+  const auto a = Tokens(8);
+  {
+    BlockPool pool(Layout(), 0, false);
+    auto cache = Open(&pool);
+    KvSequence seq = Computed(&pool, a);
+    cache->InsertPrefix(a, seq);
+    seq.Clear();
+    ASSERT_TRUE(cache->SaveAll().ok());
+  }
+  std::vector<fs::path> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir_)) {
+    if (e.is_regular_file()) files.push_back(e.path());
+  }
+  ASSERT_EQ(files.size(), 2u);
+  const fs::path tier = files[0].parent_path();
+  fs::create_directory(tier / (std::string(32, 'a') + ".kvb"));
+  ASSERT_EQ(mkfifo((tier / (std::string(32, 'b') + ".kvb")).c_str(), 0600), 0);
+  BlockPool pool(Layout(), 0, false);
+  auto cache = Open(&pool);  // starts
+  EXPECT_EQ(cache->Stats().disk_files, 2u);
+  // Both real files become FIFOs after start-up: the lookup misses instead of hanging.
+  for (const fs::path& f : files) {
+    fs::remove(f);
+    ASSERT_EQ(mkfifo(f.c_str(), 0600), 0);
+  }
+  KvSequence miss(&pool);
+  EXPECT_EQ(cache->LookupPrefix(a, 8, &miss), 0);
+  EXPECT_GE(cache->Stats().disk_errors, 1u);
 }
 
 TEST(BlockCache, DropRemovesAnEntryAndItsContinuations) {

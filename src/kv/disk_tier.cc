@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 
 #include "core/hash.h"
 #include "core/log.h"
@@ -34,6 +34,18 @@ struct FileHeader {
   uint64_t checksum;       // XXH3-64 of the payload
 };
 #pragma pack(pop)
+
+bool WriteAll(int fd, const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
 
 size_t PayloadBytes(const KvLayout& l, int count) {
   return size_t(count) * 2 * sizeof(int32_t) + size_t(count) * l.bytes_per_token();
@@ -71,6 +83,14 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(const std::string& dir,
     BlockKey key;
     if (name.size() == 32 + 4 && name.ends_with(kSuffix) &&
         BlockKey::FromHex(name.substr(0, 32), &key)) {
+      std::error_code type_ec;
+      // Only regular files: a directory or a FIFO named like a block file is left alone (reading
+      // a FIFO would block forever).
+      if (!entry.is_regular_file(type_ec) || entry.is_symlink(type_ec)) {
+        PC_LOG_WARN("cache dir %s: %s is not a regular file; ignored", t->dir_.c_str(),
+                    name.c_str());
+        continue;
+      }
       const auto mtime = entry.last_write_time(ec).time_since_epoch().count();
       t->index_[key] = {static_cast<size_t>(entry.file_size(ec)), static_cast<uint64_t>(mtime)};
       t->bytes_ += t->index_[key].bytes;
@@ -127,13 +147,17 @@ Status DiskTier::Write(const BlockRecord& r, const BlockPool& pool, BlockId bloc
 
   const std::string path = PathOf(r.key), tmp = path + ".tmp";
   {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(&h), sizeof(h));
-    out.write(payload.data(), payload.size());
-    if (!out) {
+    // Written, flushed to the device, then renamed: a crash leaves the old file or the new one,
+    // never a torn one under the final name.
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    bool ok = fd >= 0 && WriteAll(fd, &h, sizeof(h)) && WriteAll(fd, payload.data(), payload.size()) &&
+              ::fdatasync(fd) == 0;
+    if (fd >= 0) ok = ::close(fd) == 0 && ok;
+    if (!ok) {
+      const std::string why = std::strerror(errno);
       std::error_code ec;
       fs::remove(tmp, ec);
-      return IoError("cannot write " + tmp);
+      return IoError("cannot write " + tmp + ": " + why);
     }
   }
   std::error_code ec;
@@ -154,8 +178,25 @@ Result<BlockRecord> DiskTier::Read(const BlockKey& key, BlockPool* pool, BlockId
     Remove(key);
     return DataLoss(path + ": " + why);
   };
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return fail("cannot open");
+  // O_NONBLOCK and the type check: something else put where a block file was (a FIFO, a
+  // directory) is a miss, not a hang.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return fail("cannot open");
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return fail("not a regular file");
+  }
+  std::string data(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < data.size()) {
+    const ssize_t n = ::read(fd, data.data() + got, data.size() - got);
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  data.resize(got);
+  std::istringstream in(std::move(data));
   FileHeader h{};
   if (!in.read(reinterpret_cast<char*>(&h), sizeof(h))) return fail("truncated header");
   if (std::memcmp(h.magic, kMagic, 8) != 0) return fail("not a promptcache block file");
