@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "pml/pml.h"
+#include "pml/pml_internal.h"
 #include "pml/pml_test_util.h"
 
 namespace promptcache {
@@ -349,6 +350,23 @@ TEST(PmlSchemaErrors, LineAndColumnCountCharacters) {
   // "é" is two bytes but one column.
   EXPECT_TRUE(HasText(SchemaError("<schema name='s'>\né <bad/></schema>", kWords),
                       "s.xml:2:3: schema 's': unknown element <bad>"));
+}
+
+// Columns come from a cursor that continues along a line (linear time on one-line schemas); asked
+// for out of order, on other lines, or again, they are the same as counted from scratch.
+TEST(PmlSchemaErrors, PositionsInAnyOrder) {
+  auto src = pml_internal::XmlSource::Parse("<a>\né é é<b/>é\nxyz</a>", "x.xml");
+  ASSERT_TRUE(src.ok());
+  const pml_internal::XmlSource& x = **src;
+  // Byte offsets: line 2 starts at 4; "é " is 3 bytes, 2 columns.
+  auto at = [&](ptrdiff_t off) {
+    const PmlSourcePos p = x.PosAt(off);
+    return std::to_string(p.line) + ":" + std::to_string(p.column);
+  };
+  const std::vector<std::pair<ptrdiff_t, std::string>> cases = {
+      {4, "2:1"}, {7, "2:3"}, {13, "2:7"}, {7, "2:3"}, {0, "1:1"}, {13, "2:7"}, {21, "3:3"},
+      {10, "2:5"}};
+  for (const auto& [off, want] : cases) EXPECT_EQ(at(off), want) << off;
 }
 
 // ---- Prompt errors ----

@@ -40,6 +40,9 @@ class XmlSource {
   std::string file_;
   std::string text_;
   std::vector<size_t> line_starts_;
+  // The last position PosAt computed (a cursor, not state anyone else sees).
+  mutable size_t last_line_ = 0, last_offset_ = 0;
+  mutable int last_column_ = 1;
   pugi::xml_document doc_;
 };
 

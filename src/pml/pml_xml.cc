@@ -65,12 +65,21 @@ PmlSourcePos XmlSource::PosAt(ptrdiff_t offset) const {
   const size_t off = std::min(static_cast<size_t>(offset), text_.size());
   const auto it = std::upper_bound(line_starts_.begin(), line_starts_.end(), off);
   const size_t line = static_cast<size_t>(it - line_starts_.begin());  // 1-based
-  const size_t begin = line_starts_[line - 1];
+  size_t begin = line_starts_[line - 1];
   int column = 1;
+  // Positions are asked for in document order: continue from the last one on the same line, so
+  // a schema written on one long line costs linear time, not quadratic.
+  if (last_line_ == line && last_offset_ <= off) {
+    begin = last_offset_;
+    column = last_column_;
+  }
   for (size_t i = begin; i < off; ++i) {
     // Count UTF-8 characters: every byte that is not a continuation byte starts one.
     if ((static_cast<unsigned char>(text_[i]) & 0xC0) != 0x80) ++column;
   }
+  last_line_ = line;
+  last_offset_ = off;
+  last_column_ = column;
   return {static_cast<int>(line), column};
 }
 
