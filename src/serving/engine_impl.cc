@@ -76,7 +76,22 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   if (options.block_size < 1 || options.batch_size < 1) {
     return InvalidArgument("block_size and batch_size must be >= 1");
   }
+  if (!(options.module_recompute >= 0 && options.module_recompute <= 1)) {
+    return InvalidArgument("module_recompute must be a share from 0 to 1");
+  }
   PC_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(options.model_path));
+  const int trained = model->config().context_length;
+  if (options.context > trained && trained > 0) {
+    // llama.cpp warns too: positions past training are outside what the model has seen, and the
+    // KV cache a sequence may use grows with the context.
+    PC_LOG_WARN("context %d is more than the %d tokens the model was trained with: quality past "
+                "%d tokens is not what the model was trained for, and each sequence may hold "
+                "%.1f MiB of K/V",
+                options.context, trained, trained,
+                double(options.context) *
+                    model->MakeKvLayout(options.kv_type, options.block_size).bytes_per_token() /
+                    (1 << 20));
+  }
   std::unique_ptr<DiskTier> disk;
   if (!options.cache_dir.empty()) {
     const KvLayout layout = model->MakeKvLayout(options.kv_type, options.block_size);
