@@ -839,6 +839,17 @@ void HttpServer::Impl::Stop() {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [id, handle] : running_) handle->Cancel();
   }
+  // Cancelled requests answer at once, streams with a final chunk (finish_reason "cancelled")
+  // and [DONE]; cpp-httplib stops writing streams as soon as it stops, so let them end first
+  // (a few milliseconds; bounded for a client that does not read).
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (std::chrono::steady_clock::now() < give_up) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (running_.empty()) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
   // cpp-httplib's stop() only works once its accept loop runs (and must not be called twice
   // while it winds down): a Stop() that comes while Run() is entering the loop waits for it.
   if (stop_requested_.exchange(true)) return;

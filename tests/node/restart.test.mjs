@@ -68,3 +68,33 @@ test('a restarted server finds the cache on disk; corrupt files are a miss', asy
   assert.ok((await third.metrics()).promptcache_cache_disk_errors_total > 0);
   assert.equal((await third.stop()).code, 0);
 });
+
+test('a stream cut by shutdown still ends with a final chunk and [DONE]', async () => {
+  const server = await startServer();
+  const res = await fetch(server.url + '/v1/completions', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: MODEL, prompt: 'Once upon a time', max_tokens: 2000, stream: true, ignore_eos: true }),
+  });
+  assert.equal(res.status, 200);
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  // Wait for generated text, then stop the server mid-stream.
+  while (!text.includes('"text"')) {
+    const { value, done } = await reader.read();
+    assert.ok(!done, 'the stream started');
+    text += decoder.decode(value, { stream: true });
+  }
+  const stopping = server.stop();
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += decoder.decode(value, { stream: true });
+  }
+  assert.equal((await stopping).code, 0, server.stderr());
+  const events = text.split('\n\n').filter((e) => e.startsWith('data: '));
+  assert.equal(events.at(-1), 'data: [DONE]', text.slice(-500));
+  const last = JSON.parse(events.at(-2).slice(6));
+  assert.equal(last.choices[0].finish_reason, 'cancelled');
+});
