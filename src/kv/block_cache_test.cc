@@ -232,7 +232,7 @@ TEST_F(DiskTierTest, CorruptTruncatedOrForeignFilesAreSkipped) {
   }
   std::vector<fs::path> files;
   for (const auto& e : fs::recursive_directory_iterator(dir_)) {
-    if (e.is_regular_file()) files.push_back(e.path());
+    if (e.is_regular_file() && e.path().extension() == ".kvb") files.push_back(e.path());
   }
   ASSERT_EQ(files.size(), 2u);
   std::sort(files.begin(), files.end());
@@ -266,7 +266,9 @@ TEST_F(DiskTierTest, TruncatedFileIsAMiss) {
     ASSERT_TRUE(cache->SaveAll().ok());
   }
   for (const auto& e : fs::recursive_directory_iterator(dir_)) {
-    if (e.is_regular_file()) fs::resize_file(e.path(), fs::file_size(e.path()) / 2);
+    if (e.is_regular_file() && e.path().extension() == ".kvb") {
+      fs::resize_file(e.path(), fs::file_size(e.path()) / 2);
+    }
   }
   BlockPool pool(Layout(), 0, false);
   auto cache = Open(&pool);
@@ -290,7 +292,7 @@ TEST_F(DiskTierTest, DirectoriesAndFifosNamedLikeBlockFilesAreNotRead) {
   }
   std::vector<fs::path> files;
   for (const auto& e : fs::recursive_directory_iterator(dir_)) {
-    if (e.is_regular_file()) files.push_back(e.path());
+    if (e.is_regular_file() && e.path().extension() == ".kvb") files.push_back(e.path());
   }
   ASSERT_EQ(files.size(), 2u);
   const fs::path tier = files[0].parent_path();
@@ -307,6 +309,19 @@ TEST_F(DiskTierTest, DirectoriesAndFifosNamedLikeBlockFilesAreNotRead) {
   KvSequence miss(&pool);
   EXPECT_EQ(cache->LookupPrefix(a, 8, &miss), 0);
   EXPECT_GE(cache->Stats().disk_errors, 1u);
+}
+
+// Two tiers on one folder would each apply their own budget and miss each other's deletes: the
+// second Open is refused, naming the folder, until the first is closed.
+TEST_F(DiskTierTest, OneOpenTierPerFolder) {
+  auto first = DiskTier::Open(dir_.string(), "fp", Layout(), 1 << 20);
+  ASSERT_TRUE(first.ok());
+  auto second = DiskTier::Open(dir_.string(), "fp", Layout(), 1 << 20);
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("is in use by another process"), std::string::npos);
+  EXPECT_TRUE(DiskTier::Open(dir_.string(), "other-model", Layout(), 1 << 20).ok());
+  first->reset();
+  EXPECT_TRUE(DiskTier::Open(dir_.string(), "fp", Layout(), 1 << 20).ok());
 }
 
 TEST(BlockCache, DropRemovesAnEntryAndItsContinuations) {

@@ -1,6 +1,7 @@
 #include "kv/disk_tier.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -78,6 +79,13 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(const std::string& dir,
   std::error_code ec;
   fs::create_directories(t->dir_, ec);
   if (ec) return IoError("cache dir " + t->dir_ + ": " + ec.message());
+  const std::string lock = t->dir_ + "/lock";
+  t->lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (t->lock_fd_ < 0) return IoError("cache dir " + t->dir_ + ": cannot open " + lock);
+  if (::flock(t->lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    return IoError("cache dir " + t->dir_ + " is in use by another process (one server or tool " +
+                   "per --cache-dir and model)");
+  }
   for (const auto& entry : fs::directory_iterator(t->dir_, ec)) {
     const std::string name = entry.path().filename().string();
     BlockKey key;
@@ -103,6 +111,10 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(const std::string& dir,
   for (const auto& [k, info] : t->index_) t->clock_ = std::max(t->clock_, info.stamp);
   t->EvictToBudget();
   return t;
+}
+
+DiskTier::~DiskTier() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the lock
 }
 
 std::vector<BlockKey> DiskTier::Keys() const {

@@ -37,7 +37,11 @@ struct BlockRecord {
 
 class DiskTier {
  public:
-  // Creates DIR/<fingerprint>/ if needed and indexes the files already there.
+  // Creates DIR/<fingerprint>/ if needed and indexes the files already there. One process at a
+  // time: the folder is locked (flock) while the tier is open, and a second Open of it fails
+  // with an IoError naming it, since two tiers would each apply their own budget and miss each
+  // other's deletes.
+  ~DiskTier();
   static Result<std::unique_ptr<DiskTier>> Open(const std::string& dir,
                                                 const std::string& fingerprint,
                                                 const KvLayout& layout, size_t max_bytes);
@@ -62,6 +66,7 @@ class DiskTier {
   void EvictToBudget();
 
   std::string dir_;
+  int lock_fd_ = -1;
   std::string fingerprint_;
   KvLayout layout_;
   size_t max_bytes_ = 0;
