@@ -8,9 +8,12 @@
 
 namespace promptcache {
 
-BlockCache::BlockCache(BlockPool* pool, std::string fingerprint,
-                       const BlockCacheOptions& options, std::unique_ptr<DiskTier> disk)
-    : pool_(pool), fingerprint_(std::move(fingerprint)), options_(options), disk_(std::move(disk)) {}
+BlockCache::BlockCache(BlockPool* pool, std::string fingerprint, const BlockCacheOptions& options,
+                       std::unique_ptr<DiskTier> disk)
+    : pool_(pool),
+      fingerprint_(std::move(fingerprint)),
+      options_(options),
+      disk_(std::move(disk)) {}
 
 BlockCache::~BlockCache() {
   for (auto& [key, e] : entries_) pool_->Unref(e.block);

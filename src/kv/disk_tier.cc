@@ -123,9 +123,7 @@ std::vector<BlockKey> DiskTier::Keys() const {
   return keys;
 }
 
-std::string DiskTier::PathOf(const BlockKey& key) const {
-  return dir_ + "/" + key.Hex() + kSuffix;
-}
+std::string DiskTier::PathOf(const BlockKey& key) const { return dir_ + "/" + key.Hex() + kSuffix; }
 
 Status DiskTier::Write(const BlockRecord& r, const BlockPool& pool, BlockId block, int begin) {
   const KvLayout& l = layout_;
@@ -162,8 +160,8 @@ Status DiskTier::Write(const BlockRecord& r, const BlockPool& pool, BlockId bloc
     // Written, flushed to the device, then renamed: a crash leaves the old file or the new one,
     // never a torn one under the final name.
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    bool ok = fd >= 0 && WriteAll(fd, &h, sizeof(h)) && WriteAll(fd, payload.data(), payload.size()) &&
-              ::fdatasync(fd) == 0;
+    bool ok = fd >= 0 && WriteAll(fd, &h, sizeof(h)) &&
+              WriteAll(fd, payload.data(), payload.size()) && ::fdatasync(fd) == 0;
     if (fd >= 0) ok = ::close(fd) == 0 && ok;
     if (!ok) {
       const std::string why = std::strerror(errno);
@@ -230,7 +228,8 @@ Result<BlockRecord> DiskTier::Read(const BlockKey& key, BlockPool* pool, BlockId
     return fail("inconsistent size");
   }
   std::string payload(h.payload_bytes, '\0');
-  if (!in.read(payload.data(), payload.size()) || in.peek() != EOF) return fail("truncated or too long");
+  if (!in.read(payload.data(), payload.size()) || in.peek() != EOF)
+    return fail("truncated or too long");
   if (Hash64(payload.data(), payload.size()) != h.checksum) return fail("checksum mismatch");
 
   BlockRecord r;

@@ -364,8 +364,8 @@ TEST(PmlSchemaErrors, PositionsInAnyOrder) {
     return std::to_string(p.line) + ":" + std::to_string(p.column);
   };
   const std::vector<std::pair<ptrdiff_t, std::string>> cases = {
-      {4, "2:1"}, {7, "2:3"}, {13, "2:7"}, {7, "2:3"}, {0, "1:1"}, {13, "2:7"}, {21, "3:3"},
-      {10, "2:5"}};
+      {4, "2:1"}, {7, "2:3"},  {13, "2:7"}, {7, "2:3"},
+      {0, "1:1"}, {13, "2:7"}, {21, "3:3"}, {10, "2:5"}};
   for (const auto& [off, want] : cases) EXPECT_EQ(at(off), want) << off;
 }
 

@@ -84,13 +84,13 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   if (options.context > trained && trained > 0) {
     // llama.cpp warns too: positions past training are outside what the model has seen, and the
     // KV cache a sequence may use grows with the context.
-    PC_LOG_WARN("context %d is more than the %d tokens the model was trained with: quality past "
-                "%d tokens is not what the model was trained for, and each sequence may hold "
-                "%.1f MiB of K/V",
-                options.context, trained, trained,
-                double(options.context) *
-                    model->MakeKvLayout(options.kv_type, options.block_size).bytes_per_token() /
-                    (1 << 20));
+    PC_LOG_WARN(
+        "context %d is more than the %d tokens the model was trained with: quality past "
+        "%d tokens is not what the model was trained for, and each sequence may hold "
+        "%.1f MiB of K/V",
+        options.context, trained, trained,
+        double(options.context) *
+            model->MakeKvLayout(options.kv_type, options.block_size).bytes_per_token() / (1 << 20));
   }
   std::unique_ptr<DiskTier> disk;
   if (!options.cache_dir.empty()) {
