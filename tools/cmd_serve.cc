@@ -124,6 +124,13 @@ class ServeCommand : public Command {
           if (sig == SIGINT || sig == SIGTERM) {
             PC_LOG_INFO("%s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
             server.Stop();
+            // Save the cache now: connections still sending half a request keep the HTTP layer
+            // waiting up to its read timeout, longer than an orchestrator's grace period.
+            if (!engine_.cache_dir.empty()) {
+              if (Status saved = (*engine)->SaveCache(); !saved.ok()) {
+                PC_LOG_WARN("saving the cache: %s", saved.message().c_str());
+              }
+            }
             return;
           }
         }

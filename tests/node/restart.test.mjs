@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import net from 'node:net';
 import { startServer, MODEL, STORY, expectedCached } from './server.mjs';
 
 const PROMPT = STORY + ' And then the rain came.';
@@ -97,4 +98,25 @@ test('a stream cut by shutdown still ends with a final chunk and [DONE]', async 
   assert.equal(events.at(-1), 'data: [DONE]', text.slice(-500));
   const last = JSON.parse(events.at(-2).slice(6));
   assert.equal(last.choices[0].finish_reason, 'cancelled');
+});
+
+test('SIGTERM saves the cache at once, even while a client holds a half-sent request', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'promptcache-sigterm-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const server = await startServer(['--cache-dir', dir]);
+  await complete(server);
+  assert.equal(cacheFiles(dir).filter((f) => f.endsWith('.kvb')).length, 0, 'nothing on disk yet');
+  // A client that sends half its headers and then nothing (the read timeout is 30 s).
+  const { hostname, port } = new URL(server.url);
+  const sock = net.connect(Number(port), hostname, () => sock.write('POST /v1/completions HTTP/1.1\r\nHost: x\r\n'));
+  sock.on('error', () => {});
+  await new Promise((r) => setTimeout(r, 200));
+  const stopping = server.stop(60000);
+  const deadline = Date.now() + 5000;
+  while (cacheFiles(dir).filter((f) => f.endsWith('.kvb')).length === 0 && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.ok(cacheFiles(dir).filter((f) => f.endsWith('.kvb')).length > 0, 'the cache was saved within 5 s of SIGTERM');
+  sock.destroy();
+  assert.equal((await stopping).code, 0, server.stderr());
 });
