@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <chrono>
 #include <ctime>
 #include <thread>
 
@@ -57,6 +58,13 @@ class ServeCommand : public Command {
                   "compute every prompt from scratch (for comparisons)");
     sub->add_option("--api-key", server_.api_key,
                     "require 'Authorization: Bearer KEY' (default: $PROMPTCACHE_API_KEY)");
+    sub->add_option("--shutdown-timeout", shutdown_timeout_,
+                    "seconds SIGTERM/SIGINT waits for open connections after saving the cache; "
+                    "a second signal exits at once")
+        ->default_val(10.0)
+        ->check(CLI::Range(0.0, 3600.0));
+    sub->add_flag("--metrics-public", server_.metrics_public,
+                  "serve /metrics without the API key (it shows request counts and cache use)");
     sub->add_option("--max-body-bytes", max_body_bytes_,
                     "largest request body, 1024 to 1 GiB (default 8 MiB)")
         ->default_val(int64_t(8) << 20);
@@ -131,6 +139,20 @@ class ServeCommand : public Command {
                 PC_LOG_WARN("saving the cache: %s", saved.message().c_str());
               }
             }
+            // Then wait for the open connections, up to --shutdown-timeout; a second signal
+            // ends the wait at once.
+            const auto give_up = std::chrono::steady_clock::now() +
+                                 std::chrono::duration<double>(shutdown_timeout_);
+            while (!done) {
+              const int again = sigtimedwait(&signals, nullptr, &poll);
+              const bool late = std::chrono::steady_clock::now() >= give_up;
+              if (again == SIGINT || again == SIGTERM || late) {
+                std::fprintf(stderr, "promptcache: %s; exiting without waiting for open "
+                             "connections\n", late ? "shutdown timeout" : "second signal");
+                std::fflush(stderr);
+                std::_Exit(late ? 0 : 1);
+              }
+            }
             return;
           }
         }
@@ -190,6 +212,7 @@ class ServeCommand : public Command {
   std::string kv_type_ = "f16";
   std::string positions_ = "schema";
   int64_t max_body_bytes_ = int64_t(8) << 20;
+  double shutdown_timeout_ = 10;
   double cache_ram_mib_ = 1024, cache_disk_mib_ = 4096;
   bool no_prefix_cache_ = false, verbose_ = false;
 };

@@ -1,7 +1,9 @@
 // promptcache: the command-line front end. Each subcommand lives in its own cmd_*.cc file.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <exception>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -64,7 +66,16 @@ int main(int argc, char** argv) {
     return Fail(std::string(e.what()) + " (see --help)");
   }
   for (Entry& e : commands) {
-    if (e.sub->parsed()) return e.cmd->Execute();
+    if (!e.sub->parsed()) continue;
+    // An exception that escapes a command (an allocation failure, a library's) is one line and
+    // exit 1 like any other error, not an abort.
+    try {
+      return e.cmd->Execute();
+    } catch (const std::bad_alloc&) {
+      return Fail("out of memory");
+    } catch (const std::exception& ex) {
+      return Fail(std::string("internal error: ") + ex.what());
+    }
   }
   return Fail("no command given (see --help)");
 }

@@ -99,8 +99,15 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(const std::string& dir,
                     name.c_str());
         continue;
       }
-      const auto mtime = entry.last_write_time(ec).time_since_epoch().count();
-      t->index_[key] = {static_cast<size_t>(entry.file_size(ec)), static_cast<uint64_t>(mtime)};
+      std::error_code file_ec;
+      const auto mtime = entry.last_write_time(file_ec).time_since_epoch().count();
+      const uintmax_t size = file_ec ? 0 : entry.file_size(file_ec);
+      if (file_ec) {  // vanished or unreadable since the listing: not counted as size_t(-1)
+        PC_LOG_WARN("cache dir %s: %s: %s; ignored", t->dir_.c_str(), name.c_str(),
+                    file_ec.message().c_str());
+        continue;
+      }
+      t->index_[key] = {static_cast<size_t>(size), static_cast<uint64_t>(mtime)};
       t->bytes_ += t->index_[key].bytes;
     } else if (name.find(".tmp") != std::string::npos) {
       fs::remove(entry.path(), ec);  // left by a crash mid-write

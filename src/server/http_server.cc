@@ -376,7 +376,8 @@ void HttpServer::Impl::InstallHooks() {
 }
 
 bool HttpServer::Impl::Authorized(const httplib::Request& req) const {
-  if (options_.api_key.empty() || req.path == "/health" || req.path == "/metrics") return true;
+  if (options_.api_key.empty() || req.path == "/health") return true;
+  if (req.path == "/metrics" && options_.metrics_public) return true;
   return ConstantTimeEquals(req.get_header_value("Authorization"), "Bearer " + options_.api_key);
 }
 

@@ -29,7 +29,8 @@ namespace promptcache {
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;      // 0: any free port (see port() after Bind)
-  std::string api_key;  // non-empty: every route but /health and /metrics needs it
+  std::string api_key;  // non-empty: every route but /health (and /metrics if public) needs it
+  bool metrics_public = false;  // /metrics without the API key (for a scraper on a private net)
   size_t max_body_bytes = size_t(8) << 20;
   int max_prompt_tokens = 0;  // 0: bounded by the context only
   int max_tokens_limit = 0;   // largest max_tokens accepted; 0: bounded by the context only

@@ -216,7 +216,7 @@ test('unknown routes are 404, wrong methods 405', async () => {
   await stillServing();
 });
 
-test('--api-key: a wrong or missing key is a 401, /health stays open', async () => {
+test('--api-key: a wrong or missing key is a 401, /health stays open, /metrics only with --metrics-public', async () => {
   const s = await startServer(['--api-key', 'sekrit']);
   await assert.rejects(s.client({ apiKey: 'wrong' }).models.list(), (e) => {
     assert.ok(e instanceof OpenAI.AuthenticationError, String(e));
@@ -226,8 +226,13 @@ test('--api-key: a wrong or missing key is a 401, /health stays open', async () 
   assertError(await s.json('POST', '/v1/chat/completions', chat()), 401);
   assertError(await s.json('GET', '/v1/cache'), 401);
   assert.equal((await s.json('GET', '/health')).status, 200);
+  assertError(await s.json('GET', '/metrics'), 401);
+  assert.equal((await s.json('GET', '/metrics', undefined, { authorization: 'Bearer sekrit' })).status, 200);
   const ok = await s.client({ apiKey: 'sekrit' }).chat.completions.create(chat());
   assert.equal(ok.object, 'chat.completion');
+  const open = await startServer(['--api-key', 'sekrit', '--metrics-public']);
+  assert.equal((await open.json('GET', '/metrics')).status, 200);
+  assertError(await open.json('GET', '/v1/cache'), 401);
 });
 
 test('a client that aborts a stream frees its request at once', async () => {

@@ -120,3 +120,34 @@ test('SIGTERM saves the cache at once, even while a client holds a half-sent req
   sock.destroy();
   assert.equal((await stopping).code, 0, server.stderr());
 });
+
+test('shutdown is bounded: --shutdown-timeout ends the wait for open connections, a second signal at once', async () => {
+  const hold = (server) => {
+    const { hostname, port } = new URL(server.url);
+    const sock = net.connect(Number(port), hostname, () => sock.write('POST /v1/completions HTTP/1.1\r\nHost: x\r\n'));
+    sock.on('error', () => {});
+    return sock;
+  };
+  const a = await startServer(['--shutdown-timeout', '1']);
+  const sa = hold(a);
+  await new Promise((r) => setTimeout(r, 200));
+  let t0 = Date.now();
+  const ra = await a.stop(20000);
+  assert.equal(ra.code, 0, a.stderr());
+  assert.ok(Date.now() - t0 < 5000, `exited after ${Date.now() - t0} ms`);
+  assert.match(a.stderr(), /shutdown timeout/);
+  sa.destroy();
+
+  const b = await startServer(['--shutdown-timeout', '60']);
+  const sb = hold(b);
+  await new Promise((r) => setTimeout(r, 200));
+  t0 = Date.now();
+  const exited = new Promise((resolve) => b.child.on('exit', (code) => resolve(code)));
+  b.child.kill('SIGTERM');
+  await new Promise((r) => setTimeout(r, 300));
+  b.child.kill('SIGTERM');
+  assert.equal(await exited, 1);
+  assert.ok(Date.now() - t0 < 5000, `exited after ${Date.now() - t0} ms`);
+  assert.match(b.stderr(), /second signal/);
+  sb.destroy();
+});
