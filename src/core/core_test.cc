@@ -67,6 +67,15 @@ TEST(Hash, StableAndLengthPrefixed) {
   EXPECT_EQ(Hash64("x", 1), Hash64("x", 1));
 }
 
+// Disk tier file names and module keys are these digests: a change of hash function, seed or
+// framing would orphan every cache on disk, so the values are pinned (XXH3 from libxxhash).
+TEST(Hash, DigestsArePinned) {
+  EXPECT_EQ(Hash64("promptcache", 11), 0xc58bd2791607c5f2ULL);
+  Hasher128 h;
+  h.Update(std::string_view("promptcache"));
+  EXPECT_EQ(h.HexDigest(), "3eea3dc3b6aa679f438abe99fca969d8");
+}
+
 TEST(MarkedText, TracksWhoWroteEachByte) {
   MarkedText t = MarkedText::Trusted("<a>");
   t.AppendUser("xy");

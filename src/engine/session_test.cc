@@ -136,6 +136,14 @@ TEST(Session, StaticCacheRefusesBeyondItsSize) {
       s.Generate(m->tokenizer().Encode("Once upon a time", true), Greedy(10));
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->tokens.size(), 10u);
+  // Past its size: a prompt that does not fit is refused, a generation stops at the end.
+  std::vector<int32_t> long_prompt(40, 403);
+  long_prompt[0] = m->tokenizer().bos();
+  EXPECT_FALSE(s.Generate(long_prompt, Greedy(4)).ok());
+  Result<GenerateResult> capped =
+      s.Generate(m->tokenizer().Encode("Once upon a time", true), Greedy(100));
+  ASSERT_TRUE(capped.ok());
+  EXPECT_LT(capped->tokens.size(), 32u);
 }
 
 TEST(TextStream, HoldsBackPossibleStopPrefixes) {
