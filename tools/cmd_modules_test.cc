@@ -139,6 +139,29 @@ TEST_F(ModulesCli, LoadThenPromptFromTheDiskTier) {
   EXPECT_EQ(objects[2]["prompts"], 2);
 }
 
+// The command's output against the baseline it computes: a prompt whose modules each follow what
+// they attended to (the always text and one module, at contiguous positions) continues exactly
+// as the plain prompt does; one that combines modules at the schema's positions need not.
+TEST_F(ModulesCli, PromptOutputEqualsItsBaselineWhereReuseIsExact) {
+  const std::string schema = Write("pets.xml", R"(<schema name="pets"> Once upon a time, there was a girl named Lily.
+  <module name="dog"><![CDATA[
+She had a dog named Max. Max liked to run and jump in the park with his ball.]]></module>
+  <module name="cat"><![CDATA[
+She also had a cat. The cat liked to sleep in the sun all day long.]]></module>
+</schema>)");
+  const std::string base =
+      "prompt -m " + kModel + " -t 2 --schema " + schema + " -n 24 --temp 0 --ignore-eos ";
+  const std::string one = Write("one.xml",
+                                "<prompt schema=\"pets\" positions=\"contiguous\"><cat/>"
+                                "<![CDATA[\nOne day,]]></prompt>");
+  const Output modules = RunCli(base + one);
+  const Output plain = RunCli(base + one + " --baseline");
+  ASSERT_EQ(modules.code, 0) << modules.err;
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  EXPECT_GT(modules.out.size(), 20u);
+  EXPECT_EQ(modules.out, plain.out);
+}
+
 TEST_F(ModulesCli, EvalModulesReportsEveryPrompt) {
   const Output o = RunCli("eval-modules -m " + kModel + " -t 2 --schema " + kStory +
                           "/story.xml --prompts " + kStory + "/prompts.txt -n 8 --json");
