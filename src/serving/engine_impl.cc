@@ -422,7 +422,15 @@ bool EngineImpl::Step() {
   for (size_t i = 0; i < wants_logits.size(); ++i) {
     Slot& s = *wants_logits[i];
     s.pending = -1;
-    HandleLogits(s, logits.data() + i * model_->config().n_vocab);
+    // The request's callbacks are the caller's code: one that throws fails its request, not the
+    // engine thread (and with it the process).
+    try {
+      HandleLogits(s, logits.data() + i * model_->config().n_vocab);
+    } catch (const std::exception& e) {
+      Finish(s, "error", Internal(std::string("the request's callback threw: ") + e.what()));
+    } catch (...) {
+      Finish(s, "error", Internal("the request's callback threw"));
+    }
   }
   return true;
 }
@@ -461,7 +469,12 @@ void EngineImpl::Finish(Slot& s, const std::string& reason, Status status) {
   res.finish_reason = reason;
   if (reason == "length") {
     const std::string rest = s.stream.Finish();
-    if (!rest.empty() && s.r->req.on_text) s.r->req.on_text(rest);
+    try {
+      if (!rest.empty() && s.r->req.on_text) s.r->req.on_text(rest);
+    } catch (...) {
+      res.status = Internal("the request's callback threw");
+      res.finish_reason = "error";
+    }
   }
   res.text = s.stream.text();
   if (!res.tokens.empty()) res.generation_ms = MsBetween(s.first_token, Clock::now());

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <stdexcept>
 #include <thread>
 
 #include "model/synth.h"
@@ -154,6 +155,23 @@ TEST(Engine, DiskTierSurvivesRestartAndCorruptionIsAMiss) {
     EXPECT_EQ(r.tokens, expected);
   }
   fs::remove_all(dir);
+}
+
+// A request whose callback throws fails with a message; the engine goes on serving.
+TEST(Engine, ThrowingCallbackFailsOnlyItsRequest) {
+  auto e = Make();
+  const auto prompt = e->model().tokenizer().Encode(kStory, true);
+  CompletionRequest bad = Greedy(prompt, 8);
+  bad.on_text = [](const std::string&) -> bool { throw std::runtime_error("client bug"); };
+  const CompletionResult r = Complete(*e, std::move(bad));
+  EXPECT_FALSE(r.status.ok());
+  EXPECT_NE(r.status.message().find("client bug"), std::string::npos) << r.status.message();
+  CompletionRequest logits = Greedy(prompt, 8);
+  logits.on_logits = [](std::span<const float>) { throw std::bad_alloc(); };
+  EXPECT_FALSE(Complete(*e, std::move(logits)).status.ok());
+  const CompletionResult ok = Complete(*e, Greedy(prompt, 8));
+  EXPECT_TRUE(ok.status.ok());
+  EXPECT_EQ(ok.tokens, Reference(e->model(), prompt, 8));
 }
 
 // The model file of a bitwise case: stories260K (F32 weights) or a tiny synthetic model of the
