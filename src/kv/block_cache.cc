@@ -112,8 +112,10 @@ int BlockCache::LookupPrefix(std::span<const int32_t> tokens, int max_tokens, Kv
     const BlockKey key = ChainKey(parent, block_tokens);
     Entry* e = Find(key);
     if (e == nullptr && LoadFromDisk(key)) e = Find(key);
-    // A hash collision would serve another prompt's K/V: compare the tokens too.
-    if (e == nullptr || e->count != bs ||
+    // A hash collision would serve another prompt's K/V: compare the tokens, and the parent
+    // key, which was itself verified one step earlier: by induction from the first block, a
+    // hit is the very prefix asked for, never a collision of chain keys.
+    if (e == nullptr || e->count != bs || !(e->parent == parent) ||
         !std::equal(e->tokens.begin(), e->tokens.end(), block_tokens.begin())) {
       break;
     }
