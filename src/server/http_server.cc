@@ -22,6 +22,7 @@
 #include "server/prompt_encoder.h"
 #include "server/schema_api.h"
 #include "server/text_channel.h"
+#include "serving/fidelity.h"
 
 namespace promptcache {
 namespace {
@@ -186,11 +187,15 @@ class HttpServer::Impl {
 
   void HandleCompletion(const httplib::Request& req, httplib::Response& res, ApiKind kind);
   // Plans a modular request (schema + modules, or a PML prompt) and checks its length; false
-  // after sending the error.
+  // after sending the error. *prompt: the planned prompt.
   bool PrepareModular(const ApiRequest& r, httplib::Response& res, CompletionRequest* creq,
-                      Submitter* submit);
+                      Submitter* submit, PmlPrompt* prompt);
+  // evaluate: the modular prompt whose fidelity the response reports ("evaluate": true).
   void Respond(httplib::Response& res, const ResponseMeta& meta, CompletionRequest creq,
-               const Submitter& submit);
+               const Submitter& submit, const PmlPrompt* evaluate = nullptr);
+  // {"contiguous": {...}, "gapped": {...}}: the run against both full recomputes.
+  ojson Fidelity(const PmlPrompt& prompt, const CompletionResult& result,
+                 const std::vector<std::vector<float>>& logits) const;
   void StartStream(httplib::Response& res, const ResponseMeta& meta, bool include_usage,
                    CompletionRequest creq, const Submitter& submit);
   bool WriteStream(Stream& s, httplib::DataSink& sink);
@@ -473,8 +478,9 @@ void HttpServer::Impl::HandleCompletion(const httplib::Request& req, httplib::Re
   creq.stop = r.stop;
   creq.ignore_eos = r.ignore_eos;
   Submitter submit;
+  PmlPrompt modular;
   if (r.modular()) {
-    if (!PrepareModular(r, res, &creq, &submit)) return;
+    if (!PrepareModular(r, res, &creq, &submit, &modular)) return;
   } else {
     Result<BuiltPrompt> prompt = encoder_.Build(r);
     if (!prompt.ok()) {
@@ -495,11 +501,12 @@ void HttpServer::Impl::HandleCompletion(const httplib::Request& req, httplib::Re
   meta.model = r.model;
   meta.system_fingerprint = fingerprint_;
   if (r.stream) return StartStream(res, meta, r.include_usage, std::move(creq), submit);
-  Respond(res, meta, std::move(creq), submit);
+  Respond(res, meta, std::move(creq), submit, r.evaluate ? &modular : nullptr);
 }
 
 bool HttpServer::Impl::PrepareModular(const ApiRequest& r, httplib::Response& res,
-                                      CompletionRequest* creq, Submitter* submit) {
+                                      CompletionRequest* creq, Submitter* submit,
+                                      PmlPrompt* planned) {
   // Errors name the field the client wrote: the PML prompt, or the schema/modules fields.
   const std::string param = r.pml_xml ? "prompt" : "modules";
   if (!r.pml_xml) {
@@ -525,6 +532,7 @@ bool HttpServer::Impl::PrepareModular(const ApiRequest& r, httplib::Response& re
     SendError(res, *err);
     return false;
   }
+  *planned = *prompt;
   *submit = [this, p = std::move(prompt).value()](CompletionRequest c) {
     return engine_->SubmitPrompt(p, std::move(c));
   };
@@ -532,9 +540,16 @@ bool HttpServer::Impl::PrepareModular(const ApiRequest& r, httplib::Response& re
 }
 
 void HttpServer::Impl::Respond(httplib::Response& res, const ResponseMeta& meta,
-                               CompletionRequest creq, const Submitter& submit) {
+                               CompletionRequest creq, const Submitter& submit,
+                               const PmlPrompt* evaluate) {
   // No text callback is needed; this one only lets Stop() end the request early.
   creq.on_text = [this](const std::string&) { return !stopping_.load(); };
+  auto logits = std::make_shared<std::vector<std::vector<float>>>();
+  if (evaluate != nullptr) {
+    creq.on_logits = [logits](std::span<const float> l) {
+      logits->emplace_back(l.begin(), l.end());
+    };
+  }
   Result<std::shared_ptr<RequestHandle>> handle = submit(std::move(creq));
   if (!handle.ok()) return SendError(res, FromStatus(handle.status()));
   const uint64_t id = Track(*handle);
@@ -543,7 +558,32 @@ void HttpServer::Impl::Respond(httplib::Response& res, const ResponseMeta& meta,
   if (!result.status.ok()) return SendError(res, FromStatus(result.status));
   Observe(result);
   res.status = 200;
-  res.set_content(CompletionBody(meta, result), "application/json");
+  if (evaluate == nullptr) return res.set_content(CompletionBody(meta, result), "application/json");
+  ojson body = ojson::parse(CompletionBody(meta, result));
+  body["fidelity"] = Fidelity(*evaluate, result, *logits);
+  res.set_content(body.dump(), "application/json");
+}
+
+ojson HttpServer::Impl::Fidelity(const PmlPrompt& prompt, const CompletionResult& result,
+                                 const std::vector<std::vector<float>>& logits) const {
+  PmlPrompt at_schema = prompt;  // the baselines' tokens, at the schema's positions
+  at_schema.positions = PmlPositions::kSchema;
+  Result<ExpandedPrompt> x = engine_->ExpandPrompt(at_schema);
+  if (!x.ok()) return ojson{{"error", x.status().message()}};
+  SessionOptions so;
+  so.threads = engine_->options().threads;
+  so.kv_type = engine_->options().kv_type;
+  ojson out;
+  for (const bool contiguous : {true, false}) {
+    Result<FidelityReport> rep = CompareWithFullRecompute(
+        engine_->model(), contiguous ? Contiguous(*x) : *x, result.tokens, logits, so);
+    if (!rep.ok()) return ojson{{"error", rep.status().message()}};
+    out[contiguous ? "contiguous" : "gapped"] = {{"steps", rep->steps},
+                                                 {"top1_agreement", rep->top1_agreement},
+                                                 {"first_token_kl", rep->first_token_kl},
+                                                 {"greedy_equal", rep->greedy_equal}};
+  }
+  return out;
 }
 
 void HttpServer::Impl::StartStream(httplib::Response& res, const ResponseMeta& meta,

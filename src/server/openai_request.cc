@@ -430,6 +430,7 @@ MaybeError ReadModular(const json& obj, ApiRequest* out) {
     if (!p.ok()) return ApiError::BadRequest("'positions': " + p.status().message(), "positions");
     out->positions = *p;
   }
+  PC_API_RETURN_IF_ERROR(ReadBool(obj, "evaluate", &out->evaluate));
   if (const json* recompute = Find(obj, "recompute")) {
     if (!recompute->is_number() || !(recompute->get<double>() >= 0) ||
         !(recompute->get<double>() <= 1)) {
@@ -447,17 +448,14 @@ MaybeError ReadModular(const json& obj, ApiRequest* out) {
                    LooksLikePml(out->prompt_text);
   }
   if (!out->modular()) {
-    if (out->positions != PmlPositions::kDefault) {
+    const char* field = out->positions != PmlPositions::kDefault ? "positions"
+                        : out->recompute >= 0                    ? "recompute"
+                        : out->evaluate                          ? "evaluate"
+                                                                 : nullptr;
+    if (field != nullptr) {
       return ApiError::BadRequest(
-          "'positions' applies to modular prompts (a 'schema' or a PML "
-          "prompt)",
-          "positions");
-    }
-    if (out->recompute >= 0) {
-      return ApiError::BadRequest(
-          "'recompute' applies to modular prompts (a 'schema' or a PML "
-          "prompt)",
-          "recompute");
+          "'" + std::string(field) + "' applies to modular prompts (a 'schema' or a PML prompt)",
+          field);
     }
     return std::nullopt;
   }
@@ -466,6 +464,9 @@ MaybeError ReadModular(const json& obj, ApiRequest* out) {
         "'cache.pin' applies to plain prompts; a modular prompt's modules stay cached while "
         "their schema is loaded",
         "cache", "unsupported");
+  }
+  if (out->evaluate && out->stream) {
+    return ApiError::BadRequest("'evaluate' needs a non-streamed request", "evaluate");
   }
   for (size_t i = 0; i < out->messages.size(); ++i) {
     if (out->messages[i].cache_breakpoint) {

@@ -68,6 +68,9 @@ struct ApiRequest {
   // "positions": "schema" | "contiguous" (kDefault: the prompt's or the server's choice).
   PmlPositions positions = PmlPositions::kDefault;
   double recompute = -1;  // "recompute": share 0..1 (< 0: the prompt's or the server's)
+  // "evaluate": true: the response also reports fidelity against the full recomputes
+  // (serving/fidelity.h); modular, non-streamed requests only.
+  bool evaluate = false;
   bool modular() const { return pml_xml || !schema.empty(); }
 };
 

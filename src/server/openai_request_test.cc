@@ -364,6 +364,9 @@ TEST(OpenAiRequest, SchemaExtensionErrors) {
       {R"({"model":"m","schema":"s","recompute":1.5,)" + msgs + "}", "recompute"},
       {R"({"model":"m","schema":"s","recompute":"all",)" + msgs + "}", "recompute"},
       {R"({"model":"m","recompute":0.1,)" + msgs + "}", "recompute"},
+      {R"({"model":"m","evaluate":true,)" + msgs + "}", "evaluate"},
+      {R"({"model":"m","schema":"s","evaluate":1,)" + msgs + "}", "evaluate"},
+      {R"({"model":"m","schema":"s","evaluate":true,"stream":true,)" + msgs + "}", "evaluate"},
   };
   for (const BadCase& c : cases) {
     ApiError e = ChatError(c.body);

@@ -213,6 +213,33 @@ test('concurrent prompts share modules and answer as they do alone', async () =>
   for (const r of together) assert.ok(r.usage.prompt_tokens_details.cached_tokens > 0);
 });
 
+test('"evaluate": true reports fidelity against the contiguous and the gapped recompute', async () => {
+  const r = await server.json('POST', '/v1/completions', {
+    model: MODEL, max_tokens: 8, temperature: 0, evaluate: true,
+    prompt: '<prompt schema="story" positions="contiguous"><lily/><park/><![CDATA[\nOne day,]]></prompt>',
+  });
+  assert.equal(r.status, 200, r.text);
+  for (const baseline of ['contiguous', 'gapped']) {
+    const f = r.body.fidelity[baseline];
+    assert.equal(f.steps, 8, r.text);
+    assert.ok(f.top1_agreement >= 0 && f.top1_agreement <= 1, r.text);
+    assert.ok(f.first_token_kl >= 0, r.text);
+    assert.equal(typeof f.greedy_equal, 'boolean');
+  }
+  // Every module recomputed: the contiguous recompute is matched exactly.
+  const exact = await server.json('POST', '/v1/completions', {
+    model: MODEL, max_tokens: 8, temperature: 0, evaluate: true, recompute: 1,
+    prompt: '<prompt schema="story" positions="contiguous"><lily/><park/><![CDATA[\nOne day,]]></prompt>',
+  });
+  assert.equal(exact.status, 200, exact.text);
+  assert.equal(exact.body.fidelity.contiguous.first_token_kl, 0, exact.text);
+  assert.equal(exact.body.fidelity.contiguous.greedy_equal, true, exact.text);
+  assert.equal(exact.body.fidelity.contiguous.top1_agreement, 1, exact.text);
+  const plain = await server.json('POST', '/v1/completions', { model: MODEL, prompt: 'Hi', evaluate: true });
+  assert.equal(plain.status, 400);
+  assert.equal(plain.body.error.param, 'evaluate');
+});
+
 test('DELETE /v1/schemas/{name} unregisters it', async () => {
   await loadSchema(server, '<schema name="scratch"> Once upon a time<module name="m"><![CDATA[ there was a cat.]]></module></schema>');
   const r = await client.completions.create({ ...greedy, max_tokens: 4, prompt: '<prompt schema="scratch"><m/> The cat</prompt>' });
