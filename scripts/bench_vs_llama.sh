@@ -8,15 +8,18 @@
 # then each type with llama.cpp's own quantizer (`llama-quantize`), so both engines read the
 # files users download from it; `-Q` makes them with `promptcache quantize` instead.
 #
-# usage: scripts/bench_vs_llama.sh -l LLAMA_BIN_DIR [-d MODELS_DIR] [-s "SHAPES"] [-q "TYPES"]
-#            [-t THREADS] [-r REPEATS] [-p PROMPT] [-n GEN] [-P PROMPT_1B] [-N GEN_1B] [-Q]
+# usage: scripts/bench_vs_llama.sh -l LLAMA_BIN_DIR [-k IK_BIN_DIR] [-d MODELS_DIR] [-s "SHAPES"]
+#            [-q "TYPES"] [-t THREADS] [-r REPEATS] [-p PROMPT] [-n GEN] [-P PROMPT_1B]
+#            [-N GEN_1B] [-Q]
 #   LLAMA_BIN_DIR: a llama.cpp build (llama-bench, llama-quantize), built outside this project
+#   IK_BIN_DIR: an ik_llama.cpp build (its llama-bench, default settings), a third column pair
 #   defaults: models in /work/models, shapes "smollm2-135m llama3.2-1b", types "Q4_K_M Q4_0
 #   Q5_K_M Q6_K IQ4_XS Q8_0 F16", 2 threads, 3 repeats, -p 512 -n 128 (the same for 1B unless
 #   -P/-N).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 llama=""
+ik=""
 dir=/work/models
 shapes="smollm2-135m llama3.2-1b"
 types="Q4_K_M Q4_0 Q5_K_M Q6_K IQ4_XS Q8_0 F16"
@@ -27,9 +30,10 @@ tg=128
 pp_1b=""
 tg_1b=""
 ours_quantize=0
-while getopts "l:d:s:q:t:r:p:n:P:N:Qh" opt; do
+while getopts "l:k:d:s:q:t:r:p:n:P:N:Qh" opt; do
   case $opt in
     l) llama=$OPTARG ;;
+    k) ik=$OPTARG ;;
     d) dir=$OPTARG ;;
     s) shapes=$OPTARG ;;
     q) types=$OPTARG ;;
@@ -40,7 +44,7 @@ while getopts "l:d:s:q:t:r:p:n:P:N:Qh" opt; do
     P) pp_1b=$OPTARG ;;
     N) tg_1b=$OPTARG ;;
     Q) ours_quantize=1 ;;
-    *) sed -n '2,17p' "$0"; exit 2 ;;
+    *) sed -n '2,19p' "$0"; exit 2 ;;
   esac
 done
 bin=build/promptcache
@@ -50,16 +54,23 @@ vocab=../shared/tokenizers/ggml-vocab-gpt-2.gguf
 mkdir -p "$dir"
 
 median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
-# llama-bench's CSV on stdin: avg_ts of the row with n_prompt = $1 and n_gen = $2.
+# llama-bench's CSV on stdin: avg_ts of the row with n_prompt = $1 and n_gen = $2 (a real CSV
+# reader: ik_llama.cpp's rows have quoted fields with commas in them).
 csv_rate() {
-  awk -F, -v p="$1" -v n="$2" '{gsub(/"/, "")}
-    NR == 1 {for (i = 1; i <= NF; i++) col[$i] = i; next}
-    $col["n_prompt"] == p && $col["n_gen"] == n {print $col["avg_ts"]}'
+  python3 -c 'import csv, sys
+for row in csv.DictReader(sys.stdin):
+    if row["n_prompt"] == sys.argv[1] and row["n_gen"] == sys.argv[2]:
+        print(row["avg_ts"])' "$1" "$2"
 }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $threads threads, $repeats repeats" >&2
-echo "| shape | type | file MiB | promptcache pp | llama.cpp pp | ratio | promptcache tg | llama.cpp tg | ratio | peak RSS MiB |"
-echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+if [ -n "$ik" ]; then
+  echo "| shape | type | file MiB | promptcache pp | llama.cpp pp | ik_llama.cpp pp | vs ik | promptcache tg | llama.cpp tg | ik_llama.cpp tg | vs ik | peak RSS MiB |"
+  echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+else
+  echo "| shape | type | file MiB | promptcache pp | llama.cpp pp | ratio | promptcache tg | llama.cpp tg | ratio | peak RSS MiB |"
+  echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+fi
 for shape in $shapes; do
   p=$pp
   n=$tg
@@ -76,7 +87,7 @@ for shape in $shapes; do
         "$llama/llama-quantize" "$f16" "$file" "$type" "$threads" >/dev/null 2>&1
       fi
     fi
-    ours_pp=() ours_tg=() theirs_pp=() theirs_tg=() rss=()
+    ours_pp=() ours_tg=() theirs_pp=() theirs_tg=() ik_pp=() ik_tg=() rss=()
     for _ in $(seq "$repeats"); do
       j=$("$bin" bench -m "$file" -t "$threads" -p "$p" -n "$n" -r 1 --json 2>/dev/null | tail -1)
       ours_pp+=("$(echo "$j" | sed -n 's/.*"prompt_tps":\([0-9.e+]*\).*/\1/p')")
@@ -85,6 +96,11 @@ for shape in $shapes; do
       l=$("$llama/llama-bench" -m "$file" -t "$threads" -p "$p" -n "$n" -r 1 -o csv 2>/dev/null)
       theirs_pp+=("$(echo "$l" | csv_rate "$p" 0)")
       theirs_tg+=("$(echo "$l" | csv_rate 0 "$n")")
+      if [ -n "$ik" ]; then
+        k=$("$ik/llama-bench" -m "$file" -t "$threads" -p "$p" -n "$n" -r 1 -o csv 2>/dev/null)
+        ik_pp+=("$(echo "$k" | csv_rate "$p" 0)")
+        ik_tg+=("$(echo "$k" | csv_rate 0 "$n")")
+      fi
     done
     opp=$(printf '%s\n' "${ours_pp[@]}" | median)
     otg=$(printf '%s\n' "${ours_tg[@]}" | median)
@@ -92,6 +108,14 @@ for shape in $shapes; do
     ttg=$(printf '%s\n' "${theirs_tg[@]}" | median)
     mib=$(du -m "$file" | cut -f1)
     r=$(printf '%s\n' "${rss[@]}" | median)
+    if [ -n "$ik" ]; then
+      kpp=$(printf '%s\n' "${ik_pp[@]}" | median)
+      ktg=$(printf '%s\n' "${ik_tg[@]}" | median)
+      awk -v s="$shape" -v t="$type" -v m="$mib" -v a="$opp" -v b="$tpp" -v k="$kpp" -v c="$otg" \
+        -v d="$ttg" -v g="$ktg" -v r="$r" \
+        'BEGIN {printf "| %s | %s | %d | %.1f | %.1f | %.1f | %.2f | %.1f | %.1f | %.1f | %.2f | %.0f |\n", s, t, m, a, b, k, a / k, c, d, g, c / g, r / 1048576}'
+      continue
+    fi
     awk -v s="$shape" -v t="$type" -v m="$mib" -v a="$opp" -v b="$tpp" -v c="$otg" -v d="$ttg" -v r="$r" \
       'BEGIN {printf "| %s | %s | %d | %.1f | %.1f | %.2f | %.1f | %.1f | %.2f | %.0f |\n", s, t, m, a, b, a / b, c, d, c / d, r / 1048576}'
   done
