@@ -9,10 +9,16 @@
 //   BM_AttendTile/<queries>: the tiled attention kernel over 512 keys.
 //   BM_Vec*, BM_Quantize*: the small kernels.
 //   BM_MemoryRead/<threads>: the read bandwidth generation is bounded by.
+//   BM_PeakCompute/<kind>/<threads>: the arithmetic ceiling prefill is bounded by (the roofline):
+//     0 f32 FMA on 256-bit vectors, 1 on 512-bit, 2 int8 dot products with AVX2 (maddubs +
+//     madd + add, the pattern the AVX2 kernels use), 3 with AVX-512 VNNI (vpdpbusd).
 // Types: 0 F32, 1 F16, 2 Q4_0, 8 Q8_0, 12 Q4_K, 14 Q6_K, 23 IQ4_XS, 30 BF16 (ggml ids; any
 // type of weight_types.h works). Quantized matrices are packed as the model packs them.
 #include <benchmark/benchmark.h>
 #include <sys/mman.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -314,6 +320,118 @@ void BM_MemoryRead(benchmark::State& state) {
       benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_MemoryRead)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+#if defined(__x86_64__)
+// Register-only loops with independent accumulators (more than latency x issue width), compiled
+// for their instruction set whatever the build's baseline; each returns a value so the work
+// stays. Operations counted: 2 per multiply-add lane (a multiply and an add).
+constexpr int kChains = 10;
+
+__attribute__((target("avx2,fma"))) float PeakF32x8(int64_t iters) {
+  __m256 a[kChains];
+#pragma GCC unroll 16
+  for (int k = 0; k < kChains; ++k) a[k] = _mm256_set1_ps(0.001f * k);
+  const __m256 x = _mm256_set1_ps(0.999f), y = _mm256_set1_ps(0.001f);
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 16
+    for (int k = 0; k < kChains; ++k) a[k] = _mm256_fmadd_ps(a[k], x, y);
+  }
+  __m256 s = a[0];
+#pragma GCC unroll 16
+  for (int k = 1; k < kChains; ++k) s = _mm256_add_ps(s, a[k]);
+  return _mm256_cvtss_f32(s);
+}
+
+__attribute__((target("avx512f"))) float PeakF32x16(int64_t iters) {
+  __m512 a[kChains];
+#pragma GCC unroll 16
+  for (int k = 0; k < kChains; ++k) a[k] = _mm512_set1_ps(0.001f * k);
+  const __m512 x = _mm512_set1_ps(0.999f), y = _mm512_set1_ps(0.001f);
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 16
+    for (int k = 0; k < kChains; ++k) a[k] = _mm512_fmadd_ps(a[k], x, y);
+  }
+  __m512 s = a[0];
+#pragma GCC unroll 16
+  for (int k = 1; k < kChains; ++k) s = _mm512_add_ps(s, a[k]);
+  float lanes[16];
+  _mm512_storeu_ps(lanes, s);
+  return lanes[0] + lanes[15];
+}
+
+__attribute__((target("avx2"))) float PeakInt8Avx2(int64_t iters) {
+  __m256i a[kChains];
+#pragma GCC unroll 16
+  for (int k = 0; k < kChains; ++k) a[k] = _mm256_set1_epi32(k);
+  const __m256i u = _mm256_set1_epi8(3), s = _mm256_set1_epi8(-2), ones = _mm256_set1_epi16(1);
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 16
+    for (int k = 0; k < kChains; ++k) {
+      a[k] = _mm256_add_epi32(a[k], _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), ones));
+    }
+  }
+  __m256i t = a[0];
+#pragma GCC unroll 16
+  for (int k = 1; k < kChains; ++k) t = _mm256_add_epi32(t, a[k]);
+  return static_cast<float>(_mm256_extract_epi32(t, 0));
+}
+
+__attribute__((target("avx512f,avx512vnni"))) float PeakInt8Vnni(int64_t iters) {
+  __m512i a[kChains];
+#pragma GCC unroll 16
+  for (int k = 0; k < kChains; ++k) a[k] = _mm512_set1_epi32(k);
+  const __m512i u = _mm512_set1_epi8(3), s = _mm512_set1_epi8(-2);
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 16
+    for (int k = 0; k < kChains; ++k) a[k] = _mm512_dpbusd_epi32(a[k], u, s);
+  }
+  __m512i t = a[0];
+#pragma GCC unroll 16
+  for (int k = 1; k < kChains; ++k) t = _mm512_add_epi32(t, a[k]);
+  int32_t lanes[16];
+  _mm512_storeu_si512(lanes, t);
+  return static_cast<float>(lanes[0] + lanes[15]);
+}
+
+void BM_PeakCompute(benchmark::State& state) {
+  const int kind = static_cast<int>(state.range(0));
+  const int threads = static_cast<int>(state.range(1));
+  const bool ok = kind == 0   ? __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
+                  : kind == 1 ? __builtin_cpu_supports("avx512f")
+                  : kind == 2 ? __builtin_cpu_supports("avx2")
+                              : __builtin_cpu_supports("avx512vnni");
+  if (!ok) {
+    state.SkipWithError("this CPU lacks the instruction set");
+    return;
+  }
+  constexpr int64_t kIters = 1 << 22;
+  // Operations per iteration of one thread: chains x lanes x 2.
+  const double ops_per_iter = kChains * 2.0 *
+                              (kind == 0   ? 8
+                               : kind == 1 ? 16
+                               : kind == 2 ? 32
+                                           : 64);
+  std::vector<float> out(threads);
+  for (auto _ : state) {
+    Pool(threads)->ParallelFor(threads, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        out[t] = kind == 0   ? PeakF32x8(kIters)
+                 : kind == 1 ? PeakF32x16(kIters)
+                 : kind == 2 ? PeakInt8Avx2(kIters)
+                             : PeakInt8Vnni(kIters);
+      }
+    });
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["Gop/s"] = benchmark::Counter(
+      ops_per_iter * kIters * threads * static_cast<double>(state.iterations()) / 1e9,
+      benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_PeakCompute)
+    ->ArgsProduct({{0, 1, 2, 3}, {1, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+#endif
 
 void BM_Quantize(benchmark::State& state) {
   const auto type = static_cast<GgmlType>(state.range(0));
