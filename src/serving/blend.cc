@@ -3,10 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <span>
 
-#include "core/fp16.h"
+#include "ops/vec.h"
 
 namespace promptcache {
 namespace {
@@ -17,9 +18,10 @@ void ReadV(const KvSequence& seq, int slot, int l, std::vector<float>* out) {
   const int d = layout.kv_dim();
   out->resize(d);
   const uint8_t* p = seq.SlotV(slot, l);
-  for (int i = 0; i < d; ++i) {
-    (*out)[i] = layout.type == KvType::kF32 ? reinterpret_cast<const float*>(p)[i]
-                                            : F16ToF32(reinterpret_cast<const uint16_t*>(p)[i]);
+  if (layout.type == KvType::kF32) {
+    std::memcpy(out->data(), p, size_t(d) * sizeof(float));
+  } else {
+    F16ToF32Row(reinterpret_cast<const uint16_t*>(p), out->data(), d);
   }
 }
 

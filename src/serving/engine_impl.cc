@@ -5,7 +5,6 @@
 #include <future>
 
 #include "core/log.h"
-#include "model/kv_shift.h"
 
 namespace promptcache {
 namespace {
@@ -17,11 +16,6 @@ double MsBetween(Clock::time_point a, Clock::time_point b) {
 }
 
 constexpr size_t kTtftWindow = 1024;  // recent TTFT samples kept for the metrics histogram
-
-// The deps of a gathered piece served as a variant, or null.
-const std::vector<PmlTextRef>* VariantDeps(const PrefillStage& stage, size_t g) {
-  return stage.gather_variant[g] ? &stage.gather_deps[g] : nullptr;
-}
 
 }  // namespace
 
@@ -289,11 +283,9 @@ bool EngineImpl::AdmitModular(Slot& s) {
     const PrefillStage& stage = pf.stages[k];
     KvSequence held(&blocks_);
     KvSequence* target = k == 0 ? &s.seq : &held;
-    for (size_t g = 0; g < stage.gather.size(); ++g) {
+    for (const PrefillGather& g : stage.gather) {
       const int before = gs.reused_tokens;
-      Status st = store_->Gather(layout, stage.gather[g], stage.gather_at[g], target, &gs,
-                                 VariantDeps(stage, g));
-      if (!st.ok()) {
+      if (Status st = store_->Gather(layout, g, target, &gs); !st.ok()) {
         Finish(s, "error", st);
         return false;
       }
@@ -328,18 +320,12 @@ Status EngineImpl::GatherBlended(Slot& s, const SchemaLayout& layout, GatherStat
   std::vector<int32_t> computed_tokens;
   for (size_t k = 0; k < pf.stages.size(); ++k) {
     const PrefillStage& stage = pf.stages[k];
-    for (size_t g = 0; g < stage.gather.size(); ++g) {
+    for (const PrefillGather& g : stage.gather) {
       const int before = gs->reused_tokens, base = s.seq.size();
-      if (stage.gather_exact[g]) {
-        PC_RETURN_IF_ERROR(store_->Gather(layout, stage.gather[g], stage.gather_at[g], &s.seq, gs,
-                                          VariantDeps(stage, g)));
-      } else {
-        KvSequence shared(&blocks_);
-        PC_RETURN_IF_ERROR(store_->Gather(layout, stage.gather[g], stage.gather_at[g], &shared, gs,
-                                          VariantDeps(stage, g)));
-        PC_RETURN_IF_ERROR(
-            AppendShifted(model_->config(), shared, 0, shared.size(), 0, &s.seq, &pool_));
-        const std::vector<int32_t>& piece = layout.Piece(stage.gather[g]).tokens;
+      // Candidates go into blocks of this sequence's own: Blend rewrites them in place.
+      PC_RETURN_IF_ERROR(store_->Gather(layout, g, &s.seq, gs, /*own=*/!g.exact));
+      if (!g.exact) {
+        const std::vector<int32_t>& piece = layout.Piece(g.ref).tokens;
         for (size_t i = 0; i < piece.size(); ++i) {
           slots.push_back(base + static_cast<int>(i));
           tokens.push_back(piece[i]);

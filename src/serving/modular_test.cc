@@ -74,6 +74,19 @@ std::vector<int32_t> FullRecompute(Engine& e, const std::string& xml, int n = 24
   return r->tokens;
 }
 
+// First-token logits of `x` computed in full: one forward pass, no cache, `kv` storage.
+std::vector<float> FullFirstLogits(const Engine& e, const ExpandedPrompt& x,
+                                   KvType kv = SessionOptions{}.kv_type) {
+  FullRunOptions o;
+  o.max_tokens = 1;
+  o.keep_logits = true;
+  o.session.threads = 2;
+  o.session.kv_type = kv;
+  auto full = RunFull(e.model(), x, o);
+  PC_CHECK(full.ok());
+  return full->logits[0];
+}
+
 const char* kLily = R"(<prompt schema="story"><lily/><park/><find thing=" big box"/><![CDATA[
 One day,]]></prompt>)";
 const char* kTim = R"(<prompt schema="story"><tim/><lake/><ask/><answer/><find/><moral/><![CDATA[
@@ -336,9 +349,9 @@ TEST(Modular, PrefillStagesAreCausalByPosition) {
   ASSERT_EQ(pf.stages.size(), 2u);
   int last = -1;
   for (const PrefillStage& st : pf.stages) {
-    for (const PmlTextRef& r : st.gather) {
-      EXPECT_GT(layout->Piece(r).start, last);
-      last = layout->Piece(r).end() - 1;
+    for (const PrefillGather& g : st.gather) {
+      EXPECT_GT(layout->Piece(g.ref).start, last);
+      last = layout->Piece(g.ref).end() - 1;
     }
     ASSERT_FALSE(st.tokens.empty());
     for (int p : st.positions) {
@@ -361,8 +374,8 @@ TEST(Modular, PrefillStagesAreCausalByPosition) {
     KvSequence seq(impl.blocks());
     GatherStats gs;
     for (const PrefillStage& st : pf.stages) {
-      for (size_t g = 0; g < st.gather.size(); ++g)
-        ASSERT_TRUE(impl.modules()->Gather(*layout, st.gather[g], st.gather_at[g], &seq, &gs).ok());
+      for (const PrefillGather& g : st.gather)
+        ASSERT_TRUE(impl.modules()->Gather(*layout, g, &seq, &gs).ok());
       ASSERT_TRUE(impl.modules()->Compute(st.tokens, st.positions, &seq, reference.data()).ok());
     }
   });
@@ -469,13 +482,8 @@ TEST(Modular, ContiguousBaselineIsThePlainPrompt) {
   ASSERT_EQ(plain.tokens, x->tokens);
   EXPECT_EQ(plain.end, static_cast<int>(plain.tokens.size()));
   EXPECT_GT(x->end, plain.end);  // lily.xml leaves modules out
-  FullRunOptions o;
-  o.max_tokens = 1;
-  o.keep_logits = true;
-  o.session.threads = 2;
-  auto contiguous = RunFull(e->model(), plain, o);
-  auto gapped = RunFull(e->model(), *x, o);
-  ASSERT_TRUE(contiguous.ok() && gapped.ok());
+  const std::vector<float> contiguous = FullFirstLogits(*e, plain);
+  const std::vector<float> gapped = FullFirstLogits(*e, *x);
   CompletionRequest req = Greedy(1);
   req.prompt = x->tokens;
   std::vector<float> served;
@@ -483,8 +491,8 @@ TEST(Modular, ContiguousBaselineIsThePlainPrompt) {
   auto h = e->Submit(std::move(req));
   ASSERT_TRUE(h.ok());
   ASSERT_TRUE((*h)->Wait().status.ok());
-  EXPECT_EQ(served, contiguous->logits[0]);
-  EXPECT_NE(served, gapped->logits[0]);
+  EXPECT_EQ(served, contiguous);
+  EXPECT_NE(served, gapped);
 }
 
 // First-token logits of a served PML prompt.
@@ -516,14 +524,7 @@ TEST(Modular, ContiguousPositionsEqualThePlainPrompt) {
       p.positions = PmlPositions::kSchema;
       auto x = e->ExpandPrompt(p);
       PC_CHECK(x.ok());
-      FullRunOptions o;
-      o.max_tokens = 1;
-      o.keep_logits = true;
-      o.session.threads = 2;
-      o.session.kv_type = KvType::kF32;
-      auto full = RunFull(e->model(), Contiguous(*x), o);
-      PC_CHECK(full.ok());
-      return full->logits[0];
+      return FullFirstLogits(*e, Contiguous(*x), KvType::kF32);
     };
     const std::string text = "<![CDATA[\nOne day,]]>";
     for (const std::string body : {"<cat/>" + text, "<dog/>" + text, std::string("<cat/>"), text}) {
@@ -573,12 +574,7 @@ TEST(Modular, RecomputeBlendsModulesTowardThePlainPrompt) {
   PmlPrompt base = Parse(prompt("", "<dog/><cat/>"));
   auto x = e->ExpandPrompt(base);
   ASSERT_TRUE(x.ok());
-  FullRunOptions o;
-  o.max_tokens = 1;
-  o.keep_logits = true;
-  o.session.threads = 2;
-  o.session.kv_type = KvType::kF32;
-  const std::vector<float> plain = RunFull(e->model(), *x, o)->logits[0];
+  const std::vector<float> plain = FullFirstLogits(*e, *x, KvType::kF32);
   const int cat_tokens =
       static_cast<int>((*e->GetSchemaLayout("pets"))->modules[1].texts[0].tokens.size());
 
@@ -630,12 +626,7 @@ Mom asked, "Do you want to go home now?"]]></module>
                               "<![CDATA[\nThen]]></prompt>";
       auto x = e->ExpandPrompt(Parse(xml));
       ASSERT_TRUE(x.ok());
-      FullRunOptions o;
-      o.max_tokens = 1;
-      o.keep_logits = true;
-      o.session.threads = 2;
-      o.session.kv_type = KvType::kF32;
-      const std::vector<float> full = RunFull(e->model(), *x, o)->logits[0];
+      const std::vector<float> full = FullFirstLogits(*e, *x, KvType::kF32);
       EXPECT_EQ(FirstLogits(*e, xml), full) << xml;
       EXPECT_EQ(FirstLogits(*e, xml), full) << xml << " (cached)";
     }
@@ -660,12 +651,7 @@ Her mom gave her a]]><parameter name="what" length="6" scaffold=" red ball"/><![
     const std::string xml = "<prompt schema=\"gift\"><gift/><![CDATA[\nOne day,]]></prompt>";
     auto x = e->ExpandPrompt(Parse(xml));
     ASSERT_TRUE(x.ok());
-    FullRunOptions o;
-    o.max_tokens = 1;
-    o.keep_logits = true;
-    o.session.threads = 2;
-    o.session.kv_type = KvType::kF32;
-    const std::vector<float> full = RunFull(e->model(), *x, o)->logits[0];
+    const std::vector<float> full = FullFirstLogits(*e, *x, KvType::kF32);
     EXPECT_EQ(FirstLogits(*e, xml), full);
     EXPECT_EQ(FirstLogits(*e, xml), full) << "cached";
   }

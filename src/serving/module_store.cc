@@ -55,8 +55,6 @@ ModularPrefill BuildPrefill(const SchemaLayout& schema, const PmlPlan& plan,
     }
     if (it.cached) {
       if (out.stages.empty() || !out.stages.back().tokens.empty()) out.stages.emplace_back();
-      out.stages.back().gather.push_back(it.ref);
-      out.stages.back().gather_at.push_back(start);
       // A span may hold pieces the prompt leaves out (earlier scaffold peers): what a full
       // pass over the prompt's tokens sees is the span without them.
       const std::vector<PmlTextRef> all = ModuleStore::Dependencies(schema, it.ref);
@@ -66,9 +64,9 @@ ModularPrefill BuildPrefill(const SchemaLayout& schema, const PmlPlan& plan,
           deps.push_back(d);
         }
       }
-      out.stages.back().gather_exact.push_back(!computed_before && deps == gathered);
-      out.stages.back().gather_variant.push_back(deps != all);
-      out.stages.back().gather_deps.push_back(deps == all ? std::vector<PmlTextRef>() : deps);
+      PrefillGather g{it.ref, start, !computed_before && deps == gathered, std::nullopt};
+      if (deps != all) g.deps = std::move(deps);
+      out.stages.back().gather.push_back(std::move(g));
       gathered.push_back(it.ref);
       out.cached_tokens += static_cast<int>(toks.size());
     } else {
@@ -292,18 +290,19 @@ Status ModuleStore::Encode(const SchemaLayout& schema, const PmlTextRef& ref,
 
 Status ModuleStore::GatherImpl(const SchemaLayout& schema, const PmlTextRef& ref, int at,
                                KvSequence* seq, GatherStats* stats, int depth, bool* reused) {
-  return GatherPiece(schema, ref, schema.Piece(ref), Dependencies(schema, ref), at, seq, stats,
-                     depth, reused);
+  return GatherPiece(schema, ref, schema.Piece(ref), Dependencies(schema, ref), at,
+                     /*own=*/false, seq, stats, depth, reused);
 }
 
 Status ModuleStore::GatherPiece(const SchemaLayout& schema, const PmlTextRef& ref,
                                 const PmlTextPiece& piece, const std::vector<PmlTextRef>& deps,
-                                int at, KvSequence* seq, GatherStats* stats, int depth,
+                                int at, bool own, KvSequence* seq, GatherStats* stats, int depth,
                                 bool* reused) {
   if (depth > kMaxDepth) return Internal("PML span dependencies nest too deeply");
-  // Elsewhere than encoded: through a scratch sequence, then copied with rotated keys.
+  // Elsewhere than encoded, or to be owned: through a scratch sequence, then copied (keys
+  // rotated by the difference).
   KvSequence moved(cache_->pool());
-  KvSequence* target = at == piece.start ? seq : &moved;
+  KvSequence* target = at == piece.start && !own ? seq : &moved;
   *reused = AppendCached(piece, target);
   if (!*reused) PC_RETURN_IF_ERROR(Encode(schema, ref, piece, deps, target, stats, depth));
   if (target == seq) return Status::Ok();
@@ -311,15 +310,16 @@ Status ModuleStore::GatherPiece(const SchemaLayout& schema, const PmlTextRef& re
 }
 
 Status ModuleStore::Gather(const SchemaLayout& schema, const PmlTextRef& ref, int at,
-                           KvSequence* seq, GatherStats* stats,
-                           const std::vector<PmlTextRef>* deps) {
+                           KvSequence* seq, GatherStats* stats, const std::vector<PmlTextRef>* deps,
+                           bool own) {
   const int n = static_cast<int>(schema.Piece(ref).tokens.size());
   bool reused = false;
   if (deps != nullptr) {
     const PmlTextPiece variant = Variant(schema, ref, *deps);
-    PC_RETURN_IF_ERROR(GatherPiece(schema, ref, variant, *deps, at, seq, stats, 0, &reused));
+    PC_RETURN_IF_ERROR(GatherPiece(schema, ref, variant, *deps, at, own, seq, stats, 0, &reused));
   } else {
-    PC_RETURN_IF_ERROR(GatherImpl(schema, ref, at, seq, stats, 0, &reused));
+    PC_RETURN_IF_ERROR(GatherPiece(schema, ref, schema.Piece(ref), Dependencies(schema, ref), at,
+                                   own, seq, stats, 0, &reused));
   }
   (reused ? stats->reused_tokens : stats->computed_tokens) += n;
   return Status::Ok();

@@ -34,6 +34,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "core/status.h"
@@ -44,19 +45,22 @@
 
 namespace promptcache {
 
+// A cached piece a prefill stage appends.
+struct PrefillGather {
+  PmlTextRef ref;
+  int at = 0;  // where it starts in the prompt
+  // Encoded with exactly what precedes it in the prompt (its Dependencies are every piece
+  // gathered before it, and nothing computed comes first): its K/V are the full computation's.
+  // The others are candidates for recompute (serving/blend.h).
+  bool exact = false;
+  // Set when its span includes pieces this prompt leaves out (scaffold peers): it is served
+  // from the variant that attended only to these (ModuleStore::Variant).
+  std::optional<std::vector<PmlTextRef>> deps;
+};
+
 // One step of serving a modular prompt: append the cached pieces, then compute the tokens.
 struct PrefillStage {
-  std::vector<PmlTextRef> gather;
-  std::vector<int> gather_at;  // where each gathered piece starts in the prompt
-  // Whether each gathered piece was encoded with exactly what precedes it in the prompt (its
-  // Dependencies are every piece gathered before it, and nothing computed comes first): its
-  // K/V are the full computation's. The others are candidates for recompute (serving/blend.h).
-  std::vector<bool> gather_exact;
-  // Pieces whose span includes pieces this prompt leaves out (scaffold peers): served from the
-  // variant that attended only to the included ones (ModuleStore::Variant): its flag set and
-  // its deps here (empty for the others).
-  std::vector<bool> gather_variant;
-  std::vector<std::vector<PmlTextRef>> gather_deps;
+  std::vector<PrefillGather> gather;
   // The prompt ends in cached text: the last gathered token is dropped and recomputed (it is the
   // only token of this, the last stage), so that its logits start generation.
   bool drop_last = false;
@@ -107,8 +111,15 @@ class ModuleStore {
   // from disk as needed) where `at` is the piece's start, else copied with keys rotated. When it
   // is not cached, encodes it first (and whatever of its span is missing). `deps`, when given,
   // replaces its Dependencies: the variant of the piece that attended to those only (Variant).
+  // `own`: copy it into blocks `seq` owns even where it could be shared (to rewrite it later).
   Status Gather(const SchemaLayout& schema, const PmlTextRef& ref, int at, KvSequence* seq,
-                GatherStats* stats, const std::vector<PmlTextRef>* deps = nullptr);
+                GatherStats* stats, const std::vector<PmlTextRef>* deps = nullptr,
+                bool own = false);
+  // The same for a stage's gathered piece.
+  Status Gather(const SchemaLayout& schema, const PrefillGather& g, KvSequence* seq,
+                GatherStats* stats, bool own = false) {
+    return Gather(schema, g.ref, g.at, seq, stats, g.deps ? &*g.deps : nullptr, own);
+  }
   // The piece as encoded attending to `deps` (a subset of its Dependencies) instead: the same
   // tokens under a key of their own; in a contiguous layout, starting where `deps` end.
   static PmlTextPiece Variant(const SchemaLayout& schema, const PmlTextRef& ref,
@@ -140,7 +151,7 @@ class ModuleStore {
   Status GatherImpl(const SchemaLayout& schema, const PmlTextRef& ref, int at, KvSequence* seq,
                     GatherStats* stats, int depth, bool* reused);
   Status GatherPiece(const SchemaLayout& schema, const PmlTextRef& ref, const PmlTextPiece& piece,
-                     const std::vector<PmlTextRef>& deps, int at, KvSequence* seq,
+                     const std::vector<PmlTextRef>& deps, int at, bool own, KvSequence* seq,
                      GatherStats* stats, int depth, bool* reused);
 
   const Model& model_;
