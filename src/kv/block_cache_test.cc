@@ -164,6 +164,24 @@ class DiskTierTest : public ::testing::Test {
     PC_CHECK(disk.ok());
     return std::make_unique<BlockCache>(pool, fp, Options(0), std::move(disk).value());
   }
+  // Caches the prefix `a` and writes it to the disk tier, in a process of its own (as it were).
+  void SaveToDisk(const std::vector<int32_t>& a) {
+    BlockPool pool(Layout(), 0, false);
+    auto cache = Open(&pool);
+    KvSequence seq = Computed(&pool, a);
+    cache->InsertPrefix(a, seq);
+    seq.Clear();
+    ASSERT_TRUE(cache->SaveAll().ok());
+  }
+  // The block files on disk, sorted.
+  std::vector<fs::path> BlockFiles() const {
+    std::vector<fs::path> files;
+    for (const auto& e : fs::recursive_directory_iterator(dir_)) {
+      if (e.is_regular_file() && e.path().extension() == ".kvb") files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+    return files;
+  }
   fs::path dir_;
 };
 
@@ -222,20 +240,9 @@ TEST_F(DiskTierTest, OldestFilesGoBeyondTheByteBudget) {
 
 TEST_F(DiskTierTest, CorruptTruncatedOrForeignFilesAreSkipped) {
   const auto a = Tokens(8);
-  {
-    BlockPool pool(Layout(), 0, false);
-    auto cache = Open(&pool);
-    KvSequence seq = Computed(&pool, a);
-    cache->InsertPrefix(a, seq);
-    seq.Clear();
-    ASSERT_TRUE(cache->SaveAll().ok());
-  }
-  std::vector<fs::path> files;
-  for (const auto& e : fs::recursive_directory_iterator(dir_)) {
-    if (e.is_regular_file() && e.path().extension() == ".kvb") files.push_back(e.path());
-  }
+  ASSERT_NO_FATAL_FAILURE(SaveToDisk(a));
+  const std::vector<fs::path> files = BlockFiles();
   ASSERT_EQ(files.size(), 2u);
-  std::sort(files.begin(), files.end());
   // Flip one byte of data in every file: the checksum catches it.
   for (const auto& f : files) {
     std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
@@ -258,18 +265,8 @@ TEST_F(DiskTierTest, CorruptTruncatedOrForeignFilesAreSkipped) {
 
 TEST_F(DiskTierTest, TruncatedFileIsAMiss) {
   const auto a = Tokens(4);
-  {
-    BlockPool pool(Layout(), 0, false);
-    auto cache = Open(&pool);
-    KvSequence seq = Computed(&pool, a);
-    cache->InsertPrefix(a, seq);
-    ASSERT_TRUE(cache->SaveAll().ok());
-  }
-  for (const auto& e : fs::recursive_directory_iterator(dir_)) {
-    if (e.is_regular_file() && e.path().extension() == ".kvb") {
-      fs::resize_file(e.path(), fs::file_size(e.path()) / 2);
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(SaveToDisk(a));
+  for (const fs::path& f : BlockFiles()) fs::resize_file(f, fs::file_size(f) / 2);
   BlockPool pool(Layout(), 0, false);
   auto cache = Open(&pool);
   KvSequence miss(&pool);
@@ -282,18 +279,8 @@ TEST_F(DiskTierTest, TruncatedFileIsAMiss) {
 // is a miss (reading it used to block forever).
 TEST_F(DiskTierTest, DirectoriesAndFifosNamedLikeBlockFilesAreNotRead) {
   const auto a = Tokens(8);
-  {
-    BlockPool pool(Layout(), 0, false);
-    auto cache = Open(&pool);
-    KvSequence seq = Computed(&pool, a);
-    cache->InsertPrefix(a, seq);
-    seq.Clear();
-    ASSERT_TRUE(cache->SaveAll().ok());
-  }
-  std::vector<fs::path> files;
-  for (const auto& e : fs::recursive_directory_iterator(dir_)) {
-    if (e.is_regular_file() && e.path().extension() == ".kvb") files.push_back(e.path());
-  }
+  ASSERT_NO_FATAL_FAILURE(SaveToDisk(a));
+  const std::vector<fs::path> files = BlockFiles();
   ASSERT_EQ(files.size(), 2u);
   const fs::path tier = files[0].parent_path();
   fs::create_directory(tier / (std::string(32, 'a') + ".kvb"));
