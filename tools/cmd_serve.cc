@@ -6,9 +6,9 @@
 #include <signal.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <chrono>
 #include <ctime>
 #include <thread>
 
@@ -72,8 +72,18 @@ class ServeCommand : public Command {
                     "largest prompt in tokens (0: the context)");
     sub->add_option("--max-tokens-limit", server_.max_tokens_limit,
                     "largest max_tokens a request may ask for (0: the context)");
-    sub->add_option("--http-threads", server_.http_threads,
-                    "HTTP worker threads (0: parallel + max-queue + 8)");
+    sub->add_option("--max-connections", server_.transport.max_connections,
+                    "connections served at once, each on its own thread; one more gets a 503")
+        ->default_val(512)
+        ->check(CLI::Range(1, 65536));
+    sub->add_option("--header-timeout", server_.transport.header_timeout_s,
+                    "seconds a request's line and headers may take to arrive, in total")
+        ->default_val(10.0)
+        ->check(CLI::Range(0.1, 3600.0));
+    sub->add_option("--body-timeout", server_.transport.body_timeout_s,
+                    "seconds a request's body may take to arrive, in total")
+        ->default_val(60.0)
+        ->check(CLI::Range(0.1, 3600.0));
     sub->add_option("--positions", positions_,
                     "where modular prompts' tokens sit unless a request says: schema (reserved "
                     "positions, gaps where modules are left out) or contiguous (end to end from "
@@ -141,14 +151,16 @@ class ServeCommand : public Command {
             }
             // Then wait for the open connections, up to --shutdown-timeout; a second signal
             // ends the wait at once.
-            const auto give_up = std::chrono::steady_clock::now() +
-                                 std::chrono::duration<double>(shutdown_timeout_);
+            const auto give_up =
+                std::chrono::steady_clock::now() + std::chrono::duration<double>(shutdown_timeout_);
             while (!done) {
               const int again = sigtimedwait(&signals, nullptr, &poll);
               const bool late = std::chrono::steady_clock::now() >= give_up;
               if (again == SIGINT || again == SIGTERM || late) {
-                std::fprintf(stderr, "promptcache: %s; exiting without waiting for open "
-                             "connections\n", late ? "shutdown timeout" : "second signal");
+                std::fprintf(stderr,
+                             "promptcache: %s; exiting without waiting for open "
+                             "connections\n",
+                             late ? "shutdown timeout" : "second signal");
                 std::fflush(stderr);
                 std::_Exit(late ? 0 : 1);
               }
@@ -202,7 +214,6 @@ class ServeCommand : public Command {
     if (server_.max_prompt_tokens < 0 || server_.max_tokens_limit < 0) {
       return InvalidArgument("--max-prompt-tokens and --max-tokens-limit must be >= 0");
     }
-    if (server_.http_threads < 0) return InvalidArgument("--http-threads must be >= 0");
     return Status::Ok();
   }
 

@@ -16,6 +16,7 @@
 
 #include "core/log.h"
 #include "model/model.h"
+#include "server/http_transport.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
@@ -110,6 +111,13 @@ struct Stream {
 // reader keeps at most `max_bytes` however the body is framed (413, filled in by FillError). The
 // rest is read and dropped, so the client gets its answer rather than a reset connection, up to
 // a bound past which the connection is closed.
+// 10 -> "10", 0.5 -> "0.5".
+std::string FormatSeconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", s);
+  return buf;
+}
+
 httplib::Server::HandlerWithContentReader ReadingBody(
     std::function<void(const httplib::Request&, httplib::Response&)> handler, size_t max_bytes) {
   return [handler, max_bytes](const httplib::Request& req, httplib::Response& res,
@@ -230,7 +238,7 @@ class HttpServer::Impl {
   PromptEncoder encoder_;
   RequestLimits limits_;
   ServerMetrics metrics_;
-  httplib::Server http_;
+  GuardedHttpServer http_;
   int port_ = -1;
   int listen_fd_ = -1;  // the listening socket, once bound
   int64_t created_ = UnixSeconds();
@@ -248,7 +256,8 @@ HttpServer::Impl::Impl(Engine* engine, ServerOptions options)
     : engine_(engine),
       options_(std::move(options)),
       encoder_(engine->model().tokenizer(), engine->model().chat_template(),
-               engine->options().special_tokens_in_text) {
+               engine->options().special_tokens_in_text),
+      http_(options_.transport) {
   const Model& model = engine_->model();
   context_ =
       engine_->options().context > 0 ? engine_->options().context : model.config().context_length;
@@ -260,20 +269,13 @@ HttpServer::Impl::Impl(Engine* engine, ServerOptions options)
     PC_LOG_WARN("unrecognised chat template; chat prompts use the %s format",
                 std::string(ChatFormatName(encoder_.format())).c_str());
   }
-  const EngineOptions& eo = engine_->options();
-  const size_t threads = options_.http_threads > 0
-                             ? size_t(options_.http_threads)
-                             : size_t(std::max(1, eo.parallel) + std::max(0, eo.max_queue) + 8);
-  http_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http_.set_payload_max_length(options_.max_body_bytes);
-  // An idle keep-alive connection holds a pool thread (and delays Stop) this long.
-  http_.set_keep_alive_timeout(2);
   // Streamed chunks are small writes right after the headers: without TCP_NODELAY, Nagle's
   // algorithm holds them until the client's (delayed) ACK, adding up to 40 ms to the time a
   // client sees its first token.
   http_.set_tcp_nodelay(true);
-  http_.set_read_timeout(30);
-  http_.set_write_timeout(30);
+  // What the Keep-Alive response header announces; the transport applies it.
+  http_.set_keep_alive_timeout(std::max<time_t>(1, time_t(options_.transport.idle_timeout_s)));
   // cpp-httplib's default options add SO_REUSEPORT, which lets a second server bind the same
   // port and the kernel split connections between the two: a busy port must be an error.
   // SO_REUSEADDR alone still lets a restarted server bind past TIME_WAIT.
@@ -392,6 +394,20 @@ httplib::Server::HandlerResponse HttpServer::Impl::FillError(const httplib::Requ
                                                              httplib::Response& res) {
   if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
   ApiError e;
+  if (const MissedDeadline missed = RequestMissedDeadline(); missed != MissedDeadline::kNone) {
+    const bool headers = missed == MissedDeadline::kHeaders;
+    res.status = 408;
+    res.set_header("Connection", "close");
+    e = MakeError(408,
+                  std::string("the request's ") + (headers ? "headers" : "body") +
+                      " did not arrive within " +
+                      FormatSeconds(headers ? options_.transport.header_timeout_s
+                                            : options_.transport.body_timeout_s) +
+                      (headers ? " s (--header-timeout)" : " s (--body-timeout)"),
+                  "invalid_request_error", "request_timeout");
+    res.set_content(ErrorBody(e), "application/json");
+    return httplib::Server::HandlerResponse::Handled;
+  }
   switch (res.status) {
     case 404:
       e = MakeError(404, "unknown URL: " + req.method + " " + req.path, "invalid_request_error",
@@ -691,7 +707,10 @@ void HttpServer::Impl::HandleHealth(const httplib::Request&, httplib::Response& 
 
 void HttpServer::Impl::HandleMetrics(const httplib::Request&, httplib::Response& res) {
   res.status = 200;
-  res.set_content(FormatMetrics(engine_->Stats(), metrics_.Ttft(), metrics_.Responses(), model_id_),
+  const ConnectionStats connections{http_.open_connections(), http_.refused_connections(),
+                                    http_.timed_out_requests()};
+  res.set_content(FormatMetrics(engine_->Stats(), metrics_.Ttft(), metrics_.Responses(), model_id_,
+                                connections),
                   "text/plain; version=0.0.4; charset=utf-8");
 }
 
@@ -876,6 +895,7 @@ Status HttpServer::Impl::Run() {
 
 void HttpServer::Impl::Stop() {
   stopping_ = true;
+  http_.EndReads();  // requests still arriving are dropped, idle connections closed
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [id, handle] : running_) handle->Cancel();

@@ -8,9 +8,9 @@
 // the completion prompt, or "schema" and "modules" fields). Every failure is an OpenAI-style error
 // object with a 4xx/5xx status; no exception from the JSON or HTTP libraries escapes a handler.
 //
-// Threads: cpp-httplib runs each connection on a pool thread, sized for every request the engine
-// can hold at once (parallel + max_queue) plus spare ones for metrics and cache calls, since a
-// completion's thread blocks until its request is done. A streaming request's text travels from
+// Threads: each connection is served on a thread of its own (server/http_transport.h bounds how
+// many, and how long a request may take to arrive); a completion's thread blocks until its
+// request is done. A streaming request's text travels from
 // the engine thread through a TextChannel; a waiter thread per stream collects the final result
 // (RequestHandle::Wait) so the handler thread only ever waits on the channel. A client that goes
 // away is noticed at the next write (text, or a keep-alive comment each second while the engine
@@ -23,6 +23,7 @@
 
 #include "core/status.h"
 #include "promptcache/engine.h"
+#include "server/transport_limits.h"
 
 namespace promptcache {
 
@@ -34,7 +35,7 @@ struct ServerOptions {
   size_t max_body_bytes = size_t(8) << 20;
   int max_prompt_tokens = 0;  // 0: bounded by the context only
   int max_tokens_limit = 0;   // largest max_tokens accepted; 0: bounded by the context only
-  int http_threads = 0;       // 0: parallel + max_queue + 8
+  TransportLimits transport;  // connections, deadlines (server/http_transport.h)
 };
 
 class HttpServer {

@@ -87,7 +87,8 @@ std::map<int, uint64_t> ServerMetrics::Responses() const {
 }
 
 std::string FormatMetrics(const EngineStats& s, const HistogramSnapshot& ttft,
-                          const std::map<int, uint64_t>& responses, const std::string& model) {
+                          const std::map<int, uint64_t>& responses, const std::string& model,
+                          const ConnectionStats& c) {
   Page p;
   p.Header("promptcache_info", "gauge", "The model this server serves.");
   p.Sample("promptcache_info", "model=\"" + EscapeLabel(model) + "\"", 1);
@@ -128,6 +129,12 @@ std::string FormatMetrics(const EngineStats& s, const HistogramSnapshot& ttft,
         "Cache files skipped as corrupt, foreign or unreadable.", s.disk_errors);
   p.Add("promptcache_requests_active", "gauge", "Requests being served.", s.active);
   p.Add("promptcache_requests_queued", "gauge", "Requests waiting for a free slot.", s.queued);
+  p.Add("promptcache_http_connections", "gauge", "Connections being served.", c.open);
+  p.Add("promptcache_http_connections_refused_total", "counter",
+        "Connections refused (503) beyond --max-connections.", c.refused);
+  p.Add("promptcache_http_request_timeouts_total", "counter",
+        "Requests whose headers or body missed --header-timeout or --body-timeout (408).",
+        c.timed_out);
 
   const char* h = "promptcache_time_to_first_token_seconds";
   p.Header(h, "histogram", "Time from submission to the first generated token.");

@@ -40,8 +40,16 @@ class ServerMetrics {
   std::map<int, uint64_t> responses_;
 };
 
+// What the connection layer saw (server/http_transport.h).
+struct ConnectionStats {
+  int open = 0;
+  uint64_t refused = 0;    // beyond --max-connections
+  uint64_t timed_out = 0;  // requests whose headers or body missed their deadline
+};
+
 // The whole page. `model` labels the promptcache_info metric.
 std::string FormatMetrics(const EngineStats& stats, const HistogramSnapshot& ttft,
-                          const std::map<int, uint64_t>& responses, const std::string& model);
+                          const std::map<int, uint64_t>& responses, const std::string& model,
+                          const ConnectionStats& connections = {});
 
 }  // namespace promptcache

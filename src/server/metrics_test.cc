@@ -39,7 +39,8 @@ TEST(Metrics, EngineStatsAndRatios) {
   s.evictions = 5;
   s.active = 2;
   s.queued = 1;
-  const auto m = Samples(FormatMetrics(s, {}, {{200, 9}, {400, 2}}, "stories260K"));
+  const auto m =
+      Samples(FormatMetrics(s, {}, {{200, 9}, {400, 2}}, "stories260K", ConnectionStats{7, 3, 11}));
   EXPECT_EQ(m.at("promptcache_requests_total"), "10");
   EXPECT_EQ(m.at("promptcache_requests_failed_total"), "1");
   EXPECT_EQ(m.at("promptcache_requests_rejected_total"), "2");
@@ -57,6 +58,9 @@ TEST(Metrics, EngineStatsAndRatios) {
   EXPECT_EQ(m.at("promptcache_requests_queued"), "1");
   EXPECT_EQ(m.at("promptcache_http_responses_total{code=\"400\"}"), "2");
   EXPECT_EQ(m.at("promptcache_info{model=\"stories260K\"}"), "1");
+  EXPECT_EQ(m.at("promptcache_http_connections"), "7");
+  EXPECT_EQ(m.at("promptcache_http_connections_refused_total"), "3");
+  EXPECT_EQ(m.at("promptcache_http_request_timeouts_total"), "11");
 }
 
 TEST(Metrics, NoLookupsGiveZeroRatio) {

@@ -106,7 +106,7 @@ test('SIGTERM saves the cache at once, even while a client holds a half-sent req
   const server = await startServer(['--cache-dir', dir]);
   await complete(server);
   assert.equal(cacheFiles(dir).filter((f) => f.endsWith('.kvb')).length, 0, 'nothing on disk yet');
-  // A client that sends half its headers and then nothing (the read timeout is 30 s).
+  // A client that sends half its headers and then nothing.
   const { hostname, port } = new URL(server.url);
   const sock = net.connect(Number(port), hostname, () => sock.write('POST /v1/completions HTTP/1.1\r\nHost: x\r\n'));
   sock.on('error', () => {});
@@ -121,16 +121,38 @@ test('SIGTERM saves the cache at once, even while a client holds a half-sent req
   assert.equal((await stopping).code, 0, server.stderr());
 });
 
+test('a half-sent request does not hold shutdown: reads end when the server stops', async () => {
+  const server = await startServer(['--shutdown-timeout', '60']);
+  const { hostname, port } = new URL(server.url);
+  const sock = net.connect(Number(port), hostname, () => sock.write('POST /v1/completions HTTP/1.1\r\nHost: x\r\n'));
+  sock.on('error', () => {});
+  await new Promise((r) => setTimeout(r, 200));
+  const t0 = Date.now();
+  const result = await server.stop(20000);
+  assert.equal(result.code, 0, server.stderr());
+  assert.ok(Date.now() - t0 < 5000, `exited after ${Date.now() - t0} ms`);
+  assert.doesNotMatch(server.stderr(), /shutdown timeout/);
+  sock.destroy();
+});
+
 test('shutdown is bounded: --shutdown-timeout ends the wait for open connections, a second signal at once', async () => {
-  const hold = (server) => {
+  // A client that asks for a large response (8 MB of text) and never reads it: the server's
+  // write blocks once the socket buffers are full, and its connection stays open.
+  const body = JSON.stringify({ tokens: new Array(2000000).fill(300) });
+  const hold = async (server) => {
     const { hostname, port } = new URL(server.url);
-    const sock = net.connect(Number(port), hostname, () => sock.write('POST /v1/completions HTTP/1.1\r\nHost: x\r\n'));
+    const sock = net.connect(Number(port), hostname, () => {
+      sock.pause();
+      sock.write(`POST /detokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`);
+      sock.write(body);
+    });
     sock.on('error', () => {});
+    await new Promise((r) => setTimeout(r, 2000));
     return sock;
   };
-  const a = await startServer(['--shutdown-timeout', '1']);
-  const sa = hold(a);
-  await new Promise((r) => setTimeout(r, 200));
+  const args = ['--max-body-bytes', '16000000'];
+  const a = await startServer([...args, '--shutdown-timeout', '1']);
+  const sa = await hold(a);
   let t0 = Date.now();
   const ra = await a.stop(20000);
   assert.equal(ra.code, 0, a.stderr());
@@ -138,9 +160,8 @@ test('shutdown is bounded: --shutdown-timeout ends the wait for open connections
   assert.match(a.stderr(), /shutdown timeout/);
   sa.destroy();
 
-  const b = await startServer(['--shutdown-timeout', '60']);
-  const sb = hold(b);
-  await new Promise((r) => setTimeout(r, 200));
+  const b = await startServer([...args, '--shutdown-timeout', '60']);
+  const sb = await hold(b);
   t0 = Date.now();
   const exited = new Promise((resolve) => b.child.on('exit', (code) => resolve(code)));
   b.child.kill('SIGTERM');

@@ -1,0 +1,82 @@
+// The connection layer under the HTTP routes: how a connection is read and how many are held.
+//
+// cpp-httplib parses requests, routes them and writes responses; left alone it gives each
+// connection a thread from a fixed pool and waits up to 30 s on every read, so a client that
+// trickles one byte at a time holds a thread for as long as it likes, and a few dozen such
+// clients leave no thread for /health. GuardedHttpServer keeps the library's parsing but serves
+// each connection itself (cpp-httplib's own hook for this, as its TLS server does):
+//   - a total deadline for a request's headers (from its first byte, or from the accept for a
+//     connection's first request) and another for its body (from the end of the headers),
+//     however slowly the bytes come;
+//   - at most `max_connections` connections served at once, each on its own thread (created on
+//     demand, kept for reuse); one beyond gets a 503 with `Retry-After` and is closed, without
+//     waiting for its request. When three quarters are in use, responses close their connection
+//     rather than keep it idle;
+//   - reads end at once when the server stops, so a shutdown never waits for slow clients.
+#pragma once
+
+#include <httplib.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "server/transport_limits.h"
+
+namespace promptcache {
+
+// Threads created as connections need them, up to a limit, and kept for the next ones: the
+// task queue cpp-httplib's accept loop hands connections to.
+class ConnectionThreads : public httplib::TaskQueue {
+ public:
+  explicit ConnectionThreads(size_t max_threads) : max_threads_(max_threads) {}
+  ~ConnectionThreads() override { shutdown(); }
+
+  void enqueue(std::function<void()> fn) override;
+  void shutdown() override;
+
+ private:
+  void Work();
+
+  const size_t max_threads_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  std::vector<std::thread> threads_;
+  size_t idle_ = 0;
+  bool shutdown_ = false;
+};
+
+// Which deadline the request being served on this thread missed, if any: its error response
+// can then say so (408) rather than call the request malformed.
+enum class MissedDeadline { kNone, kHeaders, kBody };
+MissedDeadline RequestMissedDeadline();
+
+class GuardedHttpServer : public httplib::Server {
+ public:
+  explicit GuardedHttpServer(TransportLimits limits);
+
+  // Makes every read fail at once (and idle connections close): called as the server stops.
+  void EndReads() { reads_ended_ = true; }
+
+  int open_connections() const { return open_.load(); }
+  uint64_t refused_connections() const { return refused_.load(); }
+  uint64_t timed_out_requests() const { return timed_out_.load(); }
+
+ private:
+  bool process_and_close_socket(socket_t sock) override;
+  void Refuse(socket_t sock);
+
+  const TransportLimits limits_;
+  std::atomic<bool> reads_ended_{false};
+  std::atomic<int> open_{0};
+  std::atomic<uint64_t> refused_{0};
+  std::atomic<uint64_t> timed_out_{0};
+};
+
+}  // namespace promptcache

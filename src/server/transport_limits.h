@@ -1,0 +1,15 @@
+// The bounds a server puts on its connections (enforced by server/http_transport.h): kept apart
+// so that ServerOptions can name them without bringing in the HTTP library.
+#pragma once
+
+namespace promptcache {
+
+struct TransportLimits {
+  int max_connections = 512;
+  double header_timeout_s = 10;  // request line and headers, in total
+  double body_timeout_s = 60;    // the body, in total, from the end of the headers
+  double idle_timeout_s = 2;     // a kept-alive connection waiting for its next request
+  double write_timeout_s = 30;   // each write (a client that stops reading a stream)
+};
+
+}  // namespace promptcache

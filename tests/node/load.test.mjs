@@ -1,0 +1,211 @@
+// The load and fault suite: the server under hostile and broken clients, on loopback only, each
+// case bounded in time. Slow clients, a burst of connections, clients that abort streams, kill -9
+// during disk writes and strange files in the cache folder. (Oversized and chunked bodies, a busy
+// port and SIGTERM with open streams are in bad_input.test.mjs and restart.test.mjs.)
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import net from 'node:net';
+import { execFileSync } from 'node:child_process';
+import { startServer, MODEL, STORY, waitFor } from './server.mjs';
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function rssKiB(pid) {
+  const m = fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/);
+  return Number(m[1]);
+}
+
+// One raw HTTP/1.1 exchange on a fresh connection: resolves with the status (0 if none came)
+// and the socket error, if any.
+function rawRequest(url, text) {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve) => {
+    let data = '';
+    let error = null;
+    const sock = net.connect(Number(port), hostname, () => sock.write(text));
+    sock.setEncoding('latin1');
+    sock.on('data', (d) => { data += d; });
+    sock.on('error', (e) => { error = e; });
+    sock.on('close', () => {
+      const m = data.match(/^HTTP\/1\.1 (\d{3})/);
+      resolve({ status: m ? Number(m[1]) : 0, error, data });
+    });
+  });
+}
+
+async function timed(fn) {
+  const t0 = Date.now();
+  const value = await fn();
+  return { value, ms: Date.now() - t0 };
+}
+
+test('200 slow clients: /health and a completion still answer within a second; the slow ones get a 408', async () => {
+  const s = await startServer(['--header-timeout', '3']);
+  const { hostname, port } = new URL(s.url);
+  const slow = [];
+  for (let i = 0; i < 200; i++) {
+    const sock = net.connect(Number(port), hostname, () => sock.write('POST /v1/completions HTTP/1.1\r\nHost: x\r\n'));
+    sock.replies = '';
+    sock.setEncoding('latin1');
+    sock.on('data', (d) => { sock.replies += d; });
+    sock.on('error', () => {});
+    slow.push(sock);
+  }
+  // They trickle a header byte every 100 ms, which a per-read timeout would never end.
+  const trickle = setInterval(() => {
+    for (const sock of slow) if (!sock.destroyed) sock.write('X');
+  }, 100);
+  try {
+    await sleep(500);
+    for (let round = 0; round < 3; round++) {
+      const health = await timed(() => s.json('GET', '/health'));
+      assert.equal(health.value.status, 200);
+      assert.ok(health.ms < 1000, `/health took ${health.ms} ms`);
+      const done = await timed(() => s.client().completions.create({ model: MODEL, prompt: 'Once upon a time', max_tokens: 8, temperature: 0 }));
+      assert.equal(done.value.choices[0].finish_reason, 'length');
+      assert.ok(done.ms < 1000, `a completion took ${done.ms} ms`);
+      console.log(`with 200 slow clients: /health ${health.ms} ms, completion ${done.ms} ms`);
+      await sleep(300);
+    }
+    // Past the header deadline every slow client has its answer: 408, connection closed.
+    assert.ok(await waitFor(() => slow.every((sock) => sock.replies.startsWith('HTTP/1.1 408')), { timeoutMs: 8000 }),
+      `408s: ${slow.filter((sock) => sock.replies.startsWith('HTTP/1.1 408')).length} of 200`);
+    assert.match(slow[0].replies, /"code":"request_timeout"/);
+    assert.match(slow[0].replies, /--header-timeout/);
+    const m = await s.metrics();
+    assert.ok(m.promptcache_http_request_timeouts_total >= 200);
+  } finally {
+    clearInterval(trickle);
+    for (const sock of slow) sock.destroy();
+  }
+});
+
+test('connections beyond --max-connections get a 503 at once, not a hang or a reset', async () => {
+  const s = await startServer(['--max-connections', '20']);
+  const { hostname, port } = new URL(s.url);
+  const idle = [];
+  for (let i = 0; i < 20; i++) {
+    const sock = net.connect(Number(port), hostname);
+    sock.on('error', () => {});
+    idle.push(sock);
+  }
+  try {
+    assert.ok(await waitFor(async () => (await s.metrics().catch(() => ({}))).promptcache_http_connections >= 20 ||
+      (await rawRequest(s.url, 'GET /health HTTP/1.1\r\nHost: x\r\n\r\n')).status === 503, { timeoutMs: 5000 }));
+    const r = await rawRequest(s.url, 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    assert.equal(r.status, 503);
+    assert.equal(r.error, null);
+    assert.match(r.data, /Retry-After: 1/);
+    assert.match(r.data, /"code":"too_many_connections"/);
+  } finally {
+    for (const sock of idle) sock.destroy();
+  }
+  // Once they are gone the server serves again.
+  assert.ok(await waitFor(async () => (await rawRequest(s.url, 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')).status === 200, { timeoutMs: 5000 }));
+  assert.ok((await s.metrics()).promptcache_http_connections_refused_total >= 1);
+});
+
+test('500 connections in one burst: every one answered, no resets', async () => {
+  const s = await startServer();
+  const results = await Promise.all(Array.from({ length: 500 }, () =>
+    rawRequest(s.url, 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')));
+  const errors = results.filter((r) => r.error).map((r) => r.error.code);
+  const statuses = {};
+  for (const r of results) statuses[r.status] = (statuses[r.status] ?? 0) + 1;
+  console.log(`burst of 500: statuses ${JSON.stringify(statuses)}, socket errors ${errors.length}`);
+  assert.deepEqual(errors, []);
+  assert.equal(statuses[200], 500);
+});
+
+test('1,000 streams aborted by their clients: RSS stays flat, nothing left running', async () => {
+  const s = await startServer(['-c', '100000']);
+  const client = s.client();
+  const abortOne = async () => {
+    const controller = new AbortController();
+    const stream = await client.completions.create(
+      { model: MODEL, prompt: STORY, max_tokens: 90000, ignore_eos: true, stream: true },
+      { signal: controller.signal });
+    let pieces = 0;
+    for await (const chunk of stream) {
+      if (chunk.choices[0]?.text) pieces++;
+      if (pieces === 3) controller.abort();
+    }
+  };
+  const run = async (n, concurrency) => {
+    let next = 0;
+    await Promise.all(Array.from({ length: concurrency }, async () => {
+      while (next < n) {
+        next++;
+        await abortOne();
+      }
+    }));
+  };
+  await run(100, 8);  // warm up: the cache fills, thread stacks and buffers are touched
+  const start = rssKiB(s.child.pid);
+  await run(1000, 8);
+  assert.ok(await waitFor(async () => (await s.metrics()).promptcache_requests_active === 0, { timeoutMs: 5000 }));
+  const end = rssKiB(s.child.pid);
+  console.log(`1,000 aborted streams: RSS ${(start / 1024).toFixed(1)} MiB -> ${(end / 1024).toFixed(1)} MiB`);
+  assert.ok(end - start < 32 * 1024, `RSS grew from ${start} to ${end} KiB`);
+  const m = await s.metrics();
+  assert.equal(m.promptcache_requests_total, 1100);
+  assert.ok(s.alive());
+  const r = await client.completions.create({ model: MODEL, prompt: 'Once upon a time', max_tokens: 4, temperature: 0 });
+  assert.equal(r.choices[0].finish_reason, 'length');
+});
+
+// Different from their first token on, so that each has blocks of its own to write.
+const PROMPTS = Array.from({ length: 12 }, (_, i) => `Day ${i + 1}. ${STORY}`);
+
+async function greedy(server, prompt) {
+  const r = await server.client().completions.create({ model: MODEL, prompt, max_tokens: 12, temperature: 0, ignore_eos: true });
+  return r.choices[0].text;
+}
+
+test('kill -9 while the disk tier writes, then strange files in the folder: the restarted server answers as an uncached one', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'promptcache-kill9-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const uncached = await startServer(['--no-prefix-cache']);
+  const expected = [];
+  for (const p of PROMPTS) expected.push(await greedy(uncached, p));
+  await uncached.stop();
+
+  // Each round fills the cache, asks for a save and is killed a few milliseconds into it (the
+  // last one once the save has finished, so that the folder surely holds files).
+  for (let round = 0; round < 4; round++) {
+    const s = await startServer(['--cache-dir', dir]);
+    for (const p of PROMPTS) await greedy(s, p);
+    const save = s.json('POST', '/v1/cache/save', {}).catch(() => null);
+    if (round < 3) await sleep(2 * round); else await save;
+    s.child.kill('SIGKILL');
+    await save;
+    await s.stop();
+  }
+  // Block files live in a folder per model.
+  const sub = fs.readdirSync(dir, { withFileTypes: true }).find((e) => e.isDirectory());
+  assert.ok(sub, 'the disk tier made its model folder');
+  const folder = path.join(dir, sub.name);
+  const written = fs.readdirSync(folder).filter((f) => f.endsWith('.kvb'));
+  console.log(`after four kill -9s: ${written.length} block files`);
+  assert.ok(written.length > 0, 'the killed servers wrote to the disk tier');
+  // Things named like block files that are not: a directory, a FIFO, a symlink, an empty file.
+  const name = (c) => c.repeat(32) + '.kvb';
+  fs.mkdirSync(path.join(folder, name('a')));
+  execFileSync('mkfifo', [path.join(folder, name('b'))]);
+  fs.symlinkSync('/etc/passwd', path.join(folder, name('c')));
+  fs.writeFileSync(path.join(folder, name('d')), '');
+
+  const s = await startServer(['--cache-dir', dir]);
+  for (let i = 0; i < PROMPTS.length; i++) {
+    assert.equal(await greedy(s, PROMPTS[i]), expected[i], `prompt ${i} after kill -9`);
+  }
+  // Twice: the second time from whatever the cache holds now.
+  for (let i = 0; i < PROMPTS.length; i++) {
+    assert.equal(await greedy(s, PROMPTS[i]), expected[i], `prompt ${i}, cached`);
+  }
+  assert.ok(s.alive());
+  assert.equal((await s.stop()).code, 0, s.stderr());
+});
