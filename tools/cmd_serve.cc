@@ -43,6 +43,12 @@ class ServeCommand : public Command {
     sub->add_option("--block-size", engine_.block_size,
                     "tokens per KV block: the prefix cache's granularity of reuse")
         ->default_val(16);
+    sub->add_option("--kv-ram", kv_ram_mib_,
+                    "MiB for all K/V, running requests and cached prefixes together (0: no "
+                    "bound): each request reserves its prompt plus max_tokens; one that does not "
+                    "fit waits, one that never could gets a 400")
+        ->default_val(0.0)
+        ->check(CLI::Range(0.0, 1048576.0));
     sub->add_option("--cache-ram", cache_ram_mib_, "RAM for cached prefixes, MiB")
         ->default_val(1024);
     sub->add_option("--cache-ttl", engine_.cache_ttl_seconds,
@@ -112,6 +118,7 @@ class ServeCommand : public Command {
     engine_.module_positions = *ParsePmlPositions(positions_);
     server_.max_body_bytes = static_cast<size_t>(max_body_bytes_);
     engine_.cache_ram_bytes = size_t(cache_ram_mib_ * double(kMiB));
+    engine_.kv_ram_bytes = size_t(kv_ram_mib_ * double(kMiB));
     engine_.cache_disk_bytes = size_t(cache_disk_mib_ * double(kMiB));
     engine_.prefix_cache = !no_prefix_cache_;
 
@@ -223,6 +230,7 @@ class ServeCommand : public Command {
   std::string kv_type_ = "f16";
   std::string positions_ = "schema";
   int64_t max_body_bytes_ = int64_t(8) << 20;
+  double kv_ram_mib_ = 0;
   double shutdown_timeout_ = 10;
   double cache_ram_mib_ = 1024, cache_disk_mib_ = 4096;
   bool no_prefix_cache_ = false, verbose_ = false;

@@ -59,10 +59,15 @@ struct EngineOptions {
   // Prefix cache.
   bool prefix_cache = true;  // false: plain prompts reuse nothing (schema modules still do)
   size_t cache_ram_bytes = size_t(1) << 30;  // bound on cached (unreferenced) blocks in RAM
-  double cache_ttl_seconds = 0;              // 0: no expiry
-  int cache_min_tokens = 0;                  // prompts shorter than this are not cached
-  int cache_granularity = 0;                 // cache prefixes in multiples of this (0: block)
-  std::string cache_dir;                     // disk tier; empty: none
+  // Bound on all K/V in RAM, running requests and cached blocks together; 0: none (running
+  // requests then take what they need). Each request reserves its prompt plus max_tokens
+  // (whole blocks) when admitted: one that does not fit waits in the queue, one that could
+  // never fit is refused, and the cache keeps at most what the reservations leave.
+  size_t kv_ram_bytes = 0;
+  double cache_ttl_seconds = 0;  // 0: no expiry
+  int cache_min_tokens = 0;      // prompts shorter than this are not cached
+  int cache_granularity = 0;     // cache prefixes in multiples of this (0: block)
+  std::string cache_dir;         // disk tier; empty: none
   size_t cache_disk_bytes = size_t(4) << 30;
 };
 

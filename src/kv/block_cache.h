@@ -28,9 +28,9 @@ namespace promptcache {
 
 struct BlockCacheOptions {
   size_t ram_bytes = size_t(1) << 30;
-  double ttl_seconds = 0;        // idle entries older than this are evicted; 0: never
-  int min_tokens = 0;            // prompts shorter than this are not cached
-  int granularity = 0;           // reuse prefixes in multiples of this many tokens (0: block)
+  double ttl_seconds = 0;  // idle entries older than this are evicted; 0: never
+  int min_tokens = 0;      // prompts shorter than this are not cached
+  int granularity = 0;     // reuse prefixes in multiples of this many tokens (0: block)
 };
 
 struct BlockCacheStats {
@@ -41,8 +41,8 @@ struct BlockCacheStats {
 };
 
 struct CachedPrefixInfo {
-  BlockKey key;   // the last block's key
-  int tokens;     // prefix length
+  BlockKey key;  // the last block's key
+  int tokens;    // prefix length
   bool in_ram, on_disk, pinned;
   double idle_seconds;
 };
@@ -57,6 +57,8 @@ class BlockCache {
   ~BlockCache();
 
   const BlockCacheOptions& options() const { return options_; }
+  // A new RAM budget; Maintain() evicts down to it.
+  void SetRamBudget(size_t bytes) { options_.ram_bytes = bytes; }
   BlockPool* pool() const { return pool_; }
   DiskTier* disk() const { return disk_.get(); }
 
@@ -102,7 +104,7 @@ class BlockCache {
     int begin, count;
     BlockKey parent;
     std::vector<int32_t> tokens;
-    int depth;       // tokens before this block in its chain
+    int depth;         // tokens before this block in its chain
     int children = 0;  // cached entries whose parent this is
     int pins = 0;
     Clock::time_point last_used;

@@ -59,6 +59,7 @@ struct EngineImpl::Slot {
   CompletionResult result;
   Clock::time_point admitted, prefill_start, first_token;
   bool finished = false;
+  size_t reserved = 0;  // K/V bytes held under kv_ram_bytes
 
   Slot(std::shared_ptr<Request> req, BlockPool* blocks, const Tokenizer& tok)
       : r(std::move(req)), seq(blocks), sampler(r->req.sampling), stream(tok, r->req.stop) {}
@@ -108,7 +109,8 @@ EngineImpl::EngineImpl(const EngineOptions& options, std::unique_ptr<Model> mode
   BlockCacheOptions co;
   // Without the prefix cache, plain prompts neither look up nor insert prefixes; the budget still
   // holds the modules of loaded schemas, which are reused on request.
-  co.ram_bytes = options.cache_ram_bytes;
+  co.ram_bytes = options.kv_ram_bytes > 0 ? std::min(options.cache_ram_bytes, options.kv_ram_bytes)
+                                          : options.cache_ram_bytes;
   co.ttl_seconds = options.cache_ttl_seconds;
   co.min_tokens = options.cache_min_tokens;
   co.granularity = options.cache_granularity;
@@ -157,7 +159,31 @@ Result<std::shared_ptr<RequestHandle>> EngineImpl::EnqueueModular(CompletionRequ
   return Enqueue(std::move(r));
 }
 
+size_t EngineImpl::Reservation(const Request& r) const {
+  const size_t prompt = r.modular ? r.modular->prefill.tokens.size() : r.req.prompt.size();
+  const size_t tokens =
+      std::min<size_t>(size_t(context_), prompt + size_t(std::max(0, r.req.max_tokens)));
+  const size_t block = size_t(options_.block_size);
+  return (tokens + block - 1) / block * blocks_.layout().bytes_per_block();
+}
+
+// The cache may keep what the running requests' reservations leave of kv_ram_bytes.
+void EngineImpl::UpdateCacheBudget() {
+  if (options_.kv_ram_bytes == 0) return;
+  const size_t left = options_.kv_ram_bytes > reserved_ ? options_.kv_ram_bytes - reserved_ : 0;
+  cache_->SetRamBudget(std::min(options_.cache_ram_bytes, left));
+}
+
 Result<std::shared_ptr<RequestHandle>> EngineImpl::Enqueue(std::shared_ptr<Request> r) {
+  if (options_.kv_ram_bytes > 0) {
+    const size_t need = Reservation(*r);
+    if (need > options_.kv_ram_bytes) {
+      auto mib = [](size_t b) { return std::to_string((b + (1 << 20) - 1) >> 20); };
+      return InvalidArgument("the request needs " + mib(need) +
+                             " MiB of K/V (its prompt and max_tokens), more than the " +
+                             mib(options_.kv_ram_bytes) + " MiB the engine may use (--kv-ram)");
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (in_flight_ >= options_.parallel + options_.max_queue) {
@@ -201,8 +227,18 @@ void EngineImpl::Loop() {
                [&] { return stop_ || !tasks_.empty() || !active_.empty() || !queue_.empty(); });
       if (stop_ && active_.empty()) break;
       tasks.swap(tasks_);
+      // In order of arrival; under kv_ram_bytes the first that does not fit waits for running
+      // requests to finish (it always fits when none runs).
+      size_t reserving = reserved_;
       while (!queue_.empty() &&
              static_cast<int>(active_.size() + admitted.size()) < options_.parallel) {
+        if (options_.kv_ram_bytes > 0) {
+          const size_t need = Reservation(*queue_.front());
+          if (!active_.empty() || !admitted.empty()) {
+            if (reserving + need > options_.kv_ram_bytes) break;
+          }
+          reserving += need;
+        }
         admitted.push_back(queue_.front());
         queue_.pop_front();
       }
@@ -214,9 +250,13 @@ void EngineImpl::Loop() {
       for (auto& s : active_) Finish(*s, "cancelled");
     }
     Step();
+    for (const auto& s : active_) {
+      if (s->finished) reserved_ -= s->reserved;
+    }
     active_.erase(std::remove_if(active_.begin(), active_.end(),
                                  [](const std::unique_ptr<Slot>& s) { return s->finished; }),
                   active_.end());
+    UpdateCacheBudget();
     cache_->Maintain();
     UpdateStatsSnapshot();
   }
@@ -257,6 +297,12 @@ void EngineImpl::Admit(std::shared_ptr<Request> r) {
     s->next_pos = s->n_prompt;
   }
   s->prefill_start = Clock::now();
+  if (options_.kv_ram_bytes > 0) {
+    s->reserved = Reservation(*s->r);
+    reserved_ += s->reserved;
+    UpdateCacheBudget();
+    cache_->Maintain();  // room for it: cached blocks beyond what is left are evicted now
+  }
   active_.push_back(std::move(s));
 }
 

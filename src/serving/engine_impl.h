@@ -90,6 +90,10 @@ class EngineImpl : public Engine {
   };
 
   Status ValidateRequest(const CompletionRequest& request) const;
+  // The K/V bytes a request reserves under kv_ram_bytes: its prompt and max_tokens (at most
+  // the context), in whole blocks.
+  size_t Reservation(const Request& r) const;
+  void UpdateCacheBudget();
   Result<std::shared_ptr<RequestHandle>> Enqueue(std::shared_ptr<Request> r);
   Result<std::shared_ptr<RequestHandle>> EnqueueModular(CompletionRequest request, Planned planned);
   Result<Planned> Plan(const PmlPrompt& prompt) const;
@@ -129,8 +133,9 @@ class EngineImpl : public Engine {
   std::deque<std::shared_ptr<Request>> queue_;
   mutable std::deque<std::function<void()>> tasks_;
   bool stop_ = false;
-  int in_flight_ = 0;  // submitted and not yet finished; guarded by mu_
-  EngineStats stats_;  // guarded by mu_
+  int in_flight_ = 0;    // submitted and not yet finished; guarded by mu_
+  size_t reserved_ = 0;  // K/V bytes reserved by the active requests (engine thread)
+  EngineStats stats_;    // guarded by mu_
   std::thread thread_;
 };
 

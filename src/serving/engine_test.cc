@@ -2,7 +2,9 @@
 // share cached blocks, and the disk tier survives a restart.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 
@@ -96,6 +98,60 @@ TEST(Engine, ConcurrentRequestsBatchAndShareBlocks) {
   // The shared system prompt's blocks exist once: 8 clients added only their own tails.
   const size_t block = e->model().MakeKvLayout(KvType::kF16).bytes_per_block();
   EXPECT_LE(e->Stats().cache_ram_bytes, blocks_before + 8 * 3 * block);
+}
+
+// Under kv_ram_bytes a request that does not fit beside the running ones waits for them: its
+// text starts after the first one's ended. Without the bound the two are decoded together and
+// their text interleaves (the control).
+std::vector<char> TextOrder(const EngineOptions& base) {
+  auto e = Make(base);
+  const auto prompt = e->model().tokenizer().Encode("Once upon a time", true);
+  std::mutex mu;
+  std::vector<char> order;
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  for (char id : {'a', 'b'}) {
+    CompletionRequest r = Greedy(prompt, 48);
+    r.ignore_eos = true;
+    r.on_text = [&mu, &order, id](const std::string&) {
+      std::lock_guard<std::mutex> lock(mu);
+      order.push_back(id);
+      return true;
+    };
+    auto h = e->Submit(std::move(r));
+    PC_CHECK(h.ok());
+    handles.push_back(*h);
+  }
+  for (auto& h : handles) EXPECT_TRUE(h->Wait().status.ok());
+  return order;
+}
+
+TEST(Engine, KvRamBudgetQueuesWhatDoesNotFitAndRefusesWhatNeverCould) {
+  EngineOptions o;
+  o.parallel = 2;
+  const std::vector<char> together = TextOrder(o);
+  const size_t block = Make()->model().MakeKvLayout(KvType::kF16).bytes_per_block();
+  // 5 prompt tokens + 48 generated: 4 blocks of 16 each; room for one request, not two.
+  o.kv_ram_bytes = 6 * block;
+  const std::vector<char> bounded = TextOrder(o);
+  auto first_b = [](const std::vector<char>& v) { return std::find(v.begin(), v.end(), 'b'); };
+  auto last_a = [](const std::vector<char>& v) { return std::find(v.rbegin(), v.rend(), 'a'); };
+  ASSERT_NE(first_b(together), together.end());
+  EXPECT_LT(first_b(together) - together.begin(), last_a(together).base() - together.begin())
+      << "without the bound the two run together";
+  ASSERT_NE(first_b(bounded), bounded.end());
+  EXPECT_GE(first_b(bounded) - bounded.begin(), last_a(bounded).base() - bounded.begin())
+      << "with it, b waits for a";
+
+  auto e = Make(o);
+  const auto prompt = e->model().tokenizer().Encode("Once upon a time", true);
+  auto too_big = e->Submit(Greedy(prompt, 200));
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_EQ(too_big.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(too_big.status().message().find("--kv-ram"), std::string::npos);
+  // What the reservations leave bounds the cache too.
+  const auto long_prompt = e->model().tokenizer().Encode(kStory, true);
+  Complete(*e, Greedy(long_prompt, 8));
+  EXPECT_LE(e->Stats().cache_ram_bytes, o.kv_ram_bytes);
 }
 
 TEST(Engine, CancelAndQueueLimit) {

@@ -261,6 +261,19 @@ test('a client that aborts a stream frees its request at once', async () => {
   assert.equal(r.choices[0].finish_reason, 'length');
 });
 
+test('--kv-ram: a request that could never fit is a 400 naming the flag; smaller ones are served', async () => {
+  // stories260K holds 640 bytes of K/V per token (f16): 0.5 MiB is 819 tokens.
+  const s = await startServer(['--kv-ram', '0.5']);
+  const big = await s.json('POST', '/v1/completions', { model: MODEL, prompt: 'Once upon a time', max_tokens: 1000 });
+  assertError(big, 400);
+  assert.match(big.body.error.message, /--kv-ram/);
+  const results = await Promise.all(Array.from({ length: 4 }, () =>
+    s.client().completions.create({ model: MODEL, prompt: 'Once upon a time', max_tokens: 40, temperature: 0 })));
+  for (const r of results) assert.equal(r.choices[0].text, results[0].choices[0].text);
+  const m = await s.metrics();
+  assert.ok(m['promptcache_cache_bytes{tier="ram"}'] <= 0.5 * 1024 * 1024);
+});
+
 test('a full queue is a 503 and the server recovers', async () => {
   const s = await startServer(['-c', '100000', '--parallel', '1', '--max-queue', '0']);
   const client = s.client();
