@@ -17,6 +17,8 @@ void ModelOptions::Register(CLI::App* sub) {
   sub->add_option("-m,--model", model_path, "GGUF model file")->required();
   sub->add_option("-t,--threads", threads, "threads (default: all cores)");
   sub->add_option("-c,--context", context, "context size in tokens (default: the model's)");
+  sub->add_flag("--allow-long-context", allow_long_context,
+                "accept a context beyond what the model was trained for");
   sub->add_option("--kv-type", kv_type, "KV cache storage: f16 or f32")->default_val("f16");
   sub->add_option("-b,--batch-size", batch_size,
                   "prompt tokens per forward pass (default: what fits 32 MiB of scratch, <= 512)");
@@ -60,6 +62,10 @@ Status ModelOptions::Validate() const {
     return InvalidArgument("--kv-type must be f16 or f32, not '" + kv_type + "'");
   }
   return Status::Ok();
+}
+
+Status ModelOptions::Check(const Model& model) const {
+  return CheckContext(model.config(), context, allow_long_context);
 }
 
 SessionOptions ModelOptions::ToSessionOptions() const {

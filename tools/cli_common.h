@@ -31,9 +31,12 @@ struct ModelOptions {
   int batch_size = 0;
   std::string isa;
   bool special = false;  // special-token spellings in the prompt's text become special tokens
+  bool allow_long_context = false;
 
   void Register(CLI::App* sub);
   Status Validate() const;
+  // What needs the model: the context against what it was trained for.
+  Status Check(const Model& model) const;
   SessionOptions ToSessionOptions() const;
 };
 

@@ -128,6 +128,13 @@ TEST_F(CliTest, RunPrintsOnlyTheContinuation) {
   EXPECT_EQ(nc.out, o.out);
 }
 
+TEST_F(CliTest, LongContextRunsWhenAllowed) {
+  const Output o = RunCli("run -m " + kStories +
+                          " -p 'Once upon a time' -n 4 --temp 0 -c 4096 --allow-long-context");
+  EXPECT_EQ(o.code, 0) << o.err;
+  EXPECT_FALSE(o.out.empty());
+}
+
 TEST_F(CliTest, TokenizePrintsIds) {
   EXPECT_EQ(RunCli("tokenize -m " + kStories + " 'Once upon a time'").out, "1 403 407 261 378\n");
   EXPECT_EQ(RunCli("tokenize -m " + kStories + " --no-bos 'Once upon a time'").out,
@@ -319,6 +326,10 @@ TEST_F(CliTest, BadFlagsAndPromptsGiveOneLineErrors) {
   ExpectOneLineError("serve -m " + kStories + " --isa NOPE", "--isa 'NOPE'");
   ExpectOneLineError(m + " -p hi --isa NOPE", "--isa 'NOPE'");
   ExpectOneLineError("serve -m " + kStories + " --parallel 0", "--parallel");
+  // A context beyond the trained 2048 tokens: refused, naming both numbers and the way past.
+  ExpectOneLineError(m + " -p hi -c 4096", "context 4096 is more than the 2048 tokens");
+  ExpectOneLineError("serve -m " + kStories + " -c 4096", "--allow-long-context");
+  ExpectOneLineError("bench -m " + kStories + " -c 4096", "--allow-long-context");
   ExpectOneLineError("run -p hi", "--model");
   ExpectOneLineError("frobnicate", "frobnicate");
   ExpectOneLineError(

@@ -73,6 +73,7 @@ class BenchCommand : public Command {
     if (n_seq_ < 1 || n_seq_ > 256) return Fail("-s must be from 1 to 256");
     std::unique_ptr<Model> model = LoadModelOrReport(model_.model_path);
     if (!model) return 1;
+    if (Status st = model_.Check(*model); !st.ok()) return Fail(st);
     SessionOptions so = model_.ToSessionOptions();
     if (so.context == 0) so.context = depth_ + std::max(n_prompt_, n_gen_ + 1);
     if (depth_ + n_prompt_ > so.context || depth_ + n_gen_ + 1 > so.context) {

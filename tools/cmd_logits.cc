@@ -31,6 +31,7 @@ class LogitsCommand : public Command {
     }
     std::unique_ptr<Model> model = LoadModelOrReport(model_.model_path);
     if (!model) return 1;
+    if (Status st = model_.Check(*model); !st.ok()) return Fail(st);
     const int n_vocab = model->config().n_vocab;
     std::vector<int32_t> tokens;
     if (prompt_) {

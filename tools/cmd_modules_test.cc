@@ -143,7 +143,8 @@ TEST_F(ModulesCli, LoadThenPromptFromTheDiskTier) {
 // they attended to (the always text and one module, at contiguous positions) continues exactly
 // as the plain prompt does; one that combines modules at the schema's positions need not.
 TEST_F(ModulesCli, PromptOutputEqualsItsBaselineWhereReuseIsExact) {
-  const std::string schema = Write("pets.xml", R"(<schema name="pets"> Once upon a time, there was a girl named Lily.
+  const std::string schema =
+      Write("pets.xml", R"(<schema name="pets"> Once upon a time, there was a girl named Lily.
   <module name="dog"><![CDATA[
 She had a dog named Max. Max liked to run and jump in the park with his ball.]]></module>
   <module name="cat"><![CDATA[

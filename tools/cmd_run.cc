@@ -36,6 +36,7 @@ class RunCommand : public Command {
     if (Status st = sampling_.Validate(); !st.ok()) return Fail(st);
     std::unique_ptr<Model> model = LoadModelOrReport(model_.model_path);
     if (!model) return 1;
+    if (Status st = model_.Check(*model); !st.ok()) return Fail(st);
     Result<std::vector<int32_t>> prompt =
         PromptTokens(*model, prompt_, chat_, /*add_bos=*/true, model_.special);
     if (!prompt.ok()) return Fail(prompt.status());

@@ -35,6 +35,7 @@ Result<std::unique_ptr<Engine>> MakeEngine(const ModelOptions& model, const std:
   o.model_path = model.model_path;
   o.threads = model.threads;
   o.context = model.context;
+  o.allow_long_context = model.allow_long_context;
   o.kv_type = model.kv_type == "f32" ? KvType::kF32 : KvType::kF16;
   o.cache_dir = cache_dir;
   o.parallel = 1;

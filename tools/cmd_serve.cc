@@ -30,6 +30,8 @@ class ServeCommand : public Command {
     sub->add_option("-t,--threads", engine_.threads, "compute threads (default: all cores)");
     sub->add_option("-c,--context", engine_.context,
                     "context size per request in tokens (default: the model's)");
+    sub->add_flag("--allow-long-context", engine_.allow_long_context,
+                  "accept a context beyond what the model was trained for");
     sub->add_option("--kv-type", kv_type_, "KV cache storage: f16 or f32")->default_val("f16");
     AddIsaOption(sub, &isa_);
     sub->add_option("--host", server_.host, "address to listen on")->default_val("127.0.0.1");

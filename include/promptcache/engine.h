@@ -64,6 +64,9 @@ struct EngineOptions {
   // (whole blocks) when admitted: one that does not fit waits in the queue, one that could
   // never fit is refused, and the cache keeps at most what the reservations leave.
   size_t kv_ram_bytes = 0;
+  // A context beyond what the model was trained for (and its RoPE scaling extends) is refused
+  // unless this is set.
+  bool allow_long_context = false;
   double cache_ttl_seconds = 0;  // 0: no expiry
   int cache_min_tokens = 0;      // prompts shorter than this are not cached
   int cache_granularity = 0;     // cache prefixes in multiples of this (0: block)

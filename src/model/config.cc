@@ -73,6 +73,11 @@ Status ReadRope(const GgufFile& f, const std::string& a, ModelConfig* c) {
   if (!(factor >= 1.0)) return InvalidArgument(a + ".rope.scaling.factor must be >= 1");
   if (kind == "linear") {
     for (float& x : c->inv_freq) x = static_cast<float>(x / factor);
+    if (f.Find(a + ".rope.scaling.original_context_length")) {
+      PC_ASSIGN_OR_RETURN(double orig,
+                          f.GetFloatOr(a + ".rope.scaling.original_context_length", 0));
+      c->rope_scaled_context = static_cast<int>(std::min(orig * factor, 1e9));
+    }
   } else if (kind == "llama3") {
     PC_ASSIGN_OR_RETURN(double low, f.GetFloatOr(a + ".rope.scaling.low_freq_factor", 1.0));
     PC_ASSIGN_OR_RETURN(double high, f.GetFloatOr(a + ".rope.scaling.high_freq_factor", 4.0));
@@ -88,6 +93,14 @@ Status ReadRope(const GgufFile& f, const std::string& a, ModelConfig* c) {
 }
 
 }  // namespace
+
+Status CheckContext(const ModelConfig& c, int context, bool allow_long) {
+  if (allow_long || c.MaxContext() <= 0 || context <= c.MaxContext()) return Status::Ok();
+  return InvalidArgument("context " + std::to_string(context) + " is more than the " +
+                         std::to_string(c.MaxContext()) +
+                         " tokens the model was trained for (its RoPE scaling does not extend "
+                         "it); --allow-long-context uses it anyway");
+}
 
 Result<ModelConfig> ReadModelConfig(const GgufFile& f) {
   ModelConfig c;

@@ -103,6 +103,19 @@ std::vector<int32_t> Iota(int n, int start = 0) {
   return v;
 }
 
+TEST(ModelConfig, ContextBeyondTrainingIsRefusedUnlessScalingOrAllowed) {
+  ModelConfig c;
+  c.context_length = 2048;
+  EXPECT_TRUE(CheckContext(c, 2048, false).ok());
+  const Status beyond = CheckContext(c, 4096, false);
+  EXPECT_EQ(beyond.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(beyond.message().find("context 4096 is more than the 2048 tokens"), std::string::npos);
+  EXPECT_TRUE(CheckContext(c, 4096, true).ok());
+  c.rope_scaled_context = 8192;  // linear RoPE scaling: original context × factor
+  EXPECT_TRUE(CheckContext(c, 8192, false).ok());
+  EXPECT_FALSE(CheckContext(c, 8193, false).ok());
+}
+
 TEST(Stories260K, ReferenceTokensAndLogits) {
   auto m = LoadOrDie(kStories);
   EXPECT_EQ(m->config().n_layers, 5);

@@ -75,7 +75,9 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
     return InvalidArgument("module_recompute must be a share from 0 to 1");
   }
   PC_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(options.model_path));
-  const int trained = model->config().context_length;
+  PC_RETURN_IF_ERROR(
+      CheckContext(model->config(), options.context, options.allow_long_context));
+  const int trained = model->config().MaxContext();
   if (options.context > trained && trained > 0) {
     // llama.cpp warns too: positions past training are outside what the model has seen, and the
     // KV cache a sequence may use grows with the context.

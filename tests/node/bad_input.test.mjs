@@ -236,7 +236,7 @@ test('--api-key: a wrong or missing key is a 401, /health stays open, /metrics o
 });
 
 test('a client that aborts a stream frees its request at once', async () => {
-  const s = await startServer(['-c', '100000', '--parallel', '1', '--max-queue', '0']);
+  const s = await startServer(['-c', '100000', '--allow-long-context', '--parallel', '1', '--max-queue', '0']);
   const client = s.client();
   const controller = new AbortController();
   // Far more tokens than could be generated in the time the test takes.
@@ -275,7 +275,7 @@ test('--kv-ram: a request that could never fit is a 400 naming the flag; smaller
 });
 
 test('a full queue is a 503 and the server recovers', async () => {
-  const s = await startServer(['-c', '100000', '--parallel', '1', '--max-queue', '0']);
+  const s = await startServer(['-c', '100000', '--allow-long-context', '--parallel', '1', '--max-queue', '0']);
   const client = s.client();
   const controller = new AbortController();
   const stream = await client.completions.create(

@@ -121,7 +121,7 @@ test('500 connections in one burst: every one answered, no resets', async () => 
 });
 
 test('1,000 streams aborted by their clients: RSS stays flat, nothing left running', async () => {
-  const s = await startServer(['-c', '100000']);
+  const s = await startServer(['-c', '100000', '--allow-long-context']);
   const client = s.client();
   const abortOne = async () => {
     const controller = new AbortController();
