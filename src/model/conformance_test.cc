@@ -11,16 +11,21 @@
 //
 // The same 64 tokens fed in other batch splits, and one at a time through the KV cache, must
 // give the one-batch logits bit for bit: the kernels compute every token the same way.
+//
+// A second reference (testdata/llama3-tied) covers F16 and BF16 weights, a tied embedding and
+// Llama-3's RoPE frequency factors, with llama.cpp's logits at positions past 8192.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <vector>
 
 #include "model/model.h"
+#include "model/synth.h"
 
 namespace promptcache {
 namespace {
@@ -120,6 +125,77 @@ TEST_P(Conformance, MatchesLlamaCppLogits) {
   EXPECT_EQ(Evaluate(**m, {5, 27, 1, 31}, &pool), got) << fx.name;
   EXPECT_EQ(Evaluate(**m, std::vector<int>(64, 1), nullptr), got) << fx.name;
 }
+
+// The long reference: synth's tiny-256-llama3 written as F16, BF16 and Q4_0; 8,256 tokens
+// (kIds, then kIds after BOS over and over) evaluated in batches of 512; the last 16 rows of
+// logits against llama.cpp's (testdata/llama3-tied/README.md: how they were made, and why the
+// F16 bound is tight enough to notice the frequency factors missing).
+struct LongFixture {
+  GgmlType type;
+  const char* name;
+  double max_diff, mean_diff;
+};
+
+class LongReference : public testing::TestWithParam<LongFixture> {};
+
+TEST_P(LongReference, MatchesLlamaCppPastTheOriginalContext) {
+  const LongFixture& fx = GetParam();
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("pc_llama3_tied_" + std::string(fx.name) + ".gguf");
+  SynthOptions so;
+  so.preset = "tiny-256-llama3";
+  so.vocab_path = std::string(PC_SHARED_DIR) + "/models/stories260K.gguf";
+  so.type = fx.type;
+  so.out_path = path.string();
+  ASSERT_TRUE(Synthesize(so).ok());
+  Result<std::unique_ptr<Model>> m = Model::Load(path.string());
+  std::filesystem::remove(path);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ((*m)->config().rope_scaling, "llama3");
+  EXPECT_EQ((*m)->file().FindTensor("output.weight"), nullptr);  // tied
+
+  constexpr int kTokens = 8256, kKeep = 16;
+  std::vector<int32_t> ids(kIds.begin(), kIds.end());
+  while (ids.size() < kTokens) ids.push_back(kIds[1 + (ids.size() - 1) % (kIds.size() - 1)]);
+  BlockPool blocks((*m)->MakeKvLayout(KvType::kF16, 16), 0, false);
+  KvSequence seq(&blocks);
+  ForwardScratch scratch;
+  ThreadPool pool(2);
+  const int n_vocab = (*m)->config().n_vocab;
+  std::vector<float> got;
+  for (int s = 0; s < kTokens; s += 512) {
+    std::vector<BatchToken> batch;
+    for (int i = s; i < std::min(kTokens, s + 512); ++i) {
+      batch.push_back({ids[i], i, &seq, i >= kTokens - kKeep});
+    }
+    std::vector<float> logits(batch.size() * n_vocab);
+    ASSERT_TRUE((*m)->Forward(batch, logits.data(), &pool, &scratch).ok());
+    // Rows come only for the tokens that want them, in batch order.
+    size_t rows = 0;
+    for (const BatchToken& t : batch) rows += t.want_logits;
+    got.insert(got.end(), logits.begin(), logits.begin() + rows * n_vocab);
+  }
+  const std::vector<float> ref = ReadFloats(
+      std::string(PC_SOURCE_DIR) + "/src/model/testdata/llama3-tied/" + fx.name + ".logits.f32");
+  ASSERT_EQ(got.size(), ref.size());
+  double sum = 0, max = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double d = std::fabs(double{got[i]} - ref[i]);
+    sum += d;
+    max = std::max(max, d);
+  }
+  EXPECT_LE(max, fx.max_diff) << fx.name;
+  EXPECT_LE(sum / got.size(), fx.mean_diff) << fx.name;
+  std::printf("%s at positions 8240..8255: max %.4f, mean %.5f\n", fx.name, max, sum / got.size());
+}
+
+INSTANTIATE_TEST_SUITE_P(Llama3Tied, LongReference,
+                         testing::Values(LongFixture{GgmlType::kF16, "F16", 0.003, 0.0005},
+                                         LongFixture{GgmlType::kBF16, "BF16", 0.015, 0.003},
+                                         LongFixture{GgmlType::kQ4_0, "Q4_0", 0.03, 0.005}),
+                         [](const testing::TestParamInfo<LongFixture>& info) {
+                           return std::string(info.param.name);
+                         });
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, Conformance, testing::ValuesIn(kFixtures),
                          [](const testing::TestParamInfo<Fixture>& info) {

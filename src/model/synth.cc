@@ -32,6 +32,10 @@ const SynthShape kPresets[] = {
     // The shape of the llama.cpp conformance fixtures (shared/models/conformance): rows that
     // 256-element blocks divide, so K-quant files need no fallback types.
     {"tiny-256", "tiny-256", 256, 4, 4, 2, 768, 8192, 10000.0f, true},
+    // tiny-256 with Llama-3's RoPE (base 500000, frequency factors for a 131072-token context
+    // from 8192): the end-to-end reference fixture of src/model/testdata/llama3-tied.
+    {"tiny-256-llama3", "tiny-256-llama3", 256, 4, 4, 2, 768, 131072, 500000.0f, true, 32.0f, 1.0f,
+     4.0f, 8192},
 };
 
 // SplitMix64 finaliser: a strong 64-bit mix, used both to derive seeds and as the generator

@@ -46,7 +46,7 @@ struct SynthShape {
 };
 
 // Names of the presets: smollm2-135m, smollm2-360m, tinyllama-1.1b, llama3.2-1b, tiny-test,
-// tiny-256.
+// tiny-256, tiny-256-llama3.
 std::vector<std::string> SynthPresets();
 // The shape of a preset; NotFound naming the known presets for an unknown name.
 Result<SynthShape> SynthPresetShape(const std::string& preset);
