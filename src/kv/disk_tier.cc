@@ -82,6 +82,7 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(const std::string& dir,
   const std::string lock = t->dir_ + "/lock";
   t->lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (t->lock_fd_ < 0) return IoError("cache dir " + t->dir_ + ": cannot open " + lock);
+  t->dir_fd_ = ::open(t->dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (::flock(t->lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     return IoError("cache dir " + t->dir_ + " is in use by another process (one server or tool " +
                    "per --cache-dir and model)");
@@ -121,6 +122,7 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(const std::string& dir,
 }
 
 DiskTier::~DiskTier() {
+  if (dir_fd_ >= 0) ::close(dir_fd_);
   if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the lock
 }
 
@@ -180,6 +182,10 @@ Status DiskTier::Write(const BlockRecord& r, const BlockPool& pool, BlockId bloc
   std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) return IoError("cannot rename " + tmp + ": " + ec.message());
+  // The rename lives in the folder: until the folder is flushed too, a crash may forget it.
+  if (dir_fd_ >= 0 && ::fsync(dir_fd_) != 0) {
+    return IoError("cannot flush the folder " + dir_ + ": " + std::strerror(errno));
+  }
   auto it = index_.find(r.key);
   if (it != index_.end()) bytes_ -= it->second.bytes;
   index_[r.key] = {sizeof(h) + payload.size(), ++clock_};

@@ -67,6 +67,7 @@ class DiskTier {
 
   std::string dir_;
   int lock_fd_ = -1;
+  int dir_fd_ = -1;  // the folder, fsynced after each rename so that the new name survives a crash
   std::string fingerprint_;
   KvLayout layout_;
   size_t max_bytes_ = 0;
