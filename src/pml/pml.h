@@ -65,6 +65,10 @@ class PmlTextEncoder {
   virtual std::pair<std::string, std::string> RoleWrap(std::string_view role) const = 0;
   // The model's context; a schema or prompt needing more positions is an error (<= 0: no limit).
   virtual int ContextLength() const = 0;
+  // The most bytes of text one token can stand for (<= 0: unknown). A text run longer than
+  // ContextLength() × this is refused before it is tokenized: a megabyte of module text costs no
+  // tokenizer time to reject.
+  virtual int MaxTokenBytes() const { return 0; }
 };
 
 // A place in an XML file, 1-based (column in UTF-8 characters); 0 when unknown.

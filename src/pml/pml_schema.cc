@@ -242,6 +242,18 @@ Status SchemaBuilder::Flush(int owner) {
     bos_pending_ = false;
   }
   if (!pending_.empty()) {
+    const int context = enc_.ContextLength();
+    const int per_token = enc_.MaxTokenBytes();
+    if (context > 0 && per_token > 0 && pending_.size() > size_t(context) * size_t(per_token)) {
+      const size_t at_least = (pending_.size() + per_token - 1) / per_token;
+      return ErrorAt(owner == kPmlAlways ? xml_.PosOf(xml_.root()) : out_.modules[owner].pos,
+                     (owner == kPmlAlways ? std::string("the always-included text")
+                                          : "module '" + out_.modules[owner].name + "'") +
+                         " has " + std::to_string(pending_.size()) + " bytes of text: at least " +
+                         std::to_string(at_least) + " tokens, more than the model's context of " +
+                         std::to_string(context),
+                     StatusCode::kOutOfRange);
+    }
     const std::vector<int32_t> tokens = enc_.Tokenize(MarkedText::Trusted(pending_));
     piece.tokens.insert(piece.tokens.end(), tokens.begin(), tokens.end());
     pending_.clear();

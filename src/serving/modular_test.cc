@@ -703,6 +703,16 @@ TEST(Modular, ErrorsAreOneLine) {
   EXPECT_EQ(big.status().code(), StatusCode::kOutOfRange);
   EXPECT_NE(big.status().message().find("exceeds the model's context of 256"), std::string::npos);
   EXPECT_EQ(e2->GetSchema("story").status().code(), StatusCode::kNotFound);
+  // A module whose text could never fit is refused by its size, before it is tokenized.
+  std::string huge;
+  while (huge.size() < 400000) huge += "Once upon a time. ";
+  auto flood = e2->LoadSchemaText(
+      "<schema name=\"flood\"><module name=\"a\">" + huge + "</module></schema>", "flood.xml");
+  ASSERT_FALSE(flood.ok());
+  EXPECT_EQ(flood.status().code(), StatusCode::kOutOfRange);
+  EXPECT_NE(flood.status().message().find("module 'a' has 400014 bytes of text: at least"),
+            std::string::npos)
+      << flood.status().message();
 }
 
 TEST(Modular, ModulesStayCachedWithoutThePrefixCache) {

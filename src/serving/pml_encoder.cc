@@ -36,6 +36,11 @@ ModelPmlEncoder::ModelPmlEncoder(const Model& model, int context, bool trust_use
     : tok_(model.tokenizer()),
       context_(context > 0 ? context : model.config().context_length),
       trust_user_text_(trust_user_text) {
+  // An entry's text is at least as long as the input it stands for: SentencePiece's "▁" is three
+  // bytes for one space, GPT-2's byte map two for one byte, "<0x0A>" six for one.
+  for (int32_t id = 0; id < tok_.vocab_size(); ++id) {
+    max_token_bytes_ = std::max(max_token_bytes_, static_cast<int>(tok_.Piece(id).size()));
+  }
   bool guessed = false;
   format_ = DetectChatFormat(model.chat_template(), &guessed);
   if (guessed) {

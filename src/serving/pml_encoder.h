@@ -42,6 +42,7 @@ class ModelPmlEncoder : public PmlTextEncoder {
   std::optional<int32_t> Bos() const override;
   std::pair<std::string, std::string> RoleWrap(std::string_view role) const override;
   int ContextLength() const override { return context_; }
+  int MaxTokenBytes() const override { return max_token_bytes_; }
 
   ChatFormat format() const { return format_; }
   // What makes the model answer as the assistant ("" for formats without one, e.g. Llama-2).
@@ -52,6 +53,7 @@ class ModelPmlEncoder : public PmlTextEncoder {
 
   const Tokenizer& tok_;
   int context_;
+  int max_token_bytes_ = 0;  // the longest vocabulary entry, in bytes
   bool trust_user_text_;
   ChatFormat format_;
   std::vector<int32_t> sentinel_;  // SentencePiece: the tokens of the dummy prefix + sentinel
