@@ -20,5 +20,10 @@ if ((${#missing[@]})); then
 fi
 # The official OpenAI client for the server's integration tests (npm registry, pinned in package-lock).
 if [ -f "$(dirname "$0")/../tests/node/package.json" ]; then
-  (cd "$(dirname "$0")/../tests/node" && { [ -d node_modules/openai ] || npm ci --silent --no-audit --no-fund; })
+  # Installed again whenever package-lock.json changed since the last install (a stamp of its
+  # checksum sits in node_modules), so a lockfile update reaches every checkout.
+  (cd "$(dirname "$0")/../tests/node" &&
+    want=$(sha256sum package-lock.json | cut -d' ' -f1) &&
+    { [ -d node_modules/openai ] && [ "$(cat node_modules/.lock-sha256 2>/dev/null)" = "$want" ] ||
+      { npm ci --silent --no-audit --no-fund && echo "$want" > node_modules/.lock-sha256; }; })
 fi
