@@ -102,6 +102,7 @@ bool BlockCache::LoadFromDisk(const BlockKey& key) {
 
 int BlockCache::LookupPrefix(std::span<const int32_t> tokens, int max_tokens, KvSequence* seq) {
   PC_CHECK(seq->size() == 0);
+  ExpireIdle();  // the engine may have slept past the TTL since its last Maintain
   stats_.lookups++;
   const int bs = pool_->layout().block_size;
   const int limit = std::min<int>(max_tokens, static_cast<int>(tokens.size()));
@@ -219,7 +220,7 @@ bool BlockCache::Evictable(const Entry& e) const {
   return e.pins == 0 && e.children == 0 && pool_->RefCount(e.block) == 1;
 }
 
-void BlockCache::Maintain() {
+void BlockCache::ExpireIdle() {
   const auto now = Clock::now();
   if (options_.ttl_seconds > 0) {
     // Removing a leaf can make its parent a leaf: repeat until nothing more expires.
@@ -237,6 +238,10 @@ void BlockCache::Maintain() {
       }
     }
   }
+}
+
+void BlockCache::Maintain() {
+  ExpireIdle();
   while (RamBytes() > options_.ram_bytes) {
     const BlockKey* victim = nullptr;
     Clock::time_point oldest = Clock::time_point::max();

@@ -99,6 +99,8 @@ class BlockCache {
   BlockCacheStats Stats() const;
 
  private:
+  // Removes (spilling to disk) the unreferenced entries idle longer than the TTL.
+  void ExpireIdle();
   struct Entry {
     BlockId block;
     int begin, count;
