@@ -336,6 +336,7 @@ BlockCacheStats BlockCache::Stats() const {
   if (disk_) {
     s.disk_bytes = disk_->bytes();
     s.disk_files = disk_->files();
+    s.disk_errors += disk_->skipped();
   }
   return s;
 }

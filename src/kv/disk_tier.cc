@@ -98,6 +98,7 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(const std::string& dir,
       if (!entry.is_regular_file(type_ec) || entry.is_symlink(type_ec)) {
         PC_LOG_WARN("cache dir %s: %s is not a regular file; ignored", t->dir_.c_str(),
                     name.c_str());
+        ++t->skipped_;
         continue;
       }
       std::error_code file_ec;

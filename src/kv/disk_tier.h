@@ -59,6 +59,9 @@ class DiskTier {
   Result<BlockRecord> Read(const BlockKey& key, BlockPool* pool, BlockId block);
   void Remove(const BlockKey& key);
   uint64_t evictions() const { return evictions_; }
+  // Entries named like block files that are not regular files (directories, FIFOs, symlinks),
+  // skipped when the folder was read.
+  uint64_t skipped() const { return skipped_; }
 
  private:
   DiskTier() = default;
@@ -74,6 +77,7 @@ class DiskTier {
   size_t bytes_ = 0;
   uint64_t clock_ = 0;
   uint64_t evictions_ = 0;
+  uint64_t skipped_ = 0;
   struct FileInfo {
     size_t bytes;
     uint64_t stamp;  // last write or read, for LRU

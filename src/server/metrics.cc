@@ -126,7 +126,7 @@ std::string FormatMetrics(const EngineStats& s, const HistogramSnapshot& ttft,
   p.Add("promptcache_cache_disk_loads_total", "counter", "Cache entries loaded from disk.",
         s.disk_loads);
   p.Add("promptcache_cache_disk_errors_total", "counter",
-        "Cache files skipped as corrupt, foreign or unreadable.", s.disk_errors);
+        "Cache files skipped as corrupt, foreign, unreadable or not regular files.", s.disk_errors);
   p.Add("promptcache_requests_active", "gauge", "Requests being served.", s.active);
   p.Add("promptcache_requests_queued", "gauge", "Requests waiting for a free slot.", s.queued);
   p.Add("promptcache_http_connections", "gauge", "Connections being served.", c.open);
