@@ -75,8 +75,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
     return InvalidArgument("module_recompute must be a share from 0 to 1");
   }
   PC_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(options.model_path));
-  PC_RETURN_IF_ERROR(
-      CheckContext(model->config(), options.context, options.allow_long_context));
+  PC_RETURN_IF_ERROR(CheckContext(model->config(), options.context, options.allow_long_context));
   const int trained = model->config().MaxContext();
   if (options.context > trained && trained > 0) {
     // llama.cpp warns too: positions past training are outside what the model has seen, and the
@@ -247,11 +246,32 @@ void EngineImpl::Loop() {
       stats_.queued = static_cast<int>(queue_.size());
     }
     for (auto& t : tasks) t();
-    for (auto& r : admitted) Admit(std::move(r));
+    // An exception here (an allocation that fails, above all) fails the requests it concerns;
+    // escaping the engine thread, it would end the process.
+    for (auto& r : admitted) {
+      try {
+        Admit(r);
+      } catch (const std::exception& e) {
+        const std::string why = std::string("the engine could not start the request: ") + e.what();
+        auto it =
+            std::find_if(active_.begin(), active_.end(), [&](const auto& s) { return s->r == r; });
+        if (it != active_.end()) {
+          Finish(**it, "error", Internal(why));
+        } else {
+          Abandon(*r, why);
+        }
+      }
+    }
     if (stop_) {
       for (auto& s : active_) Finish(*s, "cancelled");
     }
-    Step();
+    try {
+      Step();
+    } catch (const std::exception& e) {
+      for (auto& s : active_) {
+        Finish(*s, "error", Internal(std::string("the engine failed computing: ") + e.what()));
+      }
+    }
     for (const auto& s : active_) {
       if (s->finished) reserved_ -= s->reserved;
     }
@@ -299,13 +319,13 @@ void EngineImpl::Admit(std::shared_ptr<Request> r) {
     s->next_pos = s->n_prompt;
   }
   s->prefill_start = Clock::now();
+  if (options_.kv_ram_bytes > 0) s->reserved = Reservation(*s->r);
+  active_.push_back(std::move(s));
   if (options_.kv_ram_bytes > 0) {
-    s->reserved = Reservation(*s->r);
-    reserved_ += s->reserved;
+    reserved_ += active_.back()->reserved;
     UpdateCacheBudget();
     cache_->Maintain();  // room for it: cached blocks beyond what is left are evicted now
   }
-  active_.push_back(std::move(s));
 }
 
 bool EngineImpl::AdmitModular(Slot& s) {
@@ -538,6 +558,21 @@ void EngineImpl::Finish(Slot& s, const std::string& reason, Status status) {
   s.r->result = std::move(res);
   s.r->done = true;
   s.r->cv.notify_all();
+}
+
+void EngineImpl::Abandon(Request& r, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    if (r.done) return;  // Admit finished it before it threw
+    r.result.status = Internal(why);
+    r.result.finish_reason = "error";
+    r.done = true;
+  }
+  r.cv.notify_all();
+  std::lock_guard<std::mutex> lock(mu_);
+  --in_flight_;
+  stats_.requests++;
+  stats_.requests_failed++;
 }
 
 void EngineImpl::UpdateStatsSnapshot() {

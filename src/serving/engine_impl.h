@@ -94,6 +94,8 @@ class EngineImpl : public Engine {
   // the context), in whole blocks.
   size_t Reservation(const Request& r) const;
   void UpdateCacheBudget();
+  // Fails a request that never became active (its admission threw).
+  void Abandon(Request& r, const std::string& why);
   Result<std::shared_ptr<RequestHandle>> Enqueue(std::shared_ptr<Request> r);
   Result<std::shared_ptr<RequestHandle>> EnqueueModular(CompletionRequest request, Planned planned);
   Result<Planned> Plan(const PmlPrompt& prompt) const;

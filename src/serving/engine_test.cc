@@ -1,9 +1,14 @@
 // The serving engine on the real stories260K model: prefix reuse is exact, concurrent sequences
 // share cached blocks, and the disk tier survives a restart.
 #include <gtest/gtest.h>
+#include <malloc.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -152,6 +157,51 @@ TEST(Engine, KvRamBudgetQueuesWhatDoesNotFitAndRefusesWhatNeverCould) {
   const auto long_prompt = e->model().tokenizer().Encode(kStory, true);
   Complete(*e, Greedy(long_prompt, 8));
   EXPECT_LE(e->Stats().cache_ram_bytes, o.kv_ram_bytes);
+}
+
+// An allocation that fails on the engine thread fails its request, not the process: in a child
+// process (gtest's death-test fork) whose address space is capped just above what the engine
+// holds once started, a prompt whose K/V needs more than the cap gets an error status, and the
+// engine then serves a small request.
+TEST(Engine, AllocationFailureFailsTheRequestNotTheProcess) {
+  EXPECT_EXIT(
+      {
+        // Buffers above 64 KiB come from mmap (glibc would otherwise raise the threshold and
+        // serve them from heap it has already reserved), so the cap bites.
+        mallopt(M_MMAP_THRESHOLD, 64 << 10);
+        EngineOptions o;
+        o.parallel = 1;
+        auto e = Make(o);
+        const Tokenizer& tok = e->model().tokenizer();
+        const auto small = tok.Encode("Once upon a time", true);
+        Complete(*e, Greedy(small, 4));  // every thread and arena is up
+        std::vector<int32_t> big;
+        while (big.size() < 2000) {
+          const auto more = tok.Encode(kStory, false);
+          big.insert(big.end(), more.begin(), more.end());
+        }
+        big.resize(2000);
+        // RLIMIT_DATA counts the heap's growth too (mprotect within glibc's reserved arenas),
+        // which RLIMIT_AS does not see.
+        rlimit cap{};
+        getrlimit(RLIMIT_DATA, &cap);
+        std::ifstream status("/proc/self/status");
+        size_t data_kib = 0;
+        for (std::string line; std::getline(status, line);) {
+          if (line.rfind("VmData:", 0) == 0) data_kib = std::stoul(line.substr(7));
+        }
+        cap.rlim_cur = (data_kib + 256) << 10;
+        setrlimit(RLIMIT_DATA, &cap);
+        CompletionRequest r = Greedy(big, 4);
+        auto h = e->Submit(std::move(r));
+        const bool failed = h.ok() && !(*h)->Wait().status.ok();
+        cap.rlim_cur = RLIM_INFINITY;
+        setrlimit(RLIMIT_DATA, &cap);
+        const bool recovered = Complete(*e, Greedy(small, 4)).status.ok();
+        std::fprintf(stderr, "failed %d recovered %d\n", failed, recovered);
+        std::exit(failed && recovered ? 0 : 1);
+      },
+      testing::ExitedWithCode(0), "failed 1 recovered 1");
 }
 
 TEST(Engine, CancelAndQueueLimit) {
