@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -212,12 +214,24 @@ TEST(Engine, CancelAndQueueLimit) {
   const auto prompt = e->model().tokenizer().Encode("Once upon a time", true);
   CompletionRequest slow = Greedy(prompt, 200);
   slow.ignore_eos = true;
+  // The first piece holds the engine thread until the queue has been checked, so the slow
+  // request is still running then however fast the machine is; after 5 pieces the client goes.
+  std::promise<void> running, checked;
+  std::shared_future<void> checked_future = checked.get_future().share();
   std::atomic<int> pieces{0};
-  slow.on_text = [&](const std::string&) { return ++pieces < 5; };  // the client goes away
+  slow.on_text = [&](const std::string&) {
+    if (pieces == 0) {
+      running.set_value();
+      checked_future.wait();
+    }
+    return ++pieces < 5;
+  };
   auto h1 = e->Submit(slow);
+  ASSERT_TRUE(h1.ok());
+  running.get_future().wait();
   auto h2 = e->Submit(Greedy(prompt, 200));
   auto h3 = e->Submit(Greedy(prompt, 200));
-  ASSERT_TRUE(h1.ok());
+  checked.set_value();
   ASSERT_TRUE(h2.ok());
   ASSERT_FALSE(h3.ok());  // one running, one queued: the third is refused
   EXPECT_EQ(h3.status().code(), StatusCode::kResourceExhausted);
