@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "core/fp16.h"
+#include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 #include "ops/attention.h"
 #include "ops/kernel_util-inl.h"
@@ -193,16 +194,23 @@ HWY_INLINE VF ExpNonPositive(DF d, VF x) {
   return hn::BitCast(d, bits);
 }
 
-// Turns one query's raw scores s[0, 32) into weights p = exp(scale * s - max) for its n valid
-// rows and 0 beyond, moving the state's max up (and rescaling its output) when needed.
-HWY_INLINE void Softmax32(float* s, int n, float scale, int dim, AttnState* st, float* o) {
+// Turns one query's raw scores s[0, 32) into weights p = exp(score - max) for its valid rows
+// [lo, n) and 0 elsewhere, moving the state's max up (and rescaling its output) when needed.
+HWY_INLINE void Softmax32(float* s, int lo, int n, const AttnScoring& sc, int dim, AttnState* st,
+                          float* o) {
   const DF d;
   const int L = static_cast<int>(hn::Lanes(d));
-  const VF vscale = hn::Set(d, scale);
+  const VF vscale = hn::Set(d, sc.scale);
+  const VF vcap = hn::Set(d, sc.softcap), vinv = hn::Set(d, sc.softcap > 0 ? 1 / sc.softcap : 0);
+  // Lanes of rows [lo, n) of the vector at r.
+  auto valid = [&](int r) {
+    return hn::AndNot(hn::FirstN(d, std::max(lo - r, 0)), hn::FirstN(d, std::max(n - r, 0)));
+  };
   VF vmax = hn::Set(d, -INFINITY);
   for (int r = 0; r < kAttnTileRows; r += L) {
     VF x = hn::Mul(hn::LoadU(d, s + r), vscale);
-    if (n - r < L) x = hn::IfThenElse(hn::FirstN(d, std::max(n - r, 0)), x, vmax);
+    if (sc.softcap > 0) x = hn::Mul(vcap, hn::Tanh(d, hn::Mul(x, vinv)));
+    if (r < lo || n - r < L) x = hn::IfThenElse(valid(r), x, vmax);
     hn::StoreU(x, d, s + r);
     vmax = hn::Max(vmax, x);
   }
@@ -212,7 +220,7 @@ HWY_INLINE void Softmax32(float* s, int n, float scale, int dim, AttnState* st, 
   VF vsum = hn::Zero(d);
   for (int r = 0; r < kAttnTileRows; r += L) {
     VF e = ExpNonPositive(d, hn::Sub(hn::LoadU(d, s + r), vnew));
-    if (n - r < L) e = hn::IfThenElseZero(hn::FirstN(d, std::max(n - r, 0)), e);
+    if (r < lo || n - r < L) e = hn::IfThenElseZero(valid(r), e);
     hn::StoreU(e, d, s + r);
     vsum = hn::Add(vsum, e);
   }
@@ -239,8 +247,9 @@ constexpr int kGroup = 3;
 // Scores, softmax and weighted sum of V for queries [m, m + Q) over `rows` rows of the tile.
 template <class E, int Q, int kDim>
 HWY_INLINE void AttendGroup(const typename E::T* const* k, const typename E::T* const* v, int dim,
-                            float scale, int rows, const float* const* q, const int* n_valid,
-                            AttnState* const* st, float* const* out) {
+                            const AttnScoring& sc, int rows, const float* const* q,
+                            const int* first_valid, const int* n_valid, AttnState* const* st,
+                            float* const* out) {
   HWY_ALIGN float scores[Q][kAttnTileRows];
   float* s[Q];
   for (int qi = 0; qi < Q; ++qi) s[qi] = scores[qi];
@@ -249,7 +258,10 @@ HWY_INLINE void AttendGroup(const typename E::T* const* k, const typename E::T* 
     for (int qi = 0; qi < Q; ++qi) sr[qi] = s[qi] + r;
     Scores4<E, Q, kDim>(q, k + r, dim, sr);
   }
-  for (int qi = 0; qi < Q; ++qi) Softmax32(s[qi], n_valid[qi], scale, dim, st[qi], out[qi]);
+  for (int qi = 0; qi < Q; ++qi) {
+    const int lo = first_valid ? first_valid[qi] : 0;
+    Softmax32(s[qi], lo, n_valid[qi], sc, dim, st[qi], out[qi]);
+  }
   const float* p[Q];
   for (int qi = 0; qi < Q; ++qi) p[qi] = s[qi];
   if constexpr (Q >= 3) {
@@ -270,8 +282,9 @@ HWY_INLINE void AttendGroup(const typename E::T* const* k, const typename E::T* 
 
 // kDim > 0: the head size, known when compiling (loops unroll); 0: any, from `dim`.
 template <class E, int kDim>
-void AttendTileT(const AttnTile& tile, int dim, float scale, int n_queries, const float* const* q,
-                 const int* n_valid, AttnState* const* st, float* const* out) {
+void AttendTileT(const AttnTile& tile, int dim, const AttnScoring& sc, int n_queries,
+                 const float* const* q, const int* first_valid, const int* n_valid,
+                 AttnState* const* st, float* const* out) {
   using T = typename E::T;
   static const float kZeros[kAttnMaxHeadDim] = {};  // all-zero bytes: a zero row of either type
   const T* k[kAttnTileRows];
@@ -283,34 +296,43 @@ void AttendTileT(const AttnTile& tile, int dim, float scale, int n_queries, cons
   for (int m = 0, g; m < n_queries; m += g) {
     g = std::min(n_queries - m, kGroup);
     const int rows = *std::max_element(n_valid + m, n_valid + m + g);
+    const int* fv = first_valid ? first_valid + m : nullptr;
     if (g == 4) {
-      AttendGroup<E, 4, kDim>(k, v, dim, scale, rows, q + m, n_valid + m, st + m, out + m);
+      AttendGroup<E, 4, kDim>(k, v, dim, sc, rows, q + m, fv, n_valid + m, st + m, out + m);
     } else if (g == 3) {
-      AttendGroup<E, 3, kDim>(k, v, dim, scale, rows, q + m, n_valid + m, st + m, out + m);
+      AttendGroup<E, 3, kDim>(k, v, dim, sc, rows, q + m, fv, n_valid + m, st + m, out + m);
     } else if (g == 2) {
-      AttendGroup<E, 2, kDim>(k, v, dim, scale, rows, q + m, n_valid + m, st + m, out + m);
+      AttendGroup<E, 2, kDim>(k, v, dim, sc, rows, q + m, fv, n_valid + m, st + m, out + m);
     } else {
-      AttendGroup<E, 1, kDim>(k, v, dim, scale, rows, q + m, n_valid + m, st + m, out + m);
+      AttendGroup<E, 1, kDim>(k, v, dim, sc, rows, q + m, fv, n_valid + m, st + m, out + m);
     }
   }
 }
 
-void AttendTileImpl(const AttnTile& tile, int dim, float scale, int n_queries,
-                    const float* const* q, const int* n_valid, AttnState* const* st,
-                    float* const* out) {
-  // Llama-family models have heads of 64 or 128.
+template <class E>
+void AttendTileE(const AttnTile& tile, int dim, const AttnScoring& sc, int n_queries,
+                 const float* const* q, const int* first_valid, const int* n_valid,
+                 AttnState* const* st, float* const* out) {
+  // Heads of 64, 128 (Llama, Qwen, Phi) and 256 (Gemma) get unrolled loops.
+  switch (dim) {
+    case 64:
+      return AttendTileT<E, 64>(tile, dim, sc, n_queries, q, first_valid, n_valid, st, out);
+    case 128:
+      return AttendTileT<E, 128>(tile, dim, sc, n_queries, q, first_valid, n_valid, st, out);
+    case 256:
+      return AttendTileT<E, 256>(tile, dim, sc, n_queries, q, first_valid, n_valid, st, out);
+    default:
+      return AttendTileT<E, 0>(tile, dim, sc, n_queries, q, first_valid, n_valid, st, out);
+  }
+}
+
+void AttendTileImpl(const AttnTile& tile, int dim, const AttnScoring& sc, int n_queries,
+                    const float* const* q, const int* first_valid, const int* n_valid,
+                    AttnState* const* st, float* const* out) {
   if (tile.f16) {
-    if (dim == 64) return AttendTileT<F16Src, 64>(tile, dim, scale, n_queries, q, n_valid, st, out);
-    if (dim == 128) {
-      return AttendTileT<F16Src, 128>(tile, dim, scale, n_queries, q, n_valid, st, out);
-    }
-    AttendTileT<F16Src, 0>(tile, dim, scale, n_queries, q, n_valid, st, out);
+    AttendTileE<F16Src>(tile, dim, sc, n_queries, q, first_valid, n_valid, st, out);
   } else {
-    if (dim == 64) return AttendTileT<F32Src, 64>(tile, dim, scale, n_queries, q, n_valid, st, out);
-    if (dim == 128) {
-      return AttendTileT<F32Src, 128>(tile, dim, scale, n_queries, q, n_valid, st, out);
-    }
-    AttendTileT<F32Src, 0>(tile, dim, scale, n_queries, q, n_valid, st, out);
+    AttendTileE<F32Src>(tile, dim, sc, n_queries, q, first_valid, n_valid, st, out);
   }
 }
 
@@ -323,10 +345,11 @@ namespace promptcache {
 
 HWY_EXPORT(AttendTileImpl);
 
-void AttendTile(const AttnTile& tile, int head_dim, float scale, int n_queries,
-                const float* const* q, const int* n_valid, AttnState* const* state,
-                float* const* out) {
-  HWY_DYNAMIC_DISPATCH(AttendTileImpl)(tile, head_dim, scale, n_queries, q, n_valid, state, out);
+void AttendTile(const AttnTile& tile, int head_dim, const AttnScoring& scoring, int n_queries,
+                const float* const* q, const int* first_valid, const int* n_valid,
+                AttnState* const* state, float* const* out) {
+  HWY_DYNAMIC_DISPATCH(AttendTileImpl)
+  (tile, head_dim, scoring, n_queries, q, first_valid, n_valid, state, out);
 }
 
 void MergeAttention(const AttnState& b, const float* out_b, AttnState* a, float* out_a,

@@ -33,11 +33,20 @@ struct AttnTile {
   const void* v[kAttnTileRows];
 };
 
-// Folds the tile into the states of n_queries queries: query i sees rows [0, n_valid[i]) (1 to
-// tile.n; causal masking) with scores scale * q_i·k_r.
-void AttendTile(const AttnTile& tile, int head_dim, float scale, int n_queries,
-                const float* const* q, const int* n_valid, AttnState* const* state,
-                float* const* out);
+// How a tile's dot products become scores: scale * q·k, then, with softcap > 0,
+// softcap * tanh(score / softcap) (Gemma 2's attention logit soft-capping).
+struct AttnScoring {
+  float scale = 1.0f;
+  float softcap = 0.0f;
+};
+
+// Folds the tile into the states of n_queries queries: query i sees rows
+// [first_valid[i], n_valid[i]) (a non-empty range within [0, tile.n]: causal masking, and a
+// sliding window's start), with scores as `scoring` says. first_valid may be null (all from 0).
+// Rows outside a query's range weigh exactly 0, as if the tile did not hold them.
+void AttendTile(const AttnTile& tile, int head_dim, const AttnScoring& scoring, int n_queries,
+                const float* const* q, const int* first_valid, const int* n_valid,
+                AttnState* const* state, float* const* out);
 
 // Folds state b (over other keys) into a, as if a had seen b's keys too. An empty b changes
 // nothing; into an empty a, b is copied exactly.

@@ -55,10 +55,12 @@ struct Rows {
   }
 };
 
-// Runs n_q queries over the rows tile by tile; query i sees keys [0, limit[i]).
+// Runs n_q queries over the rows tile by tile; query i sees keys [first[i], limit[i]) (first
+// empty: from 0). Tiles a query has no key of are not given to it, as the model does.
 std::vector<std::vector<float>> AttendAll(const Rows& rows,
                                           const std::vector<std::vector<float>>& q,
-                                          const std::vector<int>& limit, float scale, bool f16) {
+                                          const std::vector<int>& limit, AttnScoring sc, bool f16,
+                                          const std::vector<int>& first = {}) {
   const int n_q = static_cast<int>(q.size()), dim = rows.dim;
   std::vector<std::vector<float>> out(n_q, std::vector<float>(dim, 0.0f));
   std::vector<AttnState> st(n_q);
@@ -66,23 +68,31 @@ std::vector<std::vector<float>> AttendAll(const Rows& rows,
     const int count = std::min(kAttnTileRows, rows.n - t0);
     const AttnTile tile = rows.Tile(t0, count, f16);
     std::vector<const float*> qp;
-    std::vector<int> nv;
+    std::vector<int> fv, nv;
     std::vector<AttnState*> sp;
     std::vector<float*> op;
     for (int i = 0; i < n_q; ++i) {
-      if (limit[i] <= t0) continue;
+      const int lo = first.empty() ? 0 : first[i];
+      if (limit[i] <= t0 || lo >= t0 + count) continue;
       qp.push_back(q[i].data());
+      fv.push_back(std::max(0, lo - t0));
       nv.push_back(std::min(count, limit[i] - t0));
       sp.push_back(&st[i]);
       op.push_back(out[i].data());
     }
-    AttendTile(tile, dim, scale, static_cast<int>(qp.size()), qp.data(), nv.data(), sp.data(),
-               op.data());
+    AttendTile(tile, dim, sc, static_cast<int>(qp.size()), qp.data(),
+               first.empty() ? nullptr : fv.data(), nv.data(), sp.data(), op.data());
   }
   for (int i = 0; i < n_q; ++i) {
     for (float& x : out[i]) x /= st[i].sum;
   }
   return out;
+}
+
+std::vector<std::vector<float>> AttendAll(const Rows& rows,
+                                          const std::vector<std::vector<float>>& q,
+                                          const std::vector<int>& limit, float scale, bool f16) {
+  return AttendAll(rows, q, limit, AttnScoring{scale}, f16);
 }
 
 TEST(Attention, MatchesReference) {
@@ -110,6 +120,46 @@ TEST(Attention, MatchesReference) {
                 ASSERT_NEAR(got[i][j], want[j], 2e-5f * (1.0f + std::fabs(want[j])))
                     << "dim " << dim << " n " << n << " queries " << n_q << " f16 " << f16;
               }
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// Sliding windows (a first valid key inside or at the start of a tile, whole tiles skipped)
+// and Gemma 2's soft-capped scores, against the reference; and a windowed query's result is the
+// same alone as among queries with other windows.
+TEST(Attention, WindowsAndSoftcapMatchReference) {
+  ForEachTarget([] {
+    std::mt19937 rng(13);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    for (int dim : {8, 64, 256}) {
+      for (int n : {5, 33, 100}) {
+        const Rows rows(n, dim, rng);
+        for (float softcap : {0.0f, 2.0f, 50.0f}) {
+          const AttnScoring sc{1.0f / std::sqrt(static_cast<float>(dim)), softcap};
+          const int n_q = 6;
+          std::vector<std::vector<float>> q(n_q, std::vector<float>(dim));
+          std::vector<int> first(n_q), limit(n_q);
+          for (int i = 0; i < n_q; ++i) {
+            for (float& x : q[i]) x = 3.0f * dist(rng);  // large scores: the cap matters
+            limit[i] = std::max(1, n - 5 * i);
+            first[i] = std::max(0, limit[i] - (1 + 13 * i));  // windows of 1, 14, 27, ... keys
+          }
+          for (bool f16 : {true, false}) {
+            const auto got = AttendAll(rows, q, limit, sc, f16, first);
+            for (int i = 0; i < n_q; ++i) {
+              std::vector<float> want(dim);
+              reference::Attention(q[i].data(), rows.k.data(), rows.v.data(), limit[i], dim,
+                                   sc.scale, want.data(), softcap, first[i]);
+              for (int j = 0; j < dim; ++j) {
+                ASSERT_NEAR(got[i][j], want[j], 2e-5f * (1.0f + std::fabs(want[j])))
+                    << "dim " << dim << " n " << n << " cap " << softcap << " query " << i;
+              }
+              const auto alone = AttendAll(rows, {q[i]}, {limit[i]}, sc, f16, {first[i]});
+              ASSERT_EQ(alone[0], got[i]) << "dim " << dim << " n " << n << " query " << i;
             }
           }
         }
@@ -165,14 +215,14 @@ TEST(Attention, MergingSplitsEqualsOnePass) {
       AttnState* sp = &a;
       float* op = oa.data();
       const int nv = 32;
-      AttendTile(tile, dim, 0.125f, 1, &qp, &nv, &sp, &op);
+      AttendTile(tile, dim, AttnScoring{0.125f}, 1, &qp, nullptr, &nv, &sp, &op);
     }
     {
       AttnTile tile = rows.Tile(64, 32, true);
       AttnState* sp = &b;
       float* op = ob.data();
       const int nv = 32;
-      AttendTile(tile, dim, 0.125f, 1, &qp, &nv, &sp, &op);
+      AttendTile(tile, dim, AttnScoring{0.125f}, 1, &qp, nullptr, &nv, &sp, &op);
     }
     AttnState m;
     MergeAttention(AttnState{}, ob.data(), &m, merged.data(), dim);  // empty: no change

@@ -266,8 +266,8 @@ void BM_AttendTile(benchmark::State& state) {
         tile.k[r] = &k[size_t(r0 + r) * kStride];
         tile.v[r] = &v[size_t(r0 + r) * kStride];
       }
-      AttendTile(tile, kDim, 0.125f, n_queries, q_ptr.data(), n_valid.data(), st_ptr.data(),
-                 o_ptr.data());
+      AttendTile(tile, kDim, AttnScoring{0.125f}, n_queries, q_ptr.data(), nullptr, n_valid.data(),
+                 st_ptr.data(), o_ptr.data());
     }
     benchmark::DoNotOptimize(out.data());
   }

@@ -77,6 +77,8 @@ struct RopeTable {
   float inv_freq[kMaxHeadDim / 2];
   HWY_ALIGN float cs[kMaxHeadDim];
   HWY_ALIGN float sn[kMaxHeadDim];
+  HWY_ALIGN float cos_half[kMaxHeadDim / 2];  // cos and sin of each angle once (RopeHalves)
+  HWY_ALIGN float sin_half[kMaxHeadDim / 2];
 };
 
 const RopeTable& GetRopeTable(int dim, float pos, const float* inv_freq) {
@@ -96,8 +98,37 @@ const RopeTable& GetRopeTable(int dim, float pos, const float* inv_freq) {
     t.cs[2 * i + 1] = c;
     t.sn[2 * i] = -s;
     t.sn[2 * i + 1] = s;
+    t.cos_half[i] = c;
+    t.sin_half[i] = s;
   }
   return t;
+}
+
+void RopeHalvesImpl(float* x, int n_heads, int head_dim, float pos, const float* inv_freq) {
+  const int dim = head_dim & ~1;
+  if (dim > kMaxHeadDim) HWY_ABORT("RopeHalves: head_dim %d too large", head_dim);
+  const RopeTable& table = GetRopeTable(dim, pos, inv_freq);
+  const int half = dim / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    float* lo = x + static_cast<int64_t>(h) * head_dim;
+    float* hi = lo + half;
+    int i = 0;
+#if HWY_TARGET != HWY_SCALAR
+    const DF d;
+    const int step = static_cast<int>(hn::Lanes(d));
+    for (; i + step <= half; i += step) {
+      const auto a = hn::LoadU(d, lo + i), b = hn::LoadU(d, hi + i);
+      const auto c = hn::Load(d, table.cos_half + i), s = hn::Load(d, table.sin_half + i);
+      hn::StoreU(hn::NegMulAdd(b, s, hn::Mul(a, c)), d, lo + i);
+      hn::StoreU(hn::MulAdd(a, s, hn::Mul(b, c)), d, hi + i);
+    }
+#endif
+    for (; i < half; ++i) {
+      const float a = lo[i], b = hi[i], c = table.cos_half[i], s = table.sin_half[i];
+      lo[i] = a * c - b * s;
+      hi[i] = a * s + b * c;
+    }
+  }
 }
 
 void RopeImpl(float* x, int n_heads, int head_dim, float pos, const float* inv_freq) {
@@ -170,6 +201,43 @@ void SwiGluImpl(float* gate, const float* up, int64_t n) {
     hn::StoreU(hn::Mul(silu, hn::LoadU(d, up + i)), d, gate + i);
   }
   for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+// Applies fn (vector in, vector out) to whole vectors of x and then to the remainder padded into
+// one more vector, so that each element's result is the same wherever it falls.
+template <class Fn>
+HWY_INLINE void MapPadded(float* x, const float* y, int64_t n, const Fn& fn) {
+  const DF d;
+  const int64_t step = hn::Lanes(d);
+  int64_t i = 0;
+  for (; i + step <= n; i += step) {
+    const auto b = y ? hn::LoadU(d, y + i) : hn::Zero(d);
+    hn::StoreU(fn(hn::LoadU(d, x + i), b), d, x + i);
+  }
+  if (i == n) return;
+  HWY_ALIGN float xs[HWY_MAX_BYTES / sizeof(float)] = {}, ys[HWY_MAX_BYTES / sizeof(float)] = {};
+  std::memcpy(xs, x + i, sizeof(float) * (n - i));
+  if (y) std::memcpy(ys, y + i, sizeof(float) * (n - i));
+  hn::Store(fn(hn::Load(d, xs), hn::Load(d, ys)), d, xs);
+  std::memcpy(x + i, xs, sizeof(float) * (n - i));
+}
+
+void GeluGluImpl(float* gate, const float* up, int64_t n) {
+  const DF d;
+  const auto half = hn::Set(d, 0.5f), one = hn::Set(d, 1.0f);
+  const auto c0 = hn::Set(d, 0.7978845608028654f), c1 = hn::Set(d, 0.044715f);
+  MapPadded(gate, up, n, [&](auto g, auto u) {
+    const auto inner = hn::Mul(c0, hn::MulAdd(hn::Mul(c1, g), hn::Mul(g, g), g));
+    const auto gelu = hn::Mul(hn::Mul(half, g), hn::Add(one, hn::Tanh(d, inner)));
+    return hn::Mul(gelu, u);
+  });
+}
+
+void SoftcapImpl(float* x, int64_t n, float cap) {
+  const DF d;
+  const auto vcap = hn::Set(d, cap), inv = hn::Set(d, 1.0f / cap);
+  MapPadded(x, nullptr, n,
+            [&](auto v, auto) { return hn::Mul(vcap, hn::Tanh(d, hn::Mul(v, inv))); });
 }
 
 void AddImpl(float* y, const float* x, int64_t n) {
@@ -387,8 +455,11 @@ namespace promptcache {
 
 HWY_EXPORT(RmsNormImpl);
 HWY_EXPORT(RopeImpl);
+HWY_EXPORT(RopeHalvesImpl);
 HWY_EXPORT(SoftmaxImpl);
 HWY_EXPORT(SwiGluImpl);
+HWY_EXPORT(GeluGluImpl);
+HWY_EXPORT(SoftcapImpl);
 HWY_EXPORT(AddImpl);
 HWY_EXPORT(DotF32Impl);
 HWY_EXPORT(DotF32F16Impl);
@@ -407,10 +478,17 @@ void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* o
 void Rope(float* x, int n_heads, int head_dim, float pos, const float* inv_freq) {
   HWY_DYNAMIC_DISPATCH(RopeImpl)(x, n_heads, head_dim, pos, inv_freq);
 }
+void RopeHalves(float* x, int n_heads, int head_dim, float pos, const float* inv_freq) {
+  HWY_DYNAMIC_DISPATCH(RopeHalvesImpl)(x, n_heads, head_dim, pos, inv_freq);
+}
 void Softmax(float* x, int64_t n) { HWY_DYNAMIC_DISPATCH(SoftmaxImpl)(x, n); }
 void SwiGlu(float* gate, const float* up, int64_t n) {
   HWY_DYNAMIC_DISPATCH(SwiGluImpl)(gate, up, n);
 }
+void GeluGlu(float* gate, const float* up, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(GeluGluImpl)(gate, up, n);
+}
+void Softcap(float* x, int64_t n, float cap) { HWY_DYNAMIC_DISPATCH(SoftcapImpl)(x, n, cap); }
 void Add(float* y, const float* x, int64_t n) { HWY_DYNAMIC_DISPATCH(AddImpl)(y, x, n); }
 float DotF32(const float* a, const float* b, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(DotF32Impl)(a, b, n);

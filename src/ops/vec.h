@@ -14,12 +14,22 @@ void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* o
 // Rotary embedding on adjacent pairs, as GGUF llama files expect: for each head h and pair i,
 // (x[2i], x[2i+1]) is rotated by angle pos * inv_freq[i]. x holds n_heads * head_dim floats.
 void Rope(float* x, int n_heads, int head_dim, float pos, const float* inv_freq);
+// Rotary embedding on the two halves of each head (GPT-NeoX's layout, which Qwen, Gemma and Phi
+// files use): (x[i], x[i + head_dim/2]) is rotated by angle pos * inv_freq[i].
+void RopeHalves(float* x, int n_heads, int head_dim, float pos, const float* inv_freq);
 
 // In place: x[i] = exp(x[i] - max) / sum.
 void Softmax(float* x, int64_t n);
 
 // gate[i] = silu(gate[i]) * up[i].
 void SwiGlu(float* gate, const float* up, int64_t n);
+// gate[i] = gelu(gate[i]) * up[i], GELU in its tanh form (Gemma's gated FFN):
+// gelu(g) = g/2 * (1 + tanh(sqrt(2/pi) * (g + 0.044715 g^3))). Every element takes the same
+// vector arithmetic (the remainder is padded to a whole vector), so results do not depend on n.
+void GeluGlu(float* gate, const float* up, int64_t n);
+// x[i] = cap * tanh(x[i] / cap): soft-capping of attention scores and logits (Gemma 2). Every
+// element takes the same vector arithmetic, as in GeluGlu.
+void Softcap(float* x, int64_t n, float cap);
 
 // y[i] += x[i].
 void Add(float* y, const float* x, int64_t n);

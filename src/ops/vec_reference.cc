@@ -28,6 +28,20 @@ void Rope(float* x, int n_heads, int head_dim, float pos, const float* inv_freq)
   }
 }
 
+void RopeHalves(float* x, int n_heads, int head_dim, float pos, const float* inv_freq) {
+  const int half = head_dim / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + static_cast<int64_t>(h) * head_dim;
+    for (int i = 0; i < half; ++i) {
+      const double theta = static_cast<double>(pos) * inv_freq[i];
+      const double c = std::cos(theta), s = std::sin(theta);
+      const double a = v[i], b = v[i + half];
+      v[i] = static_cast<float>(a * c - b * s);
+      v[i + half] = static_cast<float>(a * s + b * c);
+    }
+  }
+}
+
 void Softmax(float* x, int64_t n) {
   if (n <= 0) return;
   float max = x[0];
@@ -44,6 +58,19 @@ void SwiGlu(float* gate, const float* up, int64_t n) {
     const double g = gate[i];
     gate[i] = static_cast<float>(g / (1.0 + std::exp(-g)) * up[i]);
   }
+}
+
+void GeluGlu(float* gate, const float* up, int64_t n) {
+  const double k = std::sqrt(2.0 / 3.14159265358979323846);
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = gate[i];
+    gate[i] =
+        static_cast<float>(0.5 * g * (1.0 + std::tanh(k * (g + 0.044715 * g * g * g))) * up[i]);
+  }
+}
+
+void Softcap(float* x, int64_t n, float cap) {
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(cap * std::tanh(double{x[i]} / cap));
 }
 
 void Add(float* y, const float* x, int64_t n) {
@@ -109,20 +136,21 @@ void F16ToF32Row(const uint16_t* x, float* out, int64_t n) {
 }
 
 void Attention(const float* q, const float* k, const float* v, int64_t n, int64_t dim, float scale,
-               float* out) {
+               float* out, float softcap, int64_t first) {
   std::vector<double> s(n);
   double max = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = first; i < n; ++i) {
     double dot = 0.0;
     for (int64_t j = 0; j < dim; ++j) dot += static_cast<double>(q[j]) * k[i * dim + j];
     s[i] = scale * dot;
+    if (softcap > 0) s[i] = softcap * std::tanh(s[i] / softcap);
     max = std::max(max, s[i]);
   }
   double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += (s[i] = std::exp(s[i] - max));
+  for (int64_t i = first; i < n; ++i) sum += (s[i] = std::exp(s[i] - max));
   for (int64_t j = 0; j < dim; ++j) {
     double acc = 0.0;
-    for (int64_t i = 0; i < n; ++i) acc += s[i] * v[i * dim + j];
+    for (int64_t i = first; i < n; ++i) acc += s[i] * v[i * dim + j];
     out[j] = static_cast<float>(acc / sum);
   }
 }

@@ -34,7 +34,6 @@ std::vector<uint16_t> ToF16(const std::vector<float>& v) {
   return h;
 }
 
-
 TEST(Vec, CompiledForSeveralTargets) {
   // The scalar fallback plus at least one SIMD target on any x86 CPU this project targets.
   EXPECT_GE(OpsTargets().size(), 2u);
@@ -80,6 +79,34 @@ TEST(Vec, Rope) {
             // Float cos/sin (each within u) and two products: a few u of the pair's magnitude.
             const size_t pair = (i - 1) & ~size_t{1};
             const float mag = std::fabs(want[1 + pair]) + std::fabs(want[2 + pair]);
+            ASSERT_NEAR(x[i], want[i], 8 * kU * mag) << head_dim << " " << pos;
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(Vec, RopeHalves) {
+  ForEachTarget([] {
+    std::mt19937 rng(3);
+    for (int head_dim : {2, 4, 8, 16, 32, 40, 64, 128, 256}) {
+      for (int n_heads : {1, 3, 9}) {
+        std::vector<float> inv_freq(head_dim / 2);
+        for (int i = 0; i < head_dim / 2; ++i) {
+          inv_freq[i] = std::pow(1000000.0f, -2.0f * i / head_dim);
+        }
+        for (float pos : {0.0f, 1.0f, 17.0f, 4095.0f, 40000.0f}) {
+          auto x = Random(n_heads * head_dim + 1, rng);
+          auto want = x;
+          RopeHalves(x.data() + 1, n_heads, head_dim, pos, inv_freq.data());
+          reference::RopeHalves(want.data() + 1, n_heads, head_dim, pos, inv_freq.data());
+          const int half = head_dim / 2;
+          for (size_t i = 1; i < x.size(); ++i) {
+            // The pair is (i, i + half) within the head.
+            const int in_head = static_cast<int>((i - 1) % head_dim);
+            const size_t base = i - in_head + (in_head % half);
+            const float mag = std::fabs(want[base]) + std::fabs(want[base + half]);
             ASSERT_NEAR(x[i], want[i], 8 * kU * mag) << head_dim << " " << pos;
           }
         }
@@ -151,6 +178,40 @@ TEST(Vec, SwiGlu) {
           ASSERT_NEAR(g[i], want[i], 16 * kU * std::fabs(want[i]) + 1e-30f) << n;
         }
       }
+    }
+  });
+}
+
+TEST(Vec, GeluGluAndSoftcap) {
+  ForEachTarget([] {
+    std::mt19937 rng(14);
+    for (int64_t n : kSizes) {
+      for (int off : kOffsets) {
+        auto g = Random(n + off, rng, 6.0f), up = Random(n + off, rng);
+        if (n > 2) {
+          g[off] = -200.0f;  // tanh saturates: gelu goes to 0 and g, not NaN
+          g[off + 1] = 200.0f;
+        }
+        auto want = g, capped = g, capped_want = g;
+        GeluGlu(g.data() + off, up.data() + off, n);
+        reference::GeluGlu(want.data() + off, up.data() + off, n);
+        Softcap(capped.data() + off, n, 3.0f);
+        reference::Softcap(capped_want.data() + off, n, 3.0f);
+        for (int64_t i = off; i < n + off; ++i) {
+          ASSERT_FALSE(std::isnan(g[i]));
+          ASSERT_NEAR(g[i], want[i], 1e-5f * std::fabs(up[i]) * (1 + std::fabs(g[i]))) << n;
+          ASSERT_NEAR(capped[i], capped_want[i], 1e-6f * 3.0f) << n;
+        }
+      }
+    }
+    // An element's result does not depend on where it falls (a vector or the remainder).
+    const auto g = Random(1537, rng, 6.0f), up = Random(1537, rng);
+    auto whole = g;
+    GeluGlu(whole.data(), up.data(), 1537);
+    for (int64_t n : {1, 3, 17, 100}) {
+      auto part = g;
+      GeluGlu(part.data() + 5, up.data() + 5, n);
+      for (int64_t i = 5; i < 5 + n; ++i) ASSERT_EQ(part[i], whole[i]) << n;
     }
   });
 }
