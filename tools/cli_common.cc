@@ -64,8 +64,10 @@ Status ModelOptions::Validate() const {
   return Status::Ok();
 }
 
-Status ModelOptions::Check(const Model& model) const {
-  return CheckContext(model.config(), context, allow_long_context);
+Status ModelOptions::Check(Model& model) const {
+  PC_RETURN_IF_ERROR(CheckContext(model.config(), context, allow_long_context));
+  model.UseContext(context > 0 ? context : model.config().context_length);
+  return Status::Ok();
 }
 
 SessionOptions ModelOptions::ToSessionOptions() const {

@@ -35,8 +35,9 @@ struct ModelOptions {
 
   void Register(CLI::App* sub);
   Status Validate() const;
-  // What needs the model: the context against what it was trained for.
-  Status Check(const Model& model) const;
+  // What needs the model: the context against what it was trained for; then prepares the
+  // model for that context (Model::UseContext: LongRoPE's frequencies).
+  Status Check(Model& model) const;
   SessionOptions ToSessionOptions() const;
 };
 

@@ -10,10 +10,14 @@
 // per item instead of once per query head and token, which is what makes a short prompt after a
 // long cached prefix, and decoding at depth, cheap.
 //
+// On sliding layers (Gemma, Mistral) a token sees only the keys of its window: the tiles from
+// the one holding its first visible slot; rows before that slot weigh 0 in the first of them.
+//
 // A query's arithmetic never depends on the rest of the batch: tiles and chunks start at fixed
-// key indices (multiples of 32 and of 512), each chunk's state starts empty, and chunks are
-// merged in key order whether one item or several computed them. A token's attention is thus
-// bit-identical whether its prompt was computed whole, in pieces, or after a cache hit.
+// key indices (multiples of 32 and of 512), each chunk's state starts empty, chunks are merged
+// in key order whether one item or several computed them, and a query is given only the tiles
+// it has keys in. A token's attention is thus bit-identical whether its prompt was computed
+// whole, in pieces, or after a cache hit.
 #include "ops/attention.h"
 
 #include <algorithm>
@@ -208,7 +212,8 @@ class LayerAttention {
         KVH_(c.n_kv_heads),
         hd_(c.head_dim),
         group_(c.n_heads / c.n_kv_heads),
-        scale_(1.0f / std::sqrt(static_cast<float>(c.head_dim))),
+        scoring_{c.attn_scale, c.attn_softcap},
+        sliding_(c.Sliding(layer)),
         head_bytes_(size_t(c.head_dim) * batch[0].seq->pool()->layout().elem_bytes()) {}
 
   // Folds every key the item's tokens read (of its chunk, or all) into their states.
@@ -216,11 +221,16 @@ class LayerAttention {
     Member members[kItemTokens];
     int keys = 0;
     const int n_members = Members(it, members, &keys);
-    const int ch_begin = it.chunk < 0 ? 0 : it.chunk;
+    // On a sliding layer, the tile holding the item's earliest visible key.
+    const int first_tile = sliding_ ? FirstKey(it) / kTileRows * kTileRows : 0;
+    int ch_begin = it.chunk < 0 ? first_tile / kChunkRows : it.chunk;
     const int ch_end = it.chunk < 0 ? (keys + kChunkRows - 1) / kChunkRows : it.chunk + 1;
     const int M = it.count * H_;  // queries: token-major, then heads
     for (int ch = ch_begin; ch < ch_end; ++ch) {
-      const int k0 = ch * kChunkRows, k1 = std::min(k0 + kChunkRows, keys);
+      // A chunk before the window keeps its empty state (stored all the same: a split item's
+      // partial state must not be the previous layer's).
+      const int k0 = std::max(ch * kChunkRows, first_tile);
+      const int k1 = std::min(ch * kChunkRows + kChunkRows, keys);
       std::fill(th.state.begin(), th.state.begin() + M, AttnState{});
       std::fill(th.o.begin(), th.o.begin() + size_t(M) * hd_, 0.0f);
       MemberTiles tiles(members, n_members, layer_, k0, k1);
@@ -231,8 +241,9 @@ class LayerAttention {
             if (!tiles.Leads(g)) continue;
             const int n_q = GatherQueries(it, members, n_members, tiles, g, kvh, ts, th);
             const AttnTile tile = ForHead(tiles.Rows(g), kvh, head_bytes_);
-            AttendTile(tile, hd_, scale_, n_q, th.q.data(), th.n_valid.data(), th.state_ptr.data(),
-                       th.o_ptr.data());
+            AttendTile(tile, hd_, scoring_, n_q, th.q.data(),
+                       sliding_ ? th.first_valid.data() : nullptr, th.n_valid.data(),
+                       th.state_ptr.data(), th.o_ptr.data());
           }
         }
       }
@@ -267,6 +278,15 @@ class LayerAttention {
     return s_.attn.data() + size_t(t) * c_.q_dim() + size_t(h) * hd_;
   }
 
+  // The earliest slot any of the item's tokens sees on a sliding layer.
+  int FirstKey(const Item& it) const {
+    int first = INT32_MAX;
+    for (int i = 0; i < it.count; ++i) {
+      first = std::min(first, as_.window_first[order_[it.first + i]]);
+    }
+    return first;
+  }
+
   // The item's members (its runs of tokens of one sequence; several when sequences share it)
   // and, in *keys, the keys its furthest-reaching token reads.
   int Members(const Item& it, Member* members, int* keys) const {
@@ -293,10 +313,13 @@ class LayerAttention {
       for (int i = mb.first; i < mb.first + mb.count; ++i) {
         const int t = order_[it.first + i];
         if (slot_[t] < ts) continue;
+        const int lo = sliding_ ? as_.window_first[t] - ts : 0;
+        if (lo >= kTileRows) continue;  // the tile is before the token's window
         const int n = std::min(ts + kTileRows, slot_[t] + 1) - ts;
         for (int h = kvh * group_; h < (kvh + 1) * group_; ++h) {
           const int m = i * H_ + h;
           th.q[n_q] = QRow(t, h);
+          th.first_valid[n_q] = std::max(lo, 0);
           th.n_valid[n_q] = n;
           th.state_ptr[n_q] = &th.state[m];
           th.o_ptr[n_q] = th.o.data() + size_t(m) * hd_;
@@ -333,9 +356,52 @@ class LayerAttention {
   AttentionScratch& as_;
   const std::vector<int>& order_;
   const int H_, KVH_, hd_, group_;
-  const float scale_;
+  const AttnScoring scoring_;
+  const bool sliding_;
   const size_t head_bytes_;
 };
+
+// as->window_first for every token of the batch: the first slot of its sequence whose position
+// is above pos - window. Positions increase along a sequence, so per sequence this walks back
+// over its last spans only as far as its earliest token's window reaches.
+void WindowStarts(std::span<const BatchToken> batch, const std::vector<int>& slot, int window,
+                  AttentionScratch* as) {
+  const int T = static_cast<int>(batch.size());
+  as->window_first.assign(T, 0);
+  std::vector<int32_t> tail;  // positions of the sequence's last slots
+  for (int g = 0; g < T;) {
+    const KvSequence& seq = *batch[as->order[g]].seq;
+    int end = g;
+    int32_t min_pos = INT32_MAX;
+    while (end < T && batch[as->order[end]].seq == &seq) {
+      min_pos = std::min(min_pos, batch[as->order[end]].pos);
+      ++end;
+    }
+    const std::vector<KvSpan>& spans = seq.spans();
+    const int32_t* block_pos = nullptr;
+    int base = seq.size();  // slot of tail[0]
+    size_t sp = spans.size();
+    while (sp > 0) {
+      const KvSpan& s = spans[sp - 1];
+      block_pos = seq.pool()->Positions(s.block) + s.begin;
+      if (block_pos[s.count - 1] <= min_pos - window) break;  // wholly before every window
+      base -= s.count;
+      --sp;
+    }
+    tail.clear();
+    for (size_t i = sp; i < spans.size(); ++i) {
+      const int32_t* p = seq.pool()->Positions(spans[i].block) + spans[i].begin;
+      tail.insert(tail.end(), p, p + spans[i].count);
+    }
+    for (int i = g; i < end; ++i) {
+      const int t = as->order[i];
+      const int64_t lowest = int64_t(batch[t].pos) - window;  // keys must be above it
+      const auto it = std::upper_bound(tail.begin(), tail.end(), lowest);
+      as->window_first[t] = std::min(base + static_cast<int>(it - tail.begin()), slot[t]);
+    }
+    g = end;
+  }
+}
 
 }  // namespace
 
@@ -348,6 +414,8 @@ void Model::PlanAttention(std::span<const BatchToken> batch, const std::vector<i
   AttentionScratch& as = s->attention;
   const std::vector<int>& order = as.order;
   PC_CHECK(static_cast<int>(order.size()) == T);
+
+  if (c.AnySliding()) WindowStarts(batch, slot, c.sliding_window, &as);
 
   // Items of up to kItemTokens tokens of one sequence (order groups them), or of several.
   std::vector<Item>& items = as.items;
@@ -413,6 +481,7 @@ void Model::PlanAttention(std::span<const BatchToken> batch, const std::vector<i
     th.state.resize(size_t(kItemTokens) * H);
     th.q.resize(size_t(kItemTokens) * group);
     th.n_valid.resize(size_t(kItemTokens) * group);
+    th.first_valid.resize(size_t(kItemTokens) * group);
     th.state_ptr.resize(size_t(kItemTokens) * group);
     th.o_ptr.resize(size_t(kItemTokens) * group);
     th.o.resize(size_t(kItemTokens) * H * hd);

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "ops/vec.h"
+
 namespace promptcache {
 namespace {
 
@@ -102,12 +104,29 @@ Status CheckContext(const ModelConfig& c, int context, bool allow_long) {
                          "it); --allow-long-context uses it anyway");
 }
 
+void ApplyRope(const ModelConfig& c, int layer, float* x, int n_heads, float pos) {
+  const float* inv_freq = c.InvFreq(layer).data();
+  if (c.rope_halves) {
+    RopeHalves(x, n_heads, c.head_dim, pos, inv_freq);
+  } else {
+    Rope(x, n_heads, c.head_dim, pos, inv_freq);
+  }
+}
+
+bool ModelConfig::UseContext(int context) {
+  const bool want_long = !inv_freq_long.empty() && context > rope_original_context;
+  if (want_long == rope_long) return false;
+  inv_freq.swap(inv_freq_long);
+  rope_long = want_long;
+  return true;
+}
+
 Result<ModelConfig> ReadModelConfig(const GgufFile& f) {
   ModelConfig c;
   PC_ASSIGN_OR_RETURN(c.architecture, f.GetString("general.architecture"));
-  if (c.architecture != "llama") {
-    return Unimplemented("unsupported architecture '" + c.architecture +
-                         "' (promptcache runs llama-family models)");
+  if (!KnownArchitecture(c.architecture)) {
+    return Unimplemented("unsupported architecture '" + c.architecture + "' (promptcache runs " +
+                         SupportedArchitectures() + ")");
   }
   const std::string& a = c.architecture;
   if (Result<std::string> name = f.GetString("general.name"); name.ok()) c.name = *name;
@@ -137,6 +156,8 @@ Result<ModelConfig> ReadModelConfig(const GgufFile& f) {
   if (!(eps > 0 && eps < 1)) return InvalidArgument("layer_norm_rms_epsilon out of range");
   c.rms_eps = static_cast<float>(eps);
   PC_RETURN_IF_ERROR(ReadRope(f, a, &c));
+  c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  PC_RETURN_IF_ERROR(ReadArchitecture(f, &c));
   return c;
 }
 

@@ -14,7 +14,13 @@
 //
 // A second reference (testdata/llama3-tied) covers F16 and BF16 weights, a tied embedding and
 // Llama-3's RoPE frequency factors, with llama.cpp's logits at positions past 8192.
+//
+// A third (testdata/architectures) covers every other architecture: synth's tiny file of each
+// (qwen2, qwen3, gemma2, gemma3, phi3 with short and long LongRoPE factors, Mistral-style
+// llama), against llama.cpp or, for what it cannot run, its fork ik_llama.cpp; sliding windows
+// shorter than the prompt, soft-caps that bite.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -195,6 +201,67 @@ INSTANTIATE_TEST_SUITE_P(Llama3Tied, LongReference,
                                          LongFixture{GgmlType::kQ4_0, "Q4_0", 0.03, 0.005}),
                          [](const testing::TestParamInfo<LongFixture>& info) {
                            return std::string(info.param.name);
+                         });
+
+// testdata/architectures/README.md: how the references were made.
+struct ArchFixture {
+  const char* preset;
+  const char* reference;
+  int context;  // what the reference engine ran with (LongRoPE picks its factors by it)
+};
+
+class Architectures : public testing::TestWithParam<ArchFixture> {};
+
+TEST_P(Architectures, MatchLlamaCppLogits) {
+  const ArchFixture& fx = GetParam();
+  const std::filesystem::path path = std::filesystem::temp_directory_path() /
+                                     ("pc_arch_" + std::to_string(getpid()) + fx.reference);
+  SynthOptions so;
+  so.preset = fx.preset;
+  so.vocab_path = std::string(PC_SHARED_DIR) + "/models/stories260K.gguf";
+  so.type = GgmlType::kF32;
+  so.out_path = path.string();
+  ASSERT_TRUE(Synthesize(so).ok());
+  Result<std::unique_ptr<Model>> m = Model::Load(path.string());
+  std::filesystem::remove(path);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  (*m)->UseContext(fx.context);
+
+  ThreadPool pool(2);
+  const std::vector<float> got = Evaluate(**m, {64}, &pool);
+  const std::vector<float> ref =
+      ReadFloats(std::string(PC_SOURCE_DIR) + "/src/model/testdata/architectures/" + fx.reference +
+                 ".logits.f32");
+  const size_t n_vocab = (*m)->config().n_vocab;
+  ASSERT_EQ(ref.size(), 32 * n_vocab);  // positions 32..63
+  double sum = 0, max = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double d = std::fabs(double{got[32 * n_vocab + i]} - ref[i]);
+    sum += d;
+    max = std::max(max, d);
+  }
+  EXPECT_LE(max, 0.003) << fx.reference;
+  EXPECT_LE(sum / ref.size(), 0.0003) << fx.reference;
+  std::printf("%s: max %.5f, mean %.6f\n", fx.reference, max, sum / ref.size());
+
+  // Windows, soft-caps and per-layer frequencies keep the kernels' batch invariance.
+  EXPECT_EQ(Evaluate(**m, {5, 27, 1, 31}, &pool), got) << fx.reference;
+  EXPECT_EQ(Evaluate(**m, std::vector<int>(64, 1), nullptr), got) << fx.reference;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllArchitectures, Architectures,
+                         testing::Values(ArchFixture{"tiny-qwen2", "qwen2", 512},
+                                         ArchFixture{"tiny-qwen3", "qwen3", 512},
+                                         ArchFixture{"tiny-gemma2", "gemma2", 512},
+                                         ArchFixture{"tiny-gemma3", "gemma3", 512},
+                                         ArchFixture{"tiny-phi3", "phi3-long", 512},
+                                         ArchFixture{"tiny-phi3", "phi3-short", 80},
+                                         ArchFixture{"tiny-mistral", "mistral", 512}),
+                         [](const testing::TestParamInfo<ArchFixture>& info) {
+                           std::string n = info.param.reference;
+                           for (char& c : n)
+                             c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           return n;
                          });
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, Conformance, testing::ValuesIn(kFixtures),

@@ -1,8 +1,12 @@
-// The transformer forward pass (Llama architecture), read top to bottom like the paper:
-//   x = embed(tokens)
-//   per layer:  x += Wo · Attention(RoPE(Wq·norm(x)), RoPE(Wk·norm(x)), Wv·norm(x))
-//               x += Wdown · (silu(Wgate·norm(x)) * Wup·norm(x))
-//   logits = Wout · norm(x)
+// The transformer forward pass, read top to bottom like the paper:
+//   x = embed(tokens) · embed_scale
+//   per layer:  x += post_norm(Wo · Attention(RoPE(Wq·norm(x)), RoPE(Wk·norm(x)), Wv·norm(x)))
+//               x += post_norm(Wdown · (act(Wgate·norm(x)) * Wup·norm(x)))
+//   logits = softcap(Wout · norm(x))
+// One pass for every architecture (model/config.h): the optional parts are there when the file
+// has them: biases on Q, K, V (Qwen2), a norm on each Q and K head (Qwen3, Gemma 3), the
+// post-norms (Gemma 2/3); act is SiLU or GELU; attention may be soft-capped and, on sliding
+// layers, windowed (model/attention.cc); RoPE's frequencies may differ per layer (Gemma 3).
 // Shapes in comments: T tokens in the batch, D = n_embd, H/KVH query/KV heads of size hd.
 #include <algorithm>
 #include <cmath>
@@ -106,8 +110,12 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
   float* x = s->x.data();  // [T, D] the residual stream
 
   for (int t = 0; t < T; ++t) {
+    float* xt = x + size_t(t) * D;
     DequantizeRow(token_embd_.type, token_embd_.data + batch[t].token * token_embd_.row_bytes, D,
-                  x + size_t(t) * D);
+                  xt);
+    if (c.embed_scale != 1.0f) {
+      for (int i = 0; i < D; ++i) xt[i] *= c.embed_scale;
+    }
   }
 
   BlockPool* kv_pool = batch[0].seq->pool();
@@ -129,10 +137,19 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
     ForEachToken(pool, T, [&](int t) {
       float* q = s->q.data() + size_t(t) * c.q_dim();
       float* k = s->k.data() + size_t(t) * c.kv_dim();
-      const float* v = s->v.data() + size_t(t) * c.kv_dim();
+      float* v = s->v.data() + size_t(t) * c.kv_dim();
+      if (!w.bq.empty()) Add(q, w.bq.data(), c.q_dim());
+      if (!w.bk.empty()) Add(k, w.bk.data(), c.kv_dim());
+      if (!w.bv.empty()) Add(v, w.bv.data(), c.kv_dim());
+      for (int h = 0; h < c.n_heads && !w.q_norm.empty(); ++h) {
+        RmsNorm(q + size_t(h) * hd, w.q_norm.data(), hd, c.rms_eps, q + size_t(h) * hd);
+      }
+      for (int h = 0; h < c.n_kv_heads && !w.k_norm.empty(); ++h) {
+        RmsNorm(k + size_t(h) * hd, w.k_norm.data(), hd, c.rms_eps, k + size_t(h) * hd);
+      }
       const float pos = static_cast<float>(batch[t].pos);
-      Rope(q, c.n_heads, hd, pos, c.inv_freq.data());
-      Rope(k, c.n_kv_heads, hd, pos, c.inv_freq.data());
+      ApplyRope(c, l, q, c.n_heads, pos);
+      ApplyRope(c, l, k, c.n_kv_heads, pos);
       uint8_t* kdst = kv_pool->K(where[t].block, l) + where[t].offset * kv_row_bytes;
       uint8_t* vdst = kv_pool->V(where[t].block, l) + where[t].offset * kv_row_bytes;
       if (kvl.type == KvType::kF16) {
@@ -145,9 +162,10 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
     });
     Attention(batch, slot, l, pool, s);                         // attn: [T, H*hd]
     MatMul(w.wo, s->attn.data(), T, s->out_rows.data(), pool);  // [T, D]
+    PostNorm(w.attn_post_norm, T, pool, s->out_rows.data());
     Add(x, s->out_rows.data(), size_t(T) * D);
 
-    // Feed-forward block (SwiGLU).
+    // Feed-forward block (gated: SwiGLU or GELU).
     ForEachToken(pool, T, [&](int t) {
       RmsNorm(x + size_t(t) * D, w.ffn_norm.data(), D, c.rms_eps, s->xn.data() + size_t(t) * D);
     });
@@ -157,9 +175,16 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
     // Row by row: a SIMD kernel's scalar tail computes differently from its vectors, and over
     // the whole batch which elements fall in the tail would depend on the batch size.
     ForEachToken(pool, T, [&](int t) {
-      SwiGlu(s->gate.data() + size_t(t) * c.n_ff, s->up.data() + size_t(t) * c.n_ff, c.n_ff);
+      float* gate = s->gate.data() + size_t(t) * c.n_ff;
+      const float* up = s->up.data() + size_t(t) * c.n_ff;
+      if (c.ffn_activation == FfnActivation::kGeluTanh) {
+        GeluGlu(gate, up, c.n_ff);
+      } else {
+        SwiGlu(gate, up, c.n_ff);
+      }
     });
     MatMul(w.w_down, s->gate.data(), T, s->out_rows.data(), pool);  // [T, D]
+    PostNorm(w.ffn_post_norm, T, pool, s->out_rows.data());
     Add(x, s->out_rows.data(), size_t(T) * D);
   }
 
@@ -174,8 +199,21 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
   if (n_out > 0) {
     PC_CHECK(logits != nullptr);
     MatMul(output_, s->xn.data(), n_out, logits, pool);
+    if (c.final_softcap > 0) {
+      ForEachToken(pool, n_out, [&](int t) {
+        Softcap(logits + size_t(t) * c.n_vocab, c.n_vocab, c.final_softcap);
+      });
+    }
   }
   return Status::Ok();
+}
+
+void Model::PostNorm(const std::vector<float>& weight, int T, ThreadPool* pool, float* rows) const {
+  if (weight.empty()) return;
+  const int D = config_.n_embd;
+  ForEachToken(pool, T, [&](int t) {
+    RmsNorm(rows + size_t(t) * D, weight.data(), D, config_.rms_eps, rows + size_t(t) * D);
+  });
 }
 
 }  // namespace promptcache

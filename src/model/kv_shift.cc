@@ -57,8 +57,7 @@ Status AppendShifted(const ModelConfig& config, const KvSequence& src, int begin
         } else {
           std::memcpy(k.data(), ks, row_bytes);
         }
-        Rope(k.data(), layout.n_kv_heads, layout.head_dim, static_cast<float>(delta),
-             config.inv_freq.data());
+        ApplyRope(config, l, k.data(), layout.n_kv_heads, static_cast<float>(delta));
         if (f16) {
           F32ToF16Row(k.data(), reinterpret_cast<uint16_t*>(kd), kv_dim);
         } else {

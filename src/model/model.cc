@@ -84,6 +84,21 @@ class TensorBinder {
     return Status::Ok();
   }
 
+  // Rows [first, first + rows) of a matrix of `total` rows, as a matrix of their own.
+  Status MatrixRows(const std::string& name, int64_t total, int64_t first, int64_t rows,
+                    int64_t cols, WeightMatrix* out) {
+    PC_RETURN_IF_ERROR(Matrix(name, total, cols, out));
+    out->data += first * out->row_bytes;
+    out->rows = rows;
+    return Status::Ok();
+  }
+
+  // A vector the file may leave out: `out` stays empty then.
+  Status OptionalVector(const std::string& name, int64_t n, std::vector<float>* out) {
+    out->clear();
+    return f_.FindTensor(name) == nullptr ? Status::Ok() : Vector(name, n, out);
+  }
+
   Status Vector(const std::string& name, int64_t n, std::vector<float>* out) {
     const GgufTensorInfo* t = f_.FindTensor(name);
     if (t == nullptr) return NotFound("missing tensor '" + name + "'");
@@ -154,14 +169,39 @@ Status Model::BindWeights() {
     const std::string p = "blk." + std::to_string(i) + ".";
     LayerWeights& l = layers_[i];
     PC_RETURN_IF_ERROR(b.Vector(p + "attn_norm.weight", c.n_embd, &l.attn_norm));
-    PC_RETURN_IF_ERROR(b.Matrix(p + "attn_q.weight", c.q_dim(), c.n_embd, &l.wq));
-    PC_RETURN_IF_ERROR(b.Matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd, &l.wk));
-    PC_RETURN_IF_ERROR(b.Matrix(p + "attn_v.weight", c.kv_dim(), c.n_embd, &l.wv));
+    if (file_->FindTensor(p + "attn_qkv.weight")) {
+      fused_qkv_ = true;
+      const int64_t total = c.q_dim() + 2 * c.kv_dim();
+      const std::string name = p + "attn_qkv.weight";
+      PC_RETURN_IF_ERROR(b.MatrixRows(name, total, 0, c.q_dim(), c.n_embd, &l.wq));
+      PC_RETURN_IF_ERROR(b.MatrixRows(name, total, c.q_dim(), c.kv_dim(), c.n_embd, &l.wk));
+      PC_RETURN_IF_ERROR(
+          b.MatrixRows(name, total, c.q_dim() + c.kv_dim(), c.kv_dim(), c.n_embd, &l.wv));
+    } else {
+      PC_RETURN_IF_ERROR(b.Matrix(p + "attn_q.weight", c.q_dim(), c.n_embd, &l.wq));
+      PC_RETURN_IF_ERROR(b.Matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd, &l.wk));
+      PC_RETURN_IF_ERROR(b.Matrix(p + "attn_v.weight", c.kv_dim(), c.n_embd, &l.wv));
+    }
     PC_RETURN_IF_ERROR(b.Matrix(p + "attn_output.weight", c.n_embd, c.q_dim(), &l.wo));
+    PC_RETURN_IF_ERROR(b.OptionalVector(p + "attn_q.bias", c.q_dim(), &l.bq));
+    PC_RETURN_IF_ERROR(b.OptionalVector(p + "attn_k.bias", c.kv_dim(), &l.bk));
+    PC_RETURN_IF_ERROR(b.OptionalVector(p + "attn_v.bias", c.kv_dim(), &l.bv));
+    PC_RETURN_IF_ERROR(b.OptionalVector(p + "attn_q_norm.weight", c.head_dim, &l.q_norm));
+    PC_RETURN_IF_ERROR(b.OptionalVector(p + "attn_k_norm.weight", c.head_dim, &l.k_norm));
+    PC_RETURN_IF_ERROR(
+        b.OptionalVector(p + "post_attention_norm.weight", c.n_embd, &l.attn_post_norm));
     PC_RETURN_IF_ERROR(b.Vector(p + "ffn_norm.weight", c.n_embd, &l.ffn_norm));
-    PC_RETURN_IF_ERROR(b.Matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd, &l.w_gate));
-    PC_RETURN_IF_ERROR(b.Matrix(p + "ffn_up.weight", c.n_ff, c.n_embd, &l.w_up));
+    if (file_->FindTensor(p + "ffn_gate.weight") == nullptr) {
+      fused_gate_up_ = true;
+      const std::string name = p + "ffn_up.weight";
+      PC_RETURN_IF_ERROR(b.MatrixRows(name, 2 * c.n_ff, 0, c.n_ff, c.n_embd, &l.w_gate));
+      PC_RETURN_IF_ERROR(b.MatrixRows(name, 2 * c.n_ff, c.n_ff, c.n_ff, c.n_embd, &l.w_up));
+    } else {
+      PC_RETURN_IF_ERROR(b.Matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd, &l.w_gate));
+      PC_RETURN_IF_ERROR(b.Matrix(p + "ffn_up.weight", c.n_ff, c.n_embd, &l.w_up));
+    }
     PC_RETURN_IF_ERROR(b.Matrix(p + "ffn_down.weight", c.n_embd, c.n_ff, &l.w_down));
+    PC_RETURN_IF_ERROR(b.OptionalVector(p + "post_ffw_norm.weight", c.n_embd, &l.ffn_post_norm));
   }
   return Status::Ok();
 }
@@ -174,11 +214,13 @@ std::vector<std::pair<std::string, W*>> Model::MatricesOf(Self& m) {
   for (int i = 0; i < m.config_.n_layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     auto& l = m.layers_[i];
-    for (auto [w, name] : {std::pair{&l.wq, "attn_q"},
-                           {&l.wk, "attn_k"},
-                           {&l.wv, "attn_v"},
+    const char* qkv = m.fused_qkv_ ? "attn_qkv" : nullptr;
+    const char* gate = m.fused_gate_up_ ? "ffn_up" : "ffn_gate";
+    for (auto [w, name] : {std::pair{&l.wq, qkv ? qkv : "attn_q"},
+                           {&l.wk, qkv ? qkv : "attn_k"},
+                           {&l.wv, qkv ? qkv : "attn_v"},
                            {&l.wo, "attn_output"},
-                           {&l.w_gate, "ffn_gate"},
+                           {&l.w_gate, gate},
                            {&l.w_up, "ffn_up"},
                            {&l.w_down, "ffn_down"}}) {
       matrices.push_back({p + name + ".weight", w});
@@ -203,6 +245,14 @@ void Model::PackWeights() {
     w->packed = packed_.back().get();
     file_->ReleasePages(*file_->FindTensor(name));
   }
+}
+
+void Model::UseContext(int context) {
+  if (!config_.UseContext(context)) return;
+  Hasher128 h;
+  h.Update(std::string_view(fingerprint_));
+  h.Update(std::string_view(config_.rope_long ? "longrope:long" : "longrope:short"));
+  fingerprint_ = config_.rope_long ? h.HexDigest() : Fingerprint(*file_);
 }
 
 size_t Model::packed_bytes() const {

@@ -31,9 +31,14 @@ namespace promptcache {
 struct LayerWeights {
   std::vector<float> attn_norm;  // [n_embd]
   WeightMatrix wq, wk, wv, wo;   // [q_dim x n_embd], [kv_dim x n_embd] x2, [n_embd x q_dim]
-  std::vector<float> ffn_norm;   // [n_embd]
-  WeightMatrix w_gate, w_up;     // [n_ff x n_embd]
-  WeightMatrix w_down;           // [n_embd x n_ff]
+  // Optional, present when the file has them (empty otherwise): biases of Q, K and V (qwen2)
+  // [q_dim], [kv_dim] x2; RMSNorm weights applied to each Q and K head before RoPE (qwen3,
+  // gemma3) [head_dim]; RMSNorms of the attention and FFN outputs before their residual adds
+  // (gemma2, gemma3) [n_embd].
+  std::vector<float> bq, bk, bv, q_norm, k_norm, attn_post_norm, ffn_post_norm;
+  std::vector<float> ffn_norm;  // [n_embd]
+  WeightMatrix w_gate, w_up;    // [n_ff x n_embd]
+  WeightMatrix w_down;          // [n_embd x n_ff]
 };
 
 struct BatchToken {
@@ -67,8 +72,12 @@ struct AttentionScratch {
     std::vector<int> n_valid;
     std::vector<AttnState*> state_ptr;
     std::vector<float*> o_ptr;
+    std::vector<int> first_valid;
   };
   std::vector<int> order;  // batch indices grouped by sequence (first appearance), slots ascending
+  // [T], models with sliding layers: the first slot each token sees there (the first whose
+  // position is within the window: positions increase along a sequence).
+  std::vector<int> window_first;
   std::vector<Item> items;
   int max_keys = 0;  // keys read by the batch's longest-reaching token
   int n_chunks = 0;
@@ -93,6 +102,10 @@ class Model {
   static Result<std::unique_ptr<Model>> Load(const std::string& path, bool pack = true);
 
   const ModelConfig& config() const { return config_; }
+  // Prepares the model to run with `context` positions: LongRoPE files (Phi-3) switch to their
+  // long frequencies past the original context, as llama.cpp does, and the fingerprint changes
+  // with them (their K/V differ). Call before running anything; other models ignore it.
+  void UseContext(int context);
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const GgufFile& file() const { return *file_; }
   // 32 hex digits over the metadata, the tensor table and samples of every tensor's data: what
@@ -136,6 +149,8 @@ class Model {
                      ThreadPool* pool, ForwardScratch* s) const;
   void Attention(std::span<const BatchToken> batch, const std::vector<int>& slot, int layer,
                  ThreadPool* pool, ForwardScratch* s) const;
+  // rows [T, n_embd] = RMSNorm(rows) · weight in place; nothing when weight is empty.
+  void PostNorm(const std::vector<float>& weight, int T, ThreadPool* pool, float* rows) const;
 
   std::unique_ptr<GgufFile> file_;
   std::unique_ptr<Tokenizer> tokenizer_;
@@ -146,6 +161,9 @@ class Model {
   WeightMatrix output_;  // token_embd_ when the embeddings are tied
   std::vector<float> output_norm_;
   std::vector<LayerWeights> layers_;
+  // Phi-3 stores Q, K, V as one tensor (attn_qkv) and gate and up as one (ffn_up, gate first):
+  // the matrices are views of their rows.
+  bool fused_qkv_ = false, fused_gate_up_ = false;
   std::vector<std::unique_ptr<PackedMatrix>> packed_;
 };
 

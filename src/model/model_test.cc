@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <numeric>
 
@@ -185,6 +186,21 @@ void ExpectSameBits(const float* a, const float* b, size_t n, const std::string&
   }
 }
 
+// synth's tiny fixture of another architecture ("gemma3": tiny-gemma3) in Q8_0, with
+// stories260K's vocabulary: windows of 24 tokens, shorter than the tests' prompts.
+std::string SynthesizeArchitecture(const std::string& arch) {
+  const std::string p = (std::filesystem::temp_directory_path() /
+                         ("pc_model_test_" + std::to_string(getpid()) + "_" + arch + ".gguf"))
+                            .string();
+  SynthOptions o;
+  o.preset = "tiny-" + arch;
+  o.vocab_path = kStories;
+  o.type = GgmlType::kQ8_0;
+  o.out_path = p;
+  PC_CHECK(Synthesize(o, nullptr).ok());
+  return p;
+}
+
 const std::string& CaseModelPath(const std::string& name) {
   static std::map<std::string, std::string> paths;
   if (name == "stories") return kStories;
@@ -193,8 +209,7 @@ const std::string& CaseModelPath(const std::string& name) {
   for (GgmlType t : {GgmlType::kF16, GgmlType::kQ8_0, GgmlType::kQ4_0}) {
     if (name == GgmlTypeName(t)) return paths[name] = SynthesizeTiny(11, t);
   }
-  PC_CHECK(false && "unknown model case");
-  return kStories;
+  return paths[name] = SynthesizeArchitecture(name);
 }
 
 // Split a prompt's prefill anywhere, or decode it token by token: every token's logits are the
@@ -277,19 +292,20 @@ TEST_P(CachedEqualsUncached, PositionsWithGaps) {
 
 // The shifted bound: shifted positions round differently in RoPE, and a rounding difference
 // can move an activation across a quantization step of the activations (Q8_0, Q4_0).
-INSTANTIATE_TEST_SUITE_P(Models, CachedEqualsUncached,
-                         ::testing::Values(CacheCase{"stories", KvType::kF32, 1e-3f},
-                                           CacheCase{"stories", KvType::kF16, 5e-2f},
-                                           CacheCase{"F16", KvType::kF32, 1e-2f},
-                                           CacheCase{"F16", KvType::kF16, 2e-2f},
-                                           CacheCase{"Q8_0", KvType::kF32, 1e-2f},
-                                           CacheCase{"Q8_0", KvType::kF16, 2e-2f},
-                                           CacheCase{"Q4_0", KvType::kF32, 2e-2f},
-                                           CacheCase{"Q4_0", KvType::kF16, 2e-2f}),
-                         [](const auto& info) {
-                           return info.param.model +
-                                  (info.param.kv == KvType::kF32 ? "_f32" : "_f16");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Models, CachedEqualsUncached,
+    ::testing::Values(
+        CacheCase{"stories", KvType::kF32, 1e-3f}, CacheCase{"stories", KvType::kF16, 5e-2f},
+        CacheCase{"F16", KvType::kF32, 1e-2f}, CacheCase{"F16", KvType::kF16, 2e-2f},
+        CacheCase{"Q8_0", KvType::kF32, 1e-2f}, CacheCase{"Q8_0", KvType::kF16, 2e-2f},
+        CacheCase{"Q4_0", KvType::kF32, 2e-2f}, CacheCase{"Q4_0", KvType::kF16, 2e-2f},
+        CacheCase{"qwen2", KvType::kF16, 2e-2f}, CacheCase{"qwen3", KvType::kF16, 2e-2f},
+        CacheCase{"gemma2", KvType::kF16, 5e-2f}, CacheCase{"gemma3", KvType::kF16, 5e-2f},
+        CacheCase{"gemma3", KvType::kF32, 2e-2f}, CacheCase{"phi3", KvType::kF16, 2e-2f},
+        CacheCase{"mistral", KvType::kF16, 2e-2f}),
+    [](const auto& info) {
+      return info.param.model + (info.param.kv == KvType::kF32 ? "_f32" : "_f16");
+    });
 
 // Sequences forked from one long shared prefix (past two 512-key chunks), each with a tail of
 // its own, then decoded one step in one batch: every sequence's logits are bit-identical to its
@@ -432,6 +448,36 @@ TEST(KvShift, ShiftedKvEqualsKvComputedThere) {
   }
 }
 
+// Gemma 3 rotates its sliding layers with other frequencies than its global ones (base 10000
+// against 1e6 with linear scaling): shifting cached K/V rotates each layer by its own.
+TEST(KvShift, EachLayerRotatesWithItsOwnFrequencies) {
+  auto m = LoadOrDie(CaseModelPath("gemma3"));
+  ASSERT_TRUE(m->config().Sliding(0));
+  ASSERT_FALSE(m->config().Sliding(5));
+  ASSERT_NE(m->config().InvFreq(0), m->config().InvFreq(5));
+  const std::vector<int32_t> tokens = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376};
+  const int n = static_cast<int>(tokens.size()), delta = 300;
+  Runner r(*m, KvType::kF32);
+  KvSequence at0(r.blocks()), there(r.blocks()), shifted(r.blocks());
+  r.Run(&at0, tokens, Iota(n), 0, n, false);
+  r.Run(&there, tokens, Iota(n, delta), 0, n, false);
+  ASSERT_TRUE(AppendShifted(m->config(), at0, 0, n, delta, &shifted).ok());
+  for (int layer : {0, 5}) {
+    float diff = 0, moved = 0;
+    for (int i = 0; i < n; ++i) {
+      const std::vector<float> a = KvRow(shifted, i, layer, true);
+      const std::vector<float> b = KvRow(there, i, layer, true);
+      const std::vector<float> c = KvRow(at0, i, layer, true);
+      for (size_t j = 0; j < a.size(); ++j) {
+        diff = std::max(diff, std::fabs(a[j] - b[j]));
+        moved = std::max(moved, std::fabs(c[j] - b[j]));
+      }
+    }
+    EXPECT_LE(diff, 1e-3f) << "layer " << layer;
+    EXPECT_GT(moved, 0.05f) << "layer " << layer;
+  }
+}
+
 // Recomputing tokens in place: a segment encoded without its context (a module encoded alone),
 // copied into blocks of its own, then recomputed slot by slot in one batch, becomes exactly what
 // one pass over the whole text computes; with `layers`, only the first layers are rewritten.
@@ -486,6 +532,32 @@ TEST(ModelLoad, BadFilesGiveOneLineErrors) {
       Model::Load(std::string(PC_SHARED_DIR) + "/tokenizers/ggml-vocab-gpt-2.gguf");
   ASSERT_FALSE(vocab.ok());
   EXPECT_EQ(vocab.status().message().find('\n'), std::string::npos);
+}
+
+// A file of an architecture the engine does not run: one line naming it and what is supported.
+TEST(ModelLoad, UnsupportedArchitectureIsNamed) {
+  std::ifstream in(kStories, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string key = "general.architecture";
+  const size_t at = bytes.find(key);
+  ASSERT_NE(at, std::string::npos);
+  // The value follows the key: a u32 type (8: string), a u64 length (5), "llama".
+  const size_t value = at + key.size() + 4 + 8;
+  ASSERT_EQ(bytes.substr(value, 5), "llama");
+  bytes.replace(value, 5, "mamba");
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("pc_mamba_" + std::to_string(getpid()) + ".gguf"))
+          .string();
+  std::ofstream(path, std::ios::binary) << bytes;
+  Result<std::unique_ptr<Model>> m = Model::Load(path);
+  std::filesystem::remove(path);
+  ASSERT_FALSE(m.ok());
+  const std::string msg = m.status().message();
+  EXPECT_NE(msg.find("unsupported architecture 'mamba'"), std::string::npos) << msg;
+  for (const char* name : {"llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"}) {
+    EXPECT_NE(msg.find(name), std::string::npos) << msg;
+  }
+  EXPECT_EQ(msg.find('\n'), std::string::npos);
 }
 
 TEST(ModelLoad, FingerprintDependsOnWeights) {

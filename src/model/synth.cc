@@ -21,21 +21,232 @@ constexpr float kWeightStd = 0.02f;
 constexpr float kRmsEps = 1e-5f;
 
 const SynthShape kPresets[] = {
-    // name, display name, n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx, rope base, tied,
-    // Llama-3 rope scaling (factor, low, high, original context).
-    {"smollm2-135m", "SmolLM2-135M", 576, 30, 9, 3, 1536, 8192, 100000.0f, true},
-    {"smollm2-360m", "SmolLM2-360M", 960, 32, 15, 5, 2560, 8192, 100000.0f, true},
-    {"tinyllama-1.1b", "TinyLlama-1.1B", 2048, 22, 32, 4, 5632, 2048, 10000.0f, false},
-    {"llama3.2-1b", "Llama-3.2-1B", 2048, 16, 32, 8, 8192, 131072, 500000.0f, true, 32.0f, 1.0f,
-     4.0f, 8192},
-    {"tiny-test", "tiny-test", 64, 2, 4, 2, 128, 256, 10000.0f, false},
+    {.name = "smollm2-135m",
+     .display_name = "SmolLM2-135M",
+     .n_embd = 576,
+     .n_layer = 30,
+     .n_head = 9,
+     .n_head_kv = 3,
+     .n_ff = 1536,
+     .n_ctx = 8192,
+     .rope_base = 100000.0f},
+    {.name = "smollm2-360m",
+     .display_name = "SmolLM2-360M",
+     .n_embd = 960,
+     .n_layer = 32,
+     .n_head = 15,
+     .n_head_kv = 5,
+     .n_ff = 2560,
+     .n_ctx = 8192,
+     .rope_base = 100000.0f},
+    {.name = "tinyllama-1.1b",
+     .display_name = "TinyLlama-1.1B",
+     .n_embd = 2048,
+     .n_layer = 22,
+     .n_head = 32,
+     .n_head_kv = 4,
+     .n_ff = 5632,
+     .n_ctx = 2048,
+     .tied_embeddings = false},
+    {.name = "llama3.2-1b",
+     .display_name = "Llama-3.2-1B",
+     .n_embd = 2048,
+     .n_layer = 16,
+     .n_head = 32,
+     .n_head_kv = 8,
+     .n_ff = 8192,
+     .n_ctx = 131072,
+     .rope_base = 500000.0f,
+     .rope_scale_factor = 32.0f},
+    // Mistral 7B v0.1: a llama file with a 4096-token sliding window on every layer.
+    {.name = "mistral-7b",
+     .display_name = "Mistral-7B-v0.1",
+     .n_embd = 4096,
+     .n_layer = 32,
+     .n_head = 32,
+     .n_head_kv = 8,
+     .n_ff = 14336,
+     .n_ctx = 32768,
+     .tied_embeddings = false,
+     .sliding_window = 4096},
+    {.name = "qwen2.5-0.5b",
+     .display_name = "Qwen2.5-0.5B",
+     .architecture = "qwen2",
+     .n_embd = 896,
+     .n_layer = 24,
+     .n_head = 14,
+     .n_head_kv = 2,
+     .n_ff = 4864,
+     .n_ctx = 32768,
+     .rope_base = 1000000.0f,
+     .qkv_bias = true},
+    // Qwen3's heads are 128 wide: q_dim 2048 against n_embd 1024.
+    {.name = "qwen3-0.6b",
+     .display_name = "Qwen3-0.6B",
+     .architecture = "qwen3",
+     .n_embd = 1024,
+     .n_layer = 28,
+     .n_head = 16,
+     .n_head_kv = 8,
+     .n_ff = 3072,
+     .n_ctx = 40960,
+     .head_dim = 128,
+     .rope_base = 1000000.0f,
+     .qk_norm = true},
+    {.name = "gemma2-2b",
+     .display_name = "Gemma-2-2B",
+     .architecture = "gemma2",
+     .n_embd = 2304,
+     .n_layer = 26,
+     .n_head = 8,
+     .n_head_kv = 4,
+     .n_ff = 9216,
+     .n_ctx = 8192,
+     .head_dim = 256,
+     .post_norms = true,
+     .sliding_window = 4096,
+     .attn_softcap = 50.0f,
+     .final_softcap = 30.0f},
+    {.name = "gemma3-1b",
+     .display_name = "Gemma-3-1B",
+     .architecture = "gemma3",
+     .n_embd = 1152,
+     .n_layer = 26,
+     .n_head = 4,
+     .n_head_kv = 1,
+     .n_ff = 6912,
+     .n_ctx = 32768,
+     .head_dim = 256,
+     .rope_base = 1000000.0f,
+     .qk_norm = true,
+     .post_norms = true,
+     .sliding_window = 512},
+    {.name = "phi3.5-mini",
+     .display_name = "Phi-3.5-mini",
+     .architecture = "phi3",
+     .n_embd = 3072,
+     .n_layer = 32,
+     .n_head = 32,
+     .n_head_kv = 32,
+     .n_ff = 8192,
+     .n_ctx = 131072,
+     .tied_embeddings = false,
+     .rope_original_ctx = 4096,
+     .sliding_window = 262144,
+     .fused = true,
+     .longrope = true},
+    {.name = "tiny-test",
+     .display_name = "tiny-test",
+     .n_embd = 64,
+     .n_layer = 2,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .n_ff = 128,
+     .n_ctx = 256,
+     .tied_embeddings = false},
     // The shape of the llama.cpp conformance fixtures (shared/models/conformance): rows that
     // 256-element blocks divide, so K-quant files need no fallback types.
-    {"tiny-256", "tiny-256", 256, 4, 4, 2, 768, 8192, 10000.0f, true},
+    {.name = "tiny-256",
+     .display_name = "tiny-256",
+     .n_embd = 256,
+     .n_layer = 4,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .n_ff = 768,
+     .n_ctx = 8192},
     // tiny-256 with Llama-3's RoPE (base 500000, frequency factors for a 131072-token context
     // from 8192): the end-to-end reference fixture of src/model/testdata/llama3-tied.
-    {"tiny-256-llama3", "tiny-256-llama3", 256, 4, 4, 2, 768, 131072, 500000.0f, true, 32.0f, 1.0f,
-     4.0f, 8192},
+    {.name = "tiny-256-llama3",
+     .display_name = "tiny-256-llama3",
+     .n_embd = 256,
+     .n_layer = 4,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .n_ff = 768,
+     .n_ctx = 131072,
+     .rope_base = 500000.0f,
+     .rope_scale_factor = 32.0f},
+    // The conformance shape in the other architectures (src/model/testdata/architectures).
+    // Windows are shorter than the 64-token reference prompt, so the masks are exercised, and
+    // soft-caps near the random weights' scores (about 0.1 for attention, 0.3 for logits), so
+    // that they matter. llama.cpp runs Gemma 2 only in its real layer counts (26 is 2B's).
+    {.name = "tiny-qwen2",
+     .display_name = "tiny-qwen2",
+     .architecture = "qwen2",
+     .n_embd = 256,
+     .n_layer = 4,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .n_ff = 768,
+     .n_ctx = 8192,
+     .rope_base = 1000000.0f,
+     .qkv_bias = true},
+    {.name = "tiny-qwen3",
+     .display_name = "tiny-qwen3",
+     .architecture = "qwen3",
+     .n_embd = 256,
+     .n_layer = 4,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .n_ff = 768,
+     .n_ctx = 8192,
+     .head_dim = 128,
+     .rope_base = 1000000.0f,
+     .qk_norm = true},
+    {.name = "tiny-gemma2",
+     .display_name = "tiny-gemma2",
+     .architecture = "gemma2",
+     .n_embd = 256,
+     .n_layer = 26,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .n_ff = 768,
+     .n_ctx = 8192,
+     .head_dim = 128,
+     .post_norms = true,
+     .sliding_window = 24,
+     .attn_softcap = 0.1f,
+     .final_softcap = 0.5f},
+    {.name = "tiny-gemma3",
+     .display_name = "tiny-gemma3",
+     .architecture = "gemma3",
+     .n_embd = 256,
+     .n_layer = 8,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .n_ff = 768,
+     .n_ctx = 32768,
+     .head_dim = 128,
+     .rope_base = 1000000.0f,
+     .qk_norm = true,
+     .post_norms = true,
+     .sliding_window = 24,
+     .rope_linear_factor = 4.0f},
+    // (Not named "phi3" inside: llama.cpp then expects Phi-3's own <|endoftext|> token.)
+    {.name = "tiny-phi3",
+     .display_name = "tiny-phi",
+     .architecture = "phi3",
+     .n_embd = 256,
+     .n_layer = 4,
+     .n_head = 4,
+     .n_head_kv = 4,
+     .n_ff = 768,
+     .n_ctx = 8192,
+     .tied_embeddings = false,
+     .rope_original_ctx = 256,
+     .sliding_window = 8192,
+     .fused = true,
+     .longrope = true},
+    {.name = "tiny-mistral",
+     .display_name = "tiny-mistral",
+     .n_embd = 256,
+     .n_layer = 4,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .n_ff = 768,
+     .n_ctx = 8192,
+     .tied_embeddings = false,
+     .sliding_window = 4096},
 };
 
 // SplitMix64 finaliser: a strong 64-bit mix, used both to derive seeds and as the generator
@@ -105,26 +316,102 @@ void AddF32Vector(GgufWriter* w, const std::string& name, std::vector<float> val
                });
 }
 
+// `n` values of mean + N(0, std): norm weights around 1, biases around 0; seeded by the name.
+std::vector<float> RandomVector(const std::string& name, int64_t n, float std, float mean,
+                                uint64_t seed) {
+  std::vector<float> v(static_cast<size_t>(n));
+  RandomRow(Mix64(seed ^ Hash64(name.data(), name.size())), std, v.data(), n);
+  for (float& x : v) x += mean;
+  return v;
+}
+
 void SetHyperparameters(const SynthShape& s, GgmlType type, uint64_t seed, int64_t n_vocab,
                         GgufWriter* w) {
-  const int head_dim = s.n_embd / s.n_head;
-  w->SetString("general.architecture", "llama");
+  const int head_dim = s.HeadDim();
+  const std::string a = s.architecture;
+  w->SetString("general.architecture", a);
   w->SetString("general.name", "synthetic " + s.display_name + " (random weights, seed " +
                                    std::to_string(seed) + ")");
   w->SetU32("general.file_type", FileTypeIdFor(type));
   w->SetU32("general.quantization_version", 2);
-  w->SetU32("llama.vocab_size", static_cast<uint32_t>(n_vocab));
-  w->SetU32("llama.context_length", static_cast<uint32_t>(s.n_ctx));
-  w->SetU32("llama.embedding_length", static_cast<uint32_t>(s.n_embd));
-  w->SetU32("llama.block_count", static_cast<uint32_t>(s.n_layer));
-  w->SetU32("llama.feed_forward_length", static_cast<uint32_t>(s.n_ff));
-  w->SetU32("llama.attention.head_count", static_cast<uint32_t>(s.n_head));
-  w->SetU32("llama.attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
-  w->SetU32("llama.attention.key_length", static_cast<uint32_t>(head_dim));
-  w->SetU32("llama.attention.value_length", static_cast<uint32_t>(head_dim));
-  w->SetF32("llama.attention.layer_norm_rms_epsilon", kRmsEps);
-  w->SetF32("llama.rope.freq_base", s.rope_base);
-  w->SetU32("llama.rope.dimension_count", static_cast<uint32_t>(head_dim));
+  w->SetU32(a + ".vocab_size", static_cast<uint32_t>(n_vocab));
+  w->SetU32(a + ".context_length", static_cast<uint32_t>(s.n_ctx));
+  w->SetU32(a + ".embedding_length", static_cast<uint32_t>(s.n_embd));
+  w->SetU32(a + ".block_count", static_cast<uint32_t>(s.n_layer));
+  w->SetU32(a + ".feed_forward_length", static_cast<uint32_t>(s.n_ff));
+  w->SetU32(a + ".attention.head_count", static_cast<uint32_t>(s.n_head));
+  w->SetU32(a + ".attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
+  w->SetU32(a + ".attention.key_length", static_cast<uint32_t>(head_dim));
+  w->SetU32(a + ".attention.value_length", static_cast<uint32_t>(head_dim));
+  w->SetF32(a + ".attention.layer_norm_rms_epsilon", kRmsEps);
+  w->SetF32(a + ".rope.freq_base", s.rope_base);
+  w->SetU32(a + ".rope.dimension_count", static_cast<uint32_t>(head_dim));
+  if (s.sliding_window > 0) {
+    w->SetU32(a + ".attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
+  }
+  if (s.attn_softcap > 0) w->SetF32(a + ".attn_logit_softcapping", s.attn_softcap);
+  if (s.final_softcap > 0) w->SetF32(a + ".final_logit_softcapping", s.final_softcap);
+  if (s.rope_linear_factor > 0) {
+    w->SetString(a + ".rope.scaling.type", "linear");
+    w->SetF32(a + ".rope.scaling.factor", s.rope_linear_factor);
+  }
+  if (s.longrope) {
+    // As the converter computes it from the context's ratio to the original.
+    const double scale = double(s.n_ctx) / s.rope_original_ctx;
+    w->SetF32(a + ".rope.scaling.attn_factor",
+              static_cast<float>(std::sqrt(1 + std::log(scale) / std::log(s.rope_original_ctx))));
+    w->SetU32(a + ".rope.scaling.original_context_length",
+              static_cast<uint32_t>(s.rope_original_ctx));
+  }
+}
+
+// One layer's tensors, in the converter's names for the shape's architecture.
+void AddLayer(const SynthShape& shape, int l, GgmlType t, uint64_t seed, ThreadPool* pool,
+              GgufWriter* w) {
+  const std::string p = "blk." + std::to_string(l) + ".";
+  const int64_t n_embd = shape.n_embd, n_ff = shape.n_ff, head_dim = shape.HeadDim();
+  const int64_t n_embd_q = head_dim * shape.n_head;
+  const int64_t n_embd_kv = head_dim * shape.n_head_kv;
+  const std::vector<float> ones_embd(static_cast<size_t>(n_embd), 1.0f);
+  AddF32Vector(w, p + "attn_norm.weight", ones_embd);
+  if (shape.fused) {
+    AddRandomMatrix(w, pool, p + "attn_qkv.weight", n_embd, n_embd_q + 2 * n_embd_kv, t, seed);
+  } else {
+    AddRandomMatrix(w, pool, p + "attn_q.weight", n_embd, n_embd_q, t, seed);
+    AddRandomMatrix(w, pool, p + "attn_k.weight", n_embd, n_embd_kv, t, seed);
+    AddRandomMatrix(w, pool, p + "attn_v.weight", n_embd, n_embd_kv, t, seed);
+  }
+  AddRandomMatrix(w, pool, p + "attn_output.weight", n_embd_q, n_embd, t, seed);
+  if (shape.qkv_bias) {
+    // Larger than the weights' products, so that a missing bias shows in the logits.
+    const std::pair<const char*, int64_t> biases[] = {
+        {"attn_q.bias", n_embd_q}, {"attn_k.bias", n_embd_kv}, {"attn_v.bias", n_embd_kv}};
+    for (const auto& [name, n] : biases) {
+      AddF32Vector(w, p + name, RandomVector(p + name, n, 0.5f, 0.0f, seed));
+    }
+  }
+  if (shape.qk_norm) {
+    for (const char* name : {"attn_q_norm.weight", "attn_k_norm.weight"}) {
+      AddF32Vector(w, p + name, RandomVector(p + name, head_dim, 0.2f, 1.0f, seed));
+    }
+  }
+  // Post-norms away from 1, so that a missing one shows.
+  if (shape.post_norms) {
+    const std::string name = p + "post_attention_norm.weight";
+    AddF32Vector(w, name, RandomVector(name, n_embd, 0.3f, 1.0f, seed));
+  }
+  AddF32Vector(w, p + "ffn_norm.weight", ones_embd);
+  if (shape.fused) {
+    AddRandomMatrix(w, pool, p + "ffn_up.weight", n_embd, 2 * n_ff, t, seed);
+  } else {
+    AddRandomMatrix(w, pool, p + "ffn_gate.weight", n_embd, n_ff, t, seed);
+    AddRandomMatrix(w, pool, p + "ffn_up.weight", n_embd, n_ff, t, seed);
+  }
+  AddRandomMatrix(w, pool, p + "ffn_down.weight", n_ff, n_embd, t, seed);
+  if (shape.post_norms) {
+    const std::string name = p + "post_ffw_norm.weight";
+    AddF32Vector(w, name, RandomVector(name, n_embd, 0.3f, 1.0f, seed));
+  }
 }
 
 }  // namespace
@@ -162,7 +449,7 @@ std::string SynthTypeNames() {
 }
 
 std::vector<float> Llama3RopeFactors(const SynthShape& s) {
-  const int head_dim = s.n_embd / s.n_head;
+  const int head_dim = s.HeadDim();
   const double low_wavelen = s.rope_original_ctx / s.rope_low_freq_factor;
   const double high_wavelen = s.rope_original_ctx / s.rope_high_freq_factor;
   std::vector<float> factors(static_cast<size_t>(head_dim / 2));
@@ -180,6 +467,18 @@ std::vector<float> Llama3RopeFactors(const SynthShape& s) {
       f = 1.0 / ((1.0 - smooth) / s.rope_scale_factor + smooth);
     }
     factors[static_cast<size_t>(i)] = static_cast<float>(f);
+  }
+  return factors;
+}
+
+std::vector<float> LongRopeFactors(const SynthShape& s, bool long_factors) {
+  const int half = s.HeadDim() / 2;
+  const double ratio = double(s.n_ctx) / s.rope_original_ctx;
+  std::vector<float> factors(static_cast<size_t>(half));
+  for (int i = 0; i < half; ++i) {
+    // Rising from 1 at the highest frequency; the short ones stay within 10% of it.
+    const double x = double(i) / std::max(half - 1, 1);
+    factors[i] = static_cast<float>(long_factors ? 1.0 + (ratio - 1.0) * x * x : 1.0 + 0.1 * x);
   }
   return factors;
 }
@@ -205,23 +504,14 @@ Status Synthesize(const SynthOptions& options,
   const GgmlType t = options.type;
   const uint64_t seed = options.seed;
   const int64_t n_embd = shape.n_embd;
-  const int64_t head_dim = shape.n_embd / shape.n_head;
-  const int64_t n_embd_kv = head_dim * shape.n_head_kv;
   const std::vector<float> ones_embd(static_cast<size_t>(n_embd), 1.0f);
   AddRandomMatrix(&w, &pool, "token_embd.weight", n_embd, n_vocab, t, seed);
   if (shape.rope_scale_factor > 0) AddF32Vector(&w, "rope_freqs.weight", Llama3RopeFactors(shape));
-  for (int l = 0; l < shape.n_layer; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    AddF32Vector(&w, p + "attn_norm.weight", ones_embd);
-    AddRandomMatrix(&w, &pool, p + "attn_q.weight", n_embd, n_embd, t, seed);
-    AddRandomMatrix(&w, &pool, p + "attn_k.weight", n_embd, n_embd_kv, t, seed);
-    AddRandomMatrix(&w, &pool, p + "attn_v.weight", n_embd, n_embd_kv, t, seed);
-    AddRandomMatrix(&w, &pool, p + "attn_output.weight", n_embd, n_embd, t, seed);
-    AddF32Vector(&w, p + "ffn_norm.weight", ones_embd);
-    AddRandomMatrix(&w, &pool, p + "ffn_gate.weight", n_embd, shape.n_ff, t, seed);
-    AddRandomMatrix(&w, &pool, p + "ffn_down.weight", shape.n_ff, n_embd, t, seed);
-    AddRandomMatrix(&w, &pool, p + "ffn_up.weight", n_embd, shape.n_ff, t, seed);
+  if (shape.longrope) {
+    AddF32Vector(&w, "rope_factors_short.weight", LongRopeFactors(shape, false));
+    AddF32Vector(&w, "rope_factors_long.weight", LongRopeFactors(shape, true));
   }
+  for (int l = 0; l < shape.n_layer; ++l) AddLayer(shape, l, t, seed, &pool, &w);
   AddF32Vector(&w, "output_norm.weight", ones_embd);
   if (!shape.tied_embeddings) AddRandomMatrix(&w, &pool, "output.weight", n_embd, n_vocab, t, seed);
   return w.Write(options.out_path, progress);

@@ -26,16 +26,19 @@ struct SynthOptions {
   std::string out_path;
 };
 
-// The shape of a preset (what Synthesize writes, apart from the vocabulary).
+// The shape of a preset (what Synthesize writes, apart from the vocabulary): the keys and
+// tensors llama.cpp's converter writes for that architecture.
 struct SynthShape {
   std::string name;
-  std::string display_name;  // for general.name
+  std::string display_name;            // for general.name
+  std::string architecture = "llama";  // general.architecture and the prefix of its keys
   int n_embd = 0;
   int n_layer = 0;
   int n_head = 0;
   int n_head_kv = 0;
   int n_ff = 0;
   int n_ctx = 0;
+  int head_dim = 0;  // 0: n_embd / n_head
   float rope_base = 10000.0f;
   bool tied_embeddings = true;
   // Llama-3 RoPE scaling, written as a rope_freqs.weight tensor (factor 0: none).
@@ -43,13 +46,33 @@ struct SynthShape {
   float rope_low_freq_factor = 1.0f;
   float rope_high_freq_factor = 4.0f;
   int rope_original_ctx = 8192;
+  bool qkv_bias = false;       // attn_{q,k,v}.bias (qwen2)
+  bool qk_norm = false;        // attn_{q,k}_norm.weight (qwen3, gemma3)
+  bool post_norms = false;     // post_attention_norm, post_ffw_norm (gemma2, gemma3)
+  int sliding_window = 0;      // {arch}.attention.sliding_window (0: not written)
+  float attn_softcap = 0.0f;   // {arch}.attn_logit_softcapping (gemma2; 0: not written)
+  float final_softcap = 0.0f;  // {arch}.final_logit_softcapping
+  // Gemma 3's linear RoPE scaling of global layers (rope.scaling.factor; 0: none).
+  float rope_linear_factor = 0.0f;
+  // Phi-3: Q, K, V in one attn_qkv tensor and gate/up in one ffn_up tensor; LongRoPE factors
+  // (rope_factors_short/long.weight) with rope_original_ctx and an attention factor.
+  bool fused = false;
+  bool longrope = false;
+
+  int HeadDim() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
 };
 
-// Names of the presets: smollm2-135m, smollm2-360m, tinyllama-1.1b, llama3.2-1b, tiny-test,
-// tiny-256, tiny-256-llama3.
+// Names of the presets: real shapes (smollm2-135m, smollm2-360m, tinyllama-1.1b, llama3.2-1b,
+// mistral-7b, qwen2.5-0.5b, qwen3-0.6b, gemma2-2b, gemma3-1b, phi3.5-mini) and tiny test
+// fixtures (tiny-test, tiny-256, tiny-256-llama3, tiny-qwen2, tiny-qwen3, tiny-gemma2,
+// tiny-gemma3, tiny-phi3, tiny-mistral).
 std::vector<std::string> SynthPresets();
 // The shape of a preset; NotFound naming the known presets for an unknown name.
 Result<SynthShape> SynthPresetShape(const std::string& preset);
+
+// Phi-3's LongRoPE divisors, one per rotated pair: short ones near 1, long ones growing to
+// about the context's ratio to the original for the lowest frequencies.
+std::vector<float> LongRopeFactors(const SynthShape& shape, bool long_factors);
 
 // Llama-3 frequency factors for RoPE, one per rotated pair (head_dim / 2 values): 1 for high
 // frequencies, `factor` for low ones, a smooth blend between.

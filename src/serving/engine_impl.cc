@@ -76,6 +76,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   }
   PC_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(options.model_path));
   PC_RETURN_IF_ERROR(CheckContext(model->config(), options.context, options.allow_long_context));
+  model->UseContext(options.context > 0 ? options.context : model->config().context_length);
   const int trained = model->config().MaxContext();
   if (options.context > trained && trained > 0) {
     // llama.cpp warns too: positions past training are outside what the model has seen, and the
