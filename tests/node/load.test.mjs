@@ -84,7 +84,8 @@ test('200 slow clients: /health and a completion still answer within a second; t
 });
 
 test('connections beyond --max-connections get a 503 at once, not a hang or a reset', async () => {
-  const s = await startServer(['--max-connections', '20']);
+  // A long header deadline: the idle connections must outlast the wait on a loaded machine.
+  const s = await startServer(['--max-connections', '20', '--header-timeout', '60']);
   const { hostname, port } = new URL(s.url);
   const idle = [];
   for (let i = 0; i < 20; i++) {
@@ -96,7 +97,9 @@ test('connections beyond --max-connections get a 503 at once, not a hang or a re
     // Until the server has accepted all 20 (a loaded machine may take a while), a probe can still
     // be served; counting connections through /metrics would take a slot itself.
     const probe = 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n';
-    assert.ok(await waitFor(async () => (await rawRequest(s.url, probe)).status === 503, { timeoutMs: 5000 }));
+    let last = null;
+    const refused = await waitFor(async () => (last = await rawRequest(s.url, probe)).status === 503, { timeoutMs: 20000 });
+    assert.ok(refused, `no 503 within 20 s; the last probe got ${last?.status} (${last?.error?.code ?? 'no socket error'})`);
     const r = await rawRequest(s.url, 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
     assert.equal(r.status, 503);
     assert.equal(r.error, null);
