@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/log.h"
+#include "tokenizer/hf_vocab.h"
 #include "tools/cli_common.h"
 
 namespace promptcache::cli {
@@ -26,7 +27,7 @@ Result<std::vector<std::string>> ReadBatch(const std::string& path) {
   try {
     j = nlohmann::json::parse(ss.str());
   } catch (const nlohmann::json::exception& e) {
-    return InvalidArgument(path + ": not valid JSON (" + e.what() + ")");
+    return InvalidArgument(path + ": not valid JSON " + JsonProblem(e));
   }
   if (!j.is_array()) return InvalidArgument(path + ": expected a JSON array of strings");
   std::vector<std::string> texts;
@@ -44,7 +45,7 @@ class TokenizeCommand : public Command {
  public:
   void Register(CLI::App* sub) override {
     sub->add_option("-m,--model", model_path_, "GGUF model or vocabulary file")->required();
-    sub->add_option("text", text_, "text to tokenize");
+    text_option_ = sub->add_option("text", text_, "text to tokenize");
     sub->add_option("--batch", batch_path_,
                     "tokenize each string of the JSON array in this file (- for stdin) and print "
                     "one JSON array of id arrays");
@@ -54,7 +55,7 @@ class TokenizeCommand : public Command {
   }
 
   int Execute() override {
-    if (batch_path_.empty() == text_.empty()) {
+    if (batch_path_.empty() == (text_option_->count() == 0)) {
       return Fail("tokenize: give either a text or --batch FILE");
     }
     // Only the vocabulary is needed, so vocabulary-only GGUF files work too.
@@ -95,6 +96,7 @@ class TokenizeCommand : public Command {
     return 0;
   }
 
+  CLI::Option* text_option_ = nullptr;  // an empty text is still a text
   std::string model_path_, text_, batch_path_;
   bool no_bos_ = false, special_ = false, pieces_ = false;
 };

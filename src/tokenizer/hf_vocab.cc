@@ -54,7 +54,7 @@ Status ParseJson(std::string_view text, const char* file, Json* out) {
   try {
     *out = Json::parse(text.begin(), text.end());
   } catch (const Json::exception& e) {
-    return InvalidArgument(std::string(file) + ": not valid JSON (" + e.what() + ")");
+    return InvalidArgument(std::string(file) + ": not valid JSON " + JsonProblem(e));
   }
   if (!out->is_object()) {
     return InvalidArgument(std::string(file) + ": expected a JSON object, found " + TypeName(*out));
@@ -540,6 +540,20 @@ GgufValue NumberArray(GgufValueType type, const std::vector<T>& items) {
 
 }  // namespace
 
+std::string JsonProblem(const std::exception& e) {
+  std::string m = e.what();
+  if (m.rfind("[json.exception.", 0) == 0) {
+    const size_t end = m.find("] ");
+    if (end != std::string::npos) m.erase(0, end + 2);
+  }
+  if (m.rfind("parse error ", 0) == 0) m.erase(0, 12);
+  const size_t colon = m.find(": "), dash = m.find(" - ");
+  if (colon != std::string::npos && dash != std::string::npos && colon < dash) {
+    m = m.substr(0, colon + 2) + m.substr(dash + 3);
+  }
+  return m;
+}
+
 Result<HfVocab> ParseHfTokenizer(std::string_view tokenizer_json, std::string_view config_json,
                                  const HfVocabOptions& options) {
   Json root, config;
@@ -551,7 +565,7 @@ Result<HfVocab> ParseHfTokenizer(std::string_view tokenizer_json, std::string_vi
   try {
     return Parse(root, config_json.empty() ? nullptr : &config, options);
   } catch (const Json::exception& e) {
-    return InvalidArgument(std::string("tokenizer.json: unexpected content (") + e.what() + ")");
+    return InvalidArgument("tokenizer.json: unexpected content: " + JsonProblem(e));
   }
 }
 

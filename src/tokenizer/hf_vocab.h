@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -51,6 +52,11 @@ Result<HfVocab> ParseHfTokenizer(std::string_view tokenizer_json, std::string_vi
 
 // Sets the tokenizer.* keys of `vocab` on `w` (a vocabulary-only file has no tensors).
 void WriteHfVocab(const HfVocab& vocab, GgufWriter* w);
+
+// nlohmann's message for a JSON file that does not parse, shortened for a one-line error:
+// "at line 1, column 2: unexpected end of input; ..." (its own "[json.exception...] parse
+// error" prefix and grammar state dropped).
+std::string JsonProblem(const std::exception& e);
 
 // Keys for the added-token attributes above (arrays of token ids).
 inline constexpr const char* kLstripKey = "tokenizer.promptcache.lstrip";
