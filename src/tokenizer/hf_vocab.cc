@@ -499,6 +499,12 @@ Result<HfVocab> Parse(const Json& root, const Json* config, const HfVocabOptions
   } else {
     PC_RETURN_IF_ERROR(ScoresFromMerges(*model, &vocab));
     vocab.add_space_prefix = AddsSpacePrefix(root);
+    const Json* pre = Member(root, "pre_tokenizer");
+    if (pre != nullptr && pre->dump().find("\"prepend_scheme\":\"first\"") != std::string::npos) {
+      vocab.notes.push_back(
+          "Metaspace prepend_scheme 'first': Hugging Face adds the leading space only at the "
+          "start of the text; here (as in llama.cpp) it also comes after each special token");
+    }
   }
   PC_RETURN_IF_ERROR(ReadSpecials(root, *model, config, added, &vocab));
   if (config != nullptr) PC_RETURN_IF_ERROR(ReadChatTemplates(*config, &vocab));

@@ -38,7 +38,7 @@ constexpr const char* kSpmLike = R"({
   "added_tokens": [
     {"id": 0, "content": "<unk>", "special": true},
     {"id": 1, "content": "<s>", "special": true},
-    {"id": 2, "content": "</s>", "special": false, "rstrip": true},
+    {"id": 2, "content": "</s>", "special": false, "rstrip": true, "lstrip": true},
     {"id": 9, "content": "<|end|>", "special": true, "rstrip": true}
   ],
   "normalizer": {"type": "Sequence", "normalizers": [
@@ -113,6 +113,7 @@ TEST(HfVocab, SentencePieceShapeWithStripAttributes) {
   EXPECT_EQ(v->add_space_prefix, std::optional<bool>(true));
   EXPECT_EQ(v->add_bos, std::optional<bool>(true));
   EXPECT_EQ(v->rstrip, (std::vector<int32_t>{2, 9}));
+  EXPECT_EQ(v->lstrip, (std::vector<int32_t>{2}));
 
   std::unique_ptr<GgufFile> keep;
   auto tok = Load(*v, &keep);
@@ -121,6 +122,9 @@ TEST(HfVocab, SentencePieceShapeWithStripAttributes) {
   // rstrip: the spaces after <|end|> and </s> go with them; the next text gets its prefix again.
   EXPECT_EQ(tok->Encode("ab<|end|>   ab</s> \n ab", false, true),
             (std::vector<int32_t>{8, 9, 8, 2, 8}));
+  // lstrip: so do the spaces before </s> (U+3000 is whitespace too).
+  EXPECT_EQ(tok->Encode("ab \xE3\x80\x80 </s>", false), (std::vector<int32_t>{8, 2}));
+  EXPECT_EQ(tok->Encode("ab<|end|>  ", false, true), (std::vector<int32_t>{8, 9}));
   // Without parse_special <|end|> is text (A is a byte token, the rest falls back to <unk>).
   const std::vector<int32_t> plain = tok->Encode("<|end|>", false);
   EXPECT_EQ(std::count(plain.begin(), plain.end(), 9), 0);

@@ -163,6 +163,10 @@ Status Tokenizer::LoadCommon(const GgufFile& file) {
 
 Status Tokenizer::LoadStripAttributes(const GgufFile& file) {
   strip_.assign(pieces_.size(), 0);
+  if (file.Find(kLstripKey) == nullptr && file.Find(kRstripKey) == nullptr) {
+    ApplyPhi3Attributes(file);
+    return Status::Ok();
+  }
   for (const auto& [key, bit] : {std::pair{kLstripKey, kStripLeft}, {kRstripKey, kStripRight}}) {
     const GgufValue* v = file.Find(key);
     if (v == nullptr) continue;
@@ -177,6 +181,24 @@ Status Tokenizer::LoadStripAttributes(const GgufFile& file) {
     }
   }
   return Status::Ok();
+}
+
+void Tokenizer::ApplyPhi3Attributes(const GgufFile& file) {
+  // Phi-3/3.5 files from llama.cpp's converter lack the flags, yet their tokenizer_config.json
+  // gives every control token but <unk>, <s>, <|endoftext|> (and the text token </s>) rstrip;
+  // recognised by architecture (llama.cpp goes by general.name) and a SentencePiece vocabulary.
+  std::string arch;
+  const GgufValue* v = file.Find("general.architecture");
+  if (kind_ != TokenizerKind::kSpm || v == nullptr || !v->AsString(&arch) || arch != "phi3") {
+    return;
+  }
+  for (size_t i = 0; i < pieces_.size(); ++i) {
+    const std::string& p = pieces_[i];
+    if ((types_[i] == TokenType::kControl && p != "<unk>" && p != "<s>" && p != "<|endoftext|>") ||
+        p == "</s>") {
+      strip_[i] |= kStripRight;
+    }
+  }
 }
 
 std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_bos,

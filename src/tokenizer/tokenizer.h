@@ -93,6 +93,7 @@ class Tokenizer {
   // whitespace-stripping attributes of added tokens.
   Status LoadCommon(const GgufFile& file);
   Status LoadStripAttributes(const GgufFile& file);
+  void ApplyPhi3Attributes(const GgufFile& file);
   // The id of `text` among tokens that plain text may produce (not control, byte, unknown or
   // unused ones), or -1.
   int32_t FindText(std::string_view text) const;
