@@ -5,10 +5,10 @@ set -euo pipefail
 pkgs=(cmake ninja-build g++ clang libclang-rt-14-dev pkg-config
       libhwy-dev nlohmann-json3-dev libcpp-httplib-dev libpugixml-dev libcli11-dev
       libxxhash-dev libpcre2-dev libgtest-dev libgmock-dev libbenchmark-dev)
-# Unicode normalization (NFC) for Qwen2's tokenizers.
-pkgs+=(libutf8proc-dev)
 # Node.js may come from elsewhere on the machine; only install Debian's when there is none.
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
+# Unicode normalization (NFC) for Qwen2's tokenizers.
+pkgs+=(libutf8proc-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
