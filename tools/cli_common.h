@@ -67,6 +67,7 @@ size_t PeakRssBytes();
 
 std::unique_ptr<Command> MakeRunCommand();
 std::unique_ptr<Command> MakeTokenizeCommand();
+std::unique_ptr<Command> MakeVocabCommand();
 std::unique_ptr<Command> MakeBenchCommand();
 std::unique_ptr<Command> MakeSynthCommand();
 std::unique_ptr<Command> MakeInspectCommand();

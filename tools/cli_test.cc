@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -139,6 +140,32 @@ TEST_F(CliTest, TokenizePrintsIds) {
   EXPECT_EQ(RunCli("tokenize -m " + kStories + " 'Once upon a time'").out, "1 403 407 261 378\n");
   EXPECT_EQ(RunCli("tokenize -m " + kStories + " --no-bos 'Once upon a time'").out,
             "403 407 261 378\n");
+  EXPECT_EQ(RunCli("tokenize -m " + kStories + " ''").out, "1\n");
+}
+
+TEST_F(CliTest, TokenizeBatchMatchesOneByOne) {
+  const std::string batch =
+      (fs::temp_directory_path() / ("pc_cli_batch_" + std::to_string(getpid()) + ".json")).string();
+  std::ofstream(batch) << R"(["Once upon a time", "", "a\nb </s> \u00e9"])";
+  // The same ids as tokenizing each text alone, as JSON.
+  std::string expected = "[";
+  for (const char* text : {"'Once upon a time'", "''", "'a\nb </s> \xC3\xA9'"}) {
+    std::string ids = RunCli("tokenize -m " + kStories + " --special " + std::string(text)).out;
+    ids.pop_back();
+    std::replace(ids.begin(), ids.end(), ' ', ',');
+    expected += (expected.size() > 1 ? ",[" : "[") + ids + "]";
+  }
+  expected += "]\n";
+  EXPECT_EQ(RunCli("tokenize -m " + kStories + " --special --batch " + batch).out, expected);
+  EXPECT_EQ(RunCli("tokenize -m " + kStories + " --special --batch - < " + batch).out, expected);
+  std::ofstream(batch) << R"(["a", 3])";
+  ExpectOneLineError("tokenize -m " + kStories + " --batch " + batch, "element 1 is not a string");
+  std::ofstream(batch) << "[";
+  ExpectOneLineError("tokenize -m " + kStories + " --batch " + batch, "not valid JSON");
+  fs::remove(batch);
+  ExpectOneLineError("tokenize -m " + kStories + " --batch " + batch, "cannot open");
+  ExpectOneLineError("tokenize -m " + kStories, "either a text or --batch");
+  ExpectOneLineError("vocab --hf " + batch + " -o " + batch + ".gguf", "cannot open");
 }
 
 TEST_F(CliTest, InspectAndBenchJson) {

@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
   std::vector<Entry> commands;
   commands.push_back({"run", "generate a continuation of a prompt", MakeRunCommand()});
   commands.push_back({"tokenize", "print the token ids of a text", MakeTokenizeCommand()});
+  commands.push_back({"vocab", "convert a Hugging Face tokenizer.json into a vocabulary GGUF",
+                      MakeVocabCommand()});
   commands.push_back(
       {"bench", "measure prompt processing and generation speed", MakeBenchCommand()});
   commands.push_back(

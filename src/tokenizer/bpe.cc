@@ -124,13 +124,19 @@ Status BpeTokenizer::LoadMerges(const GgufFile& file) {
 void BpeTokenizer::EncodeFragments(const std::vector<Fragment>& fragments,
                                    std::vector<int32_t>* out) const {
   std::vector<std::string_view> words;
+  std::string normalized;
   for (const Fragment& f : fragments) {
     if (f.token >= 0) {
       out->push_back(f.token);
       continue;
     }
     words.clear();
-    pre_->Split(f.text, &words);
+    if (pre_->nfc()) {
+      normalized = utf8::Nfc(f.text);
+      pre_->Split(normalized, &words);
+    } else {
+      pre_->Split(f.text, &words);
+    }
     for (std::string_view word : words) EncodeWord(word, out);
   }
 }

@@ -33,6 +33,7 @@ struct Preset {
   const char* names[3];
   std::vector<const char*> regexes;
   bool ignore_merges;
+  bool nfc = false;
 };
 
 const std::vector<Preset>& Presets() {
@@ -40,7 +41,9 @@ const std::vector<Preset>& Presets() {
       {{"default", "gpt-2", nullptr}, {kGpt2}, false},
       {{"llama-bpe", "llama3", "llama-v3"}, {kLlama3}, true},
       {{"smollm", nullptr, nullptr}, {kDigit, kGpt2}, false},
-      {{"qwen2", nullptr, nullptr}, {kQwen2}, false},
+      // Every Qwen2/2.5/3 tokenizer.json normalizes to NFC first; llama.cpp skips that step, so it
+      // differs from Hugging Face on decomposed text ("e" + U+0301) and this does not.
+      {{"qwen2", nullptr, nullptr}, {kQwen2}, false, true},
   };
   return presets;
 }
@@ -67,6 +70,7 @@ Result<std::unique_ptr<PreTokenizer>> PreTokenizer::Create(std::string_view name
   std::unique_ptr<PreTokenizer> pre(new PreTokenizer());
   pre->name_ = key;
   pre->ignore_merges_ = preset->ignore_merges;
+  pre->nfc_ = preset->nfc;
   for (const char* pattern : preset->regexes) {
     int error = 0;
     PCRE2_SIZE offset = 0;

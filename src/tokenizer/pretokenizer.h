@@ -28,6 +28,8 @@ class PreTokenizer {
 
   // Llama 3 looks a whole word up in the vocabulary before merging (HF's `ignore_merges`).
   bool ignore_merges() const { return ignore_merges_; }
+  // Text is put in Unicode normalization form C before it is split (Qwen2).
+  bool nfc() const { return nfc_; }
   const std::string& name() const { return name_; }
 
  private:
@@ -36,6 +38,7 @@ class PreTokenizer {
 
   std::string name_;
   bool ignore_merges_ = false;
+  bool nfc_ = false;
   std::vector<void*> regexes_;  // pcre2_code_8*, applied in sequence, each to the previous pieces
 };
 

@@ -98,8 +98,6 @@ Result<std::unique_ptr<Tokenizer>> SpmTokenizer::Create(const GgufFile& file) {
     const int byte = tok->types_[i] == TokenType::kByte ? ParseByteToken(piece) : -1;
     if (byte >= 0) {
       out.assign(1, static_cast<char>(byte));
-    } else if (tok->types_[i] == TokenType::kUserDefined) {
-      out = piece;
     } else {
       for (size_t pos = 0; pos < piece.size();) {
         if (piece.compare(pos, kSpace.size(), kSpace) == 0) {

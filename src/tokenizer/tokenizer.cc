@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "tokenizer/hf_vocab.h"
 #include "tokenizer/tokenizer_impl.h"
 #include "tokenizer/utf8.h"
 
@@ -29,6 +30,32 @@ Status ReadTokenId(const GgufFile& file, const std::string& key, int32_t vocab_s
   }
   *id = static_cast<int32_t>(x);
   return Status::Ok();
+}
+
+// End of `text` with trailing Unicode whitespace removed (text is searched from `begin`).
+size_t TrimEnd(std::string_view text, size_t begin, size_t end) {
+  size_t kept = begin;
+  for (size_t pos = begin; pos < end;) {
+    const utf8::Seq q = utf8::Next(text.substr(0, end), pos);
+    const bool space = q.state == utf8::SeqState::kValid &&
+                       utf8::IsWhiteSpace(utf8::DecodeValid(text, pos, q.len));
+    pos += q.state == utf8::SeqState::kValid ? q.len : 1;
+    if (!space) kept = pos;
+  }
+  return kept;
+}
+
+// The first position at or after `pos` that is not Unicode whitespace.
+size_t SkipSpace(std::string_view text, size_t pos) {
+  while (pos < text.size()) {
+    const utf8::Seq q = utf8::Next(text, pos);
+    if (q.state != utf8::SeqState::kValid ||
+        !utf8::IsWhiteSpace(utf8::DecodeValid(text, pos, q.len))) {
+      break;
+    }
+    pos += q.len;
+  }
+  return pos;
 }
 
 Status ReadBool(const GgufFile& file, const std::string& key, bool* out) {
@@ -123,6 +150,7 @@ Status Tokenizer::LoadCommon(const GgufFile& file) {
     }
     special_ids_[pieces_[i]] = static_cast<int32_t>(i);
   }
+  PC_RETURN_IF_ERROR(LoadStripAttributes(file));
   for (const auto& [text, id] : special_ids_) {
     special_lengths_[static_cast<uint8_t>(text[0])].push_back(static_cast<uint32_t>(text.size()));
   }
@@ -131,6 +159,46 @@ Status Tokenizer::LoadCommon(const GgufFile& file) {
     lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
   }
   return Status::Ok();
+}
+
+Status Tokenizer::LoadStripAttributes(const GgufFile& file) {
+  strip_.assign(pieces_.size(), 0);
+  if (file.Find(kLstripKey) == nullptr && file.Find(kRstripKey) == nullptr) {
+    ApplyPhi3Attributes(file);
+    return Status::Ok();
+  }
+  for (const auto& [key, bit] : {std::pair{kLstripKey, kStripLeft}, {kRstripKey, kStripRight}}) {
+    const GgufValue* v = file.Find(key);
+    if (v == nullptr) continue;
+    if (!v->is_array()) return InvalidArgument(std::string(key) + ": expected an array of ids");
+    for (const GgufValue& e : v->array) {
+      int64_t id = -1;
+      if (!e.AsInt64(&id) || id < 0 || id >= vocab_size()) {
+        return InvalidArgument(std::string(key) + ": expected token ids below " +
+                               std::to_string(vocab_size()));
+      }
+      strip_[id] |= bit;
+    }
+  }
+  return Status::Ok();
+}
+
+void Tokenizer::ApplyPhi3Attributes(const GgufFile& file) {
+  // Phi-3/3.5 files from llama.cpp's converter lack the flags, yet their tokenizer_config.json
+  // gives every control token but <unk>, <s>, <|endoftext|> (and the text token </s>) rstrip;
+  // recognised by architecture (llama.cpp goes by general.name) and a SentencePiece vocabulary.
+  std::string arch;
+  const GgufValue* v = file.Find("general.architecture");
+  if (kind_ != TokenizerKind::kSpm || v == nullptr || !v->AsString(&arch) || arch != "phi3") {
+    return;
+  }
+  for (size_t i = 0; i < pieces_.size(); ++i) {
+    const std::string& p = pieces_[i];
+    if ((types_[i] == TokenType::kControl && p != "<unk>" && p != "<s>" && p != "<|endoftext|>") ||
+        p == "</s>") {
+      strip_[i] |= kStripRight;
+    }
+  }
 }
 
 std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_bos,
@@ -176,9 +244,14 @@ void Tokenizer::SplitSpecial(std::string_view text, bool parse_special, const Ma
       ++i;
       continue;
     }
-    if (i > plain_start) out->push_back({text.substr(plain_start, i - plain_start), -1});
+    // Hugging Face's lstrip/rstrip: the whitespace beside the token goes with it.
+    const size_t plain_end = strip_[found] & kStripLeft ? TrimEnd(text, plain_start, i) : i;
+    if (plain_end > plain_start) {
+      out->push_back({text.substr(plain_start, plain_end - plain_start), -1});
+    }
     out->push_back({std::string_view(), found});
     i += found_len;
+    if (strip_[found] & kStripRight) i = SkipSpace(text, i);
     plain_start = i;
   }
   if (plain_start < text.size()) out->push_back({text.substr(plain_start), -1});

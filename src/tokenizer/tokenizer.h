@@ -89,8 +89,11 @@ class Tokenizer {
   // Appends the tokens of `fragments` (the kinds differ in how plain stretches are encoded).
   virtual void EncodeFragments(const std::vector<Fragment>& fragments,
                                std::vector<int32_t>* out) const = 0;
-  // Reads the keys both kinds share: tokens, token types, special ids, add_bos.
+  // Reads the keys both kinds share: tokens, token types, special ids, add_bos, and the
+  // whitespace-stripping attributes of added tokens.
   Status LoadCommon(const GgufFile& file);
+  Status LoadStripAttributes(const GgufFile& file);
+  void ApplyPhi3Attributes(const GgufFile& file);
   // The id of `text` among tokens that plain text may produce (not control, byte, unknown or
   // unused ones), or -1.
   int32_t FindText(std::string_view text) const;
@@ -110,6 +113,9 @@ class Tokenizer {
   // Special tokens by text, and per first byte their distinct lengths, longest first.
   std::unordered_map<std::string_view, int32_t> special_ids_;
   std::array<std::vector<uint32_t>, 256> special_lengths_;
+  // Per token: kStripLeft / kStripRight when matching it also swallows the whitespace beside it.
+  static constexpr uint8_t kStripLeft = 1, kStripRight = 2;
+  std::vector<uint8_t> strip_;
 };
 
 // Turns a stream of token ids into text that never contains a broken UTF-8 sequence: bytes of an

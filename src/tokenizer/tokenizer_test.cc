@@ -425,6 +425,26 @@ TEST(SyntheticSpm, NoSpacePrefixAndNoBos) {
   EXPECT_FALSE((*tok)->adds_bos());
 }
 
+// Phi-3 GGUFs carry no strip flags; their control tokens swallow the whitespace after them, as
+// Phi-3's tokenizer_config.json says (rstrip), and only theirs.
+TEST(SyntheticSpm, Phi3ControlTokensStripWhitespaceAfterThem) {
+  GgufWriter w = TinySpm();
+  w.SetValue("tokenizer.ggml.token_type",
+             NumberArray(GgufValueType::kI32, {2, 3, 3, 6, 6, 6, 1, 1, 1, 1, 1, 1, 1, 3}));
+  std::unique_ptr<GgufFile> keep;
+  auto plain = FromWriter(w, &keep);
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ((*plain)->Encode("a<|user|>  b", false, true),
+            (std::vector<int32_t>{10, 13, 6, 6, 6, 8}));
+  w.SetString("general.architecture", "phi3");
+  std::unique_ptr<GgufFile> keep_phi3;
+  auto phi3 = FromWriter(w, &keep_phi3);
+  ASSERT_TRUE(phi3.ok()) << phi3.status().message();
+  EXPECT_EQ((*phi3)->Encode("a<|user|>  b", false, true), (std::vector<int32_t>{10, 13, 6, 8}));
+  // <s> is one of the exceptions.
+  EXPECT_EQ((*phi3)->Encode("a<s> b", false, true), (*plain)->Encode("a<s> b", false, true));
+}
+
 TEST(SyntheticBpe, IgnoreMergesAndLongestSpecialMatch) {
   GgufWriter w;
   w.SetString("tokenizer.ggml.model", "gpt2");

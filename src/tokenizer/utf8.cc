@@ -1,6 +1,9 @@
 #include "tokenizer/utf8.h"
 
+#include <utf8proc.h>
+
 #include <array>
+#include <cstdlib>
 
 namespace promptcache::utf8 {
 
@@ -103,6 +106,69 @@ uint32_t ByteToCodepoint(uint8_t b) { return Tables().to_cp[b]; }
 
 int CodepointToByte(uint32_t cp) {
   return cp < Tables().to_byte.size() ? Tables().to_byte[cp] : -1;
+}
+
+namespace {
+
+// NFC of valid UTF-8 (as checked by Next).
+void AppendNfc(std::string_view valid, std::string* out) {
+  bool ascii = true;
+  for (char c : valid) ascii = ascii && static_cast<unsigned char>(c) < 0x80;
+  if (ascii) {  // ASCII is its own normal form
+    out->append(valid);
+    return;
+  }
+  utf8proc_uint8_t* dst = nullptr;
+  const utf8proc_ssize_t n =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(valid.data()),
+                   static_cast<utf8proc_ssize_t>(valid.size()), &dst,
+                   static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+  if (n < 0) {  // cannot happen for valid input; keep the text rather than lose it
+    out->append(valid);
+  } else {
+    out->append(reinterpret_cast<const char*>(dst), static_cast<size_t>(n));
+  }
+  std::free(dst);
+}
+
+}  // namespace
+
+std::string Nfc(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  size_t run = 0;  // start of the current valid stretch
+  for (size_t pos = 0; pos < s.size();) {
+    const Seq q = Next(s, pos);
+    if (q.state == SeqState::kValid) {
+      pos += q.len;
+      continue;
+    }
+    AppendNfc(s.substr(run, pos - run), &out);
+    out.append(s.substr(pos, q.len));
+    pos += q.len;
+    run = pos;
+  }
+  AppendNfc(s.substr(run), &out);
+  return out;
+}
+
+bool IsWhiteSpace(uint32_t cp) {
+  if (cp >= 0x09 && cp <= 0x0D) return true;
+  if (cp >= 0x2000 && cp <= 0x200A) return true;
+  switch (cp) {
+    case 0x20:
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
+    case 0x3000:
+      return true;
+    default:
+      return false;
+  }
 }
 
 }  // namespace promptcache::utf8

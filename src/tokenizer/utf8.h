@@ -43,6 +43,13 @@ std::string Sanitize(std::string_view s);
 
 inline constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
 
+// Unicode normalization form C (canonical composition) of the valid stretches of `s`; invalid
+// bytes pass through unchanged. Qwen2's tokenizers normalize their input this way.
+std::string Nfc(std::string_view s);
+
+// Whether `cp` has the Unicode White_Space property (what Hugging Face's lstrip/rstrip remove).
+bool IsWhiteSpace(uint32_t cp);
+
 // GPT-2's bytes_to_unicode: printable bytes ('!'..'~', 0xA1..0xAC, 0xAE..0xFF) stand for
 // themselves, the other 68 become U+0100 onwards in byte order.
 uint32_t ByteToCodepoint(uint8_t b);
