@@ -294,17 +294,20 @@ TEST(Engine, ThrowingCallbackFailsOnlyItsRequest) {
   EXPECT_EQ(ok.tokens, Reference(e->model(), prompt, 8));
 }
 
-// The model file of a bitwise case: stories260K (F32 weights) or a tiny synthetic model of the
-// weight type, written once per test process.
+// The model file of a bitwise case: stories260K (F32 weights), a tiny synthetic model of the
+// weight type, or synth's tiny fixture of another architecture in Q8_0 (windows of 24 tokens,
+// shorter than the prompts), written once per test process.
 std::string BitwiseModel(const std::string& name) {
   if (name == "F32") return kStories;
   const fs::path p = fs::temp_directory_path() /
                      ("pc_engine_test_" + std::to_string(getpid()) + "_" + name + ".gguf");
   if (!fs::exists(p)) {
     SynthOptions o;
-    o.preset = "tiny-test";
-    o.vocab_path = std::string(PC_SHARED_DIR) + "/tokenizers/ggml-vocab-gpt-2.gguf";
-    o.type = name == "F16" ? GgmlType::kF16 : name == "Q8_0" ? GgmlType::kQ8_0 : GgmlType::kQ4_0;
+    const bool type = name == "F16" || name == "Q8_0" || name == "Q4_0";
+    o.preset = type ? "tiny-test" : "tiny-" + name;
+    o.vocab_path =
+        type ? std::string(PC_SHARED_DIR) + "/tokenizers/ggml-vocab-gpt-2.gguf" : kStories;
+    o.type = name == "F16" ? GgmlType::kF16 : name == "Q4_0" ? GgmlType::kQ4_0 : GgmlType::kQ8_0;
     o.out_path = p.string();
     PC_CHECK(Synthesize(o).ok());
   }
@@ -386,6 +389,9 @@ TEST_P(BitwiseReuse, PrefixHitsDiskReloadsAndBatchedDecode) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, BitwiseReuse, ::testing::Values("F32", "F16", "Q8_0", "Q4_0"));
+INSTANTIATE_TEST_SUITE_P(Architectures, BitwiseReuse,
+                         ::testing::Values("qwen2", "qwen3", "gemma2", "gemma3", "phi3",
+                                           "mistral"));
 
 }  // namespace
 }  // namespace promptcache

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "model/synth.h"
 #include "serving/engine_impl.h"
 #include "serving/fidelity.h"
 
@@ -30,8 +31,26 @@ std::string Slurp(const std::string& path) {
   return ss.str();
 }
 
-std::unique_ptr<Engine> Make(EngineOptions o = {}) {
-  o.model_path = kStories;
+// "stories" (stories260K) or synth's tiny fixture of an architecture with sliding windows
+// ("gemma3": 24-token windows, shorter than the schemas here), with stories260K's vocabulary.
+std::string ModelPath(const std::string& name) {
+  if (name == "stories") return kStories;
+  const std::filesystem::path p =
+      std::filesystem::temp_directory_path() /
+      ("pc_modular_test_" + std::to_string(getpid()) + "_" + name + ".gguf");
+  if (!std::filesystem::exists(p)) {
+    SynthOptions o;
+    o.preset = "tiny-" + name;
+    o.vocab_path = kStories;
+    o.type = GgmlType::kQ8_0;
+    o.out_path = p.string();
+    PC_CHECK(Synthesize(o).ok());
+  }
+  return p.string();
+}
+
+std::unique_ptr<Engine> Make(EngineOptions o = {}, const std::string& model = "stories") {
+  o.model_path = ModelPath(model);
   o.threads = 2;
   auto e = Engine::Create(o);
   PC_CHECK(e.ok());
@@ -506,16 +525,19 @@ std::vector<float> FirstLogits(Engine& e, const std::string& xml) {
   return first;
 }
 
+// Run on stories260K and on a model with sliding windows shorter than the pets schema.
+class ModularModels : public testing::TestWithParam<std::string> {};
+
 // The contiguous position mode lays the prompt out from 0 like the plain prompt. Where each
 // piece follows exactly what it attended to when encoded (one module, a prefix of the schema),
 // the logits equal the contiguous baseline's bit for bit; a module moved after another is
 // rotated there and stays close. At the schema's positions the gap left by `dog` changes them.
-TEST(Modular, ContiguousPositionsEqualThePlainPrompt) {
+TEST_P(ModularModels, ContiguousPositionsEqualThePlainPrompt) {
   for (PmlPositions engine_default : {PmlPositions::kSchema, PmlPositions::kContiguous}) {
     EngineOptions eo;
     eo.kv_type = KvType::kF32;
     eo.module_positions = engine_default;
-    auto e = Make(eo);
+    auto e = Make(eo, GetParam());
     ASSERT_TRUE(e->LoadSchemaText(kPets, "pets.xml").ok());
     const std::string attr =
         engine_default == PmlPositions::kContiguous ? "" : " positions=\"contiguous\"";
@@ -531,6 +553,9 @@ TEST(Modular, ContiguousPositionsEqualThePlainPrompt) {
       const std::string xml = "<prompt schema=\"pets\"" + attr + ">" + body + "</prompt>";
       auto x = e->ExpandPrompt(Parse(xml));
       ASSERT_TRUE(x.ok());
+      if (e->model().config().AnySliding() && body.find("dog") != std::string::npos) {
+        EXPECT_GT(x->tokens.size(), size_t(e->model().config().sliding_window)) << xml;
+      }
       for (size_t i = 0; i < x->positions.size(); ++i) ASSERT_EQ(x->positions[i], int(i));
       EXPECT_EQ(x->end, static_cast<int>(x->tokens.size()));
       const std::vector<float> got = FirstLogits(*e, xml);
@@ -561,11 +586,11 @@ TEST(Modular, ContiguousPositionsEqualThePlainPrompt) {
 // Selective recompute: only tokens encoded without part of the prompt's context are candidates;
 // recomputing all of them gives the plain prompt's logits bit for bit, a share of them counts
 // as computed and moves the logits toward it.
-TEST(Modular, RecomputeBlendsModulesTowardThePlainPrompt) {
+TEST_P(ModularModels, RecomputeBlendsModulesTowardThePlainPrompt) {
   EngineOptions eo;
   eo.kv_type = KvType::kF32;
   eo.module_positions = PmlPositions::kContiguous;
-  auto e = Make(eo);
+  auto e = Make(eo, GetParam());
   ASSERT_TRUE(e->LoadSchemaText(kPets, "pets.xml").ok());
   const std::string text = "<![CDATA[\nOne day,]]>";
   auto prompt = [&](const std::string& attrs, const std::string& body) {
@@ -603,6 +628,8 @@ TEST(Modular, RecomputeBlendsModulesTowardThePlainPrompt) {
   EXPECT_EQ(exact.recompute_candidates, 0);
   EXPECT_EQ(exact.recomputed_tokens, 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, ModularModels, testing::Values("stories", "gemma3"));
 
 // A scaffold member encoded with its peers in view, used without them: it is served from a
 // variant that attended only to what the prompt includes, so the prompt equals its full
