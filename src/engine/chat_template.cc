@@ -1,7 +1,10 @@
 #include "engine/chat_template.h"
 
+#include <algorithm>
 #include <array>
 #include <string>
+
+#include "jinja/template.h"
 
 namespace promptcache {
 namespace {
@@ -264,6 +267,129 @@ Result<MarkedText> RenderChatMarked(ChatFormat format, const std::vector<ChatMes
       RenderPlain(messages, add_generation_prompt, out);
       break;
   }
+  return out;
+}
+
+namespace {
+
+// `text` without its first n bytes, marks kept.
+MarkedText DropPrefix(const MarkedText& text, size_t n) {
+  MarkedText out;
+  size_t at = n;
+  const std::string_view bytes(text.text());
+  for (const auto& [begin, end] : text.user_ranges()) {
+    if (end <= n) continue;
+    const size_t b = std::max(begin, n);
+    out.AppendTrusted(bytes.substr(at, b - at));
+    out.AppendUser(bytes.substr(b, end - b));
+    at = end;
+  }
+  out.AppendTrusted(bytes.substr(at));
+  return out;
+}
+
+std::vector<ChatMessage> PlainMessages(const nlohmann::ordered_json& messages) {
+  std::vector<ChatMessage> out;
+  for (const auto& m : messages) {
+    ChatMessage c;
+    if (m.is_object()) {
+      const auto role = m.find("role");
+      if (role != m.end() && role->is_string()) c.role = role->get<std::string>();
+      const auto content = m.find("content");
+      if (content != m.end() && content->is_string()) {
+        c.content = content->get<std::string>();
+      } else if (content != m.end() && !content->is_null()) {
+        c.content = content->dump();
+      }
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace
+
+ChatTemplate::ChatTemplate(std::string_view source, Options options)
+    : options_(std::move(options)) {
+  fallback_ = DetectChatFormat(source, &guessed_);
+  default_system_ = DefaultSystemPrompt(source);
+  if (Trim(source).empty()) return;
+  Result<jinja::Template> t = jinja::Template::Parse(source);
+  if (!t.ok()) {
+    jinja_status_ = t.status().WithContext("chat template");
+    return;
+  }
+  jinja_ = std::make_unique<jinja::Template>(std::move(t).value());
+  guessed_ = false;
+}
+
+ChatTemplate::~ChatTemplate() = default;
+ChatTemplate::ChatTemplate(ChatTemplate&&) noexcept = default;
+ChatTemplate& ChatTemplate::operator=(ChatTemplate&&) noexcept = default;
+
+std::string ChatTemplate::FormatName() const {
+  return uses_jinja() ? "jinja" : std::string(ChatFormatName(fallback_));
+}
+
+nlohmann::ordered_json ChatTemplate::TemplateVariables(const ChatInput& input) const {
+  nlohmann::ordered_json vars = nlohmann::ordered_json::object();
+  if (input.extra_variables.is_object()) {
+    for (const auto& [name, value] : input.extra_variables.items()) vars[name] = value;
+  }
+  vars["messages"] = input.messages;
+  if (!input.tools.is_null()) vars["tools"] = input.tools;
+  vars["add_generation_prompt"] = input.add_generation_prompt;
+  vars["bos_token"] = options_.bos_text;
+  vars["eos_token"] = options_.eos_text;
+  return vars;
+}
+
+Result<MarkedText> ChatTemplate::Render(const ChatInput& input) const {
+  if (!input.messages.is_array()) return InvalidArgument("chat messages must be a JSON array");
+  if (input.messages.empty()) return InvalidArgument("no chat messages to render");
+  if (!uses_jinja()) {
+    std::vector<ChatMessage> messages = PlainMessages(input.messages);
+    if (!default_system_.empty() && fallback_ == ChatFormat::kChatMl &&
+        messages[0].role != "system") {
+      messages.insert(messages.begin(), {"system", default_system_});
+    }
+    return RenderChatMarked(fallback_, messages, input.add_generation_prompt, options_.bos_text,
+                            options_.eos_text, options_.include_leading_bos);
+  }
+  jinja::Variables vars;
+  const nlohmann::ordered_json variables = TemplateVariables(input);
+  for (const auto& [name, value] : variables.items()) {
+    if (name == "bos_token" || name == "eos_token") {
+      vars.SetString(name, value.get<std::string>(), /*user_written=*/false);
+    } else if (name == "add_generation_prompt") {
+      vars.SetBool(name, value.get<bool>());
+    } else {
+      PC_RETURN_IF_ERROR(vars.SetJson(name, value, /*user_written=*/true).WithContext(name));
+    }
+  }
+  jinja::RenderOptions render;
+  render.now = options_.now;
+  Result<MarkedText> text = jinja_->Render(vars, render);
+  if (!text.ok()) return text.status().WithContext("chat template");
+  const std::string& bos = options_.bos_text;
+  if (!options_.include_leading_bos && !bos.empty() && text->text().starts_with(bos) &&
+      text->IsTrusted(0, bos.size())) {
+    return DropPrefix(*text, bos.size());
+  }
+  return text;
+}
+
+Result<MarkedText> ChatTemplate::Render(const std::vector<ChatMessage>& messages,
+                                        bool add_generation_prompt) const {
+  ChatInput input;
+  input.messages = ChatMessagesJson(messages);
+  input.add_generation_prompt = add_generation_prompt;
+  return Render(input);
+}
+
+nlohmann::ordered_json ChatMessagesJson(const std::vector<ChatMessage>& messages) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const ChatMessage& m : messages) out.push_back({{"role", m.role}, {"content", m.content}});
   return out;
 }
 
