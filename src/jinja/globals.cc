@@ -197,13 +197,12 @@ Result<Value> MakeNamespace(Interpreter& in, CallArgs args) {
     }
   }
   for (auto& [key, value] : args.keyword) PC_RETURN_IF_ERROR(ns->SetAttr(key, std::move(value)));
-  in.Track(ns);
+  PC_RETURN_IF_ERROR(in.Track(ns));
   return Value::MakeObject(ns);
 }
 
 Result<Value> MakeCycler(Interpreter& in, CallArgs args) {
   auto c = std::make_shared<Cycler>(std::move(args.positional));
-  in.Track(c);
   return Value::MakeObject(c);
 }
 

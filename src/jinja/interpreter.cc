@@ -47,6 +47,7 @@ class LoopContext : public Object, public std::enable_shared_from_this<LoopConte
  public:
   explicit LoopContext(std::vector<Value> items) : items_(std::move(items)) {}
   void set_index(size_t i) { index_ = i; }
+  const Value& item(size_t i) const { return items_[i]; }
   std::string_view TypeName() const override { return "LoopContext"; }
   Value GetAttr(std::string_view name) override;
   Status AppendRepr(TextBuilder& out, int depth) const override {
@@ -148,14 +149,18 @@ Interpreter::Interpreter(const std::unordered_map<std::string, Value>& globals,
 Interpreter::~Interpreter() {
   // Values can refer to themselves through namespaces, loops and macros (whose scope holds the
   // macro): empty every such holder so that everything is freed, without deep recursion.
-  for (const auto& o : objects_) o->Clear();
-  for (const auto& s : macro_scopes_) s->Clear();
+  for (const auto& o : objects_) {
+    if (std::shared_ptr<Object> alive = o.lock()) alive->Clear();
+  }
+  for (const auto& s : macro_scopes_) {
+    if (std::shared_ptr<Scope> alive = s.lock()) alive->Clear();
+  }
   if (scope_) scope_->Clear();
 }
 
 Result<Text> Interpreter::Run(const Body& body) {
   scope_ = std::make_shared<Scope>(nullptr);
-  macro_scopes_.push_back(scope_);
+  PC_RETURN_IF_ERROR(TrackScope(scope_));
   TextBuilder out(limits_.max_output_bytes);
   out_ = &out;
   PC_RETURN_IF_ERROR(Exec(body));
@@ -204,9 +209,33 @@ Result<Value> Interpreter::NewDict(DictData dict) {
 }
 
 Value Interpreter::NewGenerator(std::vector<Value> items) {
-  auto g = std::make_shared<Generator>(std::move(items));
-  Track(g);
-  return Value::MakeObject(std::move(g));
+  return Value::MakeObject(std::make_shared<Generator>(std::move(items)));
+}
+
+namespace {
+
+// Drops the expired entries of a registry when it has doubled since the last time, so that it
+// holds about as many entries as there are live objects.
+template <typename T>
+void Register(std::vector<std::weak_ptr<T>>& registry, const std::shared_ptr<T>& p) {
+  if (registry.size() >= 64 && (registry.size() & (registry.size() - 1)) == 0) {
+    registry.erase(std::remove_if(registry.begin(), registry.end(),
+                                  [](const std::weak_ptr<T>& w) { return w.expired(); }),
+                   registry.end());
+  }
+  if (registry.empty() || registry.back().lock() != p) registry.push_back(p);
+}
+
+}  // namespace
+
+Status Interpreter::Track(const std::shared_ptr<Object>& object) {
+  Register(objects_, object);
+  return Account(256);
+}
+
+Status Interpreter::TrackScope(const std::shared_ptr<Scope>& scope) {
+  Register(macro_scopes_, scope);
+  return Account(256);
 }
 
 Value Interpreter::Lookup(std::string_view name) const {
@@ -260,7 +289,7 @@ Status Interpreter::Exec(const Stmt& s) {
     case StmtKind::kSetBlock:
       return ExecSetBlock(s);
     case StmtKind::kMacro:
-      macro_scopes_.push_back(scope_);
+      PC_RETURN_IF_ERROR(Locate(TrackScope(scope_), s.line));
       scope_->Set(s.macro->name, Value::MakeCallable(std::make_shared<Macro>(s.macro, scope_)));
       return Status::Ok();
     case StmtKind::kCallBlock:
@@ -311,13 +340,13 @@ Status Interpreter::ExecFor(const Stmt& s) {
     items = std::move(*all);
   }
   if (items.empty()) return Exec(s.else_body);
-  auto loop = std::make_shared<LoopContext>(items);
-  Track(loop);
+  const size_t n = items.size();
+  auto loop = std::make_shared<LoopContext>(std::move(items));
   const Value loop_value = Value::MakeObject(loop);
-  for (size_t i = 0; i < items.size(); ++i) {
+  for (size_t i = 0; i < n; ++i) {
     PC_RETURN_IF_ERROR(Locate(Charge(1), s.line));
     auto scope = std::make_shared<Scope>(scope_);
-    PC_RETURN_IF_ERROR(Locate(Assign(s.target, items[i], *scope), s.line));
+    PC_RETURN_IF_ERROR(Locate(Assign(s.target, loop->item(i), *scope), s.line));
     loop->set_index(i);
     scope->Set("loop", loop_value);
     ScopeSwap swap(this, scope);
@@ -358,7 +387,7 @@ Status Interpreter::ExecCallBlock(const Stmt& s) {
   const Expr& call = *s.expr;
   PC_ASSIGN_OR_RETURN(Value callee, Eval(*call.args[0]));
   PC_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(call, 1));
-  macro_scopes_.push_back(scope_);
+  PC_RETURN_IF_ERROR(Locate(TrackScope(scope_), s.line));
   args.keyword.emplace_back("caller",
                             Value::MakeCallable(std::make_shared<Macro>(s.macro, scope_)));
   Result<Value> v = Call(callee, std::move(args));

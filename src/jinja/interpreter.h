@@ -104,9 +104,10 @@ class Interpreter {
   Result<Value> NewList(std::vector<Value> items, bool tuple = false);
   Result<Value> NewDict(DictData dict);
   Value NewGenerator(std::vector<Value> items);
-  // Keeps `object` until the render ends, when its values are dropped (breaking cycles such as a
-  // namespace that holds itself).
-  void Track(std::shared_ptr<Object> object) { objects_.push_back(std::move(object)); }
+  // Objects that can take part in reference cycles (a namespace that holds itself, a macro held in
+  // the scope it captures): when the render ends, those still alive drop their values.
+  Status Track(const std::shared_ptr<Object>& object);
+  Status TrackScope(const std::shared_ptr<Scope>& scope);
   Result<Value> Call(const Value& callee, CallArgs args);
   Result<Value> CallMacro(const Macro& macro, CallArgs args);
   Result<Value> GetAttr(const Value& obj, std::string_view name);
@@ -170,8 +171,8 @@ class Interpreter {
   int64_t steps_ = 0;
   size_t created_ = 0;
   bool located_ = false;  // the error being returned already names its line
-  std::vector<std::shared_ptr<Object>> objects_;
-  std::vector<std::shared_ptr<Scope>> macro_scopes_;
+  std::vector<std::weak_ptr<Object>> objects_;
+  std::vector<std::weak_ptr<Scope>> macro_scopes_;
 };
 
 }  // namespace promptcache::jinja

@@ -55,7 +55,7 @@ Result<Value> Value::List(std::vector<Value> items, bool tuple) {
   auto data = std::make_shared<ListData>();
   for (const Value& item : items) data->nesting = std::max(data->nesting, item.nesting() + 1);
   if (data->nesting > kMaxNesting) {
-    return InvalidArgument("lists and dicts nest deeper than " + std::to_string(kMaxNesting));
+    return ResourceExhausted("lists and dicts nest deeper than " + std::to_string(kMaxNesting));
   }
   data->items = std::move(items);
   Value v;
@@ -90,7 +90,7 @@ Result<Value> Value::Dict(DictData dict) {
     dict.nesting = std::max({dict.nesting, key.nesting() + 1, value.nesting() + 1});
   }
   if (dict.nesting > kMaxNesting) {
-    return InvalidArgument("lists and dicts nest deeper than " + std::to_string(kMaxNesting));
+    return ResourceExhausted("lists and dicts nest deeper than " + std::to_string(kMaxNesting));
   }
   Value v;
   v.kind_ = Kind::kDict;
