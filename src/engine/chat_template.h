@@ -23,12 +23,15 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/marked_text.h"
 #include "core/status.h"
+#include "tokenizer/tokenizer.h"
 
 namespace promptcache {
 
@@ -150,7 +153,29 @@ class ChatTemplate {
   // add_generation_prompt, bos_token, eos_token and the extra variables.
   nlohmann::ordered_json TemplateVariables(const ChatInput& input) const;
 
+  // For prompts assembled turn by turn (PML role tags): the text the template writes before and
+  // after a message of `role` ("system", "user", "assistant") in the middle of a conversation,
+  // found by rendering a short conversation with and without one more message; nullopt when the
+  // template refuses every conversation tried (Gemma has no system turns).
+  std::optional<std::pair<std::string, std::string>> RoleWrap(const std::string& role) const;
+  // What add_generation_prompt adds after a user turn ("<|im_start|>assistant\n"), "" if none.
+  std::string GenerationPrompt() const;
+  // A line for the log when the model's template is not what renders chats (it does not parse,
+  // or its family was guessed); nullopt when all is well.
+  std::optional<std::string> Warning() const;
+
  private:
+  // What appending a message of `role` to `base` adds: the text before and after its content,
+  // and the end of the shorter conversation that the longer one does not share (bos_token and
+  // eos_token spelled as sentinels).
+  struct Delta {
+    std::string before, after, tail;
+  };
+  std::optional<Delta> MessageDelta(const std::vector<ChatMessage>& base,
+                                    const std::string& role) const;
+  Result<MarkedText> RenderWith(const ChatInput& input, const Options& options) const;
+  static nlohmann::ordered_json TemplateVariables(const ChatInput& input, const Options& options);
+
   std::unique_ptr<jinja::Template> jinja_;
   Status jinja_status_;
   ChatFormat fallback_ = ChatFormat::kPlain;
@@ -158,6 +183,9 @@ class ChatTemplate {
   std::string default_system_;  // the fallback's ChatML default system prompt
   Options options_;
 };
+
+// Options with the vocabulary's BOS and EOS spellings (empty when it has none).
+ChatTemplate::Options ChatTemplateOptions(const Tokenizer& tokenizer);
 
 // Messages as ChatInput's JSON: [{"role": ..., "content": ...}, ...].
 nlohmann::ordered_json ChatMessagesJson(const std::vector<ChatMessage>& messages);

@@ -475,5 +475,48 @@ TEST(ChatTemplate, UserSpellingsDoNotBecomeSpecialTokens) {
   EXPECT_EQ(std::count(trusting.begin(), trusting.end(), t.eos()), 4);
 }
 
+// PML assembles prompts turn by turn from RoleWrap and GenerationPrompt: for templates that write
+// each turn independently, the pieces rebuild exactly what the template renders.
+TEST(ChatTemplate, RoleWrapsRebuildTheTemplatesRendering) {
+  struct Case {
+    const char* file;
+    bool system;  // the template accepts a system message
+  };
+  const Case cases[] = {
+      {"Qwen-Qwen2.5-7B-Instruct.jinja", true},
+      {"meta-llama-Llama-3.1-8B-Instruct.jinja", true},
+      {"meta-llama-Llama-3.2-3B-Instruct.jinja", true},
+      {"meta-llama-Llama-3.3-70B-Instruct.jinja", true},
+      {"NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja", true},
+      {"NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", true},
+      {"microsoft-Phi-3.5-mini-instruct.jinja", true},
+      {"google-gemma-2-2b-it.jinja", false},
+      {"meetkai-functionary-medium-v3.1.jinja", true},
+      {"meetkai-functionary-medium-v3.2.jinja", true},
+      {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.file);
+    ChatTemplate t(SharedTemplate(c.file), Tokens("<s>", "</s>"));
+    ASSERT_TRUE(t.uses_jinja());
+    std::vector<ChatMessage> messages = {
+        {"user", "What is 2+2?"}, {"assistant", "4."}, {"user", "And 3+3?"}};
+    if (c.system) messages.insert(messages.begin(), {"system", "Be brief."});
+    Result<MarkedText> full = t.Render(messages, true);
+    ASSERT_TRUE(full.ok()) << full.status().message();
+    std::string rebuilt;
+    for (const ChatMessage& m : messages) {
+      std::optional<std::pair<std::string, std::string>> wrap = t.RoleWrap(m.role);
+      ASSERT_TRUE(wrap.has_value()) << m.role;
+      rebuilt += wrap->first + m.content + wrap->second;
+    }
+    EXPECT_EQ(rebuilt + t.GenerationPrompt(), full->text());
+  }
+  // Gemma has no system turn: nothing to wrap it with.
+  ChatTemplate gemma(SharedTemplate("google-gemma-2-2b-it.jinja"), Tokens("<bos>", "<eos>"));
+  EXPECT_FALSE(gemma.RoleWrap("system").has_value());
+  EXPECT_EQ(gemma.GenerationPrompt(), "<start_of_turn>model\n");
+}
+
 }  // namespace
 }  // namespace promptcache
