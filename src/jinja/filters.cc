@@ -630,7 +630,9 @@ Result<Value> SelectFilter(Interpreter& in, const Value& v, CallArgs args, bool 
     if (!pos.front().is_string()) return InvalidArgument("the test name must be a string");
     test = pos.front().text().str();
     pos.erase(pos.begin());
-    if (!IsTestName(test)) return InvalidArgument("no test named '" + test + "'");
+    if (!items.empty() && !IsTestName(test)) {
+      return InvalidArgument("no test named '" + test + "'");
+    }
   }
   std::vector<Value> out;
   for (const Value& item : items) {
@@ -678,7 +680,10 @@ Result<Value> MapFilter(Interpreter& in, const Value& v, CallArgs args) {
   if (!args.positional.front().is_string()) return InvalidArgument("map needs a filter name");
   const std::string name = args.positional.front().text().str();
   args.positional.erase(args.positional.begin());
-  if (!IsFilterName(name)) return InvalidArgument("no filter named '" + name + "'");
+  // Jinja2 looks the filter up when it maps an item: with none, an unknown name is no error.
+  if (!items.empty() && !IsFilterName(name)) {
+    return InvalidArgument("no filter named '" + name + "'");
+  }
   for (const Value& item : items) {
     PC_RETURN_IF_ERROR(in.Charge(1));
     PC_ASSIGN_OR_RETURN(Value x, ApplyFilter(in, name, item, args));

@@ -162,6 +162,54 @@ Result<Spec> ParseSpec(std::string_view s) {
   return spec;
 }
 
+// The flags, width and precision of a % conversion, from f[*i] on (left at the type letter).
+Spec ParsePercentSpec(std::string_view f, size_t* i) {
+  Spec spec;
+  size_t& p = *i;
+  for (; p < f.size() && std::string_view("-+ #0").find(f[p]) != std::string_view::npos; ++p) {
+    if (f[p] == '-') spec.align = '<';
+    if (f[p] == '+' || f[p] == ' ') spec.sign = f[p];
+    if (f[p] == '#') spec.alternate = true;
+    if (f[p] == '0') spec.zero = true;
+  }
+  for (; p < f.size() && IsDigit(static_cast<unsigned char>(f[p])); ++p) {
+    spec.width = std::min<int64_t>(std::max<int64_t>(spec.width, 0) * 10 + (f[p] - '0'), 1 << 30);
+  }
+  if (p < f.size() && f[p] == '.') {
+    spec.precision = 0;
+    for (++p; p < f.size() && IsDigit(static_cast<unsigned char>(f[p])); ++p) {
+      spec.precision = std::min<int64_t>(spec.precision * 10 + (f[p] - '0'), 1 << 20);
+    }
+  }
+  if (spec.align == '<') spec.zero = false;
+  return spec;
+}
+
+// One % conversion of `arg`: %s %r %a, or a number's %d %i %u %o %x %X %e %E %f %F %g %G %c.
+Result<Text> PercentConversion(const Value& arg, char type, Spec spec, size_t cap) {
+  if (type == 's' || type == 'r' || type == 'a') {
+    spec.type = '\0';
+    spec.zero = false;
+    if (!spec.align) spec.align = '>';
+    if (type == 's') {
+      PC_ASSIGN_OR_RETURN(Text plain, ToText(arg, cap));
+      return FormatValue(Value::String(std::move(plain)), spec, cap);
+    }
+    TextBuilder repr(cap);
+    PC_RETURN_IF_ERROR(AppendRepr(arg, repr));
+    return ApplyWidth(repr.Finish(), spec, false, cap);
+  }
+  if (std::string_view("diouxXeEfFgGc").find(type) == std::string_view::npos) {
+    return InvalidArgument(std::string("unsupported format character '") + type + "'");
+  }
+  if (!arg.is_number()) {
+    return InvalidArgument(std::string("%") + type + " format: a number is required, not " +
+                           TypeName(arg));
+  }
+  spec.type = type == 'i' || type == 'u' ? 'd' : type;
+  return FormatValue(arg, spec, cap);
+}
+
 }  // namespace
 
 Result<Text> PercentFormat(Interpreter& in, const Text& format, const Value& args) {
@@ -193,22 +241,7 @@ Result<Text> PercentFormat(Interpreter& in, const Text& format, const Value& arg
       if (arg == nullptr) return InvalidArgument("format key not found");
       i = close + 1;
     }
-    Spec spec;
-    for (; i < f.size() && std::string_view("-+ #0").find(f[i]) != std::string_view::npos; ++i) {
-      if (f[i] == '-') spec.align = '<';
-      if (f[i] == '+' || f[i] == ' ') spec.sign = f[i];
-      if (f[i] == '#') spec.alternate = true;
-      if (f[i] == '0') spec.zero = true;
-    }
-    for (; i < f.size() && IsDigit(static_cast<unsigned char>(f[i])); ++i) {
-      spec.width = std::min<int64_t>(std::max<int64_t>(spec.width, 0) * 10 + (f[i] - '0'), 1 << 30);
-    }
-    if (i < f.size() && f[i] == '.') {
-      spec.precision = 0;
-      for (++i; i < f.size() && IsDigit(static_cast<unsigned char>(f[i])); ++i) {
-        spec.precision = std::min<int64_t>(spec.precision * 10 + (f[i] - '0'), 1 << 20);
-      }
-    }
+    Spec spec = ParsePercentSpec(f, &i);
     if (i >= f.size()) return InvalidArgument("incomplete format");
     const char type = f[i];
     at = i + 1;
@@ -218,31 +251,7 @@ Result<Text> PercentFormat(Interpreter& in, const Text& format, const Value& arg
       }
       arg = &positional[next++];
     }
-    if (spec.align == '<') spec.zero = false;
-    Text piece;
-    if (type == 's' || type == 'r' || type == 'a') {
-      Spec s = spec;
-      s.type = '\0';
-      s.zero = false;
-      if (!s.align) s.align = '>';
-      if (type == 's') {
-        PC_ASSIGN_OR_RETURN(Text plain, ToText(*arg, cap));
-        PC_ASSIGN_OR_RETURN(piece, FormatValue(Value::String(std::move(plain)), s, cap));
-      } else {
-        TextBuilder repr(cap);
-        PC_RETURN_IF_ERROR(AppendRepr(*arg, repr));
-        PC_ASSIGN_OR_RETURN(piece, ApplyWidth(repr.Finish(), s, false, cap));
-      }
-    } else if (std::string_view("diouxXeEfFgGc").find(type) != std::string_view::npos) {
-      if (!arg->is_number()) {
-        return InvalidArgument(std::string("%") + type + " format: a number is required, not " +
-                               TypeName(*arg));
-      }
-      spec.type = type == 'i' || type == 'u' ? 'd' : type;
-      PC_ASSIGN_OR_RETURN(piece, FormatValue(*arg, spec, cap));
-    } else {
-      return InvalidArgument(std::string("unsupported format character '") + type + "'");
-    }
+    PC_ASSIGN_OR_RETURN(Text piece, PercentConversion(*arg, type, spec, cap));
     out.Append(piece);
   }
   out.Append(format, at, f.size());

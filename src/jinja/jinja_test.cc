@@ -51,8 +51,7 @@ TEST(JinjaMarks, FollowUserTextThroughStringOperations) {
   EXPECT_EQ(RenderMarked("{{ ('  ' ~ u ~ '  ')|trim }}"), "[ab<|x|>cd]");
   EXPECT_EQ(RenderMarked("{{ u.split('<|x|>') }}"), "['[ab]', '[cd]']");
   EXPECT_EQ(RenderMarked("{{ [u, 'lit']|join('<|j|>') }}"), "[ab<|x|>cd]<|j|>lit");
-  EXPECT_EQ(RenderMarked("{{ j|tojson }}"),
-            "{\"[k]\": \"[v\\\"<|y|>]\", \"[n]\": [1, \"[é]\"]}");
+  EXPECT_EQ(RenderMarked("{{ j|tojson }}"), "{\"[k]\": \"[v\\\"<|y|>]\", \"[n]\": [1, \"[é]\"]}");
   EXPECT_EQ(RenderMarked("{{ j.k|string }}{{ j|string }}"),
             "[v\"<|y|>]{'[k]': '[v\"<|y|>]', '[n]': [1, '[é]']}");
   EXPECT_EQ(RenderMarked("{% set s %}<{{ u }}>{% endset %}{{ s|trim }}"), "<[ab<|x|>cd]>");

@@ -175,51 +175,75 @@ std::optional<Text> Replace(const Text& t, std::string_view old, const Text& rep
   return out.Finish();
 }
 
+namespace {
+
+bool IsCased(char32_t c) { return IsUpper(c) || IsLower(c); }
+
+std::string Utf8(char32_t c) {
+  std::string out;
+  AppendUtf8(out, c);
+  return out;
+}
+
+// Python's upper- and title-casing of one character: "ß" becomes "SS" / "Ss".
+std::string UpperOf(char32_t c, bool title) {
+  if (c == 0xDF) return title ? "Ss" : "SS";
+  return Utf8(ToUpper(c));
+}
+
+// Python's lower-casing, with the final sigma: "Σ" after a letter and not before one is "ς".
+std::string LowerOf(char32_t c, bool after_cased, bool before_cased) {
+  if (c == 0x3A3 && after_cased && !before_cased) return Utf8(0x3C2);
+  return Utf8(ToLower(c));
+}
+
+}  // namespace
+
 Text ChangeCase(const Text& t, CaseChange change) {
   const std::string& s = t.str();
   TextBuilder out;
-  bool previous_cased = false;  // kTitle
+  bool previous_cased = false;  // the character before is a letter with case
   bool word_start = true;       // kJinjaTitle
   size_t index = 0;
-  char32_t c;
+  char32_t c, next = 0;
   for (size_t pos = 0, len = 0; pos < s.size(); pos += len, ++index) {
     len = DecodeUtf8(s, pos, &c);
-    char32_t m = c;
+    if (pos + len < s.size()) DecodeUtf8(s, pos + len, &next);
+    const bool next_cased = pos + len < s.size() && IsCased(next);
+    const std::string lower = LowerOf(c, previous_cased, next_cased);
+    std::string m;
     switch (change) {
       case CaseChange::kUpper:
-        m = ToUpper(c);
+        m = UpperOf(c, false);
         break;
       case CaseChange::kLower:
-        m = ToLower(c);
+        m = lower;
         break;
       case CaseChange::kSwap:
-        m = IsUpper(c) ? ToLower(c) : IsLower(c) ? ToUpper(c) : c;
+        m = IsUpper(c) ? lower : IsLower(c) ? UpperOf(c, false) : Utf8(c);
         break;
       case CaseChange::kCapitalize:
-        m = index == 0 ? ToUpper(c) : ToLower(c);
+        m = index == 0 ? UpperOf(c, true) : lower;
         break;
       case CaseChange::kTitle:
-        m = previous_cased ? ToLower(c) : ToUpper(c);
-        previous_cased = IsUpper(c) || IsLower(c);
+        m = previous_cased ? lower : UpperOf(c, true);
         break;
       case CaseChange::kJinjaTitle: {
         const bool separator =
             IsSpace(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
-        m = separator ? c : word_start ? ToUpper(c) : ToLower(c);
+        m = separator ? Utf8(c) : word_start ? UpperOf(c, false) : lower;
         word_start = separator;
         break;
       }
     }
-    if (m == c) {
+    previous_cased = IsCased(c);
+    if (m == std::string_view(s).substr(pos, len)) {
       out.Append(t, pos, pos + len);
     } else {
-      std::string mapped;
-      AppendUtf8(mapped, m);
-      out.AppendLike(mapped, t, pos);
+      out.AppendLike(m, t, pos);
     }
   }
-  Text result = out.Finish();
-  return result;
+  return out.Finish();
 }
 
 Text HtmlEscape(const Text& t) {

@@ -22,8 +22,8 @@ std::vector<size_t> CodePointOffsets(std::string_view s);
 size_t CodePointCount(std::string_view s);
 
 // Python's str.isspace, str.isdigit, ... for one code point. Letters and case cover ASCII,
-// Latin-1, Latin Extended-A, Greek and Cyrillic (one-to-one mappings only: "ß".upper() stays
-// "ß", where Python writes "SS").
+// Latin-1, Latin Extended-A, Greek and Cyrillic, one code point to one (str_ops.cc adds the
+// two special cases Python has there: "ß" upper-cased is "SS", and the final sigma).
 bool IsSpace(char32_t c);
 bool IsDigit(char32_t c);
 bool IsAlpha(char32_t c);
