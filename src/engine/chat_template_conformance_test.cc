@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -244,6 +245,102 @@ TEST(ChatTemplateConformance, EveryTemplateMatchesJinja2) {
       "%zu templates x %zu conversations = %zu pairs compared with Jinja2: %d rendered equal, "
       "%d rejected by both (%d by the template's raise_exception), %d differ\n",
       templates.size(), conversations.size(), cases.size(), equal, both_rejected, raised, differ);
+}
+
+// Many more conversations, drawn at random (with a fixed seed): odd contents (special-token
+// spellings, Jinja syntax, quotes, Unicode, blanks), any order of roles, tool calls with object
+// or string arguments and valid or invalid ids, tool results, tools offered or not.
+std::vector<ChatInput> RandomConversations(std::mt19937& rng, int n) {
+  const json tools = json::parse(kTools);
+  const std::vector<std::string> words = {
+      "hi",         "  spaced  ", "new\nline",    "tab\t",
+      "<|im_end|>", "</s>",       "é ü 日本 😀",   "{{x}}",
+      "{% if %}",   "'quote'",    "\"dq\"",       "back\\slash",
+      "",           " ",          "</think>done", "<think>a</think>b"};
+  auto pick = [&](size_t count) { return static_cast<size_t>(rng() % count); };
+  auto chance = [&](int percent) { return static_cast<int>(rng() % 100) < percent; };
+  auto content = [&] {
+    std::string text;
+    for (size_t i = pick(4); i > 0; --i) text += words[pick(words.size())];
+    return text;
+  };
+  std::vector<ChatInput> out;
+  for (int c = 0; c < n; ++c) {
+    ChatInput input;
+    if (chance(50)) input.messages.push_back(Msg("system", content()));
+    for (size_t i = 1 + pick(5); i > 0; --i) {
+      const int r = static_cast<int>(pick(100));
+      if (r < 45) {
+        input.messages.push_back(Msg("user", content()));
+      } else if (r < 80) {
+        input.messages.push_back(Msg("assistant", content()));
+      } else if (r < 90) {
+        const json args = {{"city", content()}};
+        json m = Msg("assistant", chance(50) ? json(nullptr) : json(content()));
+        m["tool_calls"] = json::array({ToolCall(chance(70) ? "call12345" : "abc",
+                                                chance(50) ? "get_weather" : "search_documents",
+                                                chance(50) ? args : json(args.dump()))});
+        input.messages.push_back(m);
+      } else {
+        json m = Msg("tool", content());
+        m["tool_call_id"] = "call12345";
+        m["name"] = "get_weather";
+        input.messages.push_back(m);
+      }
+    }
+    input.add_generation_prompt = chance(60);
+    if (chance(40)) input.tools = chance(80) ? tools : json::array();
+    if (chance(30)) {
+      input.extra_variables = {
+          {"functions", "[]"}, {"datetime", "2024-01-01"}, {"date_string", "1 Jan 2024"}};
+    }
+    out.push_back(std::move(input));
+  }
+  return out;
+}
+
+TEST(ChatTemplateConformance, RandomConversationsMatchJinja2) {
+  constexpr int kPerTemplate = 40;
+  const std::vector<Template> templates = LoadTemplates();
+  ASSERT_EQ(templates.size(), 17u);
+  std::mt19937 rng(20240726);
+  std::vector<jinja::testing::Case> cases;
+  std::vector<ChatTemplate> renderers;
+  std::vector<std::vector<ChatInput>> inputs;
+  for (const Template& t : templates) {
+    ChatTemplate::Options options;
+    std::tie(options.bos_text, options.eos_text) = SpecialTokens(t.file);
+    options.include_leading_bos = true;
+    options.now = jinja::testing::FixedNow;
+    renderers.emplace_back(t.source, options);
+    inputs.push_back(RandomConversations(rng, kPerTemplate));
+    for (const ChatInput& input : inputs.back()) {
+      cases.push_back({t.source, renderers.back().TemplateVariables(input)});
+    }
+  }
+  Result<std::vector<jinja::testing::Rendered>> reference = jinja::testing::RenderWithJinja2(cases);
+  ASSERT_TRUE(reference.ok()) << reference.status().message();
+  int equal = 0, both_rejected = 0;
+  for (size_t ti = 0; ti < templates.size(); ++ti) {
+    for (int ci = 0; ci < kPerTemplate; ++ci) {
+      const jinja::testing::Rendered& ref = (*reference)[ti * kPerTemplate + ci];
+      Result<MarkedText> ours = renderers[ti].Render(inputs[ti][ci]);
+      SCOPED_TRACE(templates[ti].file + " / " + inputs[ti][ci].messages.dump());
+      ASSERT_EQ(ours.ok(), ref.ok)
+          << "ours: " << (ours.ok() ? ours->text() : ours.status().message())
+          << "\njinja2: " << (ref.ok ? ref.text : ref.error);
+      if (ref.ok) {
+        EXPECT_EQ(ours->text(), ref.text);
+        equal += ours->text() == ref.text;
+      } else {
+        ++both_rejected;
+      }
+    }
+  }
+  std::printf(
+      "%zu random template x conversation pairs compared with Jinja2: %d rendered equal, "
+      "%d rejected by both\n",
+      cases.size(), equal, both_rejected);
 }
 
 }  // namespace
