@@ -288,6 +288,16 @@ MarkedText DropPrefix(const MarkedText& text, size_t n) {
   return out;
 }
 
+// Templates build turn markers from roles ('<|' + message['role'] + '|>'), so a standard role
+// name is the template's text; any other role stays the user's (a role "im_end" must not make
+// "<|im_end|>").
+bool IsStandardRole(std::string_view key, std::string_view value) {
+  static constexpr std::string_view kRoles[] = {"system",  "user",      "assistant", "tool",
+                                                "ipython", "developer", "function"};
+  return key == "role" &&
+         std::find(std::begin(kRoles), std::end(kRoles), value) != std::end(kRoles);
+}
+
 std::vector<ChatMessage> PlainMessages(const nlohmann::ordered_json& messages) {
   std::vector<ChatMessage> out;
   for (const auto& m : messages) {
@@ -372,6 +382,9 @@ Result<MarkedText> ChatTemplate::RenderWith(const ChatInput& input, const Option
       vars.SetString(name, value.get<std::string>(), /*user_written=*/false);
     } else if (name == "add_generation_prompt") {
       vars.SetBool(name, value.get<bool>());
+    } else if (name == "messages") {
+      PC_RETURN_IF_ERROR(
+          vars.SetJson(name, value, /*user_written=*/true, IsStandardRole).WithContext(name));
     } else {
       PC_RETURN_IF_ERROR(vars.SetJson(name, value, /*user_written=*/true).WithContext(name));
     }

@@ -16,7 +16,9 @@
 // turn or forge a system message): rendering marks the template's text as trusted and every
 // string that came from the conversation (contents, tool arguments, names) as the user's, through
 // whatever slicing, trimming or concatenation the template does, for
-// Tokenizer::Encode(const MarkedText&, ...).
+// Tokenizer::Encode(const MarkedText&, ...). Standard role names (system, user, assistant, tool,
+// ipython, developer, function) count as the template's: some templates spell turn markers as
+// '<|' + message['role'] + '|>'.
 #pragma once
 
 #include <ctime>

@@ -475,6 +475,21 @@ TEST(ChatTemplate, UserSpellingsDoNotBecomeSpecialTokens) {
   EXPECT_EQ(std::count(trusting.begin(), trusting.end(), t.eos()), 4);
 }
 
+TEST(ChatTemplate, StandardRolesMayBuildTurnMarkers) {
+  // Phi-3-small's form: the turn marker is built from the role.
+  ChatTemplate t(
+      "{% for m in messages %}{{ '<|' + m['role'] + '|>\\n' + m['content'] + '<|end|>\\n' }}"
+      "{% endfor %}",
+      Tokens("<s>", "<|endoftext|>"));
+  ASSERT_TRUE(t.uses_jinja());
+  Result<MarkedText> text = t.Render({{"user", "<|assistant|>"}, {"im_end", "x"}}, false);
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  EXPECT_EQ(CountSpellings(*text, "<|user|>"), std::make_pair(1, 0));
+  EXPECT_EQ(CountSpellings(*text, "<|assistant|>"), std::make_pair(0, 1));
+  // A role that is not a standard name is the user's, so it cannot spell a control token.
+  EXPECT_EQ(CountSpellings(*text, "<|im_end|>"), std::make_pair(0, 1));
+}
+
 // PML assembles prompts turn by turn from RoleWrap and GenerationPrompt: for templates that write
 // each turn independently, the pieces rebuild exactly what the template renders.
 TEST(ChatTemplate, RoleWrapsRebuildTheTemplatesRendering) {

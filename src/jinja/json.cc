@@ -9,7 +9,8 @@
 namespace promptcache::jinja {
 namespace {
 
-Result<Value> FromJsonAt(const nlohmann::ordered_json& j, bool user, int depth) {
+Result<Value> FromJsonAt(const nlohmann::ordered_json& j, bool user, const TrustedString& trusted,
+                         std::string_view key, int depth) {
   if (depth > kMaxNesting) {
     return InvalidArgument("JSON nests deeper than " + std::to_string(kMaxNesting) + " levels");
   }
@@ -17,7 +18,7 @@ Result<Value> FromJsonAt(const nlohmann::ordered_json& j, bool user, int depth) 
     case nlohmann::ordered_json::value_t::object: {
       DictData dict;
       for (const auto& [key, value] : j.items()) {
-        PC_ASSIGN_OR_RETURN(Value v, FromJsonAt(value, user, depth + 1));
+        PC_ASSIGN_OR_RETURN(Value v, FromJsonAt(value, user, trusted, key, depth + 1));
         dict.Set(Value::String(Text(key, user)), std::move(v));
       }
       return Value::Dict(std::move(dict));
@@ -26,13 +27,15 @@ Result<Value> FromJsonAt(const nlohmann::ordered_json& j, bool user, int depth) 
       std::vector<Value> items;
       items.reserve(j.size());
       for (const auto& item : j) {
-        PC_ASSIGN_OR_RETURN(Value v, FromJsonAt(item, user, depth + 1));
+        PC_ASSIGN_OR_RETURN(Value v, FromJsonAt(item, user, trusted, key, depth + 1));
         items.push_back(std::move(v));
       }
       return Value::List(std::move(items));
     }
-    case nlohmann::ordered_json::value_t::string:
-      return Value::String(Text(j.get<std::string>(), user));
+    case nlohmann::ordered_json::value_t::string: {
+      const std::string& s = j.get_ref<const std::string&>();
+      return Value::String(Text(s, user && !(trusted && trusted(key, s))));
+    }
     case nlohmann::ordered_json::value_t::boolean:
       return Value::Bool(j.get<bool>());
     case nlohmann::ordered_json::value_t::number_integer:
@@ -188,8 +191,9 @@ Status DumpDict(const Value& v, const JsonDumpOptions& o, TextBuilder& out, int 
 
 }  // namespace
 
-Result<Value> FromJson(const nlohmann::ordered_json& json, bool user_written) {
-  return FromJsonAt(json, user_written, 0);
+Result<Value> FromJson(const nlohmann::ordered_json& json, bool user_written,
+                       const TrustedString& trusted) {
+  return FromJsonAt(json, user_written, trusted, "", 0);
 }
 
 Status DumpJson(const Value& v, const JsonDumpOptions& options, TextBuilder& out, int depth) {

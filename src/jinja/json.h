@@ -4,9 +4,11 @@
 // (ensure_ascii off, optional indent, separators and sort_keys), not Jinja2's HTML-safe default.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/status.h"
 #include "jinja/text.h"
@@ -14,9 +16,14 @@
 
 namespace promptcache::jinja {
 
+// Whether the string `value`, found under object key `key` in user-written JSON, is trusted all
+// the same (a message's "role" that is a standard role name).
+using TrustedString = std::function<bool(std::string_view key, std::string_view value)>;
+
 // JSON objects keep their key order (nlohmann::ordered_json), as Python's json.loads does.
 // InvalidArgument past kMaxNesting levels.
-Result<Value> FromJson(const nlohmann::ordered_json& json, bool user_written);
+Result<Value> FromJson(const nlohmann::ordered_json& json, bool user_written,
+                       const TrustedString& trusted = nullptr);
 
 struct JsonDumpOptions {
   std::optional<std::string> indent;  // none: one line

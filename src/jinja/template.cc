@@ -8,8 +8,8 @@
 namespace promptcache::jinja {
 
 Status Variables::SetJson(const std::string& name, const nlohmann::ordered_json& value,
-                          bool user_written) {
-  PC_ASSIGN_OR_RETURN(Value v, FromJson(value, user_written));
+                          bool user_written, const TrustedString& trusted) {
+  PC_ASSIGN_OR_RETURN(Value v, FromJson(value, user_written, trusted));
   values_[name] = std::move(v);
   return Status::Ok();
 }

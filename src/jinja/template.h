@@ -26,6 +26,7 @@
 #include "core/marked_text.h"
 #include "core/status.h"
 #include "jinja/ast.h"
+#include "jinja/json.h"
 #include "jinja/limits.h"
 
 namespace promptcache::jinja {
@@ -33,8 +34,10 @@ namespace promptcache::jinja {
 // The variables a template is rendered with.
 class Variables {
  public:
-  // JSON objects keep their key order. InvalidArgument for JSON nested too deep.
-  Status SetJson(const std::string& name, const nlohmann::ordered_json& value, bool user_written);
+  // JSON objects keep their key order. InvalidArgument for JSON nested too deep. `trusted` may
+  // exempt some strings of user-written JSON (json.h).
+  Status SetJson(const std::string& name, const nlohmann::ordered_json& value, bool user_written,
+                 const TrustedString& trusted = nullptr);
   void SetString(const std::string& name, std::string_view value, bool user_written);
   void SetBool(const std::string& name, bool value);
 
