@@ -5,7 +5,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <optional>
+#include <sstream>
 
 #include "core/log.h"
 #include "engine/chat_template.h"
@@ -29,6 +31,40 @@ void ModelOptions::Register(CLI::App* sub) {
                 "special-token spellings (<|im_end|>, </s>) in the prompt's text, PML arguments "
                 "and new text become special tokens (default: they stay text; only templates "
                 "and schemas write special tokens)");
+}
+
+void ModelOptions::RegisterChatTemplate(CLI::App* sub) {
+  sub->add_option("--chat-template", chat_template_path,
+                  "Jinja chat template file to use instead of the model's "
+                  "tokenizer.chat_template");
+}
+
+Result<std::string> ModelOptions::ChatTemplateText() const {
+  return ReadChatTemplateFile(chat_template_path);
+}
+
+Result<std::string> ReadChatTemplateFile(const std::string& path) {
+  if (path.empty()) return std::string();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("--chat-template: cannot read '" + path + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return IoError("--chat-template: cannot read '" + path + "'");
+  if (text.str().find_first_not_of(" \t\r\n") == std::string::npos) {
+    return InvalidArgument("--chat-template: '" + path + "' is empty");
+  }
+  // Parsed now: a template given on purpose must run as written, not fall back to a family.
+  ChatTemplate parsed(text.str(), {});
+  if (!parsed.jinja_status().ok()) {
+    return parsed.jinja_status().WithContext("--chat-template " + path);
+  }
+  return text.str();
+}
+
+Status ModelOptions::ApplyChatTemplate(Model* model) const {
+  PC_ASSIGN_OR_RETURN(std::string text, ChatTemplateText());
+  if (!text.empty()) model->set_chat_template(std::move(text));
+  return Status::Ok();
 }
 
 void AddIsaOption(CLI::App* sub, std::string* isa) {
@@ -107,19 +143,11 @@ Result<std::vector<int32_t>> PromptTokens(const Model& model, const std::string&
                                           bool add_bos, bool special) {
   const Tokenizer& tok = model.tokenizer();
   if (!chat) return tok.Encode(text, add_bos, special);
-  bool guessed = false;
-  const ChatFormat format = DetectChatFormat(model.chat_template(), &guessed);
-  if (guessed) {
-    PC_LOG_WARN("unrecognised chat template; using the %s format",
-                std::string(ChatFormatName(format)).c_str());
+  const ChatTemplate chat_template(model.chat_template(), ChatTemplateOptions(tok));
+  if (std::optional<std::string> warning = chat_template.Warning()) {
+    PC_LOG_WARN("%s", warning->c_str());
   }
-  std::vector<ChatMessage> messages;
-  const std::string sys = DefaultSystemPrompt(model.chat_template());
-  if (!sys.empty()) messages.push_back({"system", sys});
-  messages.push_back({"user", text});
-  const std::string bos = tok.bos() >= 0 ? tok.Piece(tok.bos()) : "";
-  const std::string eos = tok.eos() >= 0 ? tok.Piece(tok.eos()) : "";
-  PC_ASSIGN_OR_RETURN(MarkedText rendered, RenderChatMarked(format, messages, true, bos, eos));
+  PC_ASSIGN_OR_RETURN(MarkedText rendered, chat_template.Render({{"user", text}}, true));
   if (special) return tok.Encode(rendered.text(), add_bos, /*parse_special=*/true);
   return tok.Encode(rendered, add_bos);
 }

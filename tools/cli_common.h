@@ -32,8 +32,15 @@ struct ModelOptions {
   std::string isa;
   bool special = false;  // special-token spellings in the prompt's text become special tokens
   bool allow_long_context = false;
+  std::string chat_template_path;  // --chat-template, for the commands that render chats
 
   void Register(CLI::App* sub);
+  // --chat-template FILE: a Jinja chat template instead of the model file's.
+  void RegisterChatTemplate(CLI::App* sub);
+  // The --chat-template file's text, or "" when the option was not given.
+  Result<std::string> ChatTemplateText() const;
+  // Applies --chat-template to a loaded model.
+  Status ApplyChatTemplate(Model* model) const;
   Status Validate() const;
   // What needs the model: the context against what it was trained for; then prepares the
   // model for that context (Model::UseContext: LongRoPE's frequencies).
@@ -57,8 +64,13 @@ int Fail(const std::string& message);
 // repack the quantized matrices for running (commands that only read the file skip it).
 std::unique_ptr<Model> LoadModelOrReport(const std::string& path, bool pack = true);
 
-// Tokenizes the prompt, through the chat template as one user message when `chat` is set.
-// Special-token spellings in `text` stay text unless `special` is set.
+// The text of a --chat-template file ("" for an empty path). NotFound or IoError when it cannot
+// be read; InvalidArgument, with the line, when it is empty or not a template promptcache runs.
+Result<std::string> ReadChatTemplateFile(const std::string& path);
+
+// Tokenizes the prompt, through the model's chat template (its Jinja template, or the fallback
+// family) as one user message when `chat` is set. Special-token spellings in `text` stay text
+// unless `special` is set.
 Result<std::vector<int32_t>> PromptTokens(const Model& model, const std::string& text, bool chat,
                                           bool add_bos = true, bool special = false);
 

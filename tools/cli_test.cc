@@ -129,6 +129,55 @@ TEST_F(CliTest, RunPrintsOnlyTheContinuation) {
   EXPECT_EQ(nc.out, o.out);
 }
 
+TEST_F(CliTest, ChatRendersTheModelsJinjaTemplate) {
+  // stories260K has no chat template: the plain transcript.
+  const Output plain = RunCli("run -m " + kStories + " -p 'Once upon a time' -n 4 --temp 0 --chat");
+  EXPECT_EQ(plain.code, 0) << plain.err;
+  // A template that writes the story's opening itself: the continuation is the one of that
+  // text (RunPrintsOnlyTheContinuation), so the template ran, with the message's content.
+  const std::string tmpl = WriteFile("t.jinja",
+                                     "{%- for m in messages -%}\n"
+                                     "  {{- m['content'] | trim -}}\n"
+                                     "{%- endfor %}\n");
+  const Output o =
+      RunCli("run -m " + kStories + " -p '  Once upon a time ' -n 12 --temp 0 --chat " +
+             "--chat-template " + tmpl);
+  EXPECT_EQ(o.code, 0) << o.err;
+  EXPECT_EQ(o.out, ", there was a little girl named Lily. She\n");
+  // The file's own template, set in its metadata.
+  const std::string model = Variant("chat.gguf", [](GgufWriter& w) {
+    w.SetString("tokenizer.chat_template",
+                "{{ bos_token }}{% if messages[0]['role'] == 'system' %}"
+                "{{ raise_exception('System role not supported') }}{% endif %}"
+                "{{ messages[0]['content'] }}");
+  });
+  const Output f = RunCli("run -m " + model + " -p 'Once upon a time' -n 12 --temp 0 --chat");
+  EXPECT_EQ(f.code, 0) << f.err;
+  EXPECT_EQ(f.out, o.out);
+  EXPECT_NE(RunCli("inspect -m " + model).out.find("chat template: Jinja"), std::string::npos);
+  // --chat-template overrides it.
+  const std::string raising = WriteFile("raise.jinja", "{{ raise_exception('no chats here') }}");
+  ExpectOneLineError("run -m " + model + " -p hi --chat --chat-template " + raising,
+                     "chat template: line 1: no chats here");
+}
+
+TEST_F(CliTest, BadChatTemplatesGiveOneLineErrors) {
+  ExpectOneLineError("run -m " + kStories + " -p hi --chat --chat-template /nonexistent.jinja",
+                     "/nonexistent.jinja");
+  ExpectOneLineError("run -m " + kStories + " -p hi --chat --chat-template " +
+                         WriteFile("bad.jinja", "line 1\n{% for m in messages %}\n"),
+                     "line 2: unexpected end of template");
+  ExpectOneLineError(
+      "run -m " + kStories + " -p hi --chat --chat-template " + WriteFile("empty.jinja", " \n"),
+      "is empty");
+  ExpectOneLineError("run -m " + kStories + " -p hi --chat-template " +
+                         WriteFile("ok.jinja", "{{ messages[0].content }}"),
+                     "--chat-template needs --chat");
+  ExpectOneLineError("serve -m " + kStories + " --port 0 --chat-template " +
+                         WriteFile("bad2.jinja", "{{ x | nosuchfilter }}"),
+                     "no filter named 'nosuchfilter'");
+}
+
 TEST_F(CliTest, LongContextRunsWhenAllowed) {
   const Output o = RunCli("run -m " + kStories +
                           " -p 'Once upon a time' -n 4 --temp 0 -c 4096 --allow-long-context");

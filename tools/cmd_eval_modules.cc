@@ -52,6 +52,7 @@ class EvalModulesCommand : public Command {
  public:
   void Register(CLI::App* sub) override {
     model_.Register(sub);
+    model_.RegisterChatTemplate(sub);
     modular_.Register(sub);
     sub->add_option("--schema", schema_, "PML schema file")->required();
     sub->add_option("--prompts", prompts_,

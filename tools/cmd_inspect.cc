@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <map>
 
+#include "engine/chat_template.h"
 #include "tools/cli_common.h"
 
 namespace promptcache::cli {
@@ -35,7 +36,17 @@ class InspectCommand : public Command {
     std::printf("rope:          base %g%s%s\n", c.rope_base,
                 c.rope_scaling.empty() ? "" : ", scaling ", c.rope_scaling.c_str());
     std::printf("rms eps:       %g\n", c.rms_eps);
-    std::printf("chat template: %s\n", m->chat_template().empty() ? "none" : "yes");
+    if (m->chat_template().empty()) {
+      std::printf("chat template: none (chats use the plain format)\n");
+    } else {
+      const ChatTemplate chat(m->chat_template(), ChatTemplateOptions(m->tokenizer()));
+      if (chat.uses_jinja()) {
+        std::printf("chat template: Jinja, %zu bytes\n", m->chat_template().size());
+      } else {
+        std::printf("chat template: %zu bytes, not run (%s)\n", m->chat_template().size(),
+                    chat.Warning().value_or("").c_str());
+      }
+    }
     std::map<std::string, std::pair<int, size_t>> types;
     size_t params = 0;
     for (const GgufTensorInfo& t : f.tensors()) {

@@ -47,6 +47,7 @@ class PromptCommand : public Command {
  public:
   void Register(CLI::App* sub) override {
     model_.Register(sub);
+    model_.RegisterChatTemplate(sub);
     modular_.Register(sub);
     sub->add_option("--schema", schema_, "PML schema file")->required();
     sub->add_option("--cache-dir", cache_dir_, "the disk tier (where `schema load` put modules)");

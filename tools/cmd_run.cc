@@ -11,6 +11,7 @@ class RunCommand : public Command {
  public:
   void Register(CLI::App* sub) override {
     model_.Register(sub);
+    model_.RegisterChatTemplate(sub);
     sub->add_option("-p,--prompt", prompt_, "prompt text")->required();
     sub->add_option("-n,--n-predict", max_tokens_, "tokens to generate")->default_val(128);
     sub->add_option("--temp", sampling_.temperature, "temperature (0: greedy)")->default_val(0.8);
@@ -33,10 +34,12 @@ class RunCommand : public Command {
     if (Status st = model_.Validate(); !st.ok()) return Fail(st);
     if (Status st = SelectIsa(model_.isa); !st.ok()) return Fail(st);
     if (max_tokens_ < 0) return Fail("-n must be >= 0");
+    if (!model_.chat_template_path.empty() && !chat_) return Fail("--chat-template needs --chat");
     if (Status st = sampling_.Validate(); !st.ok()) return Fail(st);
     std::unique_ptr<Model> model = LoadModelOrReport(model_.model_path);
     if (!model) return 1;
     if (Status st = model_.Check(*model); !st.ok()) return Fail(st);
+    if (Status st = model_.ApplyChatTemplate(model.get()); !st.ok()) return Fail(st);
     Result<std::vector<int32_t>> prompt =
         PromptTokens(*model, prompt_, chat_, /*add_bos=*/true, model_.special);
     if (!prompt.ok()) return Fail(prompt.status());

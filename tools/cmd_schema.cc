@@ -42,6 +42,7 @@ Result<std::unique_ptr<Engine>> MakeEngine(const ModelOptions& model, const std:
   o.special_tokens_in_text = model.special;
   o.module_positions = mode;
   o.module_recompute = modular.recompute;
+  PC_ASSIGN_OR_RETURN(o.chat_template, model.ChatTemplateText());
   return Engine::Create(o);
 }
 
@@ -76,6 +77,7 @@ class SchemaCommand : public Command {
     load_ = sub->add_subcommand("load", "encode a schema's modules into the cache (and persist)");
     load_->add_option("file", load_file_, "PML schema file")->required();
     model_.Register(load_);
+    model_.RegisterChatTemplate(load_);
     modular_.Register(load_);
     load_->add_option("--cache-dir", cache_dir_,
                       "keep the modules (disk tier) and the schema here, for `prompt` and `serve`");
@@ -84,6 +86,9 @@ class SchemaCommand : public Command {
     show_->add_option("-m,--model", show_model_,
                       "model whose tokenizer counts the tokens (default: "
                       "../shared/models/stories260K.gguf beside the repository)");
+    show_->add_option("--chat-template", show_template_,
+                      "Jinja chat template file to use instead of the model's "
+                      "tokenizer.chat_template");
   }
 
   int Execute() override { return load_->parsed() ? Load() : Show(); }
@@ -117,8 +122,11 @@ class SchemaCommand : public Command {
 
   int Show() {
     const std::string path = show_model_.empty() ? DefaultSchemaModel() : show_model_;
+    Result<std::string> chat_template = ReadChatTemplateFile(show_template_);
+    if (!chat_template.ok()) return Fail(chat_template.status());
     std::unique_ptr<Model> model = LoadModelOrReport(path, /*pack=*/false);  // tokenizer only
     if (!model) return 1;
+    if (!chat_template->empty()) model->set_chat_template(*chat_template);
     ModelPmlEncoder encoder(*model, 0);
     Result<SchemaLayout> layout = LoadSchema(show_file_, encoder);
     if (!layout.ok()) return Fail(layout.status());
@@ -131,7 +139,7 @@ class SchemaCommand : public Command {
   CLI::App* show_ = nullptr;
   ModularOptions modular_;
   ModelOptions model_;
-  std::string load_file_, show_file_, cache_dir_, show_model_;
+  std::string load_file_, show_file_, cache_dir_, show_model_, show_template_;
 };
 
 }  // namespace

@@ -106,6 +106,9 @@ class ServeCommand : public Command {
                   "trust clients: special-token spellings (<|im_end|>, </s>) in chat messages, "
                   "prompts, PML arguments and new text become special tokens (default: they "
                   "stay text; only templates and schemas write special tokens)");
+    sub->add_option("--chat-template", chat_template_path_,
+                    "Jinja chat template file to use instead of the model's "
+                    "tokenizer.chat_template");
     sub->add_flag("-v,--verbose", verbose_, "log every request");
   }
 
@@ -123,6 +126,9 @@ class ServeCommand : public Command {
     engine_.kv_ram_bytes = size_t(kv_ram_mib_ * double(kMiB));
     engine_.cache_disk_bytes = size_t(cache_disk_mib_ * double(kMiB));
     engine_.prefix_cache = !no_prefix_cache_;
+    Result<std::string> chat_template = ReadChatTemplateFile(chat_template_path_);
+    if (!chat_template.ok()) return Fail(chat_template.status());
+    engine_.chat_template = std::move(*chat_template);
 
     // Signals are taken by a dedicated thread (sigtimedwait below): blocked here, before any
     // thread exists, so that every engine and HTTP thread inherits the mask.
@@ -227,6 +233,7 @@ class ServeCommand : public Command {
   }
 
   EngineOptions engine_;
+  std::string chat_template_path_;
   ServerOptions server_;
   std::string isa_;
   std::string kv_type_ = "f16";

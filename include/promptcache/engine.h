@@ -47,6 +47,9 @@ struct EngineOptions {
   // completion prompts, PML arguments and new text) stay text unless this is set: only chat
   // templates and PML schemas write special tokens. Set it for trusted callers only.
   bool special_tokens_in_text = false;
+  // A Jinja chat template used instead of the model file's tokenizer.chat_template (for chat
+  // completions and PML role tags); empty: the file's.
+  std::string chat_template;
   // Where modular prompts' tokens sit when the prompt does not say (<prompt positions="...">):
   // kSchema, the schema's reserved positions with gaps where modules are left out (the Prompt
   // Cache paper's layout), or kContiguous, end to end from 0 like the same text sent plainly

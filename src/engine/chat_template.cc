@@ -1,7 +1,10 @@
 #include "engine/chat_template.h"
 
+#include <algorithm>
 #include <array>
 #include <string>
+
+#include "jinja/template.h"
 
 namespace promptcache {
 namespace {
@@ -264,6 +267,280 @@ Result<MarkedText> RenderChatMarked(ChatFormat format, const std::vector<ChatMes
       RenderPlain(messages, add_generation_prompt, out);
       break;
   }
+  return out;
+}
+
+namespace {
+
+// `text` without its first n bytes, marks kept.
+MarkedText DropPrefix(const MarkedText& text, size_t n) {
+  MarkedText out;
+  size_t at = n;
+  const std::string_view bytes(text.text());
+  for (const auto& [begin, end] : text.user_ranges()) {
+    if (end <= n) continue;
+    const size_t b = std::max(begin, n);
+    out.AppendTrusted(bytes.substr(at, b - at));
+    out.AppendUser(bytes.substr(b, end - b));
+    at = end;
+  }
+  out.AppendTrusted(bytes.substr(at));
+  return out;
+}
+
+// Templates build turn markers from roles ('<|' + message['role'] + '|>'), so a standard role
+// name is the template's text; any other role stays the user's (a role "im_end" must not make
+// "<|im_end|>").
+bool IsStandardRole(std::string_view key, std::string_view value) {
+  static constexpr std::string_view kRoles[] = {"system",  "user",      "assistant", "tool",
+                                                "ipython", "developer", "function"};
+  return key == "role" &&
+         std::find(std::begin(kRoles), std::end(kRoles), value) != std::end(kRoles);
+}
+
+std::vector<ChatMessage> PlainMessages(const nlohmann::ordered_json& messages) {
+  std::vector<ChatMessage> out;
+  for (const auto& m : messages) {
+    ChatMessage c;
+    if (m.is_object()) {
+      const auto role = m.find("role");
+      if (role != m.end() && role->is_string()) c.role = role->get<std::string>();
+      const auto content = m.find("content");
+      if (content != m.end() && content->is_string()) {
+        c.content = content->get<std::string>();
+      } else if (content != m.end() && !content->is_null()) {
+        c.content = content->dump();
+      }
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace
+
+ChatTemplate::ChatTemplate(std::string_view source, Options options)
+    : options_(std::move(options)) {
+  fallback_ = DetectChatFormat(source, &guessed_);
+  default_system_ = DefaultSystemPrompt(source);
+  if (Trim(source).empty()) return;
+  Result<jinja::Template> t = jinja::Template::Parse(source);
+  if (!t.ok()) {
+    jinja_status_ = t.status().WithContext("chat template");
+    return;
+  }
+  jinja_ = std::make_unique<jinja::Template>(std::move(t).value());
+  guessed_ = false;
+}
+
+ChatTemplate::~ChatTemplate() = default;
+ChatTemplate::ChatTemplate(ChatTemplate&&) noexcept = default;
+ChatTemplate& ChatTemplate::operator=(ChatTemplate&&) noexcept = default;
+
+std::string ChatTemplate::FormatName() const {
+  return uses_jinja() ? "jinja" : std::string(ChatFormatName(fallback_));
+}
+
+nlohmann::ordered_json ChatTemplate::TemplateVariables(const ChatInput& input) const {
+  return TemplateVariables(input, options_);
+}
+
+nlohmann::ordered_json ChatTemplate::TemplateVariables(const ChatInput& input,
+                                                       const Options& options) {
+  nlohmann::ordered_json vars = nlohmann::ordered_json::object();
+  if (input.extra_variables.is_object()) {
+    for (const auto& [name, value] : input.extra_variables.items()) vars[name] = value;
+  }
+  vars["messages"] = input.messages;
+  if (!input.tools.is_null()) vars["tools"] = input.tools;
+  vars["add_generation_prompt"] = input.add_generation_prompt;
+  vars["bos_token"] = options.bos_text;
+  vars["eos_token"] = options.eos_text;
+  return vars;
+}
+
+Result<MarkedText> ChatTemplate::Render(const ChatInput& input) const {
+  return RenderWith(input, options_);
+}
+
+Result<MarkedText> ChatTemplate::RenderWith(const ChatInput& input, const Options& options) const {
+  if (!input.messages.is_array()) return InvalidArgument("chat messages must be a JSON array");
+  if (input.messages.empty()) return InvalidArgument("no chat messages to render");
+  if (!uses_jinja()) {
+    std::vector<ChatMessage> messages = PlainMessages(input.messages);
+    if (!default_system_.empty() && fallback_ == ChatFormat::kChatMl &&
+        messages[0].role != "system") {
+      messages.insert(messages.begin(), {"system", default_system_});
+    }
+    return RenderChatMarked(fallback_, messages, input.add_generation_prompt, options.bos_text,
+                            options.eos_text, options.include_leading_bos);
+  }
+  jinja::Variables vars;
+  const nlohmann::ordered_json variables = TemplateVariables(input, options);
+  for (const auto& [name, value] : variables.items()) {
+    if (name == "bos_token" || name == "eos_token") {
+      vars.SetString(name, value.get<std::string>(), /*user_written=*/false);
+    } else if (name == "add_generation_prompt") {
+      vars.SetBool(name, value.get<bool>());
+    } else if (name == "messages") {
+      PC_RETURN_IF_ERROR(
+          vars.SetJson(name, value, /*user_written=*/true, IsStandardRole).WithContext(name));
+    } else {
+      PC_RETURN_IF_ERROR(vars.SetJson(name, value, /*user_written=*/true).WithContext(name));
+    }
+  }
+  jinja::RenderOptions render;
+  render.now = options.now;
+  Result<MarkedText> text = jinja_->Render(vars, render);
+  if (!text.ok()) return text.status().WithContext("chat template");
+  const std::string& bos = options.bos_text;
+  if (!options.include_leading_bos && !bos.empty() && text->text().starts_with(bos) &&
+      text->IsTrusted(0, bos.size())) {
+    return DropPrefix(*text, bos.size());
+  }
+  return text;
+}
+
+Result<MarkedText> ChatTemplate::Render(const std::vector<ChatMessage>& messages,
+                                        bool add_generation_prompt) const {
+  ChatInput input;
+  input.messages = ChatMessagesJson(messages);
+  input.add_generation_prompt = add_generation_prompt;
+  return Render(input);
+}
+
+namespace {
+
+// Characters no template writes and no vocabulary merges: they mark where a message's text goes
+// and stand for bos_token and eos_token, so that a template's own text is never mistaken for
+// them (Phi-3 ends a conversation with eos_token "</s>" where the next turn starts "<|user|>").
+constexpr std::string_view kSentinel = "\x01";
+constexpr std::string_view kBos = "\x02";
+constexpr std::string_view kEos = "\x03";
+
+size_t CommonPrefix(std::string_view a, std::string_view b) {
+  return std::mismatch(a.begin(), a.begin() + std::min(a.size(), b.size()), b.begin()).first -
+         a.begin();
+}
+
+std::string Unmark(std::string s, const std::string& bos, const std::string& eos) {
+  std::string out;
+  for (char c : s) {
+    if (c == kBos[0]) {
+      out += bos;
+    } else if (c == kEos[0]) {
+      out += eos;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<ChatTemplate::Delta> ChatTemplate::MessageDelta(const std::vector<ChatMessage>& base,
+                                                              const std::string& role) const {
+  Options marked = options_;
+  marked.bos_text = kBos;
+  marked.eos_text = kEos;
+  marked.include_leading_bos = false;
+  std::vector<ChatMessage> longer = base;
+  longer.push_back({role, std::string(kSentinel)});
+  ChatInput input;
+  input.messages = ChatMessagesJson(longer);
+  input.add_generation_prompt = false;
+  Result<MarkedText> full = RenderWith(input, marked);
+  if (!full.ok()) return std::nullopt;
+  std::string shorter;
+  if (!base.empty()) {
+    input.messages = ChatMessagesJson(base);
+    Result<MarkedText> b = RenderWith(input, marked);
+    if (!b.ok()) return std::nullopt;
+    shorter = b->text();
+  }
+  const std::string& f = full->text();
+  const size_t at = f.find(kSentinel);
+  if (at == std::string::npos || f.find(kSentinel, at + 1) != std::string::npos) {
+    return std::nullopt;
+  }
+  const size_t common = CommonPrefix(shorter, f);
+  if (common > at) return std::nullopt;
+  return Delta{f.substr(common, at - common), f.substr(at + kSentinel.size()),
+               shorter.substr(common)};
+}
+
+std::optional<std::pair<std::string, std::string>> ChatTemplate::RoleWrap(
+    const std::string& role) const {
+  if (!uses_jinja()) return std::nullopt;
+  // Conversations the new message is appended to: as little as the template accepts, and no
+  // system message before a user turn (Mistral folds it into the last user turn).
+  std::vector<std::vector<ChatMessage>> bases;
+  if (role == "system") {
+    bases = {{}};
+  } else if (role == "user") {
+    bases = {{{"user", "U"}, {"assistant", "A"}}, {}, {{"system", "S"}}};
+  } else {
+    bases = {{{"user", "U"}}, {{"system", "S"}, {"user", "U"}}};
+  }
+  for (const std::vector<ChatMessage>& base : bases) {
+    std::optional<Delta> d = MessageDelta(base, role);
+    if (!d) continue;
+    // What a conversation has after its last turn (Phi-3's eos_token) is not the message's: the
+    // shorter conversation shows it, or, with nothing before the message, a user turn's.
+    std::string tail = d->tail;
+    if (base.empty()) {
+      std::optional<Delta> user = MessageDelta({{"user", "U"}, {"assistant", "A"}}, "user");
+      if (user) tail = user->tail;
+    }
+    std::string after = std::move(d->after);
+    if (!tail.empty() && after.size() >= tail.size() &&
+        after.compare(after.size() - tail.size(), tail.size(), tail) == 0) {
+      after.resize(after.size() - tail.size());
+    }
+    return std::make_pair(Unmark(d->before, options_.bos_text, options_.eos_text),
+                          Unmark(after, options_.bos_text, options_.eos_text));
+  }
+  return std::nullopt;
+}
+
+std::string ChatTemplate::GenerationPrompt() const {
+  Options marked = options_;
+  marked.bos_text = kBos;
+  marked.eos_text = kEos;
+  ChatInput input;
+  input.messages = ChatMessagesJson({{"user", "x"}});
+  input.add_generation_prompt = false;
+  Result<MarkedText> without = RenderWith(input, marked);
+  input.add_generation_prompt = true;
+  Result<MarkedText> with = RenderWith(input, marked);
+  if (!without.ok() || !with.ok()) return "";
+  return Unmark(with->text().substr(CommonPrefix(without->text(), with->text())), options_.bos_text,
+                options_.eos_text);
+}
+
+std::optional<std::string> ChatTemplate::Warning() const {
+  if (!jinja_status_.ok()) {
+    return jinja_status_.message() + "; chat prompts use the " +
+           std::string(ChatFormatName(fallback_)) + " format";
+  }
+  if (guessed_) {
+    return "unrecognised chat template; chat prompts use the " +
+           std::string(ChatFormatName(fallback_)) + " format";
+  }
+  return std::nullopt;
+}
+
+ChatTemplate::Options ChatTemplateOptions(const Tokenizer& tokenizer) {
+  ChatTemplate::Options o;
+  if (tokenizer.bos() >= 0) o.bos_text = tokenizer.Piece(tokenizer.bos());
+  if (tokenizer.eos() >= 0) o.eos_text = tokenizer.Piece(tokenizer.eos());
+  return o;
+}
+
+nlohmann::ordered_json ChatMessagesJson(const std::vector<ChatMessage>& messages) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const ChatMessage& m : messages) out.push_back({{"role", m.role}, {"content", m.content}});
   return out;
 }
 

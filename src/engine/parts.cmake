@@ -5,3 +5,6 @@ target_sources(pc_engine PRIVATE
 pc_add_test(sampler_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/sampler_test.cc LIBS pc_engine)
 pc_add_test(chat_template_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/chat_template_test.cc
     LIBS pc_engine)
+pc_add_test(chat_template_conformance_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/chat_template_conformance_test.cc
+    LIBS pc_engine pc_jinja_reference)

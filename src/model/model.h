@@ -113,6 +113,8 @@ class Model {
   const std::string& fingerprint() const { return fingerprint_; }
   // The chat template text (tokenizer.chat_template), empty when the file has none.
   const std::string& chat_template() const { return chat_template_; }
+  // Replaces the file's chat template (a user's --chat-template file).
+  void set_chat_template(std::string text) { chat_template_ = std::move(text); }
   GgmlType weight_type() const { return layers_[0].wq.type; }
   size_t weight_bytes() const;
   // Bytes of the repacked copies of the quantized matrices (in memory instead of the file's).

@@ -265,9 +265,8 @@ HttpServer::Impl::Impl(Engine* engine, ServerOptions options)
   model_name_ = model.config().name;
   fingerprint_ = "fp_" + model.fingerprint().substr(0, 12);
   limits_.max_tokens_limit = options_.max_tokens_limit;
-  if (encoder_.format_guessed()) {
-    PC_LOG_WARN("unrecognised chat template; chat prompts use the %s format",
-                std::string(ChatFormatName(encoder_.format())).c_str());
+  if (std::optional<std::string> warning = encoder_.chat_template().Warning()) {
+    PC_LOG_WARN("%s", warning->c_str());
   }
   http_.set_payload_max_length(options_.max_body_bytes);
   // Streamed chunks are small writes right after the headers: without TCP_NODELAY, Nagle's
@@ -686,7 +685,7 @@ void HttpServer::Impl::HandleModels(const httplib::Request& req, httplib::Respon
   model["meta"] = {{"name", model_name_},
                    {"context_length", context_},
                    {"vocab_size", engine_->model().tokenizer().vocab_size()},
-                   {"chat_format", std::string(ChatFormatName(encoder_.format()))},
+                   {"chat_format", encoder_.chat_template().FormatName()},
                    {"fingerprint", engine_->model().fingerprint()},
                    {"cache_block_tokens", engine_->options().block_size},
                    {"kv_bytes_per_token",

@@ -4,14 +4,11 @@
 
 namespace promptcache {
 
-PromptEncoder::PromptEncoder(const Tokenizer& tokenizer, std::string chat_template,
+PromptEncoder::PromptEncoder(const Tokenizer& tokenizer, std::string_view chat_template,
                              bool trust_clients)
-    : tok_(tokenizer), template_(std::move(chat_template)), trust_clients_(trust_clients) {
-  format_ = DetectChatFormat(template_, &guessed_);
-  default_system_ = DefaultSystemPrompt(template_);
-  if (tok_.bos() >= 0) bos_text_ = tok_.Piece(tok_.bos());
-  if (tok_.eos() >= 0) eos_text_ = tok_.Piece(tok_.eos());
-}
+    : tok_(tokenizer),
+      template_(chat_template, ChatTemplateOptions(tokenizer)),
+      trust_clients_(trust_clients) {}
 
 Result<std::vector<int32_t>> PromptEncoder::FromPrompt(const std::string& text,
                                                        const std::vector<int32_t>& ids,
@@ -32,11 +29,6 @@ Result<std::vector<int32_t>> PromptEncoder::FromPrompt(const std::string& text,
   return tokens;
 }
 
-Result<MarkedText> PromptEncoder::Render(const std::vector<ChatMessage>& messages,
-                                         bool add_generation_prompt) const {
-  return RenderChatMarked(format_, messages, add_generation_prompt, bos_text_, eos_text_);
-}
-
 std::vector<int32_t> PromptEncoder::EncodeChat(const MarkedText& text) const {
   if (trust_clients_) return tok_.Encode(text.text(), /*add_bos=*/true, /*parse_special=*/true);
   return tok_.Encode(text, /*add_bos=*/true);
@@ -46,25 +38,22 @@ Result<BuiltPrompt> PromptEncoder::FromMessages(const std::vector<ApiMessage>& m
                                                 bool add_generation_prompt) const {
   if (messages.empty()) return InvalidArgument("'messages' must not be empty");
   std::vector<ChatMessage> chat;
-  if (!default_system_.empty() && messages[0].role != "system") {
-    chat.push_back({"system", default_system_});
-  }
-  const size_t offset = chat.size();
   int last_breakpoint = -1;
   for (size_t i = 0; i < messages.size(); ++i) {
     chat.push_back({messages[i].role, messages[i].content});
     if (messages[i].cache_breakpoint) last_breakpoint = static_cast<int>(i);
   }
-  Result<MarkedText> text = Render(chat, add_generation_prompt);
+  Result<MarkedText> text = template_.Render(chat, add_generation_prompt);
   if (!text.ok()) return text.status();
   BuiltPrompt out;
   out.tokens = EncodeChat(*text);
   if (out.tokens.empty()) return InvalidArgument("the rendered conversation is empty");
   if (last_breakpoint >= 0) {
-    const std::vector<ChatMessage> prefix(chat.begin(),
-                                          chat.begin() + offset + last_breakpoint + 1);
-    Result<MarkedText> prefix_text = Render(prefix, /*add_generation_prompt=*/false);
-    if (!prefix_text.ok()) return prefix_text.status();
+    const std::vector<ChatMessage> prefix(chat.begin(), chat.begin() + last_breakpoint + 1);
+    // A template may refuse a conversation cut short (one that must end with a user turn, say):
+    // the breakpoint then pins nothing rather than failing the request.
+    Result<MarkedText> prefix_text = template_.Render(prefix, /*add_generation_prompt=*/false);
+    if (!prefix_text.ok()) return out;
     const std::vector<int32_t> prefix_tokens = EncodeChat(*prefix_text);
     const size_t n = std::min(prefix_tokens.size(), out.tokens.size());
     const auto mismatch =

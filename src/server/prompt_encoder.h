@@ -33,18 +33,17 @@ class PromptEncoder {
  public:
   // `chat_template` is the model's tokenizer.chat_template (may be empty: plain transcript).
   // trust_clients: special-token spellings in messages and prompts become special tokens.
-  PromptEncoder(const Tokenizer& tokenizer, std::string chat_template, bool trust_clients = false);
+  PromptEncoder(const Tokenizer& tokenizer, std::string_view chat_template,
+                bool trust_clients = false);
 
-  ChatFormat format() const { return format_; }
-  // The template was not recognised and format() is the closest rendering.
-  bool format_guessed() const { return guessed_; }
+  const ChatTemplate& chat_template() const { return template_; }
 
   // Text encoded with the vocabulary's BOS (if it adds one), or client-given ids checked to be
   // in range. InvalidArgument for an empty prompt or an id outside the vocabulary.
   Result<std::vector<int32_t>> FromPrompt(const std::string& text, const std::vector<int32_t>& ids,
                                           bool is_tokens) const;
-  // The conversation through the chat template (with the template's default system prompt when
-  // the first message is not a system message), ready for the assistant's turn when
+  // The conversation through the chat template (the model's own Jinja template, or the
+  // fallback family with its default system prompt), ready for the assistant's turn when
   // add_generation_prompt is set. pin_tokens covers the last cache_control breakpoint.
   Result<BuiltPrompt> FromMessages(const std::vector<ApiMessage>& messages,
                                    bool add_generation_prompt) const;
@@ -54,16 +53,10 @@ class PromptEncoder {
   Result<BuiltPrompt> Build(const PrefixRequest& request) const;
 
  private:
-  Result<MarkedText> Render(const std::vector<ChatMessage>& messages,
-                            bool add_generation_prompt) const;
   std::vector<int32_t> EncodeChat(const MarkedText& text) const;
 
   const Tokenizer& tok_;
-  std::string template_;
-  ChatFormat format_;
-  bool guessed_ = false;
-  std::string default_system_;
-  std::string bos_text_, eos_text_;
+  ChatTemplate template_;
   bool trust_clients_;
 };
 

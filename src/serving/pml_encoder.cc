@@ -41,22 +41,22 @@ ModelPmlEncoder::ModelPmlEncoder(const Model& model, int context, bool trust_use
   for (int32_t id = 0; id < tok_.vocab_size(); ++id) {
     max_token_bytes_ = std::max(max_token_bytes_, static_cast<int>(tok_.Piece(id).size()));
   }
-  bool guessed = false;
-  format_ = DetectChatFormat(model.chat_template(), &guessed);
-  if (guessed) {
-    PC_LOG_WARN("unrecognised chat template; PML role tags use the %s format",
-                std::string(ChatFormatName(format_)).c_str());
+  const ChatTemplate::Options options = ChatTemplateOptions(tok_);
+  const ChatTemplate chat(model.chat_template(), options);
+  if (std::optional<std::string> warning = chat.Warning()) {
+    PC_LOG_WARN("%s (PML role tags too)", warning->c_str());
   }
-  const std::string bos = tok_.bos() >= 0 ? tok_.Piece(tok_.bos()) : "";
-  const std::string eos = tok_.eos() >= 0 ? tok_.Piece(tok_.eos()) : "";
-  for (const char* role : kRoles) wraps_.push_back(RenderWrap(format_, role, bos, eos));
-  if (format_ != ChatFormat::kLlama2) {
-    const std::vector<ChatMessage> one = {{"user", "x"}};
-    Result<std::string> without = RenderChat(format_, one, false, bos, eos);
-    Result<std::string> with = RenderChat(format_, one, true, bos, eos);
-    if (without.ok() && with.ok() && with->compare(0, without->size(), *without) == 0) {
-      generation_prompt_ = with->substr(without->size());
-    }
+  format_ = chat.fallback_format();
+  uses_jinja_ = chat.uses_jinja();
+  for (const char* role : kRoles) {
+    // The model's own template where it writes this role; the fallback family where it does
+    // not (Gemma's template refuses system turns).
+    std::optional<std::pair<std::string, std::string>> wrap;
+    if (chat.uses_jinja()) wrap = chat.RoleWrap(role);
+    wraps_.push_back(wrap ? *wrap : RenderWrap(format_, role, options.bos_text, options.eos_text));
+  }
+  if (chat.uses_jinja() || format_ != ChatFormat::kLlama2) {
+    generation_prompt_ = chat.GenerationPrompt();
   }
   if (tok_.kind() == TokenizerKind::kSpm) sentinel_ = tok_.Encode(kSentinel, false, true);
 }

@@ -12,11 +12,13 @@
 // are compared with uses the very same token ids at the same positions, so with only
 // always-included text and one module the two are identical.
 //
-// Chat roles. <system>, <user> and <assistant> wrap their text in the model's chat format (as
-// engine/chat_template.h renders a one-message conversation); a model without a chat template
-// gets the plain "System: " ... "\n" rendering. A prompt whose new text ends with a <user> turn
-// also gets the format's generation prompt (ChatML "<|im_start|>assistant\n", plain
-// "Assistant:"), as a chat client would expect: see AddGenerationPrompt.
+// Chat roles. <system>, <user> and <assistant> wrap their text as the model's chat template writes
+// a message of that role in the middle of a conversation (ChatTemplate::RoleWrap: the model's
+// own Jinja template, rendered with and without one more message); a model without a template
+// gets the plain "System: " ... "\n" rendering, and a role the template refuses (Gemma's system)
+// the family's. A prompt whose new text ends with a <user> turn also gets the template's
+// generation prompt (ChatML "<|im_start|>assistant\n", plain "Assistant:"), as a chat client
+// would expect: see AddGenerationPrompt.
 #pragma once
 
 #include <cstdint>
@@ -44,7 +46,9 @@ class ModelPmlEncoder : public PmlTextEncoder {
   int ContextLength() const override { return context_; }
   int MaxTokenBytes() const override { return max_token_bytes_; }
 
+  // The fallback family, and whether the model's Jinja template is used instead.
   ChatFormat format() const { return format_; }
+  bool uses_jinja() const { return uses_jinja_; }
   // What makes the model answer as the assistant ("" for formats without one, e.g. Llama-2).
   const std::string& generation_prompt() const { return generation_prompt_; }
 
@@ -56,6 +60,7 @@ class ModelPmlEncoder : public PmlTextEncoder {
   int max_token_bytes_ = 0;  // the longest vocabulary entry, in bytes
   bool trust_user_text_;
   ChatFormat format_;
+  bool uses_jinja_ = false;
   std::vector<int32_t> sentinel_;  // SentencePiece: the tokens of the dummy prefix + sentinel
   std::vector<std::pair<std::string, std::string>> wraps_;  // system, user, assistant
   std::string generation_prompt_;
