@@ -306,10 +306,12 @@ Result<BlockRecord> DiskTier::Read(const BlockKey& key, BlockPool* pool, BlockId
 void DiskTier::Remove(const BlockKey& key) {
   auto it = index_.find(key);
   if (it == index_.end()) return;
+  // The path first: `key` may be the erased node's own (EvictToBudget passes it).
+  const std::string path = PathOf(key);
   bytes_ -= it->second.bytes;
   index_.erase(it);
   std::error_code ec;
-  fs::remove(PathOf(key), ec);
+  fs::remove(path, ec);
 }
 
 void DiskTier::EvictToBudget() {
