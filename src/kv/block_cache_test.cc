@@ -7,6 +7,8 @@
 #include <fstream>
 #include <numeric>
 
+#include "core/hash.h"
+
 namespace promptcache {
 namespace {
 
@@ -297,6 +299,35 @@ TEST_F(DiskTierTest, DirectoriesAndFifosNamedLikeBlockFilesAreNotRead) {
   KvSequence miss(&pool);
   EXPECT_EQ(cache->LookupPrefix(a, 8, &miss), 0);
   EXPECT_GE(cache->Stats().disk_errors, 1u);
+}
+
+// Files of format 1 (before sliding parts: no flags ahead of the tokens) still load, as complete
+// blocks.
+TEST_F(DiskTierTest, FormatOneFilesStillLoad) {
+  const auto a = Tokens(8);
+  ASSERT_NO_FATAL_FAILURE(SaveToDisk(a));
+  // The header: magic[8], version, fingerprint[32], 4 keys, 5 layout fields, count,
+  // payload_bytes, checksum (packed), then the payload.
+  constexpr size_t kVersionAt = 8, kPayloadBytesAt = 100, kChecksumAt = 108, kHeader = 116;
+  for (const fs::path& f : BlockFiles()) {
+    std::ifstream in(f, std::ios::binary);
+    std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    in.close();
+    ASSERT_GT(data.size(), kHeader + 4);
+    std::string payload = data.substr(kHeader + 4);  // without the flags
+    const uint32_t version = 1;
+    const uint64_t bytes = payload.size(), checksum = Hash64(payload.data(), payload.size());
+    data.replace(kVersionAt, 4, reinterpret_cast<const char*>(&version), 4);
+    data.replace(kPayloadBytesAt, 8, reinterpret_cast<const char*>(&bytes), 8);
+    data.replace(kChecksumAt, 8, reinterpret_cast<const char*>(&checksum), 8);
+    std::ofstream(f, std::ios::binary | std::ios::trunc) << data.substr(0, kHeader) << payload;
+  }
+  BlockPool pool(Layout(), 0, false);
+  auto cache = Open(&pool);
+  KvSequence hit(&pool);
+  EXPECT_EQ(cache->LookupPrefix(a, 8, &hit), 8);
+  EXPECT_EQ(cache->Stats().disk_errors, 0u);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(KAt(hit, i), a[i] + 0.5f);
 }
 
 // Two tiers on one folder would each apply their own budget and miss each other's deletes: the
