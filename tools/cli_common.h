@@ -32,6 +32,7 @@ struct ModelOptions {
   std::string isa;
   bool special = false;  // special-token spellings in the prompt's text become special tokens
   bool allow_long_context = false;
+  bool no_trim_sliding = false;  // keep sliding layers' K/V past their window
 
   void Register(CLI::App* sub);
   Status Validate() const;
