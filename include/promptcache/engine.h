@@ -61,8 +61,9 @@ struct EngineOptions {
   size_t cache_ram_bytes = size_t(1) << 30;  // bound on cached (unreferenced) blocks in RAM
   // Bound on all K/V in RAM, running requests and cached blocks together; 0: none (running
   // requests then take what they need). Each request reserves its prompt plus max_tokens
-  // (whole blocks) when admitted: one that does not fit waits in the queue, one that could
-  // never fit is refused, and the cache keeps at most what the reservations leave.
+  // (whole blocks; on sliding-window layers, with trim_sliding_kv, a window and a batch of
+  // them) when admitted: one that does not fit waits in the queue, one that could never fit is
+  // refused, and the cache keeps at most what the reservations leave.
   size_t kv_ram_bytes = 0;
   // A context beyond what the model was trained for (and its RoPE scaling extends) is refused
   // unless this is set.
@@ -151,7 +152,9 @@ struct EngineStats {
   uint64_t evictions = 0, disk_writes = 0, disk_loads = 0, disk_errors = 0;
   size_t cache_ram_bytes = 0;  // distinct cached blocks in RAM (shared blocks counted once)
   size_t cache_disk_bytes = 0;
-  size_t kv_bytes_in_use = 0;  // every block in use, cached or held by running sequences
+  // K/V of every block in use, cached or held by running sequences (global layers, and the
+  // sliding layers still held: see trim_sliding_kv).
+  size_t kv_bytes_in_use = 0;
   size_t kv_bytes_peak = 0;    // the most kv_bytes_in_use has been
   int active = 0, queued = 0;
   std::vector<double> ttft_ms;  // recent times to first token, for histograms
