@@ -26,6 +26,9 @@ void ModelOptions::Register(CLI::App* sub) {
                   "prompt tokens per forward pass (default: what fits 32 MiB of scratch, <= 512)");
   sub->add_flag("--static-cache", static_cache,
                 "preallocate the KV cache for the whole context (default: grows)");
+  sub->add_flag("--no-trim-sliding", no_trim_sliding,
+                "keep the K/V of sliding-window layers that no later token can see (default: "
+                "released once the window has passed; for comparisons)");
   AddIsaOption(sub, &isa);
   sub->add_flag("--special", special,
                 "special-token spellings (<|im_end|>, </s>) in the prompt's text, PML arguments "
@@ -113,6 +116,7 @@ SessionOptions ModelOptions::ToSessionOptions() const {
   o.kv_type = kv_type == "f32" ? KvType::kF32 : KvType::kF16;
   o.static_cache = static_cache;
   o.batch_size = batch_size;
+  o.trim_sliding_kv = !no_trim_sliding;
   return o;
 }
 

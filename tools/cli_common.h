@@ -33,6 +33,7 @@ struct ModelOptions {
   bool special = false;  // special-token spellings in the prompt's text become special tokens
   bool allow_long_context = false;
   std::string chat_template_path;  // --chat-template, for the commands that render chats
+  bool no_trim_sliding = false;  // keep sliding layers' K/V past their window
 
   void Register(CLI::App* sub);
   // --chat-template FILE: a Jinja chat template instead of the model file's.

@@ -130,6 +130,7 @@ class BenchCommand : public Command {
         {"repacked_bytes", model->packed_bytes()},
         {"kv_type", model_.kv_type},
         {"kv_bytes_per_token", kv.bytes_per_token()},
+        {"kv_peak_bytes", session.block_pool()->peak_bytes_in_use()},
         {"isa", OpsActiveTargetName()},
         {"target", OpsActiveTargetName()},
         {"kernels", kernels},
@@ -153,8 +154,12 @@ class BenchCommand : public Command {
                 each.c_str(), n_gen_, Median(tg), reps_, *std::min_element(tg.begin(), tg.end()),
                 *std::max_element(tg.begin(), tg.end()));
     std::printf("peak RSS         %.1f MiB\n", PeakRssBytes() / 1048576.0);
-    std::printf("KV cache         %zu bytes/token (%s)\n", kv.bytes_per_token(),
-                model_.kv_type.c_str());
+    const bool trimmed = !model_.no_trim_sliding && depth_ == 0 && n_seq_ == 1;
+    std::printf("KV cache         %zu bytes/token (%s), peak %.1f MiB%s\n", kv.bytes_per_token(),
+                model_.kv_type.c_str(), session.block_pool()->peak_bytes_in_use() / 1048576.0,
+                !kv.has_sliding() ? ""
+                : trimmed         ? ", sliding layers trimmed past their window"
+                                  : ", sliding layers kept");
     if (compare_) out["compare_no_cache"] = CompareNoCache(session, *model);
     if (json_) std::printf("%s\n", out.dump().c_str());
     return 0;
@@ -169,8 +174,12 @@ class BenchCommand : public Command {
     const int n_vocab = session->model().config().n_vocab;
     std::vector<float> logits(n_vocab);
     seq->Truncate(depth_);
+    // Without depth tokens the sequence only moves forward until it is cleared: sliding layers'
+    // K/V are released as the window passes, as in generation. (Depth tokens are read again by
+    // the next repetition, from its first position.)
+    const bool forward_only = depth_ == 0;
     auto t0 = std::chrono::steady_clock::now();
-    PC_RETURN_IF_ERROR(session->Eval(prompt, positions, seq, logits.data()));
+    PC_RETURN_IF_ERROR(session->Eval(prompt, positions, seq, logits.data(), false, forward_only));
     pp->push_back(n_prompt_ / SecondsSince(t0));
 
     seq->Truncate(depth_);
@@ -178,7 +187,8 @@ class BenchCommand : public Command {
     t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < n_gen_; ++i) {
       const int32_t pos = depth_ + i;
-      PC_RETURN_IF_ERROR(session->Eval({&tok, 1}, {&pos, 1}, seq, logits.data()));
+      PC_RETURN_IF_ERROR(
+          session->Eval({&tok, 1}, {&pos, 1}, seq, logits.data(), false, forward_only));
       tok = Greedy(logits.data(), n_vocab);
     }
     tg->push_back(n_gen_ / SecondsSince(t0));

@@ -37,6 +37,7 @@ Result<std::unique_ptr<Engine>> MakeEngine(const ModelOptions& model, const std:
   o.context = model.context;
   o.allow_long_context = model.allow_long_context;
   o.kv_type = model.kv_type == "f32" ? KvType::kF32 : KvType::kF16;
+  o.trim_sliding_kv = !model.no_trim_sliding;
   o.cache_dir = cache_dir;
   o.parallel = 1;
   o.special_tokens_in_text = model.special;

@@ -64,6 +64,9 @@ class ServeCommand : public Command {
     sub->add_option("--cache-disk", cache_disk_mib_, "disk tier budget, MiB")->default_val(4096);
     sub->add_flag("--no-prefix-cache", no_prefix_cache_,
                   "compute every prompt from scratch (for comparisons)");
+    sub->add_flag("--no-trim-sliding", no_trim_sliding_,
+                  "keep the K/V of sliding-window layers that no later token can see (default: "
+                  "released once the window has passed; for comparisons)");
     sub->add_option("--api-key", server_.api_key,
                     "require 'Authorization: Bearer KEY' (default: $PROMPTCACHE_API_KEY)");
     sub->add_option("--shutdown-timeout", shutdown_timeout_,
@@ -129,6 +132,7 @@ class ServeCommand : public Command {
     Result<std::string> chat_template = ReadChatTemplateFile(chat_template_path_);
     if (!chat_template.ok()) return Fail(chat_template.status());
     engine_.chat_template = std::move(*chat_template);
+    engine_.trim_sliding_kv = !no_trim_sliding_;
 
     // Signals are taken by a dedicated thread (sigtimedwait below): blocked here, before any
     // thread exists, so that every engine and HTTP thread inherits the mask.
@@ -242,7 +246,7 @@ class ServeCommand : public Command {
   double kv_ram_mib_ = 0;
   double shutdown_timeout_ = 10;
   double cache_ram_mib_ = 1024, cache_disk_mib_ = 4096;
-  bool no_prefix_cache_ = false, verbose_ = false;
+  bool no_prefix_cache_ = false, no_trim_sliding_ = false, verbose_ = false;
 };
 
 }  // namespace

@@ -64,12 +64,18 @@ struct EngineOptions {
   size_t cache_ram_bytes = size_t(1) << 30;  // bound on cached (unreferenced) blocks in RAM
   // Bound on all K/V in RAM, running requests and cached blocks together; 0: none (running
   // requests then take what they need). Each request reserves its prompt plus max_tokens
-  // (whole blocks) when admitted: one that does not fit waits in the queue, one that could
-  // never fit is refused, and the cache keeps at most what the reservations leave.
+  // (whole blocks; on sliding-window layers, with trim_sliding_kv, a window and a batch of
+  // them) when admitted: one that does not fit waits in the queue, one that could never fit is
+  // refused, and the cache keeps at most what the reservations leave.
   size_t kv_ram_bytes = 0;
   // A context beyond what the model was trained for (and its RoPE scaling extends) is refused
   // unless this is set.
   bool allow_long_context = false;
+  // Sliding-window models (Gemma, Mistral): a running sequence gives up the K/V of its sliding
+  // layers once no later query of it can see them (positions more than a window behind), so a
+  // long sequence holds those layers for about a window only (docs/modules.md). Results are the
+  // same either way; false keeps every layer of every token (for comparisons).
+  bool trim_sliding_kv = true;
   double cache_ttl_seconds = 0;  // 0: no expiry
   int cache_min_tokens = 0;      // prompts shorter than this are not cached
   int cache_granularity = 0;     // cache prefixes in multiples of this (0: block)
@@ -149,7 +155,10 @@ struct EngineStats {
   uint64_t evictions = 0, disk_writes = 0, disk_loads = 0, disk_errors = 0;
   size_t cache_ram_bytes = 0;  // distinct cached blocks in RAM (shared blocks counted once)
   size_t cache_disk_bytes = 0;
-  size_t kv_bytes_in_use = 0;  // every block in use, cached or held by running sequences
+  // K/V of every block in use, cached or held by running sequences (global layers, and the
+  // sliding layers still held: see trim_sliding_kv).
+  size_t kv_bytes_in_use = 0;
+  size_t kv_bytes_peak = 0;    // the most kv_bytes_in_use has been
   int active = 0, queued = 0;
   std::vector<double> ttft_ms;  // recent times to first token, for histograms
 };

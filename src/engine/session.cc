@@ -41,17 +41,23 @@ Status Session::CheckFits(size_t n_tokens) const {
 }
 
 Status Session::Eval(std::span<const int32_t> tokens, std::span<const int32_t> positions,
-                     KvSequence* seq, float* logits, bool show_progress) {
+                     KvSequence* seq, float* logits, bool show_progress, bool forward_only) {
   PC_CHECK(tokens.size() == positions.size());
   const size_t n = tokens.size();
   std::vector<BatchToken> batch(n);
   for (size_t i = 0; i < n; ++i) {
     batch[i] = {tokens[i], positions[i], seq, i + 1 == n && logits != nullptr};
   }
-  return EvalBatch(batch, logits, show_progress);
+  const bool trim = forward_only && options_.trim_sliding_kv;
+  return EvalChunks(batch, logits, show_progress, trim ? seq : nullptr);
 }
 
 Status Session::EvalBatch(std::span<const BatchToken> batch, float* logits, bool show_progress) {
+  return EvalChunks(batch, logits, show_progress, nullptr);
+}
+
+Status Session::EvalChunks(std::span<const BatchToken> batch, float* logits, bool show_progress,
+                           KvSequence* trim) {
   const size_t n = batch.size();
   const size_t chunk = options_.batch_size > 0 ? options_.batch_size : model_.DefaultBatchSize();
   const size_t n_vocab = model_.config().n_vocab;
@@ -60,6 +66,10 @@ Status Session::EvalBatch(std::span<const BatchToken> batch, float* logits, bool
   for (size_t b = 0; b < n; b += chunk) {
     const std::span<const BatchToken> part = batch.subspan(b, std::min(n, b + chunk) - b);
     PC_RETURN_IF_ERROR(model_.Forward(part, logits, &pool_, &scratch_));
+    if (trim != nullptr) {
+      const int32_t next = b + part.size() < n ? batch[b + part.size()].pos : part.back().pos + 1;
+      trim->ReleaseSliding(trim->SlidingDeadTokens(next));
+    }
     const auto outs =
         std::count_if(part.begin(), part.end(), [](const BatchToken& t) { return t.want_logits; });
     if (logits != nullptr) logits += size_t(outs) * n_vocab;
@@ -83,7 +93,8 @@ Result<GenerateResult> Session::Generate(std::span<const int32_t> prompt,
 
   seq_.Clear();
   const auto t0 = std::chrono::steady_clock::now();
-  PC_RETURN_IF_ERROR(Eval(all, positions, &seq_, logits_.data(), o.show_progress));
+  PC_RETURN_IF_ERROR(Eval(all, positions, &seq_, logits_.data(), o.show_progress,
+                          /*forward_only=*/true));
   r.prompt_ms = MsSince(t0);
 
   Sampler sampler(o.sampling);
@@ -112,12 +123,12 @@ Result<GenerateResult> Session::Generate(std::span<const int32_t> prompt,
     if (step + 1 == o.max_tokens || all.size() >= static_cast<size_t>(context_)) break;
     const int32_t pos = static_cast<int32_t>(all.size() - 1);
     if (o.use_kv_cache) {
-      PC_RETURN_IF_ERROR(Eval({&next, 1}, {&pos, 1}, &seq_, logits_.data()));
+      PC_RETURN_IF_ERROR(Eval({&next, 1}, {&pos, 1}, &seq_, logits_.data(), false, true));
     } else {
       // The baseline: forget everything and recompute the whole sequence.
       seq_.Clear();
       positions.push_back(pos);
-      PC_RETURN_IF_ERROR(Eval(all, positions, &seq_, logits_.data()));
+      PC_RETURN_IF_ERROR(Eval(all, positions, &seq_, logits_.data(), false, true));
     }
   }
   if (r.finish_reason != "stop" && r.finish_reason != "cancelled") {

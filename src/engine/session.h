@@ -29,6 +29,9 @@ struct SessionOptions {
   bool static_cache = false;  // preallocate the KV cache for the whole context
   int block_size = 16;
   int batch_size = 512;  // prefill chunk: bounds the scratch memory of one forward pass
+  // Sliding-window models: Generate releases the sliding layers' K/V that no later token sees
+  // (kv/kv_cache.h), so a long sequence holds them for about a window. Same results either way.
+  bool trim_sliding_kv = true;
 };
 
 struct GenerateOptions {
@@ -68,14 +71,22 @@ class Session {
 
   // Lower level: runs tokens at the given positions through the model into `seq`, in chunks of
   // batch_size, and writes the last token's logits to `logits` (n_vocab floats) if not null.
+  // `forward_only`: the caller promises that no query at a position below the next chunk's
+  // first (below positions.back() + 1 after the last chunk) will ever read `seq` again, so
+  // after each chunk the sliding parts no later query sees are released (with
+  // SessionOptions::trim_sliding_kv). Positions must increase.
   Status Eval(std::span<const int32_t> tokens, std::span<const int32_t> positions, KvSequence* seq,
-              float* logits, bool show_progress = false);
+              float* logits, bool show_progress = false, bool forward_only = false);
   // The same for a batch over any sequences (Model::Forward's contract): run in chunks of
   // batch_size tokens, the logits of every token with want_logits written in batch order.
   Status EvalBatch(std::span<const BatchToken> batch, float* logits, bool show_progress = false);
 
  private:
   Status CheckFits(size_t n_tokens) const;
+  // EvalBatch, releasing after each chunk what `trim` (the batch's one sequence, or null) no
+  // longer needs.
+  Status EvalChunks(std::span<const BatchToken> batch, float* logits, bool show_progress,
+                    KvSequence* trim);
 
   const Model& model_;
   SessionOptions options_;

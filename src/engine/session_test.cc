@@ -1,6 +1,11 @@
 #include "engine/session.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "model/synth.h"
 
 namespace promptcache {
 namespace {
@@ -144,6 +149,43 @@ TEST(Session, StaticCacheRefusesBeyondItsSize) {
       s.Generate(m->tokenizer().Encode("Once upon a time", true), Greedy(100));
   ASSERT_TRUE(capped.ok());
   EXPECT_LT(capped->tokens.size(), 32u);
+}
+
+// Generate on a sliding-window model (tiny-gemma3: 24-token windows on 7 of 8 layers) releases
+// the sliding layers' K/V behind the window: the same tokens as keeping everything, in a
+// fraction of the memory.
+TEST(Session, GenerateTrimsSlidingLayersToTheSameTokens) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("pc_session_test_" + std::to_string(getpid()) + "_gemma3.gguf"))
+                               .string();
+  SynthOptions so;
+  so.preset = "tiny-gemma3";
+  so.vocab_path = kStories;
+  so.out_path = path;
+  ASSERT_TRUE(Synthesize(so, nullptr).ok());
+  Result<std::unique_ptr<Model>> m = Model::Load(path);
+  ASSERT_TRUE(m.ok());
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 200; ++i) prompt.push_back((i * 7919 + 13) % (*m)->config().n_vocab);
+  GenerateOptions o = Greedy(20);
+  o.ignore_eos = true;
+  std::vector<int32_t> tokens[2];
+  size_t peak[2];
+  for (int trim = 0; trim < 2; ++trim) {
+    SessionOptions opts;
+    opts.threads = 2;
+    opts.batch_size = 32;
+    opts.trim_sliding_kv = trim == 1;
+    Session s(**m, opts);
+    Result<GenerateResult> r = s.Generate(prompt, o);
+    ASSERT_TRUE(r.ok());
+    tokens[trim] = r->tokens;
+    peak[trim] = s.block_pool()->peak_bytes_in_use();
+  }
+  std::filesystem::remove(path);
+  EXPECT_EQ(tokens[1], tokens[0]);
+  EXPECT_EQ(tokens[1].size(), 20u);
+  EXPECT_LT(peak[1], peak[0] / 2);
 }
 
 TEST(TextStream, HoldsBackPossibleStopPrefixes) {

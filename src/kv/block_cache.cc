@@ -16,7 +16,7 @@ BlockCache::BlockCache(BlockPool* pool, std::string fingerprint, const BlockCach
       disk_(std::move(disk)) {}
 
 BlockCache::~BlockCache() {
-  for (auto& [key, e] : entries_) pool_->Unref(e.block);
+  for (auto& [key, e] : entries_) pool_->Unref(e.block, e.sliding);
 }
 
 BlockKey BlockCache::ChainKey(const BlockKey& parent, std::span<const int32_t> tokens) const {
@@ -44,39 +44,80 @@ void BlockCache::AddEntry(const BlockKey& key, Entry e) {
     if (Entry* p = Find(e.parent)) p->children++;
   }
   e.last_used = Clock::now();
+  held_bytes_ += pool_->layout().block_bytes(e.sliding);
   entries_.emplace(key, std::move(e));
+}
+
+Status BlockCache::WriteEntry(const BlockKey& key, const Entry& e) {
+  BlockRecord r{key, e.parent, e.tokens, {}};
+  r.positions.assign(pool_->Positions(e.block) + e.begin,
+                     pool_->Positions(e.block) + e.begin + e.count);
+  PC_RETURN_IF_ERROR(disk_->Write(r, *pool_, e.block, e.begin));
+  stats_.disk_writes++;
+  return Status::Ok();
+}
+
+bool BlockCache::OnDisk(const BlockKey& key, BlockId block) const {
+  // A global-only file is not enough where the block is complete now (a sequence may hold the
+  // sliding part the entry gave up).
+  return disk_->Contains(key) && !(disk_->Partial(key) && pool_->Complete(block));
+}
+
+void BlockCache::Spill(const BlockKey& key, const Entry& e) {
+  if (!disk_ || OnDisk(key, e.block)) return;
+  Status st = WriteEntry(key, e);
+  // A failing disk (read-only, full) fails every write: say so on the first and then on every
+  // thousandth, not once per evicted block.
+  if (!st.ok() && stats_.disk_errors++ % 1000 == 0) {
+    PC_LOG_WARN("cache: %s (%llu disk write errors so far)", st.message().c_str(),
+                static_cast<unsigned long long>(stats_.disk_errors));
+  }
 }
 
 void BlockCache::RemoveEntry(const BlockKey& key, bool spill_to_disk) {
   auto it = entries_.find(key);
   PC_CHECK(it != entries_.end());
   Entry& e = it->second;
-  if (spill_to_disk && disk_ && !disk_->Contains(key)) {
-    BlockRecord r{key, e.parent, e.tokens, {}};
-    r.positions.assign(pool_->Positions(e.block) + e.begin,
-                       pool_->Positions(e.block) + e.begin + e.count);
-    Status st = disk_->Write(r, *pool_, e.block, e.begin);
-    if (st.ok()) {
-      stats_.disk_writes++;
-    } else {
-      // A failing disk (read-only, full) fails every write: say so on the first and then on
-      // every thousandth, not once per evicted block.
-      if (stats_.disk_errors++ % 1000 == 0) {
-        PC_LOG_WARN("cache: %s (%llu disk write errors so far)", st.message().c_str(),
-                    static_cast<unsigned long long>(stats_.disk_errors));
-      }
-    }
-  }
+  if (spill_to_disk) Spill(key, e);
   if (!e.parent.empty()) {
     if (Entry* p = Find(e.parent)) p->children--;
   }
-  pool_->Unref(e.block);
+  held_bytes_ -= pool_->layout().block_bytes(e.sliding);
+  pool_->Unref(e.block, e.sliding);
   entries_.erase(it);
+}
+
+void BlockCache::StripSliding(const BlockKey& key, Entry& e) {
+  PC_CHECK(e.sliding && pool_->layout().has_sliding());
+  Spill(key, e);  // whole, while it still is
+  pool_->ReleaseSliding(e.block);
+  e.sliding = false;
+  held_bytes_ -= pool_->layout().sliding_bytes_per_block();
+  stats_.sliding_evictions++;
+}
+
+bool BlockCache::MakeComplete(const BlockKey& key, Entry& e) {
+  if (e.sliding) return true;
+  if (pool_->Complete(e.block)) {  // another holder kept the part
+    pool_->AcquireSliding(e.block);
+  } else {
+    if (!disk_ || !disk_->Contains(key) || disk_->Partial(key)) return false;
+    if (!pool_->RestoreSliding(e.block).ok()) return false;
+    Result<BlockRecord> r = disk_->Read(key, pool_, e.block, /*sliding_only=*/true);
+    if (!r.ok()) {
+      pool_->ReleaseSliding(e.block);
+      return false;
+    }
+    stats_.disk_loads++;
+  }
+  e.sliding = true;
+  held_bytes_ += pool_->layout().sliding_bytes_per_block();
+  return true;
 }
 
 // Loads a block file into a fresh block and indexes it. Its parent must already be cached (the
 // lookup walks chains from the root), so `depth` follows from the parent.
-bool BlockCache::LoadFromDisk(const BlockKey& key) {
+bool BlockCache::LoadFromDisk(const BlockKey& key, bool prefix) {
   if (!disk_ || !disk_->Contains(key)) return false;
   Result<BlockId> block = pool_->Allocate();
   if (!block.ok()) return false;
@@ -95,6 +136,9 @@ bool BlockCache::LoadFromDisk(const BlockKey& key) {
   const Entry* parent = r->parent.empty() ? nullptr : Find(r->parent);
   e.depth = parent ? parent->depth + parent->count : 0;
   e.on_disk = true;
+  e.prefix = prefix;
+  e.sliding = r->complete;
+  if (!r->complete) pool_->ReleaseSliding(*block);  // written global-only
   AddEntry(key, std::move(e));  // the allocation's reference becomes the cache's
   stats_.disk_loads++;
   return true;
@@ -112,7 +156,7 @@ int BlockCache::LookupPrefix(std::span<const int32_t> tokens, int max_tokens, Kv
     const auto block_tokens = tokens.subspan(size_t(b) * bs, bs);
     const BlockKey key = ChainKey(parent, block_tokens);
     Entry* e = Find(key);
-    if (e == nullptr && LoadFromDisk(key)) e = Find(key);
+    if (e == nullptr && LoadFromDisk(key, /*prefix=*/true)) e = Find(key);
     // A hash collision would serve another prompt's K/V: compare the tokens, and the parent
     // key, which was itself verified one step earlier: by induction from the first block, a
     // hit is the very prefix asked for, never a collision of chain keys.
@@ -124,14 +168,12 @@ int BlockCache::LookupPrefix(std::span<const int32_t> tokens, int max_tokens, Kv
     parent = key;
   }
   size_t n = chain.size();
-  if (options_.granularity > bs) {
-    const size_t g = options_.granularity / bs;
-    n = n / g * g;
-  }
+  const size_t g = options_.granularity > bs ? options_.granularity / bs : 1;
+  n = UsableBlocks(chain, n / g * g, g);
   const auto now = Clock::now();
   for (size_t i = 0; i < n; ++i) {
     Entry& e = entries_.at(chain[i]);
-    seq->AppendBlock(e.block, e.begin, e.count);
+    seq->AppendBlock(e.block, e.begin, e.count, InWindow(i, n));
     e.last_used = now;
   }
   if (n > 0) {
@@ -139,6 +181,34 @@ int BlockCache::LookupPrefix(std::span<const int32_t> tokens, int max_tokens, Kv
     stats_.hit_tokens += n * bs;
   }
   return static_cast<int>(n) * bs;
+}
+
+bool BlockCache::InWindow(size_t b, size_t n) const {
+  const KvLayout& l = pool_->layout();
+  if (!l.has_sliding()) return true;
+  // Block b's last position against what a query at n * bs still sees: positions above
+  // n * bs - W.
+  return int64_t(b + 1) * l.block_size - 1 > int64_t(n) * l.block_size - l.sliding_window;
+}
+
+size_t BlockCache::UsableBlocks(const std::vector<BlockKey>& chain, size_t n, size_t step) {
+  if (!pool_->layout().has_sliding()) return n;
+  bool missed = false;
+  while (n > 0) {
+    size_t gap = n;  // a window block that is missing, if any
+    for (size_t b = n; b-- > 0 && InWindow(b, n);) {
+      if (!MakeComplete(chain[b], entries_.at(chain[b]))) {
+        gap = b;
+        break;
+      }
+    }
+    if (gap == n) break;
+    // Every hit longer than the gap has it in its window too (windows only move right).
+    missed = true;
+    n = gap / step * step;
+  }
+  if (missed) stats_.window_misses++;
+  return n;
 }
 
 void BlockCache::InsertPrefix(std::span<const int32_t> tokens, const KvSequence& seq) {
@@ -155,6 +225,7 @@ void BlockCache::InsertPrefix(std::span<const int32_t> tokens, const KvSequence&
     const BlockKey key = ChainKey(parent, block_tokens);
     if (Entry* e = Find(key)) {
       e->last_used = now;
+      if (!e->sliding && spans[b].sliding) Complete(e, spans[b].block, 0);
     } else {
       Entry ne;
       ne.block = spans[b].block;
@@ -163,7 +234,9 @@ void BlockCache::InsertPrefix(std::span<const int32_t> tokens, const KvSequence&
       ne.parent = parent;
       ne.tokens.assign(block_tokens.begin(), block_tokens.end());
       ne.depth = b * bs;
-      pool_->Ref(ne.block);
+      ne.prefix = true;
+      ne.sliding = spans[b].sliding;  // what a trimmed sequence still holds
+      pool_->Ref(ne.block, ne.sliding);
       AddEntry(key, std::move(ne));
     }
     parent = key;
@@ -177,7 +250,7 @@ int BlockCache::PinPrefix(std::span<const int32_t> tokens, bool pinned) {
   for (int b = 0; (b + 1) * bs <= static_cast<int>(tokens.size()); ++b) {
     const BlockKey key = ChainKey(parent, tokens.subspan(size_t(b) * bs, bs));
     Entry* e = Find(key);
-    if (e == nullptr && LoadFromDisk(key)) e = Find(key);
+    if (e == nullptr && LoadFromDisk(key, /*prefix=*/true)) e = Find(key);
     if (e == nullptr) break;
     if (pinned) {
       e->pins++;
@@ -192,8 +265,9 @@ int BlockCache::PinPrefix(std::span<const int32_t> tokens, bool pinned) {
 
 bool BlockCache::AppendCached(const BlockKey& key, KvSequence* seq) {
   Entry* e = Find(key);
-  if (e == nullptr && LoadFromDisk(key)) e = Find(key);
-  if (e == nullptr) return false;
+  if (e == nullptr && LoadFromDisk(key, /*prefix=*/false)) e = Find(key);
+  // A module is read at any position: without its sliding part it is a miss (re-encoded).
+  if (e == nullptr || !MakeComplete(key, *e)) return false;
   seq->AppendBlock(e->block, e->begin, e->count);
   e->last_used = Clock::now();
   return true;
@@ -201,9 +275,12 @@ bool BlockCache::AppendCached(const BlockKey& key, KvSequence* seq) {
 
 void BlockCache::Insert(const BlockKey& key, const BlockKey& parent, const KvSequence& seq,
                         int slot_begin, std::span<const int32_t> tokens) {
-  if (Find(key)) return;
   const KvSpan first = seq.Locate(slot_begin);
   PC_CHECK(first.begin + static_cast<int>(tokens.size()) <= pool_->layout().block_size);
+  if (Entry* e = Find(key)) {
+    if (!e->sliding && first.sliding) Complete(e, first.block, first.begin);
+    return;
+  }
   Entry e;
   e.block = first.block;
   e.begin = first.begin;
@@ -212,12 +289,31 @@ void BlockCache::Insert(const BlockKey& key, const BlockKey& parent, const KvSeq
   e.tokens.assign(tokens.begin(), tokens.end());
   const Entry* p = parent.empty() ? nullptr : Find(parent);
   e.depth = p ? p->depth + p->count : 0;
-  pool_->Ref(e.block);
+  e.sliding = first.sliding;
+  pool_->Ref(e.block, e.sliding);
   AddEntry(key, std::move(e));
+}
+
+void BlockCache::Complete(Entry* e, BlockId block, int begin) {
+  PC_CHECK(!e->sliding && pool_->Complete(block));
+  if (block != e->block) {  // the same tokens computed again: hold the complete copy instead
+    pool_->Ref(block, /*sliding=*/false);
+    pool_->Unref(e->block, /*sliding=*/false);
+    e->block = block;
+    e->begin = begin;
+  }
+  pool_->AcquireSliding(block);
+  e->sliding = true;
+  held_bytes_ += pool_->layout().sliding_bytes_per_block();
 }
 
 bool BlockCache::Evictable(const Entry& e) const {
   return e.pins == 0 && e.children == 0 && pool_->RefCount(e.block) == 1;
+}
+
+bool BlockCache::Strippable(const Entry& e) const {
+  return e.prefix && e.sliding && e.pins == 0 && pool_->layout().has_sliding() &&
+         pool_->SlidingRefCount(e.block) == 1;
 }
 
 void BlockCache::ExpireIdle() {
@@ -243,29 +339,33 @@ void BlockCache::ExpireIdle() {
 void BlockCache::Maintain() {
   ExpireIdle();
   while (RamBytes() > options_.ram_bytes) {
+    // The least recently used of the whole blocks and sliding parts that may go (earlier blocks
+    // of a chain first among equals: a hit at the chain's end needs the later ones' windows).
     const BlockKey* victim = nullptr;
-    Clock::time_point oldest = Clock::time_point::max();
+    const Entry* oldest = nullptr;
     for (const auto& [key, e] : entries_) {
-      if (Evictable(e) && e.last_used < oldest) {
-        oldest = e.last_used;
+      if (!Evictable(e) && !Strippable(e)) continue;
+      if (oldest == nullptr || e.last_used < oldest->last_used ||
+          (e.last_used == oldest->last_used && e.depth < oldest->depth)) {
+        oldest = &e;
         victim = &key;
       }
     }
     if (victim == nullptr) break;  // everything left is in use or pinned
-    RemoveEntry(BlockKey(*victim), /*spill_to_disk=*/true);
-    stats_.evictions++;
+    const BlockKey key = *victim;
+    if (Evictable(*oldest)) {
+      RemoveEntry(key, /*spill_to_disk=*/true);
+      stats_.evictions++;
+    } else {
+      StripSliding(key, entries_.at(key));  // a sequence still uses its global part
+    }
   }
 }
 
 Status BlockCache::SaveAll() {
   if (!disk_) return InvalidArgument("no disk tier configured (--cache-dir)");
   for (auto& [key, e] : entries_) {
-    if (disk_->Contains(key)) continue;
-    BlockRecord r{key, e.parent, e.tokens, {}};
-    r.positions.assign(pool_->Positions(e.block) + e.begin,
-                       pool_->Positions(e.block) + e.begin + e.count);
-    PC_RETURN_IF_ERROR(disk_->Write(r, *pool_, e.block, e.begin));
-    stats_.disk_writes++;
+    if (!OnDisk(key, e.block)) PC_RETURN_IF_ERROR(WriteEntry(key, e));
   }
   return Status::Ok();
 }
@@ -330,7 +430,7 @@ std::vector<CachedPrefixInfo> BlockCache::List() const {
 BlockCacheStats BlockCache::Stats() const {
   BlockCacheStats s = stats_;
   s.ram_blocks = entries_.size();
-  s.ram_bytes = RamBytes();
+  s.ram_bytes = held_bytes_;
   s.pinned_blocks = 0;
   for (const auto& [k, e] : entries_) s.pinned_blocks += e.pins > 0;
   if (disk_) {

@@ -10,6 +10,17 @@
 // The cache holds one reference on each cached block. A block some sequence still uses has a
 // higher count and is never evicted; unreferenced blocks go least-recently-used first, and only
 // leaves (blocks no other cached block continues), so a chain is never cut in the middle.
+//
+// Sliding-window models (kv/kv_cache.h): an entry may hold its block whole or only its global
+// part. A prefix hit of L tokens needs, on sliding layers, only the blocks a query at position L
+// still sees: positions above L - W. So a prefix entry's sliding part, when the cache alone
+// holds it, is evictable on its own (in the same least-recently-used order as whole blocks, and
+// written whole to the disk tier first): the global part keeps the chain for longer hits, and a
+// running sequence may still use it. A lookup returns only hits whose window blocks are complete
+// in RAM or complete on disk (reloading their sliding parts), walking back to a shorter one
+// otherwise, and hands out the blocks before the window as global references. Module entries
+// are kept whole: they are reused at any position. Block files of global-only entries say so
+// and load as global-only.
 // Not thread-safe: the engine thread owns it.
 #pragma once
 
@@ -36,6 +47,9 @@ struct BlockCacheOptions {
 struct BlockCacheStats {
   uint64_t lookups = 0, hits = 0, hit_tokens = 0;
   uint64_t evictions = 0, expirations = 0, disk_writes = 0, disk_loads = 0, disk_errors = 0;
+  // Sliding parts evicted on their own, and lookups cut short for want of a window's block.
+  uint64_t sliding_evictions = 0, window_misses = 0;
+  // ram_bytes: what the entries hold (global parts, and sliding parts where they hold them).
   size_t ram_blocks = 0, ram_bytes = 0, disk_bytes = 0, disk_files = 0;
   size_t pinned_blocks = 0;
 };
@@ -68,11 +82,15 @@ class BlockCache {
   // Appends to `seq` (by reference) the longest cached prefix of `tokens` in whole blocks,
   // loading blocks from the disk tier where RAM misses, and returns its length. At most
   // `max_tokens` tokens are matched (callers pass tokens.size() - 1, so the last prompt token is
-  // always computed and yields logits). Positions are 0, 1, 2, ... as in plain prompts.
+  // always computed and yields logits). Positions are 0, 1, 2, ... as in plain prompts. With
+  // sliding layers the hit is one whose last window is complete, and its blocks before that
+  // window come as global references.
   int LookupPrefix(std::span<const int32_t> tokens, int max_tokens, KvSequence* seq);
 
   // Registers the full blocks of `seq` (which holds `tokens` at positions 0..n-1, block-aligned
-  // from its start) as cached prefixes. Blocks already cached under the same key are kept.
+  // from its start) as cached prefixes, each entry holding what the sequence holds of its block.
+  // Blocks already cached under the same key are kept, made complete again where the entry
+  // lost its sliding part and the sequence has one.
   void InsertPrefix(std::span<const int32_t> tokens, const KvSequence& seq);
 
   // Pins (or unpins) the cached blocks of the longest cached prefix of tokens[0, n). Pinned
@@ -86,8 +104,9 @@ class BlockCache {
   void Insert(const BlockKey& key, const BlockKey& parent, const KvSequence& seq, int slot_begin,
               std::span<const int32_t> tokens);
 
-  // Evicts unreferenced leaves (writing them to the disk tier first) until the RAM budget holds,
-  // and expires idle ones. Called by the engine after each step.
+  // Evicts unreferenced leaves, and sliding parts of prefix entries only the cache holds, least
+  // recently used first (writing them to the disk tier first) until the RAM budget holds, and
+  // expires idle ones. Called by the engine after each step.
   void Maintain();
   // Writes every RAM entry that is not yet on disk to the disk tier.
   Status SaveAll();
@@ -111,20 +130,45 @@ class BlockCache {
     int pins = 0;
     Clock::time_point last_used;
     bool on_disk = false;
+    bool sliding = true;  // holds the block's sliding part (a full reference)
+    bool prefix = false;  // a prefix chain's block: its sliding part may go on its own
   };
 
   Entry* Find(const BlockKey& key);
-  bool LoadFromDisk(const BlockKey& key);
+  // `prefix`: the key is a prefix chain's (its sliding part may be evicted on its own).
+  bool LoadFromDisk(const BlockKey& key, bool prefix);
   void AddEntry(const BlockKey& key, Entry e);
   void RemoveEntry(const BlockKey& key, bool spill_to_disk);
+  // Writes the entry's block to the disk tier (whole where the block is complete).
+  Status WriteEntry(const BlockKey& key, const Entry& e);
+  // Whether the disk tier has the block as complete as it is in RAM.
+  bool OnDisk(const BlockKey& key, BlockId block) const;
+  // WriteEntry unless OnDisk; failures are counted and logged.
+  void Spill(const BlockKey& key, const Entry& e);
   bool Evictable(const Entry& e) const;
-  size_t RamBytes() const { return entries_.size() * pool_->layout().bytes_per_block(); }
+  // Its sliding part is evictable on its own.
+  bool Strippable(const Entry& e) const;
+  void StripSliding(const BlockKey& key, Entry& e);
+  // Gives a global-only entry its sliding part back from a complete file on the disk tier.
+  // Returns whether the entry is complete.
+  bool MakeComplete(const BlockKey& key, Entry& e);
+  // Makes a global-only entry complete with `block` (complete, holding the same tokens at slot
+  // `begin`), taking a full reference to it in place of the entry's own.
+  void Complete(Entry* e, BlockId block, int begin);
+  // Whether block b of a prefix hit of n blocks is in the window of the query after it (always
+  // without sliding layers).
+  bool InWindow(size_t b, size_t n) const;
+  // The number of blocks of `chain` (a prefix) usable as a hit of n blocks: n walked back, in
+  // steps of `step` blocks, to one whose window blocks are complete.
+  size_t UsableBlocks(const std::vector<BlockKey>& chain, size_t n, size_t step);
+  size_t RamBytes() const { return held_bytes_; }
 
   BlockPool* pool_;
   std::string fingerprint_;
   BlockCacheOptions options_;
   std::unique_ptr<DiskTier> disk_;
   std::map<BlockKey, Entry> entries_;
+  size_t held_bytes_ = 0;  // what the entries hold: see BlockCacheStats::ram_bytes
   BlockCacheStats stats_;
 };
 

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <numeric>
 
+#include "core/hash.h"
+
 namespace promptcache {
 namespace {
 
@@ -299,6 +301,35 @@ TEST_F(DiskTierTest, DirectoriesAndFifosNamedLikeBlockFilesAreNotRead) {
   EXPECT_GE(cache->Stats().disk_errors, 1u);
 }
 
+// Files of format 1 (before sliding parts: no flags ahead of the tokens) still load, as complete
+// blocks.
+TEST_F(DiskTierTest, FormatOneFilesStillLoad) {
+  const auto a = Tokens(8);
+  ASSERT_NO_FATAL_FAILURE(SaveToDisk(a));
+  // The header: magic[8], version, fingerprint[32], 4 keys, 5 layout fields, count,
+  // payload_bytes, checksum (packed), then the payload.
+  constexpr size_t kVersionAt = 8, kPayloadBytesAt = 100, kChecksumAt = 108, kHeader = 116;
+  for (const fs::path& f : BlockFiles()) {
+    std::ifstream in(f, std::ios::binary);
+    std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    in.close();
+    ASSERT_GT(data.size(), kHeader + 4);
+    std::string payload = data.substr(kHeader + 4);  // without the flags
+    const uint32_t version = 1;
+    const uint64_t bytes = payload.size(), checksum = Hash64(payload.data(), payload.size());
+    data.replace(kVersionAt, 4, reinterpret_cast<const char*>(&version), 4);
+    data.replace(kPayloadBytesAt, 8, reinterpret_cast<const char*>(&bytes), 8);
+    data.replace(kChecksumAt, 8, reinterpret_cast<const char*>(&checksum), 8);
+    std::ofstream(f, std::ios::binary | std::ios::trunc) << data.substr(0, kHeader) << payload;
+  }
+  BlockPool pool(Layout(), 0, false);
+  auto cache = Open(&pool);
+  KvSequence hit(&pool);
+  EXPECT_EQ(cache->LookupPrefix(a, 8, &hit), 8);
+  EXPECT_EQ(cache->Stats().disk_errors, 0u);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(KAt(hit, i), a[i] + 0.5f);
+}
+
 // Two tiers on one folder would each apply their own budget and miss each other's deletes: the
 // second Open is refused, naming the folder, until the first is closed.
 TEST_F(DiskTierTest, OneOpenTierPerFolder) {
@@ -328,6 +359,141 @@ TEST(BlockCache, DropRemovesAnEntryAndItsContinuations) {
   ASSERT_TRUE(cache.Drop("").ok());
   EXPECT_EQ(cache.Stats().ram_blocks, 0u);
   EXPECT_EQ(pool.blocks_in_use(), 0);
+}
+
+// Layout() with layer 0 sliding, a window of 6 positions: a query at L sees positions above
+// L - 6, so a hit of L tokens needs the sliding parts of its last two blocks (of 4).
+KvLayout SlidingLayout() {
+  KvLayout l = Layout();
+  l.layer_sliding = {1, 0};
+  l.sliding_window = 6;
+  return l;
+}
+
+// The sequence as a trimming request leaves it: sliding parts given up where a query at `next`
+// no longer sees them.
+void Trim(KvSequence* seq, int next) { seq->ReleaseSliding(seq->SlidingDeadTokens(next)); }
+
+TEST(BlockCacheSliding, HitsHandOutGlobalReferencesBeforeTheWindow) {
+  BlockPool pool(SlidingLayout(), 0, false);
+  BlockCache cache(&pool, "fp", Options(100), nullptr);
+  const auto a = Tokens(16);
+  {
+    KvSequence seq = Computed(&pool, a);
+    cache.InsertPrefix(a, seq);
+  }
+  KvSequence hit(&pool);
+  ASSERT_EQ(cache.LookupPrefix(a, 15, &hit), 12);
+  // A query at 12 sees positions 7..11: blocks 4-7 and 8-11 come whole, block 0-3 global.
+  EXPECT_FALSE(hit.spans()[0].sliding);
+  EXPECT_TRUE(hit.spans()[1].sliding);
+  EXPECT_TRUE(hit.spans()[2].sliding);
+  EXPECT_EQ(pool.SlidingRefCount(hit.spans()[0].block), 1);  // the cache's
+  EXPECT_EQ(KAt(hit, 1), 101.5f);
+}
+
+// A long request registers its prefix as it trims (the engine does), so the cache keeps those
+// blocks whole while the sequence keeps only their global parts; over budget, the cache then
+// frees the sliding parts only it holds, oldest first, and a hit whose window lost one is
+// shortened to one that is whole, never served with missing K/V.
+TEST(BlockCacheSliding, SlidingPartsGoOnTheirOwnAndHitsWalkBack) {
+  BlockPool pool(SlidingLayout(), 0, false);
+  const KvLayout& l = pool.layout();
+  BlockCacheOptions o;
+  o.ram_bytes = 100 * l.bytes_per_block();
+  BlockCache cache(&pool, "fp", o, nullptr);
+  const auto a = Tokens(24);
+  KvSequence running = Computed(&pool, a);
+  cache.InsertPrefix(std::span(a).first(20), running);  // blocks 0..4
+  Trim(&running, 24);                                   // releases blocks 0..3 (positions < 19)
+  EXPECT_EQ(pool.sliding_parts_in_use(), 6);            // the cache holds them
+  EXPECT_EQ(cache.Stats().ram_bytes, 5 * l.bytes_per_block());
+  // Room for the global parts and three sliding parts: the oldest two go, blocks 0 and 1.
+  cache.SetRamBudget(5 * l.global_bytes_per_block() + 3 * l.sliding_bytes_per_block());
+  cache.Maintain();
+  EXPECT_EQ(cache.Stats().sliding_evictions, 2u);
+  EXPECT_EQ(cache.Stats().evictions, 0u);  // the running sequence holds every global part
+  EXPECT_EQ(cache.Stats().ram_blocks, 5u);
+  EXPECT_EQ(pool.sliding_parts_in_use(), 4);
+  KvSequence hit(&pool);
+  EXPECT_EQ(cache.LookupPrefix(a, 23, &hit), 20);  // window blocks 3, 4: whole
+  hit.Clear();
+  EXPECT_EQ(cache.LookupPrefix(a, 8, &hit), 0);  // a hit of 8 needs blocks 0 and 1
+  EXPECT_EQ(cache.Stats().window_misses, 1u);
+  // Once the sequence is gone, whole blocks go too, leaves first, oldest first.
+  running.Clear();
+  cache.SetRamBudget(0);
+  cache.Maintain();
+  EXPECT_EQ(pool.blocks_in_use(), 0);
+  EXPECT_EQ(pool.sliding_parts_in_use(), 0);
+}
+
+// A sequence that trimmed before its prefix was registered (or whose entries were evicted
+// meanwhile) leaves global-only entries; a later complete copy of the same tokens replaces them.
+TEST(BlockCacheSliding, GlobalOnlyEntriesAreCompletedByALaterCopy) {
+  BlockPool pool(SlidingLayout(), 0, false);
+  BlockCache cache(&pool, "fp", Options(100), nullptr);
+  const auto a = Tokens(16);
+  {
+    KvSequence seq = Computed(&pool, a);
+    Trim(&seq, 16);  // blocks 0 and 1 (positions < 10)
+    cache.InsertPrefix(a, seq);
+  }
+  EXPECT_EQ(cache.Stats().ram_bytes, 4 * pool.layout().global_bytes_per_block() +
+                                         2 * pool.layout().sliding_bytes_per_block());
+  KvSequence hit(&pool);
+  EXPECT_EQ(cache.LookupPrefix(a, 15, &hit), 0);  // a hit of 4 or 8 needs block 0 or 1 whole
+  {
+    KvSequence again = Computed(&pool, a);
+    cache.InsertPrefix(a, again);
+  }
+  EXPECT_EQ(cache.Stats().ram_bytes, 4 * pool.layout().bytes_per_block());
+  EXPECT_EQ(cache.LookupPrefix(a, 15, &hit), 12);
+  EXPECT_EQ(KAt(hit, 9), 109.5f);
+}
+
+TEST_F(DiskTierTest, GlobalOnlyBlocksAreWrittenSoAndStrippedOnesComeBackWhole) {
+  const auto a = Tokens(20);
+  auto open = [&](BlockPool* pool) {
+    auto disk = DiskTier::Open(dir_.string(), "fp", SlidingLayout(), 1 << 20);
+    PC_CHECK(disk.ok());
+    return std::make_unique<BlockCache>(pool, "fp", Options(100), std::move(disk).value());
+  };
+  {
+    BlockPool pool(SlidingLayout(), 0, false);
+    auto cache = open(&pool);
+    KvSequence running = Computed(&pool, a);
+    cache->InsertPrefix(std::span(a).first(4), running);  // block 0 whole
+    Trim(&running, 14);                                   // blocks 0 and 1 (positions <= 8)
+    cache->InsertPrefix(a, running);  // block 1 global-only, blocks 2 to 4 whole
+    // Over budget while the sequence runs: block 0's sliding part, which only the cache holds,
+    // goes (to disk first, whole).
+    cache->SetRamBudget(cache->Stats().ram_bytes - 1);
+    cache->Maintain();
+    EXPECT_EQ(cache->Stats().sliding_evictions, 1u);
+    EXPECT_EQ(cache->Stats().disk_writes, 1u);
+    EXPECT_FALSE(pool.Complete(running.spans()[0].block));
+    // A hit of 4 needs block 0 whole: its sliding part comes back from the file.
+    KvSequence hit(&pool);
+    EXPECT_EQ(cache->LookupPrefix(std::span(a).first(5), 4, &hit), 4);
+    EXPECT_EQ(cache->Stats().disk_loads, 1u);
+    EXPECT_EQ(reinterpret_cast<float*>(hit.SlotK(2, 0))[0], 102.0f);  // a sliding layer
+    hit.Clear();
+    running.Clear();
+    cache->SetRamBudget(1 << 20);
+    ASSERT_TRUE(cache->SaveAll().ok());  // block 1 global-only, the rest whole
+  }
+  BlockPool pool(SlidingLayout(), 0, false);
+  auto cache = open(&pool);
+  KvSequence hit(&pool);
+  // A hit of 16 sees positions above 10: blocks 2 and 3 whole; block 1 comes global-only.
+  EXPECT_EQ(cache->LookupPrefix(a, 19, &hit), 16);
+  EXPECT_FALSE(pool.Complete(hit.spans()[1].block));
+  EXPECT_TRUE(pool.Complete(hit.spans()[2].block));
+  EXPECT_EQ(KAt(hit, 5), 105.5f);
+  EXPECT_EQ(reinterpret_cast<float*>(hit.SlotK(9, 0))[0], 109.0f);
+  hit.Clear();
+  EXPECT_EQ(cache->LookupPrefix(a, 8, &hit), 4);  // a hit of 8 would need block 1 whole
 }
 
 }  // namespace

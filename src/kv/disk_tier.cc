@@ -20,7 +20,9 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kMagic[8] = {'P', 'C', 'K', 'V', 'B', 'L', 'K', '1'};
-constexpr uint32_t kVersion = 1;
+// 2: the payload starts with flags (kGlobalOnly); 1 has none and holds every layer.
+constexpr uint32_t kVersion = 2;
+constexpr uint32_t kGlobalOnly = 1;
 constexpr const char* kSuffix = ".kvb";
 
 #pragma pack(push, 1)
@@ -48,8 +50,10 @@ bool WriteAll(int fd, const void* data, size_t n) {
   return true;
 }
 
-size_t PayloadBytes(const KvLayout& l, int count) {
-  return size_t(count) * 2 * sizeof(int32_t) + size_t(count) * l.bytes_per_token();
+size_t PayloadBytes(const KvLayout& l, int count, uint32_t version, bool complete) {
+  const size_t layers = complete ? l.bytes_per_block() : l.global_bytes_per_block();
+  return (version >= 2 ? sizeof(uint32_t) : 0) + size_t(count) * 2 * sizeof(int32_t) +
+         layers / l.block_size * count;
 }
 
 }  // namespace
@@ -139,12 +143,16 @@ Status DiskTier::Write(const BlockRecord& r, const BlockPool& pool, BlockId bloc
   const KvLayout& l = layout_;
   const int count = static_cast<int>(r.tokens.size());
   PC_CHECK(count > 0 && count <= l.block_size && r.positions.size() == r.tokens.size());
+  const bool complete = pool.Complete(block);
+  const uint32_t flags = complete ? 0 : kGlobalOnly;
   std::string payload;
-  payload.reserve(PayloadBytes(l, count));
+  payload.reserve(PayloadBytes(l, count, kVersion, complete));
+  payload.append(reinterpret_cast<const char*>(&flags), sizeof(flags));
   payload.append(reinterpret_cast<const char*>(r.tokens.data()), count * sizeof(int32_t));
   payload.append(reinterpret_cast<const char*>(r.positions.data()), count * sizeof(int32_t));
   const size_t row = size_t(l.kv_dim()) * l.elem_bytes();
   for (int layer = 0; layer < l.n_layers; ++layer) {
+    if (!complete && l.Sliding(layer)) continue;
     payload.append(reinterpret_cast<const char*>(pool.K(block, layer) + begin * row), count * row);
     payload.append(reinterpret_cast<const char*>(pool.V(block, layer) + begin * row), count * row);
   }
@@ -189,13 +197,14 @@ Status DiskTier::Write(const BlockRecord& r, const BlockPool& pool, BlockId bloc
   }
   auto it = index_.find(r.key);
   if (it != index_.end()) bytes_ -= it->second.bytes;
-  index_[r.key] = {sizeof(h) + payload.size(), ++clock_};
+  index_[r.key] = {sizeof(h) + payload.size(), ++clock_, !complete};
   bytes_ += sizeof(h) + payload.size();
   EvictToBudget();
   return Status::Ok();
 }
 
-Result<BlockRecord> DiskTier::Read(const BlockKey& key, BlockPool* pool, BlockId block) {
+Result<BlockRecord> DiskTier::Read(const BlockKey& key, BlockPool* pool, BlockId block,
+                                   bool sliding_only) {
   const std::string path = PathOf(key);
   auto fail = [&](const std::string& why) -> Status {
     PC_LOG_WARN("cache file %s skipped: %s", path.c_str(), why.c_str());
@@ -224,7 +233,9 @@ Result<BlockRecord> DiskTier::Read(const BlockKey& key, BlockPool* pool, BlockId
   FileHeader h{};
   if (!in.read(reinterpret_cast<char*>(&h), sizeof(h))) return fail("truncated header");
   if (std::memcmp(h.magic, kMagic, 8) != 0) return fail("not a promptcache block file");
-  if (h.version != kVersion) return fail("format version " + std::to_string(h.version));
+  if (h.version != kVersion && h.version != 1) {
+    return fail("format version " + std::to_string(h.version));
+  }
   std::string expect_fp = fingerprint_.substr(0, 32);
   expect_fp.resize(32, '\0');
   if (std::string(h.fingerprint, 32) != expect_fp) {
@@ -238,7 +249,8 @@ Result<BlockRecord> DiskTier::Read(const BlockKey& key, BlockPool* pool, BlockId
     return fail("KV layout differs");
   }
   if (h.count == 0 || h.count > uint32_t(l.block_size) ||
-      h.payload_bytes != PayloadBytes(l, h.count)) {
+      (h.payload_bytes != PayloadBytes(l, h.count, h.version, true) &&
+       h.payload_bytes != PayloadBytes(l, h.count, h.version, false))) {
     return fail("inconsistent size");
   }
   std::string payload(h.payload_bytes, '\0');
@@ -250,20 +262,42 @@ Result<BlockRecord> DiskTier::Read(const BlockKey& key, BlockPool* pool, BlockId
   r.key = key;
   r.parent = {h.parent_hi, h.parent_lo};
   const int count = static_cast<int>(h.count);
+  const char* p = payload.data();
+  uint32_t flags = 0;
+  if (h.version >= 2) {
+    std::memcpy(&flags, p, sizeof(flags));
+    p += sizeof(flags);
+  }
+  r.complete = (flags & kGlobalOnly) == 0;
+  if ((flags & ~kGlobalOnly) != 0 || (!r.complete && !l.has_sliding()) ||
+      h.payload_bytes != PayloadBytes(l, count, h.version, r.complete)) {
+    return fail("inconsistent flags");
+  }
+  index_[key].partial = !r.complete;
+  if (sliding_only && !r.complete) return NotFound(path + " holds no sliding layers");
   r.tokens.resize(count);
   r.positions.resize(count);
-  const char* p = payload.data();
   std::memcpy(r.tokens.data(), p, count * sizeof(int32_t));
   p += count * sizeof(int32_t);
   std::memcpy(r.positions.data(), p, count * sizeof(int32_t));
   p += count * sizeof(int32_t);
-  std::memcpy(pool->Positions(block), r.positions.data(), count * sizeof(int32_t));
+  if (sliding_only) {
+    // The rest of the block is in RAM, maybe in use: only its missing layers are written.
+    if (!std::equal(r.positions.begin(), r.positions.end(), pool->Positions(block))) {
+      return DataLoss(path + ": positions differ from the block's");
+    }
+  } else {
+    std::memcpy(pool->Positions(block), r.positions.data(), count * sizeof(int32_t));
+  }
   const size_t row = size_t(l.kv_dim()) * l.elem_bytes();
   for (int layer = 0; layer < l.n_layers; ++layer) {
-    std::memcpy(pool->K(block, layer), p, count * row);
-    p += count * row;
-    std::memcpy(pool->V(block, layer), p, count * row);
-    p += count * row;
+    const bool sliding = l.Sliding(layer);
+    if (!r.complete && sliding) continue;
+    if (!sliding_only || sliding) {
+      std::memcpy(pool->K(block, layer), p, count * row);
+      std::memcpy(pool->V(block, layer), p + count * row, count * row);
+    }
+    p += 2 * count * row;
   }
   index_[key].stamp = ++clock_;
   return r;
@@ -272,10 +306,12 @@ Result<BlockRecord> DiskTier::Read(const BlockKey& key, BlockPool* pool, BlockId
 void DiskTier::Remove(const BlockKey& key) {
   auto it = index_.find(key);
   if (it == index_.end()) return;
+  // The path first: `key` may be the erased node's own (EvictToBudget passes it).
+  const std::string path = PathOf(key);
   bytes_ -= it->second.bytes;
   index_.erase(it);
   std::error_code ec;
-  fs::remove(PathOf(key), ec);
+  fs::remove(path, ec);
 }
 
 void DiskTier::EvictToBudget() {

@@ -5,6 +5,10 @@
 // version, the model fingerprint, its key, the KV layout and a checksum over everything; a file
 // that fails any check (another model, another layout, truncated, corrupt, another version) is
 // skipped with a warning and deleted, never used. The tier is bounded in bytes, oldest first.
+//
+// A block whose sliding part is gone (kv/kv_cache.h) is written global-only, marked so: it loads
+// as a global-only block, and its sliding layers can never be read from it. Files of format 1
+// (before sliding parts) are read as complete blocks.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +37,7 @@ struct BlockRecord {
   BlockKey parent;              // previous block of a prefix chain; empty for the first
   std::vector<int32_t> tokens;  // the tokens whose K/V the block holds
   std::vector<int32_t> positions;
+  bool complete = true;  // false: the file holds the global layers only
 };
 
 class DiskTier {
@@ -51,12 +56,22 @@ class DiskTier {
   size_t files() const { return index_.size(); }
   std::vector<BlockKey> Keys() const;
 
-  // Writes `count` slots of `block` (starting at slot `begin`) with their record. Evicts the
-  // oldest files beyond the byte budget.
+  // Writes `count` slots of `block` (starting at slot `begin`) with their record: every layer,
+  // or the global ones where the block is global-only. Evicts the oldest files beyond the byte
+  // budget.
   Status Write(const BlockRecord& record, const BlockPool& pool, BlockId block, int begin);
-  // Reads a block file into slots [0, count) of `block` (freshly allocated by the caller).
-  // On any mismatch the file is removed and a DataLoss status names the problem.
-  Result<BlockRecord> Read(const BlockKey& key, BlockPool* pool, BlockId block);
+  // Reads a block file into slots [0, count) of `block` (freshly allocated, complete, by the
+  // caller; record.complete says whether its sliding layers were there to read). With
+  // `sliding_only`, fills only the sliding layers of a block that has the rest (positions
+  // checked), from a complete file; a global-only one is NotFound. On any other mismatch the
+  // file is removed and a DataLoss status names the problem.
+  Result<BlockRecord> Read(const BlockKey& key, BlockPool* pool, BlockId block,
+                           bool sliding_only = false);
+  // Known to hold a global-only block (written or read as one by this process).
+  bool Partial(const BlockKey& key) const {
+    auto it = index_.find(key);
+    return it != index_.end() && it->second.partial;
+  }
   void Remove(const BlockKey& key);
   uint64_t evictions() const { return evictions_; }
   // Entries named like block files that are not regular files (directories, FIFOs, symlinks),
@@ -80,7 +95,8 @@ class DiskTier {
   uint64_t skipped_ = 0;
   struct FileInfo {
     size_t bytes;
-    uint64_t stamp;  // last write or read, for LRU
+    uint64_t stamp;        // last write or read, for LRU
+    bool partial = false;  // global-only, where known
   };
   std::map<BlockKey, FileInfo> index_;
 };

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <numeric>
+#include <set>
 
 namespace promptcache {
 namespace {
@@ -149,6 +150,147 @@ TEST(BlockPool, RefCountsAndReuse) {
   EXPECT_EQ(pool.blocks_in_use(), 0);
   EXPECT_EQ(*pool.Allocate(), a);  // freed blocks are reused
 }
+
+// Three layers, the middle one global, the others sliding with a window of 6 positions.
+KvLayout SlidingLayout() {
+  KvLayout l = SmallLayout();
+  l.n_layers = 3;
+  l.layer_sliding = {1, 0, 1};
+  l.sliding_window = 6;
+  return l;
+}
+
+TEST(BlockPool, SlidingLayersLiveInAPartOfTheirOwn) {
+  const KvLayout l = SlidingLayout();
+  EXPECT_EQ(l.n_sliding(), 2);
+  EXPECT_EQ(l.global_bytes_per_block() + l.sliding_bytes_per_block(), l.bytes_per_block());
+  EXPECT_EQ(l.sliding_bytes_per_block(), 2 * l.global_bytes_per_block());
+  BlockPool pool(l, 0, false);
+  const BlockId a = *pool.Allocate();
+  EXPECT_TRUE(pool.Complete(a));
+  EXPECT_EQ(pool.bytes_in_use(), l.bytes_per_block());
+  // Each layer has rows of its own, in the part of its kind.
+  std::set<const uint8_t*> planes;
+  for (int layer = 0; layer < 3; ++layer) {
+    planes.insert(pool.K(a, layer));
+    planes.insert(pool.V(a, layer));
+  }
+  EXPECT_EQ(planes.size(), 6u);
+  pool.Ref(a, /*sliding=*/false);  // a holder of the global part only
+  EXPECT_EQ(pool.RefCount(a), 2);
+  EXPECT_EQ(pool.SlidingRefCount(a), 1);
+  pool.ReleaseSliding(a);  // the full reference becomes a global one: the part is freed
+  EXPECT_FALSE(pool.Complete(a));
+  EXPECT_EQ(pool.sliding_parts_in_use(), 0);
+  EXPECT_EQ(pool.bytes_in_use(), l.global_bytes_per_block());
+  EXPECT_EQ(pool.peak_bytes_in_use(), l.bytes_per_block());
+  EXPECT_NE(pool.K(a, 1), nullptr);            // the global layer is still there
+  EXPECT_DEATH(pool.K(a, 0), "check failed");  // a sliding layer is not
+  // Its part serves the next block.
+  const BlockId b = *pool.Allocate();
+  EXPECT_EQ(pool.sliding_parts_in_use(), 1);
+  EXPECT_EQ(pool.bytes_reserved(), 64 * l.bytes_per_block());
+  pool.Unref(a, false);
+  pool.Unref(a, false);
+  pool.Unref(b);
+  EXPECT_EQ(pool.blocks_in_use(), 0);
+  EXPECT_EQ(pool.bytes_in_use(), 0u);
+}
+
+TEST(BlockPool, WithoutSlidingLayersNothingChanges) {
+  BlockPool pool(SmallLayout(), 0, false);
+  EXPECT_FALSE(pool.layout().has_sliding());
+  EXPECT_EQ(pool.layout().sliding_bytes_per_block(), 0u);
+  const BlockId a = *pool.Allocate();
+  pool.ReleaseSliding(a);  // nothing to release
+  EXPECT_TRUE(pool.Complete(a));
+  EXPECT_EQ(pool.sliding_parts_in_use(), 0);
+  EXPECT_EQ(pool.bytes_in_use(), pool.layout().bytes_per_block());
+  EXPECT_EQ(pool.bytes_reserved(), 64 * pool.layout().bytes_per_block());
+  pool.Unref(a);
+}
+
+// Mistral: every layer slides, so a block's global part is empty (positions only).
+TEST(BlockPool, EveryLayerSliding) {
+  KvLayout l = SmallLayout();
+  l.layer_sliding = {1, 1};
+  l.sliding_window = 4;
+  BlockPool pool(l, 0, false);
+  EXPECT_EQ(l.global_bytes_per_block(), 0u);
+  KvSequence seq(&pool);
+  ASSERT_TRUE(seq.Append(Range(0, 12)).ok());
+  for (int i = 0; i < 12; ++i) Fill(seq, i, i);
+  EXPECT_EQ(seq.SlidingDeadTokens(12), 8);  // positions <= 8 are out of every later window
+  seq.ReleaseSliding(8);
+  EXPECT_EQ(pool.bytes_in_use(), l.sliding_bytes_per_block());
+  EXPECT_EQ(seq.Position(0), 0);  // positions stay with the block
+  EXPECT_EQ(ReadK(seq, 9, 1), 1009.0f);
+}
+
+TEST(KvSequence, ReleasesSlidingPartsNoLaterQuerySees) {
+  BlockPool pool(SlidingLayout(), 0, false);
+  KvSequence seq(&pool);
+  ASSERT_TRUE(seq.Append(Range(0, 14)).ok());  // blocks 0-3, 4-7, 8-11, 12-13
+  for (int i = 0; i < 14; ++i) Fill(seq, i, i);
+  // A query at 14 sees positions above 8: blocks 0-3 and 4-7 are dead, 8-11 is not.
+  EXPECT_EQ(seq.SlidingDeadTokens(14), 8);
+  EXPECT_EQ(seq.SlidingDeadTokens(12), 8);  // known dead stays dead: the caller promised
+  KvSequence fork = seq.Fork();             // holds its own full references
+  seq.ReleaseSliding(8);
+  EXPECT_FALSE(seq.spans()[0].sliding);
+  EXPECT_TRUE(seq.spans()[2].sliding);
+  EXPECT_TRUE(pool.Complete(seq.spans()[0].block));  // the fork still holds it
+  EXPECT_EQ(pool.sliding_parts_in_use(), 4);
+  KvSequence fork2 = seq.Fork();  // a fork of the trimmed sequence holds what it holds
+  EXPECT_FALSE(fork2.spans()[1].sliding);
+  fork.ReleaseSliding(fork.SlidingDeadTokens(14));
+  EXPECT_FALSE(pool.Complete(seq.spans()[0].block));
+  EXPECT_FALSE(pool.Complete(seq.spans()[1].block));
+  EXPECT_EQ(pool.sliding_parts_in_use(), 2);
+  EXPECT_EQ(ReadK(seq, 5, 1), 1005.0f);  // the global layer of a trimmed block
+  EXPECT_EQ(ReadK(seq, 9, 2), 2009.0f);  // a live block
+  // The last span is never released (new tokens may go there), even when it is all old.
+  EXPECT_EQ(seq.SlidingDeadTokens(100), 12);
+  fork.Clear();
+  fork2.Clear();
+  seq.Clear();
+  EXPECT_EQ(pool.blocks_in_use(), 0);
+  EXPECT_EQ(pool.sliding_parts_in_use(), 0);
+}
+
+TEST(KvSequence, NewTokensNeverGoIntoAReleasedBlock) {
+  BlockPool pool(SlidingLayout(), 0, false);
+  KvSequence seq(&pool);
+  ASSERT_TRUE(seq.Append(Range(0, 10)).ok());
+  seq.ReleaseSliding(seq.SlidingDeadTokens(20));  // blocks 0-3 and 4-7
+  seq.Truncate(6);  // the last span is now a released one with room left
+  EXPECT_EQ(seq.SlidingDeadTokens(20), 6);
+  ASSERT_TRUE(seq.Append(Range(6, 8)).ok());
+  EXPECT_EQ(seq.spans().size(), 3u);  // a fresh, complete block
+  EXPECT_TRUE(pool.Complete(seq.spans()[2].block));
+  Fill(seq, 7, 7);
+  EXPECT_EQ(ReadK(seq, 7, 2), 2007.0f);
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define PC_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PC_TEST_ASAN 1
+#endif
+#endif
+#ifdef PC_TEST_ASAN
+// Under AddressSanitizer a freed sliding part is poisoned: a pointer into it kept past the
+// release (which attention must never do) is reported.
+TEST(BlockPool, ReadingAFreedSlidingPartIsReported) {
+  BlockPool pool(SlidingLayout(), 0, false);
+  const BlockId a = *pool.Allocate();
+  volatile const uint8_t* k = pool.K(a, 0);
+  pool.ReleaseSliding(a);
+  EXPECT_DEATH((void)k[0], "use-after-poison");
+  pool.Unref(a, false);
+}
+#endif
 
 }  // namespace
 }  // namespace promptcache

@@ -12,6 +12,8 @@
 //
 // On sliding layers (Gemma, Mistral) a token sees only the keys of its window: the tiles from
 // the one holding its first visible slot; rows before that slot weigh 0 in the first of them.
+// Blocks a sequence released on sliding layers (kv/kv_cache.h) lie before every window that
+// reads them, so only those masked rows can be theirs: they are read as zeros (checked).
 //
 // A query's arithmetic never depends on the rest of the batch: tiles and chunks start at fixed
 // key indices (multiples of 32 and of 512), each chunk's state starts empty, chunks are merged
@@ -48,6 +50,7 @@ class TileCursor {
     const KvLayout& l = seq.pool()->layout();
     row_bytes_ = size_t(l.n_kv_heads) * l.head_dim * l.elem_bytes();
     f16_ = l.type == KvType::kF16;
+    sliding_ = l.Sliding(layer);
     while (span_ < spans_.size() && spans_[span_].count <= key) key -= spans_[span_++].count;
     off_ = key;
   }
@@ -56,14 +59,26 @@ class TileCursor {
   // `prefetch`, also asks for the rows' cache lines ahead of use: a long context's rows come from
   // DRAM, and the tile before keeps the core busy meanwhile. (Inline here: GCC drops a call to a
   // function whose only effect is prefetching.)
-  void Next(int n, AttnTile* tile, bool prefetch = false) {
+  // On a sliding layer, the rows of a block whose sliding part is gone point at the pool's zero
+  // row: the sequence released them as out of every later window, so they can only be rows of
+  // the window's first tile before a query's first visible key, which weigh exactly 0 (and 0
+  // times a zero row adds what 0 times the real row would). *zero_end is one past the last such
+  // row in the tile (0: none), for GatherQueries to check that.
+  void Next(int n, AttnTile* tile, int* zero_end, bool prefetch = false) {
     PC_CHECK(span_ < spans_.size() || n == 0);
     const BlockPool& kv = *seq_.pool();
     tile->f16 = f16_;
     tile->n = n;
+    *zero_end = 0;
     for (int r = 0; r < n;) {
       const KvSpan& sp = spans_[span_];
       const int take = std::min(sp.count - off_, n - r);
+      if (sliding_ && !kv.Complete(sp.block)) {
+        for (int i = 0; i < take; ++i, ++r) tile->k[r] = tile->v[r] = kv.ZeroRow();
+        *zero_end = r;
+        Advance(sp, take);
+        continue;
+      }
       const uint8_t* k = kv.K(sp.block, layer_) + size_t(sp.begin + off_) * row_bytes_;
       const uint8_t* v = kv.V(sp.block, layer_) + size_t(sp.begin + off_) * row_bytes_;
       for (int i = 0; i < take; ++i, ++r, k += row_bytes_, v += row_bytes_) {
@@ -76,11 +91,7 @@ class TileCursor {
           }
         }
       }
-      off_ += take;
-      if (off_ == sp.count) {
-        ++span_;
-        off_ = 0;
-      }
+      Advance(sp, take);
     }
   }
 
@@ -91,11 +102,21 @@ class TileCursor {
   }
 
  private:
+  // Moves past `rows` rows of span sp (the current one).
+  void Advance(const KvSpan& sp, int rows) {
+    off_ += rows;
+    if (off_ == sp.count) {
+      ++span_;
+      off_ = 0;
+    }
+  }
+
   const KvSequence& seq_;
   const std::vector<KvSpan>& spans_;
   int layer_;
   size_t row_bytes_ = 0;
   bool f16_ = true;
+  bool sliding_ = false;
   size_t span_ = 0;
   int off_ = 0;
 };
@@ -145,7 +166,7 @@ class MemberTiles {
       end_[m] = std::min(k1, members[m].keys);
       if (k0 >= end_[m]) continue;
       cursor_[m].emplace(*members[m].seq, layer, k0);
-      cursor_[m]->Next(std::min(kTileRows, end_[m] - k0), &next_[m]);
+      cursor_[m]->Next(std::min(kTileRows, end_[m] - k0), &next_[m], &next_zero_[m]);
     }
   }
 
@@ -156,13 +177,16 @@ class MemberTiles {
       leader_[m] = m;
       if (!Active(m, ts)) continue;
       rows_[m] = next_[m];
+      zero_end_[m] = next_zero_[m];
       const int te = ts + rows_[m].n;
       where[m] = cursor_[m]->Where();
       bool prefetch = true;
       for (int p = 0; p < m; ++p) {
         if (Active(p, ts) && where[p] == where[m]) prefetch = false;
       }
-      if (te < end_[m]) cursor_[m]->Next(std::min(kTileRows, end_[m] - te), &next_[m], prefetch);
+      if (te < end_[m]) {
+        cursor_[m]->Next(std::min(kTileRows, end_[m] - te), &next_[m], &next_zero_[m], prefetch);
+      }
       for (int p = 0; p < m; ++p) {
         if (leader_[p] == p && Active(p, ts) && SameRows(rows_[p], rows_[m])) {
           leader_[m] = p;
@@ -177,6 +201,8 @@ class MemberTiles {
   bool Leads(int m) const { return Active(m) && leader_[m] == m; }
   int Leader(int m) const { return leader_[m]; }
   const AttnTile& Rows(int m) const { return rows_[m]; }
+  // One past the last zero row (of a released sliding part) in member m's tile; 0: none.
+  int ZeroEnd(int m) const { return zero_end_[m]; }
 
  private:
   bool Active(int m, int ts) const { return ts < end_[m]; }
@@ -194,6 +220,7 @@ class MemberTiles {
   int leader_[kItemTokens];
   std::optional<TileCursor> cursor_[kItemTokens];
   AttnTile rows_[kItemTokens], next_[kItemTokens];
+  int zero_end_[kItemTokens] = {}, next_zero_[kItemTokens] = {};
 };
 
 // One layer's attention over the plan's items: what every item needs, gathered once.
@@ -315,6 +342,9 @@ class LayerAttention {
         if (slot_[t] < ts) continue;
         const int lo = sliding_ ? as_.window_first[t] - ts : 0;
         if (lo >= kTileRows) continue;  // the tile is before the token's window
+        // Released rows are never inside a window that reads them (KvSequence::ReleaseSliding's
+        // contract): a broken promise would read zeros instead of keys, so it stops here.
+        PC_CHECK(tiles.ZeroEnd(mi) <= std::max(lo, 0));
         const int n = std::min(ts + kTileRows, slot_[t] + 1) - ts;
         for (int h = kvh * group_; h < (kvh + 1) * group_; ++h) {
           const int m = i * H_ + h;

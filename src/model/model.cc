@@ -289,6 +289,10 @@ KvLayout Model::MakeKvLayout(KvType type, int block_size) const {
   l.head_dim = config_.head_dim;
   l.type = type;
   l.block_size = block_size;
+  if (config_.AnySliding()) {
+    l.layer_sliding = config_.layer_sliding;
+    l.sliding_window = config_.sliding_window;
+  }
   return l;
 }
 

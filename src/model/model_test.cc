@@ -307,6 +307,36 @@ INSTANTIATE_TEST_SUITE_P(
       return info.param.model + (info.param.kv == KvType::kF32 ? "_f32" : "_f16");
     });
 
+// Sliding windows (tiny-gemma3: 24 positions on 7 of 8 layers): a sequence that gives up the
+// sliding parts no later query of it sees (KvSequence::ReleaseSliding) yields the same floats
+// as one that keeps every layer: attention reads the released rows, which lie before each
+// window, as zeros weighing 0. Releasing a block still inside the next query's window breaks
+// that promise, and attention's check stops there instead of attending to zeros.
+TEST(SlidingRelease, TrimmedEqualsFullAndAReleaseInsideAWindowIsCaught) {
+  std::unique_ptr<Model> model = LoadOrDie(CaseModelPath("gemma3"));
+  const int n = 120, V = model->config().n_vocab;
+  std::vector<int32_t> tokens(n);
+  for (int i = 0; i < n; ++i) tokens[i] = (i * 7919 + 13) % V;
+  const std::vector<int32_t> pos = Iota(n);
+  Runner full(*model, KvType::kF16), trim(*model, KvType::kF16);
+  KvSequence a(full.blocks()), b(trim.blocks());
+  for (int at = 0; at < n; at += at < 100 ? 20 : 1) {
+    const int end = at < 100 ? at + 20 : at + 1;
+    const std::vector<float> want = full.Run(&a, tokens, pos, at, end, false);
+    const std::vector<float> got = trim.Run(&b, tokens, pos, at, end, false);
+    ExpectSameBits(got.data(), want.data(), V, "token " + std::to_string(end - 1));
+    if (HasFatalFailure()) return;
+    b.ReleaseSliding(b.SlidingDeadTokens(end));
+  }
+  EXPECT_LT(trim.blocks()->bytes_in_use(), full.blocks()->bytes_in_use() / 2);
+  // A query at 100 sees positions above 76: releasing the blocks up to 95 breaks the promise.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // the runner's threads are not forked
+  KvSequence c(trim.blocks());
+  trim.Run(&c, tokens, pos, 0, 100, false);
+  c.ReleaseSliding(96);
+  EXPECT_DEATH(trim.Run(&c, tokens, pos, 100, 101, false), "check failed");
+}
+
 // Sequences forked from one long shared prefix (past two 512-key chunks), each with a tail of
 // its own, then decoded one step in one batch: every sequence's logits are bit-identical to its
 // step decoded alone. Attention reads the shared blocks once for several of them, but a query's

@@ -247,6 +247,18 @@ const SynthShape kPresets[] = {
      .n_ctx = 8192,
      .tied_embeddings = false,
      .sliding_window = 4096},
+    // tiny-mistral with a 20-token window: every layer slides and a short prompt passes it
+    // (the sliding-window cache tests: blocks then have no global layers at all).
+    {.name = "tiny-mistral-w20",
+     .display_name = "tiny-mistral-w20",
+     .n_embd = 256,
+     .n_layer = 4,
+     .n_head = 4,
+     .n_head_kv = 2,
+     .n_ff = 768,
+     .n_ctx = 8192,
+     .tied_embeddings = false,
+     .sliding_window = 20},
 };
 
 // SplitMix64 finaliser: a strong 64-bit mix, used both to derive seeds and as the generator

@@ -60,6 +60,7 @@ struct EngineImpl::Slot {
   Clock::time_point admitted, prefill_start, first_token;
   bool finished = false;
   size_t reserved = 0;  // K/V bytes held under kv_ram_bytes
+  int released = 0;     // leading tokens whose sliding parts seq gave up (TrimSliding)
 
   Slot(std::shared_ptr<Request> req, BlockPool* blocks, const Tokenizer& tok)
       : r(std::move(req)), seq(blocks), sampler(r->req.sampling), stream(tok, r->req.stop) {}
@@ -162,12 +163,25 @@ Result<std::shared_ptr<RequestHandle>> EngineImpl::EnqueueModular(CompletionRequ
   return Enqueue(std::move(r));
 }
 
+bool EngineImpl::Trims(const Request& r) const {
+  // A modular prompt's prefill recomputes slots in place and gathers pieces between its stages;
+  // it trims only once that is done, so its reservation covers the whole prefill.
+  return options_.trim_sliding_kv && blocks_.layout().has_sliding() && !r.modular;
+}
+
 size_t EngineImpl::Reservation(const Request& r) const {
   const size_t prompt = r.modular ? r.modular->prefill.tokens.size() : r.req.prompt.size();
   const size_t tokens =
       std::min<size_t>(size_t(context_), prompt + size_t(std::max(0, r.req.max_tokens)));
-  const size_t block = size_t(options_.block_size);
-  return (tokens + block - 1) / block * blocks_.layout().bytes_per_block();
+  const KvLayout& l = blocks_.layout();
+  const size_t block = size_t(l.block_size);
+  const size_t blocks = (tokens + block - 1) / block;
+  if (!Trims(r)) return blocks * l.bytes_per_block();
+  // Before each forward pass a trimming sequence holds sliding parts for the W - 1 positions
+  // its next query still sees, then adds at most a batch of tokens: over at most two blocks
+  // more than those tokens fill (a partial block at each end).
+  const size_t live = (size_t(l.sliding_window) - 1 + options_.batch_size + block - 1) / block + 2;
+  return blocks * l.global_bytes_per_block() + std::min(blocks, live) * l.sliding_bytes_per_block();
 }
 
 // The cache may keep what the running requests' reservations leave of kv_ram_bytes.
@@ -488,7 +502,27 @@ bool EngineImpl::Step() {
       Finish(s, "error", Internal("the request's callback threw"));
     }
   }
+  for (auto& sp : active_) TrimSliding(*sp);
   return true;
+}
+
+void EngineImpl::TrimSliding(Slot& s) {
+  if (s.finished || !options_.trim_sliding_kv || !blocks_.layout().has_sliding()) return;
+  const int total = static_cast<int>(s.fill_tokens.size());
+  if (s.r->modular && (s.filled < total || !s.gathers.empty())) return;
+  // The sequence only moves forward: its next query is the next prefill token's, or the token
+  // to decode next.
+  const int32_t next = s.filled < total ? s.fill_pos[s.filled] : s.next_pos;
+  const int dead = s.seq.SlidingDeadTokens(next);
+  if (dead <= s.released) return;
+  // While the sequence still holds those blocks whole, the cache takes them (and a full
+  // reference): a later prompt sharing this prefix finds its last window complete, however far
+  // this request runs past it.
+  if (options_.prefix_cache && !s.r->modular) {
+    cache_->InsertPrefix(std::span<const int32_t>(s.tokens).first(dead), s.seq);
+  }
+  s.seq.ReleaseSliding(dead);
+  s.released = dead;
 }
 
 void EngineImpl::HandleLogits(Slot& s, const float* logits) {
@@ -591,6 +625,7 @@ void EngineImpl::UpdateStatsSnapshot() {
   stats_.cache_ram_bytes = c.ram_bytes;
   stats_.cache_disk_bytes = c.disk_bytes;
   stats_.kv_bytes_in_use = blocks_.bytes_in_use();
+  stats_.kv_bytes_peak = blocks_.peak_bytes_in_use();
   stats_.active = active;
 }
 

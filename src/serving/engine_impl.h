@@ -91,8 +91,11 @@ class EngineImpl : public Engine {
 
   Status ValidateRequest(const CompletionRequest& request) const;
   // The K/V bytes a request reserves under kv_ram_bytes: its prompt and max_tokens (at most
-  // the context), in whole blocks.
+  // the context), in whole blocks; on sliding layers only what a trimming sequence holds at
+  // once.
   size_t Reservation(const Request& r) const;
+  // Whether the request's sequence gives up the sliding parts no later query of it sees.
+  bool Trims(const Request& r) const;
   void UpdateCacheBudget();
   // Fails a request that never became active (its admission threw).
   void Abandon(Request& r, const std::string& why);
@@ -112,6 +115,9 @@ class EngineImpl : public Engine {
                        bool* last_reused, bool* dropped);
   bool Step();  // one forward pass over all active slots; false if there was nothing to do
   void HandleLogits(Slot& s, const float* logits);
+  // Releases the sliding parts of s's blocks that its next queries no longer see, registering
+  // a plain prompt's prefix up to them in the cache first (where they stay reusable).
+  void TrimSliding(Slot& s);
   void Finish(Slot& s, const std::string& reason, Status status = Status::Ok());
   void UpdateStatsSnapshot();
 
