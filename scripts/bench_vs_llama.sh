@@ -63,7 +63,7 @@ mkdir -p "$dir"
 
 # The median of the numbers on stdin, or "n/a" when there are none (an engine that failed).
 median() {
-  grep -E '^[0-9.e+-]+$' | sort -g |
+  { grep -E '^[0-9.e+-]+$' || true; } | sort -g |
     awk '{v[NR]=$1} END {if (!NR) print "n/a"; else print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'
 }
 vocab_for() {
