@@ -25,8 +25,9 @@ process.on('exit', () => {
 });
 
 // Resolves with the server once it prints "listening on http://HOST:PORT" (port 0: it picks).
-export async function startServer(extraArgs = [], { timeoutMs = 20000 } = {}) {
-  const args = ['serve', '-m', MODEL_PATH, '--port', '0', '-t', '1', ...extraArgs];
+// `model`: another GGUF file to serve instead of stories260K.
+export async function startServer(extraArgs = [], { timeoutMs = 20000, model = MODEL_PATH } = {}) {
+  const args = ['serve', '-m', model, '--port', '0', '-t', '1', ...extraArgs];
   const child = spawn(BIN, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   running.add(child);
   let stderr = '';
