@@ -33,7 +33,7 @@ struct ModelOptions {
   bool special = false;  // special-token spellings in the prompt's text become special tokens
   bool allow_long_context = false;
   std::string chat_template_path;  // --chat-template, for the commands that render chats
-  bool no_trim_sliding = false;  // keep sliding layers' K/V past their window
+  bool no_trim_sliding = false;    // keep sliding layers' K/V past their window
 
   void Register(CLI::App* sub);
   // --chat-template FILE: a Jinja chat template instead of the model file's.
@@ -91,10 +91,11 @@ std::unique_ptr<Command> MakeEvalModulesCommand();
 std::unique_ptr<Command> MakeLogitsCommand();
 std::unique_ptr<Command> MakeQuantizeCommand();
 
-// How modular prompts are served when the prompt does not say: --positions schema|contiguous
-// and --recompute SHARE.
+// How modular prompts are served when the prompt does not say: --positions schema|contiguous,
+// --moved-keys copy|shared and --recompute SHARE.
 struct ModularOptions {
   std::string positions = "schema";
+  std::string moved_keys = "copy";
   double recompute = 0;
   void Register(CLI::App* sub);
 };

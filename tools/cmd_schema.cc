@@ -18,6 +18,12 @@ void ModularOptions::Register(CLI::App* sub) {
                   "reserved positions, gaps where modules are left out) or contiguous (end to "
                   "end from 0, as the same text sent plainly; cached keys re-rotated)")
       ->default_val("schema");
+  sub->add_option("--moved-keys", moved_keys,
+                  "how cached keys reach the positions contiguous mode moves them to: copy (into "
+                  "fresh blocks, keys rotated) or shared (no copy: attention rotates the queries "
+                  "that read them)")
+      ->default_val("copy")
+      ->check(CLI::IsMember({"copy", "shared"}));
   sub->add_option("--recompute", recompute,
                   "share (0 to 1) of the cached tokens encoded without part of a prompt's "
                   "context that is recomputed with it, those whose K/V move most (CacheBlend)")
@@ -42,6 +48,7 @@ Result<std::unique_ptr<Engine>> MakeEngine(const ModelOptions& model, const std:
   o.parallel = 1;
   o.special_tokens_in_text = model.special;
   o.module_positions = mode;
+  o.module_shared_moves = modular.moved_keys == "shared";
   o.module_recompute = modular.recompute;
   PC_ASSIGN_OR_RETURN(o.chat_template, model.ChatTemplateText());
   return Engine::Create(o);

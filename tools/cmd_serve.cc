@@ -100,6 +100,12 @@ class ServeCommand : public Command {
                     "positions, gaps where modules are left out) or contiguous (end to end from "
                     "0, as the same text sent plainly; cached keys re-rotated)")
         ->default_val("schema");
+    sub->add_option("--moved-keys", moved_keys_,
+                    "how cached keys reach the positions contiguous mode moves them to: copy (into "
+                    "fresh blocks, keys rotated) or shared (no copy: attention rotates the queries "
+                    "that read them)")
+        ->default_val("copy")
+        ->check(CLI::IsMember({"copy", "shared"}));
     sub->add_option("--recompute", engine_.module_recompute,
                     "share (0 to 1) of a modular prompt's cached tokens encoded without part of "
                     "its context that is recomputed with it (CacheBlend; requests may override)")
@@ -124,6 +130,7 @@ class ServeCommand : public Command {
     }
     engine_.kv_type = kv_type_ == "f32" ? KvType::kF32 : KvType::kF16;
     engine_.module_positions = *ParsePmlPositions(positions_);
+    engine_.module_shared_moves = moved_keys_ == "shared";
     server_.max_body_bytes = static_cast<size_t>(max_body_bytes_);
     engine_.cache_ram_bytes = size_t(cache_ram_mib_ * double(kMiB));
     engine_.kv_ram_bytes = size_t(kv_ram_mib_ * double(kMiB));
@@ -242,6 +249,7 @@ class ServeCommand : public Command {
   std::string isa_;
   std::string kv_type_ = "f16";
   std::string positions_ = "schema";
+  std::string moved_keys_ = "copy";
   int64_t max_body_bytes_ = int64_t(8) << 20;
   double kv_ram_mib_ = 0;
   double shutdown_timeout_ = 10;

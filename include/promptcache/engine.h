@@ -55,6 +55,11 @@ struct EngineOptions {
   // Cache paper's layout), or kContiguous, end to end from 0 like the same text sent plainly
   // (cached keys rotated to their new positions; see docs/modules.md).
   PmlPositions module_positions = PmlPositions::kSchema;
+  // How a module's cached K/V reach positions other than those it was encoded at (contiguous
+  // positions): false, copied into fresh blocks with keys rotated; true, shared with the cache
+  // by reference, attention rotating the queries that read them instead (no copy, no extra
+  // memory; a rotation per query and layer). docs/modules.md compares them.
+  bool module_shared_moves = false;
   // The share (0 to 1) of a modular prompt's cached tokens that were encoded without part of the
   // prompt's context and are recomputed with it, chosen by how far their K/V move (CacheBlend;
   // <prompt recompute="..."> overrides it per prompt). 0: reuse them all, as the paper does.
@@ -158,7 +163,7 @@ struct EngineStats {
   // K/V of every block in use, cached or held by running sequences (global layers, and the
   // sliding layers still held: see trim_sliding_kv).
   size_t kv_bytes_in_use = 0;
-  size_t kv_bytes_peak = 0;    // the most kv_bytes_in_use has been
+  size_t kv_bytes_peak = 0;  // the most kv_bytes_in_use has been
   int active = 0, queued = 0;
   std::vector<double> ttft_ms;  // recent times to first token, for histograms
 };

@@ -220,7 +220,11 @@ void BlockCache::InsertPrefix(std::span<const int32_t> tokens, const KvSequence&
   const auto now = Clock::now();
   for (int b = 0; b < n_full; ++b) {
     // Only block-aligned sequences map block b to tokens [b*bs, (b+1)*bs).
-    if (b >= static_cast<int>(spans.size()) || spans[b].begin != 0 || spans[b].count != bs) break;
+    // A moved span's keys are not those of its positions (KvSpan::shift).
+    if (b >= static_cast<int>(spans.size()) || spans[b].begin != 0 || spans[b].count != bs ||
+        spans[b].shift != 0) {
+      break;
+    }
     const auto block_tokens = tokens.subspan(size_t(b) * bs, bs);
     const BlockKey key = ChainKey(parent, block_tokens);
     if (Entry* e = Find(key)) {

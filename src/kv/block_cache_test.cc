@@ -81,6 +81,25 @@ TEST(BlockCache, LongestPrefixInWholeBlocksSharedNotCopied) {
   EXPECT_EQ(cache.Stats().hits, 3u);
 }
 
+// A shifted span's keys are not those of its positions: a sequence holding one is cached only
+// up to it.
+TEST(BlockCache, PrefixStopsAtAShiftedSpan) {
+  BlockPool pool(Layout(), 0, false);
+  BlockCache cache(&pool, "fp", Options(100), nullptr);
+  const auto a = Tokens(12);
+  KvSequence computed = Computed(&pool, a);
+  KvSequence moved(&pool);
+  moved.AppendSegment(computed, 0, 4);
+  moved.AppendSegment(computed, 4, 12, /*shift=*/0);
+  KvSequence shifted(&pool);
+  shifted.AppendSegment(computed, 0, 4);
+  shifted.AppendSegment(computed, 4, 12, /*shift=*/3);
+  cache.InsertPrefix(a, shifted);
+  EXPECT_EQ(cache.Stats().ram_blocks, 1u);
+  cache.InsertPrefix(a, moved);
+  EXPECT_EQ(cache.Stats().ram_blocks, 3u);
+}
+
 TEST(BlockCache, EvictsLeastRecentlyUsedLeavesFirstAndNeverBlocksInUse) {
   BlockPool pool(Layout(), 0, false);
   BlockCache cache(&pool, "fp", Options(3), nullptr);

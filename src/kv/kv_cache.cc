@@ -281,7 +281,7 @@ Status KvSequence::Append(std::span<const int32_t> positions) {
     if (!spans_.empty()) {
       const KvSpan& last = spans_.back();
       extend = last.begin + last.count < bs && pool_->RefCount(last.block) == 1 && last.sliding &&
-               pool_->Complete(last.block);
+               pool_->Complete(last.block) && last.shift == 0;
     }
     if (!extend) {
       Result<BlockId> id = pool_->Allocate();
@@ -335,7 +335,7 @@ KvSequence KvSequence::Fork() const {
   return copy;
 }
 
-void KvSequence::AppendSegment(const KvSequence& src, int begin, int end) {
+void KvSequence::AppendSegment(const KvSequence& src, int begin, int end, int32_t shift) {
   PC_CHECK(src.pool_ == pool_);
   PC_CHECK(0 <= begin && begin <= end && end <= src.n_tokens_);
   PC_CHECK(&src != this);
@@ -344,12 +344,16 @@ void KvSequence::AppendSegment(const KvSequence& src, int begin, int end) {
     const int lo = std::max(begin, offset), hi = std::min(end, offset + s.count);
     if (lo < hi) {
       pool_->Ref(s.block, s.sliding);
-      spans_.push_back({s.block, s.begin + (lo - offset), hi - lo, s.sliding});
+      spans_.push_back({s.block, s.begin + (lo - offset), hi - lo, s.sliding, s.shift + shift});
       n_tokens_ += hi - lo;
     }
     offset += s.count;
     if (offset >= end) break;
   }
+}
+
+bool KvSequence::HasShifts() const {
+  return std::any_of(spans_.begin(), spans_.end(), [](const KvSpan& s) { return s.shift != 0; });
 }
 
 void KvSequence::AppendBlock(BlockId block, int begin, int count, bool sliding) {
@@ -366,7 +370,7 @@ int KvSequence::SlidingDeadTokens(int32_t next) const {
   while (dead_spans_ + 1 < static_cast<int>(spans_.size())) {
     const KvSpan& s = spans_[dead_spans_];
     const int32_t* p = pool_->Positions(s.block) + s.begin;
-    if (*std::max_element(p, p + s.count) > last_dead) break;
+    if (int64_t(*std::max_element(p, p + s.count)) + s.shift > last_dead) break;
     dead_tokens_ += s.count;
     ++dead_spans_;
   }
@@ -389,7 +393,7 @@ void KvSequence::ReleaseSliding(int n) {
 KvSpan KvSequence::Locate(int i) const {
   PC_CHECK(i >= 0 && i < n_tokens_);
   for (const KvSpan& s : spans_) {
-    if (i < s.count) return {s.block, s.begin + i, 1, s.sliding};
+    if (i < s.count) return {s.block, s.begin + i, 1, s.sliding, s.shift};
     i -= s.count;
   }
   PC_CHECK(false);
@@ -398,7 +402,7 @@ KvSpan KvSequence::Locate(int i) const {
 
 int32_t KvSequence::Position(int i) const {
   const KvSpan s = Locate(i);
-  return pool_->Positions(s.block)[s.begin];
+  return pool_->Positions(s.block)[s.begin] + s.shift;
 }
 
 const uint8_t* KvSequence::SlotK(int i, int layer) const {

@@ -162,13 +162,17 @@ class BlockPool {
   size_t peak_bytes_ = 0;
 };
 
-// One run of consecutive slots [begin, begin + count) inside one block, and whether the
-// sequence holds the block's sliding part (a full reference) or not.
+// One run of consecutive slots [begin, begin + count) inside one block, whether the sequence
+// holds the block's sliding part (a full reference) or not, and how far the sequence has moved
+// them: it reads their positions as the block's + shift. Their keys stay as computed, rotated
+// for the block's positions; attention rotates the queries that read them by -shift instead
+// (RoPE: R(p)q · R(s)k = R(p - s)q · k), so cached keys move without being copied.
 struct KvSpan {
   BlockId block;
   int begin;
   int count;
   bool sliding = true;
+  int32_t shift = 0;
 };
 
 struct KvShape {
@@ -199,8 +203,11 @@ class KvSequence {
   void Clear() { Truncate(0); }
   // A new sequence sharing every slot of this one, holding the same kinds of references.
   KvSequence Fork() const;
-  // Appends tokens [begin, end) of `src` (same pool) by reference, with their positions.
-  void AppendSegment(const KvSequence& src, int begin, int end);
+  // Appends tokens [begin, end) of `src` (same pool) by reference, at their positions + shift
+  // (keys not rotated: see KvSpan).
+  void AppendSegment(const KvSequence& src, int begin, int end, int32_t shift = 0);
+  // Whether some span is shifted (its keys are read through rotated queries).
+  bool HasShifts() const;
   // Appends slots [begin, begin + count) of a block by reference (a cached block): a full
   // reference with `sliding` (the block must be complete), else a global one.
   void AppendBlock(BlockId block, int begin, int count, bool sliding = true);

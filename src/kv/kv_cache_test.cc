@@ -126,6 +126,43 @@ TEST(KvSequence, SegmentsFromTwoCachesKeepTheirPositionsAndData) {
   EXPECT_EQ(doc1.size(), 7);
 }
 
+// A segment appended with a shift is read at its positions + shift with the same rows (no
+// copy); shifts compose through forks and further segments; and new tokens never go into a
+// shifted span's block, even one the sequence holds alone (their keys would be computed for
+// their own positions, in a span whose keys are read as rotated by the shift).
+TEST(KvSequence, ShiftedSegmentsMoveWithoutCopying) {
+  BlockPool pool(SmallLayout(), 0, false);
+  KvSequence doc(&pool);
+  ASSERT_TRUE(doc.Append(Range(50, 53)).ok());  // 3 of a block's 4 slots
+  for (int i = 0; i < 3; ++i) Fill(doc, i, 300 + i);
+  KvSequence prompt(&pool);
+  ASSERT_TRUE(prompt.Append(Range(0, 2)).ok());
+  prompt.AppendSegment(doc, 0, 3, /*shift=*/-48);
+  EXPECT_EQ(pool.blocks_in_use(), 2);
+  EXPECT_FALSE(doc.HasShifts());
+  EXPECT_TRUE(prompt.HasShifts());
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(prompt.Position(2 + i), 2 + i);
+    EXPECT_EQ(prompt.Locate(2 + i).shift, -48);
+    EXPECT_EQ(ReadK(prompt, 2 + i, 1), 1000.0f + 300 + i);
+  }
+  KvSequence fork = prompt.Fork(), again(&pool);
+  EXPECT_EQ(fork.Position(4), 4);
+  again.AppendSegment(prompt, 2, 5, /*shift=*/10);
+  EXPECT_EQ(again.Position(0), 12);
+  EXPECT_EQ(again.Locate(0).shift, -38);
+  fork = KvSequence(&pool);
+  again = KvSequence(&pool);
+  doc = KvSequence(&pool);  // the prompt now holds the doc's block alone
+  ASSERT_EQ(pool.RefCount(prompt.Locate(2).block), 1);
+  const int64_t before = pool.blocks_in_use();
+  ASSERT_TRUE(prompt.Append(Range(5, 6)).ok());
+  EXPECT_EQ(pool.blocks_in_use(), before + 1);
+  EXPECT_NE(prompt.Locate(5).block, prompt.Locate(4).block);
+  EXPECT_EQ(prompt.Locate(5).shift, 0);
+  EXPECT_EQ(prompt.Position(5), 5);
+}
+
 TEST(BlockPool, StaticPoolRefusesBeyondCapacityAndRollsBack) {
   BlockPool pool(SmallLayout(), 64, true);
   EXPECT_EQ(pool.bytes_reserved(), 64 * pool.layout().bytes_per_block());

@@ -64,7 +64,8 @@ class TileCursor {
   // the window's first tile before a query's first visible key, which weigh exactly 0 (and 0
   // times a zero row adds what 0 times the real row would). *zero_end is one past the last such
   // row in the tile (0: none), for GatherQueries to check that.
-  void Next(int n, AttnTile* tile, int* zero_end, bool prefetch = false) {
+  // shift[r] is row r's span's shift (KvSpan::shift).
+  void Next(int n, AttnTile* tile, int* zero_end, int32_t* shift, bool prefetch = false) {
     PC_CHECK(span_ < spans_.size() || n == 0);
     const BlockPool& kv = *seq_.pool();
     tile->f16 = f16_;
@@ -73,6 +74,7 @@ class TileCursor {
     for (int r = 0; r < n;) {
       const KvSpan& sp = spans_[span_];
       const int take = std::min(sp.count - off_, n - r);
+      std::fill(shift + r, shift + r + take, sp.shift);
       if (sliding_ && !kv.Complete(sp.block)) {
         for (int i = 0; i < take; ++i, ++r) tile->k[r] = tile->v[r] = kv.ZeroRow();
         *zero_end = r;
@@ -166,7 +168,8 @@ class MemberTiles {
       end_[m] = std::min(k1, members[m].keys);
       if (k0 >= end_[m]) continue;
       cursor_[m].emplace(*members[m].seq, layer, k0);
-      cursor_[m]->Next(std::min(kTileRows, end_[m] - k0), &next_[m], &next_zero_[m]);
+      cursor_[m]->Next(std::min(kTileRows, end_[m] - k0), &next_[m], &next_zero_[m],
+                       next_shift_[m]);
     }
   }
 
@@ -178,6 +181,7 @@ class MemberTiles {
       if (!Active(m, ts)) continue;
       rows_[m] = next_[m];
       zero_end_[m] = next_zero_[m];
+      std::copy(next_shift_[m], next_shift_[m] + rows_[m].n, shift_[m]);
       const int te = ts + rows_[m].n;
       where[m] = cursor_[m]->Where();
       bool prefetch = true;
@@ -185,10 +189,12 @@ class MemberTiles {
         if (Active(p, ts) && where[p] == where[m]) prefetch = false;
       }
       if (te < end_[m]) {
-        cursor_[m]->Next(std::min(kTileRows, end_[m] - te), &next_[m], &next_zero_[m], prefetch);
+        cursor_[m]->Next(std::min(kTileRows, end_[m] - te), &next_[m], &next_zero_[m],
+                         next_shift_[m], prefetch);
       }
       for (int p = 0; p < m; ++p) {
-        if (leader_[p] == p && Active(p, ts) && SameRows(rows_[p], rows_[m])) {
+        if (leader_[p] == p && Active(p, ts) && SameRows(rows_[p], rows_[m]) &&
+            std::equal(shift_[p], shift_[p] + rows_[p].n, shift_[m])) {
           leader_[m] = p;
           break;
         }
@@ -203,6 +209,8 @@ class MemberTiles {
   const AttnTile& Rows(int m) const { return rows_[m]; }
   // One past the last zero row (of a released sliding part) in member m's tile; 0: none.
   int ZeroEnd(int m) const { return zero_end_[m]; }
+  // Row r's shift in member m's tile.
+  int32_t Shift(int m, int r) const { return shift_[m][r]; }
 
  private:
   bool Active(int m, int ts) const { return ts < end_[m]; }
@@ -221,6 +229,7 @@ class MemberTiles {
   std::optional<TileCursor> cursor_[kItemTokens];
   AttnTile rows_[kItemTokens], next_[kItemTokens];
   int zero_end_[kItemTokens] = {}, next_zero_[kItemTokens] = {};
+  int32_t shift_[kItemTokens][kTileRows], next_shift_[kItemTokens][kTileRows];
 };
 
 // One layer's attention over the plan's items: what every item needs, gathered once.
@@ -266,11 +275,21 @@ class LayerAttention {
         for (int kvh = 0; kvh < KVH_; ++kvh) {
           for (int g = 0; g < n_members; ++g) {
             if (!tiles.Leads(g)) continue;
-            const int n_q = GatherQueries(it, members, n_members, tiles, g, kvh, ts, th);
             const AttnTile tile = ForHead(tiles.Rows(g), kvh, head_bytes_);
-            AttendTile(tile, hd_, scoring_, n_q, th.q.data(),
-                       sliding_ ? th.first_valid.data() : nullptr, th.n_valid.data(),
-                       th.state_ptr.data(), th.o_ptr.data());
+            // One call per run of rows of one shift, with the queries rotated to match.
+            for (int r0 = 0; r0 < tile.n;) {
+              int r1 = r0 + 1;
+              while (r1 < tile.n && tiles.Shift(g, r1) == tiles.Shift(g, r0)) ++r1;
+              const bool whole = r0 == 0 && r1 == tile.n;
+              const int n_q = GatherQueries(it, members, n_members, tiles, g, kvh, ts,
+                                            tiles.Shift(g, r0), r0, r1, th);
+              if (n_q > 0) {
+                AttendTile(tile, hd_, scoring_, n_q, th.q.data(),
+                           sliding_ || !whole ? th.first_valid.data() : nullptr, th.n_valid.data(),
+                           th.state_ptr.data(), th.o_ptr.data());
+              }
+              r0 = r1;
+            }
           }
         }
       }
@@ -298,8 +317,13 @@ class LayerAttention {
   }
 
  private:
-  const float* QRow(int t, int h) const {
-    return s_.q.data() + size_t(t) * c_.q_dim() + size_t(h) * hd_;
+  // Token t's query of head h, rotated by -shift to read keys moved by `shift`.
+  const float* QRow(int t, int h, int32_t shift = 0) const {
+    const size_t at = size_t(t) * c_.q_dim() + size_t(h) * hd_;
+    if (shift == 0) return s_.q.data() + at;
+    const auto i = std::find(as_.shifts.begin(), as_.shifts.end(), shift) - as_.shifts.begin();
+    PC_CHECK(i < static_cast<std::ptrdiff_t>(as_.shifts.size()));
+    return as_.shifted_q.data() + size_t(i) * batch_.size() * c_.q_dim() + at;
   }
   float* OutRow(int t, int h) const {
     return s_.attn.data() + size_t(t) * c_.q_dim() + size_t(h) * hd_;
@@ -329,10 +353,12 @@ class LayerAttention {
     return n;
   }
 
-  // Lists in th the queries of KV head kvh that read leader g's tile at ts: the tokens, of every
-  // member reading the same rows, at or after its first key. Returns their count.
+  // Lists in th the queries of KV head kvh that read rows [r0, r1) of leader g's tile at ts,
+  // whose shift is `shift`: the tokens, of every member reading the same rows, that see some of
+  // them. Returns their count.
   int GatherQueries(const Item& it, const Member* members, int n_members, const MemberTiles& tiles,
-                    int g, int kvh, int ts, AttentionScratch::Thread& th) const {
+                    int g, int kvh, int ts, int32_t shift, int r0, int r1,
+                    AttentionScratch::Thread& th) const {
     int n_q = 0;
     for (int mi = g; mi < n_members; ++mi) {
       if (!tiles.Active(mi) || tiles.Leader(mi) != g) continue;
@@ -345,11 +371,13 @@ class LayerAttention {
         // Released rows are never inside a window that reads them (KvSequence::ReleaseSliding's
         // contract): a broken promise would read zeros instead of keys, so it stops here.
         PC_CHECK(tiles.ZeroEnd(mi) <= std::max(lo, 0));
-        const int n = std::min(ts + kTileRows, slot_[t] + 1) - ts;
+        const int n = std::min({ts + kTileRows, slot_[t] + 1, ts + r1}) - ts;
+        const int first = std::max(lo, r0);
+        if (first >= n) continue;  // none of these rows in the token's range
         for (int h = kvh * group_; h < (kvh + 1) * group_; ++h) {
           const int m = i * H_ + h;
-          th.q[n_q] = QRow(t, h);
-          th.first_valid[n_q] = std::max(lo, 0);
+          th.q[n_q] = QRow(t, h, shift);
+          th.first_valid[n_q] = first;
           th.n_valid[n_q] = n;
           th.state_ptr[n_q] = &th.state[m];
           th.o_ptr[n_q] = th.o.data() + size_t(m) * hd_;
@@ -414,14 +442,14 @@ void WindowStarts(std::span<const BatchToken> batch, const std::vector<int>& slo
     while (sp > 0) {
       const KvSpan& s = spans[sp - 1];
       block_pos = seq.pool()->Positions(s.block) + s.begin;
-      if (block_pos[s.count - 1] <= min_pos - window) break;  // wholly before every window
+      if (block_pos[s.count - 1] + s.shift <= min_pos - window) break;  // before every window
       base -= s.count;
       --sp;
     }
     tail.clear();
     for (size_t i = sp; i < spans.size(); ++i) {
       const int32_t* p = seq.pool()->Positions(spans[i].block) + spans[i].begin;
-      tail.insert(tail.end(), p, p + spans[i].count);
+      for (int j = 0; j < spans[i].count; ++j) tail.push_back(p[j] + spans[i].shift);
     }
     for (int i = g; i < end; ++i) {
       const int t = as->order[i];
@@ -446,6 +474,17 @@ void Model::PlanAttention(std::span<const BatchToken> batch, const std::vector<i
   PC_CHECK(static_cast<int>(order.size()) == T);
 
   if (c.AnySliding()) WindowStarts(batch, slot, c.sliding_window, &as);
+  as.shifts.clear();
+  for (int t = 0; t < T; ++t) {
+    if (t > 0 && batch[t].seq == batch[t - 1].seq) continue;
+    for (const KvSpan& sp : batch[t].seq->spans()) {
+      if (sp.shift != 0 &&
+          std::find(as.shifts.begin(), as.shifts.end(), sp.shift) == as.shifts.end()) {
+        as.shifts.push_back(sp.shift);
+      }
+    }
+  }
+  if (!as.shifts.empty()) as.shifted_q.resize(as.shifts.size() * T * c.q_dim());
 
   // Items of up to kItemTokens tokens of one sequence (order groups them), or of several.
   std::vector<Item>& items = as.items;
@@ -525,6 +564,14 @@ void Model::Attention(std::span<const BatchToken> batch, const std::vector<int>&
   const int H = config_.n_heads;
   AttentionScratch& as = s->attention;
   std::fill(as.state.begin(), as.state.begin() + size_t(T) * H, AttnState{});
+  // Queries for moved keys: R(-shift) applied as RoPE applies R(pos), to every head of every
+  // token at once (the same rotation for all).
+  const size_t q_floats = size_t(T) * config_.q_dim();
+  for (size_t i = 0; i < as.shifts.size(); ++i) {
+    float* q = as.shifted_q.data() + i * q_floats;
+    std::memcpy(q, s->q.data(), q_floats * sizeof(float));
+    ApplyRope(config_, layer, q, T * H, -static_cast<float>(as.shifts[i]));
+  }
   const LayerAttention attention(config_, batch, slot, layer, s);
   std::atomic<size_t> next{0};
   auto work = [&](int thread, int) {

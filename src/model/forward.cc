@@ -76,7 +76,8 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
         // Recomputed in place: before any appended token, slots ascending, an owned slot.
         PC_CHECK(positions.empty() && batch[u].slot > last_in_place && batch[u].slot < seq->size());
         PC_CHECK(seq->Position(batch[u].slot) == batch[u].pos);
-        PC_CHECK(seq->pool()->RefCount(seq->Locate(batch[u].slot).block) == 1);
+        const KvSpan at = seq->Locate(batch[u].slot);
+        PC_CHECK(seq->pool()->RefCount(at.block) == 1 && at.shift == 0);
         slot[u] = last_in_place = batch[u].slot;
         continue;
       }

@@ -29,7 +29,7 @@ Status AppendShifted(const ModelConfig& config, const KvSequence& src, int begin
           --skip;
           continue;
         }
-        out.push_back({s.block, s.begin + j, 1});
+        out.push_back({s.block, s.begin + j, 1, s.sliding, s.shift});
       }
     }
     return out;
@@ -48,7 +48,9 @@ Status AppendShifted(const ModelConfig& config, const KvSequence& src, int begin
                     row_bytes);
         const uint8_t* ks = blocks->K(from[i].block, l) + src_at;
         uint8_t* kd = blocks->K(to[i].block, l) + dst_at;
-        if (delta == 0) {
+        // A shifted source span's keys are rotated for its block's positions.
+        const int rotate = delta + from[i].shift;
+        if (rotate == 0) {
           std::memcpy(kd, ks, row_bytes);
           continue;
         }
@@ -57,7 +59,7 @@ Status AppendShifted(const ModelConfig& config, const KvSequence& src, int begin
         } else {
           std::memcpy(k.data(), ks, row_bytes);
         }
-        ApplyRope(config, l, k.data(), layout.n_kv_heads, static_cast<float>(delta));
+        ApplyRope(config, l, k.data(), layout.n_kv_heads, static_cast<float>(rotate));
         if (f16) {
           F32ToF16Row(k.data(), reinterpret_cast<uint16_t*>(kd), kv_dim);
         } else {

@@ -86,6 +86,10 @@ struct AttentionScratch {
   std::vector<AttnState> state;          // [T * H]
   std::vector<AttnState> partial_state;  // [T * H * chunks]
   std::vector<float> partial_o;          // [T * H * chunks * head_dim]
+  // The distinct non-zero shifts of the batch's sequences' spans (KvSpan::shift), and for each,
+  // every query of the batch rotated by -shift: what reads those spans' keys. [shifts][T * q_dim]
+  std::vector<int32_t> shifts;
+  std::vector<float> shifted_q;
 };
 
 // Scratch buffers of the forward pass, reused across calls; one per thread that runs forwards.

@@ -119,8 +119,8 @@ EngineImpl::EngineImpl(const EngineOptions& options, std::unique_ptr<Model> mode
   co.min_tokens = options.cache_min_tokens;
   co.granularity = options.cache_granularity;
   cache_ = std::make_unique<BlockCache>(&blocks_, model_->fingerprint(), co, std::move(disk));
-  store_ =
-      std::make_unique<ModuleStore>(*model_, cache_.get(), &pool_, &scratch_, options.batch_size);
+  store_ = std::make_unique<ModuleStore>(*model_, cache_.get(), &pool_, &scratch_,
+                                         options.batch_size, options.module_shared_moves);
   thread_ = std::thread([this] { Loop(); });
 }
 

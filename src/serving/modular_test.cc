@@ -583,6 +583,41 @@ TEST_P(ModularModels, ContiguousPositionsEqualThePlainPrompt) {
   }
 }
 
+// Shared moves (EngineOptions::module_shared_moves): a module moved after another is read from
+// its cache entry's blocks through rotated queries instead of a rotated copy. The logits equal
+// the copy's up to rounding, pieces that do not move are exact as before, and the prompt holds
+// fewer K/V bytes at its peak (the moved module is not copied).
+TEST_P(ModularModels, SharedMovesReadLikeCopies) {
+  const std::string text = "<![CDATA[\nOne day,]]>";
+  const std::string both = "<prompt schema=\"pets\"><dog/><cat/>" + text + "</prompt>";
+  const std::string one = "<prompt schema=\"pets\"><cat/>" + text + "</prompt>";
+  std::vector<float> logits[2], single[2];
+  size_t peak[2];
+  CompletionResult served[2];
+  for (int shared : {0, 1}) {
+    EngineOptions eo;
+    eo.kv_type = KvType::kF32;
+    eo.module_positions = PmlPositions::kContiguous;
+    eo.module_shared_moves = shared == 1;
+    eo.prefix_cache = false;
+    auto e = Make(eo, GetParam());
+    ASSERT_TRUE(e->LoadSchemaText(kPets, "pets.xml").ok());
+    Serve(*e, both, Greedy(1));  // modules encoded and cached
+    const size_t before = e->Stats().kv_bytes_in_use;
+    served[shared] = Serve(*e, both, Greedy(4));
+    peak[shared] = e->Stats().kv_bytes_peak - before;
+    logits[shared] = FirstLogits(*e, both);
+    single[shared] = FirstLogits(*e, one);
+  }
+  EXPECT_EQ(served[1].cached_tokens, served[0].cached_tokens);
+  EXPECT_EQ(served[1].computed_tokens, served[0].computed_tokens);
+  EXPECT_EQ(served[1].text, served[0].text);
+  EXPECT_LT(KlDivergence(logits[0], logits[1]), 1e-4);
+  EXPECT_EQ(ArgMax(logits[0]), ArgMax(logits[1]));
+  EXPECT_EQ(single[1], single[0]);  // nothing moved: the same bits
+  EXPECT_LT(peak[1], peak[0]);
+}
+
 // Selective recompute: only tokens encoded without part of the prompt's context are candidates;
 // recomputing all of them gives the plain prompt's logits bit for bit, a share of them counts
 // as computed and moves the logits toward it.

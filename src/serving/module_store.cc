@@ -160,8 +160,13 @@ PmlTextPiece ModuleStore::Variant(const SchemaLayout& schema, const PmlTextRef& 
 }
 
 ModuleStore::ModuleStore(const Model& model, BlockCache* cache, ThreadPool* pool,
-                         ForwardScratch* scratch, int batch_size)
-    : model_(model), cache_(cache), pool_(pool), scratch_(scratch), batch_size_(batch_size) {}
+                         ForwardScratch* scratch, int batch_size, bool shared_moves)
+    : model_(model),
+      cache_(cache),
+      pool_(pool),
+      scratch_(scratch),
+      batch_size_(batch_size),
+      shared_moves_(shared_moves) {}
 
 std::vector<BlockKey> ModuleStore::PieceKeys(const PmlTextPiece& piece) const {
   BlockKey key;
@@ -300,12 +305,16 @@ Status ModuleStore::GatherPiece(const SchemaLayout& schema, const PmlTextRef& re
                                 bool* reused) {
   if (depth > kMaxDepth) return Internal("PML span dependencies nest too deeply");
   // Elsewhere than encoded, or to be owned: through a scratch sequence, then copied (keys
-  // rotated by the difference).
+  // rotated by the difference), or shared as a shifted span.
   KvSequence moved(cache_->pool());
   KvSequence* target = at == piece.start && !own ? seq : &moved;
   *reused = AppendCached(piece, target);
   if (!*reused) PC_RETURN_IF_ERROR(Encode(schema, ref, piece, deps, target, stats, depth));
   if (target == seq) return Status::Ok();
+  if (shared_moves_ && !own) {
+    seq->AppendSegment(moved, 0, moved.size(), at - piece.start);
+    return Status::Ok();
+  }
   return AppendShifted(model_.config(), moved, 0, moved.size(), at - piece.start, seq, pool_);
 }
 

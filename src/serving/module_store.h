@@ -97,8 +97,9 @@ struct GatherStats {
 
 class ModuleStore {
  public:
+  // `shared_moves`: EngineOptions::module_shared_moves.
   ModuleStore(const Model& model, BlockCache* cache, ThreadPool* pool, ForwardScratch* scratch,
-              int batch_size);
+              int batch_size, bool shared_moves = false);
 
   // The keys of the piece's blocks, in order.
   std::vector<BlockKey> PieceKeys(const PmlTextPiece& piece) const;
@@ -108,7 +109,8 @@ class ModuleStore {
   static std::vector<PmlTextRef> Dependencies(const SchemaLayout& schema, const PmlTextRef& ref);
 
   // Appends the piece's K/V to `seq` starting at position `at`: by reference (loading blocks
-  // from disk as needed) where `at` is the piece's start, else copied with keys rotated. When it
+  // from disk as needed) where `at` is the piece's start, else copied with keys rotated (or, with
+  // shared moves, by reference as a shifted span: KvSpan::shift). When it
   // is not cached, encodes it first (and whatever of its span is missing). `deps`, when given,
   // replaces its Dependencies: the variant of the piece that attended to those only (Variant).
   // `own`: copy it into blocks `seq` owns even where it could be shared (to rewrite it later).
@@ -159,6 +161,7 @@ class ModuleStore {
   ThreadPool* pool_;
   ForwardScratch* scratch_;
   int batch_size_;
+  bool shared_moves_;
 };
 
 }  // namespace promptcache
