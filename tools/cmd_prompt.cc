@@ -119,6 +119,9 @@ class PromptCommand : public Command {
       if (!h.ok()) return Fail(h.status());
       (*h)->Wait();
     }
+    // K/V held before the prompts (the modules preloaded): the peak beyond it is what serving
+    // them took on top of the cache.
+    const size_t kv_before = e.Stats().kv_bytes_in_use;
     std::vector<double> ttfts;
     long reused = 0, computed = 0;
     for (int rep = 0; rep < repeat_; ++rep) {
@@ -141,7 +144,9 @@ class PromptCommand : public Command {
                           {"computed_tokens", computed},
                           {"ttft_ms", Median(ttfts)},
                           {"ttft_ms_max", *std::max_element(ttfts.begin(), ttfts.end())},
-                          {"ttft_ms_all", ttfts}};
+                          {"ttft_ms_all", ttfts},
+                          {"kv_bytes_before", kv_before},
+                          {"kv_bytes_peak", e.Stats().kv_bytes_peak}};
       std::fprintf(stderr, "%s\n", j.dump().c_str());
     }
     return 0;
