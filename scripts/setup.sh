@@ -10,6 +10,9 @@ pkgs=(cmake ninja-build g++ clang libclang-rt-14-dev pkg-config
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 # Unicode normalization (NFC) for Qwen2's tokenizers.
 pkgs+=(libutf8proc-dev)
+# The headless browser the web page's test drives (through puppeteer-core from npm, which never
+# downloads a browser of its own).
+pkgs+=(chromium)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -29,6 +32,6 @@ if [ -f "$(dirname "$0")/../tests/node/package.json" ]; then
   # checksum sits in node_modules), so a lockfile update reaches every checkout.
   (cd "$(dirname "$0")/../tests/node" &&
     want=$(sha256sum package-lock.json | cut -d' ' -f1) &&
-    { [ -d node_modules/openai ] && [ "$(cat node_modules/.lock-sha256 2>/dev/null)" = "$want" ] ||
+    { [ -d node_modules/openai ] && [ -d node_modules/puppeteer-core ] && [ "$(cat node_modules/.lock-sha256 2>/dev/null)" = "$want" ] ||
       { npm ci --silent --no-audit --no-fund && echo "$want" > node_modules/.lock-sha256; }; })
 fi

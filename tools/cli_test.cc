@@ -235,6 +235,38 @@ TEST_F(CliTest, InspectAndBenchJson) {
   EXPECT_NE(s.out.find("\"sequences\":3"), std::string::npos) << s.out;
 }
 
+// bench --plot writes one SVG with the three charts (generation with and without the KV cache,
+// TTFT cold / prefix hit / modules, bytes per token by KV type) and reports their numbers; a
+// prefix hit and modules compute less than a cold prompt, so their TTFT is lower at the longest
+// prompt.
+TEST_F(CliTest, BenchPlotWritesSvg) {
+  const std::string svg = (dir_ / "plot.svg").string();
+  const Output b = RunCli("bench -m " + kStories + " -t 1 -p 160 -n 48 -r 1 --json --plot " + svg);
+  ASSERT_EQ(b.code, 0) << b.err;
+  const std::string text = Slurp(svg);
+  EXPECT_EQ(text.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0), 0u) << text.substr(0, 80);
+  EXPECT_NE(text.find("</svg>"), std::string::npos);
+  for (const char* title : {"Generation: with vs without KV cache", "Time to first token",
+                            "K/V bytes per token by KV type", "schema modules + new text"}) {
+    EXPECT_NE(text.find(title), std::string::npos) << title;
+  }
+  EXPECT_NE(b.out.find("wrote " + svg), std::string::npos) << b.out;
+  const nlohmann::json j = nlohmann::json::parse(LastLine(b.out));
+  const nlohmann::json& plot = j["plot"];
+  ASSERT_FALSE(plot["generation"].empty());
+  const nlohmann::json& longest = plot["generation"].back();
+  EXPECT_EQ(longest["tokens"], 48);
+  EXPECT_GT(longest["no_cache_ms"].get<double>(), longest["with_cache_ms"].get<double>());
+  ASSERT_FALSE(plot["ttft"].empty());
+  const nlohmann::json& t = plot["ttft"].back();
+  EXPECT_GT(t["cold_ms"].get<double>(), t["prefix_hit_ms"].get<double>()) << t.dump();
+  EXPECT_GT(t["cold_ms"].get<double>(), t["modules_ms"].get<double>()) << t.dump();
+  EXPECT_EQ(plot["kv_bytes_per_token"]["f16"], 640);
+  EXPECT_EQ(plot["kv_bytes_per_token"]["f32"], 1280);
+  ExpectOneLineError("bench -m " + kStories + " -p 32 -n 8 -r 1 --plot /nonexistent/dir/p.svg",
+                     "cannot write the plot");
+}
+
 // bench --json names the target and, for every weight type the model's matrices have (the
 // output matrix, the tied embedding's type when it is the output, every layer's), the matmul
 // kernel that runs it; the names follow --isa.

@@ -1,14 +1,17 @@
 // `promptcache bench`: prompt-processing and generation speed (median of repeats), peak RSS and
-// KV cache cost, and with --compare-no-cache the cost of generating without a KV cache.
+// KV cache cost, and with --compare-no-cache the cost of generating without a KV cache; --plot
+// draws what caching saves as SVG (tools/bench_plot.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <random>
 
 #include "core/log.h"
 #include "nlohmann/json.hpp"
 #include "ops/targets.h"
+#include "tools/bench_plot.h"
 #include "tools/cli_common.h"
 
 namespace promptcache::cli {
@@ -62,6 +65,11 @@ class BenchCommand : public Command {
     sub->add_flag("--json", json_, "end with one JSON object on stdout");
     sub->add_flag("--compare-no-cache", compare_,
                   "also time generation with and without the KV cache for growing lengths");
+    sub->add_option("--plot", plot_,
+                    "also measure what caching saves and write it as SVG charts to this file: "
+                    "generation with and without the KV cache up to -n tokens, time to first "
+                    "token cold, on a prefix hit and from schema modules up to -p prompt "
+                    "tokens, K/V bytes per token by KV type");
   }
 
   int Execute() override {
@@ -71,6 +79,10 @@ class BenchCommand : public Command {
     if (n_prompt_ < 1 || n_gen_ < 1 || reps_ < 1) return Fail("-p, -n and -r must be >= 1");
     if (depth_ < 0) return Fail("-d must be >= 0");
     if (n_seq_ < 1 || n_seq_ > 256) return Fail("-s must be from 1 to 256");
+    // Before any measuring: a plot that cannot be written fails at once.
+    if (!plot_.empty() && !std::ofstream(plot_, std::ios::app)) {
+      return Fail("cannot write the plot to '" + plot_ + "'");
+    }
     std::unique_ptr<Model> model = LoadModelOrReport(model_.model_path);
     if (!model) return 1;
     if (Status st = model_.Check(*model); !st.ok()) return Fail(st);
@@ -161,6 +173,13 @@ class BenchCommand : public Command {
                 : trimmed         ? ", sliding layers trimmed past their window"
                                   : ", sliding layers kept");
     if (compare_) out["compare_no_cache"] = CompareNoCache(session, *model);
+    if (!plot_.empty()) {
+      Result<nlohmann::json> plot =
+          WriteBenchPlot({plot_, n_gen_, n_prompt_}, model_, session, *model);
+      if (!plot.ok()) return Fail(plot.status());
+      PrintPlot(*plot);
+      out["plot"] = std::move(plot).value();
+    }
     if (json_) std::printf("%s\n", out.dump().c_str());
     return 0;
   }
@@ -252,7 +271,24 @@ class BenchCommand : public Command {
     return rows;
   }
 
+  void PrintPlot(const nlohmann::json& plot) {
+    std::printf("\n%8s %14s %14s\n", "tokens", "with cache ms", "no cache ms");
+    for (const auto& r : plot["generation"]) {
+      std::printf("%8d %14.2f %14.2f\n", r["tokens"].get<int>(), r["with_cache_ms"].get<double>(),
+                  r["no_cache_ms"].get<double>());
+    }
+    std::printf("\n%8s %12s %15s %12s  (time to first token)\n", "prompt", "cold ms",
+                "prefix hit ms", "modules ms");
+    for (const auto& r : plot["ttft"]) {
+      std::printf("%8d %12.2f %15.2f %12.2f\n", r["prompt_tokens"].get<int>(),
+                  r["cold_ms"].get<double>(), r["prefix_hit_ms"].get<double>(),
+                  r["modules_ms"].get<double>());
+    }
+    std::printf("\nwrote %s\n", plot["path"].get<std::string>().c_str());
+  }
+
   ModelOptions model_;
+  std::string plot_;
   int n_prompt_ = 512, n_gen_ = 128, reps_ = 3, depth_ = 0, n_seq_ = 1;
   bool json_ = false, compare_ = false;
 };

@@ -105,6 +105,15 @@ struct CompletionRequest {
   std::function<void(std::span<const float>)> on_logits;
 };
 
+// Where the K/V of a run of prompt tokens came from: a prefix hit in RAM, a prefix block read
+// back from the disk tier, a remote tier (none yet), a schema module's cached blocks, or computed
+// for this request. The cache map of a response (docs/server.md) is these runs.
+enum class TokenSource { kRam, kDisk, kRemote, kModule, kComputed };
+struct SourceRun {
+  TokenSource source = TokenSource::kComputed;
+  int length = 0;
+};
+
 struct CompletionResult {
   Status status;                // not OK: the request failed (e.g. prompt over the context)
   std::vector<int32_t> tokens;  // generated ids
@@ -134,6 +143,10 @@ struct CompletionResult {
   int recompute_candidates = 0;
   int recomputed_tokens = 0;
   double recompute_ms = 0;
+  // The prompt's tokens in order (by position for modular prompts), run-length encoded by where
+  // their K/V came from; the lengths sum to prompt_tokens. Tokens recomputed by selective
+  // recompute still show as their module's.
+  std::vector<SourceRun> sources;
 };
 
 // A submitted request: wait for it, or cancel it.
@@ -150,6 +163,17 @@ struct CacheEntryInfo {
   bool in_ram = false;
   bool on_disk = false;
   bool pinned = false;
+  double idle_seconds = 0;
+};
+
+// One cached block, for drawing the prefix tree: chains share their first blocks.
+struct CacheBlockInfo {
+  std::string key, parent;  // hex; parent empty: a chain's first block
+  int depth = 0;            // tokens before the block in its chain
+  std::vector<int32_t> tokens;
+  bool on_disk = false, pinned = false;
+  bool prefix = true;  // false: a schema module's block
+  uint64_t hits = 0;   // prefix lookups that reused it
   double idle_seconds = 0;
 };
 
@@ -239,6 +263,8 @@ class Engine {
 
   // Explicit cache control.
   virtual std::vector<CacheEntryInfo> ListCache() const = 0;
+  // Every block in RAM with its parent and tokens (ListCache lists chains by their last block).
+  virtual std::vector<CacheBlockInfo> ListCacheBlocks() const { return {}; }
   virtual Status PinPrefix(const std::vector<int32_t>& tokens, bool pinned) = 0;
   virtual Status DropCache(const std::string& key) = 0;  // "" drops everything unpinned
   virtual Status SaveCache() = 0;                        // write RAM entries to the disk tier

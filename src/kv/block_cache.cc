@@ -144,19 +144,22 @@ bool BlockCache::LoadFromDisk(const BlockKey& key, bool prefix) {
   return true;
 }
 
-int BlockCache::LookupPrefix(std::span<const int32_t> tokens, int max_tokens, KvSequence* seq) {
+int BlockCache::LookupPrefix(std::span<const int32_t> tokens, int max_tokens, KvSequence* seq,
+                             std::vector<bool>* from_disk) {
   PC_CHECK(seq->size() == 0);
   ExpireIdle();  // the engine may have slept past the TTL since its last Maintain
   stats_.lookups++;
   const int bs = pool_->layout().block_size;
   const int limit = std::min<int>(max_tokens, static_cast<int>(tokens.size()));
   std::vector<BlockKey> chain;
+  std::vector<bool> loaded;  // per block of chain: read from disk by this lookup
   BlockKey parent;
   for (int b = 0; (b + 1) * bs <= limit; ++b) {
     const auto block_tokens = tokens.subspan(size_t(b) * bs, bs);
     const BlockKey key = ChainKey(parent, block_tokens);
     Entry* e = Find(key);
-    if (e == nullptr && LoadFromDisk(key, /*prefix=*/true)) e = Find(key);
+    const bool disk = e == nullptr && LoadFromDisk(key, /*prefix=*/true);
+    if (disk) e = Find(key);
     // A hash collision would serve another prompt's K/V: compare the tokens, and the parent
     // key, which was itself verified one step earlier: by induction from the first block, a
     // hit is the very prefix asked for, never a collision of chain keys.
@@ -165,6 +168,7 @@ int BlockCache::LookupPrefix(std::span<const int32_t> tokens, int max_tokens, Kv
       break;
     }
     chain.push_back(key);
+    loaded.push_back(disk);
     parent = key;
   }
   size_t n = chain.size();
@@ -175,7 +179,9 @@ int BlockCache::LookupPrefix(std::span<const int32_t> tokens, int max_tokens, Kv
     Entry& e = entries_.at(chain[i]);
     seq->AppendBlock(e.block, e.begin, e.count, InWindow(i, n));
     e.last_used = now;
+    e.hits++;
   }
+  if (from_disk != nullptr) from_disk->assign(loaded.begin(), loaded.begin() + n);
   if (n > 0) {
     stats_.hits++;
     stats_.hit_tokens += n * bs;
@@ -427,6 +433,25 @@ std::vector<CachedPrefixInfo> BlockCache::List() const {
     for (const BlockKey& k : disk_->Keys()) {
       if (!entries_.count(k)) out.push_back({k, 0, false, true, false, 0});
     }
+  }
+  return out;
+}
+
+std::vector<CachedBlockInfo> BlockCache::ListBlocks() const {
+  std::vector<CachedBlockInfo> out;
+  const auto now = Clock::now();
+  for (const auto& [key, e] : entries_) {
+    CachedBlockInfo b;
+    b.key = key;
+    b.parent = e.parent;
+    b.depth = e.depth;
+    b.tokens = e.tokens;
+    b.on_disk = disk_ && disk_->Contains(key);
+    b.pinned = e.pins > 0;
+    b.prefix = e.prefix;
+    b.hits = e.hits;
+    b.idle_seconds = std::chrono::duration<double>(now - e.last_used).count();
+    out.push_back(std::move(b));
   }
   return out;
 }

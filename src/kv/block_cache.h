@@ -61,6 +61,17 @@ struct CachedPrefixInfo {
   double idle_seconds;
 };
 
+// One cached block, for drawing the prefix tree (BlockCache::ListBlocks).
+struct CachedBlockInfo {
+  BlockKey key, parent;  // parent empty: the chain's first block
+  int depth = 0;         // tokens before this block in its chain
+  std::vector<int32_t> tokens;
+  bool on_disk = false, pinned = false;
+  bool prefix = false;  // a prefix chain's block (false: a schema module's)
+  uint64_t hits = 0;    // prefix lookups that reused it
+  double idle_seconds = 0;
+};
+
 class BlockCache {
  public:
   using Clock = std::chrono::steady_clock;
@@ -85,7 +96,10 @@ class BlockCache {
   // always computed and yields logits). Positions are 0, 1, 2, ... as in plain prompts. With
   // sliding layers the hit is one whose last window is complete, and its blocks before that
   // window come as global references.
-  int LookupPrefix(std::span<const int32_t> tokens, int max_tokens, KvSequence* seq);
+  // With `from_disk`, it receives one flag per block of the hit: true where the block was read
+  // from the disk tier by this lookup (a request's cache map shows where its tokens came from).
+  int LookupPrefix(std::span<const int32_t> tokens, int max_tokens, KvSequence* seq,
+                   std::vector<bool>* from_disk = nullptr);
 
   // Registers the full blocks of `seq` (which holds `tokens` at positions 0..n-1, block-aligned
   // from its start) as cached prefixes, each entry holding what the sequence holds of its block.
@@ -115,6 +129,8 @@ class BlockCache {
   Status Drop(const std::string& key_hex);
 
   std::vector<CachedPrefixInfo> List() const;
+  // Every block in RAM, with its parent: the prefix tree that List() shows only the leaves of.
+  std::vector<CachedBlockInfo> ListBlocks() const;
   BlockCacheStats Stats() const;
 
  private:
@@ -132,6 +148,7 @@ class BlockCache {
     bool on_disk = false;
     bool sliding = true;  // holds the block's sliding part (a full reference)
     bool prefix = false;  // a prefix chain's block: its sliding part may go on its own
+    uint64_t hits = 0;    // prefix lookups that reused it
   };
 
   Entry* Find(const BlockKey& key);

@@ -16,6 +16,7 @@
 
 #include "core/log.h"
 #include "model/model.h"
+#include "server/cache_map.h"
 #include "server/http_transport.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
@@ -23,6 +24,7 @@
 #include "server/prompt_encoder.h"
 #include "server/schema_api.h"
 #include "server/text_channel.h"
+#include "server/web_ui.h"
 #include "serving/fidelity.h"
 
 namespace promptcache {
@@ -93,6 +95,7 @@ struct Stream {
   ResponseMeta meta;
   bool include_usage = false;
   bool started = false;
+  std::shared_ptr<const CacheMapRequest> map;  // "cache_map": true
   std::shared_ptr<TextChannel> channel = std::make_shared<TextChannel>();
   std::shared_ptr<RequestHandle> handle;
   std::thread waiter;
@@ -199,13 +202,16 @@ class HttpServer::Impl {
   bool PrepareModular(const ApiRequest& r, httplib::Response& res, CompletionRequest* creq,
                       Submitter* submit, PmlPrompt* prompt);
   // evaluate: the modular prompt whose fidelity the response reports ("evaluate": true).
+  // map: what the cache map needs ("cache_map": true), or null.
   void Respond(httplib::Response& res, const ResponseMeta& meta, CompletionRequest creq,
-               const Submitter& submit, const PmlPrompt* evaluate = nullptr);
+               const Submitter& submit, const PmlPrompt* evaluate,
+               std::shared_ptr<const CacheMapRequest> map);
   // {"contiguous": {...}, "gapped": {...}}: the run against both full recomputes.
   ojson Fidelity(const PmlPrompt& prompt, const CompletionResult& result,
                  const std::vector<std::vector<float>>& logits) const;
   void StartStream(httplib::Response& res, const ResponseMeta& meta, bool include_usage,
-                   CompletionRequest creq, const Submitter& submit);
+                   CompletionRequest creq, const Submitter& submit,
+                   std::shared_ptr<const CacheMapRequest> map);
   bool WriteStream(Stream& s, httplib::DataSink& sink);
   void Observe(const CompletionResult& r);
 
@@ -215,6 +221,8 @@ class HttpServer::Impl {
   void HandleTokenize(const httplib::Request& req, httplib::Response& res);
   void HandleDetokenize(const httplib::Request& req, httplib::Response& res);
   void HandleCacheList(const httplib::Request& req, httplib::Response& res);
+  void HandleCacheTree(const httplib::Request& req, httplib::Response& res);
+  void HandleWeb(const httplib::Request& req, httplib::Response& res);
   void HandleCacheDrop(const httplib::Request& req, httplib::Response& res);
   void HandleCacheSave(const httplib::Request& req, httplib::Response& res);
   void HandleCacheLoad(const httplib::Request& req, httplib::Response& res);
@@ -309,6 +317,7 @@ void HttpServer::Impl::RegisterRoutes() {
       {"/v1/cache",
        {{"GET", bind(&Impl::HandleCacheList)}, {"DELETE", bind(&Impl::HandleCacheDrop)}}},
       {"/v1/cache/save", {{"POST", bind(&Impl::HandleCacheSave)}}},
+      {"/v1/cache/tree", {{"GET", bind(&Impl::HandleCacheTree)}}},
       {"/v1/cache/load", {{"POST", bind(&Impl::HandleCacheLoad)}}},
       {"/v1/cache/pin",
        {{"POST",
@@ -319,6 +328,8 @@ void HttpServer::Impl::RegisterRoutes() {
       {"/v1/cache/([^/]+)", {{"DELETE", bind(&Impl::HandleCacheDrop)}}},
       {"/v1/schemas",
        {{"GET", bind(&Impl::HandleSchemaList)}, {"POST", bind(&Impl::HandleSchemaLoad)}}},
+      {"/", {{"GET", bind(&Impl::HandleWeb)}}},
+      {"/ui/([^/]+)", {{"GET", bind(&Impl::HandleWeb)}}},
       {"/v1/schemas/([^/]+)",
        {{"GET", bind(&Impl::HandleSchemaGet)}, {"DELETE", bind(&Impl::HandleSchemaDrop)}}},
   };
@@ -382,7 +393,7 @@ void HttpServer::Impl::InstallHooks() {
 }
 
 bool HttpServer::Impl::Authorized(const httplib::Request& req) const {
-  if (options_.api_key.empty() || req.path == "/health") return true;
+  if (options_.api_key.empty() || req.path == "/health" || IsWebPath(req.path)) return true;
   if (req.path == "/metrics" && options_.metrics_public) return true;
   return ConstantTimeEquals(req.get_header_value("Authorization"), "Bearer " + options_.api_key);
 }
@@ -489,6 +500,11 @@ void HttpServer::Impl::HandleCompletion(const httplib::Request& req, httplib::Re
   if (err) return SendError(res, *err);
 
   CompletionRequest creq;
+  std::shared_ptr<CacheMapRequest> map;
+  if (r.cache_map) {
+    map = std::make_shared<CacheMapRequest>();
+    map->block_size = engine_->options().block_size;
+  }
   creq.sampling = r.sampling;
   creq.stop = r.stop;
   creq.ignore_eos = r.ignore_eos;
@@ -496,6 +512,14 @@ void HttpServer::Impl::HandleCompletion(const httplib::Request& req, httplib::Re
   PmlPrompt modular;
   if (r.modular()) {
     if (!PrepareModular(r, res, &creq, &submit, &modular)) return;
+    if (map) {
+      // Planned once more for its tokens and positions: cheap next to serving.
+      Result<ExpandedPrompt> x = engine_->ExpandPrompt(modular);
+      if (x.ok()) {
+        map->prompt = std::move(x->tokens);
+        map->positions = std::move(x->positions);
+      }
+    }
   } else {
     Result<BuiltPrompt> prompt = encoder_.Build(r);
     if (!prompt.ok()) {
@@ -506,6 +530,7 @@ void HttpServer::Impl::HandleCompletion(const httplib::Request& req, httplib::Re
     if ((err = CheckLength(r, n, n, &creq.max_tokens))) return SendError(res, *err);
     creq.prompt = std::move(prompt->tokens);
     creq.pin_tokens = prompt->pin_tokens;
+    if (map) map->prompt = creq.prompt;
     submit = [this](CompletionRequest c) { return engine_->Submit(std::move(c)); };
   }
 
@@ -515,8 +540,8 @@ void HttpServer::Impl::HandleCompletion(const httplib::Request& req, httplib::Re
   meta.created = UnixSeconds();
   meta.model = r.model;
   meta.system_fingerprint = fingerprint_;
-  if (r.stream) return StartStream(res, meta, r.include_usage, std::move(creq), submit);
-  Respond(res, meta, std::move(creq), submit, r.evaluate ? &modular : nullptr);
+  if (r.stream) return StartStream(res, meta, r.include_usage, std::move(creq), submit, map);
+  Respond(res, meta, std::move(creq), submit, r.evaluate ? &modular : nullptr, map);
 }
 
 bool HttpServer::Impl::PrepareModular(const ApiRequest& r, httplib::Response& res,
@@ -556,7 +581,8 @@ bool HttpServer::Impl::PrepareModular(const ApiRequest& r, httplib::Response& re
 
 void HttpServer::Impl::Respond(httplib::Response& res, const ResponseMeta& meta,
                                CompletionRequest creq, const Submitter& submit,
-                               const PmlPrompt* evaluate) {
+                               const PmlPrompt* evaluate,
+                               std::shared_ptr<const CacheMapRequest> map) {
   // No text callback is needed; this one only lets Stop() end the request early.
   creq.on_text = [this](const std::string&) { return !stopping_.load(); };
   auto logits = std::make_shared<std::vector<std::vector<float>>>();
@@ -573,10 +599,15 @@ void HttpServer::Impl::Respond(httplib::Response& res, const ResponseMeta& meta,
   if (!result.status.ok()) return SendError(res, FromStatus(result.status));
   Observe(result);
   res.status = 200;
-  if (evaluate == nullptr) return res.set_content(CompletionBody(meta, result), "application/json");
-  ojson body = ojson::parse(CompletionBody(meta, result));
-  body["fidelity"] = Fidelity(*evaluate, result, *logits);
-  res.set_content(body.dump(), "application/json");
+  std::string body = CompletionBody(meta, result);
+  if (map) {
+    body =
+        AddJsonField(body, "cache_map", CacheMapJson(*map, result, engine_->model().tokenizer()));
+  }
+  if (evaluate != nullptr) {
+    body = AddJsonField(body, "fidelity", Fidelity(*evaluate, result, *logits));
+  }
+  res.set_content(body, "application/json");
 }
 
 ojson HttpServer::Impl::Fidelity(const PmlPrompt& prompt, const CompletionResult& result,
@@ -603,9 +634,11 @@ ojson HttpServer::Impl::Fidelity(const PmlPrompt& prompt, const CompletionResult
 
 void HttpServer::Impl::StartStream(httplib::Response& res, const ResponseMeta& meta,
                                    bool include_usage, CompletionRequest creq,
-                                   const Submitter& submit) {
+                                   const Submitter& submit,
+                                   std::shared_ptr<const CacheMapRequest> map) {
   auto s = std::make_shared<Stream>();
   s->meta = meta;
+  s->map = std::move(map);
   s->include_usage = include_usage;
   creq.on_text = [ch = s->channel](const std::string& piece) { return ch->Push(piece); };
   Result<std::shared_ptr<RequestHandle>> handle = submit(std::move(creq));
@@ -661,7 +694,12 @@ bool HttpServer::Impl::WriteStream(Stream& s, httplib::DataSink& sink) {
         out += StreamErrorEvent(FromStatus(result.status));
       } else {
         Observe(result);
-        out += StreamFinishChunk(s.meta, result, s.include_usage);
+        std::string finish = StreamFinishChunk(s.meta, result, s.include_usage);
+        if (s.map) {
+          finish = AddEventField(finish, "cache_map",
+                                 CacheMapJson(*s.map, result, engine_->model().tokenizer()));
+        }
+        out += finish;
         if (s.include_usage) out += StreamUsageChunk(s.meta, result);
       }
       out += SseDone();
@@ -749,6 +787,31 @@ void HttpServer::Impl::HandleDetokenize(const httplib::Request& req, httplib::Re
   Result<std::vector<int32_t>> ids = encoder_.FromPrompt("", r.prompt_tokens, true);
   if (!ids.ok()) return SendError(res, FromStatus(ids.status(), "tokens"));
   SendJson(res, ojson{{"content", engine_->model().tokenizer().Decode(*ids)}});
+}
+
+void HttpServer::Impl::HandleCacheTree(const httplib::Request&, httplib::Response& res) {
+  SendJson(res, CacheTreeJson(engine_->ListCacheBlocks(), engine_->options().block_size,
+                              engine_->model().tokenizer()));
+}
+
+void HttpServer::Impl::HandleWeb(const httplib::Request& req, httplib::Response& res) {
+  // What the page needs before its first API call: whether to ask for the key (so that it never
+  // meets a 401 it did not expect).
+  if (req.path == "/ui/config.json") {
+    return SendJson(res, ojson{{"api_key_required", !options_.api_key.empty()}});
+  }
+  const WebAsset* asset = FindWebAsset(req.path);
+  if (asset == nullptr) {
+    return SendError(res, MakeError(404, "unknown URL: GET " + req.path, "invalid_request_error",
+                                    "unknown_url"));
+  }
+  res.status = 200;
+  // Everything the page loads comes from this server: no other origin may be reached from it.
+  res.set_header("Content-Security-Policy",
+                 "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:");
+  res.set_header("X-Content-Type-Options", "nosniff");
+  res.set_header("Cache-Control", "no-cache");
+  res.set_content(std::string(asset->body), std::string(asset->content_type));
 }
 
 void HttpServer::Impl::HandleCacheList(const httplib::Request&, httplib::Response& res) {

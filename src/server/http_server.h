@@ -4,7 +4,9 @@
 // GET /v1/models, /health, /metrics (Prometheus), POST /tokenize and /detokenize, and the cache
 // control endpoints GET/DELETE /v1/cache, DELETE /v1/cache/{key}, POST /v1/cache/save, /load,
 // /pin and /unpin, and the modular prompt cache's POST/GET /v1/schemas, GET/DELETE
-// /v1/schemas/{name}. The completion endpoints also take modular prompts (a PML `<prompt>` as
+// /v1/schemas/{name}, GET /v1/cache/tree (every cached block, for the page's prefix tree), and
+// the web page: GET / and its assets under /ui/ (server/web_ui.h). The completion endpoints
+// also take modular prompts (a PML `<prompt>` as
 // the completion prompt, or "schema" and "modules" fields). Every failure is an OpenAI-style error
 // object with a 4xx/5xx status; no exception from the JSON or HTTP libraries escapes a handler.
 //

@@ -329,6 +329,7 @@ MaybeError ReadStreamAndExtensions(const json& obj, ApiRequest* out) {
     }
   }
   PC_API_RETURN_IF_ERROR(ReadBool(obj, "ignore_eos", &out->ignore_eos));
+  PC_API_RETURN_IF_ERROR(ReadBool(obj, "cache_map", &out->cache_map));
   if (const json* cache = Find(obj, "cache")) {
     if (!cache->is_object()) return WrongType("cache", "an object", *cache);
     if (const json* pin = Find(*cache, "pin")) {

@@ -71,6 +71,9 @@ struct ApiRequest {
   // "evaluate": true: the response also reports fidelity against the full recomputes
   // (serving/fidelity.h); modular, non-streamed requests only.
   bool evaluate = false;
+  // "cache_map": true: the response carries where each prompt token's K/V came from
+  // (server/cache_map.h).
+  bool cache_map = false;
   bool modular() const { return pml_xml || !schema.empty(); }
 };
 

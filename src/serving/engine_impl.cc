@@ -17,6 +17,39 @@ double MsBetween(Clock::time_point a, Clock::time_point b) {
 
 constexpr size_t kTtftWindow = 1024;  // recent TTFT samples kept for the metrics histogram
 
+void AddRun(std::vector<SourceRun>* runs, TokenSource source, int length) {
+  if (length <= 0) return;
+  if (!runs->empty() && runs->back().source == source) {
+    runs->back().length += length;
+  } else {
+    runs->push_back({source, length});
+  }
+}
+
+// A modular prompt's sources by position: the gathered pieces found cached (`reused`, one flag
+// per gather in stage order) are module tokens, everything else is computed. A stage's tokens
+// are marked after its gathers, so the token drop_last recomputes counts as computed.
+std::vector<SourceRun> ModularSources(const ModularPrefill& pf, const SchemaLayout& layout,
+                                      const std::vector<bool>& reused) {
+  std::vector<TokenSource> src(pf.positions.size(), TokenSource::kComputed);
+  auto mark = [&](int pos, TokenSource source) {
+    auto it = std::lower_bound(pf.positions.begin(), pf.positions.end(), pos);
+    if (it != pf.positions.end() && *it == pos) src[it - pf.positions.begin()] = source;
+  };
+  size_t k = 0;
+  for (const PrefillStage& stage : pf.stages) {
+    for (const PrefillGather& g : stage.gather) {
+      const bool hit = k < reused.size() && reused[k++];
+      const int n = static_cast<int>(layout.Piece(g.ref).tokens.size());
+      for (int i = 0; i < n && hit; ++i) mark(g.at + i, TokenSource::kModule);
+    }
+    for (const int pos : stage.positions) mark(pos, TokenSource::kComputed);
+  }
+  std::vector<SourceRun> runs;
+  for (const TokenSource t : src) AddRun(&runs, t, 1);
+  return runs;
+}
+
 }  // namespace
 
 struct EngineImpl::Request : RequestHandle {
@@ -324,10 +357,17 @@ void EngineImpl::Admit(std::shared_ptr<Request> r) {
     s->tokens = s->r->req.prompt;
     s->n_prompt = static_cast<int>(s->tokens.size());
     s->result.prompt_tokens = s->n_prompt;
+    std::vector<bool> from_disk;
     if (options_.prefix_cache) {
-      s->result.cached_tokens = cache_->LookupPrefix(s->tokens, s->n_prompt - 1, &s->seq);
+      s->result.cached_tokens =
+          cache_->LookupPrefix(s->tokens, s->n_prompt - 1, &s->seq, &from_disk);
     }
     s->result.computed_tokens = s->n_prompt - s->result.cached_tokens;
+    const int bs = options_.block_size;
+    for (const bool disk : from_disk) {
+      AddRun(&s->result.sources, disk ? TokenSource::kDisk : TokenSource::kRam, bs);
+    }
+    AddRun(&s->result.sources, TokenSource::kComputed, s->result.computed_tokens);
     for (int i = s->seq.size(); i < s->n_prompt; ++i) {
       s->fill_tokens.push_back(s->tokens[i]);
       s->fill_pos.push_back(i);
@@ -357,8 +397,9 @@ bool EngineImpl::AdmitModular(Slot& s) {
   GatherStats gs;
   bool last_reused = false, dropped = false;
   BlendStats bs;
+  std::vector<bool> reused;  // per gathered piece, in stage order: found cached
   if (s.r->modular->recompute > 0) {
-    if (Status st = GatherBlended(s, layout, &gs, &bs, &last_reused, &dropped); !st.ok()) {
+    if (Status st = GatherBlended(s, layout, &gs, &bs, &last_reused, &dropped, &reused); !st.ok()) {
       Finish(s, "error", st);
       return false;
     }
@@ -374,6 +415,7 @@ bool EngineImpl::AdmitModular(Slot& s) {
         return false;
       }
       last_reused = gs.reused_tokens > before;
+      reused.push_back(last_reused);
     }
     if (stage.drop_last) {
       target->Truncate(target->size() - 1);
@@ -386,6 +428,7 @@ bool EngineImpl::AdmitModular(Slot& s) {
   res.cached_tokens =
       std::max(0, gs.reused_tokens - (dropped && last_reused ? 1 : 0) - bs.recomputed);
   res.computed_tokens = s.n_prompt - res.cached_tokens;
+  res.sources = ModularSources(pf, layout, reused);
   res.recompute_candidates = bs.candidates;
   res.recomputed_tokens = bs.recomputed;
   res.recompute_ms = bs.ms;
@@ -396,7 +439,8 @@ bool EngineImpl::AdmitModular(Slot& s) {
 }
 
 Status EngineImpl::GatherBlended(Slot& s, const SchemaLayout& layout, GatherStats* gs,
-                                 BlendStats* bs, bool* last_reused, bool* dropped) {
+                                 BlendStats* bs, bool* last_reused, bool* dropped,
+                                 std::vector<bool>* reused) {
   const ModularPrefill& pf = s.r->modular->prefill;
   std::vector<int> slots;  // the candidates, in blocks s.seq owns
   std::vector<int32_t> tokens;
@@ -416,6 +460,7 @@ Status EngineImpl::GatherBlended(Slot& s, const SchemaLayout& layout, GatherStat
         }
       }
       *last_reused = gs->reused_tokens > before;
+      reused->push_back(*last_reused);
     }
     if (stage.drop_last) {
       s.seq.Truncate(s.seq.size() - 1);
@@ -639,6 +684,17 @@ std::vector<CacheEntryInfo> EngineImpl::ListCache() const {
   RunOnEngineThread([&] {
     for (const CachedPrefixInfo& p : cache_->List()) {
       out.push_back({p.key.Hex(), p.tokens, p.in_ram, p.on_disk, p.pinned, p.idle_seconds});
+    }
+  });
+  return out;
+}
+
+std::vector<CacheBlockInfo> EngineImpl::ListCacheBlocks() const {
+  std::vector<CacheBlockInfo> out;
+  RunOnEngineThread([&] {
+    for (CachedBlockInfo& b : cache_->ListBlocks()) {
+      out.push_back({b.key.Hex(), b.parent.empty() ? "" : b.parent.Hex(), b.depth,
+                     std::move(b.tokens), b.on_disk, b.pinned, b.prefix, b.hits, b.idle_seconds});
     }
   });
   return out;

@@ -46,6 +46,7 @@ class EngineImpl : public Engine {
   Result<std::shared_ptr<RequestHandle>> Submit(CompletionRequest request) override;
   EngineStats Stats() const override;
   std::vector<CacheEntryInfo> ListCache() const override;
+  std::vector<CacheBlockInfo> ListCacheBlocks() const override;
   Status PinPrefix(const std::vector<int32_t>& tokens, bool pinned) override;
   Status DropCache(const std::string& key) override;
   Status SaveCache() override;
@@ -112,7 +113,7 @@ class EngineImpl : public Engine {
   // AdmitModular with selective recompute: every stage but the last is gathered and computed
   // now, then Blend recomputes a share of the inexact pieces' tokens.
   Status GatherBlended(Slot& s, const SchemaLayout& layout, GatherStats* gs, BlendStats* bs,
-                       bool* last_reused, bool* dropped);
+                       bool* last_reused, bool* dropped, std::vector<bool>* reused);
   bool Step();  // one forward pass over all active slots; false if there was nothing to do
   void HandleLogits(Slot& s, const float* logits);
   // Releases the sliding parts of s's blocks that its next queries no longer see, registering

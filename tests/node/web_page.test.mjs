@@ -1,0 +1,164 @@
+// The web page at GET /, driven in a real headless browser (Debian's chromium through
+// puppeteer-core, both installed by scripts/setup.sh): it loads with no console errors, a chat
+// sent twice with the same system prompt shows cached tokens in the second cache map, the prefix
+// tree draws and pins, a schema loads and a composed prompt is served from its modules, and the
+// metrics panel follows. Once against a server with --api-key (the page asks for the key) and
+// once without. Screenshots go to BUILD/web-screenshots/. A missing browser is a failure, not a
+// skip: the test would otherwise shrink to nothing unnoticed.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import puppeteer from 'puppeteer-core';
+import { startServer } from './server.mjs';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const STORY_SCHEMA = fs.readFileSync(path.join(here, '..', '..', 'examples', 'story', 'story.xml'), 'utf8');
+const SHOTS = path.join(process.env.PC_BINARY_DIR || path.join(here, '..', '..', 'build'), 'web-screenshots');
+const WAIT = { timeout: 20000 };
+
+function findBrowser() {
+  const candidates = [process.env.CHROME_BIN, '/usr/bin/chromium', '/usr/bin/chromium-browser',
+                      '/usr/bin/google-chrome'].filter(Boolean);
+  const found = candidates.find((p) => fs.existsSync(p));
+  if (!found) {
+    throw new Error(`no browser found (tried ${candidates.join(', ')}): run scripts/setup.sh, ` +
+                    'which installs Debian\'s chromium, or set CHROME_BIN');
+  }
+  return found;
+}
+
+let browser;
+before(async () => {
+  fs.mkdirSync(SHOTS, { recursive: true });
+  browser = await puppeteer.launch({
+    executablePath: findBrowser(),
+    headless: true,
+    // Root in a container has no user namespaces for the sandbox.
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+  });
+});
+after(() => browser?.close());
+
+async function openPage(url, errors) {
+  const page = await browser.newPage();
+  page.collecting = true;  // off once the test is done with the page (closing aborts its polls)
+  const push = (e) => page.collecting && errors.push(e);
+  await page.setViewport({ width: 1280, height: 800 });
+  page.on('console', (m) => {
+    if (m.type() === 'error' || m.type() === 'warn') push(`console ${m.type()}: ${m.text()}`);
+  });
+  page.on('pageerror', (e) => push('page error: ' + e.message));
+  page.on('requestfailed', (r) => push(`request failed: ${r.url()} ${r.failure()?.errorText}`));
+  await page.goto(url, { waitUntil: 'domcontentloaded' });
+  return page;
+}
+
+async function chat(page, text) {
+  const before = await page.$$eval('.msg.assistant[data-done]', (l) => l.length);
+  await page.click('#user-input');
+  await page.keyboard.type(text);
+  await page.click('#send');
+  await page.waitForFunction((n) => document.querySelectorAll('.msg.assistant[data-done]').length > n, WAIT, before);
+  return page.$eval('.msg.assistant:last-of-type', (li) => ({
+    text: li.querySelector('.text').textContent,
+    error: li.querySelector('.error')?.textContent,
+    cached: Number(li.querySelector('.cachemap')?.dataset.cached ?? -1),
+    prompt: Number(li.querySelector('.cachemap')?.dataset.prompt ?? -1),
+    cells: li.querySelectorAll('.strip .t').length,
+    ram: li.querySelectorAll('.strip .t.ram').length,
+  }));
+}
+
+async function drive(name, serverArgs, key) {
+  const server = await startServer(serverArgs);
+  const errors = [];
+  const page = await openPage(server.url + '/', errors);
+  const shot = (what) => page.screenshot({ path: path.join(SHOTS, `${name}-${what}.png`) });
+  if (key) {
+    await page.waitForSelector('#key-dialog[open]', WAIT);
+    await page.type('#api-key', key);
+    await page.click('#key-ok');
+  }
+  await page.waitForSelector('body[data-ready="1"]', WAIT);
+  assert.match(await page.$eval('#model-info', (e) => e.textContent), /stories260K/);
+
+  // Chat twice with the same system prompt: the second answer's map starts with a RAM run.
+  const first = await chat(page, 'Tell me about Lily.');
+  assert.equal(first.error, undefined);
+  assert.ok(first.text.length > 0, 'the answer streamed');
+  assert.equal(first.cached, 0);
+  await page.click('#new-chat');
+  const second = await chat(page, 'What did Lily like?');
+  assert.equal(second.error, undefined);
+  assert.ok(second.cached >= 16, `the second cache map shows ${second.cached} cached tokens`);
+  assert.equal(second.ram, second.cached);
+  assert.ok(second.cells > second.prompt, 'the strip holds the prompt and the generated tokens');
+  await page.hover('.msg.assistant:last-of-type .strip .t.ram');
+  assert.match(await page.$eval('.msg.assistant:last-of-type .cm-hover', (e) => e.textContent),
+               /prompt token 0 · ram · block 0/);
+  await shot('chat');
+
+  // The prefix tree: blocks drawn, one selected and pinned.
+  await page.click('#tab-tree');
+  await page.waitForSelector('#tree-chart rect.node', WAIT);
+  await page.$eval('#tree-chart rect.node', (e) => e.focus());  // keyboard: an SVG block takes focus
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('#tree-pin', WAIT);
+  await page.click('#tree-pin');
+  await page.waitForSelector('#tree-chart rect.node.pinned', WAIT);
+  await shot('tree');
+
+  // Schemas: load the story schema, tick modules, fill a parameter, send the composed prompt.
+  await page.click('#tab-schemas');
+  await page.waitForSelector('#schema-xml', { ...WAIT, visible: true });
+  await page.$eval('#schema-xml', (e, xml) => { e.value = xml; }, STORY_SCHEMA);
+  await page.click('#schema-send');
+  await page.waitForSelector('article[data-schema="story"] input[data-module="tim"]', WAIT);
+  const requestsBefore = await page.$eval('#m-requests', (e) => Number(e.dataset.value));
+  const card = 'article[data-schema="story"]';
+  await page.click(`${card} input[data-module="tim"]`);
+  await page.click(`${card} input[data-module="lake"]`);
+  await page.type(`${card} input[data-param="thing"]`, ' big box');
+  const pml = await page.$eval(`${card} .pml-preview`, (e) => e.textContent);
+  assert.match(pml, /^<prompt schema="story"><tim\/><lake\/><find thing=" big box"\/>/);
+  await page.click(`${card} .compose-send`);
+  await page.waitForSelector(`${card} .compose-out .msg[data-done]`, WAIT);
+  const composed = await page.$eval(`${card} .compose-out .msg`, (m) => ({
+    error: m.querySelector('.error')?.textContent,
+    cached: Number(m.querySelector('.cachemap')?.dataset.cached ?? -1),
+    modules: m.querySelectorAll('.strip .t.module').length,
+  }));
+  assert.equal(composed.error, undefined);
+  assert.ok(composed.cached > 100, `the modules gave ${composed.cached} cached tokens`);
+  assert.equal(composed.modules, composed.cached);
+  await shot('schemas');
+
+  // Metrics: the panel follows the requests.
+  await page.click('#tab-metrics');
+  await page.waitForFunction((n) => Number(document.getElementById('m-requests')?.dataset.value) > n,
+                             WAIT, requestsBefore);
+  await page.waitForSelector('#metric-charts svg polyline', WAIT);
+  await shot('metrics');
+
+  // Phone width, dark: the chat still fits the screen.
+  await page.click('#tab-chat');
+  await page.setViewport({ width: 390, height: 844 });
+  await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: 'dark' }]);
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  assert.ok(overflow <= 1, `the page is ${overflow}px wider than a phone`);
+  await shot('phone-dark');
+  page.collecting = false;
+  await page.close();  // before the server stops: the metrics poll would fail
+  assert.deepEqual(errors, []);
+  await server.stop();
+}
+
+test('the page works against a server without an API key', async () => {
+  await drive('open', [], null);
+});
+
+test('the page asks for the key of a server with --api-key and works with it', async () => {
+  await drive('key', ['--api-key', 'page-secret'], 'page-secret');
+});
