@@ -33,7 +33,7 @@ struct ModelOptions {
   bool special = false;  // special-token spellings in the prompt's text become special tokens
   bool allow_long_context = false;
   std::string chat_template_path;  // --chat-template, for the commands that render chats
-  bool no_trim_sliding = false;  // keep sliding layers' K/V past their window
+  bool no_trim_sliding = false;    // keep sliding layers' K/V past their window
 
   void Register(CLI::App* sub);
   // --chat-template FILE: a Jinja chat template instead of the model file's.
@@ -96,7 +96,10 @@ std::unique_ptr<Command> MakeQuantizeCommand();
 struct ModularOptions {
   std::string positions = "schema";
   double recompute = 0;
+  std::string cache_redis;  // the remote tier, for `schema load` and `prompt`
   void Register(CLI::App* sub);
+  // --cache-redis URL: modules found in (and written to) the Redis that servers share.
+  void RegisterRedis(CLI::App* sub);
 };
 
 // An engine for the modular-prompt commands (schema, prompt, eval-modules): one sequence at a
