@@ -34,7 +34,7 @@ done
 A=http://127.0.0.1:$((port + 1)) B=http://127.0.0.1:$((port + 2)) node - <<'EOF'
 const words = 'the quick brown fox jumps over a lazy dog while seven small birds sing about rivers'.split(' ');
 let prefix = '';
-for (let i = 0; prefix.split(' ').length < 3000; i++) prefix += words[(i * 7) % words.length] + ' ';
+for (let i = 0; prefix.split(' ').length < 3300; i++) prefix += words[(i * 7) % words.length] + ' ';
 const ask = async (url, prompt) => {
   const r = await fetch(url + '/v1/completions', { method: 'POST', headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ model: 'smollm2-135m-q8_0', prompt, max_tokens: 4, temperature: 0, ignore_eos: true }) });

@@ -175,7 +175,7 @@ class BlockCache {
   bool LoadFromDisk(const BlockKey& key, bool prefix, const BlockKey& ns = {});
   // Indexes a record read from the remote tier into a fresh block, when it checks out (and, for
   // a prefix, holds `tokens` after `parent`); else counts it invalid.
-  bool AdoptRemote(const BlockKey& key, const std::string& value, const BlockKey& ns,
+  bool AdoptRemote(const BlockKey& key, std::string_view value, const BlockKey& ns,
                    const BlockKey* parent, std::span<const int32_t> tokens);
   // Loads the chain's blocks after `parent` from the remote tier, block chain->size() on, while
   // they are there: returns with `chain` extended.

@@ -1,6 +1,7 @@
 #include "kv/redis_tier.h"
 
 #include <hiredis/hiredis.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <atomic>
@@ -19,12 +20,16 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kFirstBackoffMs = 100, kMaxBackoffMs = 2000;
 constexpr size_t kWriteBatchItems = 64;
+constexpr size_t kWriteBatchBytes = size_t(2) << 20;
 
 timeval ToTimeval(int ms) { return {ms / 1000, (ms % 1000) * 1000}; }
 
 struct ReplyDeleter {
   void operator()(redisReply* r) const {
     if (r != nullptr) freeReplyObject(r);
+  }
+  void operator()(const void* r) const {
+    if (r != nullptr) freeReplyObject(const_cast<void*>(r));
   }
 };
 using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
@@ -48,6 +53,9 @@ class Connection {
       return false;
     }
     redisSetTimeout(c_, tv);
+    // Keep the reply buffer between replies: by default hiredis frees it once empty and grows it
+    // again (by reallocations that move it) for every large value, several times slower.
+    c_->reader->maxbuf = 0;
     if (!addr_.password.empty() && !Ok(Run({"AUTH", addr_.password}).get())) return false;
     if (addr_.db != 0 && !Ok(Run({"SELECT", std::to_string(addr_.db)}).get())) return false;
     if (down_)
@@ -125,7 +133,17 @@ class RedisTier : public RemoteTier {
   RedisTier(const RedisAddress& addr, const RedisOptions& options)
       : options_(options),
         reader_(addr, options.timeout_ms, "read", &errors_),
-        writer_conn_(addr, options.timeout_ms, "write", &errors_) {
+        // Writes are on no request's path: a batch of large values may take longer than a lookup
+        // may wait, and timing it out would only drop it.
+        writer_conn_(addr, std::max(1000, 10 * options.timeout_ms), "write", &errors_) {
+    // Every value read is a block-sized reply (hundreds of KiB) allocated and freed by hiredis:
+    // with glibc's defaults the heap top is given back and faulted in again for each, which
+    // measured 5-10x slower than the transfer itself (a 3,300-token smollm2-135m prefix: 350-700
+    // ms against 45-80 ms). Such sizes come from the heap, and 64 MiB of its top stays in the
+    // process (the KV pool's chunks, larger still, are mapped apart as before).
+    mallopt(M_MMAP_THRESHOLD, 16 << 20);
+    mallopt(M_TRIM_THRESHOLD, 128 << 20);
+    mallopt(M_TOP_PAD, 64 << 20);
     writer_ = std::thread([this] { WriteLoop(); });
   }
   ~RedisTier() override {
@@ -137,28 +155,29 @@ class RedisTier : public RemoteTier {
     writer_.join();
   }
 
-  std::vector<std::optional<std::string>> Get(const std::vector<std::string>& keys) override {
-    std::vector<std::optional<std::string>> out(keys.size());
+  std::vector<std::optional<RemoteValue>> Get(const std::vector<std::string>& keys) override {
+    std::vector<std::optional<RemoteValue>> out(keys.size());
     if (keys.empty()) return out;
     std::lock_guard<std::mutex> lock(read_mu_);
-    Reply r;
-    if (reader_.Ready()) {
-      std::vector<std::string> args = {"MGET"};
-      args.insert(args.end(), keys.begin(), keys.end());
-      r = reader_.Run(args);
-    }
-    if (r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements != keys.size()) {
-      if (r != nullptr) reader_.Fail("unexpected MGET reply");
+    // Pipelined GETs, one round trip: each reply is one value (hiredis is slow to read an
+    // array of large values, as MGET's reply would be).
+    if (!reader_.Ready()) {
       misses_ += keys.size();
       return out;
     }
+    for (const std::string& k : keys) reader_.Append({"GET", k});
     for (size_t i = 0; i < keys.size(); ++i) {
-      const redisReply* e = r->element[i];
-      if (e->type == REDIS_REPLY_STRING) {
-        out[i] = std::string(e->str, e->len);
+      Reply r = reader_.Read();
+      if (r == nullptr) {  // failed (and closed): the rest are misses
+        misses_ += keys.size() - i;
+        return out;
+      }
+      if (r->type == REDIS_REPLY_STRING) {
+        const std::string_view data(r->str, r->len);
+        out[i] = RemoteValue{std::shared_ptr<const void>(r.release(), ReplyDeleter()), data};
         ++hits_;
       } else {
-        ++misses_;
+        ++misses_;  // nil; or an error reply (a key of another type): not a value either
       }
     }
     return out;
@@ -248,7 +267,9 @@ class RedisTier : public RemoteTier {
           connected_ = up;
           continue;
         }
-        while (!queue_.empty() && batch.size() < kWriteBatchItems) {
+        size_t bytes = 0;  // a batch is sent within one timeout: a few MiB at most
+        while (!queue_.empty() && batch.size() < kWriteBatchItems && bytes < kWriteBatchBytes) {
+          bytes += queue_.front().key.size() + queue_.front().value.size();
           queued_bytes_ -= queue_.front().key.size() + queue_.front().value.size();
           batch.push_back(std::move(queue_.front()));
           queue_.pop_front();

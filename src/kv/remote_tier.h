@@ -14,8 +14,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kv/disk_tier.h"
@@ -32,12 +34,19 @@ struct RemoteStats {
   bool connected = false;
 };
 
+// A value read from the store, valid while `owner` lives (it may hold the client's reply: large
+// values are not copied, which in glibc's allocator costs more than reading them).
+struct RemoteValue {
+  std::shared_ptr<const void> owner;
+  std::string_view data;
+};
+
 class RemoteTier {
  public:
   virtual ~RemoteTier() = default;
   // The values of `keys`, in order (nullopt: a miss). One round trip; when the store cannot be
   // reached, every key is a miss. Thread-safe.
-  virtual std::vector<std::optional<std::string>> Get(const std::vector<std::string>& keys) = 0;
+  virtual std::vector<std::optional<RemoteValue>> Get(const std::vector<std::string>& keys) = 0;
   // How many of `keys`, from the first, the store holds (without reading them). Thread-safe.
   virtual int CountLeading(const std::vector<std::string>& keys) = 0;
   // Queues a write; ttl_seconds 0: no expiry (pinned prefixes). False when it was dropped.

@@ -55,13 +55,14 @@ struct FakeStore {
 class FakeTier : public RemoteTier {
  public:
   explicit FakeTier(FakeStore* store) : store_(store) {}
-  std::vector<std::optional<std::string>> Get(const std::vector<std::string>& keys) override {
-    std::vector<std::optional<std::string>> out(keys.size());
+  std::vector<std::optional<RemoteValue>> Get(const std::vector<std::string>& keys) override {
+    std::vector<std::optional<RemoteValue>> out(keys.size());
     ++store_->gets;
     for (size_t i = 0; i < keys.size(); ++i) {
       auto it = store_->values.find(keys[i]);
       if (!store_->down && it != store_->values.end()) {
-        out[i] = it->second;
+        auto copy = std::make_shared<std::string>(it->second);
+        out[i] = RemoteValue{copy, *copy};
         ++stats_.hits;
       } else {
         ++stats_.misses;
