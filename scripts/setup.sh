@@ -5,7 +5,7 @@ set -euo pipefail
 pkgs=(cmake ninja-build g++ clang libclang-rt-14-dev pkg-config
       libhwy-dev nlohmann-json3-dev libcpp-httplib-dev libpugixml-dev libcli11-dev
       libxxhash-dev libpcre2-dev libgtest-dev libgmock-dev libbenchmark-dev
-      python3-jinja2)
+      python3-jinja2 redis-server libhiredis-dev)
 # Node.js may come from elsewhere on the machine; only install Debian's when there is none.
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 # Unicode normalization (NFC) for Qwen2's tokenizers.

@@ -97,7 +97,10 @@ struct ModularOptions {
   std::string positions = "schema";
   std::string moved_keys = "copy";
   double recompute = 0;
+  std::string cache_redis;  // the remote tier, for `schema load` and `prompt`
   void Register(CLI::App* sub);
+  // --cache-redis URL: modules found in (and written to) the Redis that servers share.
+  void RegisterRedis(CLI::App* sub);
 };
 
 // An engine for the modular-prompt commands (schema, prompt, eval-modules): one sequence at a

@@ -49,6 +49,7 @@ class PromptCommand : public Command {
     model_.Register(sub);
     model_.RegisterChatTemplate(sub);
     modular_.Register(sub);
+    modular_.RegisterRedis(sub);
     sub->add_option("--schema", schema_, "PML schema file")->required();
     sub->add_option("--cache-dir", cache_dir_, "the disk tier (where `schema load` put modules)");
     sub->add_option("prompts", prompt_files_, "PML prompt files, served in order")->required();

@@ -30,6 +30,12 @@ void ModularOptions::Register(CLI::App* sub) {
       ->default_val(0.0);
 }
 
+void ModularOptions::RegisterRedis(CLI::App* sub) {
+  sub->add_option("--cache-redis", cache_redis,
+                  "remote tier shared with servers (redis://[:PASSWORD@]HOST[:PORT][/DB]): "
+                  "modules are looked up there and written there");
+}
+
 Result<std::unique_ptr<Engine>> MakeEngine(const ModelOptions& model, const std::string& cache_dir,
                                            const ModularOptions& modular) {
   PC_RETURN_IF_ERROR(model.Validate());
@@ -45,6 +51,7 @@ Result<std::unique_ptr<Engine>> MakeEngine(const ModelOptions& model, const std:
   o.kv_type = model.kv_type == "f32" ? KvType::kF32 : KvType::kF16;
   o.trim_sliding_kv = !model.no_trim_sliding;
   o.cache_dir = cache_dir;
+  o.cache_redis = modular.cache_redis;
   o.parallel = 1;
   o.special_tokens_in_text = model.special;
   o.module_positions = mode;
@@ -87,6 +94,7 @@ class SchemaCommand : public Command {
     model_.Register(load_);
     model_.RegisterChatTemplate(load_);
     modular_.Register(load_);
+    modular_.RegisterRedis(load_);
     load_->add_option("--cache-dir", cache_dir_,
                       "keep the modules (disk tier) and the schema here, for `prompt` and `serve`");
     show_ = sub->add_subcommand("show", "print a schema's layout: ranges, token counts, spans");

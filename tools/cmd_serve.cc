@@ -16,6 +16,7 @@
 #include "ops/targets.h"
 #include "promptcache/engine.h"
 #include "server/http_server.h"
+#include "server/tenants.h"
 #include "tools/cli_common.h"
 
 namespace promptcache::cli {
@@ -62,6 +63,17 @@ class ServeCommand : public Command {
     sub->add_option("--cache-dir", engine_.cache_dir,
                     "disk tier: evicted prefixes go here and survive restarts");
     sub->add_option("--cache-disk", cache_disk_mib_, "disk tier budget, MiB")->default_val(4096);
+    sub->add_option("--cache-redis", engine_.cache_redis,
+                    "remote tier shared by replicas: redis://[:PASSWORD@]HOST[:PORT][/DB]");
+    sub->add_option("--cache-redis-timeout", engine_.cache_redis_timeout_ms,
+                    "ms a Redis connect or command may take before it counts as a miss")
+        ->default_val(100);
+    sub->add_option("--cache-redis-ttl", engine_.cache_redis_ttl_seconds,
+                    "expiry of the blocks written to Redis, seconds (pinned prefixes: none)")
+        ->default_val(86400);
+    sub->add_option("--cache-redis-queue", cache_redis_queue_mib_,
+                    "MiB of blocks waiting to be written to Redis; more are dropped")
+        ->default_val(256);
     sub->add_flag("--no-prefix-cache", no_prefix_cache_,
                   "compute every prompt from scratch (for comparisons)");
     sub->add_flag("--no-trim-sliding", no_trim_sliding_,
@@ -69,6 +81,14 @@ class ServeCommand : public Command {
                   "released once the window has passed; for comparisons)");
     sub->add_option("--api-key", server_.api_key,
                     "require 'Authorization: Bearer KEY' (default: $PROMPTCACHE_API_KEY)");
+    sub->add_option("--api-keys", api_keys_file_,
+                    "tenants' keys: a file of 'KEY [TENANT]' lines; each tenant's prefixes are "
+                    "cached apart (--api-key remains the admin key)");
+    sub->add_option("--cache-secret", cache_secret_,
+                    "secret keying tenants' cache namespaces (replicas sharing --cache-redis need "
+                    "the same; default: DIR/cache-secret under --cache-dir, else random)");
+    sub->add_option("--cache-secret-file", cache_secret_file_,
+                    "read --cache-secret from the first line of this file");
     sub->add_option("--shutdown-timeout", shutdown_timeout_,
                     "seconds SIGTERM/SIGINT waits for open connections after saving the cache; "
                     "a second signal exits at once")
@@ -128,6 +148,22 @@ class ServeCommand : public Command {
     if (server_.api_key.empty()) {
       if (const char* key = std::getenv("PROMPTCACHE_API_KEY")) server_.api_key = key;
     }
+    if (!api_keys_file_.empty()) {
+      Result<std::map<std::string, std::string>> keys = ReadApiKeysFile(api_keys_file_);
+      if (!keys.ok()) return Fail(keys.status());
+      server_.api_keys = std::move(*keys);
+    }
+    if (!cache_secret_.empty()) {
+      if (cache_secret_.size() < 16)
+        return Fail(InvalidArgument("--cache-secret: 16 characters at least"));
+      server_.cache_secret = cache_secret_;
+    } else {
+      std::string where;
+      Result<std::string> secret = LoadCacheSecret(cache_secret_file_, engine_.cache_dir, &where);
+      if (!secret.ok()) return Fail(secret.status());
+      server_.cache_secret = std::move(*secret);
+      PC_LOG_DEBUG("cache namespaces keyed by the secret in %s", where.c_str());
+    }
     engine_.kv_type = kv_type_ == "f32" ? KvType::kF32 : KvType::kF16;
     engine_.module_positions = *ParsePmlPositions(positions_);
     engine_.module_shared_moves = moved_keys_ == "shared";
@@ -135,6 +171,7 @@ class ServeCommand : public Command {
     engine_.cache_ram_bytes = size_t(cache_ram_mib_ * double(kMiB));
     engine_.kv_ram_bytes = size_t(kv_ram_mib_ * double(kMiB));
     engine_.cache_disk_bytes = size_t(cache_disk_mib_ * double(kMiB));
+    engine_.cache_redis_queue_bytes = size_t(cache_redis_queue_mib_ * double(kMiB));
     engine_.prefix_cache = !no_prefix_cache_;
     Result<std::string> chat_template = ReadChatTemplateFile(chat_template_path_);
     if (!chat_template.ok()) return Fail(chat_template.status());
@@ -231,6 +268,12 @@ class ServeCommand : public Command {
       return InvalidArgument("--cache-ram and --cache-disk must be >= 0");
     }
     if (!(engine_.cache_ttl_seconds >= 0)) return InvalidArgument("--cache-ttl must be >= 0");
+    if (engine_.cache_redis_timeout_ms < 1 || engine_.cache_redis_timeout_ms > 60000) {
+      return InvalidArgument("--cache-redis-timeout must be between 1 and 60000 ms");
+    }
+    if (engine_.cache_redis_ttl_seconds < 0)
+      return InvalidArgument("--cache-redis-ttl must be >= 0");
+    if (!(cache_redis_queue_mib_ >= 1)) return InvalidArgument("--cache-redis-queue must be >= 1");
     if (engine_.cache_min_tokens < 0 || engine_.cache_granularity < 0) {
       return InvalidArgument("--cache-min-tokens and --cache-granularity must be >= 0");
     }
@@ -253,7 +296,8 @@ class ServeCommand : public Command {
   int64_t max_body_bytes_ = int64_t(8) << 20;
   double kv_ram_mib_ = 0;
   double shutdown_timeout_ = 10;
-  double cache_ram_mib_ = 1024, cache_disk_mib_ = 4096;
+  std::string api_keys_file_, cache_secret_, cache_secret_file_;
+  double cache_ram_mib_ = 1024, cache_disk_mib_ = 4096, cache_redis_queue_mib_ = 256;
   bool no_prefix_cache_ = false, no_trim_sliding_ = false, verbose_ = false;
 };
 

@@ -86,6 +86,13 @@ struct EngineOptions {
   int cache_granularity = 0;     // cache prefixes in multiples of this (0: block)
   std::string cache_dir;         // disk tier; empty: none
   size_t cache_disk_bytes = size_t(4) << 30;
+  // Remote tier shared by replicas (docs/server.md): redis://[:PASSWORD@]HOST[:PORT][/DB];
+  // empty: none. Lookups wait at most cache_redis_timeout_ms per round trip (and not at all
+  // while it is down); writes are queued (up to cache_redis_queue_bytes, then dropped).
+  std::string cache_redis;
+  int cache_redis_timeout_ms = 100;
+  int cache_redis_ttl_seconds = 86400;  // expiry of written blocks; pinned prefixes: none
+  size_t cache_redis_queue_bytes = size_t(256) << 20;
 };
 
 struct CompletionRequest {
@@ -103,6 +110,11 @@ struct CompletionRequest {
   // Called on the engine thread with the raw logits (n_vocab) each new token is sampled from,
   // before sampling: for evaluations (eval-modules) and log-probabilities.
   std::function<void(std::span<const float>)> on_logits;
+  // The cache namespace of the request's prefix (an opaque string the server derives from its
+  // tenant and cache_salt; empty: the default namespace). Prefixes of one namespace are never
+  // reused by another, in RAM, on disk or in the remote tier. Modular prompts' modules are the
+  // schema's, shared by every namespace.
+  std::string cache_namespace;
 };
 
 // Where the K/V of a run of prompt tokens came from: a prefix hit in RAM, a prefix block read
@@ -177,6 +189,19 @@ struct CacheBlockInfo {
   double idle_seconds = 0;
 };
 
+// How many leading tokens of a prompt each cache tier holds (Engine::LookupCache).
+struct CacheTierCounts {
+  int ram = 0, disk = 0, remote = 0;
+  int reusable = 0;  // what a request would reuse now: the prefix found in RAM, then disk, then
+                     // remote, in whole blocks, at most the prompt minus its last token
+};
+
+struct RemoteTierStats {
+  bool enabled = false, connected = false;
+  uint64_t hits = 0, misses = 0, errors = 0, writes = 0, dropped = 0, invalid = 0;
+  uint64_t loads = 0;  // blocks loaded into RAM from it
+};
+
 struct EngineStats {
   uint64_t requests = 0, requests_failed = 0, requests_rejected = 0;
   uint64_t prompt_tokens = 0, cached_tokens = 0, generated_tokens = 0;
@@ -188,6 +213,7 @@ struct EngineStats {
   // sliding layers still held: see trim_sliding_kv).
   size_t kv_bytes_in_use = 0;
   size_t kv_bytes_peak = 0;  // the most kv_bytes_in_use has been
+  RemoteTierStats remote;
   int active = 0, queued = 0;
   std::vector<double> ttft_ms;  // recent times to first token, for histograms
 };
@@ -265,11 +291,18 @@ class Engine {
   virtual std::vector<CacheEntryInfo> ListCache() const = 0;
   // Every block in RAM with its parent and tokens (ListCache lists chains by their last block).
   virtual std::vector<CacheBlockInfo> ListCacheBlocks() const { return {}; }
-  virtual Status PinPrefix(const std::vector<int32_t>& tokens, bool pinned) = 0;
+  // `cache_namespace`: as in CompletionRequest.
+  virtual Status PinPrefix(const std::vector<int32_t>& tokens, bool pinned,
+                           const std::string& cache_namespace = "") = 0;
   virtual Status DropCache(const std::string& key) = 0;  // "" drops everything unpinned
   virtual Status SaveCache() = 0;                        // write RAM entries to the disk tier
   // Computes (or loads) a prefix into the cache without generating.
-  virtual Result<int> WarmPrefix(const std::vector<int32_t>& tokens) = 0;
+  virtual Result<int> WarmPrefix(const std::vector<int32_t>& tokens,
+                                 const std::string& cache_namespace = "") = 0;
+  // How many leading tokens of `tokens` (in `cache_namespace`, see CompletionRequest) each tier
+  // holds, without loading or computing anything: for a cache-aware router.
+  virtual CacheTierCounts LookupCache(const std::vector<int32_t>& tokens,
+                                      const std::string& cache_namespace) const = 0;
 
   // Modular prompt cache. Loading a schema parses and lays it out with the model's tokenizer
   // and chat template, encodes every cached module that is not cached yet (interleaved with

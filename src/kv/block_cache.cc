@@ -9,11 +9,14 @@
 namespace promptcache {
 
 BlockCache::BlockCache(BlockPool* pool, std::string fingerprint, const BlockCacheOptions& options,
-                       std::unique_ptr<DiskTier> disk)
+                       std::unique_ptr<DiskTier> disk, std::unique_ptr<RemoteTier> remote)
     : pool_(pool),
       fingerprint_(std::move(fingerprint)),
       options_(options),
-      disk_(std::move(disk)) {}
+      disk_(std::move(disk)),
+      remote_(std::move(remote)),
+      remote_prefix_(
+          RemoteKeyPrefix(fingerprint_, pool->layout().type, pool->layout().block_size)) {}
 
 BlockCache::~BlockCache() {
   for (auto& [key, e] : entries_) pool_->Unref(e.block, e.sliding);
@@ -36,7 +39,121 @@ BlockCache::Entry* BlockCache::Find(const BlockKey& key) {
 }
 
 bool BlockCache::Contains(const BlockKey& key) const {
-  return entries_.count(key) != 0 || (disk_ && disk_->Contains(key));
+  return entries_.count(key) != 0 || (disk_ && disk_->Contains(key)) ||
+         (remote_ && remote_->CountLeading({RemoteKeyOf({}, key)}) == 1);
+}
+
+std::vector<BlockKey> BlockCache::ChainKeys(std::span<const int32_t> tokens,
+                                            const BlockKey& ns) const {
+  const int bs = pool_->layout().block_size;
+  std::vector<BlockKey> keys;
+  BlockKey parent = ns;
+  for (size_t b = 0; (b + 1) * bs <= tokens.size(); ++b) {
+    parent = ChainKey(parent, tokens.subspan(b * bs, bs));
+    keys.push_back(parent);
+  }
+  return keys;
+}
+
+TierCounts BlockCache::Probe(const std::vector<BlockKey>& keys) const {
+  const int bs = pool_->layout().block_size;
+  TierCounts c;
+  size_t i = 0;
+  while (i < keys.size() && entries_.count(keys[i])) ++i;
+  c.ram = static_cast<int>(i) * bs;
+  for (i = 0; disk_ && i < keys.size() && disk_->Contains(keys[i]);) ++i;
+  c.disk = static_cast<int>(i) * bs;
+  for (i = 0; i < keys.size() && (entries_.count(keys[i]) || (disk_ && disk_->Contains(keys[i])));)
+    ++i;
+  c.local = static_cast<int>(i) * bs;
+  return c;
+}
+
+void BlockCache::WriteRemote(const BlockKey& key, Entry& e) {
+  if (!remote_ || e.on_remote) return;
+  BlockRecord r{key, e.parent, e.tokens, {}};
+  r.positions.assign(pool_->Positions(e.block) + e.begin,
+                     pool_->Positions(e.block) + e.begin + e.count);
+  // Encoded here (a copy of the block): the writer thread never touches the pool.
+  e.on_remote =
+      remote_->Put(RemoteKeyOf(e.ns, key), EncodeBlock(r, fingerprint_, *pool_, e.block, e.begin),
+                   e.pins > 0 ? 0 : options_.remote_ttl_seconds);
+}
+
+bool BlockCache::AdoptRemote(const BlockKey& key, std::string_view value, const BlockKey& ns,
+                             const BlockKey* parent, std::span<const int32_t> tokens) {
+  Result<BlockId> block = pool_->Allocate();
+  if (!block.ok()) return false;
+  Result<BlockRecord> r = DecodeBlock(value, key, fingerprint_, pool_, *block);
+  std::string why = r.ok() ? "" : r.status().message();
+  if (r.ok() && parent != nullptr &&
+      (!(r->parent == *parent) || r->tokens.size() != tokens.size() ||
+       !std::equal(tokens.begin(), tokens.end(), r->tokens.begin()))) {
+    why = "its tokens or parent are not the prompt's";
+  }
+  if (!why.empty()) {
+    pool_->Unref(*block);
+    remote_->CountInvalid();
+    if (remote_->Stats().invalid % 1000 == 1) {
+      PC_LOG_WARN("cache: remote value %s skipped: %s", RemoteKeyOf(ns, key).c_str(), why.c_str());
+    }
+    return false;
+  }
+  Entry e;
+  e.block = *block;
+  e.begin = 0;
+  e.count = static_cast<int>(r->tokens.size());
+  e.parent = r->parent;
+  e.tokens = std::move(r->tokens);
+  const Entry* p = r->parent.empty() ? nullptr : Find(r->parent);
+  e.depth = p ? p->depth + p->count : 0;
+  e.prefix = parent != nullptr;
+  e.ns = ns;
+  e.on_remote = true;
+  e.sliding = r->complete;
+  if (!r->complete) pool_->ReleaseSliding(*block);
+  AddEntry(key, std::move(e));
+  stats_.remote_loads++;
+  return true;
+}
+
+void BlockCache::LoadRemoteChain(std::span<const int32_t> tokens, int limit, const BlockKey& ns,
+                                 std::vector<BlockKey>* chain) {
+  const int bs = pool_->layout().block_size;
+  // Replies of many large values read slowly through hiredis (its buffer grows and moves with
+  // them): about 1 MiB per round trip, as measured, keeps a 3,000-token load near memcpy speed
+  // (smollm2-135m: 2 blocks per round trip; small models: up to remote_batch).
+  const size_t per_trip =
+      std::max<size_t>(1, (size_t(1) << 20) / pool_->layout().bytes_per_block());
+  const int batch = std::max(1, std::min<int>(options_.remote_batch, static_cast<int>(per_trip)));
+  for (bool more = true; more;) {
+    const int first = static_cast<int>(chain->size());
+    std::vector<BlockKey> keys;
+    std::vector<std::string> names;
+    BlockKey parent = chain->empty() ? ns : chain->back();
+    for (int b = first; b < first + batch && (b + 1) * bs <= limit; ++b) {
+      parent = ChainKey(parent, tokens.subspan(size_t(b) * bs, bs));
+      keys.push_back(parent);
+      names.push_back(RemoteKeyOf(ns, parent));
+    }
+    if (keys.empty()) return;
+    const std::vector<std::optional<RemoteValue>> values = remote_->Get(names);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const BlockKey expect_parent = chain->empty() ? ns : chain->back();
+      const auto block_tokens = tokens.subspan(size_t(first + i) * bs, bs);
+      if (!values[i] || !AdoptRemote(keys[i], values[i]->data, ns, &expect_parent, block_tokens)) {
+        return;
+      }
+      chain->push_back(keys[i]);
+    }
+    more = static_cast<int>(keys.size()) == batch;
+  }
+}
+
+bool BlockCache::LoadFromRemote(const BlockKey& key) {
+  if (!remote_) return false;
+  const auto values = remote_->Get({RemoteKeyOf({}, key)});
+  return values[0] && AdoptRemote(key, values[0]->data, {}, nullptr, {});
 }
 
 void BlockCache::AddEntry(const BlockKey& key, Entry e) {
@@ -63,7 +180,8 @@ bool BlockCache::OnDisk(const BlockKey& key, BlockId block) const {
   return disk_->Contains(key) && !(disk_->Partial(key) && pool_->Complete(block));
 }
 
-void BlockCache::Spill(const BlockKey& key, const Entry& e) {
+void BlockCache::Spill(const BlockKey& key, Entry& e) {
+  WriteRemote(key, e);
   if (!disk_ || OnDisk(key, e.block)) return;
   Status st = WriteEntry(key, e);
   // A failing disk (read-only, full) fails every write: say so on the first and then on every
@@ -117,7 +235,7 @@ bool BlockCache::MakeComplete(const BlockKey& key, Entry& e) {
 
 // Loads a block file into a fresh block and indexes it. Its parent must already be cached (the
 // lookup walks chains from the root), so `depth` follows from the parent.
-bool BlockCache::LoadFromDisk(const BlockKey& key, bool prefix) {
+bool BlockCache::LoadFromDisk(const BlockKey& key, bool prefix, const BlockKey& ns) {
   if (!disk_ || !disk_->Contains(key)) return false;
   Result<BlockId> block = pool_->Allocate();
   if (!block.ok()) return false;
@@ -137,6 +255,7 @@ bool BlockCache::LoadFromDisk(const BlockKey& key, bool prefix) {
   e.depth = parent ? parent->depth + parent->count : 0;
   e.on_disk = true;
   e.prefix = prefix;
+  e.ns = ns;
   e.sliding = r->complete;
   if (!r->complete) pool_->ReleaseSliding(*block);  // written global-only
   AddEntry(key, std::move(e));  // the allocation's reference becomes the cache's
@@ -145,21 +264,23 @@ bool BlockCache::LoadFromDisk(const BlockKey& key, bool prefix) {
 }
 
 int BlockCache::LookupPrefix(std::span<const int32_t> tokens, int max_tokens, KvSequence* seq,
-                             std::vector<bool>* from_disk) {
+                             const BlockKey& ns, std::vector<BlockOrigin>* origins) {
   PC_CHECK(seq->size() == 0);
   ExpireIdle();  // the engine may have slept past the TTL since its last Maintain
   stats_.lookups++;
   const int bs = pool_->layout().block_size;
   const int limit = std::min<int>(max_tokens, static_cast<int>(tokens.size()));
   std::vector<BlockKey> chain;
-  std::vector<bool> loaded;  // per block of chain: read from disk by this lookup
-  BlockKey parent;
+  std::vector<BlockOrigin> loaded;  // per block of chain: where it was
+  BlockKey parent = ns;
+  bool missing = false;  // the walk stopped at a key neither RAM nor disk has
   for (int b = 0; (b + 1) * bs <= limit; ++b) {
     const auto block_tokens = tokens.subspan(size_t(b) * bs, bs);
     const BlockKey key = ChainKey(parent, block_tokens);
     Entry* e = Find(key);
-    const bool disk = e == nullptr && LoadFromDisk(key, /*prefix=*/true);
+    const bool disk = e == nullptr && LoadFromDisk(key, /*prefix=*/true, ns);
     if (disk) e = Find(key);
+    missing = e == nullptr;
     // A hash collision would serve another prompt's K/V: compare the tokens, and the parent
     // key, which was itself verified one step earlier: by induction from the first block, a
     // hit is the very prefix asked for, never a collision of chain keys.
@@ -168,9 +289,11 @@ int BlockCache::LookupPrefix(std::span<const int32_t> tokens, int max_tokens, Kv
       break;
     }
     chain.push_back(key);
-    loaded.push_back(disk);
+    loaded.push_back(disk ? BlockOrigin::kDisk : BlockOrigin::kRam);
     parent = key;
   }
+  if (missing && remote_) LoadRemoteChain(tokens, limit, ns, &chain);
+  loaded.resize(chain.size(), BlockOrigin::kRemote);
   size_t n = chain.size();
   const size_t g = options_.granularity > bs ? options_.granularity / bs : 1;
   n = UsableBlocks(chain, n / g * g, g);
@@ -181,7 +304,7 @@ int BlockCache::LookupPrefix(std::span<const int32_t> tokens, int max_tokens, Kv
     e.last_used = now;
     e.hits++;
   }
-  if (from_disk != nullptr) from_disk->assign(loaded.begin(), loaded.begin() + n);
+  if (origins != nullptr) origins->assign(loaded.begin(), loaded.begin() + n);
   if (n > 0) {
     stats_.hits++;
     stats_.hit_tokens += n * bs;
@@ -217,12 +340,13 @@ size_t BlockCache::UsableBlocks(const std::vector<BlockKey>& chain, size_t n, si
   return n;
 }
 
-void BlockCache::InsertPrefix(std::span<const int32_t> tokens, const KvSequence& seq) {
+void BlockCache::InsertPrefix(std::span<const int32_t> tokens, const KvSequence& seq,
+                              const BlockKey& ns) {
   if (static_cast<int>(tokens.size()) < options_.min_tokens) return;
   const int bs = pool_->layout().block_size;
   const int n_full = std::min<int>(seq.size(), static_cast<int>(tokens.size())) / bs;
   const auto& spans = seq.spans();
-  BlockKey parent;
+  BlockKey parent = ns;
   const auto now = Clock::now();
   for (int b = 0; b < n_full; ++b) {
     // Only block-aligned sequences map block b to tokens [b*bs, (b+1)*bs).
@@ -245,25 +369,28 @@ void BlockCache::InsertPrefix(std::span<const int32_t> tokens, const KvSequence&
       ne.tokens.assign(block_tokens.begin(), block_tokens.end());
       ne.depth = b * bs;
       ne.prefix = true;
+      ne.ns = ns;
       ne.sliding = spans[b].sliding;  // what a trimmed sequence still holds
       pool_->Ref(ne.block, ne.sliding);
       AddEntry(key, std::move(ne));
+      WriteRemote(key, entries_.at(key));
     }
     parent = key;
   }
 }
 
-int BlockCache::PinPrefix(std::span<const int32_t> tokens, bool pinned) {
+int BlockCache::PinPrefix(std::span<const int32_t> tokens, bool pinned, const BlockKey& ns) {
   const int bs = pool_->layout().block_size;
-  BlockKey parent;
+  BlockKey parent = ns;
   int n = 0;
   for (int b = 0; (b + 1) * bs <= static_cast<int>(tokens.size()); ++b) {
     const BlockKey key = ChainKey(parent, tokens.subspan(size_t(b) * bs, bs));
     Entry* e = Find(key);
-    if (e == nullptr && LoadFromDisk(key, /*prefix=*/true)) e = Find(key);
+    if (e == nullptr && LoadFromDisk(key, /*prefix=*/true, ns)) e = Find(key);
     if (e == nullptr) break;
     if (pinned) {
-      e->pins++;
+      // Written without expiry from now on (or its expiry removed where it was written).
+      if (e->pins++ == 0 && remote_ && e->on_remote) remote_->Persist(RemoteKeyOf(e->ns, key));
     } else if (e->pins > 0) {
       e->pins--;
     }
@@ -276,6 +403,7 @@ int BlockCache::PinPrefix(std::span<const int32_t> tokens, bool pinned) {
 bool BlockCache::AppendCached(const BlockKey& key, KvSequence* seq) {
   Entry* e = Find(key);
   if (e == nullptr && LoadFromDisk(key, /*prefix=*/false)) e = Find(key);
+  if (e == nullptr && LoadFromRemote(key)) e = Find(key);
   // A module is read at any position: without its sliding part it is a miss (re-encoded).
   if (e == nullptr || !MakeComplete(key, *e)) return false;
   seq->AppendBlock(e->block, e->begin, e->count);
@@ -302,6 +430,7 @@ void BlockCache::Insert(const BlockKey& key, const BlockKey& parent, const KvSeq
   e.sliding = first.sliding;
   pool_->Ref(e.block, e.sliding);
   AddEntry(key, std::move(e));
+  WriteRemote(key, entries_.at(key));
 }
 
 void BlockCache::Complete(Entry* e, BlockId block, int begin) {
@@ -466,6 +595,10 @@ BlockCacheStats BlockCache::Stats() const {
     s.disk_bytes = disk_->bytes();
     s.disk_files = disk_->files();
     s.disk_errors += disk_->skipped();
+  }
+  if (remote_) {
+    s.has_remote = true;
+    s.remote = remote_->Stats();
   }
   return s;
 }

@@ -21,7 +21,16 @@
 // otherwise, and hands out the blocks before the window as global references. Module entries
 // are kept whole: they are reused at any position. Block files of global-only entries say so
 // and load as global-only.
-// Not thread-safe: the engine thread owns it.
+// Remote tier (kv/remote_tier.h), below the disk tier: a lookup that misses RAM and disk asks it
+// for the next chained keys in batches (one round trip each), stopping at the first miss, and
+// loads what it finds, checked like a block file and against the tokens and parent key the walk
+// expects. Every block the cache takes in (computed, or loaded from disk and then evicted) is
+// queued for writing there once; pinned ones without expiry.
+//
+// Tenants: a prefix chain starts from a namespace key (`ns`, empty for the default namespace)
+// instead of the empty key, so the chains of two namespaces share no key, in RAM, on disk or in
+// the remote tier (whose keys also name the namespace). Module blocks live in the default one.
+// Not thread-safe: the engine thread owns it (ChainKeys and RemoteKeyOf are pure, for any thread).
 #pragma once
 
 #include <chrono>
@@ -34,14 +43,17 @@
 
 #include "kv/disk_tier.h"
 #include "kv/kv_cache.h"
+#include "kv/remote_tier.h"
 
 namespace promptcache {
 
 struct BlockCacheOptions {
   size_t ram_bytes = size_t(1) << 30;
-  double ttl_seconds = 0;  // idle entries older than this are evicted; 0: never
-  int min_tokens = 0;      // prompts shorter than this are not cached
-  int granularity = 0;     // reuse prefixes in multiples of this many tokens (0: block)
+  double ttl_seconds = 0;          // idle entries older than this are evicted; 0: never
+  int min_tokens = 0;              // prompts shorter than this are not cached
+  int granularity = 0;             // reuse prefixes in multiples of this many tokens (0: block)
+  int remote_ttl_seconds = 86400;  // expiry of what is written to the remote tier (pinned: none)
+  int remote_batch = 8;            // chained keys asked of the remote tier per round trip
 };
 
 struct BlockCacheStats {
@@ -49,9 +61,21 @@ struct BlockCacheStats {
   uint64_t evictions = 0, expirations = 0, disk_writes = 0, disk_loads = 0, disk_errors = 0;
   // Sliding parts evicted on their own, and lookups cut short for want of a window's block.
   uint64_t sliding_evictions = 0, window_misses = 0;
+  uint64_t remote_loads = 0;  // blocks loaded from the remote tier
   // ram_bytes: what the entries hold (global parts, and sliding parts where they hold them).
   size_t ram_blocks = 0, ram_bytes = 0, disk_bytes = 0, disk_files = 0;
   size_t pinned_blocks = 0;
+  bool has_remote = false;
+  RemoteStats remote;
+};
+
+// How many leading tokens of a prompt each tier holds (a router's view; nothing is loaded).
+// Where a block of a prefix hit was before the lookup found it.
+enum class BlockOrigin : uint8_t { kRam, kDisk, kRemote };
+
+struct TierCounts {
+  int ram = 0, disk = 0, remote = 0;
+  int local = 0;  // in RAM or on disk, block by block: what a lookup finds before the remote tier
 };
 
 struct CachedPrefixInfo {
@@ -76,9 +100,9 @@ class BlockCache {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // `disk` may be null (no disk tier).
+  // `disk` and `remote` may be null (no such tier).
   BlockCache(BlockPool* pool, std::string fingerprint, const BlockCacheOptions& options,
-             std::unique_ptr<DiskTier> disk);
+             std::unique_ptr<DiskTier> disk, std::unique_ptr<RemoteTier> remote = nullptr);
   ~BlockCache();
 
   const BlockCacheOptions& options() const { return options_; }
@@ -86,6 +110,7 @@ class BlockCache {
   void SetRamBudget(size_t bytes) { options_.ram_bytes = bytes; }
   BlockPool* pool() const { return pool_; }
   DiskTier* disk() const { return disk_.get(); }
+  RemoteTier* remote() const { return remote_.get(); }
 
   // The key of block `index` of a prefix chain after `parent` (empty for the first block).
   BlockKey ChainKey(const BlockKey& parent, std::span<const int32_t> tokens) const;
@@ -96,20 +121,31 @@ class BlockCache {
   // always computed and yields logits). Positions are 0, 1, 2, ... as in plain prompts. With
   // sliding layers the hit is one whose last window is complete, and its blocks before that
   // window come as global references.
-  // With `from_disk`, it receives one flag per block of the hit: true where the block was read
-  // from the disk tier by this lookup (a request's cache map shows where its tokens came from).
+  // `ns`: the namespace the chain starts from. With `origins`, it receives one entry per block
+  // of the hit: where the block was before this lookup (RAM, read from the disk tier, or from the
+  // remote tier), for a request's cache map.
   int LookupPrefix(std::span<const int32_t> tokens, int max_tokens, KvSequence* seq,
-                   std::vector<bool>* from_disk = nullptr);
+                   const BlockKey& ns = {}, std::vector<BlockOrigin>* origins = nullptr);
+  // The chained keys of the full blocks of `tokens` in namespace `ns`.
+  std::vector<BlockKey> ChainKeys(std::span<const int32_t> tokens, const BlockKey& ns) const;
+  // The key under which the remote tier holds a block.
+  std::string RemoteKeyOf(const BlockKey& ns, const BlockKey& key) const {
+    return RemoteKey(remote_prefix_, ns, key);
+  }
+  // The leading blocks of `keys` in RAM and on disk, in tokens (TierCounts::remote is left 0:
+  // the caller asks the remote tier, off the engine thread).
+  TierCounts Probe(const std::vector<BlockKey>& keys) const;
 
   // Registers the full blocks of `seq` (which holds `tokens` at positions 0..n-1, block-aligned
   // from its start) as cached prefixes, each entry holding what the sequence holds of its block.
   // Blocks already cached under the same key are kept, made complete again where the entry
   // lost its sliding part and the sequence has one.
-  void InsertPrefix(std::span<const int32_t> tokens, const KvSequence& seq);
+  void InsertPrefix(std::span<const int32_t> tokens, const KvSequence& seq,
+                    const BlockKey& ns = {});
 
   // Pins (or unpins) the cached blocks of the longest cached prefix of tokens[0, n). Pinned
   // blocks are never evicted or expired. Returns the number of tokens pinned.
-  int PinPrefix(std::span<const int32_t> tokens, bool pinned);
+  int PinPrefix(std::span<const int32_t> tokens, bool pinned, const BlockKey& ns = {});
 
   // Generic keyed entries (module blocks): a block's slots [begin, begin+count) under `key`.
   bool Contains(const BlockKey& key) const;
@@ -146,22 +182,36 @@ class BlockCache {
     int pins = 0;
     Clock::time_point last_used;
     bool on_disk = false;
-    bool sliding = true;  // holds the block's sliding part (a full reference)
-    bool prefix = false;  // a prefix chain's block: its sliding part may go on its own
-    uint64_t hits = 0;    // prefix lookups that reused it
+    bool sliding = true;     // holds the block's sliding part (a full reference)
+    bool prefix = false;     // a prefix chain's block: its sliding part may go on its own
+    uint64_t hits = 0;       // prefix lookups that reused it
+    BlockKey ns;             // the namespace its chain starts from
+    bool on_remote = false;  // written (queued) to the remote tier, or read from it
   };
 
   Entry* Find(const BlockKey& key);
   // `prefix`: the key is a prefix chain's (its sliding part may be evicted on its own).
-  bool LoadFromDisk(const BlockKey& key, bool prefix);
+  bool LoadFromDisk(const BlockKey& key, bool prefix, const BlockKey& ns = {});
+  // Indexes a record read from the remote tier into a fresh block, when it checks out (and, for
+  // a prefix, holds `tokens` after `parent`); else counts it invalid.
+  bool AdoptRemote(const BlockKey& key, std::string_view value, const BlockKey& ns,
+                   const BlockKey* parent, std::span<const int32_t> tokens);
+  // Loads the chain's blocks after `parent` from the remote tier, block chain->size() on, while
+  // they are there: returns with `chain` extended.
+  void LoadRemoteChain(std::span<const int32_t> tokens, int limit, const BlockKey& ns,
+                       std::vector<BlockKey>* chain);
+  // A module block (default namespace) from the remote tier.
+  bool LoadFromRemote(const BlockKey& key);
+  // Queues the entry's block for the remote tier unless it is there already.
+  void WriteRemote(const BlockKey& key, Entry& e);
   void AddEntry(const BlockKey& key, Entry e);
   void RemoveEntry(const BlockKey& key, bool spill_to_disk);
   // Writes the entry's block to the disk tier (whole where the block is complete).
   Status WriteEntry(const BlockKey& key, const Entry& e);
   // Whether the disk tier has the block as complete as it is in RAM.
   bool OnDisk(const BlockKey& key, BlockId block) const;
-  // WriteEntry unless OnDisk; failures are counted and logged.
-  void Spill(const BlockKey& key, const Entry& e);
+  // WriteEntry unless OnDisk (failures are counted and logged), and WriteRemote.
+  void Spill(const BlockKey& key, Entry& e);
   bool Evictable(const Entry& e) const;
   // Its sliding part is evictable on its own.
   bool Strippable(const Entry& e) const;
@@ -184,6 +234,8 @@ class BlockCache {
   std::string fingerprint_;
   BlockCacheOptions options_;
   std::unique_ptr<DiskTier> disk_;
+  std::unique_ptr<RemoteTier> remote_;
+  std::string remote_prefix_;  // RemoteKeyPrefix of this model and layout
   std::map<BlockKey, Entry> entries_;
   size_t held_bytes_ = 0;  // what the entries hold: see BlockCacheStats::ram_bytes
   BlockCacheStats stats_;

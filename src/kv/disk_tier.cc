@@ -20,9 +20,12 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kMagic[8] = {'P', 'C', 'K', 'V', 'B', 'L', 'K', '1'};
-// 2: the payload starts with flags (kGlobalOnly); 1 has none and holds every layer.
-constexpr uint32_t kVersion = 2;
+// 3: flags bits 8-15 hold the KV type (KvTypeCode); 2: the payload starts with flags
+// (kGlobalOnly), the type follows from the element size; 1 has no flags and holds every layer.
+constexpr uint32_t kVersion = 3;
 constexpr uint32_t kGlobalOnly = 1;
+constexpr uint32_t kTypeShift = 8, kTypeMask = 0xff00;
+constexpr const char* kPositionsDiffer = "positions differ from the block's";
 constexpr const char* kSuffix = ".kvb";
 
 #pragma pack(push, 1)
@@ -56,7 +59,131 @@ size_t PayloadBytes(const KvLayout& l, int count, uint32_t version, bool complet
          layers / l.block_size * count;
 }
 
+// The KV type's code in format 3 flags: stable numbers, never reused.
+uint32_t KvTypeCode(KvType t) { return t == KvType::kF16 ? 0 : 1; }
+
+// What a record of `version` says its KV type is.
+uint32_t RecordTypeCode(uint32_t version, uint32_t flags, uint32_t elem_bytes) {
+  if (version >= 3) return (flags & kTypeMask) >> kTypeShift;
+  return elem_bytes == 2 ? KvTypeCode(KvType::kF16) : KvTypeCode(KvType::kF32);
+}
+
 }  // namespace
+
+const char* KvTypeName(KvType type) { return type == KvType::kF16 ? "f16" : "f32"; }
+
+std::string EncodeBlock(const BlockRecord& r, const std::string& fingerprint, const BlockPool& pool,
+                        BlockId block, int begin) {
+  const KvLayout& l = pool.layout();
+  const int count = static_cast<int>(r.tokens.size());
+  PC_CHECK(count > 0 && count <= l.block_size && r.positions.size() == r.tokens.size());
+  const bool complete = pool.Complete(block);
+  const uint32_t flags = (complete ? 0 : kGlobalOnly) | KvTypeCode(l.type) << kTypeShift;
+  std::string out(sizeof(FileHeader), '\0');
+  out.reserve(sizeof(FileHeader) + PayloadBytes(l, count, kVersion, complete));
+  out.append(reinterpret_cast<const char*>(&flags), sizeof(flags));
+  out.append(reinterpret_cast<const char*>(r.tokens.data()), count * sizeof(int32_t));
+  out.append(reinterpret_cast<const char*>(r.positions.data()), count * sizeof(int32_t));
+  const size_t row = size_t(l.kv_dim()) * l.elem_bytes();
+  for (int layer = 0; layer < l.n_layers; ++layer) {
+    if (!complete && l.Sliding(layer)) continue;
+    out.append(reinterpret_cast<const char*>(pool.K(block, layer) + begin * row), count * row);
+    out.append(reinterpret_cast<const char*>(pool.V(block, layer) + begin * row), count * row);
+  }
+  FileHeader h{};
+  std::memcpy(h.magic, kMagic, 8);
+  h.version = kVersion;
+  std::memcpy(h.fingerprint, fingerprint.data(), std::min<size_t>(32, fingerprint.size()));
+  h.key_hi = r.key.hi;
+  h.key_lo = r.key.lo;
+  h.parent_hi = r.parent.hi;
+  h.parent_lo = r.parent.lo;
+  h.n_layers = l.n_layers;
+  h.n_kv_heads = l.n_kv_heads;
+  h.head_dim = l.head_dim;
+  h.elem_bytes = static_cast<uint32_t>(l.elem_bytes());
+  h.block_size = l.block_size;
+  h.count = count;
+  h.payload_bytes = out.size() - sizeof(h);
+  h.checksum = Hash64(out.data() + sizeof(h), h.payload_bytes);
+  std::memcpy(out.data(), &h, sizeof(h));
+  return out;
+}
+
+Result<BlockRecord> DecodeBlock(std::string_view data, const BlockKey& key,
+                                const std::string& fingerprint, BlockPool* pool, BlockId block,
+                                bool sliding_only) {
+  FileHeader h{};
+  if (data.size() < sizeof(h)) return DataLoss("truncated header");
+  std::memcpy(&h, data.data(), sizeof(h));
+  if (std::memcmp(h.magic, kMagic, 8) != 0) return DataLoss("not a promptcache block record");
+  if (h.version < 1 || h.version > kVersion) {
+    return DataLoss("format version " + std::to_string(h.version));
+  }
+  std::string expect_fp = fingerprint.substr(0, 32);
+  expect_fp.resize(32, '\0');
+  if (std::string(h.fingerprint, 32) != expect_fp) return DataLoss("written for another model");
+  if (h.key_hi != key.hi || h.key_lo != key.lo) return DataLoss("key does not match its name");
+  const KvLayout& l = pool->layout();
+  if (h.n_layers != uint32_t(l.n_layers) || h.n_kv_heads != uint32_t(l.n_kv_heads) ||
+      h.head_dim != uint32_t(l.head_dim) || h.elem_bytes != l.elem_bytes() ||
+      h.block_size != uint32_t(l.block_size)) {
+    return DataLoss("KV layout differs");
+  }
+  if (h.count == 0 || h.count > uint32_t(l.block_size) ||
+      (h.payload_bytes != PayloadBytes(l, h.count, h.version, true) &&
+       h.payload_bytes != PayloadBytes(l, h.count, h.version, false))) {
+    return DataLoss("inconsistent size");
+  }
+  if (data.size() - sizeof(h) != h.payload_bytes) return DataLoss("truncated or too long");
+  const char* p = data.data() + sizeof(h);
+  if (Hash64(p, h.payload_bytes) != h.checksum) return DataLoss("checksum mismatch");
+
+  BlockRecord r;
+  r.key = key;
+  r.parent = {h.parent_hi, h.parent_lo};
+  const int count = static_cast<int>(h.count);
+  uint32_t flags = 0;
+  if (h.version >= 2) {
+    std::memcpy(&flags, p, sizeof(flags));
+    p += sizeof(flags);
+  }
+  r.complete = (flags & kGlobalOnly) == 0;
+  const uint32_t known = kGlobalOnly | (h.version >= 3 ? kTypeMask : 0);
+  if ((flags & ~known) != 0 || (!r.complete && !l.has_sliding()) ||
+      h.payload_bytes != PayloadBytes(l, count, h.version, r.complete)) {
+    return DataLoss("inconsistent flags");
+  }
+  if (RecordTypeCode(h.version, flags, h.elem_bytes) != KvTypeCode(l.type)) {
+    return DataLoss("KV type differs");
+  }
+  if (sliding_only && !r.complete) return NotFound("no sliding layers");
+  r.tokens.resize(count);
+  r.positions.resize(count);
+  std::memcpy(r.tokens.data(), p, count * sizeof(int32_t));
+  p += count * sizeof(int32_t);
+  std::memcpy(r.positions.data(), p, count * sizeof(int32_t));
+  p += count * sizeof(int32_t);
+  if (sliding_only) {
+    // The rest of the block is in RAM, maybe in use: only its missing layers are written.
+    if (!std::equal(r.positions.begin(), r.positions.end(), pool->Positions(block))) {
+      return DataLoss(kPositionsDiffer);
+    }
+  } else {
+    std::memcpy(pool->Positions(block), r.positions.data(), count * sizeof(int32_t));
+  }
+  const size_t row = size_t(l.kv_dim()) * l.elem_bytes();
+  for (int layer = 0; layer < l.n_layers; ++layer) {
+    const bool sliding = l.Sliding(layer);
+    if (!r.complete && sliding) continue;
+    if (!sliding_only || sliding) {
+      std::memcpy(pool->K(block, layer), p, count * row);
+      std::memcpy(pool->V(block, layer), p + count * row, count * row);
+    }
+    p += 2 * count * row;
+  }
+  return r;
+}
 
 std::string BlockKey::Hex() const {
   char buf[33];
@@ -140,46 +267,14 @@ std::vector<BlockKey> DiskTier::Keys() const {
 std::string DiskTier::PathOf(const BlockKey& key) const { return dir_ + "/" + key.Hex() + kSuffix; }
 
 Status DiskTier::Write(const BlockRecord& r, const BlockPool& pool, BlockId block, int begin) {
-  const KvLayout& l = layout_;
-  const int count = static_cast<int>(r.tokens.size());
-  PC_CHECK(count > 0 && count <= l.block_size && r.positions.size() == r.tokens.size());
+  const std::string data = EncodeBlock(r, fingerprint_, pool, block, begin);
   const bool complete = pool.Complete(block);
-  const uint32_t flags = complete ? 0 : kGlobalOnly;
-  std::string payload;
-  payload.reserve(PayloadBytes(l, count, kVersion, complete));
-  payload.append(reinterpret_cast<const char*>(&flags), sizeof(flags));
-  payload.append(reinterpret_cast<const char*>(r.tokens.data()), count * sizeof(int32_t));
-  payload.append(reinterpret_cast<const char*>(r.positions.data()), count * sizeof(int32_t));
-  const size_t row = size_t(l.kv_dim()) * l.elem_bytes();
-  for (int layer = 0; layer < l.n_layers; ++layer) {
-    if (!complete && l.Sliding(layer)) continue;
-    payload.append(reinterpret_cast<const char*>(pool.K(block, layer) + begin * row), count * row);
-    payload.append(reinterpret_cast<const char*>(pool.V(block, layer) + begin * row), count * row);
-  }
-  FileHeader h{};
-  std::memcpy(h.magic, kMagic, 8);
-  h.version = kVersion;
-  std::memcpy(h.fingerprint, fingerprint_.data(), std::min<size_t>(32, fingerprint_.size()));
-  h.key_hi = r.key.hi;
-  h.key_lo = r.key.lo;
-  h.parent_hi = r.parent.hi;
-  h.parent_lo = r.parent.lo;
-  h.n_layers = l.n_layers;
-  h.n_kv_heads = l.n_kv_heads;
-  h.head_dim = l.head_dim;
-  h.elem_bytes = static_cast<uint32_t>(l.elem_bytes());
-  h.block_size = l.block_size;
-  h.count = count;
-  h.payload_bytes = payload.size();
-  h.checksum = Hash64(payload.data(), payload.size());
-
   const std::string path = PathOf(r.key), tmp = path + ".tmp";
   {
     // Written, flushed to the device, then renamed: a crash leaves the old file or the new one,
     // never a torn one under the final name.
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    bool ok = fd >= 0 && WriteAll(fd, &h, sizeof(h)) &&
-              WriteAll(fd, payload.data(), payload.size()) && ::fdatasync(fd) == 0;
+    bool ok = fd >= 0 && WriteAll(fd, data.data(), data.size()) && ::fdatasync(fd) == 0;
     if (fd >= 0) ok = ::close(fd) == 0 && ok;
     if (!ok) {
       const std::string why = std::strerror(errno);
@@ -197,8 +292,8 @@ Status DiskTier::Write(const BlockRecord& r, const BlockPool& pool, BlockId bloc
   }
   auto it = index_.find(r.key);
   if (it != index_.end()) bytes_ -= it->second.bytes;
-  index_[r.key] = {sizeof(h) + payload.size(), ++clock_, !complete};
-  bytes_ += sizeof(h) + payload.size();
+  index_[r.key] = {data.size(), ++clock_, !complete};
+  bytes_ += data.size();
   EvictToBudget();
   return Status::Ok();
 }
@@ -229,76 +324,19 @@ Result<BlockRecord> DiskTier::Read(const BlockKey& key, BlockPool* pool, BlockId
   }
   ::close(fd);
   data.resize(got);
-  std::istringstream in(std::move(data));
-  FileHeader h{};
-  if (!in.read(reinterpret_cast<char*>(&h), sizeof(h))) return fail("truncated header");
-  if (std::memcmp(h.magic, kMagic, 8) != 0) return fail("not a promptcache block file");
-  if (h.version != kVersion && h.version != 1) {
-    return fail("format version " + std::to_string(h.version));
+  Result<BlockRecord> r = DecodeBlock(data, key, fingerprint_, pool, block, sliding_only);
+  if (r.status().code() == StatusCode::kNotFound) {
+    index_[key].partial = true;
+    return NotFound(path + " holds no sliding layers");
   }
-  std::string expect_fp = fingerprint_.substr(0, 32);
-  expect_fp.resize(32, '\0');
-  if (std::string(h.fingerprint, 32) != expect_fp) {
-    return fail("written for another model");
-  }
-  if (h.key_hi != key.hi || h.key_lo != key.lo) return fail("key does not match its name");
-  const KvLayout& l = layout_;
-  if (h.n_layers != uint32_t(l.n_layers) || h.n_kv_heads != uint32_t(l.n_kv_heads) ||
-      h.head_dim != uint32_t(l.head_dim) || h.elem_bytes != l.elem_bytes() ||
-      h.block_size != uint32_t(l.block_size)) {
-    return fail("KV layout differs");
-  }
-  if (h.count == 0 || h.count > uint32_t(l.block_size) ||
-      (h.payload_bytes != PayloadBytes(l, h.count, h.version, true) &&
-       h.payload_bytes != PayloadBytes(l, h.count, h.version, false))) {
-    return fail("inconsistent size");
-  }
-  std::string payload(h.payload_bytes, '\0');
-  if (!in.read(payload.data(), payload.size()) || in.peek() != EOF)
-    return fail("truncated or too long");
-  if (Hash64(payload.data(), payload.size()) != h.checksum) return fail("checksum mismatch");
-
-  BlockRecord r;
-  r.key = key;
-  r.parent = {h.parent_hi, h.parent_lo};
-  const int count = static_cast<int>(h.count);
-  const char* p = payload.data();
-  uint32_t flags = 0;
-  if (h.version >= 2) {
-    std::memcpy(&flags, p, sizeof(flags));
-    p += sizeof(flags);
-  }
-  r.complete = (flags & kGlobalOnly) == 0;
-  if ((flags & ~kGlobalOnly) != 0 || (!r.complete && !l.has_sliding()) ||
-      h.payload_bytes != PayloadBytes(l, count, h.version, r.complete)) {
-    return fail("inconsistent flags");
-  }
-  index_[key].partial = !r.complete;
-  if (sliding_only && !r.complete) return NotFound(path + " holds no sliding layers");
-  r.tokens.resize(count);
-  r.positions.resize(count);
-  std::memcpy(r.tokens.data(), p, count * sizeof(int32_t));
-  p += count * sizeof(int32_t);
-  std::memcpy(r.positions.data(), p, count * sizeof(int32_t));
-  p += count * sizeof(int32_t);
-  if (sliding_only) {
-    // The rest of the block is in RAM, maybe in use: only its missing layers are written.
-    if (!std::equal(r.positions.begin(), r.positions.end(), pool->Positions(block))) {
-      return DataLoss(path + ": positions differ from the block's");
+  if (!r.ok()) {
+    // A block of the same key read into a block in use: positions differ, the file is fine.
+    if (sliding_only && r.status().message() == kPositionsDiffer) {
+      return DataLoss(path + ": " + kPositionsDiffer);
     }
-  } else {
-    std::memcpy(pool->Positions(block), r.positions.data(), count * sizeof(int32_t));
+    return fail(r.status().message());
   }
-  const size_t row = size_t(l.kv_dim()) * l.elem_bytes();
-  for (int layer = 0; layer < l.n_layers; ++layer) {
-    const bool sliding = l.Sliding(layer);
-    if (!r.complete && sliding) continue;
-    if (!sliding_only || sliding) {
-      std::memcpy(pool->K(block, layer), p, count * row);
-      std::memcpy(pool->V(block, layer), p + count * row, count * row);
-    }
-    p += 2 * count * row;
-  }
+  index_[key].partial = !r->complete;
   index_[key].stamp = ++clock_;
   return r;
 }

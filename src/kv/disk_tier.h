@@ -8,12 +8,18 @@
 //
 // A block whose sliding part is gone (kv/kv_cache.h) is written global-only, marked so: it loads
 // as a global-only block, and its sliding layers can never be read from it. Files of format 1
-// (before sliding parts) are read as complete blocks.
+// (before sliding parts) are read as complete blocks; format 3 adds the KV type to the flags
+// (format 2 implies it from the element size), so a quantized type can never be read as another.
+//
+// The same self-checking record (EncodeBlock/DecodeBlock) is the value of the remote tier
+// (kv/remote_tier.h): any replica may have written it, so every read checks it all again.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -39,6 +45,21 @@ struct BlockRecord {
   std::vector<int32_t> positions;
   bool complete = true;  // false: the file holds the global layers only
 };
+
+// One block as a self-checking record: header (format version, model fingerprint, key, parent
+// key, KV layout and type, checksum) then flags, token ids, positions and every layer's K/V
+// (the global ones only where the block is global-only). `count` = record.tokens.size() slots
+// of `block` from slot `begin`.
+std::string EncodeBlock(const BlockRecord& record, const std::string& fingerprint,
+                        const BlockPool& pool, BlockId block, int begin);
+// Checks a record against `key`, the fingerprint and the pool's layout and reads it into slots
+// [0, count) of `block` (see DiskTier::Read for `sliding_only`). DataLoss names what is wrong;
+// NotFound: `sliding_only` and the record is global-only.
+Result<BlockRecord> DecodeBlock(std::string_view data, const BlockKey& key,
+                                const std::string& fingerprint, BlockPool* pool, BlockId block,
+                                bool sliding_only = false);
+// The wire name of a KV type ("f16", "f32"), in remote keys.
+const char* KvTypeName(KvType type);
 
 class DiskTier {
  public:

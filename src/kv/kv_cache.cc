@@ -1,5 +1,7 @@
 #include "kv/kv_cache.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +23,16 @@ namespace {
 void FreeAligned(uint8_t* p) { std::free(p); }
 
 uint8_t* AllocAligned(size_t bytes) {
+  constexpr size_t kHuge = size_t(2) << 20;
+  if (bytes >= 4 * kHuge) {
+    // Chunks of many blocks: on 2 MiB pages where the kernel has them (THP "madvise" mode), so
+    // filling a chunk (a long prefix computed, or loaded from a cache tier) takes a few page
+    // faults instead of thousands (measured: loading 3,300 tokens of smollm2-135m from Redis).
+    const size_t n = (bytes + kHuge - 1) / kHuge * kHuge;
+    auto* p = static_cast<uint8_t*>(std::aligned_alloc(kHuge, n));
+    if (p != nullptr) ::madvise(p, n, MADV_HUGEPAGE);
+    return p;
+  }
   return static_cast<uint8_t*>(
       std::aligned_alloc(64, std::max<size_t>(64, (bytes + 63) / 64 * 64)));
 }

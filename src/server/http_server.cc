@@ -23,6 +23,7 @@
 #include "server/openai_response.h"
 #include "server/prompt_encoder.h"
 #include "server/schema_api.h"
+#include "server/tenants.h"
 #include "server/text_channel.h"
 #include "server/web_ui.h"
 #include "serving/fidelity.h"
@@ -185,7 +186,14 @@ class HttpServer::Impl {
   // Each route answers its methods; the others get 405 with an Allow header.
   void RegisterRoutes();
   void InstallHooks();
-  bool Authorized(const httplib::Request& req) const;
+  // The tenant of an authorized request: "" for the --api-key holder (and everyone without
+  // keys), the --api-keys file's name otherwise; nullopt: no valid key.
+  std::optional<std::string> Tenant(const httplib::Request& req) const;
+  // Routes that act on every tenant's cache or on the server's schemas: with --api-keys, only
+  // the --api-key holder may use them.
+  static bool AdminOnly(const httplib::Request& req);
+  // The cache namespace of an authorized request with this cache_salt.
+  std::string Namespace(const httplib::Request& req, const std::string& salt) const;
   httplib::Server::HandlerResponse FillError(const httplib::Request& req, httplib::Response& res);
 
   void SendError(httplib::Response& res, const ApiError& error) const;
@@ -227,6 +235,7 @@ class HttpServer::Impl {
   void HandleCacheSave(const httplib::Request& req, httplib::Response& res);
   void HandleCacheLoad(const httplib::Request& req, httplib::Response& res);
   void HandleCachePin(const httplib::Request& req, httplib::Response& res, bool pinned);
+  void HandleCacheLookup(const httplib::Request& req, httplib::Response& res);
   void HandleSchemaLoad(const httplib::Request& req, httplib::Response& res);
   void HandleSchemaList(const httplib::Request& req, httplib::Response& res);
   void HandleSchemaGet(const httplib::Request& req, httplib::Response& res);
@@ -325,6 +334,7 @@ void HttpServer::Impl::RegisterRoutes() {
       {"/v1/cache/unpin",
        {{"POST", [this](const httplib::Request& q,
                         httplib::Response& s) { HandleCachePin(q, s, false); }}}},
+      {"/v1/cache/lookup", {{"POST", bind(&Impl::HandleCacheLookup)}}},
       {"/v1/cache/([^/]+)", {{"DELETE", bind(&Impl::HandleCacheDrop)}}},
       {"/v1/schemas",
        {{"GET", bind(&Impl::HandleSchemaList)}, {"POST", bind(&Impl::HandleSchemaLoad)}}},
@@ -365,7 +375,15 @@ void HttpServer::Impl::RegisterRoutes() {
 // Authentication before routing, OpenAI-style bodies for every error, and response counting.
 void HttpServer::Impl::InstallHooks() {
   http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (Authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
+    const std::optional<std::string> tenant = Tenant(req);
+    if (tenant && !tenant->empty() && AdminOnly(req)) {
+      SendError(res, MakeError(403,
+                               "this route acts on every tenant's cache or on the server's "
+                               "schemas: it needs the --api-key key, not a tenant's",
+                               "invalid_request_error", "admin_only"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (tenant) return httplib::Server::HandlerResponse::Unhandled;
     SendError(res, MakeError(401,
                              "invalid or missing API key: send the header "
                              "'Authorization: Bearer KEY'",
@@ -392,10 +410,36 @@ void HttpServer::Impl::InstallHooks() {
   });
 }
 
-bool HttpServer::Impl::Authorized(const httplib::Request& req) const {
-  if (options_.api_key.empty() || req.path == "/health" || IsWebPath(req.path)) return true;
-  if (req.path == "/metrics" && options_.metrics_public) return true;
-  return ConstantTimeEquals(req.get_header_value("Authorization"), "Bearer " + options_.api_key);
+std::optional<std::string> HttpServer::Impl::Tenant(const httplib::Request& req) const {
+  const bool keys = !options_.api_key.empty() || !options_.api_keys.empty();
+  if (!keys || req.path == "/health" || IsWebPath(req.path)) return "";
+  if (req.path == "/metrics" && options_.metrics_public) return "";
+  const std::string got = req.get_header_value("Authorization");
+  if (!options_.api_key.empty() && ConstantTimeEquals(got, "Bearer " + options_.api_key)) {
+    return "";
+  }
+  // Every key is compared (in constant time each): how long this takes says nothing of which
+  // key matched.
+  std::optional<std::string> tenant;
+  for (const auto& [key, name] : options_.api_keys) {
+    if (ConstantTimeEquals(got, "Bearer " + key)) tenant = name;
+  }
+  return tenant;
+}
+
+bool HttpServer::Impl::AdminOnly(const httplib::Request& req) {
+  const std::string& p = req.path;
+  if (p == "/v1/cache" || p == "/v1/cache/save") return true;
+  if (p.rfind("/v1/cache/", 0) == 0) {
+    return p != "/v1/cache/load" && p != "/v1/cache/pin" && p != "/v1/cache/unpin" &&
+           p != "/v1/cache/lookup";
+  }
+  return p.rfind("/v1/schemas", 0) == 0 && req.method != "GET";
+}
+
+std::string HttpServer::Impl::Namespace(const httplib::Request& req,
+                                        const std::string& salt) const {
+  return CacheNamespace(options_.cache_secret, Tenant(req).value_or(""), salt);
 }
 
 // Statuses that cpp-httplib answers by itself (no route, body too large, unreadable request)
@@ -508,6 +552,7 @@ void HttpServer::Impl::HandleCompletion(const httplib::Request& req, httplib::Re
   creq.sampling = r.sampling;
   creq.stop = r.stop;
   creq.ignore_eos = r.ignore_eos;
+  creq.cache_namespace = Namespace(req, r.cache_salt);
   Submitter submit;
   PmlPrompt modular;
   if (r.modular()) {
@@ -798,7 +843,8 @@ void HttpServer::Impl::HandleWeb(const httplib::Request& req, httplib::Response&
   // What the page needs before its first API call: whether to ask for the key (so that it never
   // meets a 401 it did not expect).
   if (req.path == "/ui/config.json") {
-    return SendJson(res, ojson{{"api_key_required", !options_.api_key.empty()}});
+    return SendJson(
+        res, ojson{{"api_key_required", !options_.api_key.empty() || !options_.api_keys.empty()}});
   }
   const WebAsset* asset = FindWebAsset(req.path);
   if (asset == nullptr) {
@@ -849,10 +895,11 @@ void HttpServer::Impl::HandleCacheLoad(const httplib::Request& req, httplib::Res
                                           r.messages.empty() ? "prompt" : "messages",
                                           "context_length_exceeded"));
   }
-  Result<int> cached = engine_->WarmPrefix(p.tokens);
+  const std::string ns = Namespace(req, r.cache_salt);
+  Result<int> cached = engine_->WarmPrefix(p.tokens, ns);
   if (!cached.ok()) return SendError(res, FromStatus(cached.status()));
   if (r.pin) {
-    if (Status st = engine_->PinPrefix(p.tokens, true); !st.ok()) {
+    if (Status st = engine_->PinPrefix(p.tokens, true, ns); !st.ok()) {
       return SendError(res, FromStatus(st));
     }
   }
@@ -869,10 +916,25 @@ void HttpServer::Impl::HandleCachePin(const httplib::Request& req, httplib::Resp
   // A chat prefix with a cache_control breakpoint pins up to it; otherwise the whole prefix.
   std::vector<int32_t> tokens = p.tokens;
   if (p.pin_tokens > 0) tokens.resize(p.pin_tokens);
-  if (Status st = engine_->PinPrefix(tokens, pinned); !st.ok()) {
+  if (Status st = engine_->PinPrefix(tokens, pinned, Namespace(req, r.cache_salt)); !st.ok()) {
     return SendError(res, FromStatus(st));
   }
   SendJson(res, ojson{{"tokens", tokens.size()}, {"pinned", pinned}});
+}
+
+// A router's view: how many leading tokens of the prompt each tier holds, computing nothing.
+void HttpServer::Impl::HandleCacheLookup(const httplib::Request& req, httplib::Response& res) {
+  PrefixRequest r;
+  BuiltPrompt p;
+  if (!ReadPrefix(req, res, &r, &p)) return;
+  const CacheTierCounts c = engine_->LookupCache(p.tokens, Namespace(req, r.cache_salt));
+  const EngineStats s = engine_->Stats();
+  SendJson(res, ojson{{"prompt_tokens", p.tokens.size()},
+                      {"cached_tokens", c.reusable},
+                      {"tiers", ojson{{"ram", c.ram}, {"disk", c.disk}, {"remote", c.remote}}},
+                      {"block_tokens", engine_->options().block_size},
+                      {"active", s.active},
+                      {"queued", s.queued}});
 }
 
 // Schema text from a client may not name files (src attributes): it could read the server's.

@@ -3,12 +3,12 @@
 // Routes: POST /v1/completions and /v1/chat/completions (JSON or Server-Sent Events),
 // GET /v1/models, /health, /metrics (Prometheus), POST /tokenize and /detokenize, and the cache
 // control endpoints GET/DELETE /v1/cache, DELETE /v1/cache/{key}, POST /v1/cache/save, /load,
-// /pin and /unpin, and the modular prompt cache's POST/GET /v1/schemas, GET/DELETE
-// /v1/schemas/{name}, GET /v1/cache/tree (every cached block, for the page's prefix tree), and
-// the web page: GET / and its assets under /ui/ (server/web_ui.h). The completion endpoints
-// also take modular prompts (a PML `<prompt>` as
-// the completion prompt, or "schema" and "modules" fields). Every failure is an OpenAI-style error
-// object with a 4xx/5xx status; no exception from the JSON or HTTP libraries escapes a handler.
+// /pin, /unpin and /lookup (a router's view of each tier), and the modular prompt cache's POST/GET
+// /v1/schemas, GET/DELETE /v1/schemas/{name}, GET /v1/cache/tree (every cached block, for the
+// page's prefix tree), and the web page: GET / and its assets under /ui/ (server/web_ui.h). The
+// completion endpoints also take modular prompts (a PML `<prompt>` as the completion prompt, or
+// "schema" and "modules" fields). Every failure is an OpenAI-style error object with a 4xx/5xx
+// status; no exception from the JSON or HTTP libraries escapes a handler.
 //
 // Threads: each connection is served on a thread of its own (server/http_transport.h bounds how
 // many, and how long a request may take to arrive); a completion's thread blocks until its
@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -33,6 +34,11 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;      // 0: any free port (see port() after Bind)
   std::string api_key;  // non-empty: every route but /health (and /metrics if public) needs it
+  // Tenants' keys (--api-keys): key -> tenant name. Either these or api_key then let a request
+  // in; a tenant's prefixes live in a cache namespace of its own (server/tenants.h), and the
+  // routes that act on every tenant's cache or on schemas need api_key.
+  std::map<std::string, std::string> api_keys;
+  std::string cache_secret;     // keys the namespaces (server/tenants.h LoadCacheSecret)
   bool metrics_public = false;  // /metrics without the API key (for a scraper on a private net)
   size_t max_body_bytes = size_t(8) << 20;
   int max_prompt_tokens = 0;  // 0: bounded by the context only

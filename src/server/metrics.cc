@@ -127,6 +127,34 @@ std::string FormatMetrics(const EngineStats& s, const HistogramSnapshot& ttft,
         s.disk_loads);
   p.Add("promptcache_cache_disk_errors_total", "counter",
         "Cache files skipped as corrupt, foreign, unreadable or not regular files.", s.disk_errors);
+  if (s.remote.enabled) {
+    // The remote tier (Redis) in the families of its own, labelled like the cache bytes.
+    const RemoteTierStats& r = s.remote;
+    const std::string t = "tier=\"remote\"";
+    auto family = [&](const char* name, const char* type, const char* help, double v) {
+      p.Header(name, type, help);
+      p.Sample(name, t, v);
+    };
+    family("promptcache_cache_tier_hits_total", "counter",
+           "Blocks found in a cache tier (remote: values read, checked or not).", double(r.hits));
+    family("promptcache_cache_tier_misses_total", "counter",
+           "Blocks asked of a cache tier and not found there (or not asked: it was down).",
+           double(r.misses));
+    family("promptcache_cache_tier_loads_total", "counter",
+           "Blocks loaded into RAM from a cache tier (checked and used).", double(r.loads));
+    family("promptcache_cache_tier_errors_total", "counter",
+           "Failed connects and commands of a cache tier, timeouts included.", double(r.errors));
+    family("promptcache_cache_tier_invalid_total", "counter",
+           "Values a cache tier held that failed their checks (foreign, corrupt) and were skipped.",
+           double(r.invalid));
+    family("promptcache_cache_tier_writes_total", "counter", "Blocks written to a cache tier.",
+           double(r.writes));
+    family("promptcache_cache_tier_dropped_total", "counter",
+           "Writes to a cache tier dropped (queue full, tier down or refusing).",
+           double(r.dropped));
+    family("promptcache_cache_tier_up", "gauge",
+           "1 while the last write to a cache tier went through.", r.connected ? 1.0 : 0.0);
+  }
   p.Add("promptcache_requests_active", "gauge", "Requests being served.", s.active);
   p.Add("promptcache_requests_queued", "gauge", "Requests waiting for a free slot.", s.queued);
   p.Add("promptcache_http_connections", "gauge", "Connections being served.", c.open);

@@ -124,6 +124,19 @@ MaybeError ReadUnsupported(const json& obj) {
   return std::nullopt;
 }
 
+// vLLM's cache_salt: a non-empty string; the server derives the cache namespace from it.
+MaybeError ReadCacheSalt(const json& obj, std::string* out) {
+  const json* v = Find(obj, "cache_salt");
+  if (v == nullptr || v->is_null()) return std::nullopt;
+  if (!v->is_string()) return WrongType("cache_salt", "a string", *v);
+  *out = v->get<std::string>();
+  if (out->empty() || out->size() > 1024) {
+    return ApiError::BadRequest("'cache_salt' must be a string of 1 to 1024 characters",
+                                "cache_salt");
+  }
+  return std::nullopt;
+}
+
 MaybeError ReadModel(const json& obj, bool required, std::string* out) {
   const json* v = Find(obj, "model");
   if (v == nullptr) {
@@ -330,6 +343,7 @@ MaybeError ReadStreamAndExtensions(const json& obj, ApiRequest* out) {
   }
   PC_API_RETURN_IF_ERROR(ReadBool(obj, "ignore_eos", &out->ignore_eos));
   PC_API_RETURN_IF_ERROR(ReadBool(obj, "cache_map", &out->cache_map));
+  PC_API_RETURN_IF_ERROR(ReadCacheSalt(obj, &out->cache_salt));
   if (const json* cache = Find(obj, "cache")) {
     if (!cache->is_object()) return WrongType("cache", "an object", *cache);
     if (const json* pin = Find(*cache, "pin")) {
@@ -560,6 +574,7 @@ std::optional<ApiError> ParsePrefixRequest(std::string_view body, PrefixRequest*
     PC_API_RETURN_IF_ERROR(ReadModel(obj, /*required=*/false, &out->model));
     PC_API_RETURN_IF_ERROR(ReadBool(obj, "add_generation_prompt", &out->add_generation_prompt));
     PC_API_RETURN_IF_ERROR(ReadBool(obj, "pin", &out->pin));
+    PC_API_RETURN_IF_ERROR(ReadCacheSalt(obj, &out->cache_salt));
     const json* prompt = Find(obj, "prompt");
     if (prompt == nullptr) prompt = Find(obj, "content");
     if (prompt == nullptr) prompt = Find(obj, "tokens");

@@ -57,6 +57,8 @@ struct ApiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool pin = false;            // extension: "cache": {"pin": true} pins the whole prompt
+  // vLLM's "cache_salt": prompts with different salts (or tenants) share no cached prefix.
+  std::string cache_salt;
 
   // Modular prompts (extension, docs/server.md). A completion whose prompt string starts with
   // `<prompt` is a PML prompt (pml_xml; "pml": false sends such text as plain text). A "schema"
@@ -98,7 +100,8 @@ struct PrefixRequest {
   bool prompt_is_tokens = false;
   std::vector<ApiMessage> messages;  // non-empty: a chat prefix
   bool add_generation_prompt = false;
-  bool pin = false;  // /v1/cache/load: also pin it
+  bool pin = false;        // /v1/cache/load: also pin it
+  std::string cache_salt;  // the namespace's salt, as in completions
 };
 std::optional<ApiError> ParsePrefixRequest(std::string_view body, PrefixRequest* out);
 

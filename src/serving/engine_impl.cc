@@ -4,7 +4,9 @@
 #include <chrono>
 #include <future>
 
+#include "core/hash.h"
 #include "core/log.h"
+#include "kv/redis_tier.h"
 
 namespace promptcache {
 namespace {
@@ -130,13 +132,19 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
     PC_ASSIGN_OR_RETURN(disk, DiskTier::Open(options.cache_dir, model->fingerprint(), layout,
                                              options.cache_disk_bytes));
   }
-  auto engine = std::make_unique<EngineImpl>(options, std::move(model), std::move(disk));
+  std::unique_ptr<RemoteTier> remote;
+  if (!options.cache_redis.empty()) {
+    PC_ASSIGN_OR_RETURN(remote, OpenRedisTier({options.cache_redis, options.cache_redis_timeout_ms,
+                                               options.cache_redis_queue_bytes}));
+  }
+  auto engine =
+      std::make_unique<EngineImpl>(options, std::move(model), std::move(disk), std::move(remote));
   engine->ReloadPersistedSchemas();
   return std::unique_ptr<Engine>(std::move(engine));
 }
 
 EngineImpl::EngineImpl(const EngineOptions& options, std::unique_ptr<Model> model,
-                       std::unique_ptr<DiskTier> disk)
+                       std::unique_ptr<DiskTier> disk, std::unique_ptr<RemoteTier> remote)
     : options_(options),
       model_(std::move(model)),
       context_(options.context > 0 ? options.context : model_->config().context_length),
@@ -151,7 +159,9 @@ EngineImpl::EngineImpl(const EngineOptions& options, std::unique_ptr<Model> mode
   co.ttl_seconds = options.cache_ttl_seconds;
   co.min_tokens = options.cache_min_tokens;
   co.granularity = options.cache_granularity;
-  cache_ = std::make_unique<BlockCache>(&blocks_, model_->fingerprint(), co, std::move(disk));
+  co.remote_ttl_seconds = options.cache_redis_ttl_seconds;
+  cache_ = std::make_unique<BlockCache>(&blocks_, model_->fingerprint(), co, std::move(disk),
+                                        std::move(remote));
   store_ = std::make_unique<ModuleStore>(*model_, cache_.get(), &pool_, &scratch_,
                                          options.batch_size, options.module_shared_moves);
   thread_ = std::thread([this] { Loop(); });
@@ -164,6 +174,16 @@ EngineImpl::~EngineImpl() {
   }
   cv_.notify_all();
   thread_.join();
+}
+
+BlockKey EngineImpl::NamespaceKey(const std::string& cache_namespace) const {
+  if (cache_namespace.empty()) return {};
+  Hasher128 h;
+  h.Update(std::string_view("promptcache cache namespace"));
+  h.Update(std::string_view(cache_namespace));
+  uint64_t d[2];
+  h.Digest(d);
+  return {d[0], d[1] == 0 && d[0] == 0 ? 1 : d[1]};  // never the default's empty key
 }
 
 Status EngineImpl::ValidateRequest(const CompletionRequest& request) const {
@@ -336,6 +356,9 @@ void EngineImpl::Loop() {
     if (Status st = cache_->SaveAll(); !st.ok())
       PC_LOG_WARN("saving the cache: %s", st.message().c_str());
   }
+  // Blocks still queued for the remote tier go out before the process ends (the writer is
+  // bounded by its timeout per batch, and drops everything while the store is down).
+  if (cache_->remote() != nullptr) cache_->remote()->Flush();
   // Requests still queued at shutdown are answered, not left waiting.
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& r : queue_) {
@@ -357,15 +380,19 @@ void EngineImpl::Admit(std::shared_ptr<Request> r) {
     s->tokens = s->r->req.prompt;
     s->n_prompt = static_cast<int>(s->tokens.size());
     s->result.prompt_tokens = s->n_prompt;
-    std::vector<bool> from_disk;
+    std::vector<BlockOrigin> origins;
     if (options_.prefix_cache) {
-      s->result.cached_tokens =
-          cache_->LookupPrefix(s->tokens, s->n_prompt - 1, &s->seq, &from_disk);
+      s->result.cached_tokens = cache_->LookupPrefix(
+          s->tokens, s->n_prompt - 1, &s->seq, NamespaceKey(s->r->req.cache_namespace), &origins);
     }
     s->result.computed_tokens = s->n_prompt - s->result.cached_tokens;
     const int bs = options_.block_size;
-    for (const bool disk : from_disk) {
-      AddRun(&s->result.sources, disk ? TokenSource::kDisk : TokenSource::kRam, bs);
+    for (const BlockOrigin o : origins) {
+      AddRun(&s->result.sources,
+             o == BlockOrigin::kDisk     ? TokenSource::kDisk
+             : o == BlockOrigin::kRemote ? TokenSource::kRemote
+                                         : TokenSource::kRam,
+             bs);
     }
     AddRun(&s->result.sources, TokenSource::kComputed, s->result.computed_tokens);
     for (int i = s->seq.size(); i < s->n_prompt; ++i) {
@@ -564,7 +591,8 @@ void EngineImpl::TrimSliding(Slot& s) {
   // reference): a later prompt sharing this prefix finds its last window complete, however far
   // this request runs past it.
   if (options_.prefix_cache && !s.r->modular) {
-    cache_->InsertPrefix(std::span<const int32_t>(s.tokens).first(dead), s.seq);
+    cache_->InsertPrefix(std::span<const int32_t>(s.tokens).first(dead), s.seq,
+                         NamespaceKey(s.r->req.cache_namespace));
   }
   s.seq.ReleaseSliding(dead);
   s.released = dead;
@@ -615,10 +643,11 @@ void EngineImpl::Finish(Slot& s, const std::string& reason, Status status) {
   if (!res.tokens.empty()) res.generation_ms = MsBetween(s.first_token, Clock::now());
   // Whatever this sequence computed stays reusable, also when the client went away.
   if (options_.prefix_cache && status.ok() && !s.r->modular) {
-    cache_->InsertPrefix(std::span<const int32_t>(s.tokens).first(s.seq.size()), s.seq);
+    const BlockKey ns = NamespaceKey(s.r->req.cache_namespace);
+    cache_->InsertPrefix(std::span<const int32_t>(s.tokens).first(s.seq.size()), s.seq, ns);
     const int pin =
         s.r->req.pin_tokens < 0 ? s.n_prompt : std::min(s.r->req.pin_tokens, s.n_prompt);
-    if (pin > 0) cache_->PinPrefix(std::span<const int32_t>(s.tokens).first(pin), true);
+    if (pin > 0) cache_->PinPrefix(std::span<const int32_t>(s.tokens).first(pin), true, ns);
   }
   s.seq.Clear();
   s.gathers.clear();
@@ -669,14 +698,32 @@ void EngineImpl::UpdateStatsSnapshot() {
   stats_.disk_errors = c.disk_errors;
   stats_.cache_ram_bytes = c.ram_bytes;
   stats_.cache_disk_bytes = c.disk_bytes;
+  stats_.remote.enabled = c.has_remote;
+  stats_.remote.loads = c.remote_loads;
   stats_.kv_bytes_in_use = blocks_.bytes_in_use();
   stats_.kv_bytes_peak = blocks_.peak_bytes_in_use();
   stats_.active = active;
 }
 
 EngineStats EngineImpl::Stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return stats_;
+  EngineStats s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s = stats_;
+  }
+  // The remote tier's counters move on its writer thread too, also while the engine sleeps.
+  if (const RemoteTier* remote = cache_->remote()) {
+    const RemoteStats r = remote->Stats();
+    s.remote.enabled = true;
+    s.remote.connected = r.connected;
+    s.remote.hits = r.hits;
+    s.remote.misses = r.misses;
+    s.remote.errors = r.errors;
+    s.remote.writes = r.writes;
+    s.remote.dropped = r.dropped;
+    s.remote.invalid = r.invalid;
+  }
+  return s;
 }
 
 std::vector<CacheEntryInfo> EngineImpl::ListCache() const {
@@ -700,9 +747,11 @@ std::vector<CacheBlockInfo> EngineImpl::ListCacheBlocks() const {
   return out;
 }
 
-Status EngineImpl::PinPrefix(const std::vector<int32_t>& tokens, bool pinned) {
+Status EngineImpl::PinPrefix(const std::vector<int32_t>& tokens, bool pinned,
+                             const std::string& cache_namespace) {
   int n = 0;
-  RunOnEngineThread([&] { n = cache_->PinPrefix(tokens, pinned); });
+  const BlockKey ns = NamespaceKey(cache_namespace);
+  RunOnEngineThread([&] { n = cache_->PinPrefix(tokens, pinned, ns); });
   if (n == 0) return NotFound("no cached prefix of these tokens");
   return Status::Ok();
 }
@@ -725,7 +774,33 @@ Status EngineImpl::SaveCache() {
   return st;
 }
 
-Result<int> EngineImpl::WarmPrefix(const std::vector<int32_t>& tokens) {
+CacheTierCounts EngineImpl::LookupCache(const std::vector<int32_t>& tokens,
+                                        const std::string& cache_namespace) const {
+  CacheTierCounts out;
+  if (tokens.empty()) return out;
+  const BlockKey ns = NamespaceKey(cache_namespace);
+  const std::vector<BlockKey> keys = cache_->ChainKeys(tokens, ns);
+  TierCounts local;
+  RunOnEngineThread([&] { local = cache_->Probe(keys); });
+  out.ram = local.ram;
+  out.disk = local.disk;
+  const int bs = blocks_.layout().block_size;
+  // The remote tier is asked here, on the caller's thread: the engine never waits for it.
+  if (RemoteTier* remote = cache_->remote()) {
+    std::vector<std::string> names;
+    for (const BlockKey& k : keys) names.push_back(cache_->RemoteKeyOf(ns, k));
+    out.remote = remote->CountLeading(names) * bs;
+  }
+  // A lookup reads RAM and disk block by block, then the remote tier from where they end.
+  const int usable = std::max(local.local, out.remote) / bs;
+  const int limit = (static_cast<int>(tokens.size()) - 1) / bs;
+  out.reusable = std::min(usable, limit) * bs;
+  return out;
+}
+
+Result<int> EngineImpl::WarmPrefix(const std::vector<int32_t>& tokens,
+                                   const std::string& cache_namespace) {
+  const BlockKey ns = NamespaceKey(cache_namespace);
   if (tokens.empty()) return InvalidArgument("the prompt is empty");
   if (static_cast<int>(tokens.size()) > context_) return InvalidArgument("prompt over the context");
   for (int32_t t : tokens) {
@@ -735,7 +810,7 @@ Result<int> EngineImpl::WarmPrefix(const std::vector<int32_t>& tokens) {
   int cached = 0;
   RunOnEngineThread([&] {
     KvSequence seq(&blocks_);
-    cached = cache_->LookupPrefix(tokens, static_cast<int>(tokens.size()), &seq);
+    cached = cache_->LookupPrefix(tokens, static_cast<int>(tokens.size()), &seq, ns);
     std::vector<BatchToken> batch;
     for (int b = seq.size(); b < static_cast<int>(tokens.size()) && st.ok();
          b += options_.batch_size) {
@@ -744,7 +819,7 @@ Result<int> EngineImpl::WarmPrefix(const std::vector<int32_t>& tokens) {
       for (int i = b; i < e; ++i) batch.push_back({tokens[i], i, &seq, false});
       st = model_->Forward(batch, nullptr, &pool_, &scratch_);
     }
-    if (st.ok()) cache_->InsertPrefix(tokens, seq);
+    if (st.ok()) cache_->InsertPrefix(tokens, seq, ns);
     cache_->Maintain();
     UpdateStatsSnapshot();
   });

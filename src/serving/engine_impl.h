@@ -38,7 +38,7 @@ namespace promptcache {
 class EngineImpl : public Engine {
  public:
   EngineImpl(const EngineOptions& options, std::unique_ptr<Model> model,
-             std::unique_ptr<DiskTier> disk);
+             std::unique_ptr<DiskTier> disk, std::unique_ptr<RemoteTier> remote);
   ~EngineImpl() override;
 
   const Model& model() const override { return *model_; }
@@ -47,10 +47,14 @@ class EngineImpl : public Engine {
   EngineStats Stats() const override;
   std::vector<CacheEntryInfo> ListCache() const override;
   std::vector<CacheBlockInfo> ListCacheBlocks() const override;
-  Status PinPrefix(const std::vector<int32_t>& tokens, bool pinned) override;
+  Status PinPrefix(const std::vector<int32_t>& tokens, bool pinned,
+                   const std::string& cache_namespace) override;
   Status DropCache(const std::string& key) override;
   Status SaveCache() override;
-  Result<int> WarmPrefix(const std::vector<int32_t>& tokens) override;
+  Result<int> WarmPrefix(const std::vector<int32_t>& tokens,
+                         const std::string& cache_namespace) override;
+  CacheTierCounts LookupCache(const std::vector<int32_t>& tokens,
+                              const std::string& cache_namespace) const override;
 
   Result<SchemaInfo> LoadSchemaFile(const std::string& path,
                                     const SchemaLoadOptions& options) override;
@@ -91,6 +95,8 @@ class EngineImpl : public Engine {
   };
 
   Status ValidateRequest(const CompletionRequest& request) const;
+  // The root key of a cache namespace's prefix chains (empty for the default namespace).
+  BlockKey NamespaceKey(const std::string& cache_namespace) const;
   // The K/V bytes a request reserves under kv_ram_bytes: its prompt and max_tokens (at most
   // the context), in whole blocks; on sliding layers only what a trimming sequence holds at
   // once.

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Two replicas on one Redis (docs/benchmarks.md, "Replicas on one Redis"): a ~3,300-token prefix
+# computed on replica A, then requested with new endings on A (warm, from RAM) and on replica B
+# (from Redis); then Redis killed in the middle of a run of requests to both replicas.
+#   scripts/bench_redis.sh [BUILD_DIR]   (default build; writes into /tmp/pc-bench-redis)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+bin=$build/promptcache
+work=/tmp/pc-bench-redis
+mkdir -p "$work"
+model=$work/smollm2-135m-q8_0.gguf
+[ -f "$model" ] || "$bin" synth --preset smollm2-135m --vocab ../shared/tokenizers/ggml-vocab-gpt-2.gguf \
+  --type q8_0 -o "$model" >/dev/null
+port=$((20000 + RANDOM % 20000))
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$work" \
+  --maxmemory-policy allkeys-lru >/dev/null &
+pids+=($!)
+redis=$!
+sleep 0.5
+serve() {  # serve PORT LOG
+  "$bin" serve -m "$model" -t 2 -c 4096 --port "$1" --cache-redis "redis://127.0.0.1:$port" \
+    2>"$2" &
+  pids+=($!)
+}
+serve $((port + 1)) "$work/a.log"
+serve $((port + 2)) "$work/b.log"
+for log in "$work/a.log" "$work/b.log"; do
+  for _ in $(seq 100); do grep -q listening "$log" && break; sleep 0.2; done
+done
+A=http://127.0.0.1:$((port + 1)) B=http://127.0.0.1:$((port + 2)) node - <<'EOF'
+const words = 'the quick brown fox jumps over a lazy dog while seven small birds sing about rivers'.split(' ');
+let prefix = '';
+for (let i = 0; prefix.split(' ').length < 3300; i++) prefix += words[(i * 7) % words.length] + ' ';
+const ask = async (url, prompt) => {
+  const r = await fetch(url + '/v1/completions', { method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'smollm2-135m-q8_0', prompt, max_tokens: 4, temperature: 0, ignore_eos: true }) });
+  if (r.status !== 200) throw new Error(`${r.status} ${await r.text()}`);
+  return (await r.json());
+};
+const { A, B } = process.env;
+const cold = await ask(A, prefix + 'Ending one.');
+await new Promise((r) => setTimeout(r, 3000));  // A's writer sends the blocks to Redis
+const warm = await ask(A, prefix + 'Ending two.');
+const remote = await ask(B, prefix + 'Ending three.');
+const t = (r) => `${r.timings.ttft_ms.toFixed(0)} ms (prompt ${r.usage.prompt_tokens}, cached ${r.usage.prompt_tokens_details.cached_tokens})`;
+console.log(`A cold:        ${t(cold)}`);
+console.log(`A warm (RAM):  ${t(warm)}`);
+console.log(`B from Redis:  ${t(remote)}`);
+console.log(`B / A warm: ${(remote.timings.ttft_ms / warm.timings.ttft_ms).toFixed(2)}x; cold / B: ${(cold.timings.ttft_ms / remote.timings.ttft_ms).toFixed(1)}x`);
+console.log(JSON.stringify({ cold: cold.timings.ttft_ms, warm: warm.timings.ttft_ms, remote: remote.timings.ttft_ms }));
+EOF
+# Redis killed mid-run: 20 requests alternating between the replicas, Redis gone after the 8th.
+A=http://127.0.0.1:$((port + 1)) B=http://127.0.0.1:$((port + 2)) REDIS_PID=$redis node - <<'EOF'
+const { A, B, REDIS_PID } = process.env;
+let failed = 0, ok = 0;
+for (let i = 0; i < 20; i++) {
+  if (i === 8) process.kill(Number(REDIS_PID), 'SIGKILL');
+  const r = await fetch((i % 2 ? B : A) + '/v1/completions', { method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'smollm2-135m-q8_0', prompt: `Request ${i % 5}: the fox and the dog.`, max_tokens: 8, temperature: 0 }) });
+  r.status === 200 ? ok++ : failed++;
+}
+const m = await (await fetch(A + '/metrics')).text();
+const errs = m.split('\n').find((l) => l.startsWith('promptcache_cache_tier_errors_total'));
+console.log(`Redis killed after request 8 of 20: ${ok} answered, ${failed} failed; A: ${errs}`);
+EOF

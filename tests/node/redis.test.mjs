@@ -1,0 +1,187 @@
+// The remote tier with a real redis-server and two real replicas (--cache-redis): a prefix one
+// computes is served to the other from Redis, with the same greedy output; a corrupted or foreign
+// value is skipped and counted; Redis killed mid-run costs no request, and when it is back the
+// replicas use it again.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startServer, MODEL, STORY, expectedCached, waitFor } from './server.mjs';
+import { startRedis, command } from './redis.mjs';
+
+const R = 'tier="remote"';
+const metric = (m, name) => m[`promptcache_cache_tier_${name}_total{${R}}`] ?? 0;
+
+async function complete(server, prompt, extra = {}) {
+  return server.client().completions.create({
+    model: MODEL, prompt, max_tokens: 12, temperature: 0, ignore_eos: true, ...extra,
+  });
+}
+
+// Waits until the replica's writer has sent at least `n` blocks.
+async function written(server, n) {
+  assert.ok(await waitFor(async () => metric(await server.metrics(), 'writes') >= n),
+    `the replica wrote ${n} blocks to Redis`);
+}
+
+async function replicas(redis, extra = []) {
+  const args = ['--cache-redis', redis.url, '--cache-redis-timeout', '200', ...extra];
+  return Promise.all([startServer(args), startServer(args)]);
+}
+
+test('a prefix computed on replica A is served from Redis on replica B', async (t) => {
+  const redis = await startRedis();
+  t.after(() => redis.cleanup());
+  const [a, b] = await replicas(redis);
+  const prompt = STORY + ' Lily had a new idea.';
+  const tokens = await a.tokenize({ prompt });
+  const blocks = Math.floor(tokens.length / 16);
+
+  const cold = await complete(a, prompt);
+  assert.equal(cold.usage.prompt_tokens_details.cached_tokens, 0);
+  await written(a, blocks);
+  const keys = await command(redis.port, 'KEYS', 'pc:*');
+  assert.ok(keys.length >= blocks, `${keys.length} keys for ${blocks} prompt blocks (generated tokens too)`);
+  for (const k of keys) {
+    assert.match(k.toString(), /^pc:3:[0-9a-f]+:f16:b16:0{32}:[0-9a-f]{32}$/);
+    const ttl = await command(redis.port, 'TTL', k);
+    assert.ok(ttl > 0 && ttl <= 86400, `expiry set (${ttl})`);
+  }
+
+  const warm = await complete(b, prompt);
+  assert.equal(warm.usage.prompt_tokens_details.cached_tokens, expectedCached(tokens.length, tokens.length));
+  assert.equal(warm.choices[0].text, cold.choices[0].text, 'same greedy output as the fresh computation');
+  const mb = await b.metrics();
+  assert.ok(metric(mb, 'loads') >= blocks - 1);
+  assert.ok(metric(mb, 'hits') >= blocks - 1);
+  assert.equal(metric(mb, 'invalid'), 0);
+  // B asked only for what it did not have: a second request is served from its RAM.
+  const again = await complete(b, prompt);
+  assert.equal(again.choices[0].text, cold.choices[0].text);
+  assert.equal(metric(await b.metrics(), 'hits'), metric(mb, 'hits'));
+});
+
+test('corrupted and foreign values are skipped and counted', async (t) => {
+  const redis = await startRedis();
+  t.after(() => redis.cleanup());
+  const [a, b] = await replicas(redis);
+  const prompt = STORY + ' The dog found a stick.';
+  const tokens = await a.tokenize({ prompt });
+  const cold = await complete(a, prompt);
+  await written(a, Math.floor(tokens.length / 16));
+  const keys = await command(redis.port, 'KEYS', 'pc:*');
+  const values = await Promise.all(keys.map((k) => command(redis.port, 'GET', k)));
+  // Every other value gets a flipped byte; the rest hold another key's (valid) value.
+  for (let i = 0; i < keys.length; i++) {
+    let v = Buffer.from(values[i]);
+    if (i % 2 === 0) v[v.length >> 1] ^= 0x5a;
+    else v = values[(i + 1) % keys.length];
+    assert.equal(await command(redis.port, 'SET', keys[i], v), 'OK');
+  }
+  const r = await complete(b, prompt);
+  assert.equal(r.usage.prompt_tokens_details.cached_tokens, 0);
+  assert.equal(r.choices[0].text, cold.choices[0].text);
+  const m = await b.metrics();
+  assert.ok(metric(m, 'invalid') >= 1, 'the rejected value is counted');
+  assert.equal(metric(m, 'loads'), 0);
+  // A value that is not a record at all, under a key B will ask for.
+  const other = STORY + ' A bird sang.'.repeat(12);  // blocks B has not computed
+  const ot = await a.tokenize({ prompt: other });
+  await complete(a, other);
+  const all = await command(redis.port, 'KEYS', 'pc:*');
+  for (const k of all) {
+    if (!keys.some((old) => old.equals(k))) await command(redis.port, 'SET', k, 'not a block');
+  }
+  const r2 = await complete(b, other);
+  assert.ok(r2.usage.prompt_tokens_details.cached_tokens < expectedCached(ot.length, ot.length));
+  assert.ok(metric(await b.metrics(), 'invalid') >= 2);
+});
+
+test('Redis killed mid-run: both replicas keep answering, and reconnect when it is back', async (t) => {
+  const redis = await startRedis();
+  t.after(() => redis.cleanup());
+  const [a, b] = await replicas(redis);
+  const prompts = Array.from({ length: 8 }, (_, i) => `${STORY} Story number ${i} begins here.`);
+  let failed = 0;
+  const run = (server, p) => complete(server, p).catch(() => { failed++; });
+  const wave = [];
+  for (let i = 0; i < prompts.length; i++) {
+    wave.push(run(i % 2 ? a : b, prompts[i]));
+    if (i === 3) {
+      await Promise.all(wave);
+      await redis.stop();  // SIGKILL, with requests still to come
+    }
+  }
+  await Promise.all(wave);
+  // Both replicas, and the prompts the other one computed: all answered, nothing from Redis.
+  const after = await Promise.all(prompts.map((p, i) => complete(i % 2 ? b : a, p).catch(() => { failed++; })));
+  assert.equal(failed, 0, 'no request failed while Redis was down');
+  assert.equal(after.length, prompts.length);
+  const [ma, mb] = [await a.metrics(), await b.metrics()];
+  assert.ok(metric(ma, 'errors') + metric(mb, 'errors') >= 1, 'the failures are counted');
+  assert.equal(ma.promptcache_requests_failed_total ?? 0, 0);
+  assert.equal(mb.promptcache_requests_failed_total ?? 0, 0);
+
+  // Back on the same port: after its backoff, replica A writes again (prompts it never saw, so
+  // every block is new), and B finds in Redis a prefix only A computed.
+  await redis.restart();
+  let attempt = 0;
+  assert.ok(await waitFor(async () => {
+    await complete(a, `Attempt ${attempt++}. ${STORY}`);
+    return (await command(redis.port, 'DBSIZE')) > 0;
+  }, { timeoutMs: 15000, stepMs: 300 }), 'replica A writes to Redis again');
+  const prompt = 'After the storm, the sun came out again. ' + STORY;
+  const tokens = await a.tokenize({ prompt });
+  const before = metric(await a.metrics(), 'writes');
+  const cold = await complete(a, prompt);
+  await written(a, before + Math.floor(tokens.length / 16));
+  const warm = await complete(b, prompt);
+  assert.equal(warm.usage.prompt_tokens_details.cached_tokens, expectedCached(tokens.length, tokens.length),
+    'B reads from Redis again');
+  assert.equal(warm.choices[0].text, cold.choices[0].text);
+});
+
+test('a slow Redis costs a request at most its timeout', async (t) => {
+  const redis = await startRedis();
+  t.after(() => redis.cleanup());
+  const [a, b] = await replicas(redis);
+  const prompt = 'The slow store. ' + STORY;
+  const cold = await complete(a, prompt);
+  // Redis busy for 3 s (DEBUG SLEEP blocks it): B's lookup times out after 200 ms and computes.
+  const sleeping = command(redis.port, 'DEBUG', 'SLEEP', '3').catch(() => {});
+  await new Promise((r) => setTimeout(r, 100));
+  const t0 = Date.now();
+  const r = await complete(b, prompt);
+  const ms = Date.now() - t0;
+  assert.ok(ms < 2000, `answered in ${ms} ms while Redis slept`);
+  assert.equal(r.choices[0].text, cold.choices[0].text);
+  assert.ok(metric(await b.metrics(), 'errors') >= 1, 'the timeout is counted');
+  await sleeping;
+});
+
+test("modules of a schema registered on replica A are found by replica B", async (t) => {
+  const examples = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../examples/story');
+  const schema = fs.readFileSync(path.join(examples, 'story.xml'), 'utf8');
+  const lily = fs.readFileSync(path.join(examples, 'lily.xml'), 'utf8');
+  const redis = await startRedis();
+  t.after(() => redis.cleanup());
+  const [a, b] = await replicas(redis);
+  const load = async (server) => {
+    const r = await server.json('POST', '/v1/schemas', schema, { 'content-type': 'application/xml' });
+    assert.equal(r.status, 200, r.text);
+    return r.body.load;
+  };
+  assert.equal((await load(a)).encoded_tokens, 593);
+  const before = await complete(a, lily);
+  await written(a, 593 / 16);
+  // The schema is registered on each replica by its client; its modules come from Redis.
+  const onB = await load(b);
+  assert.equal(onB.encoded_tokens, 0, 'nothing encoded again on B');
+  assert.equal(onB.reused_tokens, 593);
+  const r = await complete(b, lily);
+  assert.equal(r.usage.prompt_tokens_details.cached_tokens, 236);
+  assert.equal(r.timings.encoded_tokens, 0);
+  assert.equal(r.choices[0].text, before.choices[0].text);
+  assert.ok(metric(await b.metrics(), 'loads') > 0);
+});
