@@ -83,6 +83,28 @@ struct EngineOptions {
   size_t cache_disk_bytes = size_t(4) << 30;
 };
 
+// One token's log-probability under the model: the log-softmax of the raw logits it was
+// sampled from (before temperature, penalties and cuts, as OpenAI reports them), with the most
+// likely alternatives.
+struct TokenLogprob {
+  int32_t token = -1;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // (token, logprob), best first
+};
+
+// The most alternatives a request may ask for per token (OpenAI's top_logprobs limit).
+inline constexpr int kMaxTopLogprobs = 20;
+// The most choices (CompletionRequest::n) one request may ask for.
+inline constexpr int kMaxChoices = 16;
+
+// A piece of one choice's text with the log-probabilities of the tokens generated since the
+// previous piece (their text may be in this piece or, held back for a stop string, later).
+struct TextPiece {
+  int choice = 0;
+  std::string text;
+  std::vector<TokenLogprob> logprobs;
+};
+
 struct CompletionRequest {
   std::vector<int32_t> prompt;  // token ids, BOS included if wanted
   int max_tokens = 128;
@@ -98,6 +120,28 @@ struct CompletionRequest {
   // Called on the engine thread with the raw logits (n_vocab) each new token is sampled from,
   // before sampling: for evaluations (eval-modules) and log-probabilities.
   std::function<void(std::span<const float>)> on_logits;
+  // Choices: n > 1 prefills the prompt once, then forks n sequences sharing its blocks, each
+  // sampling with its own stream (seed + choice), decoded in the same batches.
+  int n = 1;
+  // >= 0: record each generated token's log-probability with this many alternatives (at most
+  // kMaxTopLogprobs). -1: none.
+  int logprobs = -1;
+  // Also the prompt's tokens' log-probabilities, from the second token on (echo in completions;
+  // plain token prompts only), with max(logprobs, 0) alternatives. Cached prefixes reuse the
+  // values computed when they were first prefilled.
+  bool prompt_logprobs = false;
+  // When set, called instead of on_text with each piece of every choice, and with the
+  // log-probabilities when `logprobs` >= 0; with prompt_logprobs, a first piece of choice -1
+  // carries the prompt's. Return false to cancel the whole request.
+  std::function<bool(const TextPiece&)> on_piece;
+};
+
+// One choice of a completion.
+struct CompletionChoice {
+  std::vector<int32_t> tokens;
+  std::string text;
+  std::string finish_reason;
+  std::vector<TokenLogprob> logprobs;  // one per generated token, when requested
 };
 
 struct CompletionResult {
@@ -129,6 +173,17 @@ struct CompletionResult {
   int recompute_candidates = 0;
   int recomputed_tokens = 0;
   double recompute_ms = 0;
+  // Every choice, in order (choices[0] repeats tokens, text and finish_reason above).
+  std::vector<CompletionChoice> choices;
+  // With prompt_logprobs: entry i is prompt token i + 1's.
+  std::vector<TokenLogprob> prompt_logprobs;
+  // Tokens generated over all choices.
+  int completion_tokens() const {
+    if (choices.empty()) return static_cast<int>(tokens.size());
+    int n = 0;
+    for (const CompletionChoice& c : choices) n += static_cast<int>(c.tokens.size());
+    return n;
+  }
 };
 
 // A submitted request: wait for it, or cancel it.
@@ -158,7 +213,7 @@ struct EngineStats {
   // K/V of every block in use, cached or held by running sequences (global layers, and the
   // sliding layers still held: see trim_sliding_kv).
   size_t kv_bytes_in_use = 0;
-  size_t kv_bytes_peak = 0;    // the most kv_bytes_in_use has been
+  size_t kv_bytes_peak = 0;  // the most kv_bytes_in_use has been
   int active = 0, queued = 0;
   std::vector<double> ttft_ms;  // recent times to first token, for histograms
 };

@@ -5,6 +5,7 @@
 #include <future>
 
 #include "core/log.h"
+#include "serving/logprobs.h"
 
 namespace promptcache {
 namespace {
@@ -28,6 +29,13 @@ struct EngineImpl::Request : RequestHandle {
   std::condition_variable cv;
   bool done = false;
   CompletionResult result;
+  // Engine thread: the choices, filled as their slots finish; choice 0's result carries the
+  // request's timings. `open` counts the slots still running.
+  std::vector<CompletionChoice> choices = std::vector<CompletionChoice>(1);
+  CompletionResult base;
+  Status failure;  // the first error of a forked choice
+  int open = 1;
+  bool forked = false;
 
   CompletionResult Wait() override {
     std::unique_lock<std::mutex> lock(mu);
@@ -45,6 +53,7 @@ struct EngineImpl::Slot {
   };
 
   std::shared_ptr<Request> r;
+  int choice = 0;  // index among the request's choices
   KvSequence seq;
   std::vector<int32_t> tokens;  // prompt (every included token, by position), then generated
   int n_prompt = 0;
@@ -61,10 +70,33 @@ struct EngineImpl::Slot {
   bool finished = false;
   size_t reserved = 0;  // K/V bytes held under kv_ram_bytes
   int released = 0;     // leading tokens whose sliding parts seq gave up (TrimSliding)
+  std::vector<TokenLogprob> logprobs;   // generated tokens', when requested
+  std::vector<TokenLogprob> unsent;     // of them, not yet passed to on_piece
+  std::vector<uint64_t> prefix_hashes;  // of the prompt, for its log-probabilities
 
-  Slot(std::shared_ptr<Request> req, BlockPool* blocks, const Tokenizer& tok)
-      : r(std::move(req)), seq(blocks), sampler(r->req.sampling), stream(tok, r->req.stop) {}
+  Slot(std::shared_ptr<Request> req, BlockPool* blocks, const Tokenizer& tok,
+       const SamplingParams& sampling)
+      : r(std::move(req)), seq(blocks), sampler(sampling), stream(tok, r->req.stop) {}
 };
+
+namespace {
+
+// Choice i > 0 of a seeded request samples from its own reproducible stream.
+SamplingParams ChoiceSampling(SamplingParams p, int choice) {
+  if (choice > 0 && p.seed != 0) {
+    uint64_t z = p.seed + 0x9e3779b97f4a7c15ull * uint64_t(choice);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    p.seed = (z ^ (z >> 31)) | 1;  // never 0, which would mean "random"
+  }
+  return p;
+}
+
+// Prompt-token log-probabilities kept for cached prefixes (about 100 bytes each without
+// alternatives).
+constexpr size_t kLogprobMemoEntries = size_t(1) << 18;
+
+}  // namespace
 
 Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   if (options.parallel < 1) return InvalidArgument("parallel must be >= 1");
@@ -109,7 +141,8 @@ EngineImpl::EngineImpl(const EngineOptions& options, std::unique_ptr<Model> mode
       context_(options.context > 0 ? options.context : model_->config().context_length),
       pool_(options.threads),
       blocks_(model_->MakeKvLayout(options.kv_type, options.block_size), 0, false),
-      encoder_(*model_, context_, options_.special_tokens_in_text) {
+      encoder_(*model_, context_, options_.special_tokens_in_text),
+      memo_(std::make_unique<LogprobMemo>(kLogprobMemoEntries)) {
   BlockCacheOptions co;
   // Without the prefix cache, plain prompts neither look up nor insert prefixes; the budget still
   // holds the modules of loaded schemas, which are reused on request.
@@ -135,6 +168,12 @@ EngineImpl::~EngineImpl() {
 
 Status EngineImpl::ValidateRequest(const CompletionRequest& request) const {
   if (request.max_tokens < 0) return InvalidArgument("max_tokens must be >= 0");
+  if (request.n < 1 || request.n > kMaxChoices) {
+    return InvalidArgument("n must be between 1 and " + std::to_string(kMaxChoices));
+  }
+  if (request.logprobs > kMaxTopLogprobs) {
+    return InvalidArgument("logprobs must be at most " + std::to_string(kMaxTopLogprobs));
+  }
   return request.sampling.Validate();
 }
 
@@ -157,6 +196,9 @@ Result<std::shared_ptr<RequestHandle>> EngineImpl::Submit(CompletionRequest requ
 
 Result<std::shared_ptr<RequestHandle>> EngineImpl::EnqueueModular(CompletionRequest request,
                                                                   Planned planned) {
+  if (request.prompt_logprobs) {
+    return InvalidArgument("prompt log-probabilities are for plain prompts, not modular ones");
+  }
   auto r = std::make_shared<Request>();
   r->req = std::move(request);
   r->modular = std::make_unique<Planned>(std::move(planned));
@@ -171,8 +213,10 @@ bool EngineImpl::Trims(const Request& r) const {
 
 size_t EngineImpl::Reservation(const Request& r) const {
   const size_t prompt = r.modular ? r.modular->prefill.tokens.size() : r.req.prompt.size();
-  const size_t tokens =
-      std::min<size_t>(size_t(context_), prompt + size_t(std::max(0, r.req.max_tokens)));
+  // Choices share the prompt's blocks and each holds its own generated tokens.
+  const size_t tokens = std::min<size_t>(
+      size_t(context_) * size_t(std::max(1, r.req.n)),
+      prompt + size_t(std::max(0, r.req.max_tokens)) * size_t(std::max(1, r.req.n)));
   const KvLayout& l = blocks_.layout();
   const size_t block = size_t(l.block_size);
   const size_t blocks = (tokens + block - 1) / block;
@@ -315,7 +359,7 @@ void EngineImpl::Loop() {
 }
 
 void EngineImpl::Admit(std::shared_ptr<Request> r) {
-  auto s = std::make_unique<Slot>(std::move(r), &blocks_, model_->tokenizer());
+  auto s = std::make_unique<Slot>(r, &blocks_, model_->tokenizer(), r->req.sampling);
   s->admitted = Clock::now();
   s->result.queue_ms = MsBetween(s->r->submitted, s->admitted);
   if (s->r->modular) {
@@ -327,6 +371,7 @@ void EngineImpl::Admit(std::shared_ptr<Request> r) {
     if (options_.prefix_cache) {
       s->result.cached_tokens = cache_->LookupPrefix(s->tokens, s->n_prompt - 1, &s->seq);
     }
+    if (s->r->req.prompt_logprobs) ReusePromptLogprobs(*s);
     s->result.computed_tokens = s->n_prompt - s->result.cached_tokens;
     for (int i = s->seq.size(); i < s->n_prompt; ++i) {
       s->fill_tokens.push_back(s->tokens[i]);
@@ -341,6 +386,56 @@ void EngineImpl::Admit(std::shared_ptr<Request> r) {
     reserved_ += active_.back()->reserved;
     UpdateCacheBudget();
     cache_->Maintain();  // room for it: cached blocks beyond what is left are evicted now
+  }
+}
+
+int EngineImpl::PromptTop(const Slot& s) const {
+  return std::min(std::max(0, s.r->req.logprobs), model_->config().n_vocab);
+}
+
+void EngineImpl::ReusePromptLogprobs(Slot& s) {
+  s.prefix_hashes = PrefixHashes(s.tokens);
+  s.result.prompt_logprobs.assign(s.n_prompt - 1, TokenLogprob());
+  // Token j's value comes from the logits of position j - 1: cached positions need the memo,
+  // and the first miss is computed again from there.
+  int keep = s.seq.size();
+  for (int j = 1; j <= keep && j < s.n_prompt; ++j) {
+    if (!memo_->Find(s.prefix_hashes[j], s.tokens[j], PromptTop(s),
+                     &s.result.prompt_logprobs[j - 1])) {
+      keep = j - 1;
+    }
+  }
+  if (keep < s.seq.size()) s.seq.Truncate(keep);
+  s.result.cached_tokens = keep;
+}
+
+void EngineImpl::HandlePromptRow(Slot& s, int pos, const float* logits) {
+  const int j = pos + 1;  // the prompt token these logits predict
+  if (j <= 0 || j >= s.n_prompt) return;
+  TokenLogprob lp = ComputeLogprob(logits, model_->config().n_vocab, s.tokens[j], PromptTop(s));
+  if (options_.prefix_cache) memo_->Insert(s.prefix_hashes[j], lp);
+  s.result.prompt_logprobs[j - 1] = std::move(lp);
+}
+
+void EngineImpl::ForkChoices(Slot& s) {
+  Request& r = *s.r;
+  r.forked = true;
+  const int n = r.req.n;
+  r.choices.resize(n);
+  r.open += n - 1;
+  for (int c = 1; c < n; ++c) {
+    auto f = std::make_unique<Slot>(s.r, &blocks_, model_->tokenizer(),
+                                    ChoiceSampling(r.req.sampling, c));
+    f->choice = c;
+    f->seq = s.seq.Fork();  // the prompt's blocks, shared: a choice's tokens go to new blocks
+    f->tokens = s.tokens;
+    f->n_prompt = s.n_prompt;
+    f->next_pos = s.next_pos;
+    f->released = s.released;
+    f->admitted = s.admitted;
+    f->prefill_start = s.prefill_start;
+    f->result.prompt_tokens = s.result.prompt_tokens;
+    active_.push_back(std::move(f));
   }
 }
 
@@ -442,7 +537,13 @@ Status EngineImpl::GatherBlended(Slot& s, const SchemaLayout& layout, GatherStat
 
 bool EngineImpl::Step() {
   std::vector<BatchToken> batch;
-  std::vector<Slot*> wants_logits;  // in batch order
+  // The rows of logits, in batch order: a slot's next token (pos -1), or a prompt position
+  // whose logits give the next prompt token's log-probability.
+  struct Row {
+    Slot* slot;
+    int pos;
+  };
+  std::vector<Row> wants_logits;
   // Decode first: one token for every sequence that is generating.
   for (auto& sp : active_) {
     Slot& s = *sp;
@@ -453,7 +554,7 @@ bool EngineImpl::Step() {
     }
     if (s.pending >= 0) {
       batch.push_back({s.pending, s.next_pos++, &s.seq, true});
-      wants_logits.push_back(&s);
+      wants_logits.push_back({&s, -1});
     }
   }
   // Then prefill chunks, oldest request first, while the batch has room.
@@ -472,10 +573,11 @@ bool EngineImpl::Step() {
     const int total = static_cast<int>(s.fill_tokens.size());
     const int stop = s.gathers.empty() ? total : s.gathers.front().before;
     const int n = std::min(room, stop - s.filled);
+    const bool scored = s.r->req.prompt_logprobs;
     for (int i = s.filled; i < s.filled + n; ++i) {
       const bool last = i + 1 == total;
-      batch.push_back({s.fill_tokens[i], s.fill_pos[i], &s.seq, last});
-      if (last) wants_logits.push_back(&s);
+      batch.push_back({s.fill_tokens[i], s.fill_pos[i], &s.seq, last || scored});
+      if (last || scored) wants_logits.push_back({&s, last ? -1 : s.fill_pos[i]});
     }
     s.filled += n;
   }
@@ -490,12 +592,17 @@ bool EngineImpl::Step() {
     return true;
   }
   for (size_t i = 0; i < wants_logits.size(); ++i) {
-    Slot& s = *wants_logits[i];
+    Slot& s = *wants_logits[i].slot;
+    const float* row = logits.data() + i * model_->config().n_vocab;
+    if (wants_logits[i].pos >= 0) {
+      if (!s.finished) HandlePromptRow(s, wants_logits[i].pos, row);
+      continue;
+    }
     s.pending = -1;
     // The request's callbacks are the caller's code: one that throws fails its request, not the
     // engine thread (and with it the process).
     try {
-      HandleLogits(s, logits.data() + i * model_->config().n_vocab);
+      HandleLogits(s, row);
     } catch (const std::exception& e) {
       Finish(s, "error", Internal(std::string("the request's callback threw: ") + e.what()));
     } catch (...) {
@@ -536,19 +643,53 @@ void EngineImpl::HandleLogits(Slot& s, const float* logits) {
   }
   const int n_vocab = model_->config().n_vocab;
   if (req.on_logits) req.on_logits(std::span<const float>(logits, n_vocab));
+  if (first && s.choice == 0 && req.prompt_logprobs && req.on_piece) {
+    // A stream gets the prompt's log-probabilities first, as a piece of choice -1.
+    if (!req.on_piece(TextPiece{-1, "", s.result.prompt_logprobs})) {
+      s.r->cancelled = true;
+      return Finish(s, "cancelled");
+    }
+  }
+  if (first && s.choice == 0 && req.n > 1 && !s.r->forked) {
+    ForkChoices(s);
+    // The new choices sample their first token from these logits too.
+    for (size_t i = active_.size() - (req.n - 1); i < active_.size(); ++i) {
+      HandleLogits(*active_[i], logits);
+    }
+  }
   if (req.max_tokens == 0) return Finish(s, "length");
   const int32_t next = s.sampler.Sample(logits, n_vocab, s.tokens);
   if (!req.ignore_eos && model_->tokenizer().IsEndOfGeneration(next)) return Finish(s, "stop");
   s.tokens.push_back(next);
   s.result.tokens.push_back(next);
+  if (req.logprobs >= 0) {
+    s.logprobs.push_back(ComputeLogprob(logits, n_vocab, next, std::min(req.logprobs, n_vocab)));
+    if (req.on_piece) s.unsent.push_back(s.logprobs.back());
+  }
   bool stopped = false;
   const std::string piece = s.stream.Push(next, &stopped);
-  if (!piece.empty() && req.on_text && !req.on_text(piece)) return Finish(s, "cancelled");
+  if (!piece.empty() && !Emit(s, piece)) {
+    s.r->cancelled = true;
+    return Finish(s, "cancelled");
+  }
   if (stopped) return Finish(s, "stop");
   if (static_cast<int>(s.result.tokens.size()) >= req.max_tokens || s.next_pos + 1 >= context_) {
     return Finish(s, "length");
   }
   s.pending = next;
+}
+
+bool EngineImpl::Emit(Slot& s, const std::string& text) {
+  const CompletionRequest& req = s.r->req;
+  if (req.on_piece) {
+    TextPiece piece;
+    piece.choice = s.choice;
+    piece.text = text;
+    piece.logprobs = std::move(s.unsent);
+    s.unsent.clear();
+    return req.on_piece(piece);
+  }
+  return !req.on_text || req.on_text(text);
 }
 
 void EngineImpl::Finish(Slot& s, const std::string& reason, Status status) {
@@ -557,10 +698,10 @@ void EngineImpl::Finish(Slot& s, const std::string& reason, Status status) {
   CompletionResult& res = s.result;
   res.status = status;
   res.finish_reason = reason;
-  if (reason == "length") {
-    const std::string rest = s.stream.Finish();
+  const std::string rest = reason == "length" ? s.stream.Finish() : std::string();
+  if (!rest.empty() || !s.unsent.empty()) {
     try {
-      if (!rest.empty() && s.r->req.on_text) s.r->req.on_text(rest);
+      Emit(s, rest);
     } catch (...) {
       res.status = Internal("the request's callback threw");
       res.finish_reason = "error";
@@ -573,27 +714,44 @@ void EngineImpl::Finish(Slot& s, const std::string& reason, Status status) {
     cache_->InsertPrefix(std::span<const int32_t>(s.tokens).first(s.seq.size()), s.seq);
     const int pin =
         s.r->req.pin_tokens < 0 ? s.n_prompt : std::min(s.r->req.pin_tokens, s.n_prompt);
-    if (pin > 0) cache_->PinPrefix(std::span<const int32_t>(s.tokens).first(pin), true);
+    if (pin > 0 && s.choice == 0) {
+      cache_->PinPrefix(std::span<const int32_t>(s.tokens).first(pin), true);
+    }
   }
   s.seq.Clear();
   s.gathers.clear();
+  Request& r = *s.r;
+  r.choices[s.choice] = {res.tokens, res.text, res.finish_reason, std::move(s.logprobs)};
+  if (s.choice == 0) {
+    r.base = std::move(res);
+  } else if (!res.status.ok() && r.failure.ok()) {
+    r.failure = res.status;
+  }
+  if (--r.open > 0) return;
+  CompleteRequest(r);
+}
+
+void EngineImpl::CompleteRequest(Request& r) {
+  CompletionResult res = std::move(r.base);
+  if (res.status.ok() && !r.failure.ok()) res.status = r.failure;
+  res.choices = std::move(r.choices);
   {
     std::lock_guard<std::mutex> lock(mu_);
     --in_flight_;
     stats_.requests++;
-    if (!status.ok()) stats_.requests_failed++;
+    if (!res.status.ok()) stats_.requests_failed++;
     stats_.prompt_tokens += res.prompt_tokens;
     stats_.cached_tokens += res.cached_tokens;
-    stats_.generated_tokens += res.tokens.size();
-    if (!res.tokens.empty() || reason == "length") {
+    stats_.generated_tokens += res.completion_tokens();
+    if (!res.tokens.empty() || res.finish_reason == "length") {
       stats_.ttft_ms.push_back(res.ttft_ms);
       if (stats_.ttft_ms.size() > kTtftWindow) stats_.ttft_ms.erase(stats_.ttft_ms.begin());
     }
   }
-  std::lock_guard<std::mutex> lock(s.r->mu);
-  s.r->result = std::move(res);
-  s.r->done = true;
-  s.r->cv.notify_all();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.result = std::move(res);
+  r.done = true;
+  r.cv.notify_all();
 }
 
 void EngineImpl::Abandon(Request& r, const std::string& why) {
