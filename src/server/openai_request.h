@@ -3,9 +3,11 @@
 // rather than an exception inside the HTTP layer.
 //
 // What is checked here needs no model: JSON syntax and UTF-8 (nlohmann rejects ill-formed
-// strings), field types, value ranges, the fields this server does not implement (n > 1,
-// logprobs, tools, ...). What needs the model (the model name, token ids, the prompt's length
-// against the context) is checked by the server after tokenization.
+// strings), field types, value ranges, and strictness: every field of a request is one this
+// server implements (RequestFieldNames), one it accepts as meaningless here (user, store,
+// metadata, ...), or a 400 naming it, so that nothing a client asks for (llama.cpp's grammar,
+// vLLM's guided_json, ...) is silently ignored. What needs the model (the model name, token ids,
+// the prompt's length against the context) is checked by the server after tokenization.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +18,7 @@
 
 #include "engine/sampler.h"
 #include "pml/pml.h"
+#include "promptcache/engine.h"
 
 namespace promptcache {
 
@@ -51,7 +54,12 @@ struct ApiRequest {
   std::vector<ApiMessage> messages;
 
   std::optional<int> max_tokens;  // max_completion_tokens, else max_tokens; unset: up to context
-  SamplingParams sampling;        // OpenAI defaults: temperature 1, top_p 1, no top-k/min-p
+  int n = 1;                      // choices
+  // Log-probabilities: -1 none, else the alternatives per token (chat: logprobs true with
+  // top_logprobs; completions: logprobs N).
+  int logprobs = -1;
+  bool echo = false;        // completions: the prompt leads the text (and its tokens the logprobs)
+  SamplingParams sampling;  // OpenAI defaults: temperature 1, top_p 1, no top-k/min-p
   std::vector<std::string> stop;
   bool ignore_eos = false;  // extension
   bool stream = false;
@@ -98,5 +106,14 @@ struct PrefixRequest {
   bool pin = false;  // /v1/cache/load: also pin it
 };
 std::optional<ApiError> ParsePrefixRequest(std::string_view body, PrefixRequest* out);
+
+// How this server treats a top-level request field (documented in docs/server.md).
+enum class FieldSupport {
+  kImplemented,   // read and honoured
+  kIgnored,       // accepted and meaningless here (user, store, metadata, ...)
+  kOffValueOnly,  // accepted at the value that asks for nothing (tools: [], ...), else a 400
+  kRefused,       // anything else: a 400 naming it
+};
+FieldSupport RequestFieldSupport(ApiKind kind, std::string_view field);
 
 }  // namespace promptcache
