@@ -33,6 +33,7 @@
 namespace promptcache {
 
 class Model;
+class Grammar;  // grammar/grammar.h
 
 struct EngineOptions {
   std::string model_path;
@@ -134,6 +135,10 @@ struct CompletionRequest {
   // log-probabilities when `logprobs` >= 0; with prompt_logprobs, a first piece of choice -1
   // carries the prompt's. Return false to cancel the whole request.
   std::function<bool(const TextPiece&)> on_piece;
+  // Constrained decoding: every choice's text is a sentence of this grammar (grammar/grammar.h;
+  // JSON schemas are converted to one). A token the grammar refuses is never generated; the
+  // request stops ("stop") once the grammar admits nothing more. Null: free text.
+  std::shared_ptr<const Grammar> grammar;
 };
 
 // One choice of a completion.

@@ -496,6 +496,7 @@ void HttpServer::Impl::HandleCompletion(const httplib::Request& req, httplib::Re
   creq.n = r.n;
   creq.logprobs = r.logprobs;
   creq.prompt_logprobs = r.echo && r.logprobs >= 0;
+  creq.grammar = r.grammar;
   Submitter submit;
   PmlPrompt modular;
   if (r.modular()) {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,6 +22,8 @@
 #include "promptcache/engine.h"
 
 namespace promptcache {
+
+class Grammar;  // grammar/grammar.h
 
 // An OpenAI-style error: {"error": {"message", "type", "param", "code"}} with an HTTP status.
 struct ApiError {
@@ -58,8 +61,12 @@ struct ApiRequest {
   // Log-probabilities: -1 none, else the alternatives per token (chat: logprobs true with
   // top_logprobs; completions: logprobs N).
   int logprobs = -1;
-  bool echo = false;        // completions: the prompt leads the text (and its tokens the logprobs)
-  SamplingParams sampling;  // OpenAI defaults: temperature 1, top_p 1, no top-k/min-p
+  bool echo = false;  // completions: the prompt leads the text (and its tokens the logprobs)
+  // Structured output: response_format json_object / json_schema, llama.cpp's grammar (GBNF)
+  // or json_schema, vLLM's guided_json or guided_choice, compiled. Null: free text.
+  std::shared_ptr<const Grammar> grammar;
+  std::string grammar_field;  // the field it came from
+  SamplingParams sampling;    // OpenAI defaults: temperature 1, top_p 1, no top-k/min-p
   std::vector<std::string> stop;
   bool ignore_eos = false;  // extension
   bool stream = false;

@@ -199,8 +199,17 @@ TEST(OpenAiRequest, BadChatRequestsAreClear400s) {
       {R"({"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":1})", "logprobs"},
       {R"({"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{}]})", "tools"},
       {R"({"model":"m","messages":[{"role":"user","content":"x"}],
-           "response_format":{"type":"json_object"}})",
-       "response_format"},
+           "response_format":{"type":"xml"}})",
+       "response_format.type"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"grammar":"root ::= x"})",
+       "grammar"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],
+           "response_format":{"type":"json_schema","json_schema":{"schema":{"type":"string",
+           "pattern":"a"}}}})",
+       "response_format.json_schema.schema"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"grammar":"root ::= \"a\"",
+           "guided_json":{}})",
+       "guided_json"},
       {R"({"model":"m","messages":[{"role":"user","content":"x"}],"seed":1.5})", "seed"},
       {R"({"model":"m","messages":[{"role":"user","content":"x"}],"cache":true})", "cache"},
       {R"({"model":"m","messages":[{"role":"user","content":"x"}],"stream_options":1})",
@@ -219,8 +228,12 @@ TEST(OpenAiRequest, MessagesNameTheProblem) {
   EXPECT_NE(ChatError(R"({"model":"m","messages":[{"role":"user","content":"x"}],"n":30})")
                 .message.find("between 1 and 16"),
             std::string::npos);
-  EXPECT_NE(ChatError(R"({"model":"m","messages":[{"role":"user","content":"x"}],"grammar":"g"})")
-                .message.find("'grammar' is not supported"),
+  EXPECT_NE(ChatError(R"({"model":"m","messages":[{"role":"user","content":"x"}],"mirostat":2})")
+                .message.find("'mirostat' is not supported"),
+            std::string::npos);
+  EXPECT_NE(ChatError(R"({"model":"m","messages":[{"role":"user","content":"x"}],
+                         "json_schema":{"type":"object","properties":{"a":{"format":"date"}}}})")
+                .message.find("properties.a.format"),
             std::string::npos);
   ApiError e =
       ChatError(R"({"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":-5})");
@@ -447,7 +460,7 @@ const FieldCase kFields[] = {
     {"best_of", "1", false, true, kYes},  // = n; other values are refused
     {"suffix", "\"end\"", false, true, kOff},
     {"logit_bias", "{\"1\":5}", true, true, kOff},
-    {"response_format", "{\"type\":\"json_object\"}", true, false, kOff},
+    {"response_format", "{\"type\":\"json_object\"}", true, true, kYes},
     {"tools", "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]", true, false, kOff},
     {"tool_choice", "\"required\"", true, false, kOff},
     {"functions", "[{\"name\":\"f\"}]", true, false, kOff},
@@ -476,8 +489,8 @@ const FieldCase kFields[] = {
     {"n_probs", "5", true, true, kNo},
     {"n_keep", "5", true, true, kNo},
     {"n_indent", "2", true, true, kNo},
-    {"grammar", "\"root ::= \\\"a\\\"\"", true, true, kNo},
-    {"json_schema", "{\"type\":\"object\"}", true, true, kNo},
+    {"grammar", "\"root ::= \\\"a\\\"\"", true, true, kYes},
+    {"json_schema", "{\"type\":\"object\"}", true, true, kYes},
     {"mirostat", "2", true, true, kNo},
     {"mirostat_tau", "5.0", true, true, kNo},
     {"mirostat_eta", "0.1", true, true, kNo},
@@ -508,9 +521,9 @@ const FieldCase kFields[] = {
     {"reasoning_format", "\"none\"", true, false, kNo},
     {"parse_tool_calls", "true", true, false, kNo},
     // vLLM.
-    {"guided_json", "{\"type\":\"object\"}", true, true, kNo},
+    {"guided_json", "{\"type\":\"object\"}", true, true, kYes},
     {"guided_regex", "\"a+\"", true, true, kNo},
-    {"guided_choice", "[\"a\",\"b\"]", true, true, kNo},
+    {"guided_choice", "[\"a\",\"b\"]", true, true, kYes},
     {"guided_grammar", "\"root ::= \\\"a\\\"\"", true, true, kNo},
     {"guided_decoding_backend", "\"xgrammar\"", true, true, kNo},
     {"guided_whitespace_pattern", "\" \"", true, true, kNo},

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <future>
+#include <limits>
 
 #include "core/log.h"
 #include "serving/logprobs.h"
@@ -70,9 +71,10 @@ struct EngineImpl::Slot {
   bool finished = false;
   size_t reserved = 0;  // K/V bytes held under kv_ram_bytes
   int released = 0;     // leading tokens whose sliding parts seq gave up (TrimSliding)
-  std::vector<TokenLogprob> logprobs;   // generated tokens', when requested
-  std::vector<TokenLogprob> unsent;     // of them, not yet passed to on_piece
-  std::vector<uint64_t> prefix_hashes;  // of the prompt, for its log-probabilities
+  std::vector<TokenLogprob> logprobs;             // generated tokens', when requested
+  std::vector<TokenLogprob> unsent;               // of them, not yet passed to on_piece
+  std::vector<uint64_t> prefix_hashes;            // of the prompt, for its log-probabilities
+  std::unique_ptr<GrammarConstraint> constraint;  // the request's grammar, at this choice's text
 
   Slot(std::shared_ptr<Request> req, BlockPool* blocks, const Tokenizer& tok,
        const SamplingParams& sampling)
@@ -360,6 +362,7 @@ void EngineImpl::Loop() {
 
 void EngineImpl::Admit(std::shared_ptr<Request> r) {
   auto s = std::make_unique<Slot>(r, &blocks_, model_->tokenizer(), r->req.sampling);
+  if (r->req.grammar) s->constraint = std::make_unique<GrammarConstraint>(r->req.grammar, Trie());
   s->admitted = Clock::now();
   s->result.queue_ms = MsBetween(s->r->submitted, s->admitted);
   if (s->r->modular) {
@@ -427,6 +430,7 @@ void EngineImpl::ForkChoices(Slot& s) {
     auto f = std::make_unique<Slot>(s.r, &blocks_, model_->tokenizer(),
                                     ChoiceSampling(r.req.sampling, c));
     f->choice = c;
+    if (r.req.grammar) f->constraint = std::make_unique<GrammarConstraint>(r.req.grammar, Trie());
     f->seq = s.seq.Fork();  // the prompt's blocks, shared: a choice's tokens go to new blocks
     f->tokens = s.tokens;
     f->n_prompt = s.n_prompt;
@@ -658,7 +662,16 @@ void EngineImpl::HandleLogits(Slot& s, const float* logits) {
     }
   }
   if (req.max_tokens == 0) return Finish(s, "length");
-  const int32_t next = s.sampler.Sample(logits, n_vocab, s.tokens);
+  const int32_t next =
+      s.constraint ? SampleConstrained(s, logits) : s.sampler.Sample(logits, n_vocab, s.tokens);
+  if (next < 0) {
+    return Finish(s, "error",
+                  InvalidArgument("the grammar allows no token of the model's vocabulary here"));
+  }
+  if (s.constraint) {
+    if (trie_->IsEnd(next)) return Finish(s, "stop");
+    s.constraint->Accept(next);
+  }
   if (!req.ignore_eos && model_->tokenizer().IsEndOfGeneration(next)) return Finish(s, "stop");
   s.tokens.push_back(next);
   s.result.tokens.push_back(next);
@@ -673,10 +686,46 @@ void EngineImpl::HandleLogits(Slot& s, const float* logits) {
     return Finish(s, "cancelled");
   }
   if (stopped) return Finish(s, "stop");
+  if (s.constraint && s.constraint->Finished()) return Finish(s, "stop");
   if (static_cast<int>(s.result.tokens.size()) >= req.max_tokens || s.next_pos + 1 >= context_) {
     return Finish(s, "length");
   }
   s.pending = next;
+}
+
+const std::shared_ptr<const VocabTrie>& EngineImpl::Trie() {
+  if (!trie_) {
+    const Tokenizer& tok = model_->tokenizer();
+    std::vector<std::string> bytes(model_->config().n_vocab);
+    std::vector<int32_t> ends;
+    for (int32_t id = 0; id < static_cast<int32_t>(bytes.size()); ++id) {
+      if (id < tok.vocab_size()) bytes[id] = tok.TokenBytes(id);
+      if (tok.IsEndOfGeneration(id)) ends.push_back(id);
+    }
+    trie_ = std::make_shared<VocabTrie>(std::move(bytes), std::move(ends));
+  }
+  return trie_;
+}
+
+int32_t EngineImpl::SampleConstrained(Slot& s, const float* logits) {
+  const int n_vocab = model_->config().n_vocab;
+  const int32_t first = s.sampler.Sample(logits, n_vocab, s.tokens);
+  if (s.constraint->Allows(first)) return first;
+  const std::vector<uint8_t>& mask = s.constraint->Mask();
+  masked_.assign(logits, logits + n_vocab);
+  bool any = false;
+  for (int i = 0; i < n_vocab; ++i) {
+    if (mask[i]) {
+      any = true;
+      // A finite floor: the sampler's cuts then never leave it with nothing.
+      if (!(masked_[i] > -1e30f)) masked_[i] = -1e30f;
+    } else {
+      masked_[i] = -std::numeric_limits<float>::infinity();
+    }
+  }
+  if (!any) return -1;
+  const int32_t next = s.sampler.Sample(masked_.data(), n_vocab, s.tokens);
+  return mask[next] ? next : -1;
 }
 
 bool EngineImpl::Emit(Slot& s, const std::string& text) {

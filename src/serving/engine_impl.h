@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "engine/session.h"
+#include "grammar/token_mask.h"
 #include "kv/block_cache.h"
 #include "model/model.h"
 #include "promptcache/engine.h"
@@ -145,6 +146,14 @@ class EngineImpl : public Engine {
   std::unique_ptr<ModuleStore> store_;
   ModelPmlEncoder encoder_;
   std::unique_ptr<LogprobMemo> memo_;  // engine thread
+  // The vocabulary's token bytes as a trie, for grammars; built at the first constrained
+  // request (engine thread).
+  std::shared_ptr<const VocabTrie> trie_;
+  const std::shared_ptr<const VocabTrie>& Trie();
+  // Samples the next token of a constrained slot: the sampler's draw if the grammar allows it,
+  // else a draw from the logits masked to the tokens it allows. -1: the grammar allows none.
+  int32_t SampleConstrained(Slot& s, const float* logits);
+  std::vector<float> masked_;  // engine thread: masked logits
   std::vector<std::unique_ptr<Slot>> active_;
 
   mutable std::mutex schema_mu_;

@@ -16,6 +16,10 @@
 #include <stdexcept>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
+#include "grammar/grammar.h"
+#include "grammar/json_schema.h"
 #include "model/synth.h"
 #include "serving/engine_impl.h"
 
@@ -655,6 +659,77 @@ TEST(EngineLogprobs, PromptLogprobsMatchWithAndWithoutTheCache) {
     }
     EXPECT_TRUE(a.tokens.empty());
     EXPECT_EQ(a.finish_reason, "length");
+  }
+}
+
+}  // namespace
+}  // namespace promptcache
+
+namespace promptcache {
+namespace {
+
+std::shared_ptr<const Grammar> SchemaGrammar(const std::string& schema) {
+  auto gbnf = JsonSchemaToGbnf(schema);
+  PC_CHECK(gbnf.ok());
+  auto g = Grammar::Parse(*gbnf);
+  PC_CHECK(g.ok());
+  return *g;
+}
+
+// stories260K never saw JSON: every structural token comes from the grammar's mask. With
+// bounded strings and numbers the text always completes, greedy or sampled, for any seed.
+TEST(EngineGrammar, SchemaOutputAlwaysParsesAndValidates) {
+  auto e = Make();
+  const auto prompt = e->model().tokenizer().Encode("Once upon a time", true);
+  const auto grammar = SchemaGrammar(R"({"type": "object", "properties": {
+      "name": {"type": "string", "maxLength": 6},
+      "age": {"type": "integer"},
+      "mood": {"enum": ["happy", "sad"]},
+      "tags": {"type": "array", "items": {"type": "boolean"}, "maxItems": 3}},
+    "required": ["name", "age", "mood"], "additionalProperties": false})");
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    CompletionRequest r = seed == 1 ? Greedy(prompt, 400) : Sampled(prompt, 2, seed, 400);
+    r.grammar = grammar;
+    const CompletionResult res = Complete(*e, r);
+    ASSERT_TRUE(res.status.ok()) << res.status.message();
+    for (const CompletionChoice& c : res.choices) {
+      EXPECT_EQ(c.finish_reason, "stop") << c.text;
+      const auto j = nlohmann::json::parse(c.text, nullptr, false);
+      ASSERT_TRUE(j.is_object()) << c.text;
+      ASSERT_TRUE(j.contains("name") && j["name"].is_string()) << c.text;
+      EXPECT_LE(j["name"].get<std::string>().size(), 6u * 4) << c.text;  // 6 code points
+      ASSERT_TRUE(j.contains("age") && j["age"].is_number_integer()) << c.text;
+      ASSERT_TRUE(j.contains("mood")) << c.text;
+      EXPECT_TRUE(j["mood"] == "happy" || j["mood"] == "sad") << c.text;
+      if (j.contains("tags")) {
+        ASSERT_TRUE(j["tags"].is_array());
+        EXPECT_LE(j["tags"].size(), 3u);
+        for (const auto& t : j["tags"]) EXPECT_TRUE(t.is_boolean()) << c.text;
+      }
+      for (const auto& [k, v] : j.items()) {
+        EXPECT_TRUE(k == "name" || k == "age" || k == "mood" || k == "tags") << c.text;
+      }
+    }
+  }
+}
+
+TEST(EngineGrammar, StopsWhereTheGrammarEnds) {
+  auto e = Make();
+  const auto prompt = e->model().tokenizer().Encode("Once upon a time", true);
+  auto g = Grammar::Parse(R"g(root ::= " there was " ("a dog" | "a cat" | "Lily") ".")g");
+  ASSERT_TRUE(g.ok());
+  CompletionRequest r = Greedy(prompt, 100);
+  r.grammar = *g;
+  r.n = 3;
+  r.sampling.temperature = 1.0f;
+  r.sampling.seed = 5;
+  const CompletionResult res = Complete(*e, r);
+  ASSERT_TRUE(res.status.ok());
+  for (const CompletionChoice& c : res.choices) {
+    EXPECT_EQ(c.finish_reason, "stop");
+    EXPECT_TRUE(c.text == " there was a dog." || c.text == " there was a cat." ||
+                c.text == " there was Lily.")
+        << c.text;
   }
 }
 

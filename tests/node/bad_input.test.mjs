@@ -91,7 +91,7 @@ test('unknown model is a 404 through the OpenAI client', async () => {
     assert.equal(e.param, 'model');
     return true;
   });
-  await assert.rejects(client.chat.completions.create(chat({ grammar: 'root ::= "a"' })), (e) => e instanceof OpenAI.BadRequestError);
+  await assert.rejects(client.chat.completions.create(chat({ mirostat: 2 })), (e) => e instanceof OpenAI.BadRequestError);
   await stillServing();
 });
 

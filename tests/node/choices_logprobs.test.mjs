@@ -148,8 +148,7 @@ test('n > 1 streamed: indexed choices, each finished', async () => {
 
 test('fields this server does not implement are refused by name', async () => {
   const cases = [
-    ['grammar', 'root ::= "a"'], ['json_schema', { type: 'object' }], ['guided_json', { type: 'object' }],
-    ['guided_regex', 'a+'], ['guided_choice', ['a', 'b']], ['cache_salt', 'x'], ['mirostat', 2],
+    ['guided_regex', 'a+'], ['guided_grammar', 'root ::= "a"'], ['cache_salt', 'x'], ['mirostat', 2],
     ['n_probs', 3], ['logit_bias', { 1: 5 }], ['temprature', 0.5],
   ];
   for (const [field, value] of cases) {
