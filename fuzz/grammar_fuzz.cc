@@ -16,8 +16,8 @@ namespace promptcache {
 namespace {
 
 constexpr const char* kGrammars[] = {
-    "root ::= (expr \"=\" ws term \"\\n\")+\nexpr ::= term ([-+*/] term)*\n"
-    "term ::= [a-z]+ ws | [0-9]+ ws | \"(\" ws expr \")\" ws\nws ::= [ \\t]*\n",
+    ("root ::= (expr \"=\" ws term \"\\n\")+\nexpr ::= term ([-+*/] term)*\n"
+     "term ::= [a-z]+ ws | [0-9]+ ws | \"(\" ws expr \")\" ws\nws ::= [ \\t]*\n"),
     "root ::= item{1,3}\nitem ::= \"- \" [^\\n\\u2028]+ \"\\n\"\n",
     "root ::= \"a\"? (\"b\" | \"c\")* . [\\x00-\\x7f]{2,}\n",
 };
