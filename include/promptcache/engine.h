@@ -178,6 +178,9 @@ struct CompletionResult {
   int recompute_candidates = 0;
   int recomputed_tokens = 0;
   double recompute_ms = 0;
+  // Constrained decoding (a grammar): time spent checking tokens against it and masking the
+  // logits, over all choices (part of generation_ms and prompt_ms).
+  double grammar_ms = 0;
   // Every choice, in order (choices[0] repeats tokens, text and finish_reason above).
   std::vector<CompletionChoice> choices;
   // With prompt_logprobs: entry i is prompt token i + 1's.

@@ -59,6 +59,9 @@ class GrammarState {
   bool Advance(std::string_view bytes);
   // Whether Advance(bytes) would succeed, without changing the state.
   bool Accepts(std::string_view bytes) const;
+  // Advance for a state about to be dropped on failure (no copy kept): false leaves it
+  // unspecified.
+  bool AdvanceOrSpoil(std::string_view bytes) { return Feed(bytes, &stacks_, &partial_); }
   // The text so far is a complete sentence of the grammar (the model may stop here).
   bool Complete() const;
   // Nothing may follow: complete, and no stack can take another character.

@@ -53,7 +53,7 @@ void VocabTrie::Allowed(const GrammarState& state, std::vector<uint8_t>* allowed
     for (const auto& [b, child] : nodes_[f.node].children) {
       GrammarState next = f.state;
       const char c = static_cast<char>(b);
-      if (!next.Advance(std::string_view(&c, 1))) continue;
+      if (!next.AdvanceOrSpoil(std::string_view(&c, 1))) continue;
       for (int32_t id : nodes_[child].tokens) (*allowed)[id] = 1;
       if (!nodes_[child].children.empty()) stack.push_back({child, std::move(next)});
     }

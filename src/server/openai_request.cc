@@ -91,10 +91,6 @@ MaybeError RejectUnless(const json& obj, const char* key, bool off_value_ok,
   return ApiError::BadRequest(what + " is not supported by this server", key, "unsupported");
 }
 
-bool IsFalseOrZero(const json& v) {
-  return (v.is_boolean() && !v.get<bool>()) || (v.is_number_integer() && v.get<int64_t>() == 0);
-}
-
 bool IsEmptyContainer(const json& v) { return (v.is_array() || v.is_object()) && v.empty(); }
 
 // The fields each endpoint reads (RequestFieldSupport); the harmless ones are accepted and

@@ -39,6 +39,7 @@ ojson Timings(const CompletionResult& r) {
   t["prompt_tokens_per_second"] = PerSecond(r.computed_tokens, r.prompt_ms);
   t["generated_tokens"] = generated;
   t["generation_tokens_per_second"] = PerSecond(generated, r.generation_ms);
+  if (r.grammar_ms > 0) t["grammar_ms"] = r.grammar_ms;
   if (r.modular) {
     // cached_tokens are the tokens reused from the schema's modules; prompt_ms is the sum of
     // the three phases.

@@ -37,6 +37,7 @@ struct EngineImpl::Request : RequestHandle {
   Status failure;  // the first error of a forked choice
   int open = 1;
   bool forked = false;
+  double grammar_ms = 0;  // every choice's grammar work
 
   CompletionResult Wait() override {
     std::unique_lock<std::mutex> lock(mu);
@@ -670,7 +671,9 @@ void EngineImpl::HandleLogits(Slot& s, const float* logits) {
   }
   if (s.constraint) {
     if (trie_->IsEnd(next)) return Finish(s, "stop");
+    const Clock::time_point t = Clock::now();
     s.constraint->Accept(next);
+    s.r->grammar_ms += MsBetween(t, Clock::now());
   }
   if (!req.ignore_eos && model_->tokenizer().IsEndOfGeneration(next)) return Finish(s, "stop");
   s.tokens.push_back(next);
@@ -710,6 +713,13 @@ const std::shared_ptr<const VocabTrie>& EngineImpl::Trie() {
 int32_t EngineImpl::SampleConstrained(Slot& s, const float* logits) {
   const int n_vocab = model_->config().n_vocab;
   const int32_t first = s.sampler.Sample(logits, n_vocab, s.tokens);
+  // What free generation does not do, from here on, counts as the grammar's cost.
+  const Clock::time_point start = Clock::now();
+  struct Timer {
+    Request* r;
+    Clock::time_point start;
+    ~Timer() { r->grammar_ms += MsBetween(start, Clock::now()); }
+  } timer{s.r.get(), start};
   if (s.constraint->Allows(first)) return first;
   const std::vector<uint8_t>& mask = s.constraint->Mask();
   masked_.assign(logits, logits + n_vocab);
@@ -784,6 +794,7 @@ void EngineImpl::CompleteRequest(Request& r) {
   CompletionResult res = std::move(r.base);
   if (res.status.ok() && !r.failure.ok()) res.status = r.failure;
   res.choices = std::move(r.choices);
+  res.grammar_ms = r.grammar_ms;
   {
     std::lock_guard<std::mutex> lock(mu_);
     --in_flight_;

@@ -13,10 +13,9 @@
 #include <fstream>
 #include <future>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
