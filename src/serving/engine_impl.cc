@@ -6,94 +6,11 @@
 #include <limits>
 
 #include "core/log.h"
+#include "serving/engine_slot.h"
 #include "serving/logprobs.h"
 
 namespace promptcache {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double MsBetween(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-constexpr size_t kTtftWindow = 1024;  // recent TTFT samples kept for the metrics histogram
-
-}  // namespace
-
-struct EngineImpl::Request : RequestHandle {
-  CompletionRequest req;
-  std::unique_ptr<Planned> modular;  // a PML prompt; null for token prompts
-  Clock::time_point submitted = Clock::now();
-  std::atomic<bool> cancelled{false};
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  CompletionResult result;
-  // Engine thread: the choices, filled as their slots finish; choice 0's result carries the
-  // request's timings. `open` counts the slots still running.
-  std::vector<CompletionChoice> choices = std::vector<CompletionChoice>(1);
-  CompletionResult base;
-  Status failure;  // the first error of a forked choice
-  int open = 1;
-  bool forked = false;
-  double grammar_ms = 0;  // every choice's grammar work
-
-  CompletionResult Wait() override {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return done; });
-    return result;
-  }
-  void Cancel() override { cancelled = true; }
-};
-
-struct EngineImpl::Slot {
-  // Cached blocks to append to `seq` once `before` prefill tokens are computed.
-  struct Gather {
-    int before;
-    KvSequence held;  // references keep the blocks from being evicted meanwhile
-  };
-
-  std::shared_ptr<Request> r;
-  int choice = 0;  // index among the request's choices
-  KvSequence seq;
-  std::vector<int32_t> tokens;  // prompt (every included token, by position), then generated
-  int n_prompt = 0;
-  // Prefill: tokens computed after what was gathered, at their positions, in order.
-  std::vector<int32_t> fill_tokens, fill_pos;
-  int filled = 0;
-  std::deque<Gather> gathers;
-  int next_pos = 0;  // position of the next token fed after the prefill
-  int pending = -1;  // sampled token not yet fed to the model
-  Sampler sampler;
-  TextStream stream;
-  CompletionResult result;
-  Clock::time_point admitted, prefill_start, first_token;
-  bool finished = false;
-  size_t reserved = 0;  // K/V bytes held under kv_ram_bytes
-  int released = 0;     // leading tokens whose sliding parts seq gave up (TrimSliding)
-  std::vector<TokenLogprob> logprobs;             // generated tokens', when requested
-  std::vector<TokenLogprob> unsent;               // of them, not yet passed to on_piece
-  std::vector<uint64_t> prefix_hashes;            // of the prompt, for its log-probabilities
-  std::unique_ptr<GrammarConstraint> constraint;  // the request's grammar, at this choice's text
-
-  Slot(std::shared_ptr<Request> req, BlockPool* blocks, const Tokenizer& tok,
-       const SamplingParams& sampling)
-      : r(std::move(req)), seq(blocks), sampler(sampling), stream(tok, r->req.stop) {}
-};
-
-namespace {
-
-// Choice i > 0 of a seeded request samples from its own reproducible stream.
-SamplingParams ChoiceSampling(SamplingParams p, int choice) {
-  if (choice > 0 && p.seed != 0) {
-    uint64_t z = p.seed + 0x9e3779b97f4a7c15ull * uint64_t(choice);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    p.seed = (z ^ (z >> 31)) | 1;  // never 0, which would mean "random"
-  }
-  return p;
-}
 
 // Prompt-token log-probabilities kept for cached prefixes (about 100 bytes each without
 // alternatives).
@@ -393,57 +310,6 @@ void EngineImpl::Admit(std::shared_ptr<Request> r) {
   }
 }
 
-int EngineImpl::PromptTop(const Slot& s) const {
-  return std::min(std::max(0, s.r->req.logprobs), model_->config().n_vocab);
-}
-
-void EngineImpl::ReusePromptLogprobs(Slot& s) {
-  s.prefix_hashes = PrefixHashes(s.tokens);
-  s.result.prompt_logprobs.assign(s.n_prompt - 1, TokenLogprob());
-  // Token j's value comes from the logits of position j - 1: cached positions need the memo,
-  // and the first miss is computed again from there.
-  int keep = s.seq.size();
-  for (int j = 1; j <= keep && j < s.n_prompt; ++j) {
-    if (!memo_->Find(s.prefix_hashes[j], s.tokens[j], PromptTop(s),
-                     &s.result.prompt_logprobs[j - 1])) {
-      keep = j - 1;
-    }
-  }
-  if (keep < s.seq.size()) s.seq.Truncate(keep);
-  s.result.cached_tokens = keep;
-}
-
-void EngineImpl::HandlePromptRow(Slot& s, int pos, const float* logits) {
-  const int j = pos + 1;  // the prompt token these logits predict
-  if (j <= 0 || j >= s.n_prompt) return;
-  TokenLogprob lp = ComputeLogprob(logits, model_->config().n_vocab, s.tokens[j], PromptTop(s));
-  if (options_.prefix_cache) memo_->Insert(s.prefix_hashes[j], lp);
-  s.result.prompt_logprobs[j - 1] = std::move(lp);
-}
-
-void EngineImpl::ForkChoices(Slot& s) {
-  Request& r = *s.r;
-  r.forked = true;
-  const int n = r.req.n;
-  r.choices.resize(n);
-  r.open += n - 1;
-  for (int c = 1; c < n; ++c) {
-    auto f = std::make_unique<Slot>(s.r, &blocks_, model_->tokenizer(),
-                                    ChoiceSampling(r.req.sampling, c));
-    f->choice = c;
-    if (r.req.grammar) f->constraint = std::make_unique<GrammarConstraint>(r.req.grammar, Trie());
-    f->seq = s.seq.Fork();  // the prompt's blocks, shared: a choice's tokens go to new blocks
-    f->tokens = s.tokens;
-    f->n_prompt = s.n_prompt;
-    f->next_pos = s.next_pos;
-    f->released = s.released;
-    f->admitted = s.admitted;
-    f->prefill_start = s.prefill_start;
-    f->result.prompt_tokens = s.result.prompt_tokens;
-    active_.push_back(std::move(f));
-  }
-}
-
 bool EngineImpl::AdmitModular(Slot& s) {
   const SchemaLayout& layout = s.r->modular->schema->For(s.r->modular->positions);
   const ModularPrefill& pf = s.r->modular->prefill;
@@ -696,61 +562,6 @@ void EngineImpl::HandleLogits(Slot& s, const float* logits) {
   s.pending = next;
 }
 
-const std::shared_ptr<const VocabTrie>& EngineImpl::Trie() {
-  if (!trie_) {
-    const Tokenizer& tok = model_->tokenizer();
-    std::vector<std::string> bytes(model_->config().n_vocab);
-    std::vector<int32_t> ends;
-    for (int32_t id = 0; id < static_cast<int32_t>(bytes.size()); ++id) {
-      if (id < tok.vocab_size()) bytes[id] = tok.TokenBytes(id);
-      if (tok.IsEndOfGeneration(id)) ends.push_back(id);
-    }
-    trie_ = std::make_shared<VocabTrie>(std::move(bytes), std::move(ends));
-  }
-  return trie_;
-}
-
-int32_t EngineImpl::SampleConstrained(Slot& s, const float* logits) {
-  const int n_vocab = model_->config().n_vocab;
-  const int32_t first = s.sampler.Sample(logits, n_vocab, s.tokens);
-  // What free generation does not do, from here on, counts as the grammar's cost.
-  const Clock::time_point start = Clock::now();
-  struct Timer {
-    Request* r;
-    Clock::time_point start;
-    ~Timer() { r->grammar_ms += MsBetween(start, Clock::now()); }
-  } timer{s.r.get(), start};
-  if (s.constraint->Allows(first)) return first;
-  const std::vector<uint8_t>& mask = s.constraint->Mask();
-  masked_.assign(logits, logits + n_vocab);
-  bool any = false;
-  for (int i = 0; i < n_vocab; ++i) {
-    if (mask[i]) {
-      any = true;
-      // A finite floor: the sampler's cuts then never leave it with nothing.
-      if (!(masked_[i] > -1e30f)) masked_[i] = -1e30f;
-    } else {
-      masked_[i] = -std::numeric_limits<float>::infinity();
-    }
-  }
-  if (!any) return -1;
-  const int32_t next = s.sampler.Sample(masked_.data(), n_vocab, s.tokens);
-  return mask[next] ? next : -1;
-}
-
-bool EngineImpl::Emit(Slot& s, const std::string& text) {
-  const CompletionRequest& req = s.r->req;
-  if (req.on_piece) {
-    TextPiece piece;
-    piece.choice = s.choice;
-    piece.text = text;
-    piece.logprobs = std::move(s.unsent);
-    s.unsent.clear();
-    return req.on_piece(piece);
-  }
-  return !req.on_text || req.on_text(text);
-}
-
 void EngineImpl::Finish(Slot& s, const std::string& reason, Status status) {
   if (s.finished) return;
   s.finished = true;
@@ -788,30 +599,6 @@ void EngineImpl::Finish(Slot& s, const std::string& reason, Status status) {
   }
   if (--r.open > 0) return;
   CompleteRequest(r);
-}
-
-void EngineImpl::CompleteRequest(Request& r) {
-  CompletionResult res = std::move(r.base);
-  if (res.status.ok() && !r.failure.ok()) res.status = r.failure;
-  res.choices = std::move(r.choices);
-  res.grammar_ms = r.grammar_ms;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    --in_flight_;
-    stats_.requests++;
-    if (!res.status.ok()) stats_.requests_failed++;
-    stats_.prompt_tokens += res.prompt_tokens;
-    stats_.cached_tokens += res.cached_tokens;
-    stats_.generated_tokens += res.completion_tokens();
-    if (!res.tokens.empty() || res.finish_reason == "length") {
-      stats_.ttft_ms.push_back(res.ttft_ms);
-      if (stats_.ttft_ms.size() > kTtftWindow) stats_.ttft_ms.erase(stats_.ttft_ms.begin());
-    }
-  }
-  std::lock_guard<std::mutex> lock(r.mu);
-  r.result = std::move(res);
-  r.done = true;
-  r.cv.notify_all();
 }
 
 void EngineImpl::Abandon(Request& r, const std::string& why) {
