@@ -33,6 +33,7 @@
 namespace promptcache {
 
 class Model;
+class Grammar;  // grammar/grammar.h
 
 struct EngineOptions {
   std::string model_path;
@@ -95,6 +96,28 @@ struct EngineOptions {
   size_t cache_redis_queue_bytes = size_t(256) << 20;
 };
 
+// One token's log-probability under the model: the log-softmax of the raw logits it was
+// sampled from (before temperature, penalties and cuts, as OpenAI reports them), with the most
+// likely alternatives.
+struct TokenLogprob {
+  int32_t token = -1;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // (token, logprob), best first
+};
+
+// The most alternatives a request may ask for per token (OpenAI's top_logprobs limit).
+inline constexpr int kMaxTopLogprobs = 20;
+// The most choices (CompletionRequest::n) one request may ask for.
+inline constexpr int kMaxChoices = 16;
+
+// A piece of one choice's text with the log-probabilities of the tokens generated since the
+// previous piece (their text may be in this piece or, held back for a stop string, later).
+struct TextPiece {
+  int choice = 0;
+  std::string text;
+  std::vector<TokenLogprob> logprobs;
+};
+
 struct CompletionRequest {
   std::vector<int32_t> prompt;  // token ids, BOS included if wanted
   int max_tokens = 128;
@@ -115,15 +138,41 @@ struct CompletionRequest {
   // reused by another, in RAM, on disk or in the remote tier. Modular prompts' modules are the
   // schema's, shared by every namespace.
   std::string cache_namespace;
+  // Choices: n > 1 prefills the prompt once, then forks n sequences sharing its blocks, each
+  // sampling with its own stream (seed + choice), decoded in the same batches.
+  int n = 1;
+  // >= 0: record each generated token's log-probability with this many alternatives (at most
+  // kMaxTopLogprobs). -1: none.
+  int logprobs = -1;
+  // Also the prompt's tokens' log-probabilities, from the second token on (echo in completions;
+  // plain token prompts only), with max(logprobs, 0) alternatives. Cached prefixes reuse the
+  // values computed when they were first prefilled.
+  bool prompt_logprobs = false;
+  // When set, called instead of on_text with each piece of every choice, and with the
+  // log-probabilities when `logprobs` >= 0; with prompt_logprobs, a first piece of choice -1
+  // carries the prompt's. Return false to cancel the whole request.
+  std::function<bool(const TextPiece&)> on_piece;
+  // Constrained decoding: every choice's text is a sentence of this grammar (grammar/grammar.h;
+  // JSON schemas are converted to one). A token the grammar refuses is never generated; the
+  // request stops ("stop") once the grammar admits nothing more. Null: free text.
+  std::shared_ptr<const Grammar> grammar;
 };
 
 // Where the K/V of a run of prompt tokens came from: a prefix hit in RAM, a prefix block read
-// back from the disk tier, a remote tier (none yet), a schema module's cached blocks, or computed
+// back from the disk tier, the remote tier, a schema module's cached blocks, or computed
 // for this request. The cache map of a response (docs/server.md) is these runs.
 enum class TokenSource { kRam, kDisk, kRemote, kModule, kComputed };
 struct SourceRun {
   TokenSource source = TokenSource::kComputed;
   int length = 0;
+};
+
+// One choice of a completion.
+struct CompletionChoice {
+  std::vector<int32_t> tokens;
+  std::string text;
+  std::string finish_reason;
+  std::vector<TokenLogprob> logprobs;  // one per generated token, when requested
 };
 
 struct CompletionResult {
@@ -159,6 +208,20 @@ struct CompletionResult {
   // their K/V came from; the lengths sum to prompt_tokens. Tokens recomputed by selective
   // recompute still show as their module's.
   std::vector<SourceRun> sources;
+  // Constrained decoding (a grammar): time spent checking tokens against it and masking the
+  // logits, over all choices (part of generation_ms and prompt_ms).
+  double grammar_ms = 0;
+  // Every choice, in order (choices[0] repeats tokens, text and finish_reason above).
+  std::vector<CompletionChoice> choices;
+  // With prompt_logprobs: entry i is prompt token i + 1's.
+  std::vector<TokenLogprob> prompt_logprobs;
+  // Tokens generated over all choices.
+  int completion_tokens() const {
+    if (choices.empty()) return static_cast<int>(tokens.size());
+    int n = 0;
+    for (const CompletionChoice& c : choices) n += static_cast<int>(c.tokens.size());
+    return n;
+  }
 };
 
 // A submitted request: wait for it, or cancel it.

@@ -97,6 +97,7 @@ struct Stream {
   bool include_usage = false;
   bool started = false;
   std::shared_ptr<const CacheMapRequest> map;  // "cache_map": true
+  std::vector<size_t> offsets;  // each choice's text so far, in bytes (echo included)
   std::shared_ptr<TextChannel> channel = std::make_shared<TextChannel>();
   std::shared_ptr<RequestHandle> handle;
   std::thread waiter;
@@ -553,6 +554,10 @@ void HttpServer::Impl::HandleCompletion(const httplib::Request& req, httplib::Re
   creq.stop = r.stop;
   creq.ignore_eos = r.ignore_eos;
   creq.cache_namespace = Namespace(req, r.cache_salt);
+  creq.n = r.n;
+  creq.logprobs = r.logprobs;
+  creq.prompt_logprobs = r.echo && r.logprobs >= 0;
+  creq.grammar = r.grammar;
   Submitter submit;
   PmlPrompt modular;
   if (r.modular()) {
@@ -585,6 +590,16 @@ void HttpServer::Impl::HandleCompletion(const httplib::Request& req, httplib::Re
   meta.created = UnixSeconds();
   meta.model = r.model;
   meta.system_fingerprint = fingerprint_;
+  if (r.logprobs >= 0) {
+    meta.logprobs = true;
+    const Tokenizer& tok = engine_->model().tokenizer();
+    meta.token_text = [&tok](int32_t id) { return tok.TokenBytes(id); };
+  }
+  if (r.echo) {
+    meta.echo = true;
+    meta.prompt_tokens = creq.prompt;
+    meta.prompt_text = engine_->model().tokenizer().Decode(creq.prompt);
+  }
   if (r.stream) return StartStream(res, meta, r.include_usage, std::move(creq), submit, map);
   Respond(res, meta, std::move(creq), submit, r.evaluate ? &modular : nullptr, map);
 }
@@ -685,7 +700,8 @@ void HttpServer::Impl::StartStream(httplib::Response& res, const ResponseMeta& m
   s->meta = meta;
   s->map = std::move(map);
   s->include_usage = include_usage;
-  creq.on_text = [ch = s->channel](const std::string& piece) { return ch->Push(piece); };
+  creq.on_piece = [ch = s->channel](const TextPiece& piece) { return ch->Push(piece); };
+  s->offsets.assign(creq.n, meta.echo ? meta.prompt_text.size() : 0);
   Result<std::shared_ptr<RequestHandle>> handle = submit(std::move(creq));
   if (!handle.ok()) return SendError(res, FromStatus(handle.status()));
   s->handle = *handle;
@@ -719,16 +735,41 @@ void HttpServer::Impl::StartStream(httplib::Response& res, const ResponseMeta& m
 // end of the stream. False (a failed write) makes cpp-httplib drop the connection.
 bool HttpServer::Impl::WriteStream(Stream& s, httplib::DataSink& sink) {
   std::string out;
+  std::vector<TextPiece> pieces;
+  CompletionResult result;
+  const TextChannel::Event event = s.channel->Next(kStreamPoll, &pieces, &result);
+  // Echo: the prompt leads each choice; with log-probabilities it waits for the engine's piece
+  // of choice -1 carrying them.
+  ResponseMeta plain = s.meta;
+  plain.echo = false;
   if (!s.started) {
     s.started = true;
-    if (s.meta.kind == ApiKind::kChat) out += StreamRoleChunk(s.meta, s.include_usage);
+    for (int i = 0; i < static_cast<int>(s.offsets.size()); ++i) {
+      if (s.meta.kind == ApiKind::kChat) out += StreamRoleChunk(s.meta, s.include_usage, i);
+      if (s.meta.echo && !s.meta.logprobs) {
+        out += StreamTextChunk(plain, s.meta.prompt_text, s.include_usage, i);
+      }
+    }
   }
-  std::vector<std::string> pieces;
-  CompletionResult result;
-  switch (s.channel->Next(kStreamPoll, &pieces, &result)) {
+  switch (event) {
     case TextChannel::Event::kText:
-      for (const std::string& piece : pieces) {
-        out += StreamTextChunk(s.meta, piece, s.include_usage);
+      for (const TextPiece& piece : pieces) {
+        if (piece.choice == -1) {
+          for (int i = 0; i < static_cast<int>(s.offsets.size()); ++i) {
+            ojson j = ojson::parse(StreamTextChunk(plain, s.meta.prompt_text, s.include_usage, i)
+                                       .substr(6));  // after "data: "
+            j["choices"][0]["logprobs"] = LogprobsJson(s.meta, {}, 0, &piece.logprobs);
+            out += SseEvent(Dump(j));
+          }
+          continue;
+        }
+        if (piece.choice < 0 || piece.choice >= static_cast<int>(s.offsets.size())) continue;
+        out +=
+            StreamTextChunk(s.meta, piece.text, s.include_usage, piece.choice,
+                            s.meta.logprobs ? &piece.logprobs : nullptr, s.offsets[piece.choice]);
+        for (const TokenLogprob& lp : piece.logprobs) {
+          if (s.meta.token_text) s.offsets[piece.choice] += s.meta.token_text(lp.token).size();
+        }
       }
       break;
     case TextChannel::Event::kTimeout:

@@ -1,9 +1,13 @@
 #include "server/openai_request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <nlohmann/json.hpp>
+
+#include "grammar/grammar.h"
+#include "grammar/json_schema.h"
 
 namespace promptcache {
 namespace {
@@ -87,40 +91,197 @@ MaybeError RejectUnless(const json& obj, const char* key, bool off_value_ok,
   return ApiError::BadRequest(what + " is not supported by this server", key, "unsupported");
 }
 
-bool IsFalseOrZero(const json& v) {
-  return (v.is_boolean() && !v.get<bool>()) || (v.is_number_integer() && v.get<int64_t>() == 0);
-}
-
 bool IsEmptyContainer(const json& v) { return (v.is_array() || v.is_object()) && v.empty(); }
 
-MaybeError ReadUnsupported(const json& obj) {
-  if (const json* n = Find(obj, "n")) {
-    if (!n->is_number_integer()) return WrongType("n", "an integer", *n);
-    if (n->get<int64_t>() != 1) {
-      return ApiError::BadRequest("'n' is " + n->dump() + ": only n = 1 is supported", "n",
+// The fields each endpoint reads (RequestFieldSupport); the harmless ones are accepted and
+// documented as having no effect here.
+constexpr std::string_view kCommonFields[] = {
+    "model", "max_tokens", "temperature", "top_p", "seed", "stop", "n", "stream", "stream_options",
+    "presence_penalty", "frequency_penalty", "logprobs", "response_format",
+    // Structured output: llama-server's and vLLM's fields.
+    "grammar", "json_schema", "guided_json", "guided_choice",
+    // Extensions.
+    "top_k", "min_p", "repeat_penalty", "repeat_last_n", "ignore_eos", "cache", "cache_map",
+    "schema", "modules", "pml", "positions", "recompute", "evaluate",
+    // vLLM's: the prefix cache's namespace (server/tenants.h).
+    "cache_salt"};
+constexpr std::string_view kChatFields[] = {"messages", "max_completion_tokens", "top_logprobs"};
+constexpr std::string_view kCompletionFields[] = {"prompt", "echo", "best_of"};
+// Accepted only at the value that asks for nothing (ReadUnsupported).
+constexpr std::string_view kOffValueFields[] = {"logit_bias", "tools", "functions"};
+constexpr std::string_view kChatOffValueFields[] = {"tool_choice", "function_call"};
+constexpr std::string_view kIgnoredFields[] = {
+    "user", "store", "metadata", "service_tier", "safety_identifier", "prompt_cache_key",
+    "parallel_tool_calls",
+    // llama-server: the prefix cache is always on, and reusing it does not change results.
+    "cache_prompt"};
+
+template <size_t N>
+bool Contains(const std::string_view (&list)[N], std::string_view field) {
+  return std::find(std::begin(list), std::end(list), field) != std::end(list);
+}
+
+MaybeError CheckFields(const json& obj, ApiKind kind) {
+  for (const auto& [key, value] : obj.items()) {
+    if (value.is_null()) continue;  // null reads as "not given"
+    if (RequestFieldSupport(kind, key) == FieldSupport::kRefused) {
+      return ApiError::BadRequest("'" + key + "' is not supported by this server", key,
                                   "unsupported");
     }
   }
+  return std::nullopt;
+}
+
+MaybeError ReadChoicesAndLogprobs(const json& obj, ApiKind kind, ApiRequest* out) {
+  std::optional<int64_t> v;
+  PC_API_RETURN_IF_ERROR(ReadInt(obj, "n", 1, kMaxChoices, &v));
+  if (v) out->n = static_cast<int>(*v);
+  if (kind == ApiKind::kChat) {
+    bool logprobs = false;
+    PC_API_RETURN_IF_ERROR(ReadBool(obj, "logprobs", &logprobs));
+    v.reset();
+    PC_API_RETURN_IF_ERROR(ReadInt(obj, "top_logprobs", 0, kMaxTopLogprobs, &v));
+    if (v && !logprobs) {
+      return ApiError::BadRequest("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+    }
+    if (logprobs) out->logprobs = v ? static_cast<int>(*v) : 0;
+    return std::nullopt;
+  }
+  v.reset();
+  PC_API_RETURN_IF_ERROR(ReadInt(obj, "logprobs", 0, kMaxTopLogprobs, &v));
+  if (v) out->logprobs = static_cast<int>(*v);
+  PC_API_RETURN_IF_ERROR(ReadBool(obj, "echo", &out->echo));
+  // best_of = n picks every choice generated: the same as leaving it out.
+  v.reset();
+  PC_API_RETURN_IF_ERROR(ReadInt(obj, "best_of", 1, kMaxChoices, &v));
+  if (v && *v != out->n) {
+    return ApiError::BadRequest("'best_of' other than n is not supported by this server", "best_of",
+                                "unsupported");
+  }
+  return std::nullopt;
+}
+
+// A GBNF text compiled, or the 400 naming `param`.
+MaybeError CompileGrammar(const std::string& gbnf, const std::string& param, ApiRequest* out) {
+  Result<std::shared_ptr<const Grammar>> g = Grammar::Parse(gbnf);
+  if (!g.ok()) return ApiError::BadRequest("'" + param + "': " + g.status().message(), param);
+  out->grammar = *g;
+  return std::nullopt;
+}
+
+// A JSON schema given as an object or as its JSON text.
+MaybeError SchemaGrammar(const json& schema, const std::string& param, ApiRequest* out) {
+  if (!schema.is_object() && !schema.is_string() && !schema.is_boolean()) {
+    return WrongType(param, "a JSON schema (an object)", schema);
+  }
+  const std::string text = schema.is_string() ? schema.get<std::string>() : schema.dump();
+  Result<std::string> gbnf = JsonSchemaToGbnf(text);
+  if (!gbnf.ok()) {
+    return ApiError::BadRequest("'" + param + "': " + gbnf.status().message(), param,
+                                "unsupported");
+  }
+  return CompileGrammar(*gbnf, param, out);
+}
+
+// vLLM's guided_choice: one of the strings, exactly.
+MaybeError ChoiceGrammar(const json& v, const std::string& param, ApiRequest* out) {
+  if (!v.is_array() || v.empty()) return WrongType(param, "a non-empty array of strings", v);
+  std::string gbnf = "root ::= ";
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_string())
+      return WrongType(param + "[" + std::to_string(i) + "]", "a string", v[i]);
+    gbnf += i ? " | \"" : "\"";
+    for (const char c : v[i].get<std::string>()) {
+      const unsigned char u = static_cast<unsigned char>(c);
+      if (c == '"' || c == '\\' || u < 0x20) {
+        char buf[8];
+        std::snprintf(buf, sizeof(buf), "\\x%02X", u);
+        gbnf += buf;
+      } else {
+        gbnf += c;
+      }
+    }
+    gbnf += "\"";
+  }
+  return CompileGrammar(gbnf, param, out);
+}
+
+MaybeError ResponseFormat(const json& v, ApiRequest* out) {
+  if (!v.is_object()) return WrongType("response_format", "an object", v);
+  const json* type = Find(v, "type");
+  if (type == nullptr || !type->is_string()) {
+    return ApiError::BadRequest("'response_format.type' must be a string", "response_format.type");
+  }
+  const std::string t = type->get<std::string>();
+  if (t == "text") return std::nullopt;
+  out->grammar_field = "response_format";
+  if (t == "json_object") return CompileGrammar(JsonObjectGbnf(), "response_format", out);
+  if (t != "json_schema") {
+    return ApiError::BadRequest(
+        "'response_format.type' is '" + t + "': text, json_object or json_schema",
+        "response_format.type", "unsupported");
+  }
+  const json* js = Find(v, "json_schema");
+  if (js == nullptr || !js->is_object()) {
+    return ApiError::BadRequest("'response_format.json_schema' must be an object",
+                                "response_format.json_schema");
+  }
+  for (const auto& [name, value] : js->items()) {
+    // strict: the schema is always enforced; name and description only label it.
+    if (name != "name" && name != "schema" && name != "strict" && name != "description") {
+      return ApiError::BadRequest(
+          "'response_format.json_schema." + name + "' is not supported by this server",
+          "response_format.json_schema." + name, "unsupported");
+    }
+  }
+  const json* schema = Find(*js, "schema");
+  if (schema == nullptr) {
+    return ApiError::BadRequest("'response_format.json_schema.schema' is required",
+                                "response_format.json_schema.schema");
+  }
+  return SchemaGrammar(*schema, "response_format.json_schema.schema", out);
+}
+
+// Structured output: at most one of response_format (json_object / json_schema), grammar,
+// json_schema, guided_json and guided_choice.
+MaybeError ReadStructuredOutput(const json& obj, ApiRequest* out) {
+  if (const json* rf = Find(obj, "response_format"))
+    PC_API_RETURN_IF_ERROR(ResponseFormat(*rf, out));
+  for (const char* key : {"grammar", "json_schema", "guided_json", "guided_choice"}) {
+    const json* v = Find(obj, key);
+    if (v == nullptr) continue;
+    const std::string k = key;
+    if (!out->grammar_field.empty()) {
+      return ApiError::BadRequest(
+          "'" + k + "' and '" + out->grammar_field + "' both constrain the output: give one", k);
+    }
+    out->grammar_field = k;
+    if (k == "grammar") {
+      if (!v->is_string()) return WrongType(k, "a string (GBNF)", *v);
+      PC_API_RETURN_IF_ERROR(CompileGrammar(v->get<std::string>(), k, out));
+    } else if (k == "guided_choice") {
+      PC_API_RETURN_IF_ERROR(ChoiceGrammar(*v, k, out));
+    } else {
+      PC_API_RETURN_IF_ERROR(SchemaGrammar(*v, k, out));
+    }
+  }
+  return std::nullopt;
+}
+
+MaybeError ReadUnsupported(const json& obj) {
   const json* v = nullptr;
-  v = Find(obj, "best_of");
-  PC_API_RETURN_IF_ERROR(RejectUnless(
-      obj, "best_of", v && v->is_number_integer() && v->get<int64_t>() == 1, "best_of > 1"));
-  v = Find(obj, "echo");
-  PC_API_RETURN_IF_ERROR(RejectUnless(obj, "echo", v && IsFalseOrZero(*v), "echo"));
-  v = Find(obj, "logprobs");
-  PC_API_RETURN_IF_ERROR(RejectUnless(obj, "logprobs", v && IsFalseOrZero(*v), "logprobs"));
-  v = Find(obj, "top_logprobs");
-  PC_API_RETURN_IF_ERROR(RejectUnless(obj, "top_logprobs", v && IsFalseOrZero(*v), "top_logprobs"));
   v = Find(obj, "suffix");
   PC_API_RETURN_IF_ERROR(RejectUnless(obj, "suffix", v && v->is_string() && v->empty(), "suffix"));
   for (const char* key : {"logit_bias", "tools", "functions"}) {
     v = Find(obj, key);
     PC_API_RETURN_IF_ERROR(RejectUnless(obj, key, v && IsEmptyContainer(*v), key));
   }
-  v = Find(obj, "response_format");
-  PC_API_RETURN_IF_ERROR(RejectUnless(
-      obj, "response_format", v && v->is_object() && v->value("type", json()) == json("text"),
-      "response_format"));
+  // Without tools, "none" and "auto" ask for nothing.
+  for (const char* key : {"tool_choice", "function_call"}) {
+    v = Find(obj, key);
+    PC_API_RETURN_IF_ERROR(
+        RejectUnless(obj, key, v && v->is_string() && (*v == "none" || *v == "auto"), key));
+  }
   return std::nullopt;
 }
 
@@ -250,6 +411,14 @@ MaybeError ReadMessages(const json& obj, std::vector<ApiMessage>* out) {
     if (role == nullptr || !role->is_string()) {
       return ApiError::BadRequest("'" + p + ".role' must be a string", p + ".role");
     }
+    for (const auto& [key, value] : m.items()) {
+      if (value.is_null() || key == "role" || key == "content" || key == "cache_control" ||
+          key == "tool_calls") {
+        continue;
+      }
+      return ApiError::BadRequest("'" + p + "." + key + "' is not supported by this server",
+                                  p + "." + key, "unsupported");
+    }
     ApiMessage msg;
     msg.role = role->get<std::string>();
     if (msg.role == "developer") msg.role = "system";
@@ -322,11 +491,12 @@ MaybeError ReadSampling(const json& obj, SamplingParams* s) {
   return std::nullopt;
 }
 
-MaybeError ReadMaxTokens(const json& obj, const RequestLimits& limits, std::optional<int>* out) {
+MaybeError ReadMaxTokens(const json& obj, const RequestLimits& limits, int lo,
+                         std::optional<int>* out) {
   const int64_t hi = limits.max_tokens_limit > 0 ? limits.max_tokens_limit : (1 << 30);
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {  // the latter wins
     std::optional<int64_t> v;
-    PC_API_RETURN_IF_ERROR(ReadInt(obj, key, 1, hi, &v));
+    PC_API_RETURN_IF_ERROR(ReadInt(obj, key, lo, hi, &v));
     if (v) *out = static_cast<int>(*v);
   }
   return std::nullopt;
@@ -339,6 +509,12 @@ MaybeError ReadStreamAndExtensions(const json& obj, ApiRequest* out) {
     if (const json* iu = Find(*so, "include_usage")) {
       if (!iu->is_boolean()) return WrongType("stream_options.include_usage", "a boolean", *iu);
       out->include_usage = iu->get<bool>();
+    }
+    for (const auto& [key, value] : so->items()) {
+      // include_obfuscation pads chunks against side channels: meaningless on this server.
+      if (value.is_null() || key == "include_usage" || key == "include_obfuscation") continue;
+      return ApiError::BadRequest("'stream_options." + key + "' is not supported by this server",
+                                  "stream_options." + key, "unsupported");
     }
   }
   PC_API_RETURN_IF_ERROR(ReadBool(obj, "ignore_eos", &out->ignore_eos));
@@ -480,6 +656,12 @@ MaybeError ReadModular(const json& obj, ApiRequest* out) {
         "their schema is loaded",
         "cache", "unsupported");
   }
+  if (out->echo || out->n > 1 || out->logprobs >= 0) {
+    const char* field = out->echo ? "echo" : out->n > 1 ? "n" : "logprobs";
+    return ApiError::BadRequest(
+        "'" + std::string(field) + "' applies to plain prompts, not modular ones", field,
+        "unsupported");
+  }
   if (out->evaluate && out->stream) {
     return ApiError::BadRequest("'evaluate' needs a non-streamed request", "evaluate");
   }
@@ -509,8 +691,13 @@ MaybeError ParseObject(std::string_view body, json* out) {
 
 MaybeError ParseCommon(const json& obj, const RequestLimits& limits, ApiRequest* out) {
   PC_API_RETURN_IF_ERROR(ReadModel(obj, /*required=*/true, &out->model));
+  PC_API_RETURN_IF_ERROR(CheckFields(obj, out->kind));
   PC_API_RETURN_IF_ERROR(ReadUnsupported(obj));
-  PC_API_RETURN_IF_ERROR(ReadMaxTokens(obj, limits, &out->max_tokens));
+  PC_API_RETURN_IF_ERROR(ReadStructuredOutput(obj, out));
+  PC_API_RETURN_IF_ERROR(ReadChoicesAndLogprobs(obj, out->kind, out));
+  // Scoring a prompt (echo with logprobs) needs no new token: max_tokens 0 is allowed then.
+  PC_API_RETURN_IF_ERROR(
+      ReadMaxTokens(obj, limits, out->echo && out->logprobs >= 0 ? 0 : 1, &out->max_tokens));
   PC_API_RETURN_IF_ERROR(ReadSampling(obj, &out->sampling));
   PC_API_RETURN_IF_ERROR(ReadStop(obj, &out->stop));
   PC_API_RETURN_IF_ERROR(ReadStreamAndExtensions(obj, out));
@@ -529,6 +716,19 @@ MaybeError Guarded(F&& f) {
 }
 
 }  // namespace
+
+FieldSupport RequestFieldSupport(ApiKind kind, std::string_view field) {
+  if (Contains(kCommonFields, field)) return FieldSupport::kImplemented;
+  if (kind == ApiKind::kChat ? Contains(kChatFields, field) : Contains(kCompletionFields, field)) {
+    return FieldSupport::kImplemented;
+  }
+  if (Contains(kOffValueFields, field)) return FieldSupport::kOffValueOnly;
+  if (kind == ApiKind::kChat ? Contains(kChatOffValueFields, field) : field == "suffix") {
+    return FieldSupport::kOffValueOnly;
+  }
+  if (Contains(kIgnoredFields, field)) return FieldSupport::kIgnored;
+  return FieldSupport::kRefused;
+}
 
 ApiError ApiError::BadRequest(std::string message, std::string param, std::string code) {
   ApiError e;

@@ -3,12 +3,15 @@
 // rather than an exception inside the HTTP layer.
 //
 // What is checked here needs no model: JSON syntax and UTF-8 (nlohmann rejects ill-formed
-// strings), field types, value ranges, the fields this server does not implement (n > 1,
-// logprobs, tools, ...). What needs the model (the model name, token ids, the prompt's length
-// against the context) is checked by the server after tokenization.
+// strings), field types, value ranges, and strictness: every field of a request is one this
+// server implements (RequestFieldNames), one it accepts as meaningless here (user, store,
+// metadata, ...), or a 400 naming it, so that nothing a client asks for (llama.cpp's grammar,
+// vLLM's guided_json, ...) is silently ignored. What needs the model (the model name, token ids,
+// the prompt's length against the context) is checked by the server after tokenization.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,8 +19,11 @@
 
 #include "engine/sampler.h"
 #include "pml/pml.h"
+#include "promptcache/engine.h"
 
 namespace promptcache {
+
+class Grammar;  // grammar/grammar.h
 
 // An OpenAI-style error: {"error": {"message", "type", "param", "code"}} with an HTTP status.
 struct ApiError {
@@ -51,7 +57,16 @@ struct ApiRequest {
   std::vector<ApiMessage> messages;
 
   std::optional<int> max_tokens;  // max_completion_tokens, else max_tokens; unset: up to context
-  SamplingParams sampling;        // OpenAI defaults: temperature 1, top_p 1, no top-k/min-p
+  int n = 1;                      // choices
+  // Log-probabilities: -1 none, else the alternatives per token (chat: logprobs true with
+  // top_logprobs; completions: logprobs N).
+  int logprobs = -1;
+  bool echo = false;  // completions: the prompt leads the text (and its tokens the logprobs)
+  // Structured output: response_format json_object / json_schema, llama.cpp's grammar (GBNF)
+  // or json_schema, vLLM's guided_json or guided_choice, compiled. Null: free text.
+  std::shared_ptr<const Grammar> grammar;
+  std::string grammar_field;  // the field it came from
+  SamplingParams sampling;    // OpenAI defaults: temperature 1, top_p 1, no top-k/min-p
   std::vector<std::string> stop;
   bool ignore_eos = false;  // extension
   bool stream = false;
@@ -104,5 +119,14 @@ struct PrefixRequest {
   std::string cache_salt;  // the namespace's salt, as in completions
 };
 std::optional<ApiError> ParsePrefixRequest(std::string_view body, PrefixRequest* out);
+
+// How this server treats a top-level request field (documented in docs/server.md).
+enum class FieldSupport {
+  kImplemented,   // read and honoured
+  kIgnored,       // accepted and meaningless here (user, store, metadata, ...)
+  kOffValueOnly,  // accepted at the value that asks for nothing (tools: [], ...), else a 400
+  kRefused,       // anything else: a 400 naming it
+};
+FieldSupport RequestFieldSupport(ApiKind kind, std::string_view field);
 
 }  // namespace promptcache

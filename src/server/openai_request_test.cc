@@ -65,7 +65,7 @@ TEST(OpenAiRequest, ChatReadsEveryField) {
                                    {"type": "text", "text": "b",
                                     "cache_control": {"type": "ephemeral"}}]},
       {"role": "assistant", "content": null},
-      {"role": "user", "content": "c", "name": "bob"}
+      {"role": "user", "content": "c"}
     ],
     "max_tokens": 5, "max_completion_tokens": 7, "temperature": 0, "top_p": 0.5, "seed": 42,
     "stop": ["x", "", "y"], "n": 1, "stream": true, "stream_options": {"include_usage": true},
@@ -181,16 +181,35 @@ TEST(OpenAiRequest, BadChatRequestsAreClear400s) {
       {R"({"model":"m","messages":[{"role":"user","content":"x"}],"temperature":"hot"})",
        "temperature"},
       {R"({"model":"m","messages":[{"role":"user","content":"x"}],"top_p":1.5})", "top_p"},
-      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"n":2})", "n"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"n":17})", "n"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"n":0})", "n"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"top_logprobs":2})",
+       "top_logprobs"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":true,
+           "top_logprobs":21})",
+       "top_logprobs"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x","name":"bob"}]})",
+       "messages[0].name"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"stream_options":{"x":1}})",
+       "stream_options.x"},
       {R"({"model":"m","messages":[{"role":"user","content":"x"}],"stream":"yes"})", "stream"},
       {R"({"model":"m","messages":[{"role":"user","content":"x"}],"stop":[1]})", "stop[0]"},
       {R"({"model":"m","messages":[{"role":"user","content":"x"}],"stop":["a","b","c","d","e"]})",
        "stop"},
-      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":true})", "logprobs"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":1})", "logprobs"},
       {R"({"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{}]})", "tools"},
       {R"({"model":"m","messages":[{"role":"user","content":"x"}],
-           "response_format":{"type":"json_object"}})",
-       "response_format"},
+           "response_format":{"type":"xml"}})",
+       "response_format.type"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"grammar":"root ::= x"})",
+       "grammar"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],
+           "response_format":{"type":"json_schema","json_schema":{"schema":{"type":"string",
+           "pattern":"a"}}}})",
+       "response_format.json_schema.schema"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],"grammar":"root ::= \"a\"",
+           "guided_json":{}})",
+       "guided_json"},
       {R"({"model":"m","messages":[{"role":"user","content":"x"}],"seed":1.5})", "seed"},
       {R"({"model":"m","messages":[{"role":"user","content":"x"}],"cache":true})", "cache"},
       {R"({"model":"m","messages":[{"role":"user","content":"x"}],"stream_options":1})",
@@ -206,8 +225,15 @@ TEST(OpenAiRequest, BadChatRequestsAreClear400s) {
 }
 
 TEST(OpenAiRequest, MessagesNameTheProblem) {
-  EXPECT_NE(ChatError(R"({"model":"m","messages":[{"role":"user","content":"x"}],"n":3})")
-                .message.find("n = 1"),
+  EXPECT_NE(ChatError(R"({"model":"m","messages":[{"role":"user","content":"x"}],"n":30})")
+                .message.find("between 1 and 16"),
+            std::string::npos);
+  EXPECT_NE(ChatError(R"({"model":"m","messages":[{"role":"user","content":"x"}],"mirostat":2})")
+                .message.find("'mirostat' is not supported"),
+            std::string::npos);
+  EXPECT_NE(ChatError(R"({"model":"m","messages":[{"role":"user","content":"x"}],
+                         "json_schema":{"type":"object","properties":{"a":{"format":"date"}}}})")
+                .message.find("properties.a.format"),
             std::string::npos);
   ApiError e =
       ChatError(R"({"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":-5})");
@@ -247,9 +273,15 @@ TEST(OpenAiRequest, BadCompletionRequests) {
       {R"({"model":"m","prompt":[1,-2]})", "prompt[1]"},
       {R"({"model":"m","prompt":[1,"x"]})", "prompt[1]"},
       {R"({"model":"m","prompt":[1,3000000000]})", "prompt[1]"},
-      {R"({"model":"m","prompt":"x","echo":true})", "echo"},
-      {R"({"model":"m","prompt":"x","logprobs":5})", "logprobs"},
+      {R"({"model":"m","prompt":"x","echo":1})", "echo"},
+      {R"({"model":"m","prompt":"x","logprobs":21})", "logprobs"},
+      {R"({"model":"m","prompt":"x","logprobs":true})", "logprobs"},
       {R"({"model":"m","prompt":"x","best_of":2})", "best_of"},
+      {R"({"model":"m","prompt":"x","max_tokens":0})", "max_tokens"},
+      {R"({"model":"m","prompt":"x","echo":true,"max_tokens":0})", "max_tokens"},
+      {R"({"model":"m","prompt":"x","top_logprobs":2})", "top_logprobs"},
+      {R"({"model":"m","prompt":"x","max_completion_tokens":2})", "max_completion_tokens"},
+      {R"({"model":"m","prompt":"x","schema":"s","n":2})", "n"},
       {R"({"model":"m","prompt":"x","suffix":"end"})", "suffix"},
       {R"({"model":"m","prompt":"x","logit_bias":{"1":5}})", "logit_bias"},
   };
@@ -385,6 +417,195 @@ TEST(OpenAiRequest, SchemaExtensionErrors) {
       CompletionError(R"({"model":"m","prompt":"<prompt schema=\"s\"/>","cache":{"pin":true}})")
           .param,
       "cache");
+}
+
+}  // namespace
+}  // namespace promptcache
+
+namespace promptcache {
+namespace {
+
+// Strictness: every field of OpenAI's Chat Completions and Completions requests, and the
+// common llama-server and vLLM extras, is implemented, accepted as meaningless here, or
+// refused with a 400 naming it. The list is data: a field added to a client's API belongs here.
+struct FieldCase {
+  const char* field;
+  const char* value;      // a JSON value that asks for something (not the field's "off" value)
+  bool chat, completion;  // the endpoints the field exists on (in OpenAI's API or an extension)
+  FieldSupport expected;
+};
+
+constexpr FieldSupport kYes = FieldSupport::kImplemented;
+constexpr FieldSupport kIgnored = FieldSupport::kIgnored;
+constexpr FieldSupport kNo = FieldSupport::kRefused;
+constexpr FieldSupport kOff = FieldSupport::kOffValueOnly;
+
+const FieldCase kFields[] = {
+    // OpenAI Chat Completions and Completions.
+    {"max_tokens", "3", true, true, kYes},
+    {"max_completion_tokens", "3", true, false, kYes},
+    {"temperature", "0.5", true, true, kYes},
+    {"top_p", "0.5", true, true, kYes},
+    {"seed", "7", true, true, kYes},
+    {"stop", "[\"x\"]", true, true, kYes},
+    {"n", "2", true, true, kYes},
+    {"stream", "true", true, true, kYes},
+    {"stream_options", "{\"include_usage\":true}", true, true, kYes},
+    {"presence_penalty", "0.5", true, true, kYes},
+    {"frequency_penalty", "0.5", true, true, kYes},
+    {"logprobs", "true", true, false, kYes},
+    {"logprobs", "2", false, true, kYes},
+    {"top_logprobs", "2", true, false, kYes},  // (with logprobs: true)
+    {"echo", "true", false, true, kYes},
+    {"best_of", "1", false, true, kYes},  // = n; other values are refused
+    {"suffix", "\"end\"", false, true, kOff},
+    {"logit_bias", "{\"1\":5}", true, true, kOff},
+    {"response_format", "{\"type\":\"json_object\"}", true, true, kYes},
+    {"tools", "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]", true, false, kOff},
+    {"tool_choice", "\"required\"", true, false, kOff},
+    {"functions", "[{\"name\":\"f\"}]", true, false, kOff},
+    {"function_call", "{\"name\":\"f\"}", true, false, kOff},
+    {"parallel_tool_calls", "false", true, false, kIgnored},
+    {"audio", "{\"voice\":\"alloy\",\"format\":\"wav\"}", true, false, kNo},
+    {"modalities", "[\"text\",\"audio\"]", true, false, kNo},
+    {"prediction", "{\"type\":\"content\",\"content\":\"x\"}", true, false, kNo},
+    {"reasoning_effort", "\"low\"", true, false, kNo},
+    {"verbosity", "\"low\"", true, false, kNo},
+    {"web_search_options", "{}", true, false, kNo},
+    {"user", "\"u\"", true, true, kIgnored},
+    {"store", "true", true, false, kIgnored},
+    {"metadata", "{\"k\":\"v\"}", true, false, kIgnored},
+    {"service_tier", "\"auto\"", true, false, kIgnored},
+    {"safety_identifier", "\"s\"", true, false, kIgnored},
+    {"prompt_cache_key", "\"k\"", true, false, kIgnored},
+    // llama-server.
+    {"top_k", "5", true, true, kYes},
+    {"min_p", "0.1", true, true, kYes},
+    {"repeat_penalty", "1.1", true, true, kYes},
+    {"repeat_last_n", "32", true, true, kYes},
+    {"ignore_eos", "true", true, true, kYes},
+    {"cache_prompt", "true", true, true, kIgnored},
+    {"n_predict", "5", true, true, kNo},
+    {"n_probs", "5", true, true, kNo},
+    {"n_keep", "5", true, true, kNo},
+    {"n_indent", "2", true, true, kNo},
+    {"grammar", "\"root ::= \\\"a\\\"\"", true, true, kYes},
+    {"json_schema", "{\"type\":\"object\"}", true, true, kYes},
+    {"mirostat", "2", true, true, kNo},
+    {"mirostat_tau", "5.0", true, true, kNo},
+    {"mirostat_eta", "0.1", true, true, kNo},
+    {"typical_p", "0.9", true, true, kNo},
+    {"tfs_z", "0.9", true, true, kNo},
+    {"top_n_sigma", "1.0", true, true, kNo},
+    {"xtc_probability", "0.5", true, true, kNo},
+    {"xtc_threshold", "0.1", true, true, kNo},
+    {"dynatemp_range", "0.5", true, true, kNo},
+    {"dynatemp_exponent", "1.5", true, true, kNo},
+    {"dry_multiplier", "0.8", true, true, kNo},
+    {"dry_base", "1.75", true, true, kNo},
+    {"dry_allowed_length", "2", true, true, kNo},
+    {"dry_penalty_last_n", "64", true, true, kNo},
+    {"dry_sequence_breakers", "[\"\\n\"]", true, true, kNo},
+    {"penalize_nl", "true", true, true, kNo},
+    {"min_keep", "1", true, true, kNo},
+    {"samplers", "[\"top_k\"]", true, true, kNo},
+    {"id_slot", "0", true, true, kNo},
+    {"t_max_predict_ms", "100", true, true, kNo},
+    {"return_tokens", "true", true, true, kNo},
+    {"timings_per_token", "true", true, true, kNo},
+    {"post_sampling_probs", "true", true, true, kNo},
+    {"response_fields", "[\"content\"]", true, true, kNo},
+    {"lora", "[{\"id\":0,\"scale\":1}]", true, true, kNo},
+    {"image_data", "[]", true, true, kNo},
+    {"chat_template_kwargs", "{\"enable_thinking\":false}", true, false, kNo},
+    {"reasoning_format", "\"none\"", true, false, kNo},
+    {"parse_tool_calls", "true", true, false, kNo},
+    // vLLM.
+    {"guided_json", "{\"type\":\"object\"}", true, true, kYes},
+    {"guided_regex", "\"a+\"", true, true, kNo},
+    {"guided_choice", "[\"a\",\"b\"]", true, true, kYes},
+    {"guided_grammar", "\"root ::= \\\"a\\\"\"", true, true, kNo},
+    {"guided_decoding_backend", "\"xgrammar\"", true, true, kNo},
+    {"guided_whitespace_pattern", "\" \"", true, true, kNo},
+    {"structural_tag", "\"x\"", true, true, kNo},
+    {"cache_salt", "\"salt\"", true, true, kYes},
+    {"repetition_penalty", "1.1", true, true, kNo},
+    {"length_penalty", "1.0", true, true, kNo},
+    {"use_beam_search", "true", true, true, kNo},
+    {"stop_token_ids", "[2]", true, true, kNo},
+    {"include_stop_str_in_output", "true", true, true, kNo},
+    {"min_tokens", "2", true, true, kNo},
+    {"skip_special_tokens", "false", true, true, kNo},
+    {"spaces_between_special_tokens", "false", true, true, kNo},
+    {"truncate_prompt_tokens", "8", true, true, kNo},
+    {"prompt_logprobs", "1", true, true, kNo},
+    {"allowed_token_ids", "[1,2]", true, true, kNo},
+    {"bad_words", "[\"x\"]", true, true, kNo},
+    {"add_generation_prompt", "false", true, false, kNo},
+    {"continue_final_message", "true", true, false, kNo},
+    {"add_special_tokens", "true", true, true, kNo},
+    {"documents", "[]", true, false, kNo},
+    {"chat_template", "\"x\"", true, false, kNo},
+    {"mm_processor_kwargs", "{}", true, false, kNo},
+    {"priority", "1", true, true, kNo},
+    {"request_id", "\"r\"", true, true, kNo},
+    {"logits_processors", "[]", true, true, kNo},
+    {"return_tokens_as_token_ids", "true", true, true, kNo},
+    {"kv_transfer_params", "{}", true, true, kNo},
+    {"vllm_xargs", "{}", true, true, kNo},
+    // promptcache's extensions (docs/server.md).
+    {"cache", "{\"pin\":true}", true, true, kYes},
+    {"cache_map", "true", true, true, kYes},
+    {"pml", "false", true, true, kYes},
+    // A typo is refused too rather than ignored.
+    {"temprature", "0.5", true, true, kNo},
+};
+
+TEST(OpenAiRequest, EveryKnownFieldIsHonouredOrRefused) {
+  for (const FieldCase& c : kFields) {
+    for (const ApiKind kind : {ApiKind::kChat, ApiKind::kCompletion}) {
+      const bool exists = kind == ApiKind::kChat ? c.chat : c.completion;
+      if (!exists) continue;
+      const std::string field = c.field;
+      std::string body = kind == ApiKind::kChat
+                             ? R"({"model":"m","messages":[{"role":"user","content":"x"}])"
+                             : R"({"model":"m","prompt":"x")";
+      body += ",\"" + field + "\":" + c.value;
+      if (field == "top_logprobs") body += R"(,"logprobs":true)";
+      body += "}";
+      const char* where = kind == ApiKind::kChat ? "chat: " : "completions: ";
+      EXPECT_EQ(RequestFieldSupport(kind, field), c.expected) << where << field;
+      ApiRequest r;
+      std::optional<ApiError> err = kind == ApiKind::kChat ? ParseChatRequest(body, {}, &r)
+                                                           : ParseCompletionRequest(body, {}, &r);
+      if (c.expected == kNo || c.expected == kOff) {
+        ASSERT_TRUE(err.has_value()) << where << body;
+        EXPECT_EQ(err->http_status, 400) << where << body;
+        EXPECT_EQ(err->param, field) << where << body;
+        EXPECT_NE(err->message.find(field), std::string::npos) << err->message;
+      } else {
+        EXPECT_FALSE(err.has_value()) << where << body << " -> " << err->message;
+      }
+    }
+  }
+  // Implemented fields are read: a few whose effect shows in the request.
+  EXPECT_EQ(Chat(R"({"model":"m","messages":[{"role":"user","content":"x"}],"n":3})").n, 3);
+  EXPECT_EQ(Chat(R"({"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":true,
+                     "top_logprobs":4})")
+                .logprobs,
+            4);
+  EXPECT_EQ(
+      Chat(R"({"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":true})").logprobs,
+      0);
+  EXPECT_EQ(
+      Chat(R"({"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":false})").logprobs,
+      -1);
+  ApiRequest echo = Completion(R"({"model":"m","prompt":"x","echo":true,"logprobs":1,
+                                   "max_tokens":0})");
+  EXPECT_TRUE(echo.echo);
+  EXPECT_EQ(echo.logprobs, 1);
+  EXPECT_EQ(echo.max_tokens, 0);
+  EXPECT_EQ(Completion(R"({"model":"m","prompt":"x","n":2,"best_of":2})").n, 2);
 }
 
 }  // namespace

@@ -15,7 +15,7 @@ std::string Dump(const ojson& j) { return j.dump(-1, ' ', false, ojson::error_ha
 ojson NullIfEmpty(const std::string& s) { return s.empty() ? ojson() : ojson(s); }
 
 ojson Usage(const CompletionResult& r) {
-  const int completion = static_cast<int>(r.tokens.size());
+  const int completion = r.completion_tokens();
   ojson u;
   u["prompt_tokens"] = r.prompt_tokens;
   u["completion_tokens"] = completion;
@@ -27,7 +27,7 @@ ojson Usage(const CompletionResult& r) {
 double PerSecond(double count, double ms) { return ms > 0 ? count * 1000.0 / ms : 0.0; }
 
 ojson Timings(const CompletionResult& r) {
-  const int generated = static_cast<int>(r.tokens.size());
+  const int generated = r.completion_tokens();
   ojson t;
   t["queue_ms"] = r.queue_ms;
   t["prompt_ms"] = r.prompt_ms;
@@ -39,6 +39,7 @@ ojson Timings(const CompletionResult& r) {
   t["prompt_tokens_per_second"] = PerSecond(r.computed_tokens, r.prompt_ms);
   t["generated_tokens"] = generated;
   t["generation_tokens_per_second"] = PerSecond(generated, r.generation_ms);
+  if (r.grammar_ms > 0) t["grammar_ms"] = r.grammar_ms;
   if (r.modular) {
     // cached_tokens are the tokens reused from the schema's modules; prompt_ms is the sum of
     // the three phases.
@@ -72,11 +73,27 @@ ojson Envelope(const ResponseMeta& meta, bool chunk) {
   return j;
 }
 
+// A token's text as JSON can carry it: invalid UTF-8 (a piece of a character) replaced.
+std::string TokenString(const ResponseMeta& meta, int32_t id) {
+  return meta.token_text ? meta.token_text(id) : std::to_string(id);
+}
+
+ojson Bytes(const std::string& s) {
+  ojson b = ojson::array();
+  for (unsigned char c : s) b.push_back(int(c));
+  return b;
+}
+
+ojson ChatTokenJson(const ResponseMeta& meta, int32_t id, float logprob) {
+  const std::string text = TokenString(meta, id);
+  return {{"token", text}, {"logprob", logprob}, {"bytes", Bytes(text)}};
+}
+
 // One streamed choice: a chat delta or a completion's text.
 ojson StreamChoice(ApiKind kind, const ojson& delta, const std::string& text,
-                   const ojson& finish_reason) {
+                   const ojson& finish_reason, int index = 0) {
   ojson c;
-  c["index"] = 0;
+  c["index"] = index;
   if (kind == ApiKind::kChat) {
     c["delta"] = delta;
   } else {
@@ -108,18 +125,68 @@ ojson ErrorObject(const ApiError& e) {
 
 std::string ErrorBody(const ApiError& error) { return Dump(ErrorObject(error)); }
 
+ojson LogprobsJson(const ResponseMeta& meta, const std::vector<TokenLogprob>& lps,
+                   size_t text_offset, const std::vector<TokenLogprob>* prompt) {
+  if (meta.kind == ApiKind::kChat) {
+    ojson content = ojson::array();
+    for (const TokenLogprob& lp : lps) {
+      ojson t = ChatTokenJson(meta, lp.token, lp.logprob);
+      ojson top = ojson::array();
+      for (const auto& [id, x] : lp.top) top.push_back(ChatTokenJson(meta, id, x));
+      t["top_logprobs"] = std::move(top);
+      content.push_back(std::move(t));
+    }
+    return {{"content", std::move(content)}, {"refusal", nullptr}};
+  }
+  ojson tokens = ojson::array(), values = ojson::array(), tops = ojson::array(),
+        offsets = ojson::array();
+  auto add = [&](int32_t id, const TokenLogprob* lp) {
+    const std::string text = TokenString(meta, id);
+    tokens.push_back(text);
+    offsets.push_back(text_offset);
+    text_offset += text.size();
+    if (lp == nullptr) {
+      values.push_back(nullptr);
+      tops.push_back(nullptr);
+      return;
+    }
+    values.push_back(lp->logprob);
+    ojson top = ojson::object();
+    for (const auto& [tid, x] : lp->top) top[TokenString(meta, tid)] = x;
+    tops.push_back(std::move(top));
+  };
+  if (prompt != nullptr) {
+    for (size_t i = 0; i < meta.prompt_tokens.size(); ++i) {
+      add(meta.prompt_tokens[i], i == 0 || i > prompt->size() ? nullptr : &(*prompt)[i - 1]);
+    }
+  }
+  for (const TokenLogprob& lp : lps) add(lp.token, &lp);
+  return {{"tokens", std::move(tokens)},
+          {"token_logprobs", std::move(values)},
+          {"top_logprobs", std::move(tops)},
+          {"text_offset", std::move(offsets)}};
+}
+
 std::string CompletionBody(const ResponseMeta& meta, const CompletionResult& result) {
   ojson j = Envelope(meta, false);
-  ojson choice;
-  choice["index"] = 0;
-  if (meta.kind == ApiKind::kChat) {
-    choice["message"] = {{"role", "assistant"}, {"content", result.text}};
-  } else {
-    choice["text"] = result.text;
+  std::vector<CompletionChoice> choices = result.choices;
+  if (choices.empty()) choices.push_back({result.tokens, result.text, result.finish_reason, {}});
+  j["choices"] = ojson::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const CompletionChoice& c = choices[i];
+    ojson choice;
+    choice["index"] = i;
+    if (meta.kind == ApiKind::kChat) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}};
+    } else {
+      choice["text"] = meta.echo ? meta.prompt_text + c.text : c.text;
+    }
+    choice["logprobs"] = meta.logprobs ? LogprobsJson(meta, c.logprobs, 0,
+                                                      meta.echo ? &result.prompt_logprobs : nullptr)
+                                       : ojson();
+    choice["finish_reason"] = c.finish_reason;
+    j["choices"].push_back(std::move(choice));
   }
-  choice["logprobs"] = nullptr;
-  choice["finish_reason"] = result.finish_reason;
-  j["choices"] = ojson::array({std::move(choice)});
   j["usage"] = Usage(result);
   j["timings"] = Timings(result);
   return Dump(j);
@@ -129,23 +196,35 @@ std::string SseEvent(const std::string& json_text) { return "data: " + json_text
 
 std::string SseDone() { return "data: [DONE]\n\n"; }
 
-std::string StreamRoleChunk(const ResponseMeta& meta, bool include_usage) {
-  return Chunk(meta, StreamChoice(meta.kind, {{"role", "assistant"}, {"content", ""}}, "", nullptr),
-               include_usage);
+std::string StreamRoleChunk(const ResponseMeta& meta, bool include_usage, int index) {
+  return Chunk(
+      meta, StreamChoice(meta.kind, {{"role", "assistant"}, {"content", ""}}, "", nullptr, index),
+      include_usage);
 }
 
-std::string StreamTextChunk(const ResponseMeta& meta, const std::string& text, bool include_usage) {
-  return Chunk(meta, StreamChoice(meta.kind, {{"content", text}}, text, nullptr), include_usage);
+std::string StreamTextChunk(const ResponseMeta& meta, const std::string& text, bool include_usage,
+                            int index, const std::vector<TokenLogprob>* logprobs,
+                            size_t text_offset) {
+  ojson c = StreamChoice(meta.kind, {{"content", text}}, text, nullptr, index);
+  if (logprobs != nullptr) c["logprobs"] = LogprobsJson(meta, *logprobs, text_offset);
+  return Chunk(meta, std::move(c), include_usage);
 }
 
 std::string StreamFinishChunk(const ResponseMeta& meta, const CompletionResult& result,
                               bool include_usage) {
-  ojson j = Envelope(meta, true);
-  j["choices"] =
-      ojson::array({StreamChoice(meta.kind, ojson::object(), "", ojson(result.finish_reason))});
-  if (include_usage) j["usage"] = nullptr;
-  j["timings"] = Timings(result);
-  return SseEvent(Dump(j));
+  const size_t n = std::max<size_t>(1, result.choices.size());
+  std::string out;
+  for (size_t i = 0; i < n; ++i) {
+    ojson j = Envelope(meta, true);
+    const std::string& reason =
+        result.choices.empty() ? result.finish_reason : result.choices[i].finish_reason;
+    j["choices"] = ojson::array(
+        {StreamChoice(meta.kind, ojson::object(), "", ojson(reason), static_cast<int>(i))});
+    if (include_usage) j["usage"] = nullptr;
+    if (i + 1 == n) j["timings"] = Timings(result);
+    out += SseEvent(Dump(j));
+  }
+  return out;
 }
 
 std::string StreamUsageChunk(const ResponseMeta& meta, const CompletionResult& result) {

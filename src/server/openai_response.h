@@ -9,7 +9,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "promptcache/engine.h"
 #include "server/openai_request.h"
@@ -23,7 +26,23 @@ struct ResponseMeta {
   int64_t created = 0;  // Unix seconds
   std::string model;
   std::string system_fingerprint;
+  // Log-probabilities (requested with logprobs): a token id's text, as the tokenizer's bytes.
+  bool logprobs = false;
+  std::function<std::string(int32_t)> token_text;
+  // Completions with echo: the prompt's text leads each choice's text, and its tokens (with
+  // CompletionResult::prompt_logprobs) lead the log-probabilities.
+  bool echo = false;
+  std::string prompt_text;
+  std::vector<int32_t> prompt_tokens;
 };
+
+// A choice's "logprobs" object: chat's {"content": [{token, logprob, bytes, top_logprobs}]},
+// or completions' {"tokens", "token_logprobs", "top_logprobs", "text_offset"} (offsets in bytes
+// from `text_offset`). With echo, `prompt` lists the prompt tokens' values first (the first
+// token has none: null).
+nlohmann::ordered_json LogprobsJson(const ResponseMeta& meta, const std::vector<TokenLogprob>& lps,
+                                    size_t text_offset,
+                                    const std::vector<TokenLogprob>* prompt = nullptr);
 
 // {"error": {"message", "type", "param", "code"}} (param and code null when empty).
 std::string ErrorBody(const ApiError& error);
@@ -35,10 +54,14 @@ std::string CompletionBody(const ResponseMeta& meta, const CompletionResult& res
 std::string SseEvent(const std::string& json_text);
 std::string SseDone();
 // The first chat chunk: delta {"role": "assistant", "content": ""}.
-std::string StreamRoleChunk(const ResponseMeta& meta, bool include_usage);
-// A piece of generated text.
-std::string StreamTextChunk(const ResponseMeta& meta, const std::string& text, bool include_usage);
-// The last choice chunk: empty delta/text, finish_reason, and the timings.
+std::string StreamRoleChunk(const ResponseMeta& meta, bool include_usage, int index = 0);
+// A piece of choice `index`'s text, with the log-probabilities of its tokens when requested
+// (`text_offset`: where the piece starts in the choice's text).
+std::string StreamTextChunk(const ResponseMeta& meta, const std::string& text, bool include_usage,
+                            int index = 0, const std::vector<TokenLogprob>* logprobs = nullptr,
+                            size_t text_offset = 0);
+// The last chunk of each choice: empty delta/text and its finish_reason; the last one carries
+// the timings.
 std::string StreamFinishChunk(const ResponseMeta& meta, const CompletionResult& result,
                               bool include_usage);
 // The usage chunk sent when stream_options.include_usage is set: choices [] and usage.

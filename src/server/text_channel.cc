@@ -2,11 +2,13 @@
 
 namespace promptcache {
 
-bool TextChannel::Push(const std::string& piece) {
+bool TextChannel::Push(const std::string& piece) { return Push(TextPiece{0, piece, {}}); }
+
+bool TextChannel::Push(TextPiece piece) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (cancelled_) return false;
-    pieces_.push_back(piece);
+    pieces_.push_back(std::move(piece));
   }
   cv_.notify_one();
   return true;
@@ -32,6 +34,15 @@ bool TextChannel::cancelled() const {
 
 TextChannel::Event TextChannel::Next(std::chrono::milliseconds timeout,
                                      std::vector<std::string>* pieces, CompletionResult* result) {
+  std::vector<TextPiece> all;
+  const Event e = Next(timeout, &all, result);
+  pieces->clear();
+  for (TextPiece& p : all) pieces->push_back(std::move(p.text));
+  return e;
+}
+
+TextChannel::Event TextChannel::Next(std::chrono::milliseconds timeout,
+                                     std::vector<TextPiece>* pieces, CompletionResult* result) {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait_for(lock, timeout, [&] { return !pieces_.empty() || result_.has_value(); });
   if (!pieces_.empty()) {

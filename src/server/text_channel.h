@@ -23,6 +23,8 @@ class TextChannel {
  public:
   // Engine thread: queues a piece of text. False once cancelled (the request should stop).
   bool Push(const std::string& piece);
+  // The same for a piece of any choice, with its tokens' log-probabilities.
+  bool Push(TextPiece piece);
   // The request is over (after its last Push): hands over its result.
   void Finish(CompletionResult result);
   // Reader side: stop the writer (the client disconnected or the server is stopping).
@@ -37,11 +39,13 @@ class TextChannel {
   // Waits up to `timeout` for text or the end. Text queued before Finish always comes first.
   Event Next(std::chrono::milliseconds timeout, std::vector<std::string>* pieces,
              CompletionResult* result);
+  Event Next(std::chrono::milliseconds timeout, std::vector<TextPiece>* pieces,
+             CompletionResult* result);
 
  private:
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<std::string> pieces_;
+  std::vector<TextPiece> pieces_;
   std::optional<CompletionResult> result_;
   bool cancelled_ = false;
 };

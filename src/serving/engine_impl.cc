@@ -3,21 +3,20 @@
 #include <algorithm>
 #include <chrono>
 #include <future>
+#include <limits>
 
 #include "core/hash.h"
 #include "core/log.h"
 #include "kv/redis_tier.h"
+#include "serving/engine_slot.h"
+#include "serving/logprobs.h"
 
 namespace promptcache {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double MsBetween(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-constexpr size_t kTtftWindow = 1024;  // recent TTFT samples kept for the metrics histogram
+// Prompt-token log-probabilities kept for cached prefixes (about 100 bytes each without
+// alternatives).
+constexpr size_t kLogprobMemoEntries = size_t(1) << 18;
 
 void AddRun(std::vector<SourceRun>* runs, TokenSource source, int length) {
   if (length <= 0) return;
@@ -53,53 +52,6 @@ std::vector<SourceRun> ModularSources(const ModularPrefill& pf, const SchemaLayo
 }
 
 }  // namespace
-
-struct EngineImpl::Request : RequestHandle {
-  CompletionRequest req;
-  std::unique_ptr<Planned> modular;  // a PML prompt; null for token prompts
-  Clock::time_point submitted = Clock::now();
-  std::atomic<bool> cancelled{false};
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  CompletionResult result;
-
-  CompletionResult Wait() override {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return done; });
-    return result;
-  }
-  void Cancel() override { cancelled = true; }
-};
-
-struct EngineImpl::Slot {
-  // Cached blocks to append to `seq` once `before` prefill tokens are computed.
-  struct Gather {
-    int before;
-    KvSequence held;  // references keep the blocks from being evicted meanwhile
-  };
-
-  std::shared_ptr<Request> r;
-  KvSequence seq;
-  std::vector<int32_t> tokens;  // prompt (every included token, by position), then generated
-  int n_prompt = 0;
-  // Prefill: tokens computed after what was gathered, at their positions, in order.
-  std::vector<int32_t> fill_tokens, fill_pos;
-  int filled = 0;
-  std::deque<Gather> gathers;
-  int next_pos = 0;  // position of the next token fed after the prefill
-  int pending = -1;  // sampled token not yet fed to the model
-  Sampler sampler;
-  TextStream stream;
-  CompletionResult result;
-  Clock::time_point admitted, prefill_start, first_token;
-  bool finished = false;
-  size_t reserved = 0;  // K/V bytes held under kv_ram_bytes
-  int released = 0;     // leading tokens whose sliding parts seq gave up (TrimSliding)
-
-  Slot(std::shared_ptr<Request> req, BlockPool* blocks, const Tokenizer& tok)
-      : r(std::move(req)), seq(blocks), sampler(r->req.sampling), stream(tok, r->req.stop) {}
-};
 
 Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   if (options.parallel < 1) return InvalidArgument("parallel must be >= 1");
@@ -150,7 +102,8 @@ EngineImpl::EngineImpl(const EngineOptions& options, std::unique_ptr<Model> mode
       context_(options.context > 0 ? options.context : model_->config().context_length),
       pool_(options.threads),
       blocks_(model_->MakeKvLayout(options.kv_type, options.block_size), 0, false),
-      encoder_(*model_, context_, options_.special_tokens_in_text) {
+      encoder_(*model_, context_, options_.special_tokens_in_text),
+      memo_(std::make_unique<LogprobMemo>(kLogprobMemoEntries)) {
   BlockCacheOptions co;
   // Without the prefix cache, plain prompts neither look up nor insert prefixes; the budget still
   // holds the modules of loaded schemas, which are reused on request.
@@ -188,6 +141,12 @@ BlockKey EngineImpl::NamespaceKey(const std::string& cache_namespace) const {
 
 Status EngineImpl::ValidateRequest(const CompletionRequest& request) const {
   if (request.max_tokens < 0) return InvalidArgument("max_tokens must be >= 0");
+  if (request.n < 1 || request.n > kMaxChoices) {
+    return InvalidArgument("n must be between 1 and " + std::to_string(kMaxChoices));
+  }
+  if (request.logprobs > kMaxTopLogprobs) {
+    return InvalidArgument("logprobs must be at most " + std::to_string(kMaxTopLogprobs));
+  }
   return request.sampling.Validate();
 }
 
@@ -210,6 +169,9 @@ Result<std::shared_ptr<RequestHandle>> EngineImpl::Submit(CompletionRequest requ
 
 Result<std::shared_ptr<RequestHandle>> EngineImpl::EnqueueModular(CompletionRequest request,
                                                                   Planned planned) {
+  if (request.prompt_logprobs) {
+    return InvalidArgument("prompt log-probabilities are for plain prompts, not modular ones");
+  }
   auto r = std::make_shared<Request>();
   r->req = std::move(request);
   r->modular = std::make_unique<Planned>(std::move(planned));
@@ -224,8 +186,10 @@ bool EngineImpl::Trims(const Request& r) const {
 
 size_t EngineImpl::Reservation(const Request& r) const {
   const size_t prompt = r.modular ? r.modular->prefill.tokens.size() : r.req.prompt.size();
-  const size_t tokens =
-      std::min<size_t>(size_t(context_), prompt + size_t(std::max(0, r.req.max_tokens)));
+  // Choices share the prompt's blocks and each holds its own generated tokens.
+  const size_t tokens = std::min<size_t>(
+      size_t(context_) * size_t(std::max(1, r.req.n)),
+      prompt + size_t(std::max(0, r.req.max_tokens)) * size_t(std::max(1, r.req.n)));
   const KvLayout& l = blocks_.layout();
   const size_t block = size_t(l.block_size);
   const size_t blocks = (tokens + block - 1) / block;
@@ -371,7 +335,8 @@ void EngineImpl::Loop() {
 }
 
 void EngineImpl::Admit(std::shared_ptr<Request> r) {
-  auto s = std::make_unique<Slot>(std::move(r), &blocks_, model_->tokenizer());
+  auto s = std::make_unique<Slot>(r, &blocks_, model_->tokenizer(), r->req.sampling);
+  if (r->req.grammar) s->constraint = std::make_unique<GrammarConstraint>(r->req.grammar, Trie());
   s->admitted = Clock::now();
   s->result.queue_ms = MsBetween(s->r->submitted, s->admitted);
   if (s->r->modular) {
@@ -385,6 +350,7 @@ void EngineImpl::Admit(std::shared_ptr<Request> r) {
       s->result.cached_tokens = cache_->LookupPrefix(
           s->tokens, s->n_prompt - 1, &s->seq, NamespaceKey(s->r->req.cache_namespace), &origins);
     }
+    if (s->r->req.prompt_logprobs) ReusePromptLogprobs(*s);
     s->result.computed_tokens = s->n_prompt - s->result.cached_tokens;
     const int bs = options_.block_size;
     for (const BlockOrigin o : origins) {
@@ -514,7 +480,13 @@ Status EngineImpl::GatherBlended(Slot& s, const SchemaLayout& layout, GatherStat
 
 bool EngineImpl::Step() {
   std::vector<BatchToken> batch;
-  std::vector<Slot*> wants_logits;  // in batch order
+  // The rows of logits, in batch order: a slot's next token (pos -1), or a prompt position
+  // whose logits give the next prompt token's log-probability.
+  struct Row {
+    Slot* slot;
+    int pos;
+  };
+  std::vector<Row> wants_logits;
   // Decode first: one token for every sequence that is generating.
   for (auto& sp : active_) {
     Slot& s = *sp;
@@ -525,7 +497,7 @@ bool EngineImpl::Step() {
     }
     if (s.pending >= 0) {
       batch.push_back({s.pending, s.next_pos++, &s.seq, true});
-      wants_logits.push_back(&s);
+      wants_logits.push_back({&s, -1});
     }
   }
   // Then prefill chunks, oldest request first, while the batch has room.
@@ -544,10 +516,11 @@ bool EngineImpl::Step() {
     const int total = static_cast<int>(s.fill_tokens.size());
     const int stop = s.gathers.empty() ? total : s.gathers.front().before;
     const int n = std::min(room, stop - s.filled);
+    const bool scored = s.r->req.prompt_logprobs;
     for (int i = s.filled; i < s.filled + n; ++i) {
       const bool last = i + 1 == total;
-      batch.push_back({s.fill_tokens[i], s.fill_pos[i], &s.seq, last});
-      if (last) wants_logits.push_back(&s);
+      batch.push_back({s.fill_tokens[i], s.fill_pos[i], &s.seq, last || scored});
+      if (last || scored) wants_logits.push_back({&s, last ? -1 : s.fill_pos[i]});
     }
     s.filled += n;
   }
@@ -562,12 +535,17 @@ bool EngineImpl::Step() {
     return true;
   }
   for (size_t i = 0; i < wants_logits.size(); ++i) {
-    Slot& s = *wants_logits[i];
+    Slot& s = *wants_logits[i].slot;
+    const float* row = logits.data() + i * model_->config().n_vocab;
+    if (wants_logits[i].pos >= 0) {
+      if (!s.finished) HandlePromptRow(s, wants_logits[i].pos, row);
+      continue;
+    }
     s.pending = -1;
     // The request's callbacks are the caller's code: one that throws fails its request, not the
     // engine thread (and with it the process).
     try {
-      HandleLogits(s, logits.data() + i * model_->config().n_vocab);
+      HandleLogits(s, row);
     } catch (const std::exception& e) {
       Finish(s, "error", Internal(std::string("the request's callback threw: ") + e.what()));
     } catch (...) {
@@ -609,15 +587,48 @@ void EngineImpl::HandleLogits(Slot& s, const float* logits) {
   }
   const int n_vocab = model_->config().n_vocab;
   if (req.on_logits) req.on_logits(std::span<const float>(logits, n_vocab));
+  if (first && s.choice == 0 && req.prompt_logprobs && req.on_piece) {
+    // A stream gets the prompt's log-probabilities first, as a piece of choice -1.
+    if (!req.on_piece(TextPiece{-1, "", s.result.prompt_logprobs})) {
+      s.r->cancelled = true;
+      return Finish(s, "cancelled");
+    }
+  }
+  if (first && s.choice == 0 && req.n > 1 && !s.r->forked) {
+    ForkChoices(s);
+    // The new choices sample their first token from these logits too.
+    for (size_t i = active_.size() - (req.n - 1); i < active_.size(); ++i) {
+      HandleLogits(*active_[i], logits);
+    }
+  }
   if (req.max_tokens == 0) return Finish(s, "length");
-  const int32_t next = s.sampler.Sample(logits, n_vocab, s.tokens);
+  const int32_t next =
+      s.constraint ? SampleConstrained(s, logits) : s.sampler.Sample(logits, n_vocab, s.tokens);
+  if (next < 0) {
+    return Finish(s, "error",
+                  InvalidArgument("the grammar allows no token of the model's vocabulary here"));
+  }
+  if (s.constraint) {
+    if (trie_->IsEnd(next)) return Finish(s, "stop");
+    const Clock::time_point t = Clock::now();
+    s.constraint->Accept(next);
+    s.r->grammar_ms += MsBetween(t, Clock::now());
+  }
   if (!req.ignore_eos && model_->tokenizer().IsEndOfGeneration(next)) return Finish(s, "stop");
   s.tokens.push_back(next);
   s.result.tokens.push_back(next);
+  if (req.logprobs >= 0) {
+    s.logprobs.push_back(ComputeLogprob(logits, n_vocab, next, std::min(req.logprobs, n_vocab)));
+    if (req.on_piece) s.unsent.push_back(s.logprobs.back());
+  }
   bool stopped = false;
   const std::string piece = s.stream.Push(next, &stopped);
-  if (!piece.empty() && req.on_text && !req.on_text(piece)) return Finish(s, "cancelled");
+  if (!piece.empty() && !Emit(s, piece)) {
+    s.r->cancelled = true;
+    return Finish(s, "cancelled");
+  }
   if (stopped) return Finish(s, "stop");
+  if (s.constraint && s.constraint->Finished()) return Finish(s, "stop");
   if (static_cast<int>(s.result.tokens.size()) >= req.max_tokens || s.next_pos + 1 >= context_) {
     return Finish(s, "length");
   }
@@ -630,10 +641,10 @@ void EngineImpl::Finish(Slot& s, const std::string& reason, Status status) {
   CompletionResult& res = s.result;
   res.status = status;
   res.finish_reason = reason;
-  if (reason == "length") {
-    const std::string rest = s.stream.Finish();
+  const std::string rest = reason == "length" ? s.stream.Finish() : std::string();
+  if (!rest.empty() || !s.unsent.empty()) {
     try {
-      if (!rest.empty() && s.r->req.on_text) s.r->req.on_text(rest);
+      Emit(s, rest);
     } catch (...) {
       res.status = Internal("the request's callback threw");
       res.finish_reason = "error";
@@ -647,27 +658,21 @@ void EngineImpl::Finish(Slot& s, const std::string& reason, Status status) {
     cache_->InsertPrefix(std::span<const int32_t>(s.tokens).first(s.seq.size()), s.seq, ns);
     const int pin =
         s.r->req.pin_tokens < 0 ? s.n_prompt : std::min(s.r->req.pin_tokens, s.n_prompt);
-    if (pin > 0) cache_->PinPrefix(std::span<const int32_t>(s.tokens).first(pin), true, ns);
+    if (pin > 0 && s.choice == 0) {
+      cache_->PinPrefix(std::span<const int32_t>(s.tokens).first(pin), true, ns);
+    }
   }
   s.seq.Clear();
   s.gathers.clear();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    --in_flight_;
-    stats_.requests++;
-    if (!status.ok()) stats_.requests_failed++;
-    stats_.prompt_tokens += res.prompt_tokens;
-    stats_.cached_tokens += res.cached_tokens;
-    stats_.generated_tokens += res.tokens.size();
-    if (!res.tokens.empty() || reason == "length") {
-      stats_.ttft_ms.push_back(res.ttft_ms);
-      if (stats_.ttft_ms.size() > kTtftWindow) stats_.ttft_ms.erase(stats_.ttft_ms.begin());
-    }
+  Request& r = *s.r;
+  r.choices[s.choice] = {res.tokens, res.text, res.finish_reason, std::move(s.logprobs)};
+  if (s.choice == 0) {
+    r.base = std::move(res);
+  } else if (!res.status.ok() && r.failure.ok()) {
+    r.failure = res.status;
   }
-  std::lock_guard<std::mutex> lock(s.r->mu);
-  s.r->result = std::move(res);
-  s.r->done = true;
-  s.r->cv.notify_all();
+  if (--r.open > 0) return;
+  CompleteRequest(r);
 }
 
 void EngineImpl::Abandon(Request& r, const std::string& why) {

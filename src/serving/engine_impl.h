@@ -25,10 +25,12 @@
 #include <thread>
 
 #include "engine/session.h"
+#include "grammar/token_mask.h"
 #include "kv/block_cache.h"
 #include "model/model.h"
 #include "promptcache/engine.h"
 #include "serving/blend.h"
+#include "serving/logprobs.h"
 #include "serving/modular.h"
 #include "serving/module_store.h"
 #include "serving/pml_encoder.h"
@@ -122,6 +124,19 @@ class EngineImpl : public Engine {
                        bool* last_reused, bool* dropped, std::vector<bool>* reused);
   bool Step();  // one forward pass over all active slots; false if there was nothing to do
   void HandleLogits(Slot& s, const float* logits);
+  // Prompt log-probabilities (CompletionRequest::prompt_logprobs): the alternatives asked for,
+  // those of the cached prefix from memo_ (computing again from the first one missing), and
+  // one prompt position's logits.
+  int PromptTop(const Slot& s) const;
+  void ReusePromptLogprobs(Slot& s);
+  void HandlePromptRow(Slot& s, int pos, const float* logits);
+  // n > 1: the other choices start from s's prefilled prompt, sharing its blocks.
+  void ForkChoices(Slot& s);
+  // Passes a piece of text (and the log-probabilities not sent yet) to the request's callback;
+  // false: the caller cancelled.
+  bool Emit(Slot& s, const std::string& text);
+  // The last choice finished: hands the result over.
+  void CompleteRequest(Request& r);
   // Releases the sliding parts of s's blocks that its next queries no longer see, registering
   // a plain prompt's prefix up to them in the cache first (where they stay reusable).
   void TrimSliding(Slot& s);
@@ -137,6 +152,15 @@ class EngineImpl : public Engine {
   ForwardScratch scratch_;
   std::unique_ptr<ModuleStore> store_;
   ModelPmlEncoder encoder_;
+  std::unique_ptr<LogprobMemo> memo_;  // engine thread
+  // The vocabulary's token bytes as a trie, for grammars; built at the first constrained
+  // request (engine thread).
+  std::shared_ptr<const VocabTrie> trie_;
+  const std::shared_ptr<const VocabTrie>& Trie();
+  // Samples the next token of a constrained slot: the sampler's draw if the grammar allows it,
+  // else a draw from the logits masked to the tokens it allows. -1: the grammar allows none.
+  int32_t SampleConstrained(Slot& s, const float* logits);
+  std::vector<float> masked_;  // engine thread: masked logits
   std::vector<std::unique_ptr<Slot>> active_;
 
   mutable std::mutex schema_mu_;

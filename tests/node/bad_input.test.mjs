@@ -55,7 +55,7 @@ test('malformed bodies and wrong types are 400s', async () => {
     ['/v1/chat/completions', chat({ max_tokens: '10' }), 'max_tokens'],
     ['/v1/chat/completions', chat({ temperature: 5 }), 'temperature'],
     ['/v1/chat/completions', chat({ top_p: 'high' }), 'top_p'],
-    ['/v1/chat/completions', chat({ n: 2 }), 'n'],
+    ['/v1/chat/completions', chat({ n: 17 }), 'n'],
     ['/v1/chat/completions', chat({ stream: 'yes' }), 'stream'],
     ['/v1/chat/completions', chat({ stop: [1, 2] }), 'stop[0]'],
     ['/v1/completions', { model: MODEL }, 'prompt'],
@@ -91,7 +91,7 @@ test('unknown model is a 404 through the OpenAI client', async () => {
     assert.equal(e.param, 'model');
     return true;
   });
-  await assert.rejects(client.chat.completions.create(chat({ n: 3 })), (e) => e instanceof OpenAI.BadRequestError);
+  await assert.rejects(client.chat.completions.create(chat({ mirostat: 2 })), (e) => e instanceof OpenAI.BadRequestError);
   await stillServing();
 });
 

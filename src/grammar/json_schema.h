@@ -1,0 +1,28 @@
+// JSON Schema to GBNF (grammar.h), for structured output: what OpenAI's strict mode accepts
+// (objects with properties, required and additionalProperties: false; arrays with items;
+// string, number, integer, boolean and null; enum, const, anyOf; $defs / definitions with local
+// $ref, recursion included), plus minLength/maxLength and minItems/maxItems. Any other keyword
+// that constrains values (pattern, format, minimum, oneOf, allOf, ...) is refused with an error
+// naming it, never ignored; annotations (title, description, default, examples, $schema, $id)
+// are accepted.
+//
+// The generated text is compact JSON with optional small whitespace; object properties come in
+// the schema's order (optional ones may be left out); numbers have bounded digits so that a
+// generation always can end.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace promptcache {
+
+// The GBNF text of a grammar for the JSON text of `schema` (a JSON Schema, as JSON text).
+// InvalidArgument names the unsupported keyword and where it is ("properties.a.pattern").
+Result<std::string> JsonSchemaToGbnf(std::string_view schema);
+
+// Any JSON object (response_format {"type": "json_object"}).
+std::string JsonObjectGbnf();
+
+}  // namespace promptcache

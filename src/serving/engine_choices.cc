@@ -1,0 +1,156 @@
+// The engine's per-choice work (engine_impl.h): forking n choices from one prefill, prompt
+// and generated tokens' log-probabilities, constrained sampling with a grammar, handing pieces
+// of text to the request, and completing a request once its last choice finished.
+#include <algorithm>
+#include <limits>
+
+#include "serving/engine_slot.h"
+#include "serving/logprobs.h"
+
+namespace promptcache {
+namespace {
+
+// Choice i > 0 of a seeded request samples from its own reproducible stream.
+SamplingParams ChoiceSampling(SamplingParams p, int choice) {
+  if (choice > 0 && p.seed != 0) {
+    uint64_t z = p.seed + 0x9e3779b97f4a7c15ull * uint64_t(choice);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    p.seed = (z ^ (z >> 31)) | 1;  // never 0, which would mean "random"
+  }
+  return p;
+}
+
+}  // namespace
+
+int EngineImpl::PromptTop(const Slot& s) const {
+  return std::min(std::max(0, s.r->req.logprobs), model_->config().n_vocab);
+}
+
+void EngineImpl::ReusePromptLogprobs(Slot& s) {
+  s.prefix_hashes = PrefixHashes(s.tokens);
+  s.result.prompt_logprobs.assign(s.n_prompt - 1, TokenLogprob());
+  // Token j's value comes from the logits of position j - 1: cached positions need the memo,
+  // and the first miss is computed again from there.
+  int keep = s.seq.size();
+  for (int j = 1; j <= keep && j < s.n_prompt; ++j) {
+    if (!memo_->Find(s.prefix_hashes[j], s.tokens[j], PromptTop(s),
+                     &s.result.prompt_logprobs[j - 1])) {
+      keep = j - 1;
+    }
+  }
+  if (keep < s.seq.size()) s.seq.Truncate(keep);
+  s.result.cached_tokens = keep;
+}
+
+void EngineImpl::HandlePromptRow(Slot& s, int pos, const float* logits) {
+  const int j = pos + 1;  // the prompt token these logits predict
+  if (j <= 0 || j >= s.n_prompt) return;
+  TokenLogprob lp = ComputeLogprob(logits, model_->config().n_vocab, s.tokens[j], PromptTop(s));
+  if (options_.prefix_cache) memo_->Insert(s.prefix_hashes[j], lp);
+  s.result.prompt_logprobs[j - 1] = std::move(lp);
+}
+
+void EngineImpl::ForkChoices(Slot& s) {
+  Request& r = *s.r;
+  r.forked = true;
+  const int n = r.req.n;
+  r.choices.resize(n);
+  r.open += n - 1;
+  for (int c = 1; c < n; ++c) {
+    auto f = std::make_unique<Slot>(s.r, &blocks_, model_->tokenizer(),
+                                    ChoiceSampling(r.req.sampling, c));
+    f->choice = c;
+    if (r.req.grammar) f->constraint = std::make_unique<GrammarConstraint>(r.req.grammar, Trie());
+    f->seq = s.seq.Fork();  // the prompt's blocks, shared: a choice's tokens go to new blocks
+    f->tokens = s.tokens;
+    f->n_prompt = s.n_prompt;
+    f->next_pos = s.next_pos;
+    f->released = s.released;
+    f->admitted = s.admitted;
+    f->prefill_start = s.prefill_start;
+    f->result.prompt_tokens = s.result.prompt_tokens;
+    active_.push_back(std::move(f));
+  }
+}
+
+const std::shared_ptr<const VocabTrie>& EngineImpl::Trie() {
+  if (!trie_) {
+    const Tokenizer& tok = model_->tokenizer();
+    std::vector<std::string> bytes(model_->config().n_vocab);
+    std::vector<int32_t> ends;
+    for (int32_t id = 0; id < static_cast<int32_t>(bytes.size()); ++id) {
+      if (id < tok.vocab_size()) bytes[id] = tok.TokenBytes(id);
+      if (tok.IsEndOfGeneration(id)) ends.push_back(id);
+    }
+    trie_ = std::make_shared<VocabTrie>(std::move(bytes), std::move(ends));
+  }
+  return trie_;
+}
+
+int32_t EngineImpl::SampleConstrained(Slot& s, const float* logits) {
+  const int n_vocab = model_->config().n_vocab;
+  const int32_t first = s.sampler.Sample(logits, n_vocab, s.tokens);
+  // What free generation does not do, from here on, counts as the grammar's cost.
+  const Clock::time_point start = Clock::now();
+  struct Timer {
+    Request* r;
+    Clock::time_point start;
+    ~Timer() { r->grammar_ms += MsBetween(start, Clock::now()); }
+  } timer{s.r.get(), start};
+  if (s.constraint->Allows(first)) return first;
+  const std::vector<uint8_t>& mask = s.constraint->Mask();
+  masked_.assign(logits, logits + n_vocab);
+  bool any = false;
+  for (int i = 0; i < n_vocab; ++i) {
+    if (mask[i]) {
+      any = true;
+      // A finite floor: the sampler's cuts then never leave it with nothing.
+      if (!(masked_[i] > -1e30f)) masked_[i] = -1e30f;
+    } else {
+      masked_[i] = -std::numeric_limits<float>::infinity();
+    }
+  }
+  if (!any) return -1;
+  const int32_t next = s.sampler.Sample(masked_.data(), n_vocab, s.tokens);
+  return mask[next] ? next : -1;
+}
+
+bool EngineImpl::Emit(Slot& s, const std::string& text) {
+  const CompletionRequest& req = s.r->req;
+  if (req.on_piece) {
+    TextPiece piece;
+    piece.choice = s.choice;
+    piece.text = text;
+    piece.logprobs = std::move(s.unsent);
+    s.unsent.clear();
+    return req.on_piece(piece);
+  }
+  return !req.on_text || req.on_text(text);
+}
+
+void EngineImpl::CompleteRequest(Request& r) {
+  CompletionResult res = std::move(r.base);
+  if (res.status.ok() && !r.failure.ok()) res.status = r.failure;
+  res.choices = std::move(r.choices);
+  res.grammar_ms = r.grammar_ms;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --in_flight_;
+    stats_.requests++;
+    if (!res.status.ok()) stats_.requests_failed++;
+    stats_.prompt_tokens += res.prompt_tokens;
+    stats_.cached_tokens += res.cached_tokens;
+    stats_.generated_tokens += res.completion_tokens();
+    if (!res.tokens.empty() || res.finish_reason == "length") {
+      stats_.ttft_ms.push_back(res.ttft_ms);
+      if (stats_.ttft_ms.size() > kTtftWindow) stats_.ttft_ms.erase(stats_.ttft_ms.begin());
+    }
+  }
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.result = std::move(res);
+  r.done = true;
+  r.cv.notify_all();
+}
+
+}  // namespace promptcache
