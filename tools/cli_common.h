@@ -95,7 +95,7 @@ std::unique_ptr<Command> MakeQuantizeCommand();
 // --moved-keys copy|shared and --recompute SHARE.
 struct ModularOptions {
   std::string positions = "schema";
-  std::string moved_keys = "copy";
+  std::string moved_keys = "shared";
   double recompute = 0;
   std::string cache_redis;  // the remote tier, for `schema load` and `prompt`
   void Register(CLI::App* sub);

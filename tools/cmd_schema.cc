@@ -22,7 +22,7 @@ void ModularOptions::Register(CLI::App* sub) {
                   "how cached keys reach the positions contiguous mode moves them to: copy (into "
                   "fresh blocks, keys rotated) or shared (no copy: attention rotates the queries "
                   "that read them)")
-      ->default_val("copy")
+      ->default_val("shared")
       ->check(CLI::IsMember({"copy", "shared"}));
   sub->add_option("--recompute", recompute,
                   "share (0 to 1) of the cached tokens encoded without part of a prompt's "

@@ -124,7 +124,7 @@ class ServeCommand : public Command {
                     "how cached keys reach the positions contiguous mode moves them to: copy (into "
                     "fresh blocks, keys rotated) or shared (no copy: attention rotates the queries "
                     "that read them)")
-        ->default_val("copy")
+        ->default_val("shared")
         ->check(CLI::IsMember({"copy", "shared"}));
     sub->add_option("--recompute", engine_.module_recompute,
                     "share (0 to 1) of a modular prompt's cached tokens encoded without part of "
@@ -292,7 +292,7 @@ class ServeCommand : public Command {
   std::string isa_;
   std::string kv_type_ = "f16";
   std::string positions_ = "schema";
-  std::string moved_keys_ = "copy";
+  std::string moved_keys_ = "shared";
   int64_t max_body_bytes_ = int64_t(8) << 20;
   double kv_ram_mib_ = 0;
   double shutdown_timeout_ = 10;

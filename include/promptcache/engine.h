@@ -60,7 +60,7 @@ struct EngineOptions {
   // positions): false, copied into fresh blocks with keys rotated; true, shared with the cache
   // by reference, attention rotating the queries that read them instead (no copy, no extra
   // memory; a rotation per query and layer). docs/modules.md compares them.
-  bool module_shared_moves = false;
+  bool module_shared_moves = true;
   // The share (0 to 1) of a modular prompt's cached tokens that were encoded without part of the
   // prompt's context and are recomputed with it, chosen by how far their K/V move (CacheBlend;
   // <prompt recompute="..."> overrides it per prompt). 0: reuse them all, as the paper does.
