@@ -31,17 +31,11 @@ std::vector<int> Lengths(int max, int step, int n) {
 // Generation of `len` tokens after a 1-token prompt, with and without the KV cache.
 PlotPanel GenerationPanel(Session& session, const Model& model, int max_gen, nlohmann::json* rows) {
   PlotSeries with{"with KV cache", "#2e9e4f", {}}, without{"no KV cache", "#d1495b", {}};
-  const int32_t bos = std::max(0, model.tokenizer().bos());
   for (const int len : Lengths(max_gen, 16, 8)) {
     double ms[2];
     for (int use_cache = 1; use_cache >= 0; --use_cache) {
-      GenerateOptions o;
-      o.max_tokens = len;
-      o.sampling.temperature = 0;
-      o.ignore_eos = true;
-      o.use_kv_cache = use_cache == 1;
-      Result<GenerateResult> r = session.Generate({&bos, 1}, o);
-      ms[use_cache] = r.ok() ? r->prompt_ms + r->generation_ms : 0;
+      const Result<double> t = TimeGeneration(session, model, len, use_cache == 1);
+      ms[use_cache] = t.ok() ? *t : 0;
     }
     with.points.push_back({double(len), ms[1]});
     without.points.push_back({double(len), ms[0]});
@@ -168,6 +162,17 @@ PlotPanel BytesPanel(const Model& model, nlohmann::json* rows) {
 }
 
 }  // namespace
+
+Result<double> TimeGeneration(Session& session, const Model& model, int len, bool use_kv_cache) {
+  const int32_t bos = std::max(0, model.tokenizer().bos());
+  GenerateOptions o;
+  o.max_tokens = len;
+  o.sampling.temperature = 0;
+  o.ignore_eos = true;
+  o.use_kv_cache = use_kv_cache;
+  PC_ASSIGN_OR_RETURN(GenerateResult r, session.Generate({&bos, 1}, o));
+  return r.prompt_ms + r.generation_ms;
+}
 
 Result<nlohmann::json> WriteBenchPlot(const BenchPlotOptions& options, const ModelOptions& mo,
                                       Session& session, const Model& model) {

@@ -19,6 +19,10 @@ struct BenchPlotOptions {
   int max_prompt = 512;  // longest prompt timed for time to first token
 };
 
+// Milliseconds to generate `len` tokens greedily after a 1-token prompt (BOS), with or without
+// the KV cache (without: every step recomputes all before it).
+Result<double> TimeGeneration(Session& session, const Model& model, int len, bool use_kv_cache);
+
 // Runs the measurements on a Session of `model` (the KV-cache comparison) and an Engine loaded
 // from the same file (the TTFT series, through its real prefix cache and schemas), writes the
 // SVG and returns the numbers plotted.

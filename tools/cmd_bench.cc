@@ -252,18 +252,12 @@ class BenchCommand : public Command {
   nlohmann::json CompareNoCache(Session& session, const Model& model) {
     nlohmann::json rows = nlohmann::json::array();
     std::printf("\n%8s %14s %14s %9s\n", "tokens", "with cache ms", "no cache ms", "speedup");
-    const int32_t bos = std::max(0, model.tokenizer().bos());
     for (int len = 16; len <= std::max(16, n_gen_); len *= 2) {
       double ms[2];
       for (int use_cache = 1; use_cache >= 0; --use_cache) {
-        GenerateOptions o;
-        o.max_tokens = len;
-        o.sampling.temperature = 0;
-        o.ignore_eos = true;
-        o.use_kv_cache = use_cache == 1;
-        Result<GenerateResult> r = session.Generate({&bos, 1}, o);
+        Result<double> r = TimeGeneration(session, model, len, use_cache == 1);
         PC_CHECK(r.ok());
-        ms[use_cache] = r->prompt_ms + r->generation_ms;
+        ms[use_cache] = *r;
       }
       std::printf("%8d %14.1f %14.1f %8.1fx\n", len, ms[1], ms[0], ms[0] / ms[1]);
       rows.push_back({{"tokens", len}, {"with_cache_ms", ms[1]}, {"no_cache_ms", ms[0]}});

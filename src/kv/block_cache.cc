@@ -100,19 +100,10 @@ bool BlockCache::AdoptRemote(const BlockKey& key, std::string_view value, const 
     return false;
   }
   Entry e;
-  e.block = *block;
-  e.begin = 0;
-  e.count = static_cast<int>(r->tokens.size());
-  e.parent = r->parent;
-  e.tokens = std::move(r->tokens);
-  const Entry* p = r->parent.empty() ? nullptr : Find(r->parent);
-  e.depth = p ? p->depth + p->count : 0;
   e.prefix = parent != nullptr;
   e.ns = ns;
   e.on_remote = true;
-  e.sliding = r->complete;
-  if (!r->complete) pool_->ReleaseSliding(*block);
-  AddEntry(key, std::move(e));
+  AddLoaded(key, *block, std::move(*r), std::move(e));
   stats_.remote_loads++;
   return true;
 }
@@ -246,21 +237,25 @@ bool BlockCache::LoadFromDisk(const BlockKey& key, bool prefix, const BlockKey& 
     return false;
   }
   Entry e;
-  e.block = *block;
-  e.begin = 0;
-  e.count = static_cast<int>(r->tokens.size());
-  e.parent = r->parent;
-  e.tokens = std::move(r->tokens);
-  const Entry* parent = r->parent.empty() ? nullptr : Find(r->parent);
-  e.depth = parent ? parent->depth + parent->count : 0;
   e.on_disk = true;
   e.prefix = prefix;
   e.ns = ns;
-  e.sliding = r->complete;
-  if (!r->complete) pool_->ReleaseSliding(*block);  // written global-only
-  AddEntry(key, std::move(e));  // the allocation's reference becomes the cache's
+  AddLoaded(key, *block, std::move(*r), std::move(e));
   stats_.disk_loads++;
   return true;
+}
+
+void BlockCache::AddLoaded(const BlockKey& key, BlockId block, BlockRecord&& r, Entry e) {
+  e.block = block;
+  e.begin = 0;
+  e.count = static_cast<int>(r.tokens.size());
+  e.parent = r.parent;
+  e.tokens = std::move(r.tokens);
+  const Entry* parent = r.parent.empty() ? nullptr : Find(r.parent);
+  e.depth = parent ? parent->depth + parent->count : 0;
+  e.sliding = r.complete;
+  if (!r.complete) pool_->ReleaseSliding(block);  // written global-only
+  AddEntry(key, std::move(e));                    // the allocation's reference becomes the cache's
 }
 
 int BlockCache::LookupPrefix(std::span<const int32_t> tokens, int max_tokens, KvSequence* seq,

@@ -205,6 +205,9 @@ class BlockCache {
   // Queues the entry's block for the remote tier unless it is there already.
   void WriteRemote(const BlockKey& key, Entry& e);
   void AddEntry(const BlockKey& key, Entry e);
+  // Indexes a block record just read into `block` (from disk or the remote tier), with `e`
+  // saying where it came from; a cached parent gives its depth.
+  void AddLoaded(const BlockKey& key, BlockId block, BlockRecord&& r, Entry e);
   void RemoveEntry(const BlockKey& key, bool spill_to_disk);
   // Writes the entry's block to the disk tier (whole where the block is complete).
   Status WriteEntry(const BlockKey& key, const Entry& e);
