@@ -6,44 +6,17 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include <numeric>
 
 #include "kv/block_cache.h"
 #include "kv/redis_tier.h"
+#include "kv/testing_blocks.h"
 
 namespace promptcache {
 namespace {
 
-KvLayout Layout(KvType type = KvType::kF32) {
-  KvLayout l;
-  l.n_layers = 2;
-  l.n_kv_heads = 1;
-  l.head_dim = 4;
-  l.type = type;
-  l.block_size = 4;
-  return l;
-}
-
-std::vector<int32_t> Tokens(int n, int salt = 0) {
-  std::vector<int32_t> t(n);
-  for (int i = 0; i < n; ++i) t[i] = 100 + i + salt * 1000;
-  return t;
-}
-
-KvSequence Computed(BlockPool* pool, const std::vector<int32_t>& tokens) {
-  KvSequence seq(pool);
-  std::vector<int32_t> pos(tokens.size());
-  std::iota(pos.begin(), pos.end(), 0);
-  PC_CHECK(seq.Append(pos).ok());
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    for (int l = 0; l < 2; ++l) {
-      auto* k = reinterpret_cast<float*>(seq.SlotK(i, l));
-      auto* v = reinterpret_cast<float*>(seq.SlotV(i, l));
-      for (int d = 0; d < 4; ++d) k[d] = v[d] = tokens[i] + 0.5f * l;
-    }
-  }
-  return seq;
-}
+using testing_blocks::Computed;
+using testing_blocks::Layout;
+using testing_blocks::Tokens;
 
 // A store in a map, shared by the "replicas" of a test; writes are immediate.
 struct FakeStore {
