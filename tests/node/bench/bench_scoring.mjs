@@ -6,15 +6,7 @@
 //
 //   node bench_scoring.mjs URL [--context 2000] [--choices 100] [--concurrency 1]
 import OpenAI from 'openai';
-
-function args(argv) {
-  const out = { _: [] };
-  for (let i = 0; i < argv.length; i++) {
-    if (argv[i].startsWith('--')) out[argv[i].slice(2)] = argv[++i];
-    else out._.push(argv[i]);
-  }
-  return out;
-}
+import { args } from './args.mjs';
 
 const a = args(process.argv.slice(2));
 const url = a._[0];

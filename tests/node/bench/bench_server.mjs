@@ -16,6 +16,7 @@
 // own timings.ttft_ms (from submission to the first token).
 import OpenAI from 'openai';
 import fs from 'node:fs';
+import { args } from './args.mjs';
 
 const WORDS = ('the a of to and in is was for on with as by at from that this it be are were ' +
   'time day night city river mountain garden house road market school letter story song ' +
@@ -24,15 +25,6 @@ const WORDS = ('the a of to and in is was for on with as by at from that this it
   'because although while until before after when where however therefore meanwhile ' +
   'teacher farmer doctor sailor painter baker child friend neighbor stranger traveler ' +
   'window bridge lantern harbor forest valley island station library kitchen orchard').split(' ');
-
-function args(argv) {
-  const out = { _: [] };
-  for (let i = 0; i < argv.length; i++) {
-    if (argv[i].startsWith('--')) out[argv[i].slice(2)] = argv[++i];
-    else out._.push(argv[i]);
-  }
-  return out;
-}
 
 // A deterministic pseudo-random word sequence (mulberry32).
 function words(seed, n) {
