@@ -3,6 +3,7 @@
 # computed on replica A, then requested with new endings on A (warm, from RAM) and on replica B
 # (from Redis); then Redis killed in the middle of a run of requests to both replicas.
 #   scripts/bench_redis.sh [BUILD_DIR]   (default build; writes into /tmp/pc-bench-redis)
+# SERVE_ARGS adds flags to both replicas' serve commands (e.g. SERVE_ARGS="--kv-prefault").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -22,8 +23,9 @@ pids+=($!)
 redis=$!
 sleep 0.5
 serve() {  # serve PORT LOG
+  # shellcheck disable=SC2086
   "$bin" serve -m "$model" -t 2 -c 4096 --port "$1" --cache-redis "redis://127.0.0.1:$port" \
-    2>"$2" &
+    --cache-ram 256 ${SERVE_ARGS:-} 2>"$2" &
   pids+=($!)
 }
 serve $((port + 1)) "$work/a.log"

@@ -1,8 +1,7 @@
-// `promptcache bench --plot OUT.svg`: measures what caching saves on the model given and draws it
-// as three charts in one SVG (tools/plot_svg.h): generation time with and without the KV cache
-// against length (linear against quadratic), time to first token against prompt length for a
-// cold prompt, a prefix hit with a new ending and a prompt assembled from cached schema modules,
-// and K/V bytes per token for each KV storage type.
+// `promptcache bench --plot OUT.svg`: measures what caching saves on the model given
+// (serving/savings.h: generation time with and without the KV cache against length, time to
+// first token against prompt length cold / prefix hit / schema modules, K/V bytes per token for
+// each KV type) and draws it as three charts in one SVG (tools/plot_svg.h).
 #pragma once
 
 #include <string>
@@ -18,10 +17,6 @@ struct BenchPlotOptions {
   int max_gen = 128;     // longest generation timed (with and without the KV cache)
   int max_prompt = 512;  // longest prompt timed for time to first token
 };
-
-// Milliseconds to generate `len` tokens greedily after a 1-token prompt (BOS), with or without
-// the KV cache (without: every step recomputes all before it).
-Result<double> TimeGeneration(Session& session, const Model& model, int len, bool use_kv_cache);
 
 // Runs the measurements on a Session of `model` (the KV-cache comparison) and an Engine loaded
 // from the same file (the TTFT series, through its real prefix cache and schemas), writes the

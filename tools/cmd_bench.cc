@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "nlohmann/json.hpp"
 #include "ops/targets.h"
+#include "serving/savings.h"
 #include "tools/bench_plot.h"
 #include "tools/cli_common.h"
 
@@ -255,7 +256,7 @@ class BenchCommand : public Command {
     for (int len = 16; len <= std::max(16, n_gen_); len *= 2) {
       double ms[2];
       for (int use_cache = 1; use_cache >= 0; --use_cache) {
-        Result<double> r = TimeGeneration(session, model, len, use_cache == 1);
+        Result<double> r = TimeGeneration(session, len, use_cache == 1);
         PC_CHECK(r.ok());
         ms[use_cache] = *r;
       }

@@ -54,6 +54,9 @@ class ServeCommand : public Command {
         ->check(CLI::Range(0.0, 1048576.0));
     sub->add_option("--cache-ram", cache_ram_mib_, "RAM for cached prefixes, MiB")
         ->default_val(1024);
+    sub->add_flag("--kv-prefault", engine_.prefault_kv,
+                  "fault in --cache-ram of K/V memory at start, so that the first long prefix "
+                  "loaded from disk or Redis does not wait for fresh pages (held from then on)");
     sub->add_option("--cache-ttl", engine_.cache_ttl_seconds,
                     "drop cached prefixes idle this long, seconds (0: never)");
     sub->add_option("--cache-min-tokens", engine_.cache_min_tokens,

@@ -5,6 +5,7 @@ import { initChat } from './chat.js';
 import { initTree, refreshTree } from './tree.js';
 import { initSchemas, refreshSchemas } from './schemas.js';
 import { initMetrics } from './metrics.js';
+import { initSavings } from './savings.js';
 
 // Tabs: arrow keys move between them (WAI-ARIA tabs pattern), Enter/click shows the panel.
 const onShow = { tree: () => refreshTree(), schemas: () => refreshSchemas() };
@@ -56,6 +57,7 @@ async function main() {
   initTree();
   initSchemas();
   initMetrics();
+  initSavings();
   document.body.dataset.ready = '1';
 }
 

@@ -1,6 +1,7 @@
 // The schemas panel: each loaded PML schema's module ruler (the position ranges it reserves,
 // union members stacked on the same range, parameters marked inside their module, cached or
-// computed-per-request modules told apart) and a composer that builds a <prompt> by ticking
+// computed-per-request modules told apart, scaffolds bracketed under the modules they encode
+// together) and a composer that builds a <prompt> by ticking
 // modules and filling parameters, then sends it and shows its cache map.
 import { state, apiJson, el, fmtMs } from './util.js';
 import { svg } from './svg.js';
@@ -28,7 +29,12 @@ function ruler(layout) {
   const color = (v) => css.getPropertyValue(v).trim();
   const mods = layout.modules.map((m) => ({ ...m }));
   const nrows = packRows(mods);
-  const W = 900, L = 4, T = 16, rowH = 26, H = T + (nrows + 1) * rowH + 6;
+  const byName = new Map(mods.map((m) => [m.name, m]));
+  const scaffolds = layout.scaffolds.map((sc) => {
+    const ms = sc.members.map((n) => byName.get(n)).filter(Boolean);
+    return { ...sc, start: Math.min(...ms.map((m) => m.start)), end: Math.max(...ms.map((m) => m.end)) };
+  }).filter((sc) => Number.isFinite(sc.start));
+  const W = 900, L = 4, T = 16, rowH = 26, H = T + (nrows + 1 + scaffolds.length) * rowH + 6;
   const scale = (W - L - 4) / Math.max(1, layout.total_length);
   const g = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', width: '100%',
                          'aria-label': `positions 0 to ${layout.total_length} reserved by schema ${layout.name}` });
@@ -62,6 +68,16 @@ function ruler(layout) {
     }
     g.append(svg('text', { x: x + 3, y: y + 15 }, m.name.length * 6 < w ? m.name : ''));
   }
+  // A scaffold: a bracket under the range its members span (they share one attention span).
+  scaffolds.forEach((sc, i) => {
+    const y = T + (nrows + 1 + i) * rowH + 4;
+    const x1 = L + sc.start * scale, x2 = L + sc.end * scale;
+    const b = svg('path', { class: 'scaffold', d: `M${x1},${y} v6 H${x2} v-6`, fill: 'none',
+                            stroke: color('--module'), 'stroke-width': 2 });
+    b.append(svg('title', {}, `scaffold ${sc.members.join(' + ')}: encoded together, positions ${sc.start}-${sc.end}`));
+    g.append(b);
+    g.append(svg('text', { x: x1 + 3, y: y + 18 }, `scaffold ${sc.members.join(' + ')}`));
+  });
   return g;
 }
 
@@ -175,7 +191,6 @@ async function schemaCard(name) {
       el('div', { class: 'chart-box' }, ruler(layout)),
       el('p', { class: 'muted', text: [
         ...layout.unions.map((u) => `union ${u.members.join(' | ')} (default ${u.default ?? 'none'})`),
-        ...layout.scaffolds.map((sc) => `scaffold ${sc.members.join(' + ')}`),
       ].join(' · ') }),
       composer(layout));
 }

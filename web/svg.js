@@ -72,3 +72,39 @@ export function barChart(bars, opts = {}) {
   });
   return g;
 }
+
+// series: [{name, color, points: [[x, y]]}] with numeric x (e.g. tokens), drawn as lines with
+// dots on a shared linear scale from 0. opts: {width, height, format(v), xLabel, label}.
+export function xyChart(series, opts = {}) {
+  const W = opts.width || 420, H = opts.height || 170, L = 66, R = 10, T = 18, B = 32;
+  const all = series.flatMap((s) => s.points);
+  const xMax = niceMax(Math.max(0, ...all.map((p) => p[0])));
+  const yMax = niceMax(Math.max(0, ...all.map((p) => p[1]).filter(Number.isFinite)));
+  const fmt = opts.format || ((v) => String(+v.toPrecision(3)));
+  const X = (x) => L + ((W - L - R) * x) / xMax;
+  const Y = (y) => T + (H - T - B) * (1 - Math.min(1, (Number.isFinite(y) ? y : 0) / yMax));
+  const g = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img',
+                         'aria-label': opts.label || series.map((s) => s.name).join(', ') });
+  for (let k = 0; k <= 4; ++k) {
+    g.append(svg('line', { class: 'grid', x1: L, x2: W - R, y1: Y((yMax * k) / 4), y2: Y((yMax * k) / 4) }));
+    g.append(svg('text', { x: L - 4, y: Y((yMax * k) / 4) + 4, 'text-anchor': 'end' }, fmt((yMax * k) / 4)));
+    g.append(svg('text', { x: X((xMax * k) / 4), y: H - B + 12, 'text-anchor': 'middle' },
+                 String(+((xMax * k) / 4).toPrecision(3))));
+  }
+  if (opts.xLabel) g.append(svg('text', { x: W - R, y: 10, 'text-anchor': 'end' }, opts.xLabel));
+  series.forEach((s, j) => {
+    const pts = s.points.map(([x, y]) => `${X(x).toFixed(1)},${Y(y).toFixed(1)}`);
+    if (pts.length) {
+      g.append(svg('polyline', { points: pts.join(' '), fill: 'none', stroke: s.color, 'stroke-width': 2 }));
+    }
+    for (const [x, y] of s.points) {
+      const dot = svg('circle', { cx: X(x).toFixed(1), cy: Y(y).toFixed(1), r: 2.5, fill: s.color,
+                                  class: 'point' });
+      dot.append(svg('title', {}, `${s.name}: ${fmt(y)} at ${x}`));
+      g.append(dot);
+    }
+    g.append(svg('rect', { x: 8 + j * 138, y: H - 12, width: 10, height: 10, fill: s.color }));
+    g.append(svg('text', { x: 22 + j * 138, y: H - 3 }, s.name));
+  });
+  return g;
+}

@@ -59,7 +59,7 @@ function showDetail(n) {
   box.replaceChildren(
       el('h3', { text: `${n.kind} block at tokens ${n.depth}-${n.depth + n.tokens.length - 1}` }),
       el('p', {}, `key ${n.key} · ${n.hits} hits · idle ${n.idle_seconds.toFixed(1)} s · ` +
-                  `${n.on_disk ? 'RAM and disk' : 'RAM only'}${n.pinned ? ' · pinned' : ''} · ` +
+                  `${!n.in_ram ? 'disk only' : n.on_disk ? 'RAM and disk' : 'RAM only'}${n.pinned ? ' · pinned' : ''} · ` +
                   `${n.leaves} chain${n.leaves === 1 ? '' : 's'} continue through it`),
       el('pre', {}, el('span', { class: 'muted', text: parts.slice(0, -1).join('') }),
          el('b', { text: parts[parts.length - 1] })),
@@ -84,18 +84,26 @@ function draw(roots, blockSize) {
   const H = T + total * rowH + 4;
   const scale = (W - L - 4) / maxEnd;
   const g = svg('svg', { width: W, height: H, role: 'tree', 'aria-label': 'cached prefixes' });
+  const css = getComputedStyle(document.documentElement);
+  // Blocks on disk only: the disk colour, hatched.
+  const pattern = svg('pattern', { id: 'disk-only', width: 6, height: 6, patternUnits: 'userSpaceOnUse',
+                                   patternTransform: 'rotate(45)' });
+  pattern.append(svg('rect', { width: 6, height: 6, fill: css.getPropertyValue('--disk'), 'fill-opacity': 0.35 }),
+                 svg('line', { x1: 0, y1: 0, x2: 0, y2: 6, stroke: css.getPropertyValue('--disk'), 'stroke-width': 3 }));
+  g.append(svg('defs'));
+  g.firstChild.append(pattern);
   for (let t = 0; t <= maxEnd; t += blockSize * Math.ceil(maxEnd / blockSize / 10)) {
     const x = L + t * scale;
     g.append(svg('line', { class: 'grid', x1: x, x2: x, y1: T - 4, y2: H }));
     g.append(svg('text', { x: x + 2, y: 12 }, String(t)));
   }
-  const css = getComputedStyle(document.documentElement);
-  const fill = (n) => css.getPropertyValue(n.kind === 'module' ? '--module' : n.on_disk ? '--disk' : '--ram');
+  const fill = (n) => !n.in_ram ? 'url(#disk-only)'
+      : css.getPropertyValue(n.kind === 'module' ? '--module' : n.on_disk ? '--disk' : '--ram');
   const place = (n, row) => {
     const x = L + n.depth * scale, w = Math.max(2, n.tokens.length * scale - 1);
     const r = svg('rect', { x, y: T + row * rowH, width: w, height: n.leaves * rowH - 2,
                             fill: fill(n), tabindex: 0, role: 'treeitem', 'data-key': n.key,
-                            class: `node${n.pinned ? ' pinned' : ''}${n.key === selected ? ' sel' : ''}`,
+                            class: `node${n.pinned ? ' pinned' : ''}${n.in_ram ? '' : ' disk-only'}${n.key === selected ? ' sel' : ''}`,
                             'aria-label': `${n.kind} block, tokens ${n.depth} to ${n.depth + n.tokens.length - 1}, ${n.hits} hits${n.pinned ? ', pinned' : ''}` });
     r.append(svg('title', {}, `${n.text}\n${n.hits} hits, idle ${n.idle_seconds.toFixed(0)} s`));
     const pick = () => {
@@ -138,12 +146,13 @@ export async function refreshTree() {
   try {
     const [tree, list] = await Promise.all([apiJson('/v1/cache/tree'), apiJson('/v1/cache')]);
     const roots = buildTree(tree.data);
-    const diskOnly = list.data.filter((e) => !e.in_ram).length;
+    const ram = tree.data.filter((b) => b.in_ram);
+    const diskOnly = tree.data.length - ram.length;
     const bytes = (await api('/v1/models').then((r) => r.json())).data[0].meta.kv_bytes_per_token;
-    const tokens = tree.data.reduce((a, b) => a + b.tokens.length, 0);
-    summary.textContent = `${tree.data.length} blocks in RAM (${tokens} tokens, ${fmtBytes(tokens * bytes)})` +
+    const tokens = ram.reduce((a, b) => a + b.tokens.length, 0);
+    summary.textContent = `${ram.length} blocks in RAM (${tokens} tokens, ${fmtBytes(tokens * bytes)})` +
         `, ${list.data.filter((e) => e.in_ram).length} chains` +
-        (diskOnly ? `, ${diskOnly} blocks on disk only` : '');
+        (diskOnly ? `, ${diskOnly} blocks on disk only (hatched)` : '');
     draw(roots, tree.block_size);
   } catch (e) {
     summary.textContent = e.message;

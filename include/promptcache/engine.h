@@ -74,6 +74,11 @@ struct EngineOptions {
   // them) when admitted: one that does not fit waits in the queue, one that could never fit is
   // refused, and the cache keeps at most what the reservations leave.
   size_t kv_ram_bytes = 0;
+  // Fault in cache_ram_bytes of K/V block memory at start (held from then on), so that the first
+  // long prefix loaded from the disk or remote tier, or computed, does not wait for the kernel
+  // to zero fresh pages: for a replica that takes shared prefixes from Redis. Startup takes the
+  // time to touch that memory.
+  bool prefault_kv = false;
   // A context beyond what the model was trained for (and its RoPE scaling extends) is refused
   // unless this is set.
   bool allow_long_context = false;
@@ -250,13 +255,23 @@ struct CacheBlockInfo {
   bool prefix = true;  // false: a schema module's block
   uint64_t hits = 0;   // prefix lookups that reused it
   double idle_seconds = 0;
+  bool in_ram = true;  // false: on the disk tier only (`prefix` is then not known: true)
 };
 
-// How many leading tokens of a prompt each cache tier holds (Engine::LookupCache).
+// How many leading tokens of a prompt each cache tier holds (Engine::LookupCache). For a modular
+// prompt (Engine::LookupPrompt): how many of its tokens come from cached pieces held in RAM, on
+// disk but not in RAM, and in the remote tier only.
 struct CacheTierCounts {
   int ram = 0, disk = 0, remote = 0;
+  int prompt_tokens = 0;  // LookupPrompt: every token the prompt includes
   int reusable = 0;  // what a request would reuse now: the prefix found in RAM, then disk, then
                      // remote, in whole blocks, at most the prompt minus its last token
+};
+
+// Generating `tokens` tokens with and without the KV cache (Engine::MeasureGeneration).
+struct GenerationTiming {
+  int tokens = 0;
+  double with_cache_ms = 0, no_cache_ms = 0;
 };
 
 struct RemoteTierStats {
@@ -366,6 +381,16 @@ class Engine {
   // holds, without loading or computing anything: for a cache-aware router.
   virtual CacheTierCounts LookupCache(const std::vector<int32_t>& tokens,
                                       const std::string& cache_namespace) const = 0;
+  // The same for a modular prompt, planned against its schema as SubmitPrompt would (its errors
+  // come back here) but neither loaded nor computed: `reusable` is the tokens of its cached
+  // pieces found in some tier; the rest (parameters, cache="false" modules, new text, pieces
+  // held nowhere) would be computed.
+  virtual Result<CacheTierCounts> LookupPrompt(const PmlPrompt& prompt) const = 0;
+
+  // Times generation with and without the KV cache at about eight lengths up to `max_tokens`,
+  // on the engine's thread between steps (requests wait meanwhile, so that the timing is not
+  // shared with them): the curve that shows what the KV cache saves.
+  virtual Result<std::vector<GenerationTiming>> MeasureGeneration(int max_tokens) = 0;
 
   // Modular prompt cache. Loading a schema parses and lays it out with the model's tokenizer
   // and chat template, encodes every cached module that is not cached yet (interleaved with

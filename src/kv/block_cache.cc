@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "core/hash.h"
 #include "core/log.h"
@@ -561,7 +562,7 @@ std::vector<CachedPrefixInfo> BlockCache::List() const {
   return out;
 }
 
-std::vector<CachedBlockInfo> BlockCache::ListBlocks() const {
+std::vector<CachedBlockInfo> BlockCache::ListBlocks(size_t max_disk_only) const {
   std::vector<CachedBlockInfo> out;
   const auto now = Clock::now();
   for (const auto& [key, e] : entries_) {
@@ -576,6 +577,45 @@ std::vector<CachedBlockInfo> BlockCache::ListBlocks() const {
     b.hits = e.hits;
     b.idle_seconds = std::chrono::duration<double>(now - e.last_used).count();
     out.push_back(std::move(b));
+  }
+  if (!disk_) return out;
+  // Disk-only blocks: their depth is their parent's end, found by walking up what is listed.
+  std::map<BlockKey, size_t> listed;
+  for (size_t i = 0; i < out.size(); ++i) listed[out[i].key] = i;
+  const size_t first_disk = out.size();
+  for (const BlockKey& key : disk_->Keys()) {
+    if (entries_.count(key) || out.size() - first_disk >= max_disk_only) continue;
+    Result<BlockRecord> r = disk_->Peek(key);
+    if (!r.ok()) continue;  // Read, when asked for it, removes and counts a bad file
+    CachedBlockInfo b;
+    b.key = key;
+    b.parent = r->parent;
+    b.tokens = std::move(r->tokens);
+    b.in_ram = false;
+    b.on_disk = true;
+    b.prefix = true;
+    b.depth = -1;
+    listed[key] = out.size();
+    out.push_back(std::move(b));
+  }
+  for (size_t i = first_disk; i < out.size(); ++i) {
+    std::vector<size_t> path;  // from block i up to the first with a known depth
+    size_t j = i;
+    while (out[j].depth < 0) {
+      path.push_back(j);
+      auto p = listed.find(out[j].parent);
+      if (out[j].parent.empty() || p == listed.end() || path.size() > out.size()) {
+        out[j].parent = {};  // its chain's earlier blocks are gone: drawn as a chain of its own
+        out[j].depth = 0;
+        path.pop_back();
+        break;
+      }
+      j = p->second;
+    }
+    for (auto it = path.rbegin(); it != path.rend(); ++it) {
+      const CachedBlockInfo& parent = out[listed.at(out[*it].parent)];
+      out[*it].depth = parent.depth + int(parent.tokens.size());
+    }
   }
   return out;
 }

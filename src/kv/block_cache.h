@@ -90,9 +90,11 @@ struct CachedBlockInfo {
   BlockKey key, parent;  // parent empty: the chain's first block
   int depth = 0;         // tokens before this block in its chain
   std::vector<int32_t> tokens;
-  bool on_disk = false, pinned = false;
-  bool prefix = false;  // a prefix chain's block (false: a schema module's)
-  uint64_t hits = 0;    // prefix lookups that reused it
+  bool in_ram = true, on_disk = false, pinned = false;
+  // A prefix chain's block (false: a schema module's). Blocks on disk only don't record which:
+  // listed as prefixes.
+  bool prefix = false;
+  uint64_t hits = 0;  // prefix lookups that reused it (since it was last loaded into RAM)
   double idle_seconds = 0;
 };
 
@@ -166,7 +168,9 @@ class BlockCache {
 
   std::vector<CachedPrefixInfo> List() const;
   // Every block in RAM, with its parent: the prefix tree that List() shows only the leaves of.
-  std::vector<CachedBlockInfo> ListBlocks() const;
+  // Blocks in RAM, then up to `max_disk_only` blocks held by the disk tier only (their headers
+  // read from disk; depth follows their parents where listed, else they start a chain).
+  std::vector<CachedBlockInfo> ListBlocks(size_t max_disk_only = 4096) const;
   BlockCacheStats Stats() const;
 
  private:

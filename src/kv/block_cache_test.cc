@@ -231,6 +231,49 @@ TEST_F(DiskTierTest, OldestFilesGoBeyondTheByteBudget) {
   for (int i = 0; i < 8; ++i) EXPECT_EQ(KAt(hit, i), a[i] + 0.5f);
 }
 
+// The prefix tree lists blocks held by the disk tier only, from their headers: chained by
+// parent with depths, tokens as written; a block whose parent file is gone starts a chain.
+TEST_F(DiskTierTest, DiskOnlyBlocksAreListedWithParentsAndDepths) {
+  const auto a = Tokens(12);
+  SaveToDisk(a);
+  BlockPool pool(Layout(), 0, false);
+  auto cache = Open(&pool);
+  std::vector<CachedBlockInfo> blocks = cache->ListBlocks();
+  ASSERT_EQ(blocks.size(), 3u);
+  std::sort(blocks.begin(), blocks.end(),
+            [](const auto& x, const auto& y) { return x.depth < y.depth; });
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_FALSE(blocks[i].in_ram);
+    EXPECT_TRUE(blocks[i].on_disk);
+    EXPECT_EQ(blocks[i].depth, 4 * i);
+    EXPECT_EQ(blocks[i].tokens, std::vector<int32_t>(a.begin() + 4 * i, a.begin() + 4 * i + 4));
+    if (i > 0) EXPECT_EQ(blocks[i].parent, blocks[i - 1].key);
+  }
+  EXPECT_TRUE(blocks[0].parent.empty());
+  EXPECT_EQ(cache->ListBlocks(/*max_disk_only=*/1).size(), 1u);
+
+  // The first block's file goes: the second now starts a chain of its own, the third follows.
+  cache->disk()->Remove(blocks[0].key);
+  std::vector<CachedBlockInfo> rest = cache->ListBlocks();
+  ASSERT_EQ(rest.size(), 2u);
+  std::sort(rest.begin(), rest.end(),
+            [](const auto& x, const auto& y) { return x.depth < y.depth; });
+  EXPECT_EQ(rest[0].key, blocks[1].key);
+  EXPECT_TRUE(rest[0].parent.empty());
+  EXPECT_EQ(rest[0].depth, 0);
+  EXPECT_EQ(rest[1].parent, blocks[1].key);
+  EXPECT_EQ(rest[1].depth, 4);
+
+  // A hit loads the chain into RAM: listed once, in RAM.
+  cache.reset();
+  SaveToDisk(a);  // the first block back
+  auto reopened = Open(&pool);
+  KvSequence hit(&pool);
+  EXPECT_EQ(reopened->LookupPrefix(a, 12, &hit), 12);
+  for (const CachedBlockInfo& b : reopened->ListBlocks()) EXPECT_TRUE(b.in_ram);
+  EXPECT_EQ(reopened->ListBlocks().size(), 3u);
+}
+
 TEST_F(DiskTierTest, CorruptTruncatedOrForeignFilesAreSkipped) {
   const auto a = Tokens(8);
   ASSERT_NO_FATAL_FAILURE(SaveToDisk(a));

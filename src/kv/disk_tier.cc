@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
@@ -71,6 +72,32 @@ uint32_t RecordTypeCode(uint32_t version, uint32_t flags, uint32_t elem_bytes) {
 }  // namespace
 
 const char* KvTypeName(KvType type) { return type == KvType::kF16 ? "f16" : "f32"; }
+
+namespace {
+
+// Reads up to `max_bytes` of a block file. O_NONBLOCK and the type check: something else put
+// where a block file was (a FIFO, a directory) is a miss, not a hang.
+Status ReadRegularFile(const std::string& path, size_t max_bytes, std::string* data) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return IoError("cannot open");
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return IoError("not a regular file");
+  }
+  data->assign(std::min(static_cast<size_t>(st.st_size), max_bytes), '\0');
+  size_t got = 0;
+  while (got < data->size()) {
+    const ssize_t n = ::read(fd, data->data() + got, data->size() - got);
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  data->resize(got);
+  return Status::Ok();
+}
+
+}  // namespace
 
 std::string EncodeBlock(const BlockRecord& r, const std::string& fingerprint, const BlockPool& pool,
                         BlockId block, int begin) {
@@ -298,6 +325,36 @@ Status DiskTier::Write(const BlockRecord& r, const BlockPool& pool, BlockId bloc
   return Status::Ok();
 }
 
+Result<BlockRecord> DiskTier::Peek(const BlockKey& key) const {
+  const size_t most =
+      sizeof(FileHeader) + sizeof(uint32_t) + 2 * sizeof(int32_t) * layout_.block_size;
+  std::string data;
+  PC_RETURN_IF_ERROR(ReadRegularFile(PathOf(key), most, &data));
+  FileHeader h{};
+  if (data.size() < sizeof(h)) return DataLoss("truncated header");
+  std::memcpy(&h, data.data(), sizeof(h));
+  std::string expect_fp = fingerprint_.substr(0, 32);
+  expect_fp.resize(32, '\0');
+  if (std::memcmp(h.magic, kMagic, 8) != 0 || h.version < 2 || h.version > kVersion ||
+      std::string(h.fingerprint, 32) != expect_fp || h.key_hi != key.hi || h.key_lo != key.lo) {
+    return DataLoss("not a block record of this model and key");
+  }
+  const size_t count = h.count;
+  if (count == 0 || count > size_t(layout_.block_size) ||
+      data.size() < sizeof(h) + sizeof(uint32_t) + 2 * sizeof(int32_t) * count) {
+    return DataLoss("inconsistent size");
+  }
+  BlockRecord r;
+  r.key = key;
+  r.parent = {h.parent_hi, h.parent_lo};
+  const char* p = data.data() + sizeof(h) + sizeof(uint32_t);
+  r.tokens.resize(count);
+  r.positions.resize(count);
+  std::memcpy(r.tokens.data(), p, count * sizeof(int32_t));
+  std::memcpy(r.positions.data(), p + count * sizeof(int32_t), count * sizeof(int32_t));
+  return r;
+}
+
 Result<BlockRecord> DiskTier::Read(const BlockKey& key, BlockPool* pool, BlockId block,
                                    bool sliding_only) {
   const std::string path = PathOf(key);
@@ -306,24 +363,8 @@ Result<BlockRecord> DiskTier::Read(const BlockKey& key, BlockPool* pool, BlockId
     Remove(key);
     return DataLoss(path + ": " + why);
   };
-  // O_NONBLOCK and the type check: something else put where a block file was (a FIFO, a
-  // directory) is a miss, not a hang.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return fail("cannot open");
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return fail("not a regular file");
-  }
-  std::string data(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < data.size()) {
-    const ssize_t n = ::read(fd, data.data() + got, data.size() - got);
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  data.resize(got);
+  std::string data;
+  if (Status st = ReadRegularFile(path, SIZE_MAX, &data); !st.ok()) return fail(st.message());
   Result<BlockRecord> r = DecodeBlock(data, key, fingerprint_, pool, block, sliding_only);
   if (r.status().code() == StatusCode::kNotFound) {
     index_[key].partial = true;

@@ -88,6 +88,9 @@ class DiskTier {
   // file is removed and a DataLoss status names the problem.
   Result<BlockRecord> Read(const BlockKey& key, BlockPool* pool, BlockId block,
                            bool sliding_only = false);
+  // A block file's key, parent and tokens without its K/V, for listing what is on disk. Only the
+  // header is checked (the checksum covers the whole file): Read verifies before any use.
+  Result<BlockRecord> Peek(const BlockKey& key) const;
   // Known to hold a global-only block (written or read as one by this process).
   bool Partial(const BlockKey& key) const {
     auto it = index_.find(key);

@@ -110,6 +110,29 @@ Status BlockPool::Grow() {
   return Status::Ok();
 }
 
+Status BlockPool::Prefault(int64_t blocks) {
+  if (max_blocks_ > 0) blocks = std::min(blocks, max_blocks_);
+  const size_t first_chunk = chunks_.size(), first_sliding = sliding_chunks_.size();
+  while (blocks_allocated() < blocks) PC_RETURN_IF_ERROR(Grow());
+  while (has_sliding_ && int64_t(sliding_chunks_.size()) * kChunkBlocks < blocks) {
+    PC_RETURN_IF_ERROR(GrowSliding());
+  }
+  constexpr size_t kPage = 4096;
+  auto touch = [](uint8_t* p, size_t n) {
+    Unpoison(p, n);
+    for (size_t i = 0; i < n; i += kPage) p[i] = 0;
+  };
+  for (size_t c = first_chunk; c < chunks_.size(); ++c) {
+    if (chunks_[c]) touch(chunks_[c].get(), kChunkBlocks * layout_.global_bytes_per_block());
+  }
+  for (size_t c = first_sliding; c < sliding_chunks_.size(); ++c) {
+    const size_t n = kChunkBlocks * layout_.sliding_bytes_per_block();
+    touch(sliding_chunks_[c].get(), n);
+    Poison(sliding_chunks_[c].get(), n);
+  }
+  return Status::Ok();
+}
+
 Status BlockPool::GrowSliding() {
   const size_t part = layout_.sliding_bytes_per_block();
   uint8_t* mem = AllocAligned(kChunkBlocks * part);

@@ -133,6 +133,10 @@ class BlockPool {
            sliding_chunks_.size() * kChunkBlocks * layout_.sliding_bytes_per_block();
   }
   int64_t max_blocks() const { return max_blocks_; }
+  // Grows the pool to at least `blocks` blocks (within max_blocks) and writes to every page of
+  // their memory, so that filling them later (a long prefix loaded from a cache tier) does not
+  // wait for the kernel to fault in and zero fresh pages. The memory is held from now on.
+  Status Prefault(int64_t blocks);
 
  private:
   using Chunk = std::unique_ptr<uint8_t[], void (*)(uint8_t*)>;

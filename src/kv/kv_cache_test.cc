@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 #include <set>
@@ -40,6 +41,40 @@ void Fill(KvSequence& seq, int i, float tag) {
 
 float ReadK(KvSequence& seq, int i, int layer) {
   return reinterpret_cast<float*>(seq.SlotK(i, layer))[0];
+}
+
+// Resident memory of this process, from /proc/self/statm.
+size_t ResidentBytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  long pages = 0, resident = 0;
+  if (f != nullptr) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return size_t(resident) * 4096;
+}
+
+// Prefault grows the pool and makes its memory resident; blocks then come from it without
+// growing, and max_blocks caps it.
+TEST(BlockPool, PrefaultReservesResidentMemory) {
+  KvLayout l = SmallLayout();
+  l.n_layers = 8;
+  l.n_kv_heads = 8;
+  l.head_dim = 64;  // 64 KiB per block of 4 tokens (f32)
+  BlockPool pool(l, 0, false);
+  const size_t before = ResidentBytes();
+  ASSERT_TRUE(pool.Prefault(1024).ok());  // 64 MiB
+  const size_t reserved = pool.bytes_reserved();
+  EXPECT_GE(pool.blocks_allocated(), 1024);
+  EXPECT_GE(reserved, size_t(1024) * l.bytes_per_block());
+  EXPECT_EQ(pool.blocks_in_use(), 0);
+  EXPECT_GE(ResidentBytes() - before, reserved * 9 / 10) << "the pages were touched";
+  for (int i = 0; i < 1024; ++i) ASSERT_TRUE(pool.Allocate().ok());
+  EXPECT_EQ(pool.bytes_reserved(), reserved) << "no growth while prefaulted blocks are free";
+
+  BlockPool capped(SmallLayout(), 100, false);
+  ASSERT_TRUE(capped.Prefault(1000).ok());
+  EXPECT_LE(capped.blocks_allocated(), 128);  // whole chunks of 64, up to the cap
 }
 
 TEST(KvLayout, BytesPerToken) {

@@ -22,6 +22,7 @@
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/prompt_encoder.h"
+#include "server/savings_api.h"
 #include "server/schema_api.h"
 #include "server/tenants.h"
 #include "server/text_channel.h"
@@ -237,6 +238,8 @@ class HttpServer::Impl {
   void HandleCacheLoad(const httplib::Request& req, httplib::Response& res);
   void HandleCachePin(const httplib::Request& req, httplib::Response& res, bool pinned);
   void HandleCacheLookup(const httplib::Request& req, httplib::Response& res);
+  void LookupModular(const PrefixRequest& r, httplib::Response& res);
+  void HandleSavings(const httplib::Request& req, httplib::Response& res);
   void HandleSchemaLoad(const httplib::Request& req, httplib::Response& res);
   void HandleSchemaList(const httplib::Request& req, httplib::Response& res);
   void HandleSchemaGet(const httplib::Request& req, httplib::Response& res);
@@ -337,6 +340,7 @@ void HttpServer::Impl::RegisterRoutes() {
                         httplib::Response& s) { HandleCachePin(q, s, false); }}}},
       {"/v1/cache/lookup", {{"POST", bind(&Impl::HandleCacheLookup)}}},
       {"/v1/cache/([^/]+)", {{"DELETE", bind(&Impl::HandleCacheDrop)}}},
+      {"/v1/bench/savings", {{"POST", bind(&Impl::HandleSavings)}}},
       {"/v1/schemas",
        {{"GET", bind(&Impl::HandleSchemaList)}, {"POST", bind(&Impl::HandleSchemaLoad)}}},
       {"/", {{"GET", bind(&Impl::HandleWeb)}}},
@@ -435,6 +439,7 @@ bool HttpServer::Impl::AdminOnly(const httplib::Request& req) {
     return p != "/v1/cache/load" && p != "/v1/cache/pin" && p != "/v1/cache/unpin" &&
            p != "/v1/cache/lookup";
   }
+  if (p == "/v1/bench/savings") return true;  // it holds the engine and loads schemas
   return p.rfind("/v1/schemas", 0) == 0 && req.method != "GET";
 }
 
@@ -966,6 +971,10 @@ void HttpServer::Impl::HandleCachePin(const httplib::Request& req, httplib::Resp
 // A router's view: how many leading tokens of the prompt each tier holds, computing nothing.
 void HttpServer::Impl::HandleCacheLookup(const httplib::Request& req, httplib::Response& res) {
   PrefixRequest r;
+  if (!ParsePrefixRequest(req.body, &r) && !r.prompt_is_tokens && r.messages.empty() &&
+      LooksLikePml(r.prompt_text)) {
+    return LookupModular(r, res);
+  }
   BuiltPrompt p;
   if (!ReadPrefix(req, res, &r, &p)) return;
   const CacheTierCounts c = engine_->LookupCache(p.tokens, Namespace(req, r.cache_salt));
@@ -973,6 +982,33 @@ void HttpServer::Impl::HandleCacheLookup(const httplib::Request& req, httplib::R
   SendJson(res, ojson{{"prompt_tokens", p.tokens.size()},
                       {"cached_tokens", c.reusable},
                       {"tiers", ojson{{"ram", c.ram}, {"disk", c.disk}, {"remote", c.remote}}},
+                      {"block_tokens", engine_->options().block_size},
+                      {"active", s.active},
+                      {"queued", s.queued}});
+}
+
+void HttpServer::Impl::HandleSavings(const httplib::Request& req, httplib::Response& res) {
+  SavingsRequest r;
+  if (std::optional<ApiError> err = ParseSavingsBody(req.body, &r)) return SendError(res, *err);
+  Result<ojson> out = MeasureSavings(*engine_, r);
+  if (!out.ok()) return SendError(res, FromStatus(out.status()));
+  SendJson(res, *out);
+}
+
+// A PML prompt: which of its cached pieces each tier holds (modules are not namespaced).
+void HttpServer::Impl::LookupModular(const PrefixRequest& r, httplib::Response& res) {
+  if (!r.model.empty()) {
+    if (std::optional<ApiError> err = CheckModel(r.model)) return SendError(res, *err);
+  }
+  Result<PmlPrompt> prompt = ParsePrompt(r.prompt_text, "prompt");
+  if (!prompt.ok()) return SendError(res, FromStatus(prompt.status(), "prompt"));
+  Result<CacheTierCounts> c = engine_->LookupPrompt(*prompt);
+  if (!c.ok()) return SendError(res, FromStatus(c.status(), "prompt"));
+  const EngineStats s = engine_->Stats();
+  SendJson(res, ojson{{"prompt_tokens", c->prompt_tokens},
+                      {"cached_tokens", c->reusable},
+                      {"tiers", ojson{{"ram", c->ram}, {"disk", c->disk}, {"remote", c->remote}}},
+                      {"modular", true},
                       {"block_tokens", engine_->options().block_size},
                       {"active", s.active},
                       {"queued", s.queued}});

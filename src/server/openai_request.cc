@@ -576,18 +576,6 @@ MaybeError ReadModuleRef(const json& v, const std::string& param, int depth, Pml
   return std::nullopt;
 }
 
-// A prompt string that is a PML prompt: `<prompt` (after whitespace) followed by a space, '>'
-// or '/'.
-bool LooksLikePml(std::string_view text) {
-  const size_t i = text.find_first_not_of(" \t\r\n");
-  if (i == std::string_view::npos) return false;
-  text.remove_prefix(i);
-  constexpr std::string_view kTag = "<prompt";
-  if (text.substr(0, kTag.size()) != kTag || text.size() == kTag.size()) return false;
-  const char c = text[kTag.size()];
-  return c == ' ' || c == '>' || c == '/' || c == '\t' || c == '\r' || c == '\n';
-}
-
 // The modular extension: "schema" and "modules", or a PML prompt string. Cache pinning is for
 // plain prompts: a loaded schema's modules stay cached anyway.
 MaybeError ReadModular(const json& obj, ApiRequest* out) {
@@ -716,6 +704,18 @@ MaybeError Guarded(F&& f) {
 }
 
 }  // namespace
+
+// A prompt string that is a PML prompt: `<prompt` (after whitespace) followed by a space, '>'
+// or '/'.
+bool LooksLikePml(std::string_view text) {
+  const size_t i = text.find_first_not_of(" \t\r\n");
+  if (i == std::string_view::npos) return false;
+  text.remove_prefix(i);
+  constexpr std::string_view kTag = "<prompt";
+  if (text.substr(0, kTag.size()) != kTag || text.size() == kTag.size()) return false;
+  const char c = text[kTag.size()];
+  return c == ' ' || c == '>' || c == '/' || c == '\t' || c == '\r' || c == '\n';
+}
 
 FieldSupport RequestFieldSupport(ApiKind kind, std::string_view field) {
   if (Contains(kCommonFields, field)) return FieldSupport::kImplemented;

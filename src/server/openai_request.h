@@ -120,6 +120,10 @@ struct PrefixRequest {
 };
 std::optional<ApiError> ParsePrefixRequest(std::string_view body, PrefixRequest* out);
 
+// A prompt string that is a PML prompt: `<prompt` (after whitespace) followed by a space, '>'
+// or '/'.
+bool LooksLikePml(std::string_view text);
+
 // How this server treats a top-level request field (documented in docs/server.md).
 enum class FieldSupport {
   kImplemented,   // read and honoured

@@ -10,6 +10,7 @@
 #include "kv/redis_tier.h"
 #include "serving/engine_slot.h"
 #include "serving/logprobs.h"
+#include "serving/savings.h"
 
 namespace promptcache {
 namespace {
@@ -117,6 +118,13 @@ EngineImpl::EngineImpl(const EngineOptions& options, std::unique_ptr<Model> mode
                                         std::move(remote));
   store_ = std::make_unique<ModuleStore>(*model_, cache_.get(), &pool_, &scratch_,
                                          options.batch_size, options.module_shared_moves);
+  if (options.prefault_kv) {
+    const size_t per_block = std::max<size_t>(1, blocks_.layout().bytes_per_token()) *
+                             size_t(blocks_.layout().block_size);
+    if (Status st = blocks_.Prefault(int64_t(co.ram_bytes / per_block)); !st.ok()) {
+      PC_LOG_WARN("engine: prefaulting the K/V memory stopped early: %s", st.message().c_str());
+    }
+  }
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -746,7 +754,8 @@ std::vector<CacheBlockInfo> EngineImpl::ListCacheBlocks() const {
   RunOnEngineThread([&] {
     for (CachedBlockInfo& b : cache_->ListBlocks()) {
       out.push_back({b.key.Hex(), b.parent.empty() ? "" : b.parent.Hex(), b.depth,
-                     std::move(b.tokens), b.on_disk, b.pinned, b.prefix, b.hits, b.idle_seconds});
+                     std::move(b.tokens), b.on_disk, b.pinned, b.prefix, b.hits, b.idle_seconds,
+                     b.in_ram});
     }
   });
   return out;
@@ -777,6 +786,22 @@ Status EngineImpl::SaveCache() {
     UpdateStatsSnapshot();
   });
   return st;
+}
+
+Result<std::vector<GenerationTiming>> EngineImpl::MeasureGeneration(int max_tokens) {
+  if (max_tokens < 1 || max_tokens + 1 > context_) {
+    return InvalidArgument("max_tokens must be between 1 and " + std::to_string(context_ - 1));
+  }
+  Result<std::vector<GenerationTiming>> out = Internal("the measurement did not run");
+  RunOnEngineThread([&] {
+    SessionOptions so;
+    so.threads = options_.threads;
+    so.context = max_tokens + 1;
+    so.kv_type = options_.kv_type;
+    Session session(*model_, so);
+    out = promptcache::MeasureGeneration(session, max_tokens);
+  });
+  return out;
 }
 
 CacheTierCounts EngineImpl::LookupCache(const std::vector<int32_t>& tokens,

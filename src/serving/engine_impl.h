@@ -57,6 +57,8 @@ class EngineImpl : public Engine {
                          const std::string& cache_namespace) override;
   CacheTierCounts LookupCache(const std::vector<int32_t>& tokens,
                               const std::string& cache_namespace) const override;
+  Result<CacheTierCounts> LookupPrompt(const PmlPrompt& prompt) const override;
+  Result<std::vector<GenerationTiming>> MeasureGeneration(int max_tokens) override;
 
   Result<SchemaInfo> LoadSchemaFile(const std::string& path,
                                     const SchemaLoadOptions& options) override;

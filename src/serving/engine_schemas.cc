@@ -233,4 +233,44 @@ Result<ExpandedPrompt> EngineImpl::ExpandPrompt(const PmlPrompt& prompt) const {
   return out;
 }
 
+Result<CacheTierCounts> EngineImpl::LookupPrompt(const PmlPrompt& prompt) const {
+  PC_ASSIGN_OR_RETURN(Planned p, Plan(prompt));
+  const SchemaLayout& layout = p.schema->For(p.positions);
+  struct Piece {
+    std::vector<BlockKey> keys;
+    int tokens = 0;
+    int tier = 3;  // 0 RAM, 1 disk, 2 remote, 3 none
+  };
+  std::vector<Piece> pieces;
+  for (const PrefillStage& stage : p.prefill.stages) {
+    for (const PrefillGather& g : stage.gather) {
+      const PmlTextPiece piece =
+          g.deps ? ModuleStore::Variant(layout, g.ref, *g.deps) : layout.Piece(g.ref);
+      pieces.push_back({store_->PieceKeys(piece), int(piece.tokens.size())});
+    }
+  }
+  const int bs = blocks_.layout().block_size;
+  RunOnEngineThread([&] {
+    for (Piece& piece : pieces) {
+      const TierCounts t = cache_->Probe(piece.keys);
+      const int all = int(piece.keys.size()) * bs;
+      piece.tier = t.ram == all ? 0 : t.local == all ? 1 : 3;
+    }
+  });
+  CacheTierCounts out;
+  out.prompt_tokens = static_cast<int>(p.prefill.tokens.size());
+  for (Piece& piece : pieces) {
+    // Asked on the caller's thread, like LookupCache: the engine never waits for the remote tier.
+    if (RemoteTier* remote = cache_->remote(); piece.tier == 3 && remote != nullptr) {
+      std::vector<std::string> names;
+      for (const BlockKey& k : piece.keys) names.push_back(cache_->RemoteKeyOf({}, k));
+      if (remote->CountLeading(names) == int(names.size())) piece.tier = 2;
+    }
+    int* counts[] = {&out.ram, &out.disk, &out.remote};
+    if (piece.tier < 3) *counts[piece.tier] += piece.tokens;
+  }
+  out.reusable = out.ram + out.disk + out.remote;
+  return out;
+}
+
 }  // namespace promptcache

@@ -92,6 +92,22 @@ test('prefix blocks read back from the disk tier show as disk', async () => {
     assert.equal((await a.json('POST', '/v1/completions', req)).status, 200);
     await a.stop();  // writes the cache to disk
     const b = await startServer(['--cache-dir', dir]);
+    // Before any request the blocks are on disk only: the tree lists them from their files, as
+    // one chain whose tokens are the prompt's leading tokens.
+    const tokens = await b.tokenize({ prompt: req.prompt });
+    const disk = (await b.json('GET', '/v1/cache/tree')).body.data;
+    assert.ok(disk.length >= 2, `${disk.length} disk-only blocks listed`);
+    const byKey = new Map(disk.map((x) => [x.key, x]));
+    for (const x of disk) {
+      assert.equal(x.in_ram, false);
+      assert.equal(x.on_disk, true);
+      assert.equal(x.kind, 'disk');
+      const parent = byKey.get(x.parent);
+      assert.equal(x.depth, x.parent === null ? 0 : parent.depth + parent.tokens.length);
+      if (x.depth + x.tokens.length <= tokens.length) {
+        assert.deepEqual(x.tokens, tokens.slice(x.depth, x.depth + x.tokens.length));
+      }
+    }
     const r = await b.json('POST', '/v1/completions', req);
     assert.equal(r.status, 200, r.text);
     const map = r.body.cache_map;
@@ -101,6 +117,11 @@ test('prefix blocks read back from the disk tier show as disk', async () => {
     // Now in RAM: the same prompt again is a RAM hit.
     const again = await b.json('POST', '/v1/completions', req);
     assert.equal(again.body.cache_map.runs[0].source, 'ram');
+    const loaded = new Map((await b.json('GET', '/v1/cache/tree')).body.data.map((x) => [x.key, x]));
+    for (const x of disk) {
+      assert.equal(loaded.get(x.key)?.in_ram, true, 'a hit loaded it into RAM');
+      assert.equal(loaded.get(x.key).kind, 'prefix');
+    }
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }

@@ -261,7 +261,20 @@ test('schemas registered with --cache-dir come back after a restart, modules fro
   const loaded = await loadSchema(first, STORY_XML);
   assert.equal(loaded.persisted, true);
   assert.equal(loaded.load.encoded_tokens, 593);
+  // The router's view of a PML prompt: its cached pieces by tier, what the request then reuses.
+  const lookup = async (server, prompt) => {
+    const r = await server.json('POST', '/v1/cache/lookup', { prompt });
+    assert.equal(r.status, 200, r.text);
+    return r.body;
+  };
+  const inRam = await lookup(first, LILY_XML);
+  assert.equal(inRam.modular, true);
+  assert.deepEqual(inRam.tiers, { ram: inRam.cached_tokens, disk: 0, remote: 0 });
   const before = await first.client().completions.create({ ...greedy, prompt: LILY_XML });
+  assert.equal(inRam.cached_tokens, before.usage.prompt_tokens_details.cached_tokens);
+  assert.equal(inRam.prompt_tokens, before.usage.prompt_tokens);
+  assertError(await first.json('POST', '/v1/cache/lookup', { prompt: '<prompt schema="nope"/>' }), 404,
+              { param: 'prompt', mentions: ['nope'] });
   assert.equal((await first.stop()).code, 0, first.stderr());
 
   const second = await startServer(['--cache-dir', dir]);
@@ -271,11 +284,13 @@ test('schemas registered with --cache-dir come back after a restart, modules fro
   assert.equal(back.total_length, 408);
   assert.equal(back.load.encoded_tokens, 0, 'nothing re-encoded');
   assert.equal(back.load.reused_tokens, 593, 'every module found in the disk tier');
+  assert.deepEqual((await lookup(second, LILY_XML)).tiers, { ram: 0, disk: 236, remote: 0 });
   const after = await second.client().completions.create({ ...greedy, prompt: LILY_XML });
   assert.equal(after.usage.prompt_tokens_details.cached_tokens, 236);
   assert.equal(after.timings.encoded_tokens, 0);
   assert.equal(after.choices[0].text, before.choices[0].text, 'the same output from disk-loaded modules');
   assert.ok((await second.metrics()).promptcache_cache_disk_loads_total > 0);
+  assert.deepEqual((await lookup(second, LILY_XML)).tiers, { ram: 236, disk: 0, remote: 0 });
 
   // A schema name too long for a file name is a 400 that names the limit, not a 500 showing
   // where the cache lives.

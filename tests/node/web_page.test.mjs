@@ -1,8 +1,8 @@
 // The web page at GET /, driven in a real headless browser (Debian's chromium through
 // puppeteer-core, both installed by scripts/setup.sh): it loads with no console errors, a chat
 // sent twice with the same system prompt shows cached tokens in the second cache map, the prefix
-// tree draws and pins, a schema loads and a composed prompt is served from its modules, and the
-// metrics panel follows. Once against a server with --api-key (the page asks for the key) and
+// tree draws and pins, a schema loads and a composed prompt is served from its modules, the
+// metrics panel follows and the savings panel draws what the server measured. Once against a server with --api-key (the page asks for the key) and
 // once without. Screenshots go to BUILD/web-screenshots/. A missing browser is a failure, not a
 // skip: the test would otherwise shrink to nothing unnoticed.
 import { test, before, after } from 'node:test';
@@ -118,6 +118,7 @@ async function drive(name, serverArgs, key) {
   await page.waitForSelector('article[data-schema="story"] input[data-module="tim"]', WAIT);
   const requestsBefore = await page.$eval('#m-requests', (e) => Number(e.dataset.value));
   const card = 'article[data-schema="story"]';
+  assert.ok(await page.$(`${card} svg path.scaffold`), 'the ruler draws the schema\'s scaffold');
   await page.click(`${card} input[data-module="tim"]`);
   await page.click(`${card} input[data-module="lake"]`);
   await page.type(`${card} input[data-param="thing"]`, ' big box');
@@ -141,6 +142,23 @@ async function drive(name, serverArgs, key) {
                              WAIT, requestsBefore);
   await page.waitForSelector('#metric-charts svg polyline', WAIT);
   await shot('metrics');
+
+  // Savings: the bench charts, measured by the server on request.
+  await page.click('#tab-savings');
+  await page.$eval('#savings-tokens', (e) => { e.value = '32'; });
+  await page.$eval('#savings-prompt', (e) => { e.value = '64'; });
+  await page.click('#savings-run');
+  await page.waitForFunction(() => Number(document.getElementById('savings-charts').dataset.points) > 0,
+                             { timeout: 60000 });
+  const drawn = await page.$eval('#savings-charts', (e) => ({
+    charts: e.querySelectorAll('.chart svg').length,
+    points: e.querySelectorAll('circle.point').length,
+    status: document.getElementById('savings-status').textContent,
+  }));
+  assert.equal(drawn.charts, 3);
+  assert.ok(drawn.points >= 5, `${drawn.points} measured points drawn`);
+  assert.match(drawn.status, /^measured at/);
+  await shot('savings');
 
   // Phone width, dark: the chat still fits the screen.
   await page.click('#tab-chat');

@@ -1,0 +1,65 @@
+#include "server/savings_api.h"
+
+#include <algorithm>
+
+#include "kv/disk_tier.h"
+#include "serving/savings.h"
+
+namespace promptcache {
+
+using ojson = nlohmann::ordered_json;
+
+std::optional<ApiError> ParseSavingsBody(std::string_view body, SavingsRequest* out) {
+  *out = SavingsRequest{};
+  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return std::nullopt;
+  const nlohmann::json obj = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (obj.is_discarded()) return ApiError::BadRequest("the request body is not valid JSON");
+  if (!obj.is_object()) return ApiError::BadRequest("the request body must be a JSON object");
+  for (const auto& [key, value] : obj.items()) {
+    int* field = key == "max_tokens"   ? &out->max_tokens
+                 : key == "max_prompt" ? &out->max_prompt
+                                       : nullptr;
+    if (field == nullptr) {
+      return ApiError::BadRequest(
+          "unknown field '" + key + "' (expected 'max_tokens' and 'max_prompt')", key);
+    }
+    const int lo = key == "max_tokens" ? 1 : 16;
+    const int hi = key == "max_tokens" ? kMaxSavingsTokens : kMaxSavingsPrompt;
+    if (!value.is_number_integer() || value.get<int64_t>() < lo || value.get<int64_t>() > hi) {
+      return ApiError::BadRequest("'" + key + "' must be an integer from " + std::to_string(lo) +
+                                      " to " + std::to_string(hi),
+                                  key);
+    }
+    *field = value.get<int>();
+  }
+  return std::nullopt;
+}
+
+Result<ojson> MeasureSavings(Engine& engine, const SavingsRequest& request) {
+  const int context = engine.model().config().context_length;
+  const int max_tokens =
+      context > 1 ? std::min(request.max_tokens, context - 1) : request.max_tokens;
+  PC_ASSIGN_OR_RETURN(const std::vector<GenerationTiming> generation,
+                      engine.MeasureGeneration(max_tokens));
+  PC_ASSIGN_OR_RETURN(const std::vector<TtftTiming> ttft, MeasureTtft(engine, request.max_prompt));
+  ojson out{{"object", "bench.savings"}};
+  ojson& g = out["generation"] = ojson::array();
+  for (const GenerationTiming& t : generation) {
+    g.push_back(
+        {{"tokens", t.tokens}, {"with_cache_ms", t.with_cache_ms}, {"no_cache_ms", t.no_cache_ms}});
+  }
+  ojson& f = out["ttft"] = ojson::array();
+  for (const TtftTiming& t : ttft) {
+    f.push_back({{"prompt_tokens", t.prompt_tokens},
+                 {"cold_ms", t.cold_ms},
+                 {"prefix_hit_ms", t.prefix_hit_ms},
+                 {"modules_ms", t.modules_ms},
+                 {"modules_prompt_tokens", t.modules_prompt_tokens}});
+  }
+  ojson& b = out["kv_bytes_per_token"] = ojson::object();
+  for (const KvTypeBytes& t : KvBytesByType(engine.model())) b[t.type] = t.bytes_per_token;
+  out["kv_type"] = KvTypeName(engine.options().kv_type);
+  return out;
+}
+
+}  // namespace promptcache

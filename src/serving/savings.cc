@@ -1,0 +1,151 @@
+#include "serving/savings.h"
+
+#include <algorithm>
+#include <random>
+
+#include "kv/disk_tier.h"
+
+namespace promptcache {
+namespace {
+
+constexpr int kNewTokens = 16;  // the new ending after a cached prefix or the modules
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Text of about `n` tokens taken from `source` at `offset` (wrapping around), for module text.
+std::string TextOf(const Tokenizer& tok, const std::vector<int32_t>& source, int offset, int n) {
+  std::vector<int32_t> ids;
+  for (int i = 0; i < n; ++i) ids.push_back(source[(offset + i) % source.size()]);
+  return tok.Decode(ids);
+}
+
+Result<double> Ttft(Result<std::shared_ptr<RequestHandle>> handle, int* prompt_tokens) {
+  if (!handle.ok()) return handle.status();
+  const CompletionResult r = (*handle)->Wait();
+  if (!r.status.ok()) return r.status;
+  *prompt_tokens = r.prompt_tokens;
+  return r.ttft_ms;
+}
+
+CompletionRequest OneTokenRequest() {
+  CompletionRequest c;
+  c.max_tokens = 1;
+  c.sampling.temperature = 0;
+  return c;
+}
+
+// A schema of four modules of about `tokens`/4 tokens each, its text from a story so that it
+// reads as text (random ids would not round-trip through the tokenizer).
+std::string ModulesSchema(const std::string& name, const Tokenizer& tok,
+                          const std::vector<int32_t>& story, int tokens) {
+  std::string xml = "<schema name=\"" + name + "\">";
+  for (int m = 0; m < 4; ++m) {
+    xml += "<module name=\"m" + std::to_string(m) + "\"><![CDATA[" +
+           TextOf(tok, story, m * 7 + tokens, std::max(1, tokens / 4)) + "]]></module>";
+  }
+  return xml + "</schema>";
+}
+
+}  // namespace
+
+std::vector<int> SavingsLengths(int max, int step, int n) {
+  std::vector<int> out;
+  const int stride = std::max(step, (max / n + step - 1) / step * step);
+  for (int len = stride; len <= max; len += stride) out.push_back(len);
+  if (out.empty()) out.push_back(std::max(1, max));
+  return out;
+}
+
+Result<double> TimeGeneration(Session& session, int len, bool use_kv_cache) {
+  const int32_t bos = std::max(0, session.model().tokenizer().bos());
+  GenerateOptions o;
+  o.max_tokens = len;
+  o.sampling.temperature = 0;
+  o.ignore_eos = true;
+  o.use_kv_cache = use_kv_cache;
+  PC_ASSIGN_OR_RETURN(GenerateResult r, session.Generate({&bos, 1}, o));
+  return r.prompt_ms + r.generation_ms;
+}
+
+Result<std::vector<GenerationTiming>> MeasureGeneration(Session& session, int max_tokens) {
+  std::vector<GenerationTiming> out;
+  for (const int len : SavingsLengths(max_tokens, 16, 8)) {
+    PC_ASSIGN_OR_RETURN(const double with_cache, TimeGeneration(session, len, true));
+    PC_ASSIGN_OR_RETURN(const double no_cache, TimeGeneration(session, len, false));
+    out.push_back({len, with_cache, no_cache});
+  }
+  return out;
+}
+
+Result<std::vector<TtftTiming>> MeasureTtft(Engine& engine, int max_prompt, int trials) {
+  const int context = engine.model().config().context_length;
+  const int limit = std::min(max_prompt, (context > 0 ? context : max_prompt) - 2 * kNewTokens);
+  if (limit < 1) return InvalidArgument("the context is too short to measure time to first token");
+  const Tokenizer& tok = engine.model().tokenizer();
+  const int n_vocab = engine.model().config().n_vocab;
+  std::mt19937 rng(7);
+  const std::vector<int32_t> story = tok.Encode(
+      "Once upon a time, there was a little girl named Lily. She liked to play in the park with "
+      "her dog Max. One day, they found a big red ball under a tree. Lily threw the ball and Max "
+      "ran after it. They played all day and were very happy. ",
+      false);
+  std::vector<TtftTiming> out;
+  for (const int len : SavingsLengths(limit, 16, 8)) {
+    TtftTiming row;
+    row.prompt_tokens = row.modules_prompt_tokens = len;
+    std::vector<double> t_cold, t_hit, t_mod;
+    const std::string name = "_savings" + std::to_string(len);
+    SchemaLoadOptions so;
+    so.persist = false;
+    PC_RETURN_IF_ERROR(
+        engine
+            .LoadSchemaText(ModulesSchema(name, tok, story, std::max(4, len - kNewTokens)),
+                            name + ".xml", so)
+            .status());
+    Status failed;
+    for (int trial = 0; trial <= trials && failed.ok(); ++trial) {  // trial 0 warms up
+      std::vector<int32_t> prompt(len);
+      for (int32_t& id : prompt) id = static_cast<int32_t>(rng() % n_vocab);
+      CompletionRequest c = OneTokenRequest();
+      c.prompt = prompt;
+      const Result<double> cold = Ttft(engine.Submit(std::move(c)), &row.prompt_tokens);
+      for (int i = std::max(0, len - kNewTokens); i < len; ++i)
+        prompt[i] = static_cast<int32_t>(rng() % n_vocab);
+      c = OneTokenRequest();
+      c.prompt = prompt;
+      const Result<double> hit = Ttft(engine.Submit(std::move(c)), &row.prompt_tokens);
+      PromptBuilder pb(name);
+      for (int m = 0; m < 4; ++m) pb.Module("m" + std::to_string(m));
+      pb.Text(TextOf(tok, story, trial * 5, kNewTokens));
+      const Result<double> mod =
+          Ttft(engine.SubmitPrompt(pb.prompt(), OneTokenRequest()), &row.modules_prompt_tokens);
+      for (const Result<double>* r : {&cold, &hit, &mod}) {
+        if (!r->ok() && failed.ok()) failed = r->status();
+      }
+      if (trial == 0 || !failed.ok()) continue;
+      t_cold.push_back(*cold);
+      t_hit.push_back(*hit);
+      t_mod.push_back(*mod);
+    }
+    (void)engine.DropSchema(name);
+    PC_RETURN_IF_ERROR(failed);
+    row.cold_ms = Median(t_cold);
+    row.prefix_hit_ms = Median(t_hit);
+    row.modules_ms = Median(t_mod);
+    out.push_back(row);
+  }
+  return out;
+}
+
+std::vector<KvTypeBytes> KvBytesByType(const Model& model) {
+  std::vector<KvTypeBytes> out;
+  for (const KvType type : {KvType::kF16, KvType::kF32}) {
+    out.push_back({KvTypeName(type), model.MakeKvLayout(type).bytes_per_token()});
+  }
+  return out;
+}
+
+}  // namespace promptcache
