@@ -8,9 +8,9 @@
 // their blocks in the cache, which is bounded in RAM, expires idle entries, and can spill to a
 // disk tier that survives restarts.
 //
-// Modular prompts (docs/modules.md): a PML schema (pml/pml.h, shared/design/pml.md) declares
-// prompt modules; loading it encodes each module once at the positions the schema reserves and
-// keeps its K/V in the same block cache. A PML prompt names a schema, picks modules and adds new
+// Modular prompts (docs/modules.md): a PML schema (promptcache/pml.h) declares prompt modules;
+// loading it encodes each module once at the positions the schema reserves and keeps its K/V in
+// the same block cache. A PML prompt names a schema, picks modules and adds new
 // text; serving it gathers the picked modules' cached blocks by reference and computes only what
 // is new. Schemas registered with an engine that has a cache_dir persist there and come back
 // (with their modules, from the disk tier) when an engine is created on that folder again.
@@ -25,16 +25,19 @@
 #include <utility>
 #include <vector>
 
-#include "core/status.h"
-#include "engine/sampler.h"
-#include "kv/kv_cache.h"
-#include "pml/pml.h"
+#include "promptcache/pml.h"
+#include "promptcache/sampling.h"
+#include "promptcache/status.h"
+#include "promptcache/types.h"
 
 namespace promptcache {
 
+// The engine's own types, opaque to library users: Engine::model() and CompletionRequest::grammar
+// pass them along (promptcache/text.h reads the model's tokenizer for you).
 class Model;
 class Grammar;  // grammar/grammar.h
 
+// How Engine::Create loads the model and sizes the engine, its KV memory and its cache tiers.
 struct EngineOptions {
   std::string model_path;
   int threads = 0;     // 0: all cores
@@ -123,6 +126,8 @@ struct TextPiece {
   std::vector<TokenLogprob> logprobs;
 };
 
+// One request to Engine::Submit: a prompt of token ids (promptcache/text.h makes them from text)
+// and how to continue it.
 struct CompletionRequest {
   std::vector<int32_t> prompt;  // token ids, BOS included if wanted
   int max_tokens = 128;
@@ -180,6 +185,8 @@ struct CompletionChoice {
   std::vector<TokenLogprob> logprobs;  // one per generated token, when requested
 };
 
+// What RequestHandle::Wait returns: the generated text and tokens, and where the prompt's K/V
+// came from and how long each phase took.
 struct CompletionResult {
   Status status;                // not OK: the request failed (e.g. prompt over the context)
   std::vector<int32_t> tokens;  // generated ids
@@ -237,6 +244,7 @@ class RequestHandle {
   virtual void Cancel() = 0;
 };
 
+// One cached prefix chain, named by its last block (Engine::ListCache).
 struct CacheEntryInfo {
   std::string key;  // hex key of the prefix's last block
   int tokens = 0;   // prefix length
@@ -274,12 +282,14 @@ struct GenerationTiming {
   double with_cache_ms = 0, no_cache_ms = 0;
 };
 
+// The remote (Redis) tier's counters, part of EngineStats.
 struct RemoteTierStats {
   bool enabled = false, connected = false;
   uint64_t hits = 0, misses = 0, errors = 0, writes = 0, dropped = 0, invalid = 0;
   uint64_t loads = 0;  // blocks loaded into RAM from it
 };
 
+// Counters since the engine started, and its current load (Engine::Stats).
 struct EngineStats {
   uint64_t requests = 0, requests_failed = 0, requests_rejected = 0;
   uint64_t prompt_tokens = 0, cached_tokens = 0, generated_tokens = 0;
@@ -296,6 +306,7 @@ struct EngineStats {
   std::vector<double> ttft_ms;  // recent times to first token, for histograms
 };
 
+// How Engine::LoadSchemaFile / LoadSchemaText load a PML schema.
 struct SchemaLoadOptions {
   // Called on the loading thread after each encoded piece: tokens done and to do.
   std::function<void(int done, int total)> on_progress;
@@ -309,6 +320,7 @@ struct SchemaLoadOptions {
   bool encode = true;
 };
 
+// A loaded schema's summary (Engine::LoadSchemaFile, ListSchemas, GetSchema).
 struct SchemaInfo {
   std::string name;
   std::string file;      // the path it was read from, or the name given with its text
@@ -351,6 +363,8 @@ class PromptBuilder {
   PmlPrompt prompt_;
 };
 
+// Serves completion requests for one model (see the top of this file); requests may be submitted
+// from any thread.
 class Engine {
  public:
   static Result<std::unique_ptr<Engine>> Create(const EngineOptions& options);

@@ -4,7 +4,8 @@
 // far. The pipeline is fixed: repetition/presence/frequency penalties, top-k, softmax with
 // temperature, top-p (nucleus), min-p, then a draw from the seeded generator. Temperature 0 is
 // greedy decoding. It is built for vocabularies of 32k-256k entries sampled once per token, so
-// it never sorts the whole vocabulary unless top-p truly needs most of it.
+// it never sorts the whole vocabulary unless top-p truly needs most of it. SamplingParams, the
+// settings, are public (include/promptcache/sampling.h).
 #pragma once
 
 #include <cstdint>
@@ -13,29 +14,9 @@
 #include <vector>
 
 #include "core/status.h"
+#include "promptcache/sampling.h"
 
 namespace promptcache {
-
-struct SamplingParams {
-  float temperature = 0.8f;  // 0: greedy (argmax after penalties)
-  int top_k = 40;            // 0: no top-k cut
-  float top_p = 0.95f;       // in (0, 1]; 1: no nucleus cut
-  float min_p = 0.05f;       // in [0, 1]; 0: no min-p cut
-  // llama.cpp semantics: a logit of a token seen in the last repeat_last_n tokens of the history
-  // is divided by repeat_penalty when positive and multiplied by it when not. 1: off.
-  float repeat_penalty = 1.0f;
-  // How much history the penalties look at: -1 the whole history, 0 none (disables all three
-  // penalties, as in llama.cpp).
-  int repeat_last_n = 64;
-  // OpenAI semantics over the same window: logit -= count * frequency_penalty
-  // + (count > 0) * presence_penalty. Negative values encourage repetition.
-  float presence_penalty = 0.0f;
-  float frequency_penalty = 0.0f;
-  uint64_t seed = 0;  // 0: a random seed from std::random_device
-
-  // InvalidArgument naming the first bad field and its allowed range.
-  Status Validate() const;
-};
 
 class Sampler {
  public:

@@ -31,10 +31,9 @@
 #include <vector>
 
 #include "core/status.h"
+#include "promptcache/types.h"  // KvType
 
 namespace promptcache {
-
-enum class KvType { kF16, kF32 };
 
 struct KvLayout {
   int n_layers = 0;
