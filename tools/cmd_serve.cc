@@ -138,6 +138,10 @@ class ServeCommand : public Command {
     sub->add_option("--chat-template", chat_template_path_,
                     "Jinja chat template file to use instead of the model's "
                     "tokenizer.chat_template");
+    // Tests only: cache_control TTLs ("5m", "1h") times this, so that expiry takes seconds.
+    sub->add_option("--cache-control-ttl-scale", server_.cache_control_ttl_scale)
+        ->group("")
+        ->check(CLI::Range(1e-6, 1.0));
     sub->add_flag("-v,--verbose", verbose_, "log every request");
   }
 

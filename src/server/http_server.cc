@@ -16,8 +16,10 @@
 
 #include "core/log.h"
 #include "model/model.h"
+#include "server/anthropic_response.h"
 #include "server/cache_map.h"
 #include "server/http_transport.h"
+#include "server/messages_api.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
@@ -198,6 +200,10 @@ class HttpServer::Impl {
   httplib::Server::HandlerResponse FillError(const httplib::Request& req, httplib::Response& res);
 
   void SendError(httplib::Response& res, const ApiError& error) const;
+  // In the shape the route's clients read: Anthropic's on /v1/messages, OpenAI's elsewhere.
+  void SendErrorFor(const httplib::Request& req, httplib::Response& res,
+                    const ApiError& error) const;
+  void InitMessages();
   void SendJson(httplib::Response& res, const ojson& body, int status = 200) const;
   std::optional<ApiError> CheckModel(const std::string& name) const;
   // `tokens` prompt tokens, generation continuing at position `end` (== tokens for a plain
@@ -255,6 +261,7 @@ class HttpServer::Impl {
   std::string model_id_, model_name_, fingerprint_;
   PromptEncoder encoder_;
   RequestLimits limits_;
+  MessagesContext messages_;  // what /v1/messages needs of this server
   ServerMetrics metrics_;
   GuardedHttpServer http_;
   int port_ = -1;
@@ -301,8 +308,25 @@ HttpServer::Impl::Impl(Engine* engine, ServerOptions options)
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
     listen_fd_ = sock;
   });
+  InitMessages();
   RegisterRoutes();
   InstallHooks();
+}
+
+void HttpServer::Impl::InitMessages() {
+  MessagesContext& m = messages_;
+  m.engine = engine_;
+  m.encoder = &encoder_;
+  m.limits = limits_;
+  m.context = context_;
+  m.max_prompt_tokens = options_.max_prompt_tokens;
+  m.ttl_scale = options_.cache_control_ttl_scale;
+  m.check_model = [this](const std::string& name) { return CheckModel(name); };
+  m.cache_namespace = [this](const httplib::Request& req) { return Namespace(req, ""); };
+  m.track = [this](std::shared_ptr<RequestHandle> h) { return Track(std::move(h)); };
+  m.untrack = [this](uint64_t id) { Untrack(id); };
+  m.stopping = [this] { return stopping_.load(); };
+  m.observe = [this](const CompletionResult& r) { Observe(r); };
 }
 
 void HttpServer::Impl::RegisterRoutes() {
@@ -318,6 +342,12 @@ void HttpServer::Impl::RegisterRoutes() {
       {"/v1/chat/completions",
        {{"POST", [this](const httplib::Request& q,
                         httplib::Response& s) { HandleCompletion(q, s, ApiKind::kChat); }}}},
+      {"/v1/messages",
+       {{"POST", [this](const httplib::Request& q,
+                        httplib::Response& s) { HandleMessages(messages_, q, s); }}}},
+      {"/v1/messages/count_tokens",
+       {{"POST", [this](const httplib::Request& q,
+                        httplib::Response& s) { HandleCountTokens(messages_, q, s); }}}},
       {"/v1/models", {{"GET", bind(&Impl::HandleModels)}}},
       {"/v1/models/([^/]+)", {{"GET", bind(&Impl::HandleModels)}}},
       {"/health", {{"GET", bind(&Impl::HandleHealth)}}},
@@ -356,10 +386,11 @@ void HttpServer::Impl::RegisterRoutes() {
       } else {
         h = [this, allow](const httplib::Request& req, httplib::Response& res) {
           res.set_header("Allow", allow);
-          SendError(res, MakeError(405,
-                                   "method " + req.method + " is not allowed on " + req.path +
-                                       " (allowed: " + allow + ")",
-                                   "invalid_request_error", "method_not_allowed"));
+          SendErrorFor(req, res,
+                       MakeError(405,
+                                 "method " + req.method + " is not allowed on " + req.path +
+                                     " (allowed: " + allow + ")",
+                                 "invalid_request_error", "method_not_allowed"));
         };
       }
       const std::string m = method;
@@ -378,17 +409,19 @@ void HttpServer::Impl::InstallHooks() {
   http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     const std::optional<std::string> tenant = Tenant(req);
     if (tenant && !tenant->empty() && AdminOnly(req)) {
-      SendError(res, MakeError(403,
-                               "this route acts on every tenant's cache or on the server's "
-                               "schemas: it needs the --api-key key, not a tenant's",
-                               "invalid_request_error", "admin_only"));
+      SendErrorFor(req, res,
+                   MakeError(403,
+                             "this route acts on every tenant's cache or on the server's "
+                             "schemas: it needs the --api-key key, not a tenant's",
+                             "invalid_request_error", "admin_only"));
       return httplib::Server::HandlerResponse::Handled;
     }
     if (tenant) return httplib::Server::HandlerResponse::Unhandled;
-    SendError(res, MakeError(401,
-                             "invalid or missing API key: send the header "
-                             "'Authorization: Bearer KEY'",
-                             "invalid_request_error", "invalid_api_key"));
+    SendErrorFor(req, res,
+                 MakeError(401,
+                           "invalid or missing API key: send the header "
+                           "'Authorization: Bearer KEY' (or 'x-api-key: KEY')",
+                           "invalid_request_error", "invalid_api_key"));
     return httplib::Server::HandlerResponse::Handled;
   });
   http_.set_error_handler(httplib::Server::HandlerWithResponse(
@@ -415,7 +448,10 @@ std::optional<std::string> HttpServer::Impl::Tenant(const httplib::Request& req)
   const bool keys = !options_.api_key.empty() || !options_.api_keys.empty();
   if (!keys || req.path == "/health" || IsWebPath(req.path)) return "";
   if (req.path == "/metrics" && options_.metrics_public) return "";
-  const std::string got = req.get_header_value("Authorization");
+  std::string got = req.get_header_value("Authorization");
+  // Anthropic's clients send the key as x-api-key.
+  if (got.empty() && req.has_header("x-api-key"))
+    got = "Bearer " + req.get_header_value("x-api-key");
   if (!options_.api_key.empty() && ConstantTimeEquals(got, "Bearer " + options_.api_key)) {
     return "";
   }
@@ -460,7 +496,8 @@ httplib::Server::HandlerResponse HttpServer::Impl::FillError(const httplib::Requ
                                             : options_.transport.body_timeout_s) +
                       (headers ? " s (--header-timeout)" : " s (--body-timeout)"),
                   "invalid_request_error", "request_timeout");
-    res.set_content(ErrorBody(e), "application/json");
+    res.set_content(IsMessagesPath(req.path) ? AnthropicErrorBody(e) : ErrorBody(e),
+                    "application/json");
     return httplib::Server::HandlerResponse::Handled;
   }
   switch (res.status) {
@@ -479,7 +516,8 @@ httplib::Server::HandlerResponse HttpServer::Impl::FillError(const httplib::Requ
                     "the request could not be processed (HTTP " + std::to_string(res.status) + ")",
                     res.status >= 500 ? "server_error" : "invalid_request_error");
   }
-  res.set_content(ErrorBody(e), "application/json");
+  res.set_content(IsMessagesPath(req.path) ? AnthropicErrorBody(e) : ErrorBody(e),
+                  "application/json");
   return httplib::Server::HandlerResponse::Handled;
 }
 
@@ -487,6 +525,12 @@ void HttpServer::Impl::SendError(httplib::Response& res, const ApiError& error) 
   res.status = error.http_status;
   if (error.http_status == 503) res.set_header("Retry-After", "1");
   res.set_content(ErrorBody(error), "application/json");
+}
+
+void HttpServer::Impl::SendErrorFor(const httplib::Request& req, httplib::Response& res,
+                                    const ApiError& error) const {
+  if (IsMessagesPath(req.path)) return SendMessagesError(res, error);
+  SendError(res, error);
 }
 
 void HttpServer::Impl::SendJson(httplib::Response& res, const ojson& body, int status) const {
