@@ -18,6 +18,7 @@
 #include "model/model.h"
 #include "server/anthropic_response.h"
 #include "server/cache_map.h"
+#include "server/cors.h"
 #include "server/http_transport.h"
 #include "server/messages_api.h"
 #include "server/metrics.h"
@@ -203,6 +204,8 @@ class HttpServer::Impl {
   // In the shape the route's clients read: Anthropic's on /v1/messages, OpenAI's elsewhere.
   void SendErrorFor(const httplib::Request& req, httplib::Response& res,
                     const ApiError& error) const;
+  // --cors: the headers of a request from an allowed origin; a preflight answered (true).
+  bool HandleCors(const httplib::Request& req, httplib::Response& res) const;
   void InitMessages();
   void SendJson(httplib::Response& res, const ojson& body, int status = 200) const;
   std::optional<ApiError> CheckModel(const std::string& name) const;
@@ -407,6 +410,7 @@ void HttpServer::Impl::RegisterRoutes() {
 // Authentication before routing, OpenAI-style bodies for every error, and response counting.
 void HttpServer::Impl::InstallHooks() {
   http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (HandleCors(req, res)) return httplib::Server::HandlerResponse::Handled;
     const std::optional<std::string> tenant = Tenant(req);
     if (tenant && !tenant->empty() && AdminOnly(req)) {
       SendErrorFor(req, res,
@@ -533,6 +537,23 @@ void HttpServer::Impl::SendErrorFor(const httplib::Request& req, httplib::Respon
   SendError(res, error);
 }
 
+bool HttpServer::Impl::HandleCors(const httplib::Request& req, httplib::Response& res) const {
+  if (options_.cors_origins.empty()) return false;
+  const std::string allow = CorsAllowOrigin(options_.cors_origins, req.get_header_value("Origin"));
+  if (allow.empty()) return false;
+  if (req.method == "OPTIONS" && req.has_header("Access-Control-Request-Method")) {
+    for (const auto& [name, value] :
+         CorsPreflightHeaders(allow, req.get_header_value("Access-Control-Request-Headers"))) {
+      res.set_header(name, value);
+    }
+    res.status = 204;
+    return true;
+  }
+  res.set_header("Access-Control-Allow-Origin", allow);
+  if (allow != "*") res.set_header("Vary", "Origin");
+  return false;
+}
+
 void HttpServer::Impl::SendJson(httplib::Response& res, const ojson& body, int status) const {
   res.status = status;
   res.set_content(Dump(body), "application/json");
@@ -540,6 +561,8 @@ void HttpServer::Impl::SendJson(httplib::Response& res, const ojson& body, int s
 
 std::optional<ApiError> HttpServer::Impl::CheckModel(const std::string& name) const {
   if (name == model_id_ || (!model_name_.empty() && name == model_name_)) return std::nullopt;
+  const std::vector<std::string>& aliases = options_.aliases;
+  if (std::find(aliases.begin(), aliases.end(), name) != aliases.end()) return std::nullopt;
   return MakeError(404,
                    "the model '" + name + "' does not exist; this server serves '" + model_id_ +
                        "'" + (model_name_.empty() ? "" : " (also called '" + model_name_ + "')"),
@@ -862,9 +885,17 @@ void HttpServer::Impl::HandleModels(const httplib::Request& req, httplib::Respon
                         .bytes_per_token()}};
   if (req.matches.size() > 1) {  // GET /v1/models/{id}
     if (std::optional<ApiError> err = CheckModel(req.matches[1].str())) return SendError(res, *err);
+    const std::string name = req.matches[1].str();
+    if (name != model_id_ && name != model_name_) model["id"] = name;  // an --alias
     return SendJson(res, model);
   }
-  SendJson(res, ojson{{"object", "list"}, {"data", ojson::array({model})}});
+  ojson data = ojson::array({model});
+  for (const std::string& alias : options_.aliases) {  // --alias: the same model, another name
+    if (alias == model_id_) continue;
+    model["id"] = alias;
+    data.push_back(model);
+  }
+  SendJson(res, ojson{{"object", "list"}, {"data", std::move(data)}});
 }
 
 void HttpServer::Impl::HandleHealth(const httplib::Request&, httplib::Response& res) {

@@ -46,6 +46,11 @@ struct ServerOptions {
   int max_prompt_tokens = 0;  // 0: bounded by the context only
   int max_tokens_limit = 0;   // largest max_tokens accepted; 0: bounded by the context only
   TransportLimits transport;  // connections, deadlines (server/http_transport.h)
+  // More names a request's "model" may use (--alias), listed by /v1/models.
+  std::vector<std::string> aliases;
+  // Origins whose browser pages may call the API (--cors; "*": any): their requests get
+  // Access-Control-Allow-Origin and their preflights an answer. Empty: no CORS headers at all.
+  std::vector<std::string> cors_origins;
   // Multiplies the TTLs of /v1/messages cache_control breakpoints (tests shorten them).
   double cache_control_ttl_scale = 1;
 };
