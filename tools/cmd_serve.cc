@@ -141,6 +141,16 @@ class ServeCommand : public Command {
     sub->add_option("--chat-template", chat_template_path_,
                     "Jinja chat template file to use instead of the model's "
                     "tokenizer.chat_template");
+    sub->add_option("--alias", server_.aliases,
+                    "another name the server answers to in a request's \"model\" (repeatable; "
+                    "listed by /v1/models)");
+    sub->add_option("--cors", server_.cors_origins,
+                    "let browser pages from this origin (scheme://host[:port], or *) call the API: "
+                    "CORS headers and preflights (repeatable; default: no CORS headers)");
+    // Tests only: cache_control TTLs ("5m", "1h") times this, so that expiry takes seconds.
+    sub->add_option("--cache-control-ttl-scale", server_.cache_control_ttl_scale)
+        ->group("")
+        ->check(CLI::Range(1e-6, 1.0));
     sub->add_flag("-v,--verbose", verbose_, "log every request");
   }
 
@@ -262,6 +272,15 @@ class ServeCommand : public Command {
       return InvalidArgument("--port must be between 0 and 65535");
     }
     if (engine_.parallel < 1) return InvalidArgument("--parallel must be >= 1");
+    for (const std::string& alias : server_.aliases) {
+      if (alias.empty()) return InvalidArgument("--alias: a name must not be empty");
+    }
+    for (const std::string& origin : server_.cors_origins) {
+      if (origin != "*" && origin.rfind("http://", 0) != 0 && origin.rfind("https://", 0) != 0) {
+        return InvalidArgument("--cors: '" + origin +
+                               "' is not an origin (scheme://host[:port]) nor *");
+      }
+    }
     if (engine_.max_queue < 0) return InvalidArgument("--max-queue must be >= 0");
     if (engine_.batch_size < 1) return InvalidArgument("--batch-size must be >= 1");
     if (engine_.block_size < 1 || engine_.block_size > 1024) {

@@ -137,6 +137,14 @@ struct CompletionRequest {
   // Pin the first `pin_tokens` prompt tokens in the cache (rounded down to blocks) until
   // unpinned through the cache API; -1 pins the whole prompt.
   int pin_tokens = 0;
+  // Pins that expire (Anthropic's cache_control TTLs): each pins the first `tokens` prompt
+  // tokens (rounded down to blocks) for `ttl_seconds`, renewed by every later prefix hit on
+  // them; until then DELETE /v1/cache and eviction leave them.
+  struct TimedPin {
+    int tokens = 0;
+    double ttl_seconds = 0;
+  };
+  std::vector<TimedPin> timed_pins;
   // Called on the engine thread with each new piece of text (never broken UTF-8). Return false
   // to cancel the request (e.g. the client disconnected); its computed blocks stay cached.
   std::function<bool(const std::string&)> on_text;
@@ -195,9 +203,12 @@ struct CompletionResult {
   int prompt_tokens = 0;
   int cached_tokens = 0;    // prompt tokens whose K/V came from the cache
   int computed_tokens = 0;  // prompt tokens computed for this request
-  double queue_ms = 0;      // waiting for a free sequence slot
-  double prompt_ms = 0;     // lookup + prefill, up to the first token's logits
-  double ttft_ms = 0;       // submission to first token
+  // Prompt tokens the request's pins (pin_tokens, timed_pins) cover once it ends, in whole
+  // blocks: the longest pinned prefix.
+  int pinned_tokens = 0;
+  double queue_ms = 0;   // waiting for a free sequence slot
+  double prompt_ms = 0;  // lookup + prefill, up to the first token's logits
+  double ttft_ms = 0;    // submission to first token
   double generation_ms = 0;
   // Modular (PML) prompts. cached_tokens counts the prompt tokens reused from cached modules,
   // computed_tokens the rest: parameter arguments, cache="false" modules, the new text, and

@@ -152,7 +152,7 @@ void BlockCache::AddEntry(const BlockKey& key, Entry e) {
   if (!e.parent.empty()) {
     if (Entry* p = Find(e.parent)) p->children++;
   }
-  e.last_used = Clock::now();
+  e.last_used = Now();
   held_bytes_ += pool_->layout().block_bytes(e.sliding);
   entries_.emplace(key, std::move(e));
 }
@@ -293,12 +293,17 @@ int BlockCache::LookupPrefix(std::span<const int32_t> tokens, int max_tokens, Kv
   size_t n = chain.size();
   const size_t g = options_.granularity > bs ? options_.granularity / bs : 1;
   n = UsableBlocks(chain, n / g * g, g);
-  const auto now = Clock::now();
+  const auto now = Now();
   for (size_t i = 0; i < n; ++i) {
     Entry& e = entries_.at(chain[i]);
     seq->AppendBlock(e.block, e.begin, e.count, InWindow(i, n));
     e.last_used = now;
     e.hits++;
+    // A hit renews a timed pin that still holds, as Anthropic refreshes a cache entry's TTL
+    // each time it is read.
+    if (e.pinned_until > now) {
+      e.pinned_until = std::max(e.pinned_until, now + ToDuration(e.pin_ttl_seconds));
+    }
   }
   if (origins != nullptr) origins->assign(loaded.begin(), loaded.begin() + n);
   if (n > 0) {
@@ -343,7 +348,7 @@ void BlockCache::InsertPrefix(std::span<const int32_t> tokens, const KvSequence&
   const int n_full = std::min<int>(seq.size(), static_cast<int>(tokens.size())) / bs;
   const auto& spans = seq.spans();
   BlockKey parent = ns;
-  const auto now = Clock::now();
+  const auto now = Now();
   for (int b = 0; b < n_full; ++b) {
     // Only block-aligned sequences map block b to tokens [b*bs, (b+1)*bs).
     // A moved span's keys are not those of its positions (KvSpan::shift).
@@ -396,6 +401,27 @@ int BlockCache::PinPrefix(std::span<const int32_t> tokens, bool pinned, const Bl
   return n;
 }
 
+int BlockCache::PinPrefixFor(std::span<const int32_t> tokens, double ttl_seconds,
+                             const BlockKey& ns) {
+  const int bs = pool_->layout().block_size;
+  const auto now = Now();
+  BlockKey parent = ns;
+  int n = 0;
+  for (int b = 0; (b + 1) * bs <= static_cast<int>(tokens.size()); ++b) {
+    const BlockKey key = ChainKey(parent, tokens.subspan(size_t(b) * bs, bs));
+    Entry* e = Find(key);
+    if (e == nullptr && LoadFromDisk(key, /*prefix=*/true, ns)) e = Find(key);
+    if (e == nullptr) break;
+    // An expired pin's TTL no longer applies; a pin still holding keeps the longer of the two.
+    if (e->pinned_until <= now) e->pin_ttl_seconds = 0;
+    e->pin_ttl_seconds = std::max(e->pin_ttl_seconds, ttl_seconds);
+    e->pinned_until = std::max(e->pinned_until, now + ToDuration(ttl_seconds));
+    n += bs;
+    parent = key;
+  }
+  return n;
+}
+
 bool BlockCache::AppendCached(const BlockKey& key, KvSequence* seq) {
   Entry* e = Find(key);
   if (e == nullptr && LoadFromDisk(key, /*prefix=*/false)) e = Find(key);
@@ -403,7 +429,7 @@ bool BlockCache::AppendCached(const BlockKey& key, KvSequence* seq) {
   // A module is read at any position: without its sliding part it is a miss (re-encoded).
   if (e == nullptr || !MakeComplete(key, *e)) return false;
   seq->AppendBlock(e->block, e->begin, e->count);
-  e->last_used = Clock::now();
+  e->last_used = Now();
   return true;
 }
 
@@ -442,17 +468,19 @@ void BlockCache::Complete(Entry* e, BlockId block, int begin) {
   held_bytes_ += pool_->layout().sliding_bytes_per_block();
 }
 
+bool BlockCache::Pinned(const Entry& e) const { return e.pins > 0 || e.pinned_until > Now(); }
+
 bool BlockCache::Evictable(const Entry& e) const {
-  return e.pins == 0 && e.children == 0 && pool_->RefCount(e.block) == 1;
+  return !Pinned(e) && e.children == 0 && pool_->RefCount(e.block) == 1;
 }
 
 bool BlockCache::Strippable(const Entry& e) const {
-  return e.prefix && e.sliding && e.pins == 0 && pool_->layout().has_sliding() &&
+  return e.prefix && e.sliding && !Pinned(e) && pool_->layout().has_sliding() &&
          pool_->SlidingRefCount(e.block) == 1;
 }
 
 void BlockCache::ExpireIdle() {
-  const auto now = Clock::now();
+  const auto now = Now();
   if (options_.ttl_seconds > 0) {
     // Removing a leaf can make its parent a leaf: repeat until nothing more expires.
     for (bool changed = true; changed;) {
@@ -509,7 +537,7 @@ Status BlockCache::Drop(const std::string& key_hex) {
   if (key_hex.empty()) {
     std::vector<BlockKey> keys;
     for (const auto& [key, e] : entries_) {
-      if (e.pins == 0) keys.push_back(key);
+      if (!Pinned(e)) keys.push_back(key);
     }
     // Children first, so parents' child counts stay consistent.
     std::sort(keys.begin(), keys.end(), [&](const BlockKey& a, const BlockKey& b) {
@@ -536,7 +564,7 @@ Status BlockCache::Drop(const std::string& key_hex) {
   }
   for (auto it = doomed.rbegin(); it != doomed.rend(); ++it) {
     if (entries_.count(*it)) {
-      if (entries_.at(*it).pins > 0) return InvalidArgument("cache entry is pinned");
+      if (Pinned(entries_.at(*it))) return InvalidArgument("cache entry is pinned");
     }
   }
   for (auto it = doomed.rbegin(); it != doomed.rend(); ++it) {
@@ -548,10 +576,10 @@ Status BlockCache::Drop(const std::string& key_hex) {
 
 std::vector<CachedPrefixInfo> BlockCache::List() const {
   std::vector<CachedPrefixInfo> out;
-  const auto now = Clock::now();
+  const auto now = Now();
   for (const auto& [key, e] : entries_) {
     if (e.children != 0) continue;  // list each chain once, by its last block
-    out.push_back({key, e.depth + e.count, true, disk_ && disk_->Contains(key), e.pins > 0,
+    out.push_back({key, e.depth + e.count, true, disk_ && disk_->Contains(key), Pinned(e),
                    std::chrono::duration<double>(now - e.last_used).count()});
   }
   if (disk_) {
@@ -564,7 +592,7 @@ std::vector<CachedPrefixInfo> BlockCache::List() const {
 
 std::vector<CachedBlockInfo> BlockCache::ListBlocks(size_t max_disk_only) const {
   std::vector<CachedBlockInfo> out;
-  const auto now = Clock::now();
+  const auto now = Now();
   for (const auto& [key, e] : entries_) {
     CachedBlockInfo b;
     b.key = key;
@@ -572,7 +600,7 @@ std::vector<CachedBlockInfo> BlockCache::ListBlocks(size_t max_disk_only) const 
     b.depth = e.depth;
     b.tokens = e.tokens;
     b.on_disk = disk_ && disk_->Contains(key);
-    b.pinned = e.pins > 0;
+    b.pinned = Pinned(e);
     b.prefix = e.prefix;
     b.hits = e.hits;
     b.idle_seconds = std::chrono::duration<double>(now - e.last_used).count();
@@ -625,7 +653,7 @@ BlockCacheStats BlockCache::Stats() const {
   s.ram_blocks = entries_.size();
   s.ram_bytes = held_bytes_;
   s.pinned_blocks = 0;
-  for (const auto& [k, e] : entries_) s.pinned_blocks += e.pins > 0;
+  for (const auto& [k, e] : entries_) s.pinned_blocks += Pinned(e);
   if (disk_) {
     s.disk_bytes = disk_->bytes();
     s.disk_files = disk_->files();

@@ -35,6 +35,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -148,6 +149,13 @@ class BlockCache {
   // Pins (or unpins) the cached blocks of the longest cached prefix of tokens[0, n). Pinned
   // blocks are never evicted or expired. Returns the number of tokens pinned.
   int PinPrefix(std::span<const int32_t> tokens, bool pinned, const BlockKey& ns = {});
+  // Pins the same blocks for `ttl_seconds` from now (Anthropic's cache_control TTLs): until
+  // then they are never evicted, expired or dropped; each prefix hit on a block renews its pin
+  // for its TTL (the longest asked while it held). Counted pins (PinPrefix) are apart: a block
+  // is pinned while either holds. Returns the number of tokens pinned.
+  int PinPrefixFor(std::span<const int32_t> tokens, double ttl_seconds, const BlockKey& ns = {});
+  // The clock every idle time, TTL and timed pin is read from (tests move it by hand).
+  void SetClockForTesting(std::function<Clock::time_point()> now) { now_ = std::move(now); }
 
   // Generic keyed entries (module blocks): a block's slots [begin, begin+count) under `key`.
   bool Contains(const BlockKey& key) const;
@@ -177,13 +185,16 @@ class BlockCache {
   // Removes (spilling to disk) the unreferenced entries idle longer than the TTL.
   void ExpireIdle();
   struct Entry {
-    BlockId block;
-    int begin, count;
+    BlockId block{};
+    int begin = 0, count = 0;
     BlockKey parent;
     std::vector<int32_t> tokens;
-    int depth;         // tokens before this block in its chain
+    int depth = 0;     // tokens before this block in its chain
     int children = 0;  // cached entries whose parent this is
     int pins = 0;
+    // A timed pin (PinPrefixFor): pinned until then, renewed by hits for pin_ttl_seconds.
+    Clock::time_point pinned_until{};
+    double pin_ttl_seconds = 0;
     Clock::time_point last_used;
     bool on_disk = false;
     bool sliding = true;     // holds the block's sliding part (a full reference)
@@ -219,6 +230,12 @@ class BlockCache {
   bool OnDisk(const BlockKey& key, BlockId block) const;
   // WriteEntry unless OnDisk (failures are counted and logged), and WriteRemote.
   void Spill(const BlockKey& key, Entry& e);
+  Clock::time_point Now() const { return now_ ? now_() : Clock::now(); }
+  static Clock::duration ToDuration(double seconds) {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  }
+  // By a counted pin or a timed one that has not expired.
+  bool Pinned(const Entry& e) const;
   bool Evictable(const Entry& e) const;
   // Its sliding part is evictable on its own.
   bool Strippable(const Entry& e) const;
@@ -246,6 +263,7 @@ class BlockCache {
   std::map<BlockKey, Entry> entries_;
   size_t held_bytes_ = 0;  // what the entries hold: see BlockCacheStats::ram_bytes
   BlockCacheStats stats_;
+  std::function<Clock::time_point()> now_;  // null: Clock::now
 };
 
 }  // namespace promptcache

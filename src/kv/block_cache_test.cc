@@ -143,6 +143,58 @@ TEST(BlockCache, TtlExpiresIdleEntries) {
   EXPECT_EQ(cache.Stats().expirations, 2u);
 }
 
+// Timed pins (cache_control TTLs) on a clock the test moves: pinned until the TTL passes,
+// renewed by each hit, and apart from counted pins.
+TEST(BlockCache, TimedPinsHoldUntilTheirTtlAndHitsRenewThem) {
+  BlockPool pool(Layout(), 0, false);
+  BlockCache cache(&pool, "fp", Options(0), nullptr);  // no RAM budget: unpinned blocks go
+  auto now = BlockCache::Clock::time_point() + std::chrono::hours(1);
+  cache.SetClockForTesting([&now] { return now; });
+  const auto a = Tokens(8), b = Tokens(12);
+  {
+    KvSequence seq = Computed(&pool, b);
+    cache.InsertPrefix(b, seq);
+  }
+  EXPECT_EQ(cache.PinPrefixFor(a, 300), 8);
+  cache.Maintain();
+  EXPECT_EQ(cache.Stats().ram_blocks, 2u);  // the third block was not pinned
+  EXPECT_EQ(cache.Stats().pinned_blocks, 2u);
+  EXPECT_TRUE(cache.Drop("").ok());
+  EXPECT_EQ(cache.Stats().ram_blocks, 2u);
+
+  now += std::chrono::seconds(200);
+  {
+    KvSequence hit(&pool);
+    EXPECT_EQ(cache.LookupPrefix(b, 11, &hit), 8);  // renews the pin: 300 s from now
+  }
+  now += std::chrono::seconds(200);  // 400 s after pinning, 200 after the hit
+  cache.Maintain();
+  EXPECT_EQ(cache.Stats().ram_blocks, 2u);
+  now += std::chrono::seconds(101);
+  cache.Maintain();
+  EXPECT_EQ(cache.Stats().ram_blocks, 0u);
+  EXPECT_EQ(pool.blocks_in_use(), 0);
+
+  // A counted pin outlives a timed one; the timed one outlives an unpin.
+  {
+    KvSequence seq = Computed(&pool, a);
+    cache.InsertPrefix(a, seq);
+  }
+  EXPECT_EQ(cache.PinPrefix(a, true), 8);
+  EXPECT_EQ(cache.PinPrefixFor(a, 10), 8);
+  now += std::chrono::seconds(11);
+  cache.Maintain();
+  EXPECT_EQ(cache.Stats().pinned_blocks, 2u);
+  EXPECT_EQ(cache.PinPrefixFor(a, 3600), 8);
+  cache.PinPrefix(a, false);
+  now += std::chrono::seconds(3599);
+  cache.Maintain();
+  EXPECT_EQ(cache.Stats().ram_blocks, 2u);
+  now += std::chrono::seconds(2);
+  cache.Maintain();
+  EXPECT_EQ(cache.Stats().ram_blocks, 0u);
+}
+
 class DiskTierTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -16,8 +16,11 @@
 
 #include "core/log.h"
 #include "model/model.h"
+#include "server/anthropic_response.h"
 #include "server/cache_map.h"
+#include "server/cors.h"
 #include "server/http_transport.h"
+#include "server/messages_api.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
@@ -199,6 +202,12 @@ class HttpServer::Impl {
   httplib::Server::HandlerResponse FillError(const httplib::Request& req, httplib::Response& res);
 
   void SendError(httplib::Response& res, const ApiError& error) const;
+  // In the shape the route's clients read: Anthropic's on /v1/messages, OpenAI's elsewhere.
+  void SendErrorFor(const httplib::Request& req, httplib::Response& res,
+                    const ApiError& error) const;
+  // --cors: the headers of a request from an allowed origin; a preflight answered (true).
+  bool HandleCors(const httplib::Request& req, httplib::Response& res) const;
+  void InitMessages();
   void SendJson(httplib::Response& res, const ojson& body, int status = 200) const;
   std::optional<ApiError> CheckModel(const std::string& name) const;
   // `tokens` prompt tokens, generation continuing at position `end` (== tokens for a plain
@@ -258,6 +267,7 @@ class HttpServer::Impl {
   std::string model_id_, model_name_, fingerprint_;
   PromptEncoder encoder_;
   RequestLimits limits_;
+  MessagesContext messages_;  // what /v1/messages needs of this server
   ServerMetrics metrics_;
   GuardedHttpServer http_;
   int port_ = -1;
@@ -304,8 +314,25 @@ HttpServer::Impl::Impl(Engine* engine, ServerOptions options)
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
     listen_fd_ = sock;
   });
+  InitMessages();
   RegisterRoutes();
   InstallHooks();
+}
+
+void HttpServer::Impl::InitMessages() {
+  MessagesContext& m = messages_;
+  m.engine = engine_;
+  m.encoder = &encoder_;
+  m.limits = limits_;
+  m.context = context_;
+  m.max_prompt_tokens = options_.max_prompt_tokens;
+  m.ttl_scale = options_.cache_control_ttl_scale;
+  m.check_model = [this](const std::string& name) { return CheckModel(name); };
+  m.cache_namespace = [this](const httplib::Request& req) { return Namespace(req, ""); };
+  m.track = [this](std::shared_ptr<RequestHandle> h) { return Track(std::move(h)); };
+  m.untrack = [this](uint64_t id) { Untrack(id); };
+  m.stopping = [this] { return stopping_.load(); };
+  m.observe = [this](const CompletionResult& r) { Observe(r); };
 }
 
 void HttpServer::Impl::RegisterRoutes() {
@@ -321,6 +348,12 @@ void HttpServer::Impl::RegisterRoutes() {
       {"/v1/chat/completions",
        {{"POST", [this](const httplib::Request& q,
                         httplib::Response& s) { HandleCompletion(q, s, ApiKind::kChat); }}}},
+      {"/v1/messages",
+       {{"POST", [this](const httplib::Request& q,
+                        httplib::Response& s) { HandleMessages(messages_, q, s); }}}},
+      {"/v1/messages/count_tokens",
+       {{"POST", [this](const httplib::Request& q,
+                        httplib::Response& s) { HandleCountTokens(messages_, q, s); }}}},
       {"/v1/models", {{"GET", bind(&Impl::HandleModels)}}},
       {"/v1/models/([^/]+)", {{"GET", bind(&Impl::HandleModels)}}},
       {"/health", {{"GET", bind(&Impl::HandleHealth)}}},
@@ -360,10 +393,11 @@ void HttpServer::Impl::RegisterRoutes() {
       } else {
         h = [this, allow](const httplib::Request& req, httplib::Response& res) {
           res.set_header("Allow", allow);
-          SendError(res, MakeError(405,
-                                   "method " + req.method + " is not allowed on " + req.path +
-                                       " (allowed: " + allow + ")",
-                                   "invalid_request_error", "method_not_allowed"));
+          SendErrorFor(req, res,
+                       MakeError(405,
+                                 "method " + req.method + " is not allowed on " + req.path +
+                                     " (allowed: " + allow + ")",
+                                 "invalid_request_error", "method_not_allowed"));
         };
       }
       const std::string m = method;
@@ -380,19 +414,22 @@ void HttpServer::Impl::RegisterRoutes() {
 // Authentication before routing, OpenAI-style bodies for every error, and response counting.
 void HttpServer::Impl::InstallHooks() {
   http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (HandleCors(req, res)) return httplib::Server::HandlerResponse::Handled;
     const std::optional<std::string> tenant = Tenant(req);
     if (tenant && !tenant->empty() && AdminOnly(req)) {
-      SendError(res, MakeError(403,
-                               "this route acts on every tenant's cache or on the server's "
-                               "schemas: it needs the --api-key key, not a tenant's",
-                               "invalid_request_error", "admin_only"));
+      SendErrorFor(req, res,
+                   MakeError(403,
+                             "this route acts on every tenant's cache or on the server's "
+                             "schemas: it needs the --api-key key, not a tenant's",
+                             "invalid_request_error", "admin_only"));
       return httplib::Server::HandlerResponse::Handled;
     }
     if (tenant) return httplib::Server::HandlerResponse::Unhandled;
-    SendError(res, MakeError(401,
-                             "invalid or missing API key: send the header "
-                             "'Authorization: Bearer KEY'",
-                             "invalid_request_error", "invalid_api_key"));
+    SendErrorFor(req, res,
+                 MakeError(401,
+                           "invalid or missing API key: send the header "
+                           "'Authorization: Bearer KEY' (or 'x-api-key: KEY')",
+                           "invalid_request_error", "invalid_api_key"));
     return httplib::Server::HandlerResponse::Handled;
   });
   http_.set_error_handler(httplib::Server::HandlerWithResponse(
@@ -419,7 +456,10 @@ std::optional<std::string> HttpServer::Impl::Tenant(const httplib::Request& req)
   const bool keys = !options_.api_key.empty() || !options_.api_keys.empty();
   if (!keys || req.path == "/health" || IsWebPath(req.path)) return "";
   if (req.path == "/metrics" && options_.metrics_public) return "";
-  const std::string got = req.get_header_value("Authorization");
+  std::string got = req.get_header_value("Authorization");
+  // Anthropic's clients send the key as x-api-key.
+  if (got.empty() && req.has_header("x-api-key"))
+    got = "Bearer " + req.get_header_value("x-api-key");
   if (!options_.api_key.empty() && ConstantTimeEquals(got, "Bearer " + options_.api_key)) {
     return "";
   }
@@ -465,7 +505,8 @@ httplib::Server::HandlerResponse HttpServer::Impl::FillError(const httplib::Requ
                                             : options_.transport.body_timeout_s) +
                       (headers ? " s (--header-timeout)" : " s (--body-timeout)"),
                   "invalid_request_error", "request_timeout");
-    res.set_content(ErrorBody(e), "application/json");
+    res.set_content(IsMessagesPath(req.path) ? AnthropicErrorBody(e) : ErrorBody(e),
+                    "application/json");
     return httplib::Server::HandlerResponse::Handled;
   }
   switch (res.status) {
@@ -484,7 +525,8 @@ httplib::Server::HandlerResponse HttpServer::Impl::FillError(const httplib::Requ
                     "the request could not be processed (HTTP " + std::to_string(res.status) + ")",
                     res.status >= 500 ? "server_error" : "invalid_request_error");
   }
-  res.set_content(ErrorBody(e), "application/json");
+  res.set_content(IsMessagesPath(req.path) ? AnthropicErrorBody(e) : ErrorBody(e),
+                  "application/json");
   return httplib::Server::HandlerResponse::Handled;
 }
 
@@ -494,6 +536,29 @@ void HttpServer::Impl::SendError(httplib::Response& res, const ApiError& error) 
   res.set_content(ErrorBody(error), "application/json");
 }
 
+void HttpServer::Impl::SendErrorFor(const httplib::Request& req, httplib::Response& res,
+                                    const ApiError& error) const {
+  if (IsMessagesPath(req.path)) return SendMessagesError(res, error);
+  SendError(res, error);
+}
+
+bool HttpServer::Impl::HandleCors(const httplib::Request& req, httplib::Response& res) const {
+  if (options_.cors_origins.empty()) return false;
+  const std::string allow = CorsAllowOrigin(options_.cors_origins, req.get_header_value("Origin"));
+  if (allow.empty()) return false;
+  if (req.method == "OPTIONS" && req.has_header("Access-Control-Request-Method")) {
+    for (const auto& [name, value] :
+         CorsPreflightHeaders(allow, req.get_header_value("Access-Control-Request-Headers"))) {
+      res.set_header(name, value);
+    }
+    res.status = 204;
+    return true;
+  }
+  res.set_header("Access-Control-Allow-Origin", allow);
+  if (allow != "*") res.set_header("Vary", "Origin");
+  return false;
+}
+
 void HttpServer::Impl::SendJson(httplib::Response& res, const ojson& body, int status) const {
   res.status = status;
   res.set_content(Dump(body), "application/json");
@@ -501,6 +566,8 @@ void HttpServer::Impl::SendJson(httplib::Response& res, const ojson& body, int s
 
 std::optional<ApiError> HttpServer::Impl::CheckModel(const std::string& name) const {
   if (name == model_id_ || (!model_name_.empty() && name == model_name_)) return std::nullopt;
+  const std::vector<std::string>& aliases = options_.aliases;
+  if (std::find(aliases.begin(), aliases.end(), name) != aliases.end()) return std::nullopt;
   return MakeError(404,
                    "the model '" + name + "' does not exist; this server serves '" + model_id_ +
                        "'" + (model_name_.empty() ? "" : " (also called '" + model_name_ + "')"),
@@ -823,9 +890,17 @@ void HttpServer::Impl::HandleModels(const httplib::Request& req, httplib::Respon
                         .bytes_per_token()}};
   if (req.matches.size() > 1) {  // GET /v1/models/{id}
     if (std::optional<ApiError> err = CheckModel(req.matches[1].str())) return SendError(res, *err);
+    const std::string name = req.matches[1].str();
+    if (name != model_id_ && name != model_name_) model["id"] = name;  // an --alias
     return SendJson(res, model);
   }
-  SendJson(res, ojson{{"object", "list"}, {"data", ojson::array({model})}});
+  ojson data = ojson::array({model});
+  for (const std::string& alias : options_.aliases) {  // --alias: the same model, another name
+    if (alias == model_id_) continue;
+    model["id"] = alias;
+    data.push_back(model);
+  }
+  SendJson(res, ojson{{"object", "list"}, {"data", std::move(data)}});
 }
 
 void HttpServer::Impl::HandleHealth(const httplib::Request&, httplib::Response& res) {

@@ -1,6 +1,7 @@
 // The OpenAI-compatible HTTP server in front of an Engine (`promptcache serve`).
 //
-// Routes: POST /v1/completions and /v1/chat/completions (JSON or Server-Sent Events),
+// Routes: POST /v1/completions and /v1/chat/completions (JSON or Server-Sent Events), Anthropic's
+// POST /v1/messages and /v1/messages/count_tokens (server/messages_api.h),
 // GET /v1/models, /health, /metrics (Prometheus), POST /tokenize and /detokenize, and the cache
 // control endpoints GET/DELETE /v1/cache, DELETE /v1/cache/{key}, POST /v1/cache/save, /load,
 // /pin, /unpin and /lookup (a router's view of each tier), and the modular prompt cache's POST/GET
@@ -23,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "promptcache/engine.h"
@@ -44,6 +46,13 @@ struct ServerOptions {
   int max_prompt_tokens = 0;  // 0: bounded by the context only
   int max_tokens_limit = 0;   // largest max_tokens accepted; 0: bounded by the context only
   TransportLimits transport;  // connections, deadlines (server/http_transport.h)
+  // More names a request's "model" may use (--alias), listed by /v1/models.
+  std::vector<std::string> aliases;
+  // Origins whose browser pages may call the API (--cors; "*": any): their requests get
+  // Access-Control-Allow-Origin and their preflights an answer. Empty: no CORS headers at all.
+  std::vector<std::string> cors_origins;
+  // Multiplies the TTLs of /v1/messages cache_control breakpoints (tests shorten them).
+  double cache_control_ttl_scale = 1;
 };
 
 class HttpServer {

@@ -667,7 +667,14 @@ void EngineImpl::Finish(Slot& s, const std::string& reason, Status status) {
     const int pin =
         s.r->req.pin_tokens < 0 ? s.n_prompt : std::min(s.r->req.pin_tokens, s.n_prompt);
     if (pin > 0 && s.choice == 0) {
-      cache_->PinPrefix(std::span<const int32_t>(s.tokens).first(pin), true, ns);
+      res.pinned_tokens =
+          cache_->PinPrefix(std::span<const int32_t>(s.tokens).first(pin), true, ns);
+    }
+    for (const CompletionRequest::TimedPin& p : s.r->req.timed_pins) {
+      if (s.choice != 0 || p.tokens <= 0) continue;
+      const auto pinned = std::span<const int32_t>(s.tokens).first(std::min(p.tokens, s.n_prompt));
+      res.pinned_tokens =
+          std::max(res.pinned_tokens, cache_->PinPrefixFor(pinned, p.ttl_seconds, ns));
     }
   }
   s.seq.Clear();

@@ -1,0 +1,172 @@
+// libFuzzer target for Anthropic's Messages API short of the engine: parses arbitrary bytes as a
+// /v1/messages and a count_tokens body, renders every accepted request into tokens with
+// stories260K's vocabulary (plain transcript) and the Llama-2 vocabulary with a ChatML template,
+// and formats the message, its stream events and errors. Checks what must hold for any input: no
+// exception or crash, accepted requests within their documented ranges (max_tokens, at most 4
+// breakpoints inside their messages), errors with a 4xx status and a message, prompts in the
+// vocabulary with pins inside them, and every body and event valid JSON.
+//
+// As openai_fuzz does, each input is tried as is and spliced into one of a few valid bodies.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "server/anthropic_request.h"
+#include "server/anthropic_response.h"
+#include "server/prompt_encoder.h"
+#include "tokenizer/tokenizer.h"
+
+namespace promptcache {
+namespace {
+
+constexpr const char* kTemplates[] = {
+    R"({"model":"m","max_tokens":16,"system":"You tell stories.","messages":[{"role":"user","content":"A cat."}],"temperature":0.7,"top_p":0.9,"top_k":5,"stop_sequences":["\n","The end"],"stream":true,"metadata":{"user_id":"u"}})",
+    R"({"model":"m","max_tokens":4,"system":[{"type":"text","text":"abc","cache_control":{"type":"ephemeral","ttl":"1h"}},{"type":"text","text":"d"}],"messages":[{"role":"user","content":[{"type":"text","text":"a","cache_control":{"type":"ephemeral"}},{"type":"text","text":"b"}]},{"role":"assistant","content":"c"},{"role":"user","content":"e"}]})",
+    R"({"model":"m","max_tokens":1,"messages":[{"role":"user","content":"x"}],"tools":[],"tool_choice":{"type":"auto"},"thinking":{"type":"disabled"},"service_tier":"auto"})",
+};
+
+struct Vocab {
+  std::unique_ptr<GgufFile> file;
+  std::unique_ptr<Tokenizer> tok;
+  std::unique_ptr<PromptEncoder> encoder;
+};
+
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "anthropic_fuzz: %s\n", what.c_str());
+  std::abort();
+}
+
+void Check(bool ok, const char* what) {
+  if (!ok) Die(std::string("violated: ") + what);
+}
+
+Vocab LoadOrDie(const std::string& relative, const std::string& chat_template) {
+  const char* env = std::getenv("PC_SHARED_DIR");
+  const std::string dir = env != nullptr && *env != '\0' ? env : PC_SHARED_DIR;
+  auto file = GgufFile::Open(dir + "/" + relative);
+  if (!file.ok()) Die(file.status().message() + " (set PC_SHARED_DIR)");
+  Vocab v;
+  v.file = std::move(file).value();
+  auto tok = Tokenizer::FromGguf(*v.file);
+  if (!tok.ok()) Die(tok.status().message());
+  v.tok = std::move(tok).value();
+  v.encoder = std::make_unique<PromptEncoder>(*v.tok, chat_template);
+  return v;
+}
+
+const std::vector<Vocab>& Vocabs() {
+  static const std::vector<Vocab>* vocabs = [] {
+    auto* v = new std::vector<Vocab>();
+    v->push_back(LoadOrDie("models/stories260K.gguf", ""));
+    v->push_back(LoadOrDie("tokenizers/ggml-vocab-llama-spm.gguf",
+                           "{% for message in messages %}{{'<|im_start|>' + message['role'] + "
+                           "'\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"));
+    return v;
+  }();
+  return *vocabs;
+}
+
+void CheckJson(const std::string& text, const char* what) {
+  Check(nlohmann::json::accept(text), what);
+}
+
+// "event: NAME\ndata: JSON\n\n", one or more.
+void CheckEvents(const std::string& sse) {
+  size_t at = 0;
+  Check(!sse.empty(), "events");
+  while (at < sse.size()) {
+    const size_t end = sse.find("\n\n", at);
+    Check(end != std::string::npos, "events end with a blank line");
+    const std::string ev = sse.substr(at, end - at);
+    const size_t nl = ev.find('\n');
+    Check(ev.rfind("event: ", 0) == 0 && nl != std::string::npos, "an event line");
+    Check(ev.compare(nl + 1, 6, "data: ") == 0, "a data line");
+    CheckJson(ev.substr(nl + 7), "event data is JSON");
+    at = end + 2;
+  }
+}
+
+void CheckError(const std::optional<ApiError>& e) {
+  Check(e->http_status >= 400 && e->http_status < 500, "a 4xx status");
+  Check(!e->message.empty(), "an error message");
+  CheckJson(AnthropicErrorBody(*e), "error body is JSON");
+  CheckEvents(MessagesErrorEvent(*e));
+}
+
+void CheckPrompt(const AnthropicRequest& r, const Vocab& v) {
+  Result<AnthropicPrompt> p = BuildMessagesPrompt(*v.encoder, r, 0.5);
+  if (!p.ok()) {
+    Check(p.status().code() == StatusCode::kInvalidArgument, "prompt errors are InvalidArgument");
+    return;
+  }
+  Check(!p->tokens.empty(), "a non-empty prompt");
+  for (int32_t t : p->tokens) Check(t >= 0 && t < v.tok->vocab_size(), "token in the vocabulary");
+  Check(p->pins.size() <= r.breakpoints.size(), "a pin per breakpoint at most");
+  for (const CompletionRequest::TimedPin& pin : p->pins) {
+    Check(pin.tokens > 0 && pin.tokens <= static_cast<int>(p->tokens.size()), "pin in the prompt");
+    Check(pin.ttl_seconds == 150 || pin.ttl_seconds == 1800, "scaled TTL");
+  }
+}
+
+void CheckResponses(const AnthropicRequest& r) {
+  CompletionResult result;
+  result.text = r.messages.back().content;
+  result.finish_reason = r.max_tokens % 2 ? "stop" : "length";
+  result.prompt_tokens = r.max_tokens;
+  result.cached_tokens = r.max_tokens / 2;
+  result.pinned_tokens = r.max_tokens / 3;
+  const StopInfo stop = StopOf(result, result.text + "tail", r.stop_sequences);
+  const MessagesUsage u = UsageOf(result);
+  Check(u.input_tokens + u.cache_read_input_tokens + u.cache_creation_input_tokens ==
+            result.prompt_tokens,
+        "usage adds up");
+  CheckJson(MessageBody({"msg_x", r.model}, result, stop), "message body is JSON");
+  CheckEvents(MessageStartEvent({"msg_x", r.model}, result.prompt_tokens) +
+              ContentBlockStartEvent() + PingEvent() + TextDeltaEvent(result.text) +
+              MessageEndEvents(result, stop));
+}
+
+void Exercise(std::string_view body) {
+  RequestLimits limits;
+  limits.max_tokens_limit = 4096;
+  AnthropicRequest r;
+  if (std::optional<ApiError> e = ParseMessagesRequest(body, limits, &r)) {
+    CheckError(e);
+  } else {
+    Check(r.sampling.Validate().ok(), "accepted sampling parameters are valid");
+    Check(r.max_tokens >= 1 && r.max_tokens <= 4096, "max_tokens range");
+    Check(!r.messages.empty(), "messages");
+    Check(r.breakpoints.size() <= kMaxCacheBreakpoints, "at most 4 breakpoints");
+    for (const AnthropicBreakpoint& b : r.breakpoints) {
+      Check(b.message < r.messages.size() && b.content_end <= r.messages[b.message].content.size(),
+            "breakpoint inside its message");
+    }
+    for (const ApiMessage& m : r.messages) {
+      Check(m.role == "system" || m.role == "user" || m.role == "assistant", "known role");
+    }
+    for (const Vocab& v : Vocabs()) CheckPrompt(r, v);
+    CheckResponses(r);
+  }
+  if (std::optional<ApiError> e = ParseCountTokensRequest(body, &r)) CheckError(e);
+}
+
+}  // namespace
+}  // namespace promptcache
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace promptcache;
+  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  Exercise(input);
+  if (size >= 2) {
+    std::string spliced = kTemplates[data[0] % std::size(kTemplates)];
+    const size_t at = spliced.size() * data[1] / 256;
+    spliced.replace(at, std::min(size - 2, spliced.size() - at), input.substr(2));
+    Exercise(spliced);
+  }
+  return 0;
+}

@@ -1,0 +1,217 @@
+#include "server/anthropic_request.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+
+namespace promptcache {
+namespace {
+
+AnthropicRequest Parse(const std::string& body, RequestLimits limits = {}) {
+  AnthropicRequest r;
+  std::optional<ApiError> err = ParseMessagesRequest(body, limits, &r);
+  EXPECT_FALSE(err.has_value()) << body << " -> " << (err ? err->message : "");
+  return r;
+}
+
+ApiError Error(const std::string& body, RequestLimits limits = {}) {
+  AnthropicRequest r;
+  std::optional<ApiError> err = ParseMessagesRequest(body, limits, &r);
+  EXPECT_TRUE(err.has_value()) << body;
+  return err.value_or(ApiError());
+}
+
+// A minimal valid request with `extra` fields added.
+std::string Body(const std::string& extra = "") {
+  return R"({"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}])" +
+         (extra.empty() ? "" : "," + extra) + "}";
+}
+
+TEST(AnthropicRequest, MinimalRequestGetsAnthropicDefaults) {
+  const AnthropicRequest r = Parse(Body());
+  EXPECT_EQ(r.model, "m");
+  EXPECT_EQ(r.max_tokens, 8);
+  ASSERT_EQ(r.messages.size(), 1u);
+  EXPECT_EQ(r.messages[0].role, "user");
+  EXPECT_EQ(r.messages[0].content, "hi");
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 1.0f);
+  EXPECT_FLOAT_EQ(r.sampling.top_p, 1.0f);
+  EXPECT_EQ(r.sampling.top_k, 0);
+  EXPECT_FLOAT_EQ(r.sampling.min_p, 0.0f);
+  EXPECT_FALSE(r.stream);
+  EXPECT_TRUE(r.breakpoints.empty());
+}
+
+TEST(AnthropicRequest, SystemBlocksSamplingAndStops) {
+  const AnthropicRequest r = Parse(Body(
+      R"("system":[{"type":"text","text":"You are "},{"type":"text","text":"terse."}],
+         "temperature":0,"top_p":0.5,"top_k":7,"stop_sequences":["END",""],"stream":true,
+         "metadata":{"user_id":"u-1"},"service_tier":"auto","tools":[],"tool_choice":{"type":"auto"},
+         "thinking":{"type":"disabled"})"));
+  ASSERT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[0].content, "You are terse.");
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 0.0f);
+  EXPECT_FLOAT_EQ(r.sampling.top_p, 0.5f);
+  EXPECT_EQ(r.sampling.top_k, 7);
+  EXPECT_EQ(r.stop_sequences, std::vector<std::string>{"END"});
+  EXPECT_TRUE(r.stream);
+  const AnthropicRequest s = Parse(Body(R"("system":"Be kind.")"));
+  EXPECT_EQ(s.messages[0].content, "Be kind.");
+}
+
+TEST(AnthropicRequest, CacheControlBreakpointsEndAtTheirBlock) {
+  const AnthropicRequest r = Parse(
+      R"({"model":"m","max_tokens":4,
+          "system":[{"type":"text","text":"abc","cache_control":{"type":"ephemeral","ttl":"1h"}},
+                    {"type":"text","text":"de"}],
+          "messages":[{"role":"user","content":[
+              {"type":"text","text":"xy","cache_control":{"type":"ephemeral"}},
+              {"type":"text","text":"z"}]}]})");
+  ASSERT_EQ(r.breakpoints.size(), 2u);
+  EXPECT_EQ(r.breakpoints[0].message, 0u);
+  EXPECT_EQ(r.breakpoints[0].content_end, 3u);
+  EXPECT_EQ(r.breakpoints[0].ttl_seconds, 3600);
+  EXPECT_EQ(r.breakpoints[1].message, 1u);
+  EXPECT_EQ(r.breakpoints[1].content_end, 2u);
+  EXPECT_EQ(r.breakpoints[1].ttl_seconds, 300);
+
+  EXPECT_EQ(Error(R"({"model":"m","max_tokens":4,"system":[{"type":"text","text":"a",
+                      "cache_control":{"type":"persistent"}}],"messages":[{"role":"user","content":"x"}]})")
+                .param,
+            "system[0].cache_control.type");
+  EXPECT_EQ(Error(R"({"model":"m","max_tokens":4,"system":[{"type":"text","text":"a",
+                      "cache_control":{"type":"ephemeral","ttl":"2h"}}],"messages":[{"role":"user","content":"x"}]})")
+                .param,
+            "system[0].cache_control.ttl");
+  std::string five = R"({"model":"m","max_tokens":4,"messages":[{"role":"user","content":[)";
+  for (int i = 0; i < 5; ++i) {
+    five += std::string(i ? "," : "") +
+            R"({"type":"text","text":"a","cache_control":{"type":"ephemeral"}})";
+  }
+  five += "]}]}";
+  EXPECT_NE(Error(five).message.find("at most 4"), std::string::npos);
+}
+
+TEST(AnthropicRequest, RequiredFieldsAndRanges) {
+  ApiError e = Error(R"({"model":"m","messages":[{"role":"user","content":"hi"}]})");
+  EXPECT_EQ(e.param, "max_tokens");
+  EXPECT_NE(e.message.find("required"), std::string::npos);
+  EXPECT_EQ(Error(R"({"max_tokens":3,"messages":[{"role":"user","content":"hi"}]})").param,
+            "model");
+  EXPECT_EQ(Error(R"({"model":"m","max_tokens":3})").param, "messages");
+  EXPECT_EQ(Error(R"({"model":"m","max_tokens":3,"messages":[]})").param, "messages");
+  EXPECT_EQ(Error(Body(R"("temperature":1.5)")).param, "temperature");  // Anthropic: 0 to 1
+  EXPECT_EQ(Error(Body(R"("top_k":-1)")).param, "top_k");
+  EXPECT_EQ(Error(Body(R"("stream":"yes")")).param, "stream");
+  EXPECT_EQ(Error(Body(R"("stop_sequences":"END")")).param, "stop_sequences");
+  EXPECT_EQ(
+      Error(R"({"model":"m","max_tokens":0,"messages":[{"role":"user","content":"hi"}]})").param,
+      "max_tokens");
+  RequestLimits limits;
+  limits.max_tokens_limit = 5;
+  EXPECT_EQ(Error(Body(), limits).param, "max_tokens");
+  EXPECT_EQ(Error("[1]").http_status, 400);
+  EXPECT_EQ(Error("{bad").http_status, 400);
+}
+
+TEST(AnthropicRequest, UnknownFieldsAndBlocksAreRefusedByName) {
+  for (const char* field :
+       {"\"temprature\":1", "\"n\":2", "\"container\":\"c\"", "\"mcp_servers\":[{}]",
+        "\"tools\":[{\"name\":\"t\"}]", "\"tool_choice\":{\"type\":\"any\"}",
+        "\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":1024}",
+        "\"metadata\":{\"other\":1}"}) {
+    const ApiError e = Error(Body(field));
+    EXPECT_EQ(e.http_status, 400) << field;
+    const std::string name = std::string(field).substr(1, std::string(field).find('"', 1) - 1);
+    EXPECT_EQ(e.param.substr(0, name.size()), name) << field;
+    EXPECT_NE(e.message.find(name), std::string::npos) << e.message;
+  }
+  for (const char* block :
+       {R"({"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="}})",
+        R"({"type":"document","source":{"type":"text","media_type":"text/plain","data":"x"}})",
+        R"({"type":"tool_result","tool_use_id":"t","content":"x"})"}) {
+    const ApiError e =
+        Error(R"({"model":"m","max_tokens":3,"messages":[{"role":"user","content":[)" +
+              std::string(block) + "]}]}");
+    EXPECT_EQ(e.param, "messages[0].content[0].type") << block;
+    EXPECT_NE(e.message.find("only text"), std::string::npos) << e.message;
+  }
+  EXPECT_EQ(
+      Error(R"({"model":"m","max_tokens":3,"messages":[{"role":"system","content":"x"}]})").param,
+      "messages[0].role");
+  EXPECT_EQ(
+      Error(R"({"model":"m","max_tokens":3,"messages":[{"role":"user","content":"x","name":"a"}]})")
+          .param,
+      "messages[0].name");
+}
+
+TEST(AnthropicRequest, CountTokensReadsThePromptOnly) {
+  AnthropicRequest r;
+  EXPECT_FALSE(ParseCountTokensRequest(
+      R"({"model":"m","system":"s","messages":[{"role":"user","content":"hi"}]})", &r));
+  EXPECT_EQ(r.messages.size(), 2u);
+  const std::optional<ApiError> e = ParseCountTokensRequest(
+      R"({"model":"m","max_tokens":3,"messages":[{"role":"user","content":"hi"}]})", &r);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "max_tokens");
+}
+
+// The prompt is the chat route's rendering; a breakpoint pins what its cut shares with it.
+TEST(AnthropicRequest, PromptIsTheChatRenderingAndBreakpointsCoverTheirPrefix) {
+  auto file = GgufFile::Open(std::string(PC_SHARED_DIR) + "/models/stories260K.gguf");
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  auto tok = Tokenizer::FromGguf(**file);
+  ASSERT_TRUE(tok.ok()) << tok.status().message();
+  PromptEncoder encoder(**tok, "");
+  const std::string system = "Once upon a time there was a long story " + std::string(300, 'x');
+  const AnthropicRequest r =
+      Parse(R"({"model":"m","max_tokens":4,"system":[{"type":"text","text":")" + system +
+            R"(","cache_control":{"type":"ephemeral","ttl":"1h"}}],
+          "messages":[{"role":"user","content":"A dog."}]})");
+  Result<AnthropicPrompt> p = BuildMessagesPrompt(encoder, r, 0.5);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  Result<BuiltPrompt> chat = encoder.FromMessages(
+      {ApiMessage{"system", system, true}, ApiMessage{"user", "A dog.", false}}, true);
+  ASSERT_TRUE(chat.ok());
+  EXPECT_EQ(p->tokens, chat->tokens);
+  ASSERT_EQ(p->pins.size(), 1u);
+  EXPECT_EQ(p->pins[0].tokens, chat->pin_tokens);  // as the chat route's breakpoint
+  EXPECT_EQ(p->pins[0].ttl_seconds, 1800);
+  EXPECT_GT(p->pins[0].tokens, 100);
+  EXPECT_LT(p->pins[0].tokens, static_cast<int>(p->tokens.size()));
+
+  // A breakpoint inside a message covers less than one at its end.
+  const AnthropicRequest mid = Parse(
+      R"({"model":"m","max_tokens":4,"system":[{"type":"text","text":"Once upon a time",
+          "cache_control":{"type":"ephemeral"}},{"type":"text","text":")" +
+      system + R"("}],
+          "messages":[{"role":"user","content":"A dog."}]})");
+  Result<AnthropicPrompt> q = BuildMessagesPrompt(encoder, mid);
+  ASSERT_TRUE(q.ok());
+  ASSERT_EQ(q->pins.size(), 1u);
+  EXPECT_GT(q->pins[0].tokens, 2);
+  EXPECT_LT(q->pins[0].tokens, p->pins[0].tokens / 2);
+  EXPECT_EQ(q->pins[0].ttl_seconds, 300);
+}
+
+TEST(AnthropicRequest, FieldListIsAnthropics) {
+  for (const char* f : {"model", "max_tokens", "messages", "system", "temperature", "top_p",
+                        "top_k", "stream", "stop_sequences", "metadata"}) {
+    EXPECT_EQ(MessagesFieldSupport(f), FieldSupport::kImplemented) << f;
+  }
+  EXPECT_EQ(MessagesFieldSupport("service_tier"), FieldSupport::kIgnored);
+  for (const char* f : {"tools", "tool_choice", "thinking"}) {
+    EXPECT_EQ(MessagesFieldSupport(f), FieldSupport::kOffValueOnly) << f;
+  }
+  for (const char* f : {"container", "mcp_servers", "context_management", "n", "seed"}) {
+    EXPECT_EQ(MessagesFieldSupport(f), FieldSupport::kRefused) << f;
+  }
+}
+
+}  // namespace
+}  // namespace promptcache

@@ -1,0 +1,152 @@
+#include "server/anthropic_response.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+namespace promptcache {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+std::string Dump(const ojson& j) { return j.dump(-1, ' ', false, ojson::error_handler_t::replace); }
+
+std::string Event(const char* name, const ojson& data) {
+  return std::string("event: ") + name + "\ndata: " + Dump(data) + "\n\n";
+}
+
+template <typename T>
+ojson OrNull(const std::optional<T>& v) {
+  return v ? ojson(*v) : ojson();
+}
+
+ojson UsageJson(const MessagesUsage& u) {
+  return {{"input_tokens", u.input_tokens},
+          {"cache_creation_input_tokens", u.cache_creation_input_tokens},
+          {"cache_read_input_tokens", u.cache_read_input_tokens},
+          {"output_tokens", u.output_tokens}};
+}
+
+const char* ErrorType(int status) {
+  switch (status) {
+    case 401:
+      return "authentication_error";
+    case 403:
+      return "permission_error";
+    case 404:
+      return "not_found_error";
+    case 413:
+      return "request_too_large";
+    case 429:
+      return "rate_limit_error";
+    case 503:
+    case 529:
+      return "overloaded_error";
+    default:
+      return status >= 500 ? "api_error" : "invalid_request_error";
+  }
+}
+
+}  // namespace
+
+MessagesUsage UsageOf(const CompletionResult& r) {
+  MessagesUsage u;
+  u.cache_read_input_tokens = r.cached_tokens;
+  // What the pins cover beyond what was read: computed by this request into a pinned prefix.
+  u.cache_creation_input_tokens =
+      std::max(0, std::min(r.pinned_tokens, r.prompt_tokens) - r.cached_tokens);
+  u.input_tokens = r.prompt_tokens - u.cache_read_input_tokens - u.cache_creation_input_tokens;
+  u.output_tokens = r.completion_tokens();
+  return u;
+}
+
+StopInfo StopOf(const CompletionResult& r, const std::string& generated,
+                const std::vector<std::string>& stop_sequences) {
+  StopInfo s;
+  if (r.finish_reason == "length") {
+    s.reason = "max_tokens";
+  } else if (r.finish_reason == "stop") {
+    s.reason = "end_turn";
+    // The engine stops at the first stop string to appear: the earliest one in the generated
+    // text (the shorter of two that start together: it is complete first). Text that ended on
+    // an end-of-turn token holds none, or it would have stopped there.
+    size_t best = std::string::npos;
+    for (const std::string& seq : stop_sequences) {
+      const size_t at = generated.find(seq);
+      if (at == std::string::npos) continue;
+      if (at < best || (at == best && seq.size() < s.sequence->size())) {
+        best = at;
+        s.reason = "stop_sequence";
+        s.sequence = seq;
+      }
+    }
+  }
+  return s;
+}
+
+std::string MessageBody(const MessageMeta& meta, const CompletionResult& result,
+                        const StopInfo& stop) {
+  ojson j;
+  j["id"] = meta.id;
+  j["type"] = "message";
+  j["role"] = "assistant";
+  j["model"] = meta.model;
+  j["content"] = ojson::array({ojson{{"type", "text"}, {"text", result.text}}});
+  j["stop_reason"] = OrNull(stop.reason);
+  j["stop_sequence"] = OrNull(stop.sequence);
+  j["usage"] = UsageJson(UsageOf(result));
+  return Dump(j);
+}
+
+std::string MessageStartEvent(const MessageMeta& meta, int prompt_tokens) {
+  ojson m;
+  m["id"] = meta.id;
+  m["type"] = "message";
+  m["role"] = "assistant";
+  m["model"] = meta.model;
+  m["content"] = ojson::array();
+  m["stop_reason"] = nullptr;
+  m["stop_sequence"] = nullptr;
+  MessagesUsage u;
+  u.input_tokens = prompt_tokens;
+  m["usage"] = UsageJson(u);
+  return Event("message_start", ojson{{"type", "message_start"}, {"message", std::move(m)}});
+}
+
+std::string ContentBlockStartEvent() {
+  return Event("content_block_start",
+               ojson{{"type", "content_block_start"},
+                     {"index", 0},
+                     {"content_block", ojson{{"type", "text"}, {"text", ""}}}});
+}
+
+std::string PingEvent() { return Event("ping", ojson{{"type", "ping"}}); }
+
+std::string TextDeltaEvent(const std::string& text) {
+  return Event("content_block_delta",
+               ojson{{"type", "content_block_delta"},
+                     {"index", 0},
+                     {"delta", ojson{{"type", "text_delta"}, {"text", text}}}});
+}
+
+std::string MessageEndEvents(const CompletionResult& result, const StopInfo& stop) {
+  std::string out =
+      Event("content_block_stop", ojson{{"type", "content_block_stop"}, {"index", 0}});
+  out += Event("message_delta", ojson{{"type", "message_delta"},
+                                      {"delta", ojson{{"stop_reason", OrNull(stop.reason)},
+                                                      {"stop_sequence", OrNull(stop.sequence)}}},
+                                      {"usage", UsageJson(UsageOf(result))}});
+  out += Event("message_stop", ojson{{"type", "message_stop"}});
+  return out;
+}
+
+std::string AnthropicErrorBody(const ApiError& error) {
+  return Dump(
+      ojson{{"type", "error"},
+            {"error", ojson{{"type", ErrorType(error.http_status)}, {"message", error.message}}}});
+}
+
+std::string MessagesErrorEvent(const ApiError& error) {
+  return "event: error\ndata: " + AnthropicErrorBody(error) + "\n\n";
+}
+
+}  // namespace promptcache

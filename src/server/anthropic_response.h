@@ -1,0 +1,63 @@
+// The JSON bodies of Anthropic's Messages API: the message a request answers, its Server-Sent
+// Events (named events, as Anthropic's SDKs read them), and errors in Anthropic's shape. Pure
+// functions of the engine's CompletionResult, unit-tested without a server.
+//
+// Usage follows Anthropic's accounting, in which the three input counts add up to the prompt:
+// cache_read_input_tokens are the prompt tokens whose K/V came from the cache (any prefix hit,
+// pinned or not), cache_creation_input_tokens those this request computed into a pinned prefix
+// (a cache_control breakpoint's), input_tokens the rest.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "promptcache/engine.h"
+#include "server/openai_request.h"
+
+namespace promptcache {
+
+struct MessagesUsage {
+  int input_tokens = 0, output_tokens = 0;
+  int cache_creation_input_tokens = 0, cache_read_input_tokens = 0;
+};
+MessagesUsage UsageOf(const CompletionResult& result);
+
+// Why generation stopped, in Anthropic's terms: "end_turn", "max_tokens" or "stop_sequence"
+// (with the sequence). `generated` is the text of every generated token, stop string included
+// (the engine's text stops before it), to tell which stop sequence matched, if any.
+struct StopInfo {
+  std::optional<std::string> reason;  // none: cancelled (the server is stopping)
+  std::optional<std::string> sequence;
+};
+StopInfo StopOf(const CompletionResult& result, const std::string& generated,
+                const std::vector<std::string>& stop_sequences);
+
+struct MessageMeta {
+  std::string id;  // "msg_..."
+  std::string model;
+};
+
+// The non-streaming response: {"id", "type": "message", "role", "model", "content": [{"type":
+// "text", "text"}], "stop_reason", "stop_sequence", "usage"}.
+std::string MessageBody(const MessageMeta& meta, const CompletionResult& result,
+                        const StopInfo& stop);
+
+// Streaming: "event: NAME\ndata: JSON\n\n" per event, in the order message_start,
+// content_block_start, ping, content_block_delta..., content_block_stop, message_delta,
+// message_stop. message_start's usage counts the whole prompt as input (what is cached is known
+// once it has been looked up); message_delta carries the final usage, which the SDKs take over.
+std::string MessageStartEvent(const MessageMeta& meta, int prompt_tokens);
+std::string ContentBlockStartEvent();
+std::string PingEvent();
+std::string TextDeltaEvent(const std::string& text);
+std::string MessageEndEvents(const CompletionResult& result, const StopInfo& stop);
+// An error after the stream started: event "error" with Anthropic's error object.
+std::string MessagesErrorEvent(const ApiError& error);
+
+// {"type": "error", "error": {"type", "message"}}, the type from the HTTP status
+// (invalid_request_error, authentication_error, permission_error, not_found_error,
+// request_too_large, rate_limit_error, overloaded_error, api_error).
+std::string AnthropicErrorBody(const ApiError& error);
+
+}  // namespace promptcache
