@@ -72,7 +72,7 @@ Result<PlotPanel> TtftPanel(const ModelOptions& mo, const Model& model, int max_
   EngineOptions eo;
   eo.model_path = mo.model_path;
   eo.threads = mo.threads;
-  eo.kv_type = mo.kv_type == "f32" ? KvType::kF32 : KvType::kF16;
+  eo.kv_type = mo.KvTypeValue();
   eo.parallel = 1;
   eo.context = mo.context;
   eo.allow_long_context = mo.allow_long_context;
@@ -153,7 +153,9 @@ PlotPanel BytesPanel(const Model& model, nlohmann::json* rows) {
   PlotPanel p{"K/V bytes per token by KV type", "KV type (--kv-type)", "bytes", {}, {},
               "all layers, keys and values"};
   for (const auto& [name, type] :
-       {std::pair{"f16", KvType::kF16}, std::pair{"f32", KvType::kF32}}) {
+       {std::pair{"f16", KvType::kF16}, std::pair{"f32", KvType::kF32},
+        std::pair{"q8_0", KvType::kQ8_0}, std::pair{"q4_0", KvType::kQ4_0}}) {
+    if (!CheckKvType(type, model.config().head_dim).ok()) continue;
     const double bytes = double(model.MakeKvLayout(type).bytes_per_token());
     p.bars.push_back({name, bytes});
     (*rows)[name] = bytes;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #if defined(__SANITIZE_ADDRESS__)
 #define PC_ASAN 1
@@ -57,6 +58,52 @@ void Unpoison(const uint8_t* p, size_t n) {
 
 }  // namespace
 
+Result<KvType> ParseKvType(std::string_view name) {
+  if (name == "f16") return KvType::kF16;
+  if (name == "f32") return KvType::kF32;
+  if (name == "q8_0") return KvType::kQ8_0;
+  if (name == "q4_0") return KvType::kQ4_0;
+  return InvalidArgument("--kv-type must be f16, f32, q8_0 or q4_0, not '" + std::string(name) +
+                         "'");
+}
+
+const char* KvTypeName(KvType type) {
+  switch (type) {
+    case KvType::kF16:
+      return "f16";
+    case KvType::kF32:
+      return "f32";
+    case KvType::kQ8_0:
+      return "q8_0";
+    case KvType::kQ4_0:
+      return "q4_0";
+  }
+  return "?";
+}
+
+Status CheckKvType(KvType type, int head_dim) {
+  if (KvTypeQuantized(type) && head_dim % 32 != 0) {
+    return InvalidArgument(std::string("--kv-type ") + KvTypeName(type) +
+                           " needs a head size that is a multiple of 32; this model's is " +
+                           std::to_string(head_dim) + " (use f16 or f32)");
+  }
+  return Status::Ok();
+}
+
+size_t KvLayout::head_bytes() const {
+  switch (type) {
+    case KvType::kF16:
+      return size_t(head_dim) * 2;
+    case KvType::kF32:
+      return size_t(head_dim) * 4;
+    case KvType::kQ8_0:
+      return size_t(head_dim) / 32 * 34;
+    case KvType::kQ4_0:
+      return size_t(head_dim) / 32 * 18;
+  }
+  return 0;
+}
+
 int KvLayout::n_sliding() const {
   if (sliding_window <= 0) return 0;
   return static_cast<int>(
@@ -72,11 +119,12 @@ BlockPool::BlockPool(const KvLayout& layout, int64_t max_blocks, bool preallocat
   PC_CHECK(layout.layer_sliding.empty() ||
            static_cast<int>(layout.layer_sliding.size()) == layout.n_layers);
   PC_CHECK(!preallocate || max_blocks > 0);
+  PC_CHECK(CheckKvType(layout.type, layout.head_dim).ok());
   int n_global = 0, n_sliding = 0;
   for (int l = 0; l < layout.n_layers; ++l) {
     layer_index_.push_back(layout.Sliding(l) ? n_sliding++ : n_global++);
   }
-  const size_t row = size_t(layout.kv_dim()) * layout.elem_bytes();
+  const size_t row = layout.row_bytes();
   zero_row_.reset(AllocAligned(row));
   PC_CHECK(zero_row_ != nullptr);
   std::memset(zero_row_.get(), 0, row);
@@ -428,13 +476,13 @@ const uint8_t* KvSequence::SlotV(int i, int layer) const {
 uint8_t* KvSequence::SlotK(int i, int layer) {
   const KvSpan s = Locate(i);
   const KvLayout& l = pool_->layout();
-  return pool_->K(s.block, layer) + size_t(s.begin) * l.kv_dim() * l.elem_bytes();
+  return pool_->K(s.block, layer) + size_t(s.begin) * l.row_bytes();
 }
 
 uint8_t* KvSequence::SlotV(int i, int layer) {
   const KvSpan s = Locate(i);
   const KvLayout& l = pool_->layout();
-  return pool_->V(s.block, layer) + size_t(s.begin) * l.kv_dim() * l.elem_bytes();
+  return pool_->V(s.block, layer) + size_t(s.begin) * l.row_bytes();
 }
 
 }  // namespace promptcache

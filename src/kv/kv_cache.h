@@ -28,13 +28,26 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
 
 namespace promptcache {
 
-enum class KvType { kF16, kF32 };
+// How K and V rows are stored. The quantized types are ggml's block formats (ops/quant.h): each
+// KV head's row of head_dim values is head_dim / 32 blocks of 32 values with an f16 scale, Q8_0
+// in 34 bytes per block, Q4_0 (4-bit, offset 8) in 18. They need head_dim to be a multiple of 32.
+enum class KvType { kF16, kF32, kQ8_0, kQ4_0 };
+
+inline bool KvTypeQuantized(KvType t) { return t == KvType::kQ8_0 || t == KvType::kQ4_0; }
+// "f16", "f32", "q8_0" or "q4_0" (as --kv-type spells them); InvalidArgument naming the choices
+// otherwise.
+Result<KvType> ParseKvType(std::string_view name);
+// The same names, as remote keys and reports carry them.
+const char* KvTypeName(KvType type);
+// Whether rows of head_dim values can be stored in the type: an InvalidArgument saying why not.
+Status CheckKvType(KvType type, int head_dim);
 
 struct KvLayout {
   int n_layers = 0;
@@ -48,17 +61,19 @@ struct KvLayout {
   int sliding_window = 0;
 
   int kv_dim() const { return n_kv_heads * head_dim; }
-  size_t elem_bytes() const { return type == KvType::kF16 ? 2 : 4; }
+  // One KV head's K (or V) row of one token, and all of a token's heads of one layer.
+  size_t head_bytes() const;
+  size_t row_bytes() const { return size_t(n_kv_heads) * head_bytes(); }
   bool Sliding(int layer) const {
     return sliding_window > 0 && !layer_sliding.empty() && layer_sliding[layer] != 0;
   }
   int n_sliding() const;
   bool has_sliding() const { return n_sliding() > 0; }
   // K and V of one token in every layer.
-  size_t bytes_per_token() const { return 2 * size_t(n_layers) * kv_dim() * elem_bytes(); }
+  size_t bytes_per_token() const { return 2 * size_t(n_layers) * row_bytes(); }
   size_t bytes_per_block() const { return bytes_per_token() * block_size; }
   // One layer's K (or V) rows of a block.
-  size_t plane_bytes() const { return size_t(block_size) * kv_dim() * elem_bytes(); }
+  size_t plane_bytes() const { return size_t(block_size) * row_bytes(); }
   // A block's global layers, and its sliding part (0 without sliding layers).
   size_t global_bytes_per_block() const {
     return 2 * size_t(n_layers - n_sliding()) * plane_bytes();
@@ -105,7 +120,8 @@ class BlockPool {
   // Whether the block holds every layer: false once its sliding part is gone.
   bool Complete(BlockId id) const { return !has_sliding_ || sliding_part_[id] >= 0; }
 
-  // Slot-major rows of kv_dim elements (F16 or F32) for one layer of one block. A sliding layer
+  // Slot-major rows of row_bytes() (every KV head's row, in the layout's type) for one layer of
+  // one block. A sliding layer
   // of a global-only block has none (checked).
   uint8_t* K(BlockId id, int layer);
   uint8_t* V(BlockId id, int layer);
