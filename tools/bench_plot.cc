@@ -155,7 +155,7 @@ PlotPanel BytesPanel(const Model& model, nlohmann::json* rows) {
   for (const auto& [name, type] :
        {std::pair{"f16", KvType::kF16}, std::pair{"f32", KvType::kF32},
         std::pair{"q8_0", KvType::kQ8_0}, std::pair{"q4_0", KvType::kQ4_0}}) {
-    if (!CheckKvType(type, model.config().head_dim).ok()) continue;
+    if (!CheckKvType(type, model.config().kv_dim()).ok()) continue;
     const double bytes = double(model.MakeKvLayout(type).bytes_per_token());
     p.bars.push_back({name, bytes});
     (*rows)[name] = bytes;

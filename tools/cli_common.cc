@@ -107,7 +107,7 @@ Status ModelOptions::Validate() const {
 
 Status ModelOptions::Check(Model& model) const {
   PC_RETURN_IF_ERROR(CheckContext(model.config(), context, allow_long_context));
-  PC_RETURN_IF_ERROR(CheckKvType(KvTypeValue(), model.config().head_dim));
+  PC_RETURN_IF_ERROR(CheckKvType(KvTypeValue(), model.config().kv_dim()));
   model.UseContext(context > 0 ? context : model.config().context_length);
   return Status::Ok();
 }

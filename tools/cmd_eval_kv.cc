@@ -63,7 +63,7 @@ class EvalKvCommand : public Command {
     std::unique_ptr<Model> model = LoadModelOrReport(model_.model_path);
     if (!model) return 1;
     if (Status st = model_.Check(*model); !st.ok()) return Fail(st);
-    if (Status st = CheckKvType(*baseline, model->config().head_dim); !st.ok()) return Fail(st);
+    if (Status st = CheckKvType(*baseline, model->config().kv_dim()); !st.ok()) return Fail(st);
     SessionOptions tested = model_.ToSessionOptions(), base = tested;
     base.kv_type = *baseline;
     Totals t;

@@ -81,28 +81,43 @@ const char* KvTypeName(KvType type) {
   return "?";
 }
 
-Status CheckKvType(KvType type, int head_dim) {
-  if (KvTypeQuantized(type) && head_dim % 32 != 0) {
+Status CheckKvType(KvType type, int kv_dim) {
+  if (KvTypeQuantized(type) && kv_dim % 32 != 0) {
     return InvalidArgument(std::string("--kv-type ") + KvTypeName(type) +
-                           " needs a head size that is a multiple of 32; this model's is " +
-                           std::to_string(head_dim) + " (use f16 or f32)");
+                           " stores K/V rows in blocks of 32 values; this model's rows (KV heads "
+                           "x head size) have " +
+                           std::to_string(kv_dim) + " (use f16 or f32)");
   }
   return Status::Ok();
 }
 
-size_t KvLayout::head_bytes() const {
+namespace {
+
+// Bytes of 32 values in a quantized type.
+size_t BlockBytes(KvType t) { return t == KvType::kQ8_0 ? 34 : 18; }
+
+}  // namespace
+
+size_t KvLayout::row_bytes() const {
   switch (type) {
     case KvType::kF16:
-      return size_t(head_dim) * 2;
+      return size_t(kv_dim()) * 2;
     case KvType::kF32:
-      return size_t(head_dim) * 4;
+      return size_t(kv_dim()) * 4;
     case KvType::kQ8_0:
-      return size_t(head_dim) / 32 * 34;
     case KvType::kQ4_0:
-      return size_t(head_dim) / 32 * 18;
+      return size_t(kv_dim()) / 32 * BlockBytes(type);
   }
   return 0;
 }
+
+size_t KvLayout::head_offset(int h) const {
+  const size_t first = size_t(h) * head_dim;  // the head's first value in the row
+  if (KvTypeQuantized(type)) return first / 32 * BlockBytes(type);
+  return first * (type == KvType::kF16 ? 2 : 4);
+}
+
+int KvLayout::head_column(int h) const { return KvTypeQuantized(type) ? (h * head_dim) % 32 : 0; }
 
 int KvLayout::n_sliding() const {
   if (sliding_window <= 0) return 0;
@@ -119,7 +134,7 @@ BlockPool::BlockPool(const KvLayout& layout, int64_t max_blocks, bool preallocat
   PC_CHECK(layout.layer_sliding.empty() ||
            static_cast<int>(layout.layer_sliding.size()) == layout.n_layers);
   PC_CHECK(!preallocate || max_blocks > 0);
-  PC_CHECK(CheckKvType(layout.type, layout.head_dim).ok());
+  PC_CHECK(CheckKvType(layout.type, layout.kv_dim()).ok());
   int n_global = 0, n_sliding = 0;
   for (int l = 0; l < layout.n_layers; ++l) {
     layer_index_.push_back(layout.Sliding(l) ? n_sliding++ : n_global++);

@@ -35,9 +35,11 @@
 
 namespace promptcache {
 
-// How K and V rows are stored. The quantized types are ggml's block formats (ops/quant.h): each
-// KV head's row of head_dim values is head_dim / 32 blocks of 32 values with an f16 scale, Q8_0
-// in 34 bytes per block, Q4_0 (4-bit, offset 8) in 18. They need head_dim to be a multiple of 32.
+// How K and V rows are stored. The quantized types are ggml's block formats (ops/quant.h): a
+// token's row of kv_dim values (every KV head's, one after the other) is kv_dim / 32 blocks of 32
+// values with an f16 scale each, Q8_0 in 34 bytes per block, Q4_0 (4-bit, offset 8) in 18. They
+// need kv_dim to be a multiple of 32; a head may start inside a block when head_dim is not (8
+// for stories260K: its four heads share one block).
 enum class KvType { kF16, kF32, kQ8_0, kQ4_0 };
 
 inline bool KvTypeQuantized(KvType t) { return t == KvType::kQ8_0 || t == KvType::kQ4_0; }
@@ -46,8 +48,9 @@ inline bool KvTypeQuantized(KvType t) { return t == KvType::kQ8_0 || t == KvType
 Result<KvType> ParseKvType(std::string_view name);
 // The same names, as remote keys and reports carry them.
 const char* KvTypeName(KvType type);
-// Whether rows of head_dim values can be stored in the type: an InvalidArgument saying why not.
-Status CheckKvType(KvType type, int head_dim);
+// Whether K/V rows of kv_dim values (KV heads x head size) can be stored in the type: an
+// InvalidArgument saying why not.
+Status CheckKvType(KvType type, int kv_dim);
 
 struct KvLayout {
   int n_layers = 0;
@@ -61,9 +64,12 @@ struct KvLayout {
   int sliding_window = 0;
 
   int kv_dim() const { return n_kv_heads * head_dim; }
-  // One KV head's K (or V) row of one token, and all of a token's heads of one layer.
-  size_t head_bytes() const;
-  size_t row_bytes() const { return size_t(n_kv_heads) * head_bytes(); }
+  // All of a token's KV heads of one layer (its K, or its V).
+  size_t row_bytes() const;
+  // Where KV head h's values start in a row: a byte offset, and for the quantized types the
+  // value within the block there (0 when head_dim is a multiple of 32).
+  size_t head_offset(int h) const;
+  int head_column(int h) const;
   bool Sliding(int layer) const {
     return sliding_window > 0 && !layer_sliding.empty() && layer_sliding[layer] != 0;
   }

@@ -1,5 +1,5 @@
 // Quantized KV types (q8_0, q4_0) in the cache module: their sizes, the flag's parsing and the
-// head-size rule, and their blocks in the cache tiers: a block record (the disk tier's file, the
+// row-size rule, and their blocks in the cache tiers: a block record (the disk tier's file, the
 // remote tier's value) round-trips byte for byte, is never read into a pool of another type, and
 // the disk tier keeps each type in a folder of its own.
 #include <gtest/gtest.h>
@@ -66,8 +66,20 @@ TEST(QuantizedKv, BytesPerToken) {
   EXPECT_EQ(Layout(KvType::kF32).bytes_per_token(), 2048u);
   EXPECT_EQ(Layout(KvType::kQ8_0).bytes_per_token(), 544u);
   EXPECT_EQ(Layout(KvType::kQ4_0).bytes_per_token(), 288u);
-  EXPECT_EQ(Layout(KvType::kQ8_0).head_bytes(), 68u);
+  EXPECT_EQ(Layout(KvType::kQ8_0).row_bytes(), 136u);
   EXPECT_EQ(Layout(KvType::kQ4_0).bytes_per_block(), 288u * 4);
+  // Heads start where their first value's block does: the second head of 64 at block 2.
+  EXPECT_EQ(Layout(KvType::kQ8_0).head_offset(1), 68u);
+  EXPECT_EQ(Layout(KvType::kF16).head_offset(1), 128u);
+  EXPECT_EQ(Layout(KvType::kQ8_0).head_column(1), 0);
+  // stories260K's shape: four heads of 8 share one block of 32 per row.
+  KvLayout small = Layout(KvType::kQ4_0);
+  small.n_kv_heads = 4;
+  small.head_dim = 8;
+  EXPECT_EQ(small.row_bytes(), 18u);
+  EXPECT_EQ(small.bytes_per_token(), 2u * 2 * 18);
+  EXPECT_EQ(small.head_offset(3), 0u);
+  EXPECT_EQ(small.head_column(3), 24);
 }
 
 TEST(QuantizedKv, ParseAndHeadSizeRule) {
@@ -80,11 +92,12 @@ TEST(QuantizedKv, ParseAndHeadSizeRule) {
   EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad.message().find("f16, f32, q8_0 or q4_0"), std::string::npos) << bad.message();
   EXPECT_TRUE(CheckKvType(KvType::kQ8_0, 64).ok());
-  EXPECT_TRUE(CheckKvType(KvType::kF16, 8).ok());
-  const Status small = CheckKvType(KvType::kQ4_0, 8);
-  EXPECT_EQ(small.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(small.message().find("multiple of 32"), std::string::npos) << small.message();
-  EXPECT_NE(small.message().find("is 8"), std::string::npos) << small.message();
+  EXPECT_TRUE(CheckKvType(KvType::kQ8_0, 32).ok());  // stories260K: 4 KV heads of 8
+  EXPECT_TRUE(CheckKvType(KvType::kF16, 24).ok());
+  const Status odd = CheckKvType(KvType::kQ4_0, 24);
+  EXPECT_EQ(odd.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(odd.message().find("blocks of 32 values"), std::string::npos) << odd.message();
+  EXPECT_NE(odd.message().find("have 24"), std::string::npos) << odd.message();
 }
 
 TEST(QuantizedKv, RemoteKeysNameTheType) {

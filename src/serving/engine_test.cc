@@ -407,20 +407,8 @@ INSTANTIATE_TEST_SUITE_P(Architectures, BitwiseReuse,
                                            "mistral"));
 // Quantized K/V: blocks hit in RAM, read back from disk and batched give the same floats too.
 INSTANTIATE_TEST_SUITE_P(QuantizedKv, BitwiseReuse,
-                         ::testing::Values("qwen2:q8_0", "gemma3:q8_0", "mistral:q4_0"));
-
-// A quantized KV type needs head sizes in whole 32-value blocks: stories260K's are 8, and the
-// engine says so instead of starting.
-TEST(Engine, QuantizedKvOnAHeadSizeNotAMultipleOf32IsRefused) {
-  EngineOptions o;
-  o.model_path = kStories;
-  o.kv_type = KvType::kQ8_0;
-  auto e = Engine::Create(o);
-  ASSERT_FALSE(e.ok());
-  EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(e.status().message().find("multiple of 32; this model's is 8"), std::string::npos)
-      << e.status().message();
-}
+                         ::testing::Values("F32:q8_0", "F16:q4_0", "qwen2:q8_0", "gemma3:q8_0",
+                                           "mistral:q4_0"));
 
 // Sliding windows (EngineOptions::trim_sliding_kv): the fixtures' windows are 24 tokens
 // (tiny-gemma3, on 7 of its 8 layers) and 20 (tiny-mistral-w20, every layer), so prompts of a
