@@ -127,8 +127,7 @@ class BlockPool {
   bool Complete(BlockId id) const { return !has_sliding_ || sliding_part_[id] >= 0; }
 
   // Slot-major rows of row_bytes() (every KV head's row, in the layout's type) for one layer of
-  // one block. A sliding layer
-  // of a global-only block has none (checked).
+  // one block. A sliding layer of a global-only block has none (checked).
   uint8_t* K(BlockId id, int layer);
   uint8_t* V(BlockId id, int layer);
   const uint8_t* K(BlockId id, int layer) const;
