@@ -34,7 +34,7 @@ Result<PlotPanel> TtftPanel(const ModelOptions& mo, int max_prompt, nlohmann::js
   EngineOptions eo;
   eo.model_path = mo.model_path;
   eo.threads = mo.threads;
-  eo.kv_type = mo.kv_type == "f32" ? KvType::kF32 : KvType::kF16;
+  eo.kv_type = mo.KvTypeValue();
   eo.parallel = 1;
   eo.context = mo.context;
   eo.allow_long_context = mo.allow_long_context;

@@ -21,7 +21,11 @@ void ModelOptions::Register(CLI::App* sub) {
   sub->add_option("-c,--context", context, "context size in tokens (default: the model's)");
   sub->add_flag("--allow-long-context", allow_long_context,
                 "accept a context beyond what the model was trained for");
-  sub->add_option("--kv-type", kv_type, "KV cache storage: f16 or f32")->default_val("f16");
+  sub->add_option(
+         "--kv-type", kv_type,
+         "KV cache storage: f16, f32, q8_0 (half of f16's bytes) or q4_0 (about a quarter); "
+         "q8_0/q4_0 need a head size that is a multiple of 32")
+      ->default_val("f16");
   sub->add_option("-b,--batch-size", batch_size,
                   "prompt tokens per forward pass (default: what fits 32 MiB of scratch, <= 512)");
   sub->add_flag("--static-cache", static_cache,
@@ -97,23 +101,27 @@ Status ModelOptions::Validate() const {
   if (threads > 1024) return InvalidArgument("--threads must be <= 1024");
   if (context < 0) return InvalidArgument("--context must be >= 0");
   if (batch_size < 0) return InvalidArgument("--batch-size must be >= 0");
-  if (kv_type != "f16" && kv_type != "f32") {
-    return InvalidArgument("--kv-type must be f16 or f32, not '" + kv_type + "'");
-  }
+  PC_RETURN_IF_ERROR(ParseKvType(kv_type).status());
   return Status::Ok();
 }
 
 Status ModelOptions::Check(Model& model) const {
   PC_RETURN_IF_ERROR(CheckContext(model.config(), context, allow_long_context));
+  PC_RETURN_IF_ERROR(CheckKvType(KvTypeValue(), model.config().kv_dim()));
   model.UseContext(context > 0 ? context : model.config().context_length);
   return Status::Ok();
+}
+
+KvType ModelOptions::KvTypeValue() const {
+  const Result<KvType> t = ParseKvType(kv_type);
+  return t.ok() ? *t : KvType::kF16;  // Validate() has refused anything else
 }
 
 SessionOptions ModelOptions::ToSessionOptions() const {
   SessionOptions o;
   o.threads = threads;
   o.context = context;
-  o.kv_type = kv_type == "f32" ? KvType::kF32 : KvType::kF16;
+  o.kv_type = KvTypeValue();
   o.static_cache = static_cache;
   o.batch_size = batch_size;
   o.trim_sliding_kv = !no_trim_sliding;

@@ -36,6 +36,8 @@ struct ModelOptions {
   bool no_trim_sliding = false;    // keep sliding layers' K/V past their window
 
   void Register(CLI::App* sub);
+  // --kv-type as a KvType (after Validate()).
+  KvType KvTypeValue() const;
   // --chat-template FILE: a Jinja chat template instead of the model file's.
   void RegisterChatTemplate(CLI::App* sub);
   // The --chat-template file's text, or "" when the option was not given.
@@ -88,6 +90,7 @@ std::unique_ptr<Command> MakeServeCommand();
 std::unique_ptr<Command> MakeSchemaCommand();
 std::unique_ptr<Command> MakePromptCommand();
 std::unique_ptr<Command> MakeEvalModulesCommand();
+std::unique_ptr<Command> MakeEvalKvCommand();
 std::unique_ptr<Command> MakeLogitsCommand();
 std::unique_ptr<Command> MakeQuantizeCommand();
 

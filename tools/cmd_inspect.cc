@@ -66,6 +66,11 @@ class InspectCommand : public Command {
         "F16)\n",
         f16.bytes_per_token(), f32.bytes_per_token(),
         f16.bytes_per_token() * double(c.context_length) / 1048576.0);
+    if (CheckKvType(KvType::kQ8_0, c.kv_dim()).ok()) {
+      std::printf("               %zu in Q8_0, %zu in Q4_0\n",
+                  m->MakeKvLayout(KvType::kQ8_0).bytes_per_token(),
+                  m->MakeKvLayout(KvType::kQ4_0).bytes_per_token());
+    }
     std::printf("fingerprint:   %s\n", m->fingerprint().c_str());
     if (list_tensors_) {
       for (const GgufTensorInfo& t : f.tensors()) {

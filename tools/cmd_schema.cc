@@ -48,7 +48,7 @@ Result<std::unique_ptr<Engine>> MakeEngine(const ModelOptions& model, const std:
   o.threads = model.threads;
   o.context = model.context;
   o.allow_long_context = model.allow_long_context;
-  o.kv_type = model.kv_type == "f32" ? KvType::kF32 : KvType::kF16;
+  o.kv_type = model.KvTypeValue();
   o.trim_sliding_kv = !model.no_trim_sliding;
   o.cache_dir = cache_dir;
   o.cache_redis = modular.cache_redis;

@@ -33,7 +33,11 @@ class ServeCommand : public Command {
                     "context size per request in tokens (default: the model's)");
     sub->add_flag("--allow-long-context", engine_.allow_long_context,
                   "accept a context beyond what the model was trained for");
-    sub->add_option("--kv-type", kv_type_, "KV cache storage: f16 or f32")->default_val("f16");
+    sub->add_option(
+           "--kv-type", kv_type_,
+           "KV cache storage: f16, f32, q8_0 (half of f16's bytes) or q4_0 (about a quarter); "
+           "q8_0/q4_0 need a head size that is a multiple of 32")
+        ->default_val("f16");
     AddIsaOption(sub, &isa_);
     sub->add_option("--host", server_.host, "address to listen on")->default_val("127.0.0.1");
     sub->add_option("--port", server_.port, "port (0: any free port)")->default_val(8080);
@@ -177,7 +181,7 @@ class ServeCommand : public Command {
       server_.cache_secret = std::move(*secret);
       PC_LOG_DEBUG("cache namespaces keyed by the secret in %s", where.c_str());
     }
-    engine_.kv_type = kv_type_ == "f32" ? KvType::kF32 : KvType::kF16;
+    engine_.kv_type = *ParseKvType(kv_type_);
     engine_.module_positions = *ParsePmlPositions(positions_);
     engine_.module_shared_moves = moved_keys_ == "shared";
     server_.max_body_bytes = static_cast<size_t>(max_body_bytes_);
@@ -265,9 +269,7 @@ class ServeCommand : public Command {
     if (Result<PmlPositions> p = ParsePmlPositions(positions_); !p.ok()) {
       return InvalidArgument("--positions: " + p.status().message());
     }
-    if (kv_type_ != "f16" && kv_type_ != "f32") {
-      return InvalidArgument("--kv-type must be f16 or f32, not '" + kv_type_ + "'");
-    }
+    PC_RETURN_IF_ERROR(ParseKvType(kv_type_).status());
     if (server_.port < 0 || server_.port > 65535) {
       return InvalidArgument("--port must be between 0 and 65535");
     }

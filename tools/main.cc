@@ -44,6 +44,9 @@ int main(int argc, char** argv) {
       {"prompt", "serve PML prompts from cached prompt modules", MakePromptCommand()});
   commands.push_back({"eval-modules", "compare modular prompts with their full recompute",
                       MakeEvalModulesCommand()});
+  commands.push_back({"eval-kv",
+                      "compare a quantized KV cache's next-token distributions with f16's",
+                      MakeEvalKvCommand()});
   for (Entry& e : commands) {
     e.sub = app.add_subcommand(e.name, e.help);
     e.cmd->Register(e.sub);

@@ -44,6 +44,8 @@ struct EngineOptions {
   int context = 0;     // per sequence; 0: the model's context length
   int parallel = 4;    // sequences served at once
   int max_queue = 64;  // waiting requests beyond `parallel`; more are refused
+  // K/V storage: f16, f32, or q8_0 / q4_0 (ggml blocks; the model's head size must be a multiple
+  // of 32, else Create fails).
   KvType kv_type = KvType::kF16;
   int block_size = 16;
   int batch_size = 512;  // prefill tokens per forward pass

@@ -61,7 +61,36 @@ size_t PayloadBytes(const KvLayout& l, int count, uint32_t version, bool complet
 }
 
 // The KV type's code in format 3 flags: stable numbers, never reused.
-uint32_t KvTypeCode(KvType t) { return t == KvType::kF16 ? 0 : 1; }
+uint32_t KvTypeCode(KvType t) {
+  switch (t) {
+    case KvType::kF16:
+      return 0;
+    case KvType::kF32:
+      return 1;
+    case KvType::kQ8_0:
+      return 2;
+    case KvType::kQ4_0:
+      return 3;
+  }
+  return 0xff;
+}
+
+// The header's elem_bytes field: the element size of f16 and f32, the bytes of one 32-value
+// block of a quantized type. Readers from before the quantized types compare it with 2 or 4, so
+// they refuse a quantized record as "KV layout differs" without knowing its type code.
+uint32_t ElemField(KvType t) {
+  switch (t) {
+    case KvType::kF16:
+      return 2;
+    case KvType::kF32:
+      return 4;
+    case KvType::kQ8_0:
+      return 34;
+    case KvType::kQ4_0:
+      return 18;
+  }
+  return 0;
+}
 
 // What a record of `version` says its KV type is.
 uint32_t RecordTypeCode(uint32_t version, uint32_t flags, uint32_t elem_bytes) {
@@ -70,8 +99,6 @@ uint32_t RecordTypeCode(uint32_t version, uint32_t flags, uint32_t elem_bytes) {
 }
 
 }  // namespace
-
-const char* KvTypeName(KvType type) { return type == KvType::kF16 ? "f16" : "f32"; }
 
 namespace {
 
@@ -111,7 +138,7 @@ std::string EncodeBlock(const BlockRecord& r, const std::string& fingerprint, co
   out.append(reinterpret_cast<const char*>(&flags), sizeof(flags));
   out.append(reinterpret_cast<const char*>(r.tokens.data()), count * sizeof(int32_t));
   out.append(reinterpret_cast<const char*>(r.positions.data()), count * sizeof(int32_t));
-  const size_t row = size_t(l.kv_dim()) * l.elem_bytes();
+  const size_t row = l.row_bytes();
   for (int layer = 0; layer < l.n_layers; ++layer) {
     if (!complete && l.Sliding(layer)) continue;
     out.append(reinterpret_cast<const char*>(pool.K(block, layer) + begin * row), count * row);
@@ -128,7 +155,7 @@ std::string EncodeBlock(const BlockRecord& r, const std::string& fingerprint, co
   h.n_layers = l.n_layers;
   h.n_kv_heads = l.n_kv_heads;
   h.head_dim = l.head_dim;
-  h.elem_bytes = static_cast<uint32_t>(l.elem_bytes());
+  h.elem_bytes = ElemField(l.type);
   h.block_size = l.block_size;
   h.count = count;
   h.payload_bytes = out.size() - sizeof(h);
@@ -153,7 +180,7 @@ Result<BlockRecord> DecodeBlock(std::string_view data, const BlockKey& key,
   if (h.key_hi != key.hi || h.key_lo != key.lo) return DataLoss("key does not match its name");
   const KvLayout& l = pool->layout();
   if (h.n_layers != uint32_t(l.n_layers) || h.n_kv_heads != uint32_t(l.n_kv_heads) ||
-      h.head_dim != uint32_t(l.head_dim) || h.elem_bytes != l.elem_bytes() ||
+      h.head_dim != uint32_t(l.head_dim) || h.elem_bytes != ElemField(l.type) ||
       h.block_size != uint32_t(l.block_size)) {
     return DataLoss("KV layout differs");
   }
@@ -199,7 +226,7 @@ Result<BlockRecord> DecodeBlock(std::string_view data, const BlockKey& key,
   } else {
     std::memcpy(pool->Positions(block), r.positions.data(), count * sizeof(int32_t));
   }
-  const size_t row = size_t(l.kv_dim()) * l.elem_bytes();
+  const size_t row = l.row_bytes();
   for (int layer = 0; layer < l.n_layers; ++layer) {
     const bool sliding = l.Sliding(layer);
     if (!r.complete && sliding) continue;
@@ -230,7 +257,12 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(const std::string& dir,
                                                  const std::string& fingerprint,
                                                  const KvLayout& layout, size_t max_bytes) {
   std::unique_ptr<DiskTier> t(new DiskTier());
-  t->dir_ = (fs::path(dir) / fingerprint).string();
+  // A folder per model and, beyond f16 (whose folder keeps the plain name it always had), per KV
+  // type: blocks of one type are named by the same token chain as another's, and must neither be
+  // read as nor overwrite them.
+  const std::string folder =
+      layout.type == KvType::kF16 ? fingerprint : fingerprint + "-" + KvTypeName(layout.type);
+  t->dir_ = (fs::path(dir) / folder).string();
   t->fingerprint_ = fingerprint;
   t->layout_ = layout;
   t->max_bytes_ = max_bytes;

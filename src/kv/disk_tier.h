@@ -58,15 +58,13 @@ std::string EncodeBlock(const BlockRecord& record, const std::string& fingerprin
 Result<BlockRecord> DecodeBlock(std::string_view data, const BlockKey& key,
                                 const std::string& fingerprint, BlockPool* pool, BlockId block,
                                 bool sliding_only = false);
-// The wire name of a KV type ("f16", "f32"), in remote keys.
-const char* KvTypeName(KvType type);
 
 class DiskTier {
  public:
-  // Creates DIR/<fingerprint>/ if needed and indexes the files already there. One process at a
-  // time: the folder is locked (flock) while the tier is open, and a second Open of it fails
-  // with an IoError naming it, since two tiers would each apply their own budget and miss each
-  // other's deletes.
+  // Creates DIR/<fingerprint>/ (DIR/<fingerprint>-<type>/ for a KV type other than f16) if needed
+  // and indexes the files already there. One process at a time: the folder is locked (flock)
+  // while the tier is open, and a second Open of it fails with an IoError naming it, since two
+  // tiers would each apply their own budget and miss each other's deletes.
   ~DiskTier();
   static Result<std::unique_ptr<DiskTier>> Open(const std::string& dir,
                                                 const std::string& fingerprint,

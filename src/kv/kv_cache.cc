@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #if defined(__SANITIZE_ADDRESS__)
 #define PC_ASAN 1
@@ -57,6 +58,67 @@ void Unpoison(const uint8_t* p, size_t n) {
 
 }  // namespace
 
+Result<KvType> ParseKvType(std::string_view name) {
+  if (name == "f16") return KvType::kF16;
+  if (name == "f32") return KvType::kF32;
+  if (name == "q8_0") return KvType::kQ8_0;
+  if (name == "q4_0") return KvType::kQ4_0;
+  return InvalidArgument("--kv-type must be f16, f32, q8_0 or q4_0, not '" + std::string(name) +
+                         "'");
+}
+
+const char* KvTypeName(KvType type) {
+  switch (type) {
+    case KvType::kF16:
+      return "f16";
+    case KvType::kF32:
+      return "f32";
+    case KvType::kQ8_0:
+      return "q8_0";
+    case KvType::kQ4_0:
+      return "q4_0";
+  }
+  return "?";
+}
+
+Status CheckKvType(KvType type, int kv_dim) {
+  if (KvTypeQuantized(type) && kv_dim % 32 != 0) {
+    return InvalidArgument(std::string("--kv-type ") + KvTypeName(type) +
+                           " stores K/V rows in blocks of 32 values; this model's rows (KV heads "
+                           "x head size) have " +
+                           std::to_string(kv_dim) + " (use f16 or f32)");
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+// Bytes of 32 values in a quantized type.
+size_t BlockBytes(KvType t) { return t == KvType::kQ8_0 ? 34 : 18; }
+
+}  // namespace
+
+size_t KvLayout::row_bytes() const {
+  switch (type) {
+    case KvType::kF16:
+      return size_t(kv_dim()) * 2;
+    case KvType::kF32:
+      return size_t(kv_dim()) * 4;
+    case KvType::kQ8_0:
+    case KvType::kQ4_0:
+      return size_t(kv_dim()) / 32 * BlockBytes(type);
+  }
+  return 0;
+}
+
+size_t KvLayout::head_offset(int h) const {
+  const size_t first = size_t(h) * head_dim;  // the head's first value in the row
+  if (KvTypeQuantized(type)) return first / 32 * BlockBytes(type);
+  return first * (type == KvType::kF16 ? 2 : 4);
+}
+
+int KvLayout::head_column(int h) const { return KvTypeQuantized(type) ? (h * head_dim) % 32 : 0; }
+
 int KvLayout::n_sliding() const {
   if (sliding_window <= 0) return 0;
   return static_cast<int>(
@@ -72,11 +134,12 @@ BlockPool::BlockPool(const KvLayout& layout, int64_t max_blocks, bool preallocat
   PC_CHECK(layout.layer_sliding.empty() ||
            static_cast<int>(layout.layer_sliding.size()) == layout.n_layers);
   PC_CHECK(!preallocate || max_blocks > 0);
+  PC_CHECK(CheckKvType(layout.type, layout.kv_dim()).ok());
   int n_global = 0, n_sliding = 0;
   for (int l = 0; l < layout.n_layers; ++l) {
     layer_index_.push_back(layout.Sliding(l) ? n_sliding++ : n_global++);
   }
-  const size_t row = size_t(layout.kv_dim()) * layout.elem_bytes();
+  const size_t row = layout.row_bytes();
   zero_row_.reset(AllocAligned(row));
   PC_CHECK(zero_row_ != nullptr);
   std::memset(zero_row_.get(), 0, row);
@@ -451,13 +514,13 @@ const uint8_t* KvSequence::SlotV(int i, int layer) const {
 uint8_t* KvSequence::SlotK(int i, int layer) {
   const KvSpan s = Locate(i);
   const KvLayout& l = pool_->layout();
-  return pool_->K(s.block, layer) + size_t(s.begin) * l.kv_dim() * l.elem_bytes();
+  return pool_->K(s.block, layer) + size_t(s.begin) * l.row_bytes();
 }
 
 uint8_t* KvSequence::SlotV(int i, int layer) {
   const KvSpan s = Locate(i);
   const KvLayout& l = pool_->layout();
-  return pool_->V(s.block, layer) + size_t(s.begin) * l.kv_dim() * l.elem_bytes();
+  return pool_->V(s.block, layer) + size_t(s.begin) * l.row_bytes();
 }
 
 }  // namespace promptcache

@@ -28,12 +28,24 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
 #include "promptcache/types.h"  // KvType
 
 namespace promptcache {
+
+// KvType (promptcache/types.h): the quantized types store ggml blocks (ops/quant.h).
+inline bool KvTypeQuantized(KvType t) { return t == KvType::kQ8_0 || t == KvType::kQ4_0; }
+// "f16", "f32", "q8_0" or "q4_0" (as --kv-type spells them); InvalidArgument naming the choices
+// otherwise.
+Result<KvType> ParseKvType(std::string_view name);
+// The same names, as remote keys and reports carry them.
+const char* KvTypeName(KvType type);
+// Whether K/V rows of kv_dim values (KV heads x head size) can be stored in the type: an
+// InvalidArgument saying why not.
+Status CheckKvType(KvType type, int kv_dim);
 
 struct KvLayout {
   int n_layers = 0;
@@ -47,17 +59,22 @@ struct KvLayout {
   int sliding_window = 0;
 
   int kv_dim() const { return n_kv_heads * head_dim; }
-  size_t elem_bytes() const { return type == KvType::kF16 ? 2 : 4; }
+  // All of a token's KV heads of one layer (its K, or its V).
+  size_t row_bytes() const;
+  // Where KV head h's values start in a row: a byte offset, and for the quantized types the
+  // value within the block there (0 when head_dim is a multiple of 32).
+  size_t head_offset(int h) const;
+  int head_column(int h) const;
   bool Sliding(int layer) const {
     return sliding_window > 0 && !layer_sliding.empty() && layer_sliding[layer] != 0;
   }
   int n_sliding() const;
   bool has_sliding() const { return n_sliding() > 0; }
   // K and V of one token in every layer.
-  size_t bytes_per_token() const { return 2 * size_t(n_layers) * kv_dim() * elem_bytes(); }
+  size_t bytes_per_token() const { return 2 * size_t(n_layers) * row_bytes(); }
   size_t bytes_per_block() const { return bytes_per_token() * block_size; }
   // One layer's K (or V) rows of a block.
-  size_t plane_bytes() const { return size_t(block_size) * kv_dim() * elem_bytes(); }
+  size_t plane_bytes() const { return size_t(block_size) * row_bytes(); }
   // A block's global layers, and its sliding part (0 without sliding layers).
   size_t global_bytes_per_block() const {
     return 2 * size_t(n_layers - n_sliding()) * plane_bytes();
@@ -104,8 +121,8 @@ class BlockPool {
   // Whether the block holds every layer: false once its sliding part is gone.
   bool Complete(BlockId id) const { return !has_sliding_ || sliding_part_[id] >= 0; }
 
-  // Slot-major rows of kv_dim elements (F16 or F32) for one layer of one block. A sliding layer
-  // of a global-only block has none (checked).
+  // Slot-major rows of row_bytes() (every KV head's row, in the layout's type) for one layer of
+  // one block. A sliding layer of a global-only block has none (checked).
   uint8_t* K(BlockId id, int layer);
   uint8_t* V(BlockId id, int layer);
   const uint8_t* K(BlockId id, int layer) const;

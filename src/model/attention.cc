@@ -42,14 +42,28 @@ constexpr size_t kMaxPartialBytes = size_t(8) << 20;
 
 using Item = AttentionScratch::Item;
 
+AttnRowType RowType(KvType t) {
+  switch (t) {
+    case KvType::kF16:
+      return AttnRowType::kF16;
+    case KvType::kF32:
+      return AttnRowType::kF32;
+    case KvType::kQ8_0:
+      return AttnRowType::kQ8_0;
+    case KvType::kQ4_0:
+      return AttnRowType::kQ4_0;
+  }
+  return AttnRowType::kF16;
+}
+
 // Walks one KV head's K and V rows of a sequence, tile by tile, in key order.
 class TileCursor {
  public:
   TileCursor(const KvSequence& seq, int layer, int key)
       : seq_(seq), spans_(seq.spans()), layer_(layer) {
     const KvLayout& l = seq.pool()->layout();
-    row_bytes_ = size_t(l.n_kv_heads) * l.head_dim * l.elem_bytes();
-    f16_ = l.type == KvType::kF16;
+    row_bytes_ = l.row_bytes();
+    type_ = RowType(l.type);
     sliding_ = l.Sliding(layer);
     while (span_ < spans_.size() && spans_[span_].count <= key) key -= spans_[span_++].count;
     off_ = key;
@@ -68,7 +82,7 @@ class TileCursor {
   void Next(int n, AttnTile* tile, int* zero_end, int32_t* shift, bool prefetch = false) {
     PC_CHECK(span_ < spans_.size() || n == 0);
     const BlockPool& kv = *seq_.pool();
-    tile->f16 = f16_;
+    tile->type = type_;
     tile->n = n;
     *zero_end = 0;
     for (int r = 0; r < n;) {
@@ -117,20 +131,22 @@ class TileCursor {
   const std::vector<KvSpan>& spans_;
   int layer_;
   size_t row_bytes_ = 0;
-  bool f16_ = true;
+  AttnRowType type_ = AttnRowType::kF16;
   bool sliding_ = false;
   size_t span_ = 0;
   int off_ = 0;
 };
 
 // The tile's rows narrowed to one KV head.
-AttnTile ForHead(const AttnTile& rows, int kvh, size_t head_bytes) {
+AttnTile ForHead(const AttnTile& rows, int kvh, const KvLayout& layout) {
   AttnTile t;
-  t.f16 = rows.f16;
+  t.type = rows.type;
   t.n = rows.n;
+  t.column = layout.head_column(kvh);
+  const size_t at = layout.head_offset(kvh);
   for (int r = 0; r < rows.n; ++r) {
-    t.k[r] = static_cast<const uint8_t*>(rows.k[r]) + kvh * head_bytes;
-    t.v[r] = static_cast<const uint8_t*>(rows.v[r]) + kvh * head_bytes;
+    t.k[r] = static_cast<const uint8_t*>(rows.k[r]) + at;
+    t.v[r] = static_cast<const uint8_t*>(rows.v[r]) + at;
   }
   return t;
 }
@@ -250,7 +266,7 @@ class LayerAttention {
         group_(c.n_heads / c.n_kv_heads),
         scoring_{c.attn_scale, c.attn_softcap},
         sliding_(c.Sliding(layer)),
-        head_bytes_(size_t(c.head_dim) * batch[0].seq->pool()->layout().elem_bytes()) {}
+        layout_(batch[0].seq->pool()->layout()) {}
 
   // Folds every key the item's tokens read (of its chunk, or all) into their states.
   void RunItem(const Item& it, AttentionScratch::Thread& th) const {
@@ -275,7 +291,7 @@ class LayerAttention {
         for (int kvh = 0; kvh < KVH_; ++kvh) {
           for (int g = 0; g < n_members; ++g) {
             if (!tiles.Leads(g)) continue;
-            const AttnTile tile = ForHead(tiles.Rows(g), kvh, head_bytes_);
+            const AttnTile tile = ForHead(tiles.Rows(g), kvh, layout_);
             // One call per run of rows of one shift, with the queries rotated to match.
             for (int r0 = 0; r0 < tile.n;) {
               int r1 = r0 + 1;
@@ -416,7 +432,7 @@ class LayerAttention {
   const int H_, KVH_, hd_, group_;
   const AttnScoring scoring_;
   const bool sliding_;
-  const size_t head_bytes_;
+  const KvLayout& layout_;
 };
 
 // as->window_first for every token of the batch: the first slot of its sequence whose position

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "model/kv_rows.h"
 #include "model/model.h"
 #include "ops/quant.h"
 #include "ops/vec.h"
@@ -121,7 +122,7 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
 
   BlockPool* kv_pool = batch[0].seq->pool();
   const KvLayout& kvl = kv_pool->layout();
-  const size_t kv_row_bytes = size_t(c.kv_dim()) * kvl.elem_bytes();
+  const size_t kv_row_bytes = kvl.row_bytes();
 
   PC_CHECK(layers <= 0 || logits == nullptr);
   const int n_layers = layers > 0 ? std::min(layers, c.n_layers) : c.n_layers;
@@ -153,13 +154,8 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
       ApplyRope(c, l, k, c.n_kv_heads, pos);
       uint8_t* kdst = kv_pool->K(where[t].block, l) + where[t].offset * kv_row_bytes;
       uint8_t* vdst = kv_pool->V(where[t].block, l) + where[t].offset * kv_row_bytes;
-      if (kvl.type == KvType::kF16) {
-        F32ToF16Row(k, reinterpret_cast<uint16_t*>(kdst), c.kv_dim());
-        F32ToF16Row(v, reinterpret_cast<uint16_t*>(vdst), c.kv_dim());
-      } else {
-        std::memcpy(kdst, k, kv_row_bytes);
-        std::memcpy(vdst, v, kv_row_bytes);
-      }
+      StoreKvRow(kvl.type, k, c.kv_dim(), kdst);
+      StoreKvRow(kvl.type, v, c.kv_dim(), vdst);
     });
     Attention(batch, slot, l, pool, s);                         // attn: [T, H*hd]
     MatMul(w.wo, s->attn.data(), T, s->out_rows.data(), pool);  // [T, D]

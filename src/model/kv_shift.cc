@@ -3,6 +3,7 @@
 #include <cstring>
 #include <vector>
 
+#include "model/kv_rows.h"
 #include "ops/vec.h"
 
 namespace promptcache {
@@ -36,8 +37,7 @@ Status AppendShifted(const ModelConfig& config, const KvSequence& src, int begin
   };
   const std::vector<KvSpan> from = slots(src, begin, n), to = slots(*dst, base, n);
   const int kv_dim = layout.kv_dim();
-  const size_t row_bytes = size_t(kv_dim) * layout.elem_bytes();
-  const bool f16 = layout.type == KvType::kF16;
+  const size_t row_bytes = layout.row_bytes();
   auto layer_job = [&](int64_t l0, int64_t l1) {
     std::vector<float> k(kv_dim);
     for (int l = static_cast<int>(l0); l < l1; ++l) {
@@ -54,17 +54,11 @@ Status AppendShifted(const ModelConfig& config, const KvSequence& src, int begin
           std::memcpy(kd, ks, row_bytes);
           continue;
         }
-        if (f16) {
-          F16ToF32Row(reinterpret_cast<const uint16_t*>(ks), k.data(), kv_dim);
-        } else {
-          std::memcpy(k.data(), ks, row_bytes);
-        }
+        // Quantized keys are decoded, rotated and quantized again: one more rounding than
+        // keys computed at their new positions (the shared-span path rotates queries instead).
+        LoadKvRow(layout.type, ks, kv_dim, k.data());
         ApplyRope(config, l, k.data(), layout.n_kv_heads, static_cast<float>(rotate));
-        if (f16) {
-          F32ToF16Row(k.data(), reinterpret_cast<uint16_t*>(kd), kv_dim);
-        } else {
-          std::memcpy(kd, k.data(), row_bytes);
-        }
+        StoreKvRow(layout.type, k.data(), kv_dim, kd);
       }
     }
   };

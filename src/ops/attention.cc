@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/fp16.h"
 #include "hwy/contrib/math/math-inl.h"
@@ -28,18 +29,54 @@ using DF = hn::ScalableTag<float>;
 using DH = hn::Rebind<hwy::float16_t, DF>;
 using VF = hn::Vec<DF>;
 
-// Element access: f32 rows, or f16 rows widened exactly to f32.
-struct F32Src {
-  using T = float;
-  static VF Load(DF d, const float* p) { return hn::LoadU(d, p); }
-  static float At(const float* p) { return *p; }
-};
-struct F16Src {
-  using T = uint16_t;
-  static VF Load(DF d, const uint16_t* p) {
-    return hn::PromoteTo(d, hn::LoadU(DH(), reinterpret_cast<const hwy::float16_t*>(p)));
+using internal::HWY_NAMESPACE::F16Rows;
+using internal::HWY_NAMESPACE::F32Rows;
+using internal::HWY_NAMESPACE::HalfAt;
+using DI32 = hn::RebindToSigned<DF>;
+using DI8Q = hn::Rebind<int8_t, DI32>;
+using DU8Q = hn::Rebind<uint8_t, DI32>;
+
+// Row access, as kernel_util's F32Rows and F16Rows: Load(d, row, j) gives elements j.. of a row
+// as f32, At(row, j) one element. Quantized rows are decoded where they are used, q * scale
+// (exact in f32); the kernels load at multiples of the lane count, so with at most 16 lanes a
+// vector never straddles two 32-value blocks (or the two nibble halves of a Q4_0 block).
+struct Q8Rows {
+  static constexpr size_t kBlockBytes = 34;
+  static VF Load(DF d, const uint8_t* row, int j) {
+    if (hn::MaxLanes(d) > 16) return Gather<Q8Rows>(d, row, j);
+    const uint8_t* b = row + size_t(j / 32) * kBlockBytes;
+    const auto q =
+        hn::PromoteTo(DI32(), hn::LoadU(DI8Q(), reinterpret_cast<const int8_t*>(b + 2 + j % 32)));
+    return hn::Mul(hn::ConvertTo(d, q), hn::Set(d, HalfAt(b)));
   }
-  static float At(const uint16_t* p) { return F16ToF32(*p); }
+  static float At(const uint8_t* row, int j) {
+    const uint8_t* b = row + size_t(j / 32) * kBlockBytes;
+    return static_cast<float>(static_cast<int8_t>(b[2 + j % 32])) * HalfAt(b);
+  }
+  template <class E>
+  static VF Gather(DF d, const uint8_t* row, int j) {
+    HWY_ALIGN float x[hn::MaxLanes(DF())];
+    for (size_t i = 0; i < hn::Lanes(d); ++i) x[i] = E::At(row, j + static_cast<int>(i));
+    return hn::Load(d, x);
+  }
+};
+struct Q4Rows {
+  static constexpr size_t kBlockBytes = 18;
+  static VF Load(DF d, const uint8_t* row, int j) {
+    if (hn::MaxLanes(d) > 16) return Q8Rows::Gather<Q4Rows>(d, row, j);
+    const uint8_t* b = row + size_t(j / 32) * kBlockBytes;
+    const int w = j % 32;
+    auto q = hn::PromoteTo(DI32(), hn::LoadU(DU8Q(), b + 2 + w % 16));
+    q = w >= 16 ? hn::ShiftRight<4>(q) : hn::And(q, hn::Set(DI32(), 0xF));
+    const VF x = hn::ConvertTo(d, hn::Sub(q, hn::Set(DI32(), 8)));
+    return hn::Mul(x, hn::Set(d, HalfAt(b)));
+  }
+  static float At(const uint8_t* row, int j) {
+    const uint8_t* b = row + size_t(j / 32) * kBlockBytes;
+    const int w = j % 32;
+    const int q = w >= 16 ? b[2 + w - 16] >> 4 : b[2 + w] & 0xF;
+    return static_cast<float>(q - 8) * HalfAt(b);
+  }
 };
 
 // a_i += x * k_i for i < 4 (inlined: the accumulators stay in registers).
@@ -55,8 +92,7 @@ HWY_INLINE void MulAdd4(VF x, VF k0, VF k1, VF k2, VF k3, VF* a0, VF* a1, VF* a2
 // arithmetic is the same whatever Q. The accumulators are named, not an array: GCC kept an array
 // of them on the stack, and the reduction then waited on store forwarding.
 template <class E, int Q, int kDim>
-HWY_INLINE void Scores4(const float* const* q, const typename E::T* const* k, int dim,
-                        float* const* s) {
+HWY_INLINE void Scores4(const float* const* q, const uint8_t* const* k, int dim, float* const* s) {
   static_assert(Q >= 1 && Q <= 4);
   if (kDim > 0) dim = kDim;
   const DF d;
@@ -65,8 +101,8 @@ HWY_INLINE void Scores4(const float* const* q, const typename E::T* const* k, in
   VF a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
   VF c0 = a0, c1 = a0, c2 = a0, c3 = a0, e0 = a0, e1 = a0, e2 = a0, e3 = a0;
   for (int j = 0; j < dv; j += L) {
-    const VF k0 = E::Load(d, k[0] + j), k1 = E::Load(d, k[1] + j);
-    const VF k2 = E::Load(d, k[2] + j), k3 = E::Load(d, k[3] + j);
+    const VF k0 = E::Load(d, k[0], j), k1 = E::Load(d, k[1], j);
+    const VF k2 = E::Load(d, k[2], j), k3 = E::Load(d, k[3], j);
     MulAdd4(hn::LoadU(d, q[0] + j), k0, k1, k2, k3, &a0, &a1, &a2, &a3);
     if (Q >= 2) MulAdd4(hn::LoadU(d, q[Q >= 2 ? 1 : 0] + j), k0, k1, k2, k3, &b0, &b1, &b2, &b3);
     if (Q >= 3) MulAdd4(hn::LoadU(d, q[Q >= 3 ? 2 : 0] + j), k0, k1, k2, k3, &c0, &c1, &c2, &c3);
@@ -79,29 +115,28 @@ HWY_INLINE void Scores4(const float* const* q, const typename E::T* const* k, in
   if (dv == dim) return;
   for (int qi = 0; qi < Q; ++qi) {
     for (int i = 0; i < 4; ++i) {
-      for (int j = dv; j < dim; ++j) s[qi][i] += q[qi][j] * E::At(k[i] + j);
+      for (int j = dv; j < dim; ++j) s[qi][i] += q[qi][j] * E::At(k[i], j);
     }
   }
 }
 
-// o[qi] += sum over r < rows of p[qi][r] * v[r]: per output lane, one chain over the rows in
-// order.
+// o[qi][j] += sum over r < rows of p[qi][r] * v[r][j] for columns j in [j0, dim): per output
+// lane, one chain over the rows in order.
 template <class E, int Q, int kDim>
-HWY_INLINE void Accumulate(const float* const* p, const typename E::T* const* v, int rows, int dim,
-                           float* const* o) {
+HWY_INLINE void Accumulate(const float* const* p, const uint8_t* const* v, int rows, int dim,
+                           float* const* o, int j0 = 0) {
   if (kDim > 0) dim = kDim;
   const DF d;
   const int L = static_cast<int>(hn::Lanes(d));
-  int j = 0;
+  int j = j0;
   for (; j + 4 * L <= dim; j += 4 * L) {
     VF a[Q][4];
     for (int qi = 0; qi < Q; ++qi) {
       for (int i = 0; i < 4; ++i) a[qi][i] = hn::LoadU(d, o[qi] + j + i * L);
     }
     for (int r = 0; r < rows; ++r) {
-      const typename E::T* vr = v[r] + j;
-      const VF v0 = E::Load(d, vr), v1 = E::Load(d, vr + L);
-      const VF v2 = E::Load(d, vr + 2 * L), v3 = E::Load(d, vr + 3 * L);
+      const VF v0 = E::Load(d, v[r], j), v1 = E::Load(d, v[r], j + L);
+      const VF v2 = E::Load(d, v[r], j + 2 * L), v3 = E::Load(d, v[r], j + 3 * L);
       for (int qi = 0; qi < Q; ++qi) {
         const VF w = hn::Set(d, p[qi][r]);
         a[qi][0] = hn::MulAdd(w, v0, a[qi][0]);
@@ -118,7 +153,7 @@ HWY_INLINE void Accumulate(const float* const* p, const typename E::T* const* v,
     VF a[Q];
     for (int qi = 0; qi < Q; ++qi) a[qi] = hn::LoadU(d, o[qi] + j);
     for (int r = 0; r < rows; ++r) {
-      const VF vv = E::Load(d, v[r] + j);
+      const VF vv = E::Load(d, v[r], j);
       for (int qi = 0; qi < Q; ++qi) a[qi] = hn::MulAdd(hn::Set(d, p[qi][r]), vv, a[qi]);
     }
     for (int qi = 0; qi < Q; ++qi) hn::StoreU(a[qi], d, o[qi] + j);
@@ -126,7 +161,7 @@ HWY_INLINE void Accumulate(const float* const* p, const typename E::T* const* v,
   for (; j < dim; ++j) {
     for (int qi = 0; qi < Q; ++qi) {
       float acc = o[qi][j];
-      for (int r = 0; r < rows; ++r) acc = std::fma(p[qi][r], E::At(v[r] + j), acc);
+      for (int r = 0; r < rows; ++r) acc = std::fma(p[qi][r], E::At(v[r], j), acc);
       o[qi][j] = acc;
     }
   }
@@ -136,8 +171,8 @@ HWY_INLINE void Accumulate(const float* const* p, const typename E::T* const* v,
 // (an array of sixteen was spilled): per output lane the same chain as Accumulate's. Returns the
 // columns done.
 template <class E, int Q, int kDim>
-HWY_INLINE int AccumulateWide(const float* const* p, const typename E::T* const* v, int rows,
-                              int dim, float* const* o) {
+HWY_INLINE int AccumulateWide(const float* const* p, const uint8_t* const* v, int rows, int dim,
+                              float* const* o) {
   if (kDim > 0) dim = kDim;
   const DF d;
   const int L = static_cast<int>(hn::Lanes(d));
@@ -152,9 +187,8 @@ HWY_INLINE int AccumulateWide(const float* const* p, const typename E::T* const*
     VF e0 = hn::LoadU(d, o[Q - 1] + j), e1 = hn::LoadU(d, o[Q - 1] + j + L);
     VF e2 = hn::LoadU(d, o[Q - 1] + j + 2 * L), e3 = hn::LoadU(d, o[Q - 1] + j + 3 * L);
     for (int r = 0; r < rows; ++r) {
-      const typename E::T* vr = v[r] + j;
-      const VF v0 = E::Load(d, vr), v1 = E::Load(d, vr + L);
-      const VF v2 = E::Load(d, vr + 2 * L), v3 = E::Load(d, vr + 3 * L);
+      const VF v0 = E::Load(d, v[r], j), v1 = E::Load(d, v[r], j + L);
+      const VF v2 = E::Load(d, v[r], j + 2 * L), v3 = E::Load(d, v[r], j + 3 * L);
       MulAdd4(hn::Set(d, p[0][r]), v0, v1, v2, v3, &a0, &a1, &a2, &a3);
       MulAdd4(hn::Set(d, p[1][r]), v0, v1, v2, v3, &b0, &b1, &b2, &b3);
       MulAdd4(hn::Set(d, p[2][r]), v0, v1, v2, v3, &c0, &c1, &c2, &c3);
@@ -246,7 +280,7 @@ constexpr int kGroup = 3;
 
 // Scores, softmax and weighted sum of V for queries [m, m + Q) over `rows` rows of the tile.
 template <class E, int Q, int kDim>
-HWY_INLINE void AttendGroup(const typename E::T* const* k, const typename E::T* const* v, int dim,
+HWY_INLINE void AttendGroup(const uint8_t* const* k, const uint8_t* const* v, int dim,
                             const AttnScoring& sc, int rows, const float* const* q,
                             const int* first_valid, const int* n_valid, AttnState* const* st,
                             float* const* out) {
@@ -268,12 +302,7 @@ HWY_INLINE void AttendGroup(const typename E::T* const* k, const typename E::T* 
     const int done = AccumulateWide<E, Q, kDim>(p, v, rows, dim, out);
     if (done < dim) {
       // The remaining columns, one query at a time: the same per-lane chains.
-      const typename E::T* vr[kAttnTileRows];
-      for (int r = 0; r < rows; ++r) vr[r] = v[r] + done;
-      for (int qi = 0; qi < Q; ++qi) {
-        float* rest = out[qi] + done;
-        Accumulate<E, 1, 0>(p + qi, vr, rows, dim - done, &rest);
-      }
+      for (int qi = 0; qi < Q; ++qi) Accumulate<E, 1, 0>(p + qi, v, rows, dim, out + qi, done);
     }
   } else {
     Accumulate<E, Q, kDim>(p, v, rows, dim, out);
@@ -285,13 +314,13 @@ template <class E, int kDim>
 void AttendTileT(const AttnTile& tile, int dim, const AttnScoring& sc, int n_queries,
                  const float* const* q, const int* first_valid, const int* n_valid,
                  AttnState* const* st, float* const* out) {
-  using T = typename E::T;
-  static const float kZeros[kAttnMaxHeadDim] = {};  // all-zero bytes: a zero row of either type
-  const T* k[kAttnTileRows];
-  const T* v[kAttnTileRows];
+  // All-zero bytes: a zero row of every type (a quantized block with scale 0 decodes to zeros).
+  static const float kZeros[kAttnMaxHeadDim] = {};
+  const uint8_t* k[kAttnTileRows];
+  const uint8_t* v[kAttnTileRows];
   for (int r = 0; r < kAttnTileRows; ++r) {
-    k[r] = static_cast<const T*>(r < tile.n ? tile.k[r] : static_cast<const void*>(kZeros));
-    v[r] = static_cast<const T*>(r < tile.n ? tile.v[r] : static_cast<const void*>(kZeros));
+    k[r] = static_cast<const uint8_t*>(r < tile.n ? tile.k[r] : static_cast<const void*>(kZeros));
+    v[r] = static_cast<const uint8_t*>(r < tile.n ? tile.v[r] : static_cast<const void*>(kZeros));
   }
   for (int m = 0, g; m < n_queries; m += g) {
     g = std::min(n_queries - m, kGroup);
@@ -326,13 +355,49 @@ void AttendTileE(const AttnTile& tile, int dim, const AttnScoring& sc, int n_que
   }
 }
 
+// Quantized rows that start inside a block (heads smaller than a block, or not a multiple of
+// it): their vectors would straddle blocks, so the tile is decoded by the scalar accessor into
+// f32 rows first (exactly: the same values), then attended as f32 rows are.
+template <class E>
+void AttendDecoded(const AttnTile& tile, int dim, const AttnScoring& sc, int n_queries,
+                   const float* const* q, const int* first_valid, const int* n_valid,
+                   AttnState* const* st, float* const* out) {
+  thread_local std::vector<float> rows;
+  rows.resize(size_t(2) * kAttnTileRows * dim);
+  AttnTile f;
+  f.type = AttnRowType::kF32;
+  f.n = tile.n;
+  for (int r = 0; r < tile.n; ++r) {
+    float* k = rows.data() + size_t(r) * dim;
+    float* v = k + size_t(kAttnTileRows) * dim;
+    const auto* kq = static_cast<const uint8_t*>(tile.k[r]);
+    const auto* vq = static_cast<const uint8_t*>(tile.v[r]);
+    for (int j = 0; j < dim; ++j) k[j] = E::At(kq, tile.column + j);
+    for (int j = 0; j < dim; ++j) v[j] = E::At(vq, tile.column + j);
+    f.k[r] = k;
+    f.v[r] = v;
+  }
+  AttendTileE<F32Rows>(f, dim, sc, n_queries, q, first_valid, n_valid, st, out);
+}
+
 void AttendTileImpl(const AttnTile& tile, int dim, const AttnScoring& sc, int n_queries,
                     const float* const* q, const int* first_valid, const int* n_valid,
                     AttnState* const* st, float* const* out) {
-  if (tile.f16) {
-    AttendTileE<F16Src>(tile, dim, sc, n_queries, q, first_valid, n_valid, st, out);
-  } else {
-    AttendTileE<F32Src>(tile, dim, sc, n_queries, q, first_valid, n_valid, st, out);
+  if (tile.column != 0 && tile.type == AttnRowType::kQ8_0) {
+    return AttendDecoded<Q8Rows>(tile, dim, sc, n_queries, q, first_valid, n_valid, st, out);
+  }
+  if (tile.column != 0 && tile.type == AttnRowType::kQ4_0) {
+    return AttendDecoded<Q4Rows>(tile, dim, sc, n_queries, q, first_valid, n_valid, st, out);
+  }
+  switch (tile.type) {
+    case AttnRowType::kF16:
+      return AttendTileE<F16Rows>(tile, dim, sc, n_queries, q, first_valid, n_valid, st, out);
+    case AttnRowType::kF32:
+      return AttendTileE<F32Rows>(tile, dim, sc, n_queries, q, first_valid, n_valid, st, out);
+    case AttnRowType::kQ8_0:
+      return AttendTileE<Q8Rows>(tile, dim, sc, n_queries, q, first_valid, n_valid, st, out);
+    case AttnRowType::kQ4_0:
+      return AttendTileE<Q4Rows>(tile, dim, sc, n_queries, q, first_valid, n_valid, st, out);
   }
 }
 

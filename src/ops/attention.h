@@ -3,9 +3,12 @@
 // every query that reads it (the query heads of a KV head, the tokens of a prompt) and the full
 // row of scores is never materialized. Knows nothing of models or caches: rows come as pointers.
 //
-// The arithmetic of one query never depends on the other queries of a call, on how many there
-// are, or on whether rows are f16 or f32 (widening is exact): the same inputs give bit-identical
-// outputs however a caller batches them.
+// Rows may be f32, f16, or ggml's Q8_0 / Q4_0 blocks, read as they are: each vector of keys or
+// values is decoded in registers where it is used (heads that start inside a block, smaller or
+// odd-sized ones, are decoded a tile at a time instead). The arithmetic of one query never
+// depends on the other queries of a call, on how many there are, or on the row type (widening
+// f16 and decoding a block, q * scale, are both exact in f32): the same values give
+// bit-identical outputs however a caller batches or stores them.
 #pragma once
 
 #include <cmath>
@@ -24,10 +27,14 @@ struct AttnState {
   float sum = 0.0f;
 };
 
-// One tile: rows [0, n) of K and V, head_dim elements each, F32 or F16. Rows beyond n may be
-// left unset.
+enum class AttnRowType { kF32, kF16, kQ8_0, kQ4_0 };
+
+// One tile: rows [0, n) of K and V, head_dim elements each, of `type`. Rows beyond n may be left
+// unset. A quantized row may start inside a block (heads smaller than a block share it): at
+// value `column` of the block each pointer points at.
 struct AttnTile {
-  bool f16 = true;
+  AttnRowType type = AttnRowType::kF16;
+  int column = 0;
   int n = 0;
   const void* k[kAttnTileRows];
   const void* v[kAttnTileRows];

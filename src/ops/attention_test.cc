@@ -1,17 +1,23 @@
 // Tiled attention (attention.h) against the plain softmax reference (vec_reference.h), on every
 // Highway target: many head sizes, query counts, tile fills and causal cut-offs, f16 and f32
 // rows; and the batch invariance the model relies on: a query's result is bit-identical alone,
-// in a pair, among many, and from f16 rows or the same values in f32.
+// in a pair, among many, and from f16 rows or the same values in f32. Q8_0 and Q4_0 rows, read
+// in place at odd byte offsets, give bit-identically what f32 rows of the values the scalar
+// reference dequantizer (ops/quant.h) decodes from them give.
 #include "ops/attention.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/fp16.h"
+#include "gguf/gguf.h"
 #include "ops/for_each_target.h"
+#include "ops/quant.h"
 #include "ops/targets.h"
 #include "ops/vec_reference.h"
 
@@ -44,7 +50,7 @@ struct Rows {
   // Tile of rows [r0, r0 + count): f16 rows in place (misaligned by one element), or f32.
   AttnTile Tile(int r0, int count, bool f16) const {
     AttnTile t;
-    t.f16 = f16;
+    t.type = f16 ? AttnRowType::kF16 : AttnRowType::kF32;
     t.n = count;
     for (int r = 0; r < count; ++r) {
       const size_t i = size_t(r0 + r);
@@ -57,8 +63,8 @@ struct Rows {
 
 // Runs n_q queries over the rows tile by tile; query i sees keys [first[i], limit[i]) (first
 // empty: from 0). Tiles a query has no key of are not given to it, as the model does.
-std::vector<std::vector<float>> AttendAll(const Rows& rows,
-                                          const std::vector<std::vector<float>>& q,
+template <class R>
+std::vector<std::vector<float>> AttendAll(const R& rows, const std::vector<std::vector<float>>& q,
                                           const std::vector<int>& limit, AttnScoring sc, bool f16,
                                           const std::vector<int>& first = {}) {
   const int n_q = static_cast<int>(q.size()), dim = rows.dim;
@@ -234,6 +240,105 @@ TEST(Attention, MergingSplitsEqualsOnePass) {
     std::vector<float> want(dim);
     reference::Attention(q.data(), rows.k.data(), rows.v.data(), n, dim, 0.125f, want.data());
     for (int j = 0; j < dim; ++j) EXPECT_NEAR(merged[j] / m.sum, want[j], 2e-5f);
+  });
+}
+
+// Keys and values quantized to Q8_0 or Q4_0 as the KV cache stores them: each token's row holds
+// `heads` heads of dim values in blocks of 32 over the whole row (a head may start inside a
+// block), rows `stride` bytes apart at odd byte offsets (the kernel must not assume alignment);
+// and the values the reference dequantizer decodes, as f32 rows of one head.
+struct QuantRows {
+  int n, dim, heads, head;
+  size_t block_bytes, row_bytes, stride;
+  AttnRowType type;
+  std::vector<uint8_t> kq, vq;
+  std::vector<float> k, v;  // dense [n, dim]: head `head`'s values, dequantized
+
+  QuantRows(int n_, int dim_, int heads_, AttnRowType type_, std::mt19937& rng)
+      : n(n_), dim(dim_), heads(heads_), head(heads_ - 1), type(type_) {
+    const GgmlType g = type == AttnRowType::kQ8_0 ? GgmlType::kQ8_0 : GgmlType::kQ4_0;
+    const int width = heads * dim;  // a multiple of 32
+    block_bytes = type == AttnRowType::kQ8_0 ? 34 : 18;
+    row_bytes = size_t(width) / 32 * block_bytes;
+    stride = row_bytes + 5;
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    kq.resize(size_t(n) * stride + 1);
+    vq.resize(size_t(n) * stride + 1);
+    k.resize(size_t(n) * dim);
+    v.resize(size_t(n) * dim);
+    std::vector<float> x(width), back(width);
+    for (int i = 0; i < n; ++i) {
+      for (float& e : x) e = 2.0f * dist(rng);
+      QuantizeRow(g, x.data(), width, &kq[1 + i * stride]);
+      DequantizeRow(g, &kq[1 + i * stride], width, back.data());
+      std::copy_n(back.begin() + head * dim, dim, k.begin() + size_t(i) * dim);
+      for (float& e : x) e = dist(rng);
+      QuantizeRow(g, x.data(), width, &vq[1 + i * stride]);
+      DequantizeRow(g, &vq[1 + i * stride], width, back.data());
+      std::copy_n(back.begin() + head * dim, dim, v.begin() + size_t(i) * dim);
+    }
+  }
+
+  // Tile of rows [r0, r0 + count) of the last head: quantized in place (pointing at the block
+  // the head starts in), or (`dequantized`) the f32 values.
+  AttnTile Tile(int r0, int count, bool dequantized) const {
+    AttnTile t;
+    t.type = dequantized ? AttnRowType::kF32 : type;
+    t.column = dequantized ? 0 : head * dim % 32;
+    t.n = count;
+    const size_t at = 1 + size_t(head * dim / 32) * block_bytes;
+    for (int r = 0; r < count; ++r) {
+      const size_t i = size_t(r0 + r);
+      t.k[r] = dequantized ? static_cast<const void*>(&k[i * dim]) : &kq[at + i * stride];
+      t.v[r] = dequantized ? static_cast<const void*>(&v[i * dim]) : &vq[at + i * stride];
+    }
+    return t;
+  }
+};
+
+// Heads of 8 to 256 values, the last of 1 to 4 heads in a row: whole blocks read in place, and
+// heads starting inside a block (8 x 4: stories260K's; 16, 48) decoded a tile at a time.
+TEST(Attention, QuantizedRowsMatchTheirDequantizedValues) {
+  ForEachTarget([] {
+    std::mt19937 rng(21);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    const std::pair<int, int> shapes[] = {{8, 4},  {16, 2}, {48, 2},  {32, 1},
+                                          {64, 2}, {96, 1}, {128, 1}, {256, 1}};
+    for (AttnRowType type : {AttnRowType::kQ8_0, AttnRowType::kQ4_0}) {
+      for (const auto& [dim, heads] : shapes) {
+        for (int n : {1, 5, 32, 33, 100}) {
+          const QuantRows rows(n, dim, heads, type, rng);
+          const AttnScoring sc{1.0f / std::sqrt(static_cast<float>(dim))};
+          for (int n_q : {1, 2, 3, 4, 7}) {
+            std::vector<std::vector<float>> q(n_q, std::vector<float>(dim));
+            std::vector<int> limit(n_q), first(n_q);
+            for (int i = 0; i < n_q; ++i) {
+              for (float& x : q[i]) x = dist(rng);
+              limit[i] = std::max(1, n - i * 7);
+              first[i] = i % 2 == 0 ? 0 : std::max(0, limit[i] - 20);  // some windowed
+            }
+            const std::string where = std::string(type == AttnRowType::kQ8_0 ? "q8_0" : "q4_0") +
+                                      " dim " + std::to_string(dim) + " x " +
+                                      std::to_string(heads) + " n " + std::to_string(n) +
+                                      " queries " + std::to_string(n_q);
+            const auto got = AttendAll(rows, q, limit, sc, /*dequantized=*/false, first);
+            const auto f32 = AttendAll(rows, q, limit, sc, /*dequantized=*/true, first);
+            for (int i = 0; i < n_q; ++i) {
+              ASSERT_EQ(got[i], f32[i]) << where << " query " << i;
+              std::vector<float> want(dim);
+              reference::Attention(q[i].data(), rows.k.data(), rows.v.data(), limit[i], dim,
+                                   sc.scale, want.data(), 0.0f, first[i]);
+              for (int j = 0; j < dim; ++j) {
+                ASSERT_NEAR(got[i][j], want[j], 2e-5f * (1.0f + std::fabs(want[j])))
+                    << where << " query " << i;
+              }
+              const auto alone = AttendAll(rows, {q[i]}, {limit[i]}, sc, false, {first[i]});
+              ASSERT_EQ(alone[0], got[i]) << where << " query " << i;
+            }
+          }
+        }
+      }
+    }
   });
 }
 

@@ -884,6 +884,7 @@ void HttpServer::Impl::HandleModels(const httplib::Request& req, httplib::Respon
                    {"chat_format", encoder_.chat_template().FormatName()},
                    {"fingerprint", engine_->model().fingerprint()},
                    {"cache_block_tokens", engine_->options().block_size},
+                   {"kv_type", KvTypeName(engine_->options().kv_type)},
                    {"kv_bytes_per_token",
                     engine_->model()
                         .MakeKvLayout(engine_->options().kv_type, engine_->options().block_size)

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kv/disk_tier.h"
+#include "kv/kv_cache.h"
 #include "serving/savings.h"
 
 namespace promptcache {

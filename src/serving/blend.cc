@@ -7,6 +7,7 @@
 #include <numeric>
 #include <span>
 
+#include "model/kv_rows.h"
 #include "ops/vec.h"
 
 namespace promptcache {
@@ -18,11 +19,7 @@ void ReadV(const KvSequence& seq, int slot, int l, std::vector<float>* out) {
   const int d = layout.kv_dim();
   out->resize(d);
   const uint8_t* p = seq.SlotV(slot, l);
-  if (layout.type == KvType::kF32) {
-    std::memcpy(out->data(), p, size_t(d) * sizeof(float));
-  } else {
-    F16ToF32Row(reinterpret_cast<const uint16_t*>(p), out->data(), d);
-  }
+  LoadKvRow(layout.type, p, d, out->data());
 }
 
 // Runs `tokens` at `slots` of seq in place, in batches, through the first `layers` (0: all).

@@ -66,6 +66,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   PC_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(options.model_path));
   if (!options.chat_template.empty()) model->set_chat_template(options.chat_template);
   PC_RETURN_IF_ERROR(CheckContext(model->config(), options.context, options.allow_long_context));
+  PC_RETURN_IF_ERROR(CheckKvType(options.kv_type, model->config().kv_dim()));
   model->UseContext(options.context > 0 ? options.context : model->config().context_length);
   const int trained = model->config().MaxContext();
   if (options.context > trained && trained > 0) {

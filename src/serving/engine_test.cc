@@ -345,12 +345,21 @@ class BitwiseReuse : public ::testing::TestWithParam<std::string> {};
 // was computed now, found in RAM, or read back from disk after a restart, and whether its decode
 // steps ran alone or batched with another sequence's. (The kernels' arithmetic for a token does
 // not depend on the batch; see model_test's CachedEqualsUncached for split prefills.)
+// A case is a model name, or "MODEL:KVTYPE" for K/V stored in another type than f16.
 TEST_P(BitwiseReuse, PrefixHitsDiskReloadsAndBatchedDecode) {
-  const fs::path dir = fs::temp_directory_path() /
-                       ("pc_engine_bitwise_" + std::to_string(getpid()) + "_" + GetParam());
+  const std::string model = GetParam().substr(0, GetParam().find(':'));
+  std::string name = GetParam();
+  std::replace(name.begin(), name.end(), ':', '_');
+  const fs::path dir =
+      fs::temp_directory_path() / ("pc_engine_bitwise_" + std::to_string(getpid()) + "_" + name);
   fs::remove_all(dir);
   EngineOptions o;
-  o.model_path = BitwiseModel(GetParam());
+  o.model_path = BitwiseModel(model);
+  if (model != GetParam()) {
+    Result<KvType> kv = ParseKvType(GetParam().substr(model.size() + 1));
+    ASSERT_TRUE(kv.ok());
+    o.kv_type = *kv;
+  }
   o.threads = 2;
   o.cache_dir = dir.string();
   o.parallel = 2;
@@ -396,6 +405,10 @@ INSTANTIATE_TEST_SUITE_P(Types, BitwiseReuse, ::testing::Values("F32", "F16", "Q
 INSTANTIATE_TEST_SUITE_P(Architectures, BitwiseReuse,
                          ::testing::Values("qwen2", "qwen3", "gemma2", "gemma3", "phi3",
                                            "mistral"));
+// Quantized K/V: blocks hit in RAM, read back from disk and batched give the same floats too.
+INSTANTIATE_TEST_SUITE_P(QuantizedKv, BitwiseReuse,
+                         ::testing::Values("F32:q8_0", "F16:q4_0", "qwen2:q8_0", "gemma3:q8_0",
+                                           "mistral:q4_0"));
 
 // Sliding windows (EngineOptions::trim_sliding_kv): the fixtures' windows are 24 tokens
 // (tiny-gemma3, on 7 of its 8 layers) and 20 (tiny-mistral-w20, every layer), so prompts of a

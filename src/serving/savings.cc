@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <random>
 
-#include "kv/disk_tier.h"
+#include "kv/kv_cache.h"
 
 namespace promptcache {
 namespace {
@@ -142,7 +142,8 @@ Result<std::vector<TtftTiming>> MeasureTtft(Engine& engine, int max_prompt, int 
 
 std::vector<KvTypeBytes> KvBytesByType(const Model& model) {
   std::vector<KvTypeBytes> out;
-  for (const KvType type : {KvType::kF16, KvType::kF32}) {
+  for (const KvType type : {KvType::kF16, KvType::kF32, KvType::kQ8_0, KvType::kQ4_0}) {
+    if (!CheckKvType(type, model.config().kv_dim()).ok()) continue;  // rows it cannot store
     out.push_back({KvTypeName(type), model.MakeKvLayout(type).bytes_per_token()});
   }
   return out;
