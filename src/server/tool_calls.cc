@@ -1,0 +1,248 @@
+#include "server/tool_calls.h"
+
+#include <nlohmann/json.hpp>
+
+#include "grammar/json_schema.h"
+
+namespace promptcache {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+constexpr std::string_view kHermesOpen = "<tool_call>";
+constexpr std::string_view kHermesClose = "</tool_call>";
+constexpr std::string_view kMistralMarker = "[TOOL_CALLS]";
+constexpr std::string_view kPythonTag = "<|python_tag|>";
+constexpr std::string_view kSpace = " \t\r\n";
+
+std::string_view Trim(std::string_view s) {
+  const size_t b = s.find_first_not_of(kSpace);
+  if (b == std::string_view::npos) return {};
+  return s.substr(b, s.find_last_not_of(kSpace) - b + 1);
+}
+
+// Where a prefix of `marker` ends `text` (the marker may be arriving), or npos.
+size_t PartialAtEnd(std::string_view text, std::string_view marker) {
+  for (size_t k = std::min(marker.size() - 1, text.size()); k > 0; --k) {
+    if (text.substr(text.size() - k) == marker.substr(0, k)) return text.size() - k;
+  }
+  return std::string_view::npos;
+}
+
+// A marker in `text`, whole or arriving at its end.
+size_t MarkerStart(std::string_view text, std::string_view marker) {
+  const size_t at = text.find(marker);
+  return at != std::string_view::npos ? at : PartialAtEnd(text, marker);
+}
+
+// A call object: a non-empty string "name" and arguments under one of `keys`, an object or an
+// object's JSON text (absent: none).
+bool ReadCall(const ojson& j, ToolCall* out) {
+  if (!j.is_object()) return false;
+  auto name = j.find("name");
+  if (name == j.end() || !name->is_string() || name->get<std::string>().empty()) return false;
+  out->name = name->get<std::string>();
+  ojson args = ojson::object();
+  for (const char* key : {"arguments", "parameters"}) {
+    auto a = j.find(key);
+    if (a == j.end()) continue;
+    args = *a;
+    if (args.is_string()) args = ojson::parse(args.get<std::string>(), nullptr, false);
+    break;
+  }
+  if (!args.is_object()) return false;
+  out->arguments = args.dump();
+  return true;
+}
+
+ojson ParseJson(std::string_view text) {
+  return ojson::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+}
+
+// <tool_call>{...}</tool_call>, one or more, whitespace between; the last may lack its closing
+// tag (generation stopped at the end of the turn).
+bool ParseHermes(std::string_view rest, std::vector<ToolCall>* calls) {
+  while (true) {
+    const size_t b = rest.find_first_not_of(kSpace);
+    if (b == std::string_view::npos) return !calls->empty();
+    rest.remove_prefix(b);
+    if (rest.substr(0, kHermesOpen.size()) != kHermesOpen) return false;
+    rest.remove_prefix(kHermesOpen.size());
+    const size_t close = rest.find(kHermesClose);
+    ToolCall call;
+    if (!ReadCall(ParseJson(Trim(rest.substr(0, close))), &call)) return false;
+    calls->push_back(std::move(call));
+    if (close == std::string_view::npos) return true;
+    rest.remove_prefix(close + kHermesClose.size());
+  }
+}
+
+bool ParseArray(std::string_view rest, std::vector<ToolCall>* calls) {
+  const ojson j = ParseJson(Trim(rest));
+  if (!j.is_array() || j.empty()) return false;
+  for (const ojson& item : j) {
+    ToolCall call;
+    if (!ReadCall(item, &call)) return false;
+    calls->push_back(std::move(call));
+  }
+  return true;
+}
+
+// A GBNF string literal for `text`.
+std::string Literal(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string_view ToolCallFormatName(ToolCallFormat format) {
+  switch (format) {
+    case ToolCallFormat::kHermes:
+      return "hermes";
+    case ToolCallFormat::kLlama3:
+      return "llama3_json";
+    case ToolCallFormat::kMistral:
+      return "mistral";
+    case ToolCallFormat::kNone:
+      break;
+  }
+  return "none";
+}
+
+ToolCallFormat DetectToolCallFormat(std::string_view t) {
+  auto has = [&](std::string_view s) { return t.find(s) != std::string_view::npos; };
+  if (has(kHermesOpen)) return ToolCallFormat::kHermes;
+  if (has(kMistralMarker)) return ToolCallFormat::kMistral;
+  if (has("<|start_header_id|>") && has("\"parameters\": ")) return ToolCallFormat::kLlama3;
+  return ToolCallFormat::kNone;
+}
+
+size_t ToolCallStart(ToolCallFormat format, std::string_view text) {
+  const size_t first = text.find_first_not_of(kSpace);
+  size_t at = text.size();
+  switch (format) {
+    case ToolCallFormat::kNone:
+      return text.size();
+    case ToolCallFormat::kHermes:
+      at = std::min(at, MarkerStart(text, kHermesOpen));
+      break;
+    case ToolCallFormat::kMistral:
+      at = std::min(at, MarkerStart(text, kMistralMarker));
+      if (first == std::string_view::npos) return 0;
+      if (text[first] == '[') at = std::min(at, first);
+      break;
+    case ToolCallFormat::kLlama3: {
+      if (first == std::string_view::npos) return 0;
+      const std::string_view rest = text.substr(first);
+      const size_t n = std::min(rest.size(), kPythonTag.size());
+      if (rest[0] == '{' || rest.substr(0, n) == kPythonTag.substr(0, n)) at = first;
+      break;
+    }
+  }
+  return at;
+}
+
+ParsedOutput ParseToolCalls(ToolCallFormat format, std::string_view text) {
+  ParsedOutput out;
+  std::string_view rest;
+  size_t start = std::string_view::npos;
+  const size_t first = text.find_first_not_of(kSpace);
+  switch (format) {
+    case ToolCallFormat::kNone:
+      break;
+    case ToolCallFormat::kHermes:
+      start = text.find(kHermesOpen);
+      if (start != std::string_view::npos) rest = text.substr(start);
+      break;
+    case ToolCallFormat::kMistral:
+      start = text.find(kMistralMarker);
+      if (start != std::string_view::npos) {
+        rest = text.substr(start + kMistralMarker.size());
+      } else if (first != std::string_view::npos && text[first] == '[') {
+        start = first;
+        rest = text.substr(first);
+      }
+      break;
+    case ToolCallFormat::kLlama3:
+      if (first == std::string_view::npos) break;
+      start = first;
+      rest = text.substr(first);
+      if (rest.substr(0, kPythonTag.size()) == kPythonTag) rest.remove_prefix(kPythonTag.size());
+      break;
+  }
+  bool ok = false;
+  if (start != std::string_view::npos) {
+    if (format == ToolCallFormat::kHermes) {
+      ok = ParseHermes(rest, &out.calls);
+    } else if (format == ToolCallFormat::kMistral) {
+      ok = ParseArray(rest, &out.calls);
+    } else {
+      ToolCall call;
+      ok = ReadCall(ParseJson(Trim(rest)), &call);
+      if (ok) out.calls.push_back(std::move(call));
+    }
+  }
+  if (!ok) {
+    out.calls.clear();
+    out.content = std::string(text);
+    return out;
+  }
+  out.content = std::string(text.substr(0, start));
+  return out;
+}
+
+Result<std::string> ToolCallGbnf(ToolCallFormat format, const std::vector<ToolSpec>& tools,
+                                 int* failed_tool) {
+  if (format == ToolCallFormat::kNone) {
+    return InvalidArgument("the chat template shows no tool-call format this server knows");
+  }
+  if (tools.empty()) return InvalidArgument("no tools to call");
+  const char* args_key = format == ToolCallFormat::kLlama3 ? "parameters" : "arguments";
+  std::string calls, rules;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string& p = tools[i].parameters;
+    std::string top;
+    Result<std::string> r = JsonSchemaRules(
+        Trim(p).empty() || Trim(p) == "{}" ? R"({"type": "object", "properties": {}})" : p,
+        "tool" + std::to_string(i) + "x", &top);
+    if (!r.ok()) {
+      if (failed_tool != nullptr) *failed_tool = static_cast<int>(i);
+      return r.status();
+    }
+    const std::string head =
+        "{\"name\": " + ojson(tools[i].name).dump() + ", \"" + args_key + "\": ";
+    const std::string rule = "tool" + std::to_string(i);
+    rules += rule + " ::= " + Literal(head) + " " + top + " \"}\"\n" + *r;
+    calls += (calls.empty() ? "" : " | ") + rule;
+  }
+  std::string root;
+  switch (format) {
+    case ToolCallFormat::kHermes:
+      root = Literal("<tool_call>\n") + " call " + Literal("\n</tool_call>");
+      break;
+    case ToolCallFormat::kMistral:
+      root = "\"[\" call \"]\"";
+      break;
+    default:
+      root = "call";
+      break;
+  }
+  return "root ::= " + root + "\ncall ::= " + calls + "\n" + rules + JsonSharedGbnf();
+}
+
+}  // namespace promptcache
