@@ -132,13 +132,15 @@ void CheckResponses(const ApiRequest& r) {
   CheckSse(StreamFinishChunk(meta, result, r.include_usage));
   CheckSse(StreamUsageChunk(meta, result));
   if (r.kind != ApiKind::kChat) return;
-  for (ToolCallFormat f :
-       {ToolCallFormat::kHermes, ToolCallFormat::kLlama3, ToolCallFormat::kMistral}) {
+  for (ToolCallFormat f : {ToolCallFormat::kHermes, ToolCallFormat::kLlama3,
+                           ToolCallFormat::kMistral, ToolCallFormat::kFunctionaryV32}) {
     meta.tool_format = f;
     CheckJson(CompletionBody(meta, result), "completion body with tools is JSON");
     CheckSse(StreamFinishChunk(meta, result, r.include_usage));
     const ParsedOutput parsed = ParseToolCalls(f, result.text);
-    Check(!parsed.calls.empty() || parsed.content == result.text, "no calls: the text is content");
+    const std::string_view text = result.text;
+    Check(!parsed.calls.empty() || parsed.content == text.substr(ToolContentBegin(f, text)),
+          "no calls: the text is content");
     Check(ToolCallStart(f, result.text) <= result.text.size(), "tool call start in the text");
     const std::string chunks = StreamToolCallChunks(meta, parsed.calls, r.include_usage, 0);
     for (size_t at = 0; at < chunks.size();) {

@@ -823,6 +823,7 @@ std::string HttpServer::Impl::ReleaseContent(Stream& s, int choice, const std::s
   size_t& sent = s.sent[choice];
   text += piece;
   const size_t start = ToolCallStart(s.meta.tool_format, text);
+  sent = std::max(sent, ToolContentBegin(s.meta.tool_format, text));  // a marker, not content
   if (start <= sent) return "";
   std::string out = text.substr(sent, start - sent);
   sent = start;
@@ -835,7 +836,9 @@ std::string HttpServer::Impl::EndToolCalls(Stream& s, const CompletionResult& re
     const std::string& text = result.choices.empty() ? result.text : result.choices[c].text;
     const ParsedOutput parsed = ParseToolCalls(s.meta.tool_format, text);
     // Content not sent yet: what precedes the calls, or all the text when there are none.
-    const size_t end = parsed.calls.empty() ? text.size() : parsed.content.size();
+    const size_t begin = ToolContentBegin(s.meta.tool_format, text);
+    s.sent[c] = std::max(s.sent[c], begin);
+    const size_t end = parsed.calls.empty() ? text.size() : begin + parsed.content.size();
     if (end > s.sent[c]) {
       out += StreamTextChunk(s.meta, text.substr(s.sent[c], end - s.sent[c]), s.include_usage, c);
     }

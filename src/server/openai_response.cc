@@ -215,8 +215,10 @@ std::string CompletionBody(const ResponseMeta& meta, const CompletionResult& res
     choice["index"] = i;
     std::string finish_reason = c.finish_reason;
     if (meta.kind == ApiKind::kChat) {
-      choice["message"] = {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}};
+      // The parsed content: the text itself, but for a format's marker before it (Functionary).
       const ParsedOutput parsed = ParseToolCalls(meta.tool_format, c.text);
+      choice["message"] = {
+          {"role", "assistant"}, {"content", parsed.content}, {"refusal", nullptr}};
       if (!parsed.calls.empty()) {
         const bool blank = parsed.content.find_first_not_of(" \t\r\n") == std::string::npos;
         choice["message"]["content"] = blank ? ojson() : ojson(parsed.content);

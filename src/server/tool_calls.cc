@@ -1,5 +1,6 @@
 #include "server/tool_calls.h"
 
+#include <cctype>
 #include <nlohmann/json.hpp>
 
 #include "grammar/json_schema.h"
@@ -13,6 +14,8 @@ constexpr std::string_view kHermesOpen = "<tool_call>";
 constexpr std::string_view kHermesClose = "</tool_call>";
 constexpr std::string_view kMistralMarker = "[TOOL_CALLS]";
 constexpr std::string_view kPythonTag = "<|python_tag|>";
+constexpr std::string_view kRecipient = ">>>";  // Functionary: before each message part
+constexpr std::string_view kToAll = "all\n";    // Functionary: the part that is text
 constexpr std::string_view kSpace = " \t\r\n";
 
 std::string_view Trim(std::string_view s) {
@@ -88,6 +91,44 @@ bool ParseArray(std::string_view rest, std::vector<ToolCall>* calls) {
   return true;
 }
 
+bool IsToolName(std::string_view s) {
+  if (s.empty()) return false;
+  for (const char c : s) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) return false;
+  }
+  return true;
+}
+
+// Functionary v3.2's calls: "name\n{...}" parts, each after ">>>" but the first when
+// `first_bare` (the generation prompt wrote its ">>>"). Arguments end at a ">>>" (or the text's
+// end) where they are an object's JSON, so a ">>>" inside a string argument does not split them.
+bool ParseFunctionaryV32(std::string_view rest, bool first_bare, std::vector<ToolCall>* calls) {
+  while (true) {
+    if (!(first_bare && calls->empty())) {
+      if (Trim(rest).empty() && !calls->empty()) return true;
+      if (rest.substr(0, kRecipient.size()) != kRecipient) return false;
+      rest.remove_prefix(kRecipient.size());
+    }
+    const size_t eol = rest.find('\n');
+    if (eol == std::string_view::npos || !IsToolName(rest.substr(0, eol))) return false;
+    ToolCall call;
+    call.name = std::string(rest.substr(0, eol));
+    if (call.name == "all") return false;  // text after calls: not this format's order
+    rest.remove_prefix(eol + 1);
+    size_t end = 0;
+    ojson args;
+    do {
+      end = rest.find(kRecipient, end == 0 ? 0 : end + 1);
+      args = ParseJson(Trim(rest.substr(0, end)));
+    } while (!args.is_object() && end != std::string_view::npos);
+    if (!args.is_object()) return false;
+    call.arguments = args.dump();
+    calls->push_back(std::move(call));
+    if (end == std::string_view::npos) return true;
+    rest.remove_prefix(end);
+  }
+}
+
 // A GBNF string literal for `text`.
 std::string Literal(std::string_view text) {
   std::string out = "\"";
@@ -118,6 +159,8 @@ std::string_view ToolCallFormatName(ToolCallFormat format) {
       return "llama3_json";
     case ToolCallFormat::kMistral:
       return "mistral";
+    case ToolCallFormat::kFunctionaryV32:
+      return "functionary_v3_2";
     case ToolCallFormat::kNone:
       break;
   }
@@ -128,8 +171,15 @@ ToolCallFormat DetectToolCallFormat(std::string_view t) {
   auto has = [&](std::string_view s) { return t.find(s) != std::string_view::npos; };
   if (has(kHermesOpen)) return ToolCallFormat::kHermes;
   if (has(kMistralMarker)) return ToolCallFormat::kMistral;
+  if (has(">>>${recipient}")) return ToolCallFormat::kFunctionaryV32;
   if (has("<|start_header_id|>") && has("\"parameters\": ")) return ToolCallFormat::kLlama3;
   return ToolCallFormat::kNone;
+}
+
+size_t ToolContentBegin(ToolCallFormat format, std::string_view text) {
+  if (format != ToolCallFormat::kFunctionaryV32) return 0;
+  const size_t p = text.substr(0, kRecipient.size()) == kRecipient ? kRecipient.size() : 0;
+  return text.substr(p, kToAll.size()) == kToAll ? p + kToAll.size() : 0;
 }
 
 size_t ToolCallStart(ToolCallFormat format, std::string_view text) {
@@ -146,6 +196,13 @@ size_t ToolCallStart(ToolCallFormat format, std::string_view text) {
       if (first == std::string_view::npos) return 0;
       if (text[first] == '[') at = std::min(at, first);
       break;
+    case ToolCallFormat::kFunctionaryV32: {
+      // Until "all\n" has come, the output may be a call: hold it all.
+      const size_t begin = ToolContentBegin(format, text);
+      if (begin == 0) return 0;
+      const size_t next = MarkerStart(text.substr(begin), kRecipient);
+      return next == std::string_view::npos ? at : begin + next;
+    }
     case ToolCallFormat::kLlama3: {
       if (first == std::string_view::npos) return 0;
       const std::string_view rest = text.substr(first);
@@ -159,11 +216,30 @@ size_t ToolCallStart(ToolCallFormat format, std::string_view text) {
 
 ParsedOutput ParseToolCalls(ToolCallFormat format, std::string_view text) {
   ParsedOutput out;
+  if (format == ToolCallFormat::kFunctionaryV32) {
+    const size_t begin = ToolContentBegin(format, text);
+    std::string_view rest = text.substr(begin);
+    size_t start = 0;
+    if (begin > 0) {
+      start = rest.find(kRecipient);
+      if (start != std::string_view::npos) rest.remove_prefix(start);
+    } else if (rest.substr(0, kRecipient.size()) == kRecipient) {
+      rest.remove_prefix(kRecipient.size());
+    }
+    if (start == std::string_view::npos || !ParseFunctionaryV32(rest, begin == 0, &out.calls)) {
+      out.calls.clear();
+      out.content = std::string(text.substr(begin));
+      return out;
+    }
+    out.content = std::string(text.substr(begin, start));
+    return out;
+  }
   std::string_view rest;
   size_t start = std::string_view::npos;
   const size_t first = text.find_first_not_of(kSpace);
   switch (format) {
     case ToolCallFormat::kNone:
+    case ToolCallFormat::kFunctionaryV32:  // above
       break;
     case ToolCallFormat::kHermes:
       start = text.find(kHermesOpen);
@@ -224,10 +300,14 @@ Result<std::string> ToolCallGbnf(ToolCallFormat format, const std::vector<ToolSp
       if (failed_tool != nullptr) *failed_tool = static_cast<int>(i);
       return r.status();
     }
-    const std::string head =
-        "{\"name\": " + ojson(tools[i].name).dump() + ", \"" + args_key + "\": ";
     const std::string rule = "tool" + std::to_string(i);
-    rules += rule + " ::= " + Literal(head) + " " + top + " \"}\"\n" + *r;
+    if (format == ToolCallFormat::kFunctionaryV32) {
+      rules += rule + " ::= " + Literal(tools[i].name + "\n") + " " + top + "\n" + *r;
+    } else {
+      const std::string head =
+          "{\"name\": " + ojson(tools[i].name).dump() + ", \"" + args_key + "\": ";
+      rules += rule + " ::= " + Literal(head) + " " + top + " \"}\"\n" + *r;
+    }
     calls += (calls.empty() ? "" : " | ") + rule;
   }
   std::string root;

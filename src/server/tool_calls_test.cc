@@ -25,6 +25,7 @@ TEST(ToolCalls, DetectsTheFormatOfEachRealTemplate) {
       {"meta-llama-Llama-3.1-8B-Instruct.jinja", ToolCallFormat::kLlama3},
       {"meta-llama-Llama-3.2-3B-Instruct.jinja", ToolCallFormat::kLlama3},
       {"meta-llama-Llama-3.3-70B-Instruct.jinja", ToolCallFormat::kLlama3},
+      {"meetkai-functionary-medium-v3.2.jinja", ToolCallFormat::kFunctionaryV32},
   };
   int seen = 0;
   const std::filesystem::path dir = std::filesystem::path(PC_SHARED_DIR) / "templates";
@@ -93,6 +94,35 @@ TEST(ToolCalls, ParsesMistral) {
   EXPECT_EQ(p.content, " ");
 }
 
+// The generation prompt ends in ">>>": the output starts with the recipient, "all" for text.
+TEST(ToolCalls, ParsesFunctionaryV32) {
+  const ToolCallFormat f = ToolCallFormat::kFunctionaryV32;
+  ParsedOutput p = ParseToolCalls(
+      f, "get_weather\n{\"city\": \"Paris\"}>>>search\n{\"query\": \"a >>> b\", \"n\": 2}\n");
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.calls[0].name, "get_weather");
+  EXPECT_EQ(p.calls[0].arguments, R"({"city":"Paris"})");
+  EXPECT_EQ(p.calls[1].name, "search");
+  EXPECT_EQ(p.calls[1].arguments, R"({"query":"a >>> b","n":2})");
+  EXPECT_EQ(p.content, "");
+  // Text first, then a call; the "all\n" marker is not content.
+  p = ParseToolCalls(f, "all\nLet me look.\n>>>now\n{}");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].name, "now");
+  EXPECT_EQ(p.calls[0].arguments, "{}");
+  EXPECT_EQ(p.content, "Let me look.\n");
+  EXPECT_EQ(ToolContentBegin(f, "all\nLet me look."), 4u);
+  // Text only, with the model writing its own ">>>" too.
+  p = ParseToolCalls(f, ">>>all\nOnce upon a time");
+  EXPECT_TRUE(p.calls.empty());
+  EXPECT_EQ(p.content, "Once upon a time");
+  EXPECT_EQ(ToolContentBegin(f, ">>>all\nOnce"), 7u);
+  EXPECT_EQ(ToolContentBegin(ToolCallFormat::kHermes, "all\nOnce"), 0u);
+  p = ParseToolCalls(f, ">>>f\n{\"a\": 1}");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].arguments, R"({"a":1})");
+}
+
 TEST(ToolCalls, MalformedOutputIsContent) {
   const std::vector<std::pair<ToolCallFormat, std::string>> cases = {
       {ToolCallFormat::kHermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}\n"},
@@ -113,12 +143,24 @@ TEST(ToolCalls, MalformedOutputIsContent) {
       {ToolCallFormat::kMistral, "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}, 5]"},
       {ToolCallFormat::kMistral, "[1] is a footnote"},
       {ToolCallFormat::kNone, "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>"},
+      {ToolCallFormat::kFunctionaryV32, "Once upon a time"},
+      {ToolCallFormat::kFunctionaryV32, "f\n{\"a\": 1"},
+      {ToolCallFormat::kFunctionaryV32, "f\n[1]"},
+      {ToolCallFormat::kFunctionaryV32, "f g\n{}"},
+      {ToolCallFormat::kFunctionaryV32, "f\n{} and text"},
+      {ToolCallFormat::kFunctionaryV32, "f\n{}>>>all\ntext after the call"},
+      {ToolCallFormat::kFunctionaryV32, "f\n{}>>>"},
+      {ToolCallFormat::kFunctionaryV32, "\n{}"},
+      {ToolCallFormat::kFunctionaryV32, ""},
   };
   for (const auto& [format, text] : cases) {
     const ParsedOutput p = ParseToolCalls(format, text);
     EXPECT_TRUE(p.calls.empty()) << text;
     EXPECT_EQ(p.content, text);
   }
+  const ParsedOutput p = ParseToolCalls(ToolCallFormat::kFunctionaryV32, "all\nHi >>>f\n{broken");
+  EXPECT_TRUE(p.calls.empty());
+  EXPECT_EQ(p.content, "Hi >>>f\n{broken");
 }
 
 // Every prefix and every byte-level corruption of a valid call: no crash, and either calls or
@@ -129,14 +171,16 @@ TEST(ToolCalls, CorruptedCallsNeverFail) {
        "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": \"\\u00e9\"}}\n</tool_call>"},
       {ToolCallFormat::kLlama3, "<|python_tag|>{\"name\": \"f\", \"parameters\": {\"a\": [1]}}"},
       {ToolCallFormat::kMistral, "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": null}}]"},
+      {ToolCallFormat::kFunctionaryV32, "all\nHi.>>>f\n{\"a\": \">>>\"}"},
   };
   std::mt19937 rng(7);
   for (const auto& [format, text] : valid) {
     ASSERT_EQ(ParseToolCalls(format, text).calls.size(), 1u) << text;
     for (size_t n = 0; n <= text.size(); ++n) {
-      const ParsedOutput p = ParseToolCalls(format, text.substr(0, n));
+      const std::string t = text.substr(0, n);
+      const ParsedOutput p = ParseToolCalls(format, t);
       if (p.calls.empty()) {
-        EXPECT_EQ(p.content, text.substr(0, n));
+        EXPECT_EQ(p.content, t.substr(ToolContentBegin(format, t)));
       }
     }
     for (int i = 0; i < 2000; ++i) {
@@ -144,7 +188,7 @@ TEST(ToolCalls, CorruptedCallsNeverFail) {
       t[rng() % t.size()] = static_cast<char>(rng() % 256);
       const ParsedOutput p = ParseToolCalls(format, t);
       if (p.calls.empty()) {
-        EXPECT_EQ(p.content, t);
+        EXPECT_EQ(p.content, t.substr(ToolContentBegin(format, t)));
       }
     }
   }
@@ -164,22 +208,33 @@ TEST(ToolCalls, StreamsHoldBackWhatMayBeACall) {
       {ToolCallFormat::kMistral, "ok [TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}]"},
       {ToolCallFormat::kMistral, "[{\"name\": \"f\", \"arguments\": {}}]"},
       {ToolCallFormat::kMistral, "Plain [text]"},
+      {ToolCallFormat::kFunctionaryV32, "all\nI will look.>>>f\n{}"},
+      {ToolCallFormat::kFunctionaryV32, "f\n{\"a\": 1}>>>g\n{}"},
+      {ToolCallFormat::kFunctionaryV32, "all\nText with > and >> only."},
+      {ToolCallFormat::kFunctionaryV32, "alright"},
   };
   for (const auto& [format, text] : outputs) {
     const ParsedOutput whole = ParseToolCalls(format, text);
-    size_t sent = 0;
+    // What a stream sends, as the server's ReleaseContent does: from where the content begins
+    // up to where a call may start.
+    size_t begin = 0, sent = 0;
     for (size_t n = 0; n <= text.size(); ++n) {
       const std::string_view prefix = std::string_view(text).substr(0, n);
-      sent = std::max(sent, std::min(n, ToolCallStart(format, prefix)));
+      const size_t start = std::min(n, ToolCallStart(format, prefix));
+      begin = std::max(begin, ToolContentBegin(format, prefix));
+      if (start > begin) sent = std::max(sent, start);
     }
     SCOPED_TRACE(text);
+    const std::string streamed = sent > begin ? text.substr(begin, sent - begin) : "";
     if (whole.calls.empty()) {
-      EXPECT_EQ(whole.content, text);
-    } else {
-      EXPECT_LE(sent, whole.content.size());
-      EXPECT_EQ(text.substr(0, sent), whole.content.substr(0, sent));
+      EXPECT_EQ(whole.content, text.substr(ToolContentBegin(format, text)));
     }
+    EXPECT_LE(streamed.size(), whole.content.size());
+    EXPECT_EQ(streamed, whole.content.substr(0, streamed.size()));
   }
+  EXPECT_EQ(ToolCallStart(ToolCallFormat::kFunctionaryV32, "al"), 0u);
+  EXPECT_EQ(ToolCallStart(ToolCallFormat::kFunctionaryV32, "all\nab>"), 6u);
+  EXPECT_EQ(ToolCallStart(ToolCallFormat::kFunctionaryV32, "all\nab>x"), 8u);
   EXPECT_EQ(ToolCallStart(ToolCallFormat::kHermes, "text <tool_"), 5u);
   EXPECT_EQ(ToolCallStart(ToolCallFormat::kHermes, "text <b>"), 8u);
   EXPECT_EQ(ToolCallStart(ToolCallFormat::kLlama3, " \n"), 0u);
@@ -215,6 +270,7 @@ TEST(ToolCalls, GrammarForcesOneCallInTheFormat) {
       {ToolCallFormat::kMistral,
        {"[{\"name\": \"get_weather\", \"arguments\": " + args + "}]",
         "[{\"name\": \"now\", \"arguments\": {}}]"}},
+      {ToolCallFormat::kFunctionaryV32, {"get_weather\n" + args, "now\n{}"}},
   };
   for (const auto& [format, texts] : sentences) {
     SCOPED_TRACE(std::string(ToolCallFormatName(format)));
