@@ -7,7 +7,9 @@ The request is turned into the template's variables here, independently of promp
 OpenAI-compatible servers built on Hugging Face transformers do (vLLM): "developer" is read as
 "system", text parts are joined, an assistant's tool-call arguments that are a JSON object's text
 become that object (templates index into them or write them with tojson), `tools` is passed
-unless tool_choice is "none" (or the list is empty), and add_generation_prompt is on.
+unless tool_choice is "none" (or the list is empty), and add_generation_prompt is on. A template
+that refuses object arguments (it concatenates them as text: Functionary v3.2) is rendered again
+with each object as its compact JSON text, as llama.cpp does for such templates.
 
 Input (a JSON file named on the command line):
   {"now": "2024-07-26T10:30:00",
@@ -21,6 +23,16 @@ from datetime import datetime
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from jinja2_render import make_environment  # noqa: E402
+
+
+def arguments_as_text(v):
+    for m in v["messages"]:
+        for c in m.get("tool_calls", []):
+            args = c["function"]["arguments"]
+            if isinstance(args, dict):
+                c["function"]["arguments"] = json.dumps(args, ensure_ascii=False,
+                                                        separators=(",", ":"))
+    return v
 
 
 def convert_message(m):
@@ -71,7 +83,11 @@ def main():
     for case in request["cases"]:
         try:
             template = env.from_string(case["template"])
-            results.append({"ok": True, "text": template.render(**variables(case))})
+            try:
+                text = template.render(**variables(case))
+            except TypeError:
+                text = template.render(**arguments_as_text(variables(case)))
+            results.append({"ok": True, "text": text})
         except Exception as e:  # a rejection is a result to compare, not a crash
             results.append({"ok": False, "error": f"{type(e).__name__}: {e}"})
     json.dump(results, sys.stdout, ensure_ascii=False)

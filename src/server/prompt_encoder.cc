@@ -10,7 +10,8 @@ PromptEncoder::PromptEncoder(const Tokenizer& tokenizer, std::string_view chat_t
       template_(chat_template, ChatTemplateOptions(tokenizer)),
       trust_clients_(trust_clients),
       tool_format_(template_.uses_jinja() ? DetectToolCallFormat(chat_template)
-                                          : ToolCallFormat::kNone) {}
+                                          : ToolCallFormat::kNone),
+      arguments_as_text_(TakesArgumentsAsText(template_)) {}
 
 Result<std::vector<int32_t>> PromptEncoder::FromPrompt(const std::string& text,
                                                        const std::vector<int32_t>& ids,
@@ -41,11 +42,15 @@ namespace {
 // A message as chat templates see it (OpenAI's shape, as Hugging Face passes it): role and
 // content, plus an assistant's tool_calls (content null when it has none) or a tool result's
 // tool_call_id and name.
-nlohmann::ordered_json MessageJson(const ApiMessage& m) {
+nlohmann::ordered_json MessageJson(const ApiMessage& m, bool arguments_as_text) {
   nlohmann::ordered_json j = {{"role", m.role}, {"content", m.content}};
   if (!m.tool_calls.is_null()) {
     if (m.content_null) j["content"] = nullptr;
     j["tool_calls"] = m.tool_calls;
+    for (auto& call : j["tool_calls"]) {
+      auto& args = call["function"]["arguments"];
+      if (arguments_as_text && args.is_object()) args = args.dump();
+    }
   }
   if (m.role == "tool") {
     j["tool_call_id"] = m.tool_call_id;
@@ -56,12 +61,29 @@ nlohmann::ordered_json MessageJson(const ApiMessage& m) {
 
 }  // namespace
 
+bool TakesArgumentsAsText(const ChatTemplate& chat) {
+  if (!chat.uses_jinja()) return false;
+  auto renders = [&](const nlohmann::ordered_json& arguments) {
+    ChatInput input;
+    input.add_generation_prompt = false;
+    input.messages.push_back({{"role", "user"}, {"content", "x"}});
+    nlohmann::ordered_json call = {{"id", "abcDEF123"},  // 9 characters, as Mistral's must be
+                                   {"type", "function"},
+                                   {"function", {{"name", "f"}, {"arguments", arguments}}}};
+    input.messages.push_back({{"role", "assistant"},
+                              {"content", nullptr},
+                              {"tool_calls", nlohmann::ordered_json::array({call})}});
+    return chat.Render(input).ok();
+  };
+  return !renders({{"a", 1}}) && renders("{\"a\":1}");
+}
+
 ChatInput RequestChatInput(const std::vector<ApiMessage>& messages, bool add_generation_prompt,
-                           const nlohmann::ordered_json& tools) {
+                           const nlohmann::ordered_json& tools, bool arguments_as_text) {
   ChatInput chat;
   chat.tools = tools;
   chat.add_generation_prompt = add_generation_prompt;
-  for (const ApiMessage& m : messages) chat.messages.push_back(MessageJson(m));
+  for (const ApiMessage& m : messages) chat.messages.push_back(MessageJson(m, arguments_as_text));
   return chat;
 }
 
@@ -69,7 +91,8 @@ Result<BuiltPrompt> PromptEncoder::FromMessages(const std::vector<ApiMessage>& m
                                                 bool add_generation_prompt,
                                                 const nlohmann::ordered_json& tools) const {
   if (messages.empty()) return InvalidArgument("'messages' must not be empty");
-  const ChatInput chat = RequestChatInput(messages, add_generation_prompt, tools);
+  const ChatInput chat =
+      RequestChatInput(messages, add_generation_prompt, tools, arguments_as_text_);
   int last_breakpoint = -1;
   for (size_t i = 0; i < messages.size(); ++i) {
     if (messages[i].cache_breakpoint) last_breakpoint = static_cast<int>(i);

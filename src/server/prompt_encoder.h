@@ -32,9 +32,16 @@ struct BuiltPrompt {
 
 // A request's conversation as the chat template sees it: each message's role and content, an
 // assistant's tool_calls (content null when it had none), a tool result's tool_call_id and name;
-// `tools` (null: none) as the template's `tools` variable.
+// `tools` (null: none) as the template's `tools` variable. `arguments_as_text`: a call's
+// arguments that are an object go to the template as their compact JSON text
+// (TakesArgumentsAsText).
 ChatInput RequestChatInput(const std::vector<ApiMessage>& messages, bool add_generation_prompt,
-                           const nlohmann::ordered_json& tools);
+                           const nlohmann::ordered_json& tools, bool arguments_as_text = false);
+
+// Whether `chat` refuses an earlier call's arguments as an object but renders them as JSON text:
+// templates that concatenate them ('>>>' + name + '\n' + arguments: Functionary v3.2, DeepSeek
+// R1). Probed once with a one-call conversation, as llama.cpp probes its templates.
+bool TakesArgumentsAsText(const ChatTemplate& chat);
 
 class PromptEncoder {
  public:
@@ -70,6 +77,7 @@ class PromptEncoder {
   ChatTemplate template_;
   bool trust_clients_;
   ToolCallFormat tool_format_;
+  bool arguments_as_text_;  // TakesArgumentsAsText
 };
 
 }  // namespace promptcache

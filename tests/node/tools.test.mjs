@@ -1,5 +1,6 @@
-// Tool calls through the official OpenAI client, on stories260K with real chat templates of three
-// formats (Qwen2.5: Hermes <tool_call>, Llama 3.1: JSON, Mistral Nemo: [TOOL_CALLS]). The model
+// Tool calls through the official OpenAI client, on stories260K with real chat templates of four
+// formats (Qwen2.5: Hermes <tool_call>, Llama 3.1: JSON, Mistral Nemo: [TOOL_CALLS], Functionary
+// v3.2: >>>name). The model
 // never saw a tool call: with tool_choice "required" or a named function the grammar engine makes
 // the output one call in the template's format, which must parse into message.tool_calls naming
 // an offered tool with arguments valid against its schema; streamed, the client's accumulated
@@ -14,6 +15,7 @@ const TEMPLATES = {
   hermes: 'Qwen-Qwen2.5-7B-Instruct.jinja',
   llama3: 'meta-llama-Llama-3.1-8B-Instruct.jinja',
   mistral: 'mistralai-Mistral-Nemo-Instruct-2407.jinja',
+  functionary_v3_2: 'meetkai-functionary-medium-v3.2.jinja',
 };
 
 const tools = [
@@ -143,6 +145,29 @@ for (const format of Object.keys(TEMPLATES)) {
     assert.ok(offered.usage.prompt_tokens > without.usage.prompt_tokens);
   });
 }
+
+// Functionary v3.2 writes text after "all\n" and then each call after ">>>": the marker is not
+// content, streamed or not. guided_choice makes stories260K write exactly that.
+test('functionary_v3_2: text and a call, the "all" marker left out', async () => {
+  const client = servers.functionary_v3_2.client();
+  const text = 'all\nOnce upon a time.\n>>>search\n{"query": "a >>> b", "limit": 2}';
+  const body = { ...base, guided_choice: [text] };
+  const r = await client.chat.completions.create(body);
+  const c = r.choices[0];
+  assert.equal(c.finish_reason, 'tool_calls', JSON.stringify(c));
+  assert.equal(c.message.content, 'Once upon a time.\n');
+  assert.deepEqual(
+    c.message.tool_calls.map((t) => [t.function.name, JSON.parse(t.function.arguments)]),
+    [['search', { query: 'a >>> b', limit: 2 }]],
+  );
+  const final = await client.chat.completions.stream(body).finalChatCompletion();
+  assert.equal(final.choices[0].message.content, c.message.content);
+  const calls = (m) => m.tool_calls.map((t) => [t.type, t.function.name, t.function.arguments]);
+  assert.deepEqual(calls(final.choices[0].message), calls(c.message));
+  const plainText = await client.chat.completions.create({ ...base, guided_choice: ['all\nHello >> there'] });
+  assert.equal(plainText.choices[0].message.content, 'Hello >> there');
+  assert.equal(plainText.choices[0].message.tool_calls, undefined);
+});
 
 test('auto streams plain text as content when the output is no call', async () => {
   const client = servers.hermes.client();
