@@ -14,8 +14,10 @@ constexpr std::string_view kHermesOpen = "<tool_call>";
 constexpr std::string_view kHermesClose = "</tool_call>";
 constexpr std::string_view kMistralMarker = "[TOOL_CALLS]";
 constexpr std::string_view kPythonTag = "<|python_tag|>";
-constexpr std::string_view kRecipient = ">>>";  // Functionary: before each message part
-constexpr std::string_view kToAll = "all\n";    // Functionary: the part that is text
+constexpr std::string_view kRecipient = ">>>";            // Functionary: before each message part
+constexpr std::string_view kToAll = "all\n";              // Functionary: the part that is text
+constexpr std::string_view kFunctionOpen = "<function=";  // Functionary v3.1
+constexpr std::string_view kFunctionClose = "</function>";
 constexpr std::string_view kSpace = " \t\r\n";
 
 std::string_view Trim(std::string_view s) {
@@ -129,6 +131,42 @@ bool ParseFunctionaryV32(std::string_view rest, bool first_bare, std::vector<Too
   }
 }
 
+// Arguments, an object's JSON, that end at the first `end` after which they parse (so an `end`
+// inside a string argument does not cut them), or at the text's end. *used: through `end`.
+bool ReadArgumentsUntil(std::string_view rest, std::string_view end, ToolCall* call, size_t* used) {
+  size_t at = std::string_view::npos;
+  ojson args;
+  do {
+    at = rest.find(end, at == std::string_view::npos ? 0 : at + 1);
+    args = ParseJson(Trim(rest.substr(0, at)));
+  } while (!args.is_object() && at != std::string_view::npos);
+  if (!args.is_object()) return false;
+  call->arguments = args.dump();
+  *used = at == std::string_view::npos ? rest.size() : at + end.size();
+  return true;
+}
+
+// Functionary v3.1: <function=name>{...}</function>, one or more, whitespace between; the last
+// may lack its closing tag.
+bool ParseFunctionaryV31(std::string_view rest, std::vector<ToolCall>* calls) {
+  while (true) {
+    const size_t b = rest.find_first_not_of(kSpace);
+    if (b == std::string_view::npos) return !calls->empty();
+    rest.remove_prefix(b);
+    if (rest.substr(0, kFunctionOpen.size()) != kFunctionOpen) return false;
+    rest.remove_prefix(kFunctionOpen.size());
+    const size_t gt = rest.find('>');
+    if (gt == std::string_view::npos || !IsToolName(rest.substr(0, gt))) return false;
+    ToolCall call;
+    call.name = std::string(rest.substr(0, gt));
+    rest.remove_prefix(gt + 1);
+    size_t used = 0;
+    if (!ReadArgumentsUntil(rest, kFunctionClose, &call, &used)) return false;
+    calls->push_back(std::move(call));
+    rest.remove_prefix(used);
+  }
+}
+
 // A GBNF string literal for `text`.
 std::string Literal(std::string_view text) {
   std::string out = "\"";
@@ -161,6 +199,8 @@ std::string_view ToolCallFormatName(ToolCallFormat format) {
       return "mistral";
     case ToolCallFormat::kFunctionaryV32:
       return "functionary_v3_2";
+    case ToolCallFormat::kFunctionaryV31:
+      return "functionary_v3_1";
     case ToolCallFormat::kNone:
       break;
   }
@@ -172,6 +212,7 @@ ToolCallFormat DetectToolCallFormat(std::string_view t) {
   if (has(kHermesOpen)) return ToolCallFormat::kHermes;
   if (has(kMistralMarker)) return ToolCallFormat::kMistral;
   if (has(">>>${recipient}")) return ToolCallFormat::kFunctionaryV32;
+  if (has(kFunctionOpen)) return ToolCallFormat::kFunctionaryV31;
   if (has("<|start_header_id|>") && has("\"parameters\": ")) return ToolCallFormat::kLlama3;
   return ToolCallFormat::kNone;
 }
@@ -190,6 +231,9 @@ size_t ToolCallStart(ToolCallFormat format, std::string_view text) {
       return text.size();
     case ToolCallFormat::kHermes:
       at = std::min(at, MarkerStart(text, kHermesOpen));
+      break;
+    case ToolCallFormat::kFunctionaryV31:
+      at = std::min(at, MarkerStart(text, kFunctionOpen));
       break;
     case ToolCallFormat::kMistral:
       at = std::min(at, MarkerStart(text, kMistralMarker));
@@ -245,6 +289,10 @@ ParsedOutput ParseToolCalls(ToolCallFormat format, std::string_view text) {
       start = text.find(kHermesOpen);
       if (start != std::string_view::npos) rest = text.substr(start);
       break;
+    case ToolCallFormat::kFunctionaryV31:
+      start = text.find(kFunctionOpen);
+      if (start != std::string_view::npos) rest = text.substr(start);
+      break;
     case ToolCallFormat::kMistral:
       start = text.find(kMistralMarker);
       if (start != std::string_view::npos) {
@@ -265,6 +313,8 @@ ParsedOutput ParseToolCalls(ToolCallFormat format, std::string_view text) {
   if (start != std::string_view::npos) {
     if (format == ToolCallFormat::kHermes) {
       ok = ParseHermes(rest, &out.calls);
+    } else if (format == ToolCallFormat::kFunctionaryV31) {
+      ok = ParseFunctionaryV31(rest, &out.calls);
     } else if (format == ToolCallFormat::kMistral) {
       ok = ParseArray(rest, &out.calls);
     } else {
@@ -303,6 +353,9 @@ Result<std::string> ToolCallGbnf(ToolCallFormat format, const std::vector<ToolSp
     const std::string rule = "tool" + std::to_string(i);
     if (format == ToolCallFormat::kFunctionaryV32) {
       rules += rule + " ::= " + Literal(tools[i].name + "\n") + " " + top + "\n" + *r;
+    } else if (format == ToolCallFormat::kFunctionaryV31) {
+      rules += rule + " ::= " + Literal("<function=" + tools[i].name + ">") + " " + top + " " +
+               Literal(kFunctionClose) + "\n" + *r;
     } else {
       const std::string head =
           "{\"name\": " + ojson(tools[i].name).dump() + ", \"" + args_key + "\": ";

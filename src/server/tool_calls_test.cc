@@ -26,6 +26,7 @@ TEST(ToolCalls, DetectsTheFormatOfEachRealTemplate) {
       {"meta-llama-Llama-3.2-3B-Instruct.jinja", ToolCallFormat::kLlama3},
       {"meta-llama-Llama-3.3-70B-Instruct.jinja", ToolCallFormat::kLlama3},
       {"meetkai-functionary-medium-v3.2.jinja", ToolCallFormat::kFunctionaryV32},
+      {"meetkai-functionary-medium-v3.1.jinja", ToolCallFormat::kFunctionaryV31},
   };
   int seen = 0;
   const std::filesystem::path dir = std::filesystem::path(PC_SHARED_DIR) / "templates";
@@ -123,6 +124,24 @@ TEST(ToolCalls, ParsesFunctionaryV32) {
   EXPECT_EQ(p.calls[0].arguments, R"({"a":1})");
 }
 
+TEST(ToolCalls, ParsesFunctionaryV31) {
+  const ToolCallFormat f = ToolCallFormat::kFunctionaryV31;
+  ParsedOutput p =
+      ParseToolCalls(f,
+                     "Let me see. <function=get_weather>{\"city\": \"Oslo\"}</function>"
+                     "\n<function=search>{\"query\": \"</function>\"}</function>");
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.content, "Let me see. ");
+  EXPECT_EQ(p.calls[0].name, "get_weather");
+  EXPECT_EQ(p.calls[0].arguments, R"({"city":"Oslo"})");
+  EXPECT_EQ(p.calls[1].name, "search");
+  EXPECT_EQ(p.calls[1].arguments, R"({"query":"</function>"})");
+  // The turn may end before the closing tag.
+  p = ParseToolCalls(f, "<function=now>{}");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].arguments, "{}");
+}
+
 TEST(ToolCalls, MalformedOutputIsContent) {
   const std::vector<std::pair<ToolCallFormat, std::string>> cases = {
       {ToolCallFormat::kHermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}\n"},
@@ -152,6 +171,12 @@ TEST(ToolCalls, MalformedOutputIsContent) {
       {ToolCallFormat::kFunctionaryV32, "f\n{}>>>"},
       {ToolCallFormat::kFunctionaryV32, "\n{}"},
       {ToolCallFormat::kFunctionaryV32, ""},
+      {ToolCallFormat::kFunctionaryV31, "<function=f>{\"a\": 1</function>"},
+      {ToolCallFormat::kFunctionaryV31, "<function=f>[1]</function>"},
+      {ToolCallFormat::kFunctionaryV31, "<function=f g>{}</function>"},
+      {ToolCallFormat::kFunctionaryV31, "<function=>{}</function>"},
+      {ToolCallFormat::kFunctionaryV31, "<function=f>{}</function> and text"},
+      {ToolCallFormat::kFunctionaryV31, "<function=f"},
   };
   for (const auto& [format, text] : cases) {
     const ParsedOutput p = ParseToolCalls(format, text);
@@ -172,6 +197,7 @@ TEST(ToolCalls, CorruptedCallsNeverFail) {
       {ToolCallFormat::kLlama3, "<|python_tag|>{\"name\": \"f\", \"parameters\": {\"a\": [1]}}"},
       {ToolCallFormat::kMistral, "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": null}}]"},
       {ToolCallFormat::kFunctionaryV32, "all\nHi.>>>f\n{\"a\": \">>>\"}"},
+      {ToolCallFormat::kFunctionaryV31, "Hi.<function=f>{\"a\": \"</function>\"}</function>"},
   };
   std::mt19937 rng(7);
   for (const auto& [format, text] : valid) {
@@ -212,6 +238,8 @@ TEST(ToolCalls, StreamsHoldBackWhatMayBeACall) {
       {ToolCallFormat::kFunctionaryV32, "f\n{\"a\": 1}>>>g\n{}"},
       {ToolCallFormat::kFunctionaryV32, "all\nText with > and >> only."},
       {ToolCallFormat::kFunctionaryV32, "alright"},
+      {ToolCallFormat::kFunctionaryV31, "I will look. <function=f>{}</function>"},
+      {ToolCallFormat::kFunctionaryV31, "A <function> that is no call."},
   };
   for (const auto& [format, text] : outputs) {
     const ParsedOutput whole = ParseToolCalls(format, text);
@@ -271,6 +299,8 @@ TEST(ToolCalls, GrammarForcesOneCallInTheFormat) {
        {"[{\"name\": \"get_weather\", \"arguments\": " + args + "}]",
         "[{\"name\": \"now\", \"arguments\": {}}]"}},
       {ToolCallFormat::kFunctionaryV32, {"get_weather\n" + args, "now\n{}"}},
+      {ToolCallFormat::kFunctionaryV31,
+       {"<function=get_weather>" + args + "</function>", "<function=now>{}</function>"}},
   };
   for (const auto& [format, texts] : sentences) {
     SCOPED_TRACE(std::string(ToolCallFormatName(format)));
