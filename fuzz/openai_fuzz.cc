@@ -132,9 +132,9 @@ void CheckResponses(const ApiRequest& r) {
   CheckSse(StreamFinishChunk(meta, result, r.include_usage));
   CheckSse(StreamUsageChunk(meta, result));
   if (r.kind != ApiKind::kChat) return;
-  for (ToolCallFormat f :
-       {ToolCallFormat::kHermes, ToolCallFormat::kLlama3, ToolCallFormat::kMistral,
-        ToolCallFormat::kFunctionaryV32, ToolCallFormat::kFunctionaryV31}) {
+  for (ToolCallFormat f : {ToolCallFormat::kHermes, ToolCallFormat::kLlama3,
+                           ToolCallFormat::kMistral, ToolCallFormat::kFunctionaryV32,
+                           ToolCallFormat::kFunctionaryV31, ToolCallFormat::kFireFunction}) {
     meta.tool_format = f;
     CheckJson(CompletionBody(meta, result), "completion body with tools is JSON");
     CheckSse(StreamFinishChunk(meta, result, r.include_usage));

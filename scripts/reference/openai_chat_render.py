@@ -9,7 +9,9 @@ OpenAI-compatible servers built on Hugging Face transformers do (vLLM): "develop
 become that object (templates index into them or write them with tojson), `tools` is passed
 unless tool_choice is "none" (or the list is empty), and add_generation_prompt is on. A template
 that refuses object arguments (it concatenates them as text: Functionary v3.2) is rendered again
-with each object as its compact JSON text, as llama.cpp does for such templates.
+with each object as its compact JSON text, as llama.cpp does for such templates. FireFunction v2's
+template reads `functions` (the offered tools as JSON indented by 2, "" for none) and `datetime`
+("%b %d %Y %H:%M:%S GMT") instead of `tools`: they are passed to a template that names them.
 
 Input (a JSON file named on the command line):
   {"now": "2024-07-26T10:30:00",
@@ -73,6 +75,9 @@ def variables(case):
     tools = body.get("tools")
     if tools and body.get("tool_choice") != "none":
         v["tools"] = tools
+    if "functools[" in case["template"]:
+        v["functions"] = json.dumps(v["tools"], indent=2, ensure_ascii=False) if "tools" in v else ""
+        v["datetime"] = case["now"].strftime("%b %d %Y %H:%M:%S GMT")
     return v
 
 
@@ -80,7 +85,9 @@ def main():
     request = json.load(open(sys.argv[1], encoding="utf-8"))
     env = make_environment(datetime.fromisoformat(request.get("now", "2024-07-26T10:30:00")))
     results = []
+    now = datetime.fromisoformat(request.get("now", "2024-07-26T10:30:00"))
     for case in request["cases"]:
+        case["now"] = now
         try:
             template = env.from_string(case["template"])
             try:

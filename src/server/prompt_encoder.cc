@@ -1,6 +1,7 @@
 #include "server/prompt_encoder.h"
 
 #include <algorithm>
+#include <ctime>
 
 namespace promptcache {
 
@@ -11,7 +12,8 @@ PromptEncoder::PromptEncoder(const Tokenizer& tokenizer, std::string_view chat_t
       trust_clients_(trust_clients),
       tool_format_(template_.uses_jinja() ? DetectToolCallFormat(chat_template)
                                           : ToolCallFormat::kNone),
-      arguments_as_text_(TakesArgumentsAsText(template_)) {}
+      arguments_as_text_(
+          TakesArgumentsAsText(template_, ToolTemplateVariables(tool_format_, nullptr, {}))) {}
 
 Result<std::vector<int32_t>> PromptEncoder::FromPrompt(const std::string& text,
                                                        const std::vector<int32_t>& ids,
@@ -61,11 +63,12 @@ nlohmann::ordered_json MessageJson(const ApiMessage& m, bool arguments_as_text) 
 
 }  // namespace
 
-bool TakesArgumentsAsText(const ChatTemplate& chat) {
+bool TakesArgumentsAsText(const ChatTemplate& chat, const nlohmann::ordered_json& variables) {
   if (!chat.uses_jinja()) return false;
   auto renders = [&](const nlohmann::ordered_json& arguments) {
     ChatInput input;
     input.add_generation_prompt = false;
+    input.extra_variables = variables;
     input.messages.push_back({{"role", "user"}, {"content", "x"}});
     nlohmann::ordered_json call = {{"id", "abcDEF123"},  // 9 characters, as Mistral's must be
                                    {"type", "function"},
@@ -76,6 +79,15 @@ bool TakesArgumentsAsText(const ChatTemplate& chat) {
     return chat.Render(input).ok();
   };
   return !renders({{"a", 1}}) && renders("{\"a\":1}");
+}
+
+nlohmann::ordered_json ToolTemplateVariables(ToolCallFormat format,
+                                             const nlohmann::ordered_json& tools,
+                                             const std::tm& now) {
+  if (format != ToolCallFormat::kFireFunction) return nullptr;
+  char datetime[64];
+  std::strftime(datetime, sizeof(datetime), "%b %d %Y %H:%M:%S GMT", &now);
+  return {{"functions", tools.is_null() ? "" : tools.dump(2)}, {"datetime", datetime}};
 }
 
 ChatInput RequestChatInput(const std::vector<ApiMessage>& messages, bool add_generation_prompt,
@@ -91,8 +103,16 @@ Result<BuiltPrompt> PromptEncoder::FromMessages(const std::vector<ApiMessage>& m
                                                 bool add_generation_prompt,
                                                 const nlohmann::ordered_json& tools) const {
   if (messages.empty()) return InvalidArgument("'messages' must not be empty");
-  const ChatInput chat =
-      RequestChatInput(messages, add_generation_prompt, tools, arguments_as_text_);
+  ChatInput chat = RequestChatInput(messages, add_generation_prompt, tools, arguments_as_text_);
+  if (tool_format_ == ToolCallFormat::kFireFunction) {
+    // The day, not the second: a prompt that changed every second would never share a cached
+    // prefix past the system turn, and sampling would not repeat.
+    const std::time_t t = std::time(nullptr);
+    std::tm today{};
+    gmtime_r(&t, &today);
+    today.tm_hour = today.tm_min = today.tm_sec = 0;
+    chat.extra_variables = ToolTemplateVariables(tool_format_, tools, today);
+  }
   int last_breakpoint = -1;
   for (size_t i = 0; i < messages.size(); ++i) {
     if (messages[i].cache_breakpoint) last_breakpoint = static_cast<int>(i);

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <ctime>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,7 +42,16 @@ ChatInput RequestChatInput(const std::vector<ApiMessage>& messages, bool add_gen
 // Whether `chat` refuses an earlier call's arguments as an object but renders them as JSON text:
 // templates that concatenate them ('>>>' + name + '\n' + arguments: Functionary v3.2, DeepSeek
 // R1). Probed once with a one-call conversation, as llama.cpp probes its templates.
-bool TakesArgumentsAsText(const ChatTemplate& chat);
+// `variables`: ToolTemplateVariables, which such a template may need to render at all.
+bool TakesArgumentsAsText(const ChatTemplate& chat,
+                          const nlohmann::ordered_json& variables = nullptr);
+
+// The variables a format's template reads besides `tools`, null for none: FireFunction v2's
+// `functions` (the tools' JSON indented by 2, "" for none) and `datetime` ("Jul 26 2024
+// 10:30:00 GMT", `now` in UTC), as its model's own server (and llama.cpp) passes them.
+nlohmann::ordered_json ToolTemplateVariables(ToolCallFormat format,
+                                             const nlohmann::ordered_json& tools,
+                                             const std::tm& now);
 
 class PromptEncoder {
  public:

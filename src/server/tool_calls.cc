@@ -18,6 +18,7 @@ constexpr std::string_view kRecipient = ">>>";            // Functionary: before
 constexpr std::string_view kToAll = "all\n";              // Functionary: the part that is text
 constexpr std::string_view kFunctionOpen = "<function=";  // Functionary v3.1
 constexpr std::string_view kFunctionClose = "</function>";
+constexpr std::string_view kFunctools = "functools";  // FireFunction v2, before its array
 constexpr std::string_view kSpace = " \t\r\n";
 
 std::string_view Trim(std::string_view s) {
@@ -201,6 +202,8 @@ std::string_view ToolCallFormatName(ToolCallFormat format) {
       return "functionary_v3_2";
     case ToolCallFormat::kFunctionaryV31:
       return "functionary_v3_1";
+    case ToolCallFormat::kFireFunction:
+      return "firefunction_v2";
     case ToolCallFormat::kNone:
       break;
   }
@@ -213,6 +216,7 @@ ToolCallFormat DetectToolCallFormat(std::string_view t) {
   if (has(kMistralMarker)) return ToolCallFormat::kMistral;
   if (has(">>>${recipient}")) return ToolCallFormat::kFunctionaryV32;
   if (has(kFunctionOpen)) return ToolCallFormat::kFunctionaryV31;
+  if (has("functools[")) return ToolCallFormat::kFireFunction;
   if (has("<|start_header_id|>") && has("\"parameters\": ")) return ToolCallFormat::kLlama3;
   return ToolCallFormat::kNone;
 }
@@ -234,6 +238,9 @@ size_t ToolCallStart(ToolCallFormat format, std::string_view text) {
       break;
     case ToolCallFormat::kFunctionaryV31:
       at = std::min(at, MarkerStart(text, kFunctionOpen));
+      break;
+    case ToolCallFormat::kFireFunction:
+      at = std::min(at, MarkerStart(text, "functools["));
       break;
     case ToolCallFormat::kMistral:
       at = std::min(at, MarkerStart(text, kMistralMarker));
@@ -293,6 +300,10 @@ ParsedOutput ParseToolCalls(ToolCallFormat format, std::string_view text) {
       start = text.find(kFunctionOpen);
       if (start != std::string_view::npos) rest = text.substr(start);
       break;
+    case ToolCallFormat::kFireFunction:
+      start = text.find("functools[");
+      if (start != std::string_view::npos) rest = text.substr(start + kFunctools.size());
+      break;
     case ToolCallFormat::kMistral:
       start = text.find(kMistralMarker);
       if (start != std::string_view::npos) {
@@ -315,7 +326,7 @@ ParsedOutput ParseToolCalls(ToolCallFormat format, std::string_view text) {
       ok = ParseHermes(rest, &out.calls);
     } else if (format == ToolCallFormat::kFunctionaryV31) {
       ok = ParseFunctionaryV31(rest, &out.calls);
-    } else if (format == ToolCallFormat::kMistral) {
+    } else if (format == ToolCallFormat::kMistral || format == ToolCallFormat::kFireFunction) {
       ok = ParseArray(rest, &out.calls);
     } else {
       ToolCall call;
@@ -370,6 +381,9 @@ Result<std::string> ToolCallGbnf(ToolCallFormat format, const std::vector<ToolSp
       break;
     case ToolCallFormat::kMistral:
       root = "\"[\" call \"]\"";
+      break;
+    case ToolCallFormat::kFireFunction:
+      root = "\" functools[\" call \"]\"";
       break;
     default:
       root = "call";

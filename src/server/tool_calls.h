@@ -26,16 +26,18 @@ enum class ToolCallFormat {
   kMistral,  // [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...] (Mistral Nemo)
   kFunctionaryV32,  // >>>name\n{...} per call, >>>all\n before text (Functionary v3.2)
   kFunctionaryV31,  // text, then <function=name>{...}</function> per call (Functionary v3.1)
+  kFireFunction,  // text, then  functools[{"name": ..., "arguments": {...}}, ...] (FireFunction v2)
 };
 
-// "none", "hermes", "llama3_json", "mistral", "functionary_v3_2", "functionary_v3_1".
+// "none", "hermes", "llama3_json", "mistral", "functionary_v3_2", "functionary_v3_1",
+// "firefunction_v2".
 std::string_view ToolCallFormatName(ToolCallFormat format);
 
 // The rule, in this order: a template that writes "<tool_call>" is kHermes; "[TOOL_CALLS]",
 // kMistral; ">>>${recipient}" (the generation prompt ends in ">>>"), kFunctionaryV32;
-// "<function=", kFunctionaryV31; Llama 3's header "<|start_header_id|>" with the literal
-// '"parameters": ', kLlama3; anything else (no template, Gemma, Phi, FireFunction, Command R,
-// DeepSeek) kNone.
+// "<function=", kFunctionaryV31; "functools[", kFireFunction; Llama 3's header
+// "<|start_header_id|>" with the literal
+// '"parameters": ', kLlama3; anything else (no template, Gemma, Phi, Command R, DeepSeek) kNone.
 ToolCallFormat DetectToolCallFormat(std::string_view chat_template);
 
 struct ToolCall {
@@ -62,7 +64,8 @@ size_t ToolContentBegin(ToolCallFormat format, std::string_view text);
 // before it as content and holds back the rest until the end. kHermes: at "<tool_call>"; kMistral:
 // at "[TOOL_CALLS]", or at a "[" that begins the output; kLlama3: at a "{" or "<|python_tag|>"
 // that begins the output; kFunctionaryV32: at 0 unless the output starts with "all\n", then at
-// the next ">>>"; kFunctionaryV31: at "<function=". The beginning of a marker at the very end
+// the next ">>>"; kFunctionaryV31: at "<function="; kFireFunction: at "functools[" (the space
+// before it stays content). The beginning of a marker at the very end
 // counts (it may complete), as does output that is whitespace so far for the formats whose calls
 // begin it. text.size(): none.
 size_t ToolCallStart(ToolCallFormat format, std::string_view text);
@@ -76,7 +79,7 @@ struct ToolSpec {
 // parameters. kMistral's grammar starts at "[": "[TOOL_CALLS]" is a control token, which
 // constrained decoding never allows (ParseToolCalls accepts the output without it);
 // kFunctionaryV32's is "name\n{...}", the generation prompt having written the ">>>";
-// kFunctionaryV31's "<function=name>{...}</function>".
+// kFunctionaryV31's "<function=name>{...}</function>"; kFireFunction's " functools[{...}]".
 // InvalidArgument when a tool's parameters use what json_schema.h refuses, with its index in
 // `tools` in the message ("tools[1]: JSON schema: 'properties.a.pattern' is not supported").
 Result<std::string> ToolCallGbnf(ToolCallFormat format, const std::vector<ToolSpec>& tools,

@@ -27,6 +27,7 @@ TEST(ToolCalls, DetectsTheFormatOfEachRealTemplate) {
       {"meta-llama-Llama-3.3-70B-Instruct.jinja", ToolCallFormat::kLlama3},
       {"meetkai-functionary-medium-v3.2.jinja", ToolCallFormat::kFunctionaryV32},
       {"meetkai-functionary-medium-v3.1.jinja", ToolCallFormat::kFunctionaryV31},
+      {"fireworks-ai-llama-3-firefunction-v2.jinja", ToolCallFormat::kFireFunction},
   };
   int seen = 0;
   const std::filesystem::path dir = std::filesystem::path(PC_SHARED_DIR) / "templates";
@@ -142,6 +143,22 @@ TEST(ToolCalls, ParsesFunctionaryV31) {
   EXPECT_EQ(p.calls[0].arguments, "{}");
 }
 
+TEST(ToolCalls, ParsesFireFunction) {
+  const ToolCallFormat f = ToolCallFormat::kFireFunction;
+  ParsedOutput p =
+      ParseToolCalls(f,
+                     "Checking. functools[{\"name\": \"a\", \"arguments\": {\"q\": \"]\"}}, "
+                     "{\"name\": \"b\", \"arguments\": {}}]");
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.content, "Checking. ");
+  EXPECT_EQ(p.calls[0].name, "a");
+  EXPECT_EQ(p.calls[0].arguments, R"({"q":"]"})");
+  EXPECT_EQ(p.calls[1].name, "b");
+  p = ParseToolCalls(f, " functools[{\"name\": \"a\", \"arguments\": {}}]");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.content, " ");
+}
+
 TEST(ToolCalls, MalformedOutputIsContent) {
   const std::vector<std::pair<ToolCallFormat, std::string>> cases = {
       {ToolCallFormat::kHermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}\n"},
@@ -177,6 +194,11 @@ TEST(ToolCalls, MalformedOutputIsContent) {
       {ToolCallFormat::kFunctionaryV31, "<function=>{}</function>"},
       {ToolCallFormat::kFunctionaryV31, "<function=f>{}</function> and text"},
       {ToolCallFormat::kFunctionaryV31, "<function=f"},
+      {ToolCallFormat::kFireFunction, " functools[]"},
+      {ToolCallFormat::kFireFunction, " functools[{\"name\": \"a\"}"},
+      {ToolCallFormat::kFireFunction, " functools{\"name\": \"a\", \"arguments\": {}}"},
+      {ToolCallFormat::kFireFunction, " functools[{\"name\": \"a\", \"arguments\": {}}] and"},
+      {ToolCallFormat::kFireFunction, "[{\"name\": \"a\", \"arguments\": {}}]"},
   };
   for (const auto& [format, text] : cases) {
     const ParsedOutput p = ParseToolCalls(format, text);
@@ -198,6 +220,7 @@ TEST(ToolCalls, CorruptedCallsNeverFail) {
       {ToolCallFormat::kMistral, "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": null}}]"},
       {ToolCallFormat::kFunctionaryV32, "all\nHi.>>>f\n{\"a\": \">>>\"}"},
       {ToolCallFormat::kFunctionaryV31, "Hi.<function=f>{\"a\": \"</function>\"}</function>"},
+      {ToolCallFormat::kFireFunction, " functools[{\"name\": \"f\", \"arguments\": {\"a\": 1}}]"},
   };
   std::mt19937 rng(7);
   for (const auto& [format, text] : valid) {
@@ -240,6 +263,8 @@ TEST(ToolCalls, StreamsHoldBackWhatMayBeACall) {
       {ToolCallFormat::kFunctionaryV32, "alright"},
       {ToolCallFormat::kFunctionaryV31, "I will look. <function=f>{}</function>"},
       {ToolCallFormat::kFunctionaryV31, "A <function> that is no call."},
+      {ToolCallFormat::kFireFunction, "Sure. functools[{\"name\": \"f\", \"arguments\": {}}]"},
+      {ToolCallFormat::kFireFunction, "The functools of [old]"},
   };
   for (const auto& [format, text] : outputs) {
     const ParsedOutput whole = ParseToolCalls(format, text);
@@ -301,6 +326,9 @@ TEST(ToolCalls, GrammarForcesOneCallInTheFormat) {
       {ToolCallFormat::kFunctionaryV32, {"get_weather\n" + args, "now\n{}"}},
       {ToolCallFormat::kFunctionaryV31,
        {"<function=get_weather>" + args + "</function>", "<function=now>{}</function>"}},
+      {ToolCallFormat::kFireFunction,
+       {" functools[{\"name\": \"get_weather\", \"arguments\": " + args + "}]",
+        " functools[{\"name\": \"now\", \"arguments\": {}}]"}},
   };
   for (const auto& [format, texts] : sentences) {
     SCOPED_TRACE(std::string(ToolCallFormatName(format)));

@@ -232,7 +232,8 @@ MaybeError ApplyToolChoice(ToolCallFormat format, ApiRequest* r) {
   if (format == ToolCallFormat::kNone) {
     return ApiError::BadRequest(
         "'tools': this model's chat template shows no tool-call format this server knows "
-        "(Hermes/Qwen <tool_call>, Llama 3.x JSON, Mistral [TOOL_CALLS], Functionary v3.1/v3.2); "
+        "(Hermes/Qwen <tool_call>, Llama 3.x JSON, Mistral [TOOL_CALLS], Functionary v3.1/v3.2, "
+        "FireFunction v2 functools); "
         "start the server with --chat-template naming one that does",
         "tools", "unsupported");
   }

@@ -1,6 +1,6 @@
-// Tool calls through the official OpenAI client, on stories260K with real chat templates of five
+// Tool calls through the official OpenAI client, on stories260K with real chat templates of six
 // formats (Qwen2.5: Hermes <tool_call>, Llama 3.1: JSON, Mistral Nemo: [TOOL_CALLS], Functionary
-// v3.2: >>>name, v3.1: <function=name>). The model
+// v3.2: >>>name, v3.1: <function=name>, FireFunction v2: functools[...]). The model
 // never saw a tool call: with tool_choice "required" or a named function the grammar engine makes
 // the output one call in the template's format, which must parse into message.tool_calls naming
 // an offered tool with arguments valid against its schema; streamed, the client's accumulated
@@ -17,6 +17,7 @@ const TEMPLATES = {
   mistral: 'mistralai-Mistral-Nemo-Instruct-2407.jinja',
   functionary_v3_2: 'meetkai-functionary-medium-v3.2.jinja',
   functionary_v3_1: 'meetkai-functionary-medium-v3.1.jinja',
+  firefunction_v2: 'fireworks-ai-llama-3-firefunction-v2.jinja',
 };
 
 const tools = [
