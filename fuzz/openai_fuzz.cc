@@ -4,7 +4,9 @@
 // ChatML template; and formats responses and stream chunks from the request's text. Checks what
 // must hold for any input: no exception or crash, accepted requests within their documented
 // ranges, errors with a 4xx status and a message, prompts in the vocabulary with pins inside
-// them, and every body and SSE event valid JSON.
+// them, and every body and SSE event valid JSON. Tools: each accepted chat request also goes
+// through ApplyToolChoice for every tool-call format, and its text is read for calls in each
+// format (server/tool_calls.h) for the response and the stream's tool_calls chunks.
 //
 // To reach deep into the parser without committed seeds, each input is tried twice: as is, and
 // spliced into one of a few valid request bodies (the first byte picks the body, the second
@@ -21,6 +23,7 @@
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/prompt_encoder.h"
+#include "server/tool_request.h"
 #include "tokenizer/tokenizer.h"
 
 namespace promptcache {
@@ -34,6 +37,7 @@ constexpr const char* kTemplates[] = {
     R"({"model":"m","prompt":[[1,2,3]],"max_completion_tokens":3,"response_format":{"type":"text"},"tools":[],"logit_bias":{}})",
     R"({"messages":[{"role":"developer","content":"x","cache_control":{"type":"ephemeral"}}],"add_generation_prompt":true,"pin":false})",
     R"({"content":"Hello \u00e9\u4e16 world","model":"m"})",
+    R"({"model":"m","messages":[{"role":"user","content":"w?"},{"role":"assistant","content":null,"tool_calls":[{"id":"abcDEF123","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}}]},{"role":"tool","tool_call_id":"abcDEF123","name":"get_weather","content":"<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>"}],"tools":[{"type":"function","function":{"name":"get_weather","description":"d","parameters":{"type":"object","properties":{"city":{"type":"string","maxLength":9}},"required":["city"]}}}],"tool_choice":"required"})",
 };
 
 struct Vocab {
@@ -69,6 +73,12 @@ const std::vector<Vocab>& Vocabs() {
   static const std::vector<Vocab>* vocabs = [] {
     auto* v = new std::vector<Vocab>();
     v->push_back(LoadOrDie("models/stories260K.gguf", ""));
+    // A tool-use template (Qwen2.5-like): tools, tool calls and results are rendered.
+    v->push_back(
+        LoadOrDie("tokenizers/ggml-vocab-llama-spm.gguf",
+                  "{% for t in tools %}{{ t | tojson }}{% endfor %}{% for m in messages "
+                  "%}{{ m.role }}: {{ m.content }}{% for c in m.tool_calls %}<tool_call>{{ "
+                  "c.function | tojson }}</tool_call>{% endfor %}\n{% endfor %}"));
     v->push_back(LoadOrDie("tokenizers/ggml-vocab-llama-spm.gguf",
                            "{% for message in messages %}{{'<|im_start|>' + message['role'] + "
                            "'\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"));
@@ -121,6 +131,28 @@ void CheckResponses(const ApiRequest& r) {
   CheckSse(StreamTextChunk(meta, result.text, r.include_usage));
   CheckSse(StreamFinishChunk(meta, result, r.include_usage));
   CheckSse(StreamUsageChunk(meta, result));
+  if (r.kind != ApiKind::kChat) return;
+  for (ToolCallFormat f : {ToolCallFormat::kHermes, ToolCallFormat::kLlama3,
+                           ToolCallFormat::kMistral, ToolCallFormat::kFunctionaryV32,
+                           ToolCallFormat::kFunctionaryV31, ToolCallFormat::kFireFunction}) {
+    meta.tool_format = f;
+    CheckJson(CompletionBody(meta, result), "completion body with tools is JSON");
+    CheckSse(StreamFinishChunk(meta, result, r.include_usage));
+    const ParsedOutput parsed = ParseToolCalls(f, result.text);
+    const std::string_view text = result.text;
+    Check(!parsed.calls.empty() || parsed.content == text.substr(ToolContentBegin(f, text)),
+          "no calls: the text is content");
+    Check(ToolCallStart(f, result.text) <= result.text.size(), "tool call start in the text");
+    const std::string chunks = StreamToolCallChunks(meta, parsed.calls, r.include_usage, 0);
+    for (size_t at = 0; at < chunks.size();) {
+      const size_t end = chunks.find("\n\n", at);
+      Check(end != std::string::npos, "tool call chunks framed");
+      CheckSse(chunks.substr(at, end + 2 - at));
+      at = end + 2;
+    }
+    ApiRequest copy = r;
+    if (std::optional<ApiError> e = ApplyToolChoice(f, &copy)) CheckError(e);
+  }
 }
 
 void Exercise(std::string_view body) {
@@ -140,7 +172,8 @@ void Exercise(std::string_view body) {
     Check(r.stop.size() <= 4, "at most 4 stop strings");
     Check(kind != ApiKind::kChat || !r.messages.empty(), "chat has messages");
     for (const ApiMessage& m : r.messages) {
-      Check(m.role == "system" || m.role == "user" || m.role == "assistant", "known role");
+      Check(m.role == "system" || m.role == "user" || m.role == "assistant" || m.role == "tool",
+            "known role");
     }
     for (const Vocab& v : Vocabs()) CheckPrompt(v.encoder->Build(r), *v.tok);
     CheckResponses(r);

@@ -47,13 +47,13 @@ std::string Literal(const std::string& text) {
 
 class Converter {
  public:
-  explicit Converter(const ojson& root) : root_(root) {}
+  Converter(const ojson& root, std::string prefix) : root_(root), prefix_(std::move(prefix)) {}
 
-  Result<std::string> Run() {
+  // The top expression, and the schema's own rules in *rules.
+  Result<std::string> Run(std::string* rules) {
     PC_ASSIGN_OR_RETURN(std::string top, Rule(root_, "", 0));
-    std::string out = "root ::= " + top + "\n" + kCommonRules;
-    for (const std::string& r : rules_) out += r + "\n";
-    return out;
+    for (const std::string& r : rules_) *rules += r + "\n";
+    return top;
   }
 
  private:
@@ -63,7 +63,7 @@ class Converter {
   }
 
   std::string NewRule(const std::string& body) {
-    const std::string name = "s" + std::to_string(rules_.size());
+    const std::string name = prefix_ + std::to_string(rules_.size());
     rules_.push_back(name + " ::= " + body);
     return name;
   }
@@ -184,7 +184,7 @@ class Converter {
     auto done = refs_.find(r);
     if (done != refs_.end()) return done->second;
     // Named before it is built, so that recursive references find it.
-    const std::string rule = "s" + std::to_string(rules_.size());
+    const std::string rule = prefix_ + std::to_string(rules_.size());
     rules_.push_back("");
     const size_t slot = rules_.size() - 1;
     refs_[r] = rule;
@@ -259,22 +259,34 @@ class Converter {
   }
 
   const ojson& root_;
+  const std::string prefix_;  // of the rules' names
   std::vector<std::string> rules_;
   std::map<std::string, std::string> refs_;
 };
 
 }  // namespace
 
-Result<std::string> JsonSchemaToGbnf(std::string_view schema) {
+Result<std::string> JsonSchemaRules(std::string_view schema, const std::string& prefix,
+                                    std::string* top) {
   ojson root;
   try {
     root = ojson::parse(schema.begin(), schema.end());
   } catch (const std::exception& e) {
     return InvalidArgument(std::string("JSON schema: not valid JSON: ") + e.what());
   }
-  Converter c(root);
-  return c.Run();
+  Converter c(root, prefix);
+  std::string rules;
+  PC_ASSIGN_OR_RETURN(*top, c.Run(&rules));
+  return rules;
 }
+
+Result<std::string> JsonSchemaToGbnf(std::string_view schema) {
+  std::string top;
+  PC_ASSIGN_OR_RETURN(std::string rules, JsonSchemaRules(schema, "s", &top));
+  return "root ::= " + top + "\n" + kCommonRules + rules;
+}
+
+std::string JsonSharedGbnf() { return kCommonRules; }
 
 std::string JsonObjectGbnf() { return std::string("root ::= object\n") + kCommonRules; }
 

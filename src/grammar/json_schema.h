@@ -22,6 +22,14 @@ namespace promptcache {
 // InvalidArgument names the unsupported keyword and where it is ("properties.a.pattern").
 Result<std::string> JsonSchemaToGbnf(std::string_view schema);
 
+// For several schemas in one grammar (a forced tool call picks one of several tools' parameters):
+// the rules of `schema` alone, named `prefix` and a number (prefix: letters, not one of the shared
+// rules' names), and in *top the expression that matches the schema's JSON. They refer to the
+// shared rules (string, value, ws, ...) that JsonSharedGbnf() gives, once per grammar.
+Result<std::string> JsonSchemaRules(std::string_view schema, const std::string& prefix,
+                                    std::string* top);
+std::string JsonSharedGbnf();
+
 // Any JSON object (response_format {"type": "json_object"}).
 std::string JsonObjectGbnf();
 

@@ -29,6 +29,7 @@
 #include "server/schema_api.h"
 #include "server/tenants.h"
 #include "server/text_channel.h"
+#include "server/tool_request.h"
 #include "server/web_ui.h"
 #include "serving/fidelity.h"
 
@@ -102,6 +103,10 @@ struct Stream {
   bool started = false;
   std::shared_ptr<const CacheMapRequest> map;  // "cache_map": true
   std::vector<size_t> offsets;  // each choice's text so far, in bytes (echo included)
+  // With tools: each choice's text so far and how much of it went out as content (the rest may
+  // be a tool call: held back until the end).
+  std::vector<std::string> texts;
+  std::vector<size_t> sent;
   std::shared_ptr<TextChannel> channel = std::make_shared<TextChannel>();
   std::shared_ptr<RequestHandle> handle;
   std::thread waiter;
@@ -232,6 +237,10 @@ class HttpServer::Impl {
                    CompletionRequest creq, const Submitter& submit,
                    std::shared_ptr<const CacheMapRequest> map);
   bool WriteStream(Stream& s, httplib::DataSink& sink);
+  // Tools: appends a piece to a choice's text and gives what may go out as content now.
+  static std::string ReleaseContent(Stream& s, int choice, const std::string& piece);
+  // Tools, at the end: each choice's held-back content, or its calls as deltas.
+  static std::string EndToolCalls(Stream& s, const CompletionResult& result);
   void Observe(const CompletionResult& r);
 
   void HandleModels(const httplib::Request& req, httplib::Response& res);
@@ -614,6 +623,7 @@ void HttpServer::Impl::HandleCompletion(const httplib::Request& req, httplib::Re
                                     ? ParseChatRequest(req.body, limits_, &r)
                                     : ParseCompletionRequest(req.body, limits_, &r);
   if (!err) err = CheckModel(r.model);
+  if (!err && kind == ApiKind::kChat) err = ApplyToolChoice(encoder_.tool_format(), &r);
   if (err) return SendError(res, *err);
 
   CompletionRequest creq;
@@ -662,6 +672,7 @@ void HttpServer::Impl::HandleCompletion(const httplib::Request& req, httplib::Re
   meta.created = UnixSeconds();
   meta.model = r.model;
   meta.system_fingerprint = fingerprint_;
+  if (r.tools_offered()) meta.tool_format = encoder_.tool_format();
   if (r.logprobs >= 0) {
     meta.logprobs = true;
     const Tokenizer& tok = engine_->model().tokenizer();
@@ -774,6 +785,8 @@ void HttpServer::Impl::StartStream(httplib::Response& res, const ResponseMeta& m
   s->include_usage = include_usage;
   creq.on_piece = [ch = s->channel](const TextPiece& piece) { return ch->Push(piece); };
   s->offsets.assign(creq.n, meta.echo ? meta.prompt_text.size() : 0);
+  s->texts.assign(creq.n, "");
+  s->sent.assign(creq.n, 0);
   Result<std::shared_ptr<RequestHandle>> handle = submit(std::move(creq));
   if (!handle.ok()) return SendError(res, FromStatus(handle.status()));
   s->handle = *handle;
@@ -836,8 +849,13 @@ bool HttpServer::Impl::WriteStream(Stream& s, httplib::DataSink& sink) {
           continue;
         }
         if (piece.choice < 0 || piece.choice >= static_cast<int>(s.offsets.size())) continue;
+        std::string text = piece.text;
+        if (s.meta.tool_format != ToolCallFormat::kNone) {
+          text = ReleaseContent(s, piece.choice, piece.text);
+          if (text.empty() && !(s.meta.logprobs && !piece.logprobs.empty())) continue;
+        }
         out +=
-            StreamTextChunk(s.meta, piece.text, s.include_usage, piece.choice,
+            StreamTextChunk(s.meta, text, s.include_usage, piece.choice,
                             s.meta.logprobs ? &piece.logprobs : nullptr, s.offsets[piece.choice]);
         for (const TokenLogprob& lp : piece.logprobs) {
           if (s.meta.token_text) s.offsets[piece.choice] += s.meta.token_text(lp.token).size();
@@ -852,6 +870,7 @@ bool HttpServer::Impl::WriteStream(Stream& s, httplib::DataSink& sink) {
         out += StreamErrorEvent(FromStatus(result.status));
       } else {
         Observe(result);
+        if (s.meta.tool_format != ToolCallFormat::kNone) out += EndToolCalls(s, result);
         std::string finish = StreamFinishChunk(s.meta, result, s.include_usage);
         if (s.map) {
           finish = AddEventField(finish, "cache_map",
@@ -865,7 +884,39 @@ bool HttpServer::Impl::WriteStream(Stream& s, httplib::DataSink& sink) {
       sink.done();
       return true;
   }
+  // Text held back (a tool call may be starting) leaves nothing to write: an empty write would
+  // end the chunked body.
+  if (out.empty()) return true;
   return sink.write(out.data(), out.size());
+}
+
+std::string HttpServer::Impl::ReleaseContent(Stream& s, int choice, const std::string& piece) {
+  std::string& text = s.texts[choice];
+  size_t& sent = s.sent[choice];
+  text += piece;
+  const size_t start = ToolCallStart(s.meta.tool_format, text);
+  sent = std::max(sent, ToolContentBegin(s.meta.tool_format, text));  // a marker, not content
+  if (start <= sent) return "";
+  std::string out = text.substr(sent, start - sent);
+  sent = start;
+  return out;
+}
+
+std::string HttpServer::Impl::EndToolCalls(Stream& s, const CompletionResult& result) {
+  std::string out;
+  for (int c = 0; c < static_cast<int>(s.texts.size()); ++c) {
+    const std::string& text = result.choices.empty() ? result.text : result.choices[c].text;
+    const ParsedOutput parsed = ParseToolCalls(s.meta.tool_format, text);
+    // Content not sent yet: what precedes the calls, or all the text when there are none.
+    const size_t begin = ToolContentBegin(s.meta.tool_format, text);
+    s.sent[c] = std::max(s.sent[c], begin);
+    const size_t end = parsed.calls.empty() ? text.size() : begin + parsed.content.size();
+    if (end > s.sent[c]) {
+      out += StreamTextChunk(s.meta, text.substr(s.sent[c], end - s.sent[c]), s.include_usage, c);
+    }
+    out += StreamToolCallChunks(s.meta, parsed.calls, s.include_usage, c);
+  }
+  return out;
 }
 
 void HttpServer::Impl::Observe(const CompletionResult& r) {

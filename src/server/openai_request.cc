@@ -8,11 +8,13 @@
 
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
+#include "server/tool_request.h"
 
 namespace promptcache {
 namespace {
 
 using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
 using MaybeError = std::optional<ApiError>;
 
 #define PC_API_RETURN_IF_ERROR(expr)                 \
@@ -105,11 +107,12 @@ constexpr std::string_view kCommonFields[] = {
     "schema", "modules", "pml", "positions", "recompute", "evaluate",
     // vLLM's: the prefix cache's namespace (server/tenants.h).
     "cache_salt"};
-constexpr std::string_view kChatFields[] = {"messages", "max_completion_tokens", "top_logprobs"};
+constexpr std::string_view kChatFields[] = {"messages", "max_completion_tokens", "top_logprobs",
+                                            "tools", "tool_choice"};
 constexpr std::string_view kCompletionFields[] = {"prompt", "echo", "best_of"};
-// Accepted only at the value that asks for nothing (ReadUnsupported).
+// Accepted only at the value that asks for nothing (ReadUnsupported). Chat reads "tools".
 constexpr std::string_view kOffValueFields[] = {"logit_bias", "tools", "functions"};
-constexpr std::string_view kChatOffValueFields[] = {"tool_choice", "function_call"};
+constexpr std::string_view kChatOffValueFields[] = {"function_call"};
 constexpr std::string_view kIgnoredFields[] = {
     "user", "store", "metadata", "service_tier", "safety_identifier", "prompt_cache_key",
     "parallel_tool_calls",
@@ -268,20 +271,24 @@ MaybeError ReadStructuredOutput(const json& obj, ApiRequest* out) {
   return std::nullopt;
 }
 
-MaybeError ReadUnsupported(const json& obj) {
+MaybeError ReadUnsupported(const json& obj, ApiKind kind) {
   const json* v = nullptr;
   v = Find(obj, "suffix");
   PC_API_RETURN_IF_ERROR(RejectUnless(obj, "suffix", v && v->is_string() && v->empty(), "suffix"));
-  for (const char* key : {"logit_bias", "tools", "functions"}) {
-    v = Find(obj, key);
-    PC_API_RETURN_IF_ERROR(RejectUnless(obj, key, v && IsEmptyContainer(*v), key));
+  v = Find(obj, "logit_bias");
+  PC_API_RETURN_IF_ERROR(RejectUnless(obj, "logit_bias", v && IsEmptyContainer(*v), "logit_bias"));
+  if (kind == ApiKind::kCompletion) {
+    v = Find(obj, "tools");
+    PC_API_RETURN_IF_ERROR(RejectUnless(obj, "tools", v && IsEmptyContainer(*v), "tools"));
   }
-  // Without tools, "none" and "auto" ask for nothing.
-  for (const char* key : {"tool_choice", "function_call"}) {
-    v = Find(obj, key);
-    PC_API_RETURN_IF_ERROR(
-        RejectUnless(obj, key, v && v->is_string() && (*v == "none" || *v == "auto"), key));
-  }
+  // OpenAI's deprecated form of tools: refused, naming its successor.
+  v = Find(obj, "functions");
+  PC_API_RETURN_IF_ERROR(RejectUnless(obj, "functions", v && IsEmptyContainer(*v),
+                                      "'functions' (deprecated; use 'tools')"));
+  v = Find(obj, "function_call");
+  PC_API_RETURN_IF_ERROR(RejectUnless(obj, "function_call",
+                                      v && v->is_string() && (*v == "none" || *v == "auto"),
+                                      "'function_call' (deprecated; use 'tool_choice')"));
   return std::nullopt;
 }
 
@@ -397,7 +404,8 @@ MaybeError ReadContent(const json& msg, const std::string& param, ApiMessage* ou
   return std::nullopt;
 }
 
-MaybeError ReadMessages(const json& obj, std::vector<ApiMessage>* out) {
+// `ordered`: the body with its keys in order, for the tool fields (null: no tool fields).
+MaybeError ReadMessages(const json& obj, const ojson* ordered, std::vector<ApiMessage>* out) {
   const json* msgs = Find(obj, "messages");
   if (msgs == nullptr) return ApiError::BadRequest("'messages' is required", "messages");
   if (!msgs->is_array()) return WrongType("messages", "an array", *msgs);
@@ -413,7 +421,7 @@ MaybeError ReadMessages(const json& obj, std::vector<ApiMessage>* out) {
     }
     for (const auto& [key, value] : m.items()) {
       if (value.is_null() || key == "role" || key == "content" || key == "cache_control" ||
-          key == "tool_calls") {
+          key == "tool_calls" || key == "tool_call_id" || key == "name") {
         continue;
       }
       return ApiError::BadRequest("'" + p + "." + key + "' is not supported by this server",
@@ -422,14 +430,23 @@ MaybeError ReadMessages(const json& obj, std::vector<ApiMessage>* out) {
     ApiMessage msg;
     msg.role = role->get<std::string>();
     if (msg.role == "developer") msg.role = "system";
-    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant") {
+    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" &&
+        msg.role != "tool") {
       return ApiError::BadRequest("'" + p + ".role' is '" + msg.role +
-                                      "': only system, developer, user and assistant are "
+                                      "': only system, developer, user, assistant and tool are "
                                       "supported",
                                   p + ".role");
     }
-    if (const json* tc = Find(m, "tool_calls"); tc != nullptr && !IsEmptyContainer(*tc)) {
-      return ApiError::BadRequest("tool calls are not supported", p + ".tool_calls", "unsupported");
+    const ojson* om = nullptr;
+    if (ordered != nullptr) {
+      auto it = ordered->find("messages");
+      if (it != ordered->end() && it->is_array() && i < it->size()) om = &(*it)[i];
+    }
+    if (om != nullptr) {
+      PC_API_RETURN_IF_ERROR(ReadMessageToolFields(*om, p, &msg));
+    } else if (msg.role == "tool" || m.contains("tool_calls") || m.contains("tool_call_id") ||
+               m.contains("name")) {
+      PC_API_RETURN_IF_ERROR(ReadMessageToolFields(ojson::parse(m.dump()), p, &msg));
     }
     PC_API_RETURN_IF_ERROR(ReadContent(m, p, &msg));
     PC_API_RETURN_IF_ERROR(ReadCacheControl(m, p, &msg.cache_breakpoint));
@@ -677,10 +694,17 @@ MaybeError ParseObject(std::string_view body, json* out) {
   return std::nullopt;
 }
 
+// The body again with its keys in order, when it may have tool fields (tool definitions and
+// arguments are rendered in the client's order); null otherwise.
+ojson Ordered(std::string_view body) {
+  if (body.find("tool") == std::string_view::npos) return ojson();
+  return ojson::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+}
+
 MaybeError ParseCommon(const json& obj, const RequestLimits& limits, ApiRequest* out) {
   PC_API_RETURN_IF_ERROR(ReadModel(obj, /*required=*/true, &out->model));
   PC_API_RETURN_IF_ERROR(CheckFields(obj, out->kind));
-  PC_API_RETURN_IF_ERROR(ReadUnsupported(obj));
+  PC_API_RETURN_IF_ERROR(ReadUnsupported(obj, out->kind));
   PC_API_RETURN_IF_ERROR(ReadStructuredOutput(obj, out));
   PC_API_RETURN_IF_ERROR(ReadChoicesAndLogprobs(obj, out->kind, out));
   // Scoring a prompt (echo with logprobs) needs no new token: max_tokens 0 is allowed then.
@@ -761,7 +785,10 @@ std::optional<ApiError> ParseChatRequest(std::string_view body, const RequestLim
     out->kind = ApiKind::kChat;
     json obj;
     PC_API_RETURN_IF_ERROR(ParseObject(body, &obj));
-    PC_API_RETURN_IF_ERROR(ReadMessages(obj, &out->messages));
+    const ojson ordered = Ordered(body);
+    const ojson* o = ordered.is_object() ? &ordered : nullptr;
+    PC_API_RETURN_IF_ERROR(ReadMessages(obj, o, &out->messages));
+    if (o != nullptr) PC_API_RETURN_IF_ERROR(ReadTools(*o, out));
     return ParseCommon(obj, limits, out);
   });
 }
@@ -783,7 +810,10 @@ std::optional<ApiError> ParsePrefixRequest(std::string_view body, PrefixRequest*
       return ApiError::BadRequest("give exactly one of 'prompt' and 'messages'",
                                   has_messages ? "messages" : "prompt");
     }
-    if (has_messages) return ReadMessages(obj, &out->messages);
+    if (has_messages) {
+      const ojson ordered = Ordered(body);
+      return ReadMessages(obj, ordered.is_object() ? &ordered : nullptr, &out->messages);
+    }
     return ReadPrompt(*prompt, &out->prompt_text, &out->prompt_tokens, &out->prompt_is_tokens);
   });
 }

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -42,7 +43,17 @@ struct ApiMessage {
   // A `cache_control` breakpoint on the message or one of its parts: pin the prompt up to the
   // end of this message.
   bool cache_breakpoint = false;
+  // Tool use (server/tool_request.h). An assistant's calls as the template sees them:
+  // [{"id", "type": "function", "function": {"name", "arguments"}}], arguments an object when the
+  // client's JSON text is one (null: none); its content is then null unless it has text.
+  nlohmann::ordered_json tool_calls;
+  bool content_null = false;
+  std::string tool_call_id;  // role "tool": the call it answers
+  std::string name;          // role "tool": the function's name, when given
 };
+
+// tool_choice: "none" (tools are not offered), "auto", "required" or one named function.
+enum class ToolChoice { kNone, kAuto, kRequired, kFunction };
 
 enum class ApiKind { kCompletion, kChat };
 
@@ -55,6 +66,12 @@ struct ApiRequest {
   bool prompt_is_tokens = false;
   // Chat completions.
   std::vector<ApiMessage> messages;
+  // Tools offered (chat): the "tools" array as sent, keys in the client's order; null when none
+  // (or []). tool_choice defaults to auto with tools; tool_function names the forced function.
+  nlohmann::ordered_json tools;
+  ToolChoice tool_choice = ToolChoice::kAuto;
+  std::string tool_function;
+  bool tools_offered() const { return !tools.is_null() && tool_choice != ToolChoice::kNone; }
 
   std::optional<int> max_tokens;  // max_completion_tokens, else max_tokens; unset: up to context
   int n = 1;                      // choices

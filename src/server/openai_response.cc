@@ -1,6 +1,7 @@
 #include "server/openai_response.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 namespace promptcache {
@@ -112,6 +113,18 @@ std::string Chunk(const ResponseMeta& meta, ojson choice, bool include_usage) {
   return SseEvent(Dump(j));
 }
 
+// The text of each choice (a result without choices has one, in its own fields).
+std::vector<CompletionChoice> Choices(const CompletionResult& result) {
+  std::vector<CompletionChoice> choices = result.choices;
+  if (choices.empty()) choices.push_back({result.tokens, result.text, result.finish_reason, {}});
+  return choices;
+}
+
+uint64_t Fnv1a(std::string_view s, uint64_t h = 1469598103934665603ull) {
+  for (const unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
 ojson ErrorObject(const ApiError& e) {
   ojson err;
   err["message"] = e.message;
@@ -167,24 +180,58 @@ ojson LogprobsJson(const ResponseMeta& meta, const std::vector<TokenLogprob>& lp
           {"text_offset", std::move(offsets)}};
 }
 
+std::string ToolCallId(const ResponseMeta& meta, int choice, int call) {
+  const std::string seed = meta.id + "/" + std::to_string(choice) + "/" + std::to_string(call);
+  uint64_t h = Fnv1a(seed);
+  if (meta.tool_format == ToolCallFormat::kMistral) {
+    static const char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    std::string id;
+    for (int i = 0; i < 9; ++i, h /= 62) id += kAlnum[h % 62];
+    return id;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%016llx%08llx", static_cast<unsigned long long>(h),
+                static_cast<unsigned long long>(Fnv1a(seed, h) & 0xffffffffull));
+  return "call_" + std::string(buf);
+}
+
+ojson ToolCallsJson(const ResponseMeta& meta, int choice, const std::vector<ToolCall>& calls) {
+  ojson out = ojson::array();
+  for (size_t k = 0; k < calls.size(); ++k) {
+    out.push_back({{"id", ToolCallId(meta, choice, static_cast<int>(k))},
+                   {"type", "function"},
+                   {"function", {{"name", calls[k].name}, {"arguments", calls[k].arguments}}}});
+  }
+  return out;
+}
+
 std::string CompletionBody(const ResponseMeta& meta, const CompletionResult& result) {
   ojson j = Envelope(meta, false);
-  std::vector<CompletionChoice> choices = result.choices;
-  if (choices.empty()) choices.push_back({result.tokens, result.text, result.finish_reason, {}});
+  const std::vector<CompletionChoice> choices = Choices(result);
   j["choices"] = ojson::array();
   for (size_t i = 0; i < choices.size(); ++i) {
     const CompletionChoice& c = choices[i];
     ojson choice;
     choice["index"] = i;
+    std::string finish_reason = c.finish_reason;
     if (meta.kind == ApiKind::kChat) {
-      choice["message"] = {{"role", "assistant"}, {"content", c.text}, {"refusal", nullptr}};
+      // The parsed content: the text itself, but for a format's marker before it (Functionary).
+      const ParsedOutput parsed = ParseToolCalls(meta.tool_format, c.text);
+      choice["message"] = {
+          {"role", "assistant"}, {"content", parsed.content}, {"refusal", nullptr}};
+      if (!parsed.calls.empty()) {
+        const bool blank = parsed.content.find_first_not_of(" \t\r\n") == std::string::npos;
+        choice["message"]["content"] = blank ? ojson() : ojson(parsed.content);
+        choice["message"]["tool_calls"] = ToolCallsJson(meta, static_cast<int>(i), parsed.calls);
+        finish_reason = "tool_calls";
+      }
     } else {
       choice["text"] = meta.echo ? meta.prompt_text + c.text : c.text;
     }
     choice["logprobs"] = meta.logprobs ? LogprobsJson(meta, c.logprobs, 0,
                                                       meta.echo ? &result.prompt_logprobs : nullptr)
                                        : ojson();
-    choice["finish_reason"] = c.finish_reason;
+    choice["finish_reason"] = finish_reason;
     j["choices"].push_back(std::move(choice));
   }
   j["usage"] = Usage(result);
@@ -212,17 +259,47 @@ std::string StreamTextChunk(const ResponseMeta& meta, const std::string& text, b
 
 std::string StreamFinishChunk(const ResponseMeta& meta, const CompletionResult& result,
                               bool include_usage) {
-  const size_t n = std::max<size_t>(1, result.choices.size());
+  const std::vector<CompletionChoice> choices = Choices(result);
+  const size_t n = choices.size();
   std::string out;
   for (size_t i = 0; i < n; ++i) {
     ojson j = Envelope(meta, true);
-    const std::string& reason =
-        result.choices.empty() ? result.finish_reason : result.choices[i].finish_reason;
+    std::string reason = choices[i].finish_reason;
+    if (meta.kind == ApiKind::kChat &&
+        !ParseToolCalls(meta.tool_format, choices[i].text).calls.empty()) {
+      reason = "tool_calls";
+    }
     j["choices"] = ojson::array(
         {StreamChoice(meta.kind, ojson::object(), "", ojson(reason), static_cast<int>(i))});
     if (include_usage) j["usage"] = nullptr;
     if (i + 1 == n) j["timings"] = Timings(result);
     out += SseEvent(Dump(j));
+  }
+  return out;
+}
+
+std::string StreamToolCallChunks(const ResponseMeta& meta, const std::vector<ToolCall>& calls,
+                                 bool include_usage, int index) {
+  std::string out;
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const ojson head = {{"index", k},
+                        {"id", ToolCallId(meta, index, static_cast<int>(k))},
+                        {"type", "function"},
+                        {"function", {{"name", calls[k].name}, {"arguments", ""}}}};
+    out += Chunk(
+        meta, StreamChoice(meta.kind, {{"tool_calls", ojson::array({head})}}, "", nullptr, index),
+        include_usage);
+    // The arguments in two pieces (cut between ASCII bytes), as a client must be able to join.
+    const std::string& args = calls[k].arguments;
+    size_t cut = args.size() / 2;
+    while (cut > 0 && static_cast<unsigned char>(args[cut]) >= 0x80) --cut;
+    for (const std::string& piece : {args.substr(0, cut), args.substr(cut)}) {
+      if (piece.empty()) continue;
+      const ojson part = {{"index", k}, {"function", {{"arguments", piece}}}};
+      out += Chunk(
+          meta, StreamChoice(meta.kind, {{"tool_calls", ojson::array({part})}}, "", nullptr, index),
+          include_usage);
+    }
   }
   return out;
 }

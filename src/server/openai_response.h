@@ -16,6 +16,7 @@
 
 #include "promptcache/engine.h"
 #include "server/openai_request.h"
+#include "server/tool_calls.h"
 
 namespace promptcache {
 
@@ -34,7 +35,20 @@ struct ResponseMeta {
   bool echo = false;
   std::string prompt_text;
   std::vector<int32_t> prompt_tokens;
+  // Chat with tools offered: each choice's text is read for calls in this format (kNone: the
+  // text is the content). A choice with calls has them in `tool_calls`, the text before them as
+  // content (null when blank) and finish_reason "tool_calls".
+  ToolCallFormat tool_format = ToolCallFormat::kNone;
 };
+
+// The id of call `call` of choice `choice`: derived from the response's id, so that a stream and
+// a retry of the parse give the same. "call_" and 24 hex digits; for kMistral 9 letters and
+// digits, the only ids its template accepts back.
+std::string ToolCallId(const ResponseMeta& meta, int choice, int call);
+// The calls as OpenAI's message.tool_calls: [{"id", "type": "function", "function": {"name",
+// "arguments"}}].
+nlohmann::ordered_json ToolCallsJson(const ResponseMeta& meta, int choice,
+                                     const std::vector<ToolCall>& calls);
 
 // A choice's "logprobs" object: chat's {"content": [{token, logprob, bytes, top_logprobs}]},
 // or completions' {"tokens", "token_logprobs", "top_logprobs", "text_offset"} (offsets in bytes
@@ -64,6 +78,10 @@ std::string StreamTextChunk(const ResponseMeta& meta, const std::string& text, b
 // the timings.
 std::string StreamFinishChunk(const ResponseMeta& meta, const CompletionResult& result,
                               bool include_usage);
+// A choice's calls as streamed deltas, as OpenAI's clients accumulate them: per call a chunk
+// with its index, id, type and name (arguments ""), then its arguments in pieces.
+std::string StreamToolCallChunks(const ResponseMeta& meta, const std::vector<ToolCall>& calls,
+                                 bool include_usage, int index);
 // The usage chunk sent when stream_options.include_usage is set: choices [] and usage.
 std::string StreamUsageChunk(const ResponseMeta& meta, const CompletionResult& result);
 // An error after the stream has started (the status line is already sent): {"error": {...}}.

@@ -1,6 +1,7 @@
 #include "server/prompt_encoder.h"
 
 #include <algorithm>
+#include <ctime>
 
 namespace promptcache {
 
@@ -8,7 +9,11 @@ PromptEncoder::PromptEncoder(const Tokenizer& tokenizer, std::string_view chat_t
                              bool trust_clients)
     : tok_(tokenizer),
       template_(chat_template, ChatTemplateOptions(tokenizer)),
-      trust_clients_(trust_clients) {}
+      trust_clients_(trust_clients),
+      tool_format_(template_.uses_jinja() ? DetectToolCallFormat(chat_template)
+                                          : ToolCallFormat::kNone),
+      arguments_as_text_(
+          TakesArgumentsAsText(template_, ToolTemplateVariables(tool_format_, nullptr, {}))) {}
 
 Result<std::vector<int32_t>> PromptEncoder::FromPrompt(const std::string& text,
                                                        const std::vector<int32_t>& ids,
@@ -34,25 +39,96 @@ std::vector<int32_t> PromptEncoder::EncodeChat(const MarkedText& text) const {
   return tok_.Encode(text, /*add_bos=*/true);
 }
 
+namespace {
+
+// A message as chat templates see it (OpenAI's shape, as Hugging Face passes it): role and
+// content, plus an assistant's tool_calls (content null when it has none) or a tool result's
+// tool_call_id and name.
+nlohmann::ordered_json MessageJson(const ApiMessage& m, bool arguments_as_text) {
+  nlohmann::ordered_json j = {{"role", m.role}, {"content", m.content}};
+  if (!m.tool_calls.is_null()) {
+    if (m.content_null) j["content"] = nullptr;
+    j["tool_calls"] = m.tool_calls;
+    for (auto& call : j["tool_calls"]) {
+      auto& args = call["function"]["arguments"];
+      if (arguments_as_text && args.is_object()) args = args.dump();
+    }
+  }
+  if (m.role == "tool") {
+    j["tool_call_id"] = m.tool_call_id;
+    if (!m.name.empty()) j["name"] = m.name;
+  }
+  return j;
+}
+
+}  // namespace
+
+bool TakesArgumentsAsText(const ChatTemplate& chat, const nlohmann::ordered_json& variables) {
+  if (!chat.uses_jinja()) return false;
+  auto renders = [&](const nlohmann::ordered_json& arguments) {
+    ChatInput input;
+    input.add_generation_prompt = false;
+    input.extra_variables = variables;
+    input.messages.push_back({{"role", "user"}, {"content", "x"}});
+    nlohmann::ordered_json call = {{"id", "abcDEF123"},  // 9 characters, as Mistral's must be
+                                   {"type", "function"},
+                                   {"function", {{"name", "f"}, {"arguments", arguments}}}};
+    input.messages.push_back({{"role", "assistant"},
+                              {"content", nullptr},
+                              {"tool_calls", nlohmann::ordered_json::array({call})}});
+    return chat.Render(input).ok();
+  };
+  return !renders({{"a", 1}}) && renders("{\"a\":1}");
+}
+
+nlohmann::ordered_json ToolTemplateVariables(ToolCallFormat format,
+                                             const nlohmann::ordered_json& tools,
+                                             const std::tm& now) {
+  if (format != ToolCallFormat::kFireFunction) return nullptr;
+  char datetime[64];
+  std::strftime(datetime, sizeof(datetime), "%b %d %Y %H:%M:%S GMT", &now);
+  return {{"functions", tools.is_null() ? "" : tools.dump(2)}, {"datetime", datetime}};
+}
+
+ChatInput RequestChatInput(const std::vector<ApiMessage>& messages, bool add_generation_prompt,
+                           const nlohmann::ordered_json& tools, bool arguments_as_text) {
+  ChatInput chat;
+  chat.tools = tools;
+  chat.add_generation_prompt = add_generation_prompt;
+  for (const ApiMessage& m : messages) chat.messages.push_back(MessageJson(m, arguments_as_text));
+  return chat;
+}
+
 Result<BuiltPrompt> PromptEncoder::FromMessages(const std::vector<ApiMessage>& messages,
-                                                bool add_generation_prompt) const {
+                                                bool add_generation_prompt,
+                                                const nlohmann::ordered_json& tools) const {
   if (messages.empty()) return InvalidArgument("'messages' must not be empty");
-  std::vector<ChatMessage> chat;
+  ChatInput chat = RequestChatInput(messages, add_generation_prompt, tools, arguments_as_text_);
+  if (tool_format_ == ToolCallFormat::kFireFunction) {
+    // The day, not the second: a prompt that changed every second would never share a cached
+    // prefix past the system turn, and sampling would not repeat.
+    const std::time_t t = std::time(nullptr);
+    std::tm today{};
+    gmtime_r(&t, &today);
+    today.tm_hour = today.tm_min = today.tm_sec = 0;
+    chat.extra_variables = ToolTemplateVariables(tool_format_, tools, today);
+  }
   int last_breakpoint = -1;
   for (size_t i = 0; i < messages.size(); ++i) {
-    chat.push_back({messages[i].role, messages[i].content});
     if (messages[i].cache_breakpoint) last_breakpoint = static_cast<int>(i);
   }
-  Result<MarkedText> text = template_.Render(chat, add_generation_prompt);
+  Result<MarkedText> text = template_.Render(chat);
   if (!text.ok()) return text.status();
   BuiltPrompt out;
   out.tokens = EncodeChat(*text);
   if (out.tokens.empty()) return InvalidArgument("the rendered conversation is empty");
   if (last_breakpoint >= 0) {
-    const std::vector<ChatMessage> prefix(chat.begin(), chat.begin() + last_breakpoint + 1);
+    ChatInput prefix = chat;
+    prefix.messages.erase(prefix.messages.begin() + last_breakpoint + 1, prefix.messages.end());
+    prefix.add_generation_prompt = false;
     // A template may refuse a conversation cut short (one that must end with a user turn, say):
     // the breakpoint then pins nothing rather than failing the request.
-    Result<MarkedText> prefix_text = template_.Render(prefix, /*add_generation_prompt=*/false);
+    Result<MarkedText> prefix_text = template_.Render(prefix);
     if (!prefix_text.ok()) return out;
     const std::vector<int32_t> prefix_tokens = EncodeChat(*prefix_text);
     const size_t n = std::min(prefix_tokens.size(), out.tokens.size());
@@ -66,7 +142,8 @@ Result<BuiltPrompt> PromptEncoder::FromMessages(const std::vector<ApiMessage>& m
 Result<BuiltPrompt> PromptEncoder::Build(const ApiRequest& request) const {
   BuiltPrompt out;
   if (request.kind == ApiKind::kChat) {
-    PC_ASSIGN_OR_RETURN(out, FromMessages(request.messages, /*add_generation_prompt=*/true));
+    PC_ASSIGN_OR_RETURN(out, FromMessages(request.messages, /*add_generation_prompt=*/true,
+                                          request.tools_offered() ? request.tools : nullptr));
   } else {
     PC_ASSIGN_OR_RETURN(out.tokens, FromPrompt(request.prompt_text, request.prompt_tokens,
                                                request.prompt_is_tokens));

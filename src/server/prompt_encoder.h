@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <ctime>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "core/status.h"
 #include "engine/chat_template.h"
 #include "server/openai_request.h"
+#include "server/tool_calls.h"
 #include "tokenizer/tokenizer.h"
 
 namespace promptcache {
@@ -29,6 +31,28 @@ struct BuiltPrompt {
   int pin_tokens = 0;
 };
 
+// A request's conversation as the chat template sees it: each message's role and content, an
+// assistant's tool_calls (content null when it had none), a tool result's tool_call_id and name;
+// `tools` (null: none) as the template's `tools` variable. `arguments_as_text`: a call's
+// arguments that are an object go to the template as their compact JSON text
+// (TakesArgumentsAsText).
+ChatInput RequestChatInput(const std::vector<ApiMessage>& messages, bool add_generation_prompt,
+                           const nlohmann::ordered_json& tools, bool arguments_as_text = false);
+
+// Whether `chat` refuses an earlier call's arguments as an object but renders them as JSON text:
+// templates that concatenate them ('>>>' + name + '\n' + arguments: Functionary v3.2, DeepSeek
+// R1). Probed once with a one-call conversation, as llama.cpp probes its templates.
+// `variables`: ToolTemplateVariables, which such a template may need to render at all.
+bool TakesArgumentsAsText(const ChatTemplate& chat,
+                          const nlohmann::ordered_json& variables = nullptr);
+
+// The variables a format's template reads besides `tools`, null for none: FireFunction v2's
+// `functions` (the tools' JSON indented by 2, "" for none) and `datetime` ("Jul 26 2024
+// 10:30:00 GMT", `now` in UTC), as its model's own server (and llama.cpp) passes them.
+nlohmann::ordered_json ToolTemplateVariables(ToolCallFormat format,
+                                             const nlohmann::ordered_json& tools,
+                                             const std::tm& now);
+
 class PromptEncoder {
  public:
   // `chat_template` is the model's tokenizer.chat_template (may be empty: plain transcript).
@@ -37,6 +61,8 @@ class PromptEncoder {
                 bool trust_clients = false);
 
   const ChatTemplate& chat_template() const { return template_; }
+  // How the template's model writes tool calls (kNone when it is not rendered as Jinja).
+  ToolCallFormat tool_format() const { return tool_format_; }
 
   // Text encoded with the vocabulary's BOS (if it adds one), or client-given ids checked to be
   // in range. InvalidArgument for an empty prompt or an id outside the vocabulary.
@@ -44,9 +70,11 @@ class PromptEncoder {
                                           bool is_tokens) const;
   // The conversation through the chat template (the model's own Jinja template, or the
   // fallback family with its default system prompt), ready for the assistant's turn when
-  // add_generation_prompt is set. pin_tokens covers the last cache_control breakpoint.
+  // add_generation_prompt is set. pin_tokens covers the last cache_control breakpoint. `tools`:
+  // the tools offered (the template's `tools` variable), null for none.
   Result<BuiltPrompt> FromMessages(const std::vector<ApiMessage>& messages,
-                                   bool add_generation_prompt) const;
+                                   bool add_generation_prompt,
+                                   const nlohmann::ordered_json& tools = nullptr) const;
 
   // The whole request: its prompt and what to pin (the `cache.pin` field pins everything).
   Result<BuiltPrompt> Build(const ApiRequest& request) const;
@@ -58,6 +86,8 @@ class PromptEncoder {
   const Tokenizer& tok_;
   ChatTemplate template_;
   bool trust_clients_;
+  ToolCallFormat tool_format_;
+  bool arguments_as_text_;  // TakesArgumentsAsText
 };
 
 }  // namespace promptcache

@@ -29,7 +29,11 @@ Vocab Load(const std::string& relative) {
 }
 
 ApiMessage Msg(std::string role, std::string content, bool breakpoint = false) {
-  return ApiMessage{std::move(role), std::move(content), breakpoint};
+  ApiMessage m;
+  m.role = std::move(role);
+  m.content = std::move(content);
+  m.cache_breakpoint = breakpoint;
+  return m;
 }
 
 // The first n tokens of a and b agree.

@@ -190,7 +190,11 @@ TEST(SchemaApi, ModularPromptFromFields) {
   chat.kind = ApiKind::kChat;
   chat.schema = "support";
   chat.modules.push_back(PmlModuleRef{"fr", {}, {}, {}});
-  chat.messages = {{"system", "Be brief.", false}, {"user", "Bonjour", false}};
+  chat.messages.resize(2);
+  chat.messages[0].role = "system";
+  chat.messages[0].content = "Be brief.";
+  chat.messages[1].role = "user";
+  chat.messages[1].content = "Bonjour";
   Result<PmlPrompt> p = ModularPrompt(chat);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->file, "request");

@@ -1,0 +1,395 @@
+#include "server/tool_calls.h"
+
+#include <cctype>
+#include <nlohmann/json.hpp>
+
+#include "grammar/json_schema.h"
+
+namespace promptcache {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+constexpr std::string_view kHermesOpen = "<tool_call>";
+constexpr std::string_view kHermesClose = "</tool_call>";
+constexpr std::string_view kMistralMarker = "[TOOL_CALLS]";
+constexpr std::string_view kPythonTag = "<|python_tag|>";
+constexpr std::string_view kRecipient = ">>>";            // Functionary: before each message part
+constexpr std::string_view kToAll = "all\n";              // Functionary: the part that is text
+constexpr std::string_view kFunctionOpen = "<function=";  // Functionary v3.1
+constexpr std::string_view kFunctionClose = "</function>";
+constexpr std::string_view kFunctools = "functools";  // FireFunction v2, before its array
+constexpr std::string_view kSpace = " \t\r\n";
+
+std::string_view Trim(std::string_view s) {
+  const size_t b = s.find_first_not_of(kSpace);
+  if (b == std::string_view::npos) return {};
+  return s.substr(b, s.find_last_not_of(kSpace) - b + 1);
+}
+
+// Where a prefix of `marker` ends `text` (the marker may be arriving), or npos.
+size_t PartialAtEnd(std::string_view text, std::string_view marker) {
+  for (size_t k = std::min(marker.size() - 1, text.size()); k > 0; --k) {
+    if (text.substr(text.size() - k) == marker.substr(0, k)) return text.size() - k;
+  }
+  return std::string_view::npos;
+}
+
+// A marker in `text`, whole or arriving at its end.
+size_t MarkerStart(std::string_view text, std::string_view marker) {
+  const size_t at = text.find(marker);
+  return at != std::string_view::npos ? at : PartialAtEnd(text, marker);
+}
+
+// A call object: a non-empty string "name" and arguments under one of `keys`, an object or an
+// object's JSON text (absent: none).
+bool ReadCall(const ojson& j, ToolCall* out) {
+  if (!j.is_object()) return false;
+  auto name = j.find("name");
+  if (name == j.end() || !name->is_string() || name->get<std::string>().empty()) return false;
+  out->name = name->get<std::string>();
+  ojson args = ojson::object();
+  for (const char* key : {"arguments", "parameters"}) {
+    auto a = j.find(key);
+    if (a == j.end()) continue;
+    args = *a;
+    if (args.is_string()) args = ojson::parse(args.get<std::string>(), nullptr, false);
+    break;
+  }
+  if (!args.is_object()) return false;
+  out->arguments = args.dump();
+  return true;
+}
+
+ojson ParseJson(std::string_view text) {
+  return ojson::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+}
+
+// <tool_call>{...}</tool_call>, one or more, whitespace between; the last may lack its closing
+// tag (generation stopped at the end of the turn).
+bool ParseHermes(std::string_view rest, std::vector<ToolCall>* calls) {
+  while (true) {
+    const size_t b = rest.find_first_not_of(kSpace);
+    if (b == std::string_view::npos) return !calls->empty();
+    rest.remove_prefix(b);
+    if (rest.substr(0, kHermesOpen.size()) != kHermesOpen) return false;
+    rest.remove_prefix(kHermesOpen.size());
+    const size_t close = rest.find(kHermesClose);
+    ToolCall call;
+    if (!ReadCall(ParseJson(Trim(rest.substr(0, close))), &call)) return false;
+    calls->push_back(std::move(call));
+    if (close == std::string_view::npos) return true;
+    rest.remove_prefix(close + kHermesClose.size());
+  }
+}
+
+bool ParseArray(std::string_view rest, std::vector<ToolCall>* calls) {
+  const ojson j = ParseJson(Trim(rest));
+  if (!j.is_array() || j.empty()) return false;
+  for (const ojson& item : j) {
+    ToolCall call;
+    if (!ReadCall(item, &call)) return false;
+    calls->push_back(std::move(call));
+  }
+  return true;
+}
+
+bool IsToolName(std::string_view s) {
+  if (s.empty()) return false;
+  for (const char c : s) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) return false;
+  }
+  return true;
+}
+
+// Functionary v3.2's calls: "name\n{...}" parts, each after ">>>" but the first when
+// `first_bare` (the generation prompt wrote its ">>>"). Arguments end at a ">>>" (or the text's
+// end) where they are an object's JSON, so a ">>>" inside a string argument does not split them.
+bool ParseFunctionaryV32(std::string_view rest, bool first_bare, std::vector<ToolCall>* calls) {
+  while (true) {
+    if (!(first_bare && calls->empty())) {
+      if (Trim(rest).empty() && !calls->empty()) return true;
+      if (rest.substr(0, kRecipient.size()) != kRecipient) return false;
+      rest.remove_prefix(kRecipient.size());
+    }
+    const size_t eol = rest.find('\n');
+    if (eol == std::string_view::npos || !IsToolName(rest.substr(0, eol))) return false;
+    ToolCall call;
+    call.name = std::string(rest.substr(0, eol));
+    if (call.name == "all") return false;  // text after calls: not this format's order
+    rest.remove_prefix(eol + 1);
+    size_t end = 0;
+    ojson args;
+    do {
+      end = rest.find(kRecipient, end == 0 ? 0 : end + 1);
+      args = ParseJson(Trim(rest.substr(0, end)));
+    } while (!args.is_object() && end != std::string_view::npos);
+    if (!args.is_object()) return false;
+    call.arguments = args.dump();
+    calls->push_back(std::move(call));
+    if (end == std::string_view::npos) return true;
+    rest.remove_prefix(end);
+  }
+}
+
+// Arguments, an object's JSON, that end at the first `end` after which they parse (so an `end`
+// inside a string argument does not cut them), or at the text's end. *used: through `end`.
+bool ReadArgumentsUntil(std::string_view rest, std::string_view end, ToolCall* call, size_t* used) {
+  size_t at = std::string_view::npos;
+  ojson args;
+  do {
+    at = rest.find(end, at == std::string_view::npos ? 0 : at + 1);
+    args = ParseJson(Trim(rest.substr(0, at)));
+  } while (!args.is_object() && at != std::string_view::npos);
+  if (!args.is_object()) return false;
+  call->arguments = args.dump();
+  *used = at == std::string_view::npos ? rest.size() : at + end.size();
+  return true;
+}
+
+// Functionary v3.1: <function=name>{...}</function>, one or more, whitespace between; the last
+// may lack its closing tag.
+bool ParseFunctionaryV31(std::string_view rest, std::vector<ToolCall>* calls) {
+  while (true) {
+    const size_t b = rest.find_first_not_of(kSpace);
+    if (b == std::string_view::npos) return !calls->empty();
+    rest.remove_prefix(b);
+    if (rest.substr(0, kFunctionOpen.size()) != kFunctionOpen) return false;
+    rest.remove_prefix(kFunctionOpen.size());
+    const size_t gt = rest.find('>');
+    if (gt == std::string_view::npos || !IsToolName(rest.substr(0, gt))) return false;
+    ToolCall call;
+    call.name = std::string(rest.substr(0, gt));
+    rest.remove_prefix(gt + 1);
+    size_t used = 0;
+    if (!ReadArgumentsUntil(rest, kFunctionClose, &call, &used)) return false;
+    calls->push_back(std::move(call));
+    rest.remove_prefix(used);
+  }
+}
+
+// A GBNF string literal for `text`.
+std::string Literal(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string_view ToolCallFormatName(ToolCallFormat format) {
+  switch (format) {
+    case ToolCallFormat::kHermes:
+      return "hermes";
+    case ToolCallFormat::kLlama3:
+      return "llama3_json";
+    case ToolCallFormat::kMistral:
+      return "mistral";
+    case ToolCallFormat::kFunctionaryV32:
+      return "functionary_v3_2";
+    case ToolCallFormat::kFunctionaryV31:
+      return "functionary_v3_1";
+    case ToolCallFormat::kFireFunction:
+      return "firefunction_v2";
+    case ToolCallFormat::kNone:
+      break;
+  }
+  return "none";
+}
+
+ToolCallFormat DetectToolCallFormat(std::string_view t) {
+  auto has = [&](std::string_view s) { return t.find(s) != std::string_view::npos; };
+  if (has(kHermesOpen)) return ToolCallFormat::kHermes;
+  if (has(kMistralMarker)) return ToolCallFormat::kMistral;
+  if (has(">>>${recipient}")) return ToolCallFormat::kFunctionaryV32;
+  if (has(kFunctionOpen)) return ToolCallFormat::kFunctionaryV31;
+  if (has("functools[")) return ToolCallFormat::kFireFunction;
+  if (has("<|start_header_id|>") && has("\"parameters\": ")) return ToolCallFormat::kLlama3;
+  return ToolCallFormat::kNone;
+}
+
+size_t ToolContentBegin(ToolCallFormat format, std::string_view text) {
+  if (format != ToolCallFormat::kFunctionaryV32) return 0;
+  const size_t p = text.substr(0, kRecipient.size()) == kRecipient ? kRecipient.size() : 0;
+  return text.substr(p, kToAll.size()) == kToAll ? p + kToAll.size() : 0;
+}
+
+size_t ToolCallStart(ToolCallFormat format, std::string_view text) {
+  const size_t first = text.find_first_not_of(kSpace);
+  size_t at = text.size();
+  switch (format) {
+    case ToolCallFormat::kNone:
+      return text.size();
+    case ToolCallFormat::kHermes:
+      at = std::min(at, MarkerStart(text, kHermesOpen));
+      break;
+    case ToolCallFormat::kFunctionaryV31:
+      at = std::min(at, MarkerStart(text, kFunctionOpen));
+      break;
+    case ToolCallFormat::kFireFunction:
+      at = std::min(at, MarkerStart(text, "functools["));
+      break;
+    case ToolCallFormat::kMistral:
+      at = std::min(at, MarkerStart(text, kMistralMarker));
+      if (first == std::string_view::npos) return 0;
+      if (text[first] == '[') at = std::min(at, first);
+      break;
+    case ToolCallFormat::kFunctionaryV32: {
+      // Until "all\n" has come, the output may be a call: hold it all.
+      const size_t begin = ToolContentBegin(format, text);
+      if (begin == 0) return 0;
+      const size_t next = MarkerStart(text.substr(begin), kRecipient);
+      return next == std::string_view::npos ? at : begin + next;
+    }
+    case ToolCallFormat::kLlama3: {
+      if (first == std::string_view::npos) return 0;
+      const std::string_view rest = text.substr(first);
+      const size_t n = std::min(rest.size(), kPythonTag.size());
+      if (rest[0] == '{' || rest.substr(0, n) == kPythonTag.substr(0, n)) at = first;
+      break;
+    }
+  }
+  return at;
+}
+
+ParsedOutput ParseToolCalls(ToolCallFormat format, std::string_view text) {
+  ParsedOutput out;
+  if (format == ToolCallFormat::kFunctionaryV32) {
+    const size_t begin = ToolContentBegin(format, text);
+    std::string_view rest = text.substr(begin);
+    size_t start = 0;
+    if (begin > 0) {
+      start = rest.find(kRecipient);
+      if (start != std::string_view::npos) rest.remove_prefix(start);
+    } else if (rest.substr(0, kRecipient.size()) == kRecipient) {
+      rest.remove_prefix(kRecipient.size());
+    }
+    if (start == std::string_view::npos || !ParseFunctionaryV32(rest, begin == 0, &out.calls)) {
+      out.calls.clear();
+      out.content = std::string(text.substr(begin));
+      return out;
+    }
+    out.content = std::string(text.substr(begin, start));
+    return out;
+  }
+  std::string_view rest;
+  size_t start = std::string_view::npos;
+  const size_t first = text.find_first_not_of(kSpace);
+  switch (format) {
+    case ToolCallFormat::kNone:
+    case ToolCallFormat::kFunctionaryV32:  // above
+      break;
+    case ToolCallFormat::kHermes:
+      start = text.find(kHermesOpen);
+      if (start != std::string_view::npos) rest = text.substr(start);
+      break;
+    case ToolCallFormat::kFunctionaryV31:
+      start = text.find(kFunctionOpen);
+      if (start != std::string_view::npos) rest = text.substr(start);
+      break;
+    case ToolCallFormat::kFireFunction:
+      start = text.find("functools[");
+      if (start != std::string_view::npos) rest = text.substr(start + kFunctools.size());
+      break;
+    case ToolCallFormat::kMistral:
+      start = text.find(kMistralMarker);
+      if (start != std::string_view::npos) {
+        rest = text.substr(start + kMistralMarker.size());
+      } else if (first != std::string_view::npos && text[first] == '[') {
+        start = first;
+        rest = text.substr(first);
+      }
+      break;
+    case ToolCallFormat::kLlama3:
+      if (first == std::string_view::npos) break;
+      start = first;
+      rest = text.substr(first);
+      if (rest.substr(0, kPythonTag.size()) == kPythonTag) rest.remove_prefix(kPythonTag.size());
+      break;
+  }
+  bool ok = false;
+  if (start != std::string_view::npos) {
+    if (format == ToolCallFormat::kHermes) {
+      ok = ParseHermes(rest, &out.calls);
+    } else if (format == ToolCallFormat::kFunctionaryV31) {
+      ok = ParseFunctionaryV31(rest, &out.calls);
+    } else if (format == ToolCallFormat::kMistral || format == ToolCallFormat::kFireFunction) {
+      ok = ParseArray(rest, &out.calls);
+    } else {
+      ToolCall call;
+      ok = ReadCall(ParseJson(Trim(rest)), &call);
+      if (ok) out.calls.push_back(std::move(call));
+    }
+  }
+  if (!ok) {
+    out.calls.clear();
+    out.content = std::string(text);
+    return out;
+  }
+  out.content = std::string(text.substr(0, start));
+  return out;
+}
+
+Result<std::string> ToolCallGbnf(ToolCallFormat format, const std::vector<ToolSpec>& tools,
+                                 int* failed_tool) {
+  if (format == ToolCallFormat::kNone) {
+    return InvalidArgument("the chat template shows no tool-call format this server knows");
+  }
+  if (tools.empty()) return InvalidArgument("no tools to call");
+  const char* args_key = format == ToolCallFormat::kLlama3 ? "parameters" : "arguments";
+  std::string calls, rules;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string& p = tools[i].parameters;
+    std::string top;
+    Result<std::string> r = JsonSchemaRules(
+        Trim(p).empty() || Trim(p) == "{}" ? R"({"type": "object", "properties": {}})" : p,
+        "tool" + std::to_string(i) + "x", &top);
+    if (!r.ok()) {
+      if (failed_tool != nullptr) *failed_tool = static_cast<int>(i);
+      return r.status();
+    }
+    const std::string rule = "tool" + std::to_string(i);
+    if (format == ToolCallFormat::kFunctionaryV32) {
+      rules += rule + " ::= " + Literal(tools[i].name + "\n") + " " + top + "\n" + *r;
+    } else if (format == ToolCallFormat::kFunctionaryV31) {
+      rules += rule + " ::= " + Literal("<function=" + tools[i].name + ">") + " " + top + " " +
+               Literal(kFunctionClose) + "\n" + *r;
+    } else {
+      const std::string head =
+          "{\"name\": " + ojson(tools[i].name).dump() + ", \"" + args_key + "\": ";
+      rules += rule + " ::= " + Literal(head) + " " + top + " \"}\"\n" + *r;
+    }
+    calls += (calls.empty() ? "" : " | ") + rule;
+  }
+  std::string root;
+  switch (format) {
+    case ToolCallFormat::kHermes:
+      root = Literal("<tool_call>\n") + " call " + Literal("\n</tool_call>");
+      break;
+    case ToolCallFormat::kMistral:
+      root = "\"[\" call \"]\"";
+      break;
+    case ToolCallFormat::kFireFunction:
+      root = "\" functools[\" call \"]\"";
+      break;
+    default:
+      root = "call";
+      break;
+  }
+  return "root ::= " + root + "\ncall ::= " + calls + "\n" + rules + JsonSharedGbnf();
+}
+
+}  // namespace promptcache
