@@ -132,9 +132,11 @@ void CheckResponses(const ApiRequest& r) {
   CheckSse(StreamFinishChunk(meta, result, r.include_usage));
   CheckSse(StreamUsageChunk(meta, result));
   if (r.kind != ApiKind::kChat) return;
-  for (ToolCallFormat f : {ToolCallFormat::kHermes, ToolCallFormat::kLlama3,
-                           ToolCallFormat::kMistral, ToolCallFormat::kFunctionaryV32,
-                           ToolCallFormat::kFunctionaryV31, ToolCallFormat::kFireFunction}) {
+  for (ToolCallFormat f :
+       {ToolCallFormat::kHermes, ToolCallFormat::kLlama3, ToolCallFormat::kMistral,
+        ToolCallFormat::kFunctionaryV32, ToolCallFormat::kFunctionaryV31,
+        ToolCallFormat::kFireFunction, ToolCallFormat::kCommandRPlus, ToolCallFormat::kCommandR7B,
+        ToolCallFormat::kDeepSeekR1}) {
     meta.tool_format = f;
     CheckJson(CompletionBody(meta, result), "completion body with tools is JSON");
     CheckSse(StreamFinishChunk(meta, result, r.include_usage));

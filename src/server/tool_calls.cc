@@ -20,6 +20,15 @@ constexpr std::string_view kFunctionOpen = "<function=";  // Functionary v3.1
 constexpr std::string_view kFunctionClose = "</function>";
 constexpr std::string_view kFunctools = "functools";  // FireFunction v2, before its array
 constexpr std::string_view kSpace = " \t\r\n";
+constexpr std::string_view kAction = "Action:";  // Command R+, before its ```json array
+constexpr std::string_view kFence = "```";
+constexpr std::string_view kActionOpen = "<|START_ACTION|>";  // Command R7B
+constexpr std::string_view kActionClose = "<|END_ACTION|>";
+constexpr std::string_view kDsCallsBegin = "<｜tool▁calls▁begin｜>";  // DeepSeek R1
+constexpr std::string_view kDsCallsEnd = "<｜tool▁calls▁end｜>";
+constexpr std::string_view kDsCallBegin = "<｜tool▁call▁begin｜>";
+constexpr std::string_view kDsCallEnd = "<｜tool▁call▁end｜>";
+constexpr std::string_view kDsSep = "<｜tool▁sep｜>";
 
 std::string_view Trim(std::string_view s) {
   const size_t b = s.find_first_not_of(kSpace);
@@ -41,11 +50,11 @@ size_t MarkerStart(std::string_view text, std::string_view marker) {
   return at != std::string_view::npos ? at : PartialAtEnd(text, marker);
 }
 
-// A call object: a non-empty string "name" and arguments under one of `keys`, an object or an
-// object's JSON text (absent: none).
-bool ReadCall(const ojson& j, ToolCall* out) {
+// A call object: a non-empty string under `name_key` ("tool_name" for Command R) and arguments
+// under "arguments" or "parameters", an object or an object's JSON text (absent: none).
+bool ReadCall(const ojson& j, ToolCall* out, const char* name_key = "name") {
   if (!j.is_object()) return false;
-  auto name = j.find("name");
+  auto name = j.find(name_key);
   if (name == j.end() || !name->is_string() || name->get<std::string>().empty()) return false;
   out->name = name->get<std::string>();
   ojson args = ojson::object();
@@ -83,12 +92,13 @@ bool ParseHermes(std::string_view rest, std::vector<ToolCall>* calls) {
   }
 }
 
-bool ParseArray(std::string_view rest, std::vector<ToolCall>* calls) {
+bool ParseArray(std::string_view rest, std::vector<ToolCall>* calls,
+                const char* name_key = "name") {
   const ojson j = ParseJson(Trim(rest));
   if (!j.is_array() || j.empty()) return false;
   for (const ojson& item : j) {
     ToolCall call;
-    if (!ReadCall(item, &call)) return false;
+    if (!ReadCall(item, &call, name_key)) return false;
     calls->push_back(std::move(call));
   }
   return true;
@@ -168,6 +178,63 @@ bool ParseFunctionaryV31(std::string_view rest, std::vector<ToolCall>* calls) {
   }
 }
 
+// `s` without `suffix` (and the whitespace before it) where it ends with it.
+std::string_view StripSuffix(std::string_view s, std::string_view suffix) {
+  s = Trim(s);
+  if (s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix) {
+    s.remove_suffix(suffix.size());
+  }
+  return s;
+}
+
+// Command R+, after "Action:": a JSON array of {"tool_name", "parameters"} objects, in a ```json
+// fence (or a bare ``` one, or none).
+bool ParseCommandRPlus(std::string_view rest, std::vector<ToolCall>* calls) {
+  rest = Trim(rest);
+  if (rest.substr(0, kFence.size()) == kFence) {
+    rest.remove_prefix(kFence.size());
+    if (rest.substr(0, 4) == "json") rest.remove_prefix(4);
+    rest = StripSuffix(rest, kFence);
+  }
+  return ParseArray(rest, calls, "tool_name");
+}
+
+// DeepSeek R1, after <｜tool▁calls▁begin｜> (or at the first <｜tool▁call▁begin｜>):
+// <｜tool▁call▁begin｜>function<｜tool▁sep｜>name\n```json\n{...}\n```<｜tool▁call▁end｜> per call,
+// whitespace between, then <｜tool▁calls▁end｜>; at the text's end the closing markers may lack.
+bool ParseDeepSeekR1(std::string_view rest, std::vector<ToolCall>* calls) {
+  while (true) {
+    rest = rest.substr(std::min(rest.size(), rest.find_first_not_of(kSpace)));
+    if (rest.empty()) return !calls->empty();
+    if (rest.substr(0, kDsCallsEnd.size()) == kDsCallsEnd) {
+      return !calls->empty() && Trim(rest.substr(kDsCallsEnd.size())).empty();
+    }
+    if (rest.substr(0, kDsCallBegin.size()) != kDsCallBegin) return false;
+    rest.remove_prefix(kDsCallBegin.size());
+    const size_t sep = rest.find(kDsSep);
+    if (sep == std::string_view::npos || rest.substr(0, sep) != "function") return false;
+    rest.remove_prefix(sep + kDsSep.size());
+    const size_t eol = rest.find('\n');
+    if (eol == std::string_view::npos || !IsToolName(rest.substr(0, eol))) return false;
+    ToolCall call;
+    call.name = std::string(rest.substr(0, eol));
+    rest.remove_prefix(eol + 1);
+    const std::string_view open = "```json";
+    if (rest.substr(0, open.size()) != open) return false;
+    rest.remove_prefix(open.size());
+    size_t used = 0;
+    if (!ReadArgumentsUntil(rest, kFence, &call, &used)) return false;
+    calls->push_back(std::move(call));
+    rest.remove_prefix(used);
+    rest = rest.substr(std::min(rest.size(), rest.find_first_not_of(kSpace)));
+    if (rest.substr(0, kDsCallEnd.size()) == kDsCallEnd) {
+      rest.remove_prefix(kDsCallEnd.size());
+    } else if (!rest.empty()) {
+      return false;
+    }
+  }
+}
+
 // A GBNF string literal for `text`.
 std::string Literal(std::string_view text) {
   std::string out = "\"";
@@ -204,6 +271,12 @@ std::string_view ToolCallFormatName(ToolCallFormat format) {
       return "functionary_v3_1";
     case ToolCallFormat::kFireFunction:
       return "firefunction_v2";
+    case ToolCallFormat::kCommandRPlus:
+      return "command_r_plus";
+    case ToolCallFormat::kCommandR7B:
+      return "command_r7b";
+    case ToolCallFormat::kDeepSeekR1:
+      return "deepseek_r1";
     case ToolCallFormat::kNone:
       break;
   }
@@ -217,6 +290,9 @@ ToolCallFormat DetectToolCallFormat(std::string_view t) {
   if (has(">>>${recipient}")) return ToolCallFormat::kFunctionaryV32;
   if (has(kFunctionOpen)) return ToolCallFormat::kFunctionaryV31;
   if (has("functools[")) return ToolCallFormat::kFireFunction;
+  if (has(kActionOpen)) return ToolCallFormat::kCommandR7B;
+  if (has("Action:") && has("\"tool_name\": ")) return ToolCallFormat::kCommandRPlus;
+  if (has(kDsCallsBegin)) return ToolCallFormat::kDeepSeekR1;
   if (has("<|start_header_id|>") && has("\"parameters\": ")) return ToolCallFormat::kLlama3;
   return ToolCallFormat::kNone;
 }
@@ -241,6 +317,17 @@ size_t ToolCallStart(ToolCallFormat format, std::string_view text) {
       break;
     case ToolCallFormat::kFireFunction:
       at = std::min(at, MarkerStart(text, "functools["));
+      break;
+    case ToolCallFormat::kCommandRPlus:
+      at = std::min(at, MarkerStart(text, kAction));
+      break;
+    case ToolCallFormat::kDeepSeekR1:
+      at = std::min({at, MarkerStart(text, kDsCallsBegin), MarkerStart(text, kDsCallBegin)});
+      break;
+    case ToolCallFormat::kCommandR7B:
+      at = std::min(at, MarkerStart(text, kActionOpen));
+      if (first == std::string_view::npos) return 0;
+      if (text[first] == '[') at = std::min(at, first);
       break;
     case ToolCallFormat::kMistral:
       at = std::min(at, MarkerStart(text, kMistralMarker));
@@ -304,6 +391,27 @@ ParsedOutput ParseToolCalls(ToolCallFormat format, std::string_view text) {
       start = text.find("functools[");
       if (start != std::string_view::npos) rest = text.substr(start + kFunctools.size());
       break;
+    case ToolCallFormat::kCommandRPlus:
+      start = text.find(kAction);
+      if (start != std::string_view::npos) rest = text.substr(start + kAction.size());
+      break;
+    case ToolCallFormat::kDeepSeekR1:
+      start = text.find(kDsCallsBegin);
+      if (start != std::string_view::npos) {
+        rest = text.substr(start + kDsCallsBegin.size());
+      } else if ((start = text.find(kDsCallBegin)) != std::string_view::npos) {
+        rest = text.substr(start);
+      }
+      break;
+    case ToolCallFormat::kCommandR7B:
+      start = text.find(kActionOpen);
+      if (start != std::string_view::npos) {
+        rest = StripSuffix(text.substr(start + kActionOpen.size()), kActionClose);
+      } else if (first != std::string_view::npos && text[first] == '[') {
+        start = first;
+        rest = StripSuffix(text.substr(first), kActionClose);
+      }
+      break;
     case ToolCallFormat::kMistral:
       start = text.find(kMistralMarker);
       if (start != std::string_view::npos) {
@@ -328,6 +436,12 @@ ParsedOutput ParseToolCalls(ToolCallFormat format, std::string_view text) {
       ok = ParseFunctionaryV31(rest, &out.calls);
     } else if (format == ToolCallFormat::kMistral || format == ToolCallFormat::kFireFunction) {
       ok = ParseArray(rest, &out.calls);
+    } else if (format == ToolCallFormat::kCommandR7B) {
+      ok = ParseArray(rest, &out.calls, "tool_name");
+    } else if (format == ToolCallFormat::kCommandRPlus) {
+      ok = ParseCommandRPlus(rest, &out.calls);
+    } else if (format == ToolCallFormat::kDeepSeekR1) {
+      ok = ParseDeepSeekR1(rest, &out.calls);
     } else {
       ToolCall call;
       ok = ReadCall(ParseJson(Trim(rest)), &call);
@@ -349,7 +463,13 @@ Result<std::string> ToolCallGbnf(ToolCallFormat format, const std::vector<ToolSp
     return InvalidArgument("the chat template shows no tool-call format this server knows");
   }
   if (tools.empty()) return InvalidArgument("no tools to call");
-  const char* args_key = format == ToolCallFormat::kLlama3 ? "parameters" : "arguments";
+  const bool cohere =
+      format == ToolCallFormat::kCommandRPlus || format == ToolCallFormat::kCommandR7B;
+  const char* args_key = format == ToolCallFormat::kLlama3 || cohere ? "parameters" : "arguments";
+  // R7B numbers the calls of a turn; one forced call is the turn's first.
+  const std::string name_head = format == ToolCallFormat::kCommandR7B
+                                    ? "{\"tool_call_id\": \"0\", \"tool_name\": "
+                                    : (cohere ? "{\"tool_name\": " : "{\"name\": ");
   std::string calls, rules;
   for (size_t i = 0; i < tools.size(); ++i) {
     const std::string& p = tools[i].parameters;
@@ -367,9 +487,13 @@ Result<std::string> ToolCallGbnf(ToolCallFormat format, const std::vector<ToolSp
     } else if (format == ToolCallFormat::kFunctionaryV31) {
       rules += rule + " ::= " + Literal("<function=" + tools[i].name + ">") + " " + top + " " +
                Literal(kFunctionClose) + "\n" + *r;
+    } else if (format == ToolCallFormat::kDeepSeekR1) {
+      rules += rule + " ::= " +
+               Literal(std::string(kDsCallBegin) + "function" + std::string(kDsSep) +
+                       tools[i].name + "\n```json\n") +
+               " " + top + " " + Literal("\n```" + std::string(kDsCallEnd)) + "\n" + *r;
     } else {
-      const std::string head =
-          "{\"name\": " + ojson(tools[i].name).dump() + ", \"" + args_key + "\": ";
+      const std::string head = name_head + ojson(tools[i].name).dump() + ", \"" + args_key + "\": ";
       rules += rule + " ::= " + Literal(head) + " " + top + " \"}\"\n" + *r;
     }
     calls += (calls.empty() ? "" : " | ") + rule;
@@ -380,7 +504,14 @@ Result<std::string> ToolCallGbnf(ToolCallFormat format, const std::vector<ToolSp
       root = Literal("<tool_call>\n") + " call " + Literal("\n</tool_call>");
       break;
     case ToolCallFormat::kMistral:
+    case ToolCallFormat::kCommandR7B:  // <|START_ACTION|> is a control token, as [TOOL_CALLS]
       root = "\"[\" call \"]\"";
+      break;
+    case ToolCallFormat::kCommandRPlus:
+      root = Literal("Action:\n```json\n[") + " call " + Literal("]\n```");
+      break;
+    case ToolCallFormat::kDeepSeekR1:
+      root = Literal(kDsCallsBegin) + " call " + Literal(kDsCallsEnd);
       break;
     case ToolCallFormat::kFireFunction:
       root = "\" functools[\" call \"]\"";

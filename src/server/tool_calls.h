@@ -27,17 +27,21 @@ enum class ToolCallFormat {
   kFunctionaryV32,  // >>>name\n{...} per call, >>>all\n before text (Functionary v3.2)
   kFunctionaryV31,  // text, then <function=name>{...}</function> per call (Functionary v3.1)
   kFireFunction,  // text, then  functools[{"name": ..., "arguments": {...}}, ...] (FireFunction v2)
+  kCommandRPlus,  // text, then Action:\n```json\n[{"tool_name": ..., "parameters": {...}}]\n```
+  kCommandR7B,    // <|START_ACTION|>[{"tool_call_id": ..., "tool_name": ..., "parameters": ...}]
+  kDeepSeekR1,  // <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>name\n```json...
 };
 
 // "none", "hermes", "llama3_json", "mistral", "functionary_v3_2", "functionary_v3_1",
-// "firefunction_v2".
+// "firefunction_v2", "command_r_plus", "command_r7b", "deepseek_r1".
 std::string_view ToolCallFormatName(ToolCallFormat format);
 
 // The rule, in this order: a template that writes "<tool_call>" is kHermes; "[TOOL_CALLS]",
 // kMistral; ">>>${recipient}" (the generation prompt ends in ">>>"), kFunctionaryV32;
-// "<function=", kFunctionaryV31; "functools[", kFireFunction; Llama 3's header
-// "<|start_header_id|>" with the literal
-// '"parameters": ', kLlama3; anything else (no template, Gemma, Phi, Command R, DeepSeek) kNone.
+// "<function=", kFunctionaryV31; "functools[", kFireFunction; "<|START_ACTION|>", kCommandR7B;
+// "Action:" with '"tool_name": ', kCommandRPlus; "<｜tool▁calls▁begin｜>", kDeepSeekR1; Llama 3's
+// header "<|start_header_id|>" with the literal '"parameters": ', kLlama3; anything else (no
+// template, Gemma, Phi) kNone.
 ToolCallFormat DetectToolCallFormat(std::string_view chat_template);
 
 struct ToolCall {
@@ -65,7 +69,9 @@ size_t ToolContentBegin(ToolCallFormat format, std::string_view text);
 // at "[TOOL_CALLS]", or at a "[" that begins the output; kLlama3: at a "{" or "<|python_tag|>"
 // that begins the output; kFunctionaryV32: at 0 unless the output starts with "all\n", then at
 // the next ">>>"; kFunctionaryV31: at "<function="; kFireFunction: at "functools[" (the space
-// before it stays content). The beginning of a marker at the very end
+// before it stays content); kCommandRPlus: at "Action:"; kCommandR7B: at "<|START_ACTION|>", or
+// at a "[" that begins the output; kDeepSeekR1: at "<｜tool▁calls▁begin｜>" or
+// "<｜tool▁call▁begin｜>". The beginning of a marker at the very end
 // counts (it may complete), as does output that is whitespace so far for the formats whose calls
 // begin it. text.size(): none.
 size_t ToolCallStart(ToolCallFormat format, std::string_view text);
@@ -79,7 +85,10 @@ struct ToolSpec {
 // parameters. kMistral's grammar starts at "[": "[TOOL_CALLS]" is a control token, which
 // constrained decoding never allows (ParseToolCalls accepts the output without it);
 // kFunctionaryV32's is "name\n{...}", the generation prompt having written the ">>>";
-// kFunctionaryV31's "<function=name>{...}</function>"; kFireFunction's " functools[{...}]".
+// kFunctionaryV31's "<function=name>{...}</function>"; kFireFunction's " functools[{...}]";
+// kCommandRPlus's "Action:\n```json\n[{...}]\n```"; kCommandR7B's, like kMistral's, starts at "["
+// (<|START_ACTION|> is a control token), its call's tool_call_id "0"; kDeepSeekR1's is the calls
+// with their markers, which its tokenizer has as plain (non-control) added tokens.
 // InvalidArgument when a tool's parameters use what json_schema.h refuses, with its index in
 // `tools` in the message ("tools[1]: JSON schema: 'properties.a.pattern' is not supported").
 Result<std::string> ToolCallGbnf(ToolCallFormat format, const std::vector<ToolSpec>& tools,

@@ -28,6 +28,11 @@ TEST(ToolCalls, DetectsTheFormatOfEachRealTemplate) {
       {"meetkai-functionary-medium-v3.2.jinja", ToolCallFormat::kFunctionaryV32},
       {"meetkai-functionary-medium-v3.1.jinja", ToolCallFormat::kFunctionaryV31},
       {"fireworks-ai-llama-3-firefunction-v2.jinja", ToolCallFormat::kFireFunction},
+      {"CohereForAI-c4ai-command-r-plus-tool_use.jinja", ToolCallFormat::kCommandRPlus},
+      {"CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", ToolCallFormat::kCommandR7B},
+      {"deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja", ToolCallFormat::kDeepSeekR1},
+      {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", ToolCallFormat::kDeepSeekR1},
+      {"llama-cpp-deepseek-r1.jinja", ToolCallFormat::kDeepSeekR1},
   };
   int seen = 0;
   const std::filesystem::path dir = std::filesystem::path(PC_SHARED_DIR) / "templates";
@@ -159,6 +164,65 @@ TEST(ToolCalls, ParsesFireFunction) {
   EXPECT_EQ(p.content, " ");
 }
 
+// As the template renders an assistant turn's calls (after its content).
+TEST(ToolCalls, ParsesCommandRPlus) {
+  const ToolCallFormat f = ToolCallFormat::kCommandRPlus;
+  ParsedOutput p =
+      ParseToolCalls(f,
+                     "I will look.\nAction:\n```json\n[\n    {\n        \"tool_name\": "
+                     "\"a\",\n        \"parameters\": {\n            \"q\": \"```\"\n"
+                     "        }\n    },\n    {\"tool_name\": \"b\", \"parameters\": "
+                     "{}}\n]```\n");
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.content, "I will look.\n");
+  EXPECT_EQ(p.calls[0].name, "a");
+  EXPECT_EQ(p.calls[0].arguments, R"({"q":"```"})");
+  EXPECT_EQ(p.calls[1].name, "b");
+  EXPECT_EQ(p.calls[1].arguments, "{}");
+  p = ParseToolCalls(f, "Action: [{\"tool_name\": \"a\", \"parameters\": {\"x\": 1}}]");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.content, "");
+}
+
+TEST(ToolCalls, ParsesCommandR7B) {
+  const ToolCallFormat f = ToolCallFormat::kCommandR7B;
+  ParsedOutput p = ParseToolCalls(
+      f,
+      "<|START_THINKING|>Look it up.<|END_THINKING|><|START_ACTION|>[\n    {\"tool_call_id\": "
+      "\"0\", \"tool_name\": \"a\", \"parameters\": {\"q\": \"]\"}},\n    {\"tool_call_id\": "
+      "\"1\", \"tool_name\": \"b\", \"parameters\": {}}\n]<|END_ACTION|>");
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.content, "<|START_THINKING|>Look it up.<|END_THINKING|>");
+  EXPECT_EQ(p.calls[0].name, "a");
+  EXPECT_EQ(p.calls[0].arguments, R"({"q":"]"})");
+  EXPECT_EQ(p.calls[1].name, "b");
+  // The control token left out of the text, as constrained decoding writes it.
+  p = ParseToolCalls(f, "[{\"tool_call_id\": \"0\", \"tool_name\": \"a\", \"parameters\": {}}]");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.content, "");
+}
+
+TEST(ToolCalls, ParsesDeepSeekR1) {
+  const ToolCallFormat f = ToolCallFormat::kDeepSeekR1;
+  ParsedOutput p = ParseToolCalls(
+      f,
+      "<think>\nhm\n</"
+      "think>\n\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>a\n"
+      "```json\n{\"q\": "
+      "\"```\"}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>"
+      "b\n```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>");
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.content, "<think>\nhm\n</think>\n\n");
+  EXPECT_EQ(p.calls[0].name, "a");
+  EXPECT_EQ(p.calls[0].arguments, R"({"q":"```"})");
+  EXPECT_EQ(p.calls[1].name, "b");
+  EXPECT_EQ(p.calls[1].arguments, "{}");
+  // Without the outer markers, and cut off after the arguments' fence.
+  p = ParseToolCalls(f, "<｜tool▁call▁begin｜>function<｜tool▁sep｜>a\n```json\n{\"x\": 1}\n```");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].arguments, R"({"x":1})");
+}
+
 TEST(ToolCalls, MalformedOutputIsContent) {
   const std::vector<std::pair<ToolCallFormat, std::string>> cases = {
       {ToolCallFormat::kHermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}\n"},
@@ -199,6 +263,26 @@ TEST(ToolCalls, MalformedOutputIsContent) {
       {ToolCallFormat::kFireFunction, " functools{\"name\": \"a\", \"arguments\": {}}"},
       {ToolCallFormat::kFireFunction, " functools[{\"name\": \"a\", \"arguments\": {}}] and"},
       {ToolCallFormat::kFireFunction, "[{\"name\": \"a\", \"arguments\": {}}]"},
+      {ToolCallFormat::kCommandRPlus, "Action:\n```json\n[]\n```"},
+      {ToolCallFormat::kCommandRPlus,
+       "Action:\n```json\n[{\"name\": \"a\", \"parameters\": {}}]```"},
+      {ToolCallFormat::kCommandRPlus, "Action: [{\"tool_name\": \"a\", \"parameters\": 1}]"},
+      {ToolCallFormat::kCommandRPlus, "Action:\n```json\n[{\"tool_name\": \"a\"}]``` and more"},
+      {ToolCallFormat::kCommandRPlus, "[{\"tool_name\": \"a\", \"parameters\": {}}]"},
+      {ToolCallFormat::kCommandR7B, "<|START_ACTION|>[]<|END_ACTION|>"},
+      {ToolCallFormat::kCommandR7B, "<|START_ACTION|>{\"tool_name\": \"a\"}<|END_ACTION|>"},
+      {ToolCallFormat::kCommandR7B, "[{\"tool_name\": \"a\", \"parameters\": {}}] then text"},
+      {ToolCallFormat::kDeepSeekR1, "<｜tool▁calls▁begin｜><｜tool▁calls▁end｜>"},
+      {ToolCallFormat::kDeepSeekR1,
+       "<｜tool▁call▁begin｜>code<｜tool▁sep｜>a\n```json\n{}\n```<｜tool▁call▁end｜>"},
+      {ToolCallFormat::kDeepSeekR1,
+       "<｜tool▁call▁begin｜>function<｜tool▁sep｜>a b\n```json\n{}\n```<｜tool▁call▁end｜>"},
+      {ToolCallFormat::kDeepSeekR1,
+       "<｜tool▁call▁begin｜>function<｜tool▁sep｜>a\n{}<｜tool▁call▁end｜>"},
+      {ToolCallFormat::kDeepSeekR1,
+       "<｜tool▁call▁begin｜>function<｜tool▁sep｜>a\n```json\n[1]\n```<｜tool▁call▁end｜>"},
+      {ToolCallFormat::kDeepSeekR1,
+       "<｜tool▁call▁begin｜>function<｜tool▁sep｜>a\n```json\n{}\n```<｜tool▁call▁end｜> then"},
   };
   for (const auto& [format, text] : cases) {
     const ParsedOutput p = ParseToolCalls(format, text);
@@ -221,6 +305,15 @@ TEST(ToolCalls, CorruptedCallsNeverFail) {
       {ToolCallFormat::kFunctionaryV32, "all\nHi.>>>f\n{\"a\": \">>>\"}"},
       {ToolCallFormat::kFunctionaryV31, "Hi.<function=f>{\"a\": \"</function>\"}</function>"},
       {ToolCallFormat::kFireFunction, " functools[{\"name\": \"f\", \"arguments\": {\"a\": 1}}]"},
+      {ToolCallFormat::kCommandRPlus,
+       "Hi.\nAction:\n```json\n[{\"tool_name\": \"f\", \"parameters\": {\"a\": 1}}]\n```"},
+      {ToolCallFormat::kCommandR7B,
+       "<|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": \"f\", \"parameters\": {}}]"
+       "<|END_ACTION|>"},
+      {ToolCallFormat::kDeepSeekR1,
+       "Hi.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{\"a\": "
+       "1}\n"
+       "```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
   };
   std::mt19937 rng(7);
   for (const auto& [format, text] : valid) {
@@ -265,6 +358,18 @@ TEST(ToolCalls, StreamsHoldBackWhatMayBeACall) {
       {ToolCallFormat::kFunctionaryV31, "A <function> that is no call."},
       {ToolCallFormat::kFireFunction, "Sure. functools[{\"name\": \"f\", \"arguments\": {}}]"},
       {ToolCallFormat::kFireFunction, "The functools of [old]"},
+      {ToolCallFormat::kCommandRPlus,
+       "Sure.\nAction:\n```json\n[{\"tool_name\": \"f\", \"parameters\": {}}]\n```"},
+      {ToolCallFormat::kCommandRPlus, "An Act of [json] in ```code```"},
+      {ToolCallFormat::kCommandR7B,
+       "<|START_THINKING|>x<|END_THINKING|><|START_ACTION|>[{\"tool_name\": \"f\", "
+       "\"parameters\": {}}]<|END_ACTION|>"},
+      {ToolCallFormat::kCommandR7B, "<|START_RESPONSE|>Plain [text]<|END_RESPONSE|>"},
+      {ToolCallFormat::kDeepSeekR1,
+       "<think>x</"
+       "think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n"
+       "{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
+      {ToolCallFormat::kDeepSeekR1, "<think>A <｜ story</think>"},
   };
   for (const auto& [format, text] : outputs) {
     const ParsedOutput whole = ParseToolCalls(format, text);
@@ -329,6 +434,17 @@ TEST(ToolCalls, GrammarForcesOneCallInTheFormat) {
       {ToolCallFormat::kFireFunction,
        {" functools[{\"name\": \"get_weather\", \"arguments\": " + args + "}]",
         " functools[{\"name\": \"now\", \"arguments\": {}}]"}},
+      {ToolCallFormat::kCommandRPlus,
+       {"Action:\n```json\n[{\"tool_name\": \"get_weather\", \"parameters\": " + args + "}]\n```",
+        "Action:\n```json\n[{\"tool_name\": \"now\", \"parameters\": {}}]\n```"}},
+      {ToolCallFormat::kCommandR7B,
+       {"[{\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", \"parameters\": " + args + "}]",
+        "[{\"tool_call_id\": \"0\", \"tool_name\": \"now\", \"parameters\": {}}]"}},
+      {ToolCallFormat::kDeepSeekR1,
+       {"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n" +
+            args + "\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>now\n```json\n{}\n```"
+        "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"}},
   };
   for (const auto& [format, texts] : sentences) {
     SCOPED_TRACE(std::string(ToolCallFormatName(format)));

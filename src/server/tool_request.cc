@@ -233,7 +233,8 @@ MaybeError ApplyToolChoice(ToolCallFormat format, ApiRequest* r) {
     return ApiError::BadRequest(
         "'tools': this model's chat template shows no tool-call format this server knows "
         "(Hermes/Qwen <tool_call>, Llama 3.x JSON, Mistral [TOOL_CALLS], Functionary v3.1/v3.2, "
-        "FireFunction v2 functools); "
+        "FireFunction v2 functools, Command R+ Action:, Command R7B <|START_ACTION|>, "
+        "DeepSeek R1 <｜tool▁calls▁begin｜>); "
         "start the server with --chat-template naming one that does",
         "tools", "unsupported");
   }
