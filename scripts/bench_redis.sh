@@ -3,6 +3,7 @@
 # computed on replica A, then requested with new endings on A (warm, from RAM) and on replica B
 # (from Redis); then Redis killed in the middle of a run of requests to both replicas.
 #   scripts/bench_redis.sh [BUILD_DIR]   (default build; writes into /tmp/pc-bench-redis)
+# REPEAT: rounds of warm / from-Redis requests (default 5; medians reported).
 # SERVE_ARGS adds flags to both replicas' serve commands (e.g. SERVE_ARGS="--kv-prefault").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,16 +45,28 @@ const ask = async (url, prompt) => {
   return (await r.json());
 };
 const { A, B } = process.env;
+const repeat = Number(process.env.REPEAT || 5);
 const cold = await ask(A, prefix + 'Ending one.');
 await new Promise((r) => setTimeout(r, 3000));  // A's writer sends the blocks to Redis
-const warm = await ask(A, prefix + 'Ending two.');
-const remote = await ask(B, prefix + 'Ending three.');
-const t = (r) => `${r.timings.ttft_ms.toFixed(0)} ms (prompt ${r.usage.prompt_tokens}, cached ${r.usage.prompt_tokens_details.cached_tokens})`;
-console.log(`A cold:        ${t(cold)}`);
-console.log(`A warm (RAM):  ${t(warm)}`);
-console.log(`B from Redis:  ${t(remote)}`);
-console.log(`B / A warm: ${(remote.timings.ttft_ms / warm.timings.ttft_ms).toFixed(2)}x; cold / B: ${(cold.timings.ttft_ms / remote.timings.ttft_ms).toFixed(1)}x`);
-console.log(JSON.stringify({ cold: cold.timings.ttft_ms, warm: warm.timings.ttft_ms, remote: remote.timings.ttft_ms }));
+// Each round: a new ending on A (its prefix in RAM), then on B after B's RAM tier is emptied
+// (DELETE /v1/cache leaves Redis alone), so every B request loads the prefix from Redis.
+const warm = [], remote = [];
+for (let i = 0; i < repeat; i++) {
+  warm.push(await ask(A, prefix + `Ending two, take ${i}.`));
+  const d = await fetch(B + '/v1/cache', { method: 'DELETE' });
+  if (d.status !== 200) throw new Error(`DELETE /v1/cache: ${d.status}`);
+  remote.push(await ask(B, prefix + `Ending three, take ${i}.`));
+}
+const ms = (rs) => rs.map((r) => r.timings.ttft_ms);
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const t = (r) => `(prompt ${r.usage.prompt_tokens}, cached ${r.usage.prompt_tokens_details.cached_tokens})`;
+const list = (xs) => xs.map((x) => x.toFixed(0)).join(', ');
+const w = median(ms(warm)), b = median(ms(remote));
+console.log(`A cold:        ${cold.timings.ttft_ms.toFixed(0)} ms ${t(cold)}`);
+console.log(`A warm (RAM):  median ${w.toFixed(0)} ms of ${list(ms(warm))} ${t(warm[0])}`);
+console.log(`B from Redis:  median ${b.toFixed(0)} ms of ${list(ms(remote))} ${t(remote[0])}`);
+console.log(`B / A warm: ${(b / w).toFixed(2)}x; cold / B: ${(cold.timings.ttft_ms / b).toFixed(1)}x`);
+console.log(JSON.stringify({ cold: cold.timings.ttft_ms, warm: ms(warm), remote: ms(remote) }));
 EOF
 # Redis killed mid-run: 20 requests alternating between the replicas, Redis gone after the 8th.
 A=http://127.0.0.1:$((port + 1)) B=http://127.0.0.1:$((port + 2)) REDIS_PID=$redis node - <<'EOF'

@@ -112,34 +112,32 @@ bool BlockCache::AdoptRemote(const BlockKey& key, std::string_view value, const 
 void BlockCache::LoadRemoteChain(std::span<const int32_t> tokens, int limit, const BlockKey& ns,
                                  std::vector<BlockKey>* chain) {
   const int bs = pool_->layout().block_size;
-  // Replies of many large values read slowly through hiredis (its buffer grows and moves with
-  // them): about 1 MiB per round trip, as measured, keeps a 3,000-token load near memcpy speed
-  // (smollm2-135m: 2 blocks per round trip; small models: up to remote_batch).
-  const size_t per_trip =
-      std::max<size_t>(1, (size_t(1) << 20) / pool_->layout().bytes_per_block());
-  const int batch = std::max(1, std::min<int>(options_.remote_batch, static_cast<int>(per_trip)));
-  for (bool more = true; more;) {
-    const int first = static_cast<int>(chain->size());
-    std::vector<BlockKey> keys;
-    std::vector<std::string> names;
-    BlockKey parent = chain->empty() ? ns : chain->back();
-    for (int b = first; b < first + batch && (b + 1) * bs <= limit; ++b) {
-      parent = ChainKey(parent, tokens.subspan(size_t(b) * bs, bs));
-      keys.push_back(parent);
-      names.push_back(RemoteKeyOf(ns, parent));
-    }
-    if (keys.empty()) return;
-    const std::vector<std::optional<RemoteValue>> values = remote_->Get(names);
-    for (size_t i = 0; i < keys.size(); ++i) {
-      const BlockKey expect_parent = chain->empty() ? ns : chain->back();
-      const auto block_tokens = tokens.subspan(size_t(first + i) * bs, bs);
-      if (!values[i] || !AdoptRemote(keys[i], values[i]->data, ns, &expect_parent, block_tokens)) {
-        return;
-      }
-      chain->push_back(keys[i]);
-    }
-    more = static_cast<int>(keys.size()) == batch;
+  // Every key the chain could continue with, asked for a window at a time (pipelined) until the
+  // first miss. The window is bounded in bytes as well as keys: what is in flight past a miss is
+  // read for nothing.
+  const size_t per_window =
+      std::max<size_t>(1, (size_t(4) << 20) / pool_->layout().bytes_per_block());
+  const int window =
+      std::max(1, std::min<int>(options_.remote_batch, static_cast<int>(per_window)));
+  std::vector<BlockKey> keys;
+  std::vector<std::string> names;
+  BlockKey parent = chain->empty() ? ns : chain->back();
+  for (int b = static_cast<int>(chain->size()); (b + 1) * bs <= limit; ++b) {
+    parent = ChainKey(parent, tokens.subspan(size_t(b) * bs, bs));
+    keys.push_back(parent);
+    names.push_back(RemoteKeyOf(ns, parent));
   }
+  size_t i = 0;
+  const int first = static_cast<int>(chain->size());
+  remote_->Stream(names, window, [&](std::optional<RemoteValue> value) {
+    const BlockKey expect_parent = chain->empty() ? ns : chain->back();
+    const auto block_tokens = tokens.subspan(size_t(first + i) * bs, bs);
+    if (!value || !AdoptRemote(keys[i], value->data, ns, &expect_parent, block_tokens)) {
+      return false;
+    }
+    chain->push_back(keys[i++]);
+    return true;
+  });
 }
 
 bool BlockCache::LoadFromRemote(const BlockKey& key) {

@@ -54,7 +54,7 @@ struct BlockCacheOptions {
   int min_tokens = 0;              // prompts shorter than this are not cached
   int granularity = 0;             // reuse prefixes in multiples of this many tokens (0: block)
   int remote_ttl_seconds = 86400;  // expiry of what is written to the remote tier (pinned: none)
-  int remote_batch = 8;            // chained keys asked of the remote tier per round trip
+  int remote_batch = 8;            // chained keys asked of the remote tier ahead (pipelined)
 };
 
 struct BlockCacheStats {

@@ -183,6 +183,41 @@ class RedisTier : public RemoteTier {
     return out;
   }
 
+  // A sliding window of pipelined GETs: one more is asked for as each reply is read, so the
+  // store's sending overlaps the caller's checking instead of waiting for it round trip by round
+  // trip.
+  void Stream(const std::vector<std::string>& keys, int window,
+              const std::function<bool(std::optional<RemoteValue>)>& use) override {
+    if (keys.empty()) return;
+    std::lock_guard<std::mutex> lock(read_mu_);
+    if (!reader_.Ready()) {
+      misses_ += keys.size();
+      return;
+    }
+    const size_t ahead = static_cast<size_t>(std::max(1, window));
+    size_t asked = 0;
+    for (; asked < keys.size() && asked < ahead; ++asked) reader_.Append({"GET", keys[asked]});
+    bool wanted = true;
+    for (size_t i = 0; i < asked; ++i) {
+      Reply r = reader_.Read();
+      if (r == nullptr) {  // failed (and closed): the rest are misses
+        misses_ += keys.size() - i;
+        return;
+      }
+      std::optional<RemoteValue> value;
+      if (r->type == REDIS_REPLY_STRING) {
+        const std::string_view data(r->str, r->len);
+        value = RemoteValue{std::shared_ptr<const void>(r.release(), ReplyDeleter()), data};
+        ++hits_;
+      } else {
+        ++misses_;
+      }
+      if (!wanted) continue;  // draining what was asked for before `use` said stop
+      wanted = use(std::move(value));
+      if (wanted && asked < keys.size()) reader_.Append({"GET", keys[asked++]});
+    }
+  }
+
   int CountLeading(const std::vector<std::string>& keys) override {
     std::lock_guard<std::mutex> lock(read_mu_);
     if (keys.empty() || !reader_.Ready()) return 0;

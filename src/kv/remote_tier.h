@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,6 +48,12 @@ class RemoteTier {
   // The values of `keys`, in order (nullopt: a miss). One round trip; when the store cannot be
   // reached, every key is a miss. Thread-safe.
   virtual std::vector<std::optional<RemoteValue>> Get(const std::vector<std::string>& keys) = 0;
+  // The values of `keys`, in order, each passed to `use` as it arrives (nullopt: a miss), with up
+  // to `window` of them asked for ahead (pipelined): the store sends the next values while `use`
+  // checks this one. Once `use` returns false nothing more is passed (what was asked for already
+  // is read and dropped). This one: Get in round trips of `window` keys. Thread-safe.
+  virtual void Stream(const std::vector<std::string>& keys, int window,
+                      const std::function<bool(std::optional<RemoteValue>)>& use);
   // How many of `keys`, from the first, the store holds (without reading them). Thread-safe.
   virtual int CountLeading(const std::vector<std::string>& keys) = 0;
   // Queues a write; ttl_seconds 0: no expiry (pinned prefixes). False when it was dropped.

@@ -98,6 +98,64 @@ test('corrupted and foreign values are skipped and counted', async (t) => {
   assert.ok(metric(await b.metrics(), 'invalid') >= 2);
 });
 
+test('a chain broken in the middle: the blocks before the break are loaded, and the replica stays in step', async (t) => {
+  const redis = await startRedis();
+  t.after(() => redis.cleanup());
+  const [a, b] = await replicas(redis);
+  const tokens = await a.tokenize({ prompt: STORY + ' ' + STORY });
+  assert.ok(tokens.length >= 12 * 16, `${tokens.length} tokens`);
+  // A computes the first three blocks, then the whole prompt; every block after the third is
+  // then corrupted, so B's pipelined reads stop at the fourth with more already asked for.
+  const head = tokens.slice(0, 3 * 16 + 1);
+  await complete(a, head);
+  await written(a, 3);
+  const headKeys = await command(redis.port, 'KEYS', 'pc:*');
+  const cold = await complete(a, tokens);
+  await written(a, Math.floor(tokens.length / 16));
+  for (const k of await command(redis.port, 'KEYS', 'pc:*')) {
+    if (headKeys.some((h) => h.equals(k))) continue;
+    const v = Buffer.from(await command(redis.port, 'GET', k));
+    v[v.length >> 1] ^= 0x5a;
+    assert.equal(await command(redis.port, 'SET', k, v), 'OK');
+  }
+  const r = await complete(b, tokens);
+  assert.equal(r.usage.prompt_tokens_details.cached_tokens, 3 * 16);
+  assert.equal(r.choices[0].text, cold.choices[0].text);
+  const m = await b.metrics();
+  assert.equal(metric(m, 'loads'), 3);
+  assert.ok(metric(m, 'invalid') >= 1);
+  // The replies still in flight at the break were drained: the next lookup reads its own values.
+  const prompt = 'Another day began. ' + STORY;
+  const pt = await a.tokenize({ prompt });
+  const before = metric(await a.metrics(), 'writes');
+  const cold2 = await complete(a, prompt);
+  await written(a, before + Math.floor(pt.length / 16));
+  const r2 = await complete(b, prompt);
+  assert.equal(r2.usage.prompt_tokens_details.cached_tokens, expectedCached(pt.length, pt.length));
+  assert.equal(r2.choices[0].text, cold2.choices[0].text);
+});
+
+test('quantized K/V (q8_0) through Redis: keys name the type, and B answers as A did', async (t) => {
+  const redis = await startRedis();
+  t.after(() => redis.cleanup());
+  const [a, b] = await replicas(redis, ['--kv-type', 'q8_0']);
+  const prompt = STORY + ' The kite flew high.';
+  const tokens = await a.tokenize({ prompt });
+  const cold = await complete(a, prompt);
+  await written(a, Math.floor(tokens.length / 16));
+  for (const k of await command(redis.port, 'KEYS', 'pc:*')) {
+    assert.match(k.toString(), /^pc:3:[0-9a-f]+:q8_0:b16:/);
+  }
+  const warm = await complete(b, prompt);
+  assert.equal(warm.usage.prompt_tokens_details.cached_tokens, expectedCached(tokens.length, tokens.length));
+  assert.equal(warm.choices[0].text, cold.choices[0].text);
+  assert.equal(metric(await b.metrics(), 'invalid'), 0);
+  // A replica storing f16 shares the store but never reads q8_0 values.
+  const f16 = await startServer(['--cache-redis', redis.url]);
+  const r = await complete(f16, prompt);
+  assert.equal(r.usage.prompt_tokens_details.cached_tokens, 0);
+});
+
 test('Redis killed mid-run: both replicas keep answering, and reconnect when it is back', async (t) => {
   const redis = await startRedis();
   t.after(() => redis.cleanup());
