@@ -5,38 +5,21 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "server/json_fields.h"
+
 namespace promptcache {
 namespace {
 
-using json = nlohmann::json;
-using MaybeError = std::optional<ApiError>;
-
-#define PC_MSG_RETURN_IF_ERROR(expr)                 \
-  do {                                               \
-    if (MaybeError pc_err_ = (expr)) return pc_err_; \
-  } while (0)
-
-const char* TypeName(const json& v) {
-  if (v.is_number_integer()) return "an integer";
-  if (v.is_number()) return "a number";
-  return v.type_name();
-}
-
-ApiError WrongType(const std::string& param, const char* expected, const json& v) {
-  return ApiError::BadRequest("'" + param + "' must be " + expected + ", not " + TypeName(v),
-                              param);
-}
-
-ApiError Unsupported(const std::string& param, const std::string& what) {
-  return ApiError::BadRequest(what + " is not supported by this server", param, "unsupported");
-}
-
-// Absent and null fields read as "not given", as Anthropic's API reads them.
-const json* Find(const json& obj, const char* key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
+using json_fields::Contains;
+using json_fields::Find;
+using json_fields::Guarded;
+using json_fields::json;
+using json_fields::MaybeError;
+using json_fields::ParseObject;
+using json_fields::ReadFloat;
+using json_fields::ReadInt;
+using json_fields::Unsupported;
+using json_fields::WrongType;
 
 // Top-level fields (MessagesFieldSupport). count_tokens reads a subset of the implemented ones.
 constexpr std::string_view kImplemented[] = {"model",          "max_tokens", "messages", "system",
@@ -47,11 +30,6 @@ constexpr std::string_view kCountTokensFields[] = {"model", "messages", "system"
 constexpr std::string_view kIgnored[] = {"service_tier"};
 // Accepted at the value that asks for nothing: no tools, thinking disabled.
 constexpr std::string_view kOffValueOnly[] = {"tools", "tool_choice", "thinking"};
-
-template <size_t N>
-bool Contains(const std::string_view (&list)[N], std::string_view field) {
-  return std::find(std::begin(list), std::end(list), field) != std::end(list);
-}
 
 MaybeError CheckFields(const json& obj, bool count_tokens) {
   for (const auto& [key, value] : obj.items()) {
@@ -131,7 +109,7 @@ MaybeError ReadBlock(const json& block, const std::string& param, size_t message
   msg->content += text->get<std::string>();
   if (const json* cc = Find(block, "cache_control")) {
     AnthropicBreakpoint b;
-    PC_MSG_RETURN_IF_ERROR(ReadCacheControl(*cc, param + ".cache_control", &b.ttl_seconds));
+    PC_RETURN_IF_API_ERROR(ReadCacheControl(*cc, param + ".cache_control", &b.ttl_seconds));
     if (out->breakpoints.size() == kMaxCacheBreakpoints) {
       return ApiError::BadRequest("at most 4 content blocks may have cache_control",
                                   param + ".cache_control");
@@ -152,7 +130,7 @@ MaybeError ReadContent(const json& v, const std::string& param, size_t message, 
   }
   if (!v.is_array()) return WrongType(param, "a string or an array of content blocks", v);
   for (size_t i = 0; i < v.size(); ++i) {
-    PC_MSG_RETURN_IF_ERROR(
+    PC_RETURN_IF_API_ERROR(
         ReadBlock(v[i], param + "[" + std::to_string(i) + "]", message, msg, out));
   }
   return std::nullopt;
@@ -162,7 +140,7 @@ MaybeError ReadMessages(const json& obj, AnthropicRequest* out) {
   if (const json* system = Find(obj, "system")) {
     ApiMessage msg;
     msg.role = "system";
-    PC_MSG_RETURN_IF_ERROR(ReadContent(*system, "system", 0, &msg, out));
+    PC_RETURN_IF_API_ERROR(ReadContent(*system, "system", 0, &msg, out));
     out->messages.push_back(std::move(msg));
   }
   const json* msgs = Find(obj, "messages");
@@ -189,45 +167,21 @@ MaybeError ReadMessages(const json& obj, AnthropicRequest* out) {
     if (content == nullptr) return ApiError::BadRequest("'" + p + ".content' is required", p);
     ApiMessage msg;
     msg.role = role->get<std::string>();
-    PC_MSG_RETURN_IF_ERROR(ReadContent(*content, p + ".content", out->messages.size(), &msg, out));
+    PC_RETURN_IF_API_ERROR(ReadContent(*content, p + ".content", out->messages.size(), &msg, out));
     out->messages.push_back(std::move(msg));
   }
-  return std::nullopt;
-}
-
-MaybeError ReadFloat(const json& obj, const char* key, double lo, double hi, float* out) {
-  const json* v = Find(obj, key);
-  if (v == nullptr) return std::nullopt;
-  if (!v->is_number()) return WrongType(key, "a number", *v);
-  const double x = v->get<double>();
-  if (!(x >= lo && x <= hi)) {
-    char range[64];
-    std::snprintf(range, sizeof(range), "between %g and %g", lo, hi);
-    return ApiError::BadRequest("'" + std::string(key) + "' is " + v->dump() + ", must be " + range,
-                                key);
-  }
-  *out = static_cast<float>(x);
   return std::nullopt;
 }
 
 // An integer in [lo, hi]; `required` says whether its absence is an error.
 MaybeError ReadInt(const json& obj, const char* key, int64_t lo, int64_t hi, bool required,
                    int* out) {
-  const json* v = Find(obj, key);
-  if (v == nullptr) {
-    if (!required) return std::nullopt;
+  if (required && Find(obj, key) == nullptr) {
     return ApiError::BadRequest("'" + std::string(key) + "' is required", key);
   }
-  if (!v->is_number_integer()) return WrongType(key, "an integer", *v);
-  const bool huge = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(hi);
-  const int64_t x = huge ? hi + 1 : v->get<int64_t>();
-  if (x < lo || x > hi) {
-    return ApiError::BadRequest("'" + std::string(key) + "' is " + v->dump() +
-                                    ", must be between " + std::to_string(lo) + " and " +
-                                    std::to_string(hi),
-                                key);
-  }
-  *out = static_cast<int>(x);
+  std::optional<int64_t> v;
+  PC_RETURN_IF_API_ERROR(json_fields::ReadInt(obj, key, lo, hi, &v));
+  if (v) *out = static_cast<int>(*v);
   return std::nullopt;
 }
 
@@ -237,13 +191,13 @@ MaybeError ReadSamplingAndStops(const json& obj, AnthropicRequest* out) {
   s.top_p = 1.0f;
   s.top_k = 0;
   s.min_p = 0.0f;
-  PC_MSG_RETURN_IF_ERROR(ReadFloat(obj, "temperature", 0, 1, &s.temperature));
-  PC_MSG_RETURN_IF_ERROR(ReadFloat(obj, "top_p", 0, 1, &s.top_p));
+  PC_RETURN_IF_API_ERROR(ReadFloat(obj, "temperature", 0, 1, &s.temperature));
+  PC_RETURN_IF_API_ERROR(ReadFloat(obj, "top_p", 0, 1, &s.top_p));
   if (s.top_p == 0) {  // only the most likely token is left
     s.temperature = 0;
     s.top_p = 1;
   }
-  PC_MSG_RETURN_IF_ERROR(ReadInt(obj, "top_k", 0, 1 << 30, false, &s.top_k));
+  PC_RETURN_IF_API_ERROR(ReadInt(obj, "top_k", 0, 1 << 30, false, &s.top_k));
   if (Status st = s.Validate(); !st.ok()) return ApiError::BadRequest(st.message());
   if (const json* stops = Find(obj, "stop_sequences")) {
     if (!stops->is_array()) return WrongType("stop_sequences", "an array of strings", *stops);
@@ -268,19 +222,6 @@ MaybeError ReadSamplingAndStops(const json& obj, AnthropicRequest* out) {
   return std::nullopt;
 }
 
-MaybeError ParseObject(std::string_view body, json* out) {
-  try {
-    *out = json::parse(body.begin(), body.end());
-  } catch (const json::exception& e) {
-    return ApiError::BadRequest(std::string("the request body is not valid JSON: ") + e.what());
-  }
-  if (!out->is_object()) {
-    return ApiError::BadRequest(std::string("the request body must be a JSON object, not ") +
-                                TypeName(*out));
-  }
-  return std::nullopt;
-}
-
 MaybeError ReadModel(const json& obj, std::string* out) {
   const json* v = Find(obj, "model");
   if (v == nullptr) return ApiError::BadRequest("'model' is required", "model");
@@ -292,24 +233,15 @@ MaybeError ReadModel(const json& obj, std::string* out) {
 MaybeError Parse(std::string_view body, const RequestLimits* limits, AnthropicRequest* out) {
   *out = AnthropicRequest();
   json obj;
-  PC_MSG_RETURN_IF_ERROR(ParseObject(body, &obj));
-  PC_MSG_RETURN_IF_ERROR(CheckFields(obj, limits == nullptr));
-  PC_MSG_RETURN_IF_ERROR(ReadModel(obj, &out->model));
-  PC_MSG_RETURN_IF_ERROR(ReadOffValues(obj));
-  PC_MSG_RETURN_IF_ERROR(ReadMessages(obj, out));
+  PC_RETURN_IF_API_ERROR(ParseObject(body, &obj));
+  PC_RETURN_IF_API_ERROR(CheckFields(obj, limits == nullptr));
+  PC_RETURN_IF_API_ERROR(ReadModel(obj, &out->model));
+  PC_RETURN_IF_API_ERROR(ReadOffValues(obj));
+  PC_RETURN_IF_API_ERROR(ReadMessages(obj, out));
   if (limits == nullptr) return std::nullopt;  // count_tokens
   const int64_t hi = limits->max_tokens_limit > 0 ? limits->max_tokens_limit : (1 << 30);
-  PC_MSG_RETURN_IF_ERROR(ReadInt(obj, "max_tokens", 1, hi, true, &out->max_tokens));
+  PC_RETURN_IF_API_ERROR(ReadInt(obj, "max_tokens", 1, hi, true, &out->max_tokens));
   return ReadSamplingAndStops(obj, out);
-}
-
-template <typename F>
-MaybeError Guarded(F&& f) {
-  try {
-    return f();
-  } catch (const std::exception& e) {
-    return ApiError::BadRequest(std::string("invalid request: ") + e.what());
-  }
 }
 
 }  // namespace

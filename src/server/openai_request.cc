@@ -8,89 +8,34 @@
 
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
+#include "server/json_fields.h"
 #include "server/tool_request.h"
 
 namespace promptcache {
 namespace {
 
-using json = nlohmann::json;
+using json_fields::Contains;
+using json_fields::Find;
+using json_fields::Guarded;
+using json_fields::json;
+using json_fields::MaybeError;
+using json_fields::ParseObject;
+using json_fields::ReadBool;
+using json_fields::ReadFloat;
+using json_fields::ReadInt;
+using json_fields::Unsupported;
+using json_fields::WrongType;
 using ojson = nlohmann::ordered_json;
-using MaybeError = std::optional<ApiError>;
-
-#define PC_API_RETURN_IF_ERROR(expr)                 \
-  do {                                               \
-    if (MaybeError pc_err_ = (expr)) return pc_err_; \
-  } while (0)
 
 // OpenAI accepts at most 4 stop sequences.
 constexpr size_t kMaxStop = 4;
-
-const char* TypeName(const json& v) {
-  if (v.is_number_integer()) return "an integer";
-  if (v.is_number()) return "a number";
-  return v.type_name();  // "null", "string", "boolean", "array", "object"
-}
-
-ApiError WrongType(const std::string& param, const char* expected, const json& v) {
-  return ApiError::BadRequest("'" + param + "' must be " + expected + ", not " + TypeName(v),
-                              param);
-}
-
-// Absent and null fields read as "not given", as in OpenAI's API.
-const json* Find(const json& obj, const char* key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-MaybeError ReadBool(const json& obj, const char* key, bool* out) {
-  const json* v = Find(obj, key);
-  if (v == nullptr) return std::nullopt;
-  if (!v->is_boolean()) return WrongType(key, "a boolean", *v);
-  *out = v->get<bool>();
-  return std::nullopt;
-}
-
-MaybeError ReadInt(const json& obj, const char* key, int64_t lo, int64_t hi,
-                   std::optional<int64_t>* out) {
-  const json* v = Find(obj, key);
-  if (v == nullptr) return std::nullopt;
-  if (!v->is_number_integer()) return WrongType(key, "an integer", *v);
-  // Unsigned values above INT64_MAX read as negative here; they are out of range either way.
-  const int64_t x = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX)
-                        ? std::numeric_limits<int64_t>::max()
-                        : v->get<int64_t>();
-  if (x < lo || x > hi) {
-    return ApiError::BadRequest("'" + std::string(key) + "' is " + v->dump() +
-                                    ", must be between " + std::to_string(lo) + " and " +
-                                    std::to_string(hi),
-                                key);
-  }
-  *out = x;
-  return std::nullopt;
-}
-
-MaybeError ReadFloat(const json& obj, const char* key, double lo, double hi, float* out) {
-  const json* v = Find(obj, key);
-  if (v == nullptr) return std::nullopt;
-  if (!v->is_number()) return WrongType(key, "a number", *v);
-  const double x = v->get<double>();
-  if (!(x >= lo && x <= hi)) {
-    char range[64];
-    std::snprintf(range, sizeof(range), "between %g and %g", lo, hi);
-    return ApiError::BadRequest("'" + std::string(key) + "' is " + v->dump() + ", must be " + range,
-                                key);
-  }
-  *out = static_cast<float>(x);
-  return std::nullopt;
-}
 
 // A field this server does not implement: accepted only at its "off" value.
 MaybeError RejectUnless(const json& obj, const char* key, bool off_value_ok,
                         const std::string& what) {
   const json* v = Find(obj, key);
   if (v == nullptr || off_value_ok) return std::nullopt;
-  return ApiError::BadRequest(what + " is not supported by this server", key, "unsupported");
+  return Unsupported(key, what);
 }
 
 bool IsEmptyContainer(const json& v) { return (v.is_array() || v.is_object()) && v.empty(); }
@@ -119,17 +64,11 @@ constexpr std::string_view kIgnoredFields[] = {
     // llama-server: the prefix cache is always on, and reusing it does not change results.
     "cache_prompt"};
 
-template <size_t N>
-bool Contains(const std::string_view (&list)[N], std::string_view field) {
-  return std::find(std::begin(list), std::end(list), field) != std::end(list);
-}
-
 MaybeError CheckFields(const json& obj, ApiKind kind) {
   for (const auto& [key, value] : obj.items()) {
     if (value.is_null()) continue;  // null reads as "not given"
     if (RequestFieldSupport(kind, key) == FieldSupport::kRefused) {
-      return ApiError::BadRequest("'" + key + "' is not supported by this server", key,
-                                  "unsupported");
+      return Unsupported(key, "'" + key + "'");
     }
   }
   return std::nullopt;
@@ -137,13 +76,13 @@ MaybeError CheckFields(const json& obj, ApiKind kind) {
 
 MaybeError ReadChoicesAndLogprobs(const json& obj, ApiKind kind, ApiRequest* out) {
   std::optional<int64_t> v;
-  PC_API_RETURN_IF_ERROR(ReadInt(obj, "n", 1, kMaxChoices, &v));
+  PC_RETURN_IF_API_ERROR(ReadInt(obj, "n", 1, kMaxChoices, &v));
   if (v) out->n = static_cast<int>(*v);
   if (kind == ApiKind::kChat) {
     bool logprobs = false;
-    PC_API_RETURN_IF_ERROR(ReadBool(obj, "logprobs", &logprobs));
+    PC_RETURN_IF_API_ERROR(ReadBool(obj, "logprobs", &logprobs));
     v.reset();
-    PC_API_RETURN_IF_ERROR(ReadInt(obj, "top_logprobs", 0, kMaxTopLogprobs, &v));
+    PC_RETURN_IF_API_ERROR(ReadInt(obj, "top_logprobs", 0, kMaxTopLogprobs, &v));
     if (v && !logprobs) {
       return ApiError::BadRequest("'top_logprobs' needs 'logprobs': true", "top_logprobs");
     }
@@ -151,15 +90,14 @@ MaybeError ReadChoicesAndLogprobs(const json& obj, ApiKind kind, ApiRequest* out
     return std::nullopt;
   }
   v.reset();
-  PC_API_RETURN_IF_ERROR(ReadInt(obj, "logprobs", 0, kMaxTopLogprobs, &v));
+  PC_RETURN_IF_API_ERROR(ReadInt(obj, "logprobs", 0, kMaxTopLogprobs, &v));
   if (v) out->logprobs = static_cast<int>(*v);
-  PC_API_RETURN_IF_ERROR(ReadBool(obj, "echo", &out->echo));
+  PC_RETURN_IF_API_ERROR(ReadBool(obj, "echo", &out->echo));
   // best_of = n picks every choice generated: the same as leaving it out.
   v.reset();
-  PC_API_RETURN_IF_ERROR(ReadInt(obj, "best_of", 1, kMaxChoices, &v));
+  PC_RETURN_IF_API_ERROR(ReadInt(obj, "best_of", 1, kMaxChoices, &v));
   if (v && *v != out->n) {
-    return ApiError::BadRequest("'best_of' other than n is not supported by this server", "best_of",
-                                "unsupported");
+    return Unsupported("best_of", "'best_of' other than n");
   }
   return std::nullopt;
 }
@@ -249,7 +187,7 @@ MaybeError ResponseFormat(const json& v, ApiRequest* out) {
 // json_schema, guided_json and guided_choice.
 MaybeError ReadStructuredOutput(const json& obj, ApiRequest* out) {
   if (const json* rf = Find(obj, "response_format"))
-    PC_API_RETURN_IF_ERROR(ResponseFormat(*rf, out));
+    PC_RETURN_IF_API_ERROR(ResponseFormat(*rf, out));
   for (const char* key : {"grammar", "json_schema", "guided_json", "guided_choice"}) {
     const json* v = Find(obj, key);
     if (v == nullptr) continue;
@@ -261,11 +199,11 @@ MaybeError ReadStructuredOutput(const json& obj, ApiRequest* out) {
     out->grammar_field = k;
     if (k == "grammar") {
       if (!v->is_string()) return WrongType(k, "a string (GBNF)", *v);
-      PC_API_RETURN_IF_ERROR(CompileGrammar(v->get<std::string>(), k, out));
+      PC_RETURN_IF_API_ERROR(CompileGrammar(v->get<std::string>(), k, out));
     } else if (k == "guided_choice") {
-      PC_API_RETURN_IF_ERROR(ChoiceGrammar(*v, k, out));
+      PC_RETURN_IF_API_ERROR(ChoiceGrammar(*v, k, out));
     } else {
-      PC_API_RETURN_IF_ERROR(SchemaGrammar(*v, k, out));
+      PC_RETURN_IF_API_ERROR(SchemaGrammar(*v, k, out));
     }
   }
   return std::nullopt;
@@ -274,19 +212,19 @@ MaybeError ReadStructuredOutput(const json& obj, ApiRequest* out) {
 MaybeError ReadUnsupported(const json& obj, ApiKind kind) {
   const json* v = nullptr;
   v = Find(obj, "suffix");
-  PC_API_RETURN_IF_ERROR(RejectUnless(obj, "suffix", v && v->is_string() && v->empty(), "suffix"));
+  PC_RETURN_IF_API_ERROR(RejectUnless(obj, "suffix", v && v->is_string() && v->empty(), "suffix"));
   v = Find(obj, "logit_bias");
-  PC_API_RETURN_IF_ERROR(RejectUnless(obj, "logit_bias", v && IsEmptyContainer(*v), "logit_bias"));
+  PC_RETURN_IF_API_ERROR(RejectUnless(obj, "logit_bias", v && IsEmptyContainer(*v), "logit_bias"));
   if (kind == ApiKind::kCompletion) {
     v = Find(obj, "tools");
-    PC_API_RETURN_IF_ERROR(RejectUnless(obj, "tools", v && IsEmptyContainer(*v), "tools"));
+    PC_RETURN_IF_API_ERROR(RejectUnless(obj, "tools", v && IsEmptyContainer(*v), "tools"));
   }
   // OpenAI's deprecated form of tools: refused, naming its successor.
   v = Find(obj, "functions");
-  PC_API_RETURN_IF_ERROR(RejectUnless(obj, "functions", v && IsEmptyContainer(*v),
+  PC_RETURN_IF_API_ERROR(RejectUnless(obj, "functions", v && IsEmptyContainer(*v),
                                       "'functions' (deprecated; use 'tools')"));
   v = Find(obj, "function_call");
-  PC_API_RETURN_IF_ERROR(RejectUnless(obj, "function_call",
+  PC_RETURN_IF_API_ERROR(RejectUnless(obj, "function_call",
                                       v && v->is_string() && (*v == "none" || *v == "auto"),
                                       "'function_call' (deprecated; use 'tool_choice')"));
   return std::nullopt;
@@ -399,7 +337,7 @@ MaybeError ReadContent(const json& msg, const std::string& param, ApiMessage* ou
       return ApiError::BadRequest("'" + pp + ".text' must be a string", pp + ".text");
     }
     out->content += text->get<std::string>();
-    PC_API_RETURN_IF_ERROR(ReadCacheControl(part, pp, &out->cache_breakpoint));
+    PC_RETURN_IF_API_ERROR(ReadCacheControl(part, pp, &out->cache_breakpoint));
   }
   return std::nullopt;
 }
@@ -443,13 +381,13 @@ MaybeError ReadMessages(const json& obj, const ojson* ordered, std::vector<ApiMe
       if (it != ordered->end() && it->is_array() && i < it->size()) om = &(*it)[i];
     }
     if (om != nullptr) {
-      PC_API_RETURN_IF_ERROR(ReadMessageToolFields(*om, p, &msg));
+      PC_RETURN_IF_API_ERROR(ReadMessageToolFields(*om, p, &msg));
     } else if (msg.role == "tool" || m.contains("tool_calls") || m.contains("tool_call_id") ||
                m.contains("name")) {
-      PC_API_RETURN_IF_ERROR(ReadMessageToolFields(ojson::parse(m.dump()), p, &msg));
+      PC_RETURN_IF_API_ERROR(ReadMessageToolFields(ojson::parse(m.dump()), p, &msg));
     }
-    PC_API_RETURN_IF_ERROR(ReadContent(m, p, &msg));
-    PC_API_RETURN_IF_ERROR(ReadCacheControl(m, p, &msg.cache_breakpoint));
+    PC_RETURN_IF_API_ERROR(ReadContent(m, p, &msg));
+    PC_RETURN_IF_API_ERROR(ReadCacheControl(m, p, &msg.cache_breakpoint));
     out->push_back(std::move(msg));
   }
   return std::nullopt;
@@ -481,24 +419,24 @@ MaybeError ReadSampling(const json& obj, SamplingParams* s) {
   s->top_p = 1.0f;
   s->top_k = 0;
   s->min_p = 0.0f;
-  PC_API_RETURN_IF_ERROR(ReadFloat(obj, "temperature", 0, 2, &s->temperature));
-  PC_API_RETURN_IF_ERROR(ReadFloat(obj, "top_p", 0, 1, &s->top_p));
+  PC_RETURN_IF_API_ERROR(ReadFloat(obj, "temperature", 0, 2, &s->temperature));
+  PC_RETURN_IF_API_ERROR(ReadFloat(obj, "top_p", 0, 1, &s->top_p));
   if (s->top_p == 0) {  // OpenAI accepts 0: only the most likely token is left
     s->temperature = 0;
     s->top_p = 1;
   }
-  PC_API_RETURN_IF_ERROR(ReadFloat(obj, "presence_penalty", -2, 2, &s->presence_penalty));
-  PC_API_RETURN_IF_ERROR(ReadFloat(obj, "frequency_penalty", -2, 2, &s->frequency_penalty));
-  PC_API_RETURN_IF_ERROR(ReadFloat(obj, "min_p", 0, 1, &s->min_p));
-  PC_API_RETURN_IF_ERROR(ReadFloat(obj, "repeat_penalty", 0.01, 100, &s->repeat_penalty));
+  PC_RETURN_IF_API_ERROR(ReadFloat(obj, "presence_penalty", -2, 2, &s->presence_penalty));
+  PC_RETURN_IF_API_ERROR(ReadFloat(obj, "frequency_penalty", -2, 2, &s->frequency_penalty));
+  PC_RETURN_IF_API_ERROR(ReadFloat(obj, "min_p", 0, 1, &s->min_p));
+  PC_RETURN_IF_API_ERROR(ReadFloat(obj, "repeat_penalty", 0.01, 100, &s->repeat_penalty));
   std::optional<int64_t> v;
-  PC_API_RETURN_IF_ERROR(ReadInt(obj, "top_k", 0, 1 << 30, &v));
+  PC_RETURN_IF_API_ERROR(ReadInt(obj, "top_k", 0, 1 << 30, &v));
   if (v) s->top_k = static_cast<int>(*v);
   v.reset();
-  PC_API_RETURN_IF_ERROR(ReadInt(obj, "repeat_last_n", -1, 1 << 30, &v));
+  PC_RETURN_IF_API_ERROR(ReadInt(obj, "repeat_last_n", -1, 1 << 30, &v));
   if (v) s->repeat_last_n = static_cast<int>(*v);
   v.reset();
-  PC_API_RETURN_IF_ERROR(ReadInt(obj, "seed", std::numeric_limits<int64_t>::min(),
+  PC_RETURN_IF_API_ERROR(ReadInt(obj, "seed", std::numeric_limits<int64_t>::min(),
                                  std::numeric_limits<int64_t>::max(), &v));
   if (v) {
     // SamplingParams reads seed 0 as "random"; a client that sends 0 wants a fixed seed.
@@ -513,14 +451,14 @@ MaybeError ReadMaxTokens(const json& obj, const RequestLimits& limits, int lo,
   const int64_t hi = limits.max_tokens_limit > 0 ? limits.max_tokens_limit : (1 << 30);
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {  // the latter wins
     std::optional<int64_t> v;
-    PC_API_RETURN_IF_ERROR(ReadInt(obj, key, lo, hi, &v));
+    PC_RETURN_IF_API_ERROR(ReadInt(obj, key, lo, hi, &v));
     if (v) *out = static_cast<int>(*v);
   }
   return std::nullopt;
 }
 
 MaybeError ReadStreamAndExtensions(const json& obj, ApiRequest* out) {
-  PC_API_RETURN_IF_ERROR(ReadBool(obj, "stream", &out->stream));
+  PC_RETURN_IF_API_ERROR(ReadBool(obj, "stream", &out->stream));
   if (const json* so = Find(obj, "stream_options")) {
     if (!so->is_object()) return WrongType("stream_options", "an object", *so);
     if (const json* iu = Find(*so, "include_usage")) {
@@ -534,9 +472,9 @@ MaybeError ReadStreamAndExtensions(const json& obj, ApiRequest* out) {
                                   "stream_options." + key, "unsupported");
     }
   }
-  PC_API_RETURN_IF_ERROR(ReadBool(obj, "ignore_eos", &out->ignore_eos));
-  PC_API_RETURN_IF_ERROR(ReadBool(obj, "cache_map", &out->cache_map));
-  PC_API_RETURN_IF_ERROR(ReadCacheSalt(obj, &out->cache_salt));
+  PC_RETURN_IF_API_ERROR(ReadBool(obj, "ignore_eos", &out->ignore_eos));
+  PC_RETURN_IF_API_ERROR(ReadBool(obj, "cache_map", &out->cache_map));
+  PC_RETURN_IF_API_ERROR(ReadCacheSalt(obj, &out->cache_salt));
   if (const json* cache = Find(obj, "cache")) {
     if (!cache->is_object()) return WrongType("cache", "an object", *cache);
     if (const json* pin = Find(*cache, "pin")) {
@@ -581,7 +519,7 @@ MaybeError ReadModuleRef(const json& v, const std::string& param, int depth, Pml
       }
       for (size_t i = 0; i < children->size(); ++i) {
         PmlModuleRef child;
-        PC_API_RETURN_IF_ERROR(ReadModuleRef(
+        PC_RETURN_IF_API_ERROR(ReadModuleRef(
             (*children)[i], param + ".modules[" + std::to_string(i) + "]", depth + 1, &child));
         out->children.push_back(std::move(child));
       }
@@ -597,7 +535,7 @@ MaybeError ReadModuleRef(const json& v, const std::string& param, int depth, Pml
 // plain prompts: a loaded schema's modules stay cached anyway.
 MaybeError ReadModular(const json& obj, ApiRequest* out) {
   bool detect_pml = true;
-  PC_API_RETURN_IF_ERROR(ReadBool(obj, "pml", &detect_pml));
+  PC_RETURN_IF_API_ERROR(ReadBool(obj, "pml", &detect_pml));
   if (const json* schema = Find(obj, "schema")) {
     if (!schema->is_string()) return WrongType("schema", "a string (a schema's name)", *schema);
     if (schema->get<std::string>().empty()) {
@@ -613,7 +551,7 @@ MaybeError ReadModular(const json& obj, ApiRequest* out) {
     if (!modules->is_array()) return WrongType("modules", "an array", *modules);
     for (size_t i = 0; i < modules->size(); ++i) {
       PmlModuleRef ref;
-      PC_API_RETURN_IF_ERROR(
+      PC_RETURN_IF_API_ERROR(
           ReadModuleRef((*modules)[i], "modules[" + std::to_string(i) + "]", 0, &ref));
       out->modules.push_back(std::move(ref));
     }
@@ -626,7 +564,7 @@ MaybeError ReadModular(const json& obj, ApiRequest* out) {
     if (!p.ok()) return ApiError::BadRequest("'positions': " + p.status().message(), "positions");
     out->positions = *p;
   }
-  PC_API_RETURN_IF_ERROR(ReadBool(obj, "evaluate", &out->evaluate));
+  PC_RETURN_IF_API_ERROR(ReadBool(obj, "evaluate", &out->evaluate));
   if (const json* recompute = Find(obj, "recompute")) {
     if (!recompute->is_number() || !(recompute->get<double>() >= 0) ||
         !(recompute->get<double>() <= 1)) {
@@ -680,20 +618,6 @@ MaybeError ReadModular(const json& obj, ApiRequest* out) {
   return std::nullopt;
 }
 
-// Parses the text into an object; nlohmann rejects ill-formed UTF-8 inside strings.
-MaybeError ParseObject(std::string_view body, json* out) {
-  try {
-    *out = json::parse(body.begin(), body.end());
-  } catch (const json::exception& e) {
-    return ApiError::BadRequest(std::string("the request body is not valid JSON: ") + e.what());
-  }
-  if (!out->is_object()) {
-    return ApiError::BadRequest(std::string("the request body must be a JSON object, not ") +
-                                TypeName(*out));
-  }
-  return std::nullopt;
-}
-
 // The body again with its keys in order, when it may have tool fields (tool definitions and
 // arguments are rendered in the client's order); null otherwise.
 ojson Ordered(std::string_view body) {
@@ -702,29 +626,18 @@ ojson Ordered(std::string_view body) {
 }
 
 MaybeError ParseCommon(const json& obj, const RequestLimits& limits, ApiRequest* out) {
-  PC_API_RETURN_IF_ERROR(ReadModel(obj, /*required=*/true, &out->model));
-  PC_API_RETURN_IF_ERROR(CheckFields(obj, out->kind));
-  PC_API_RETURN_IF_ERROR(ReadUnsupported(obj, out->kind));
-  PC_API_RETURN_IF_ERROR(ReadStructuredOutput(obj, out));
-  PC_API_RETURN_IF_ERROR(ReadChoicesAndLogprobs(obj, out->kind, out));
+  PC_RETURN_IF_API_ERROR(ReadModel(obj, /*required=*/true, &out->model));
+  PC_RETURN_IF_API_ERROR(CheckFields(obj, out->kind));
+  PC_RETURN_IF_API_ERROR(ReadUnsupported(obj, out->kind));
+  PC_RETURN_IF_API_ERROR(ReadStructuredOutput(obj, out));
+  PC_RETURN_IF_API_ERROR(ReadChoicesAndLogprobs(obj, out->kind, out));
   // Scoring a prompt (echo with logprobs) needs no new token: max_tokens 0 is allowed then.
-  PC_API_RETURN_IF_ERROR(
+  PC_RETURN_IF_API_ERROR(
       ReadMaxTokens(obj, limits, out->echo && out->logprobs >= 0 ? 0 : 1, &out->max_tokens));
-  PC_API_RETURN_IF_ERROR(ReadSampling(obj, &out->sampling));
-  PC_API_RETURN_IF_ERROR(ReadStop(obj, &out->stop));
-  PC_API_RETURN_IF_ERROR(ReadStreamAndExtensions(obj, out));
+  PC_RETURN_IF_API_ERROR(ReadSampling(obj, &out->sampling));
+  PC_RETURN_IF_API_ERROR(ReadStop(obj, &out->stop));
+  PC_RETURN_IF_API_ERROR(ReadStreamAndExtensions(obj, out));
   return ReadModular(obj, out);
-}
-
-// Every error path above is a return value; this guards against what nlohmann may still throw
-// (e.g. get<> on an unexpected type) so that no exception leaves the parser.
-template <typename F>
-MaybeError Guarded(F&& f) {
-  try {
-    return f();
-  } catch (const std::exception& e) {
-    return ApiError::BadRequest(std::string("invalid request: ") + e.what());
-  }
 }
 
 }  // namespace
@@ -769,10 +682,10 @@ std::optional<ApiError> ParseCompletionRequest(std::string_view body, const Requ
     *out = ApiRequest();
     out->kind = ApiKind::kCompletion;
     json obj;
-    PC_API_RETURN_IF_ERROR(ParseObject(body, &obj));
+    PC_RETURN_IF_API_ERROR(ParseObject(body, &obj));
     const json* prompt = Find(obj, "prompt");
     if (prompt == nullptr) return ApiError::BadRequest("'prompt' is required", "prompt");
-    PC_API_RETURN_IF_ERROR(
+    PC_RETURN_IF_API_ERROR(
         ReadPrompt(*prompt, &out->prompt_text, &out->prompt_tokens, &out->prompt_is_tokens));
     return ParseCommon(obj, limits, out);
   });
@@ -784,11 +697,11 @@ std::optional<ApiError> ParseChatRequest(std::string_view body, const RequestLim
     *out = ApiRequest();
     out->kind = ApiKind::kChat;
     json obj;
-    PC_API_RETURN_IF_ERROR(ParseObject(body, &obj));
+    PC_RETURN_IF_API_ERROR(ParseObject(body, &obj));
     const ojson ordered = Ordered(body);
     const ojson* o = ordered.is_object() ? &ordered : nullptr;
-    PC_API_RETURN_IF_ERROR(ReadMessages(obj, o, &out->messages));
-    if (o != nullptr) PC_API_RETURN_IF_ERROR(ReadTools(*o, out));
+    PC_RETURN_IF_API_ERROR(ReadMessages(obj, o, &out->messages));
+    if (o != nullptr) PC_RETURN_IF_API_ERROR(ReadTools(*o, out));
     return ParseCommon(obj, limits, out);
   });
 }
@@ -797,11 +710,11 @@ std::optional<ApiError> ParsePrefixRequest(std::string_view body, PrefixRequest*
   return Guarded([&]() -> MaybeError {
     *out = PrefixRequest();
     json obj;
-    PC_API_RETURN_IF_ERROR(ParseObject(body, &obj));
-    PC_API_RETURN_IF_ERROR(ReadModel(obj, /*required=*/false, &out->model));
-    PC_API_RETURN_IF_ERROR(ReadBool(obj, "add_generation_prompt", &out->add_generation_prompt));
-    PC_API_RETURN_IF_ERROR(ReadBool(obj, "pin", &out->pin));
-    PC_API_RETURN_IF_ERROR(ReadCacheSalt(obj, &out->cache_salt));
+    PC_RETURN_IF_API_ERROR(ParseObject(body, &obj));
+    PC_RETURN_IF_API_ERROR(ReadModel(obj, /*required=*/false, &out->model));
+    PC_RETURN_IF_API_ERROR(ReadBool(obj, "add_generation_prompt", &out->add_generation_prompt));
+    PC_RETURN_IF_API_ERROR(ReadBool(obj, "pin", &out->pin));
+    PC_RETURN_IF_API_ERROR(ReadCacheSalt(obj, &out->cache_salt));
     const json* prompt = Find(obj, "prompt");
     if (prompt == nullptr) prompt = Find(obj, "content");
     if (prompt == nullptr) prompt = Find(obj, "tokens");

@@ -4,27 +4,19 @@
 #include <set>
 
 #include "grammar/grammar.h"
+#include "server/json_fields.h"
 
 namespace promptcache {
 namespace {
 
 using ojson = nlohmann::ordered_json;
-using MaybeError = std::optional<ApiError>;
+using json_fields::Find;
+using json_fields::MaybeError;
+using json_fields::WrongType;
 
 // OpenAI's limits on a function's name, and on the number of tools.
 constexpr size_t kMaxNameLength = 64;
 constexpr size_t kMaxTools = 128;
-
-const ojson* Find(const ojson& obj, const char* key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-ApiError WrongType(const std::string& param, const char* expected, const ojson& v) {
-  return ApiError::BadRequest(
-      "'" + param + "' must be " + expected + ", not " + std::string(v.type_name()), param);
-}
 
 MaybeError OnlyKeys(const ojson& obj, const std::string& param, std::set<std::string> keys) {
   for (const auto& [key, value] : obj.items()) {

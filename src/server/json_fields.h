@@ -1,0 +1,78 @@
+// Readers of a request body's JSON fields, shared by the API routes' parsers (OpenAI's
+// completions and chat, Anthropic's messages, tool definitions). Each returns the one
+// ApiError that names the field and what was wrong with it (a 400 the client can act on), never
+// throws, and reads absent and null fields alike as "not given", as both APIs do.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "server/openai_request.h"
+
+namespace promptcache::json_fields {
+
+using json = nlohmann::json;
+using MaybeError = std::optional<ApiError>;
+
+// Returns the error of `expr`, if any, from the calling reader.
+#define PC_RETURN_IF_API_ERROR(expr)                 \
+  do {                                               \
+    if (MaybeError pc_err_ = (expr)) return pc_err_; \
+  } while (0)
+
+// "an integer", "a number", else nlohmann's name ("null", "string", "array", ...).
+template <typename Json>
+const char* TypeName(const Json& v) {
+  if (v.is_number_integer()) return "an integer";
+  if (v.is_number()) return "a number";
+  return v.type_name();
+}
+
+template <typename Json>
+ApiError WrongType(const std::string& param, const char* expected, const Json& v) {
+  return ApiError::BadRequest("'" + param + "' must be " + expected + ", not " + TypeName(v),
+                              param);
+}
+
+// `what` (a field, or a value of one) is understood but not implemented here.
+ApiError Unsupported(const std::string& param, const std::string& what);
+
+// The field, or null when it is absent or null.
+template <typename Json>
+const Json* Find(const Json& obj, const char* key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+template <size_t N>
+bool Contains(const std::string_view (&list)[N], std::string_view field) {
+  return std::find(std::begin(list), std::end(list), field) != std::end(list);
+}
+
+// The body as a JSON object (nlohmann rejects ill-formed UTF-8 inside strings).
+MaybeError ParseObject(std::string_view body, json* out);
+
+// Typed fields; an absent one leaves *out as it was.
+MaybeError ReadBool(const json& obj, const char* key, bool* out);
+MaybeError ReadInt(const json& obj, const char* key, int64_t lo, int64_t hi,
+                   std::optional<int64_t>* out);
+MaybeError ReadFloat(const json& obj, const char* key, double lo, double hi, float* out);
+
+// Runs a parser, turning anything nlohmann may still throw (get<> on an unexpected type) into
+// a 400, so that no exception leaves it.
+template <typename F>
+MaybeError Guarded(F&& f) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    return ApiError::BadRequest(std::string("invalid request: ") + e.what());
+  }
+}
+
+}  // namespace promptcache::json_fields
