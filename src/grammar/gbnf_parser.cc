@@ -467,6 +467,25 @@ class GbnfParser {
   std::vector<bool> defined_;
 };
 
+std::string GbnfLiteral(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
 Result<std::shared_ptr<const Grammar>> Grammar::Parse(std::string_view text) {
   GbnfParser p(text);
   return p.Run();

@@ -32,6 +32,10 @@ struct GrammarElement {
   bool Matches(uint32_t cp) const;
 };
 
+// `text` as a GBNF string literal ("...", with quotes, backslashes and control characters
+// escaped), for grammars written by code.
+std::string GbnfLiteral(std::string_view text);
+
 class Grammar {
  public:
   // Parses GBNF text. The start rule is `root`.

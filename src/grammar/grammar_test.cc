@@ -84,6 +84,19 @@ TEST(Gbnf, RepetitionBoundsAndGroups) {
   EXPECT_FALSE(Matches(any, "x!"));
 }
 
+TEST(Gbnf, LiteralsWrittenByCodeMatchExactlyTheirText) {
+  for (const std::string text : {"plain", "quote \" and \\ back", "lines\nand\ttabs\r",
+                                 "é ∑ 🙂", "[TOOL_CALLS]", "{\"a\": 1}"}) {
+    auto g = Grammar::Parse("root ::= " + GbnfLiteral(text));
+    ASSERT_TRUE(g.ok()) << text << ": " << g.status().message();
+    GrammarState s(*g);
+    EXPECT_TRUE(s.Accepts(text)) << text;
+    EXPECT_FALSE(s.Accepts(text + "x")) << text;
+    ASSERT_TRUE(s.Advance(text));
+    EXPECT_TRUE(s.Finished()) << text;
+  }
+}
+
 TEST(Gbnf, FinishedWhenNothingMayFollow) {
   auto g = Parse(R"g(root ::= "yes" | "no")g");
   GrammarState st(g);

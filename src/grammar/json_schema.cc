@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "grammar/grammar.h"
+
 namespace promptcache {
 namespace {
 
@@ -24,26 +26,6 @@ array ::= "[" ws ( value ws ( "," ws value ws )* )? "]"
 
 constexpr int kMaxDepth = 64;
 constexpr int kMaxBound = 1000;  // minLength/maxLength/minItems/maxItems
-
-// A GBNF literal for `text`.
-std::string Literal(const std::string& text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
 
 class Converter {
  public:
@@ -108,13 +90,13 @@ class Converter {
       }
       return Ref(*it, at("$ref"), depth);
     }
-    if (auto it = s.find("const"); it != s.end()) return Literal(it->dump());
+    if (auto it = s.find("const"); it != s.end()) return GbnfLiteral(it->dump());
     if (auto it = s.find("enum"); it != s.end()) {
       if (!it->is_array() || it->empty()) {
         return InvalidArgument("JSON schema: '" + at("enum") + "' must be a non-empty array");
       }
       std::string alts;
-      for (const auto& v : *it) alts += (alts.empty() ? "" : " | ") + Literal(v.dump());
+      for (const auto& v : *it) alts += (alts.empty() ? "" : " | ") + GbnfLiteral(v.dump());
       return NewRule(alts);
     }
     if (auto it = s.find("anyOf"); it != s.end()) {
@@ -219,7 +201,7 @@ class Converter {
     std::vector<bool> req;
     for (const auto& [name, sub] : props->items()) {
       PC_ASSIGN_OR_RETURN(std::string v, Rule(sub, at("properties." + name), depth + 1));
-      kv.push_back(Literal(ojson(name).dump()) + " ws \":\" ws " + v + " ws");
+      kv.push_back(GbnfLiteral(ojson(name).dump()) + " ws \":\" ws " + v + " ws");
       req.push_back(required.count(name) > 0);
     }
     for (const std::string& r : required) {

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <nlohmann/json.hpp>
 
+#include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 
 namespace promptcache {
@@ -235,26 +236,6 @@ bool ParseDeepSeekR1(std::string_view rest, std::vector<ToolCall>* calls) {
   }
 }
 
-// A GBNF string literal for `text`.
-std::string Literal(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 }  // namespace
 
 std::string_view ToolCallFormatName(ToolCallFormat format) {
@@ -483,35 +464,35 @@ Result<std::string> ToolCallGbnf(ToolCallFormat format, const std::vector<ToolSp
     }
     const std::string rule = "tool" + std::to_string(i);
     if (format == ToolCallFormat::kFunctionaryV32) {
-      rules += rule + " ::= " + Literal(tools[i].name + "\n") + " " + top + "\n" + *r;
+      rules += rule + " ::= " + GbnfLiteral(tools[i].name + "\n") + " " + top + "\n" + *r;
     } else if (format == ToolCallFormat::kFunctionaryV31) {
-      rules += rule + " ::= " + Literal("<function=" + tools[i].name + ">") + " " + top + " " +
-               Literal(kFunctionClose) + "\n" + *r;
+      rules += rule + " ::= " + GbnfLiteral("<function=" + tools[i].name + ">") + " " + top + " " +
+               GbnfLiteral(kFunctionClose) + "\n" + *r;
     } else if (format == ToolCallFormat::kDeepSeekR1) {
       rules += rule + " ::= " +
-               Literal(std::string(kDsCallBegin) + "function" + std::string(kDsSep) +
-                       tools[i].name + "\n```json\n") +
-               " " + top + " " + Literal("\n```" + std::string(kDsCallEnd)) + "\n" + *r;
+               GbnfLiteral(std::string(kDsCallBegin) + "function" + std::string(kDsSep) +
+                           tools[i].name + "\n```json\n") +
+               " " + top + " " + GbnfLiteral("\n```" + std::string(kDsCallEnd)) + "\n" + *r;
     } else {
       const std::string head = name_head + ojson(tools[i].name).dump() + ", \"" + args_key + "\": ";
-      rules += rule + " ::= " + Literal(head) + " " + top + " \"}\"\n" + *r;
+      rules += rule + " ::= " + GbnfLiteral(head) + " " + top + " \"}\"\n" + *r;
     }
     calls += (calls.empty() ? "" : " | ") + rule;
   }
   std::string root;
   switch (format) {
     case ToolCallFormat::kHermes:
-      root = Literal("<tool_call>\n") + " call " + Literal("\n</tool_call>");
+      root = GbnfLiteral("<tool_call>\n") + " call " + GbnfLiteral("\n</tool_call>");
       break;
     case ToolCallFormat::kMistral:
     case ToolCallFormat::kCommandR7B:  // <|START_ACTION|> is a control token, as [TOOL_CALLS]
       root = "\"[\" call \"]\"";
       break;
     case ToolCallFormat::kCommandRPlus:
-      root = Literal("Action:\n```json\n[") + " call " + Literal("]\n```");
+      root = GbnfLiteral("Action:\n```json\n[") + " call " + GbnfLiteral("]\n```");
       break;
     case ToolCallFormat::kDeepSeekR1:
-      root = Literal(kDsCallsBegin) + " call " + Literal(kDsCallsEnd);
+      root = GbnfLiteral(kDsCallsBegin) + " call " + GbnfLiteral(kDsCallsEnd);
       break;
     case ToolCallFormat::kFireFunction:
       root = "\" functools[\" call \"]\"";
