@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
 
 #include "core/hash.h"
@@ -378,7 +379,8 @@ void BlockCache::InsertPrefix(std::span<const int32_t> tokens, const KvSequence&
   }
 }
 
-int BlockCache::PinPrefix(std::span<const int32_t> tokens, bool pinned, const BlockKey& ns) {
+int BlockCache::ForEachPrefixEntry(std::span<const int32_t> tokens, const BlockKey& ns,
+                                   const std::function<void(const BlockKey&, Entry&)>& visit) {
   const int bs = pool_->layout().block_size;
   BlockKey parent = ns;
   int n = 0;
@@ -387,37 +389,33 @@ int BlockCache::PinPrefix(std::span<const int32_t> tokens, bool pinned, const Bl
     Entry* e = Find(key);
     if (e == nullptr && LoadFromDisk(key, /*prefix=*/true, ns)) e = Find(key);
     if (e == nullptr) break;
-    if (pinned) {
-      // Written without expiry from now on (or its expiry removed where it was written).
-      if (e->pins++ == 0 && remote_ && e->on_remote) remote_->Persist(RemoteKeyOf(e->ns, key));
-    } else if (e->pins > 0) {
-      e->pins--;
-    }
+    visit(key, *e);
     n += bs;
     parent = key;
   }
   return n;
 }
 
+int BlockCache::PinPrefix(std::span<const int32_t> tokens, bool pinned, const BlockKey& ns) {
+  return ForEachPrefixEntry(tokens, ns, [&](const BlockKey& key, Entry& e) {
+    if (pinned) {
+      // Written without expiry from now on (or its expiry removed where it was written).
+      if (e.pins++ == 0 && remote_ && e.on_remote) remote_->Persist(RemoteKeyOf(e.ns, key));
+    } else if (e.pins > 0) {
+      e.pins--;
+    }
+  });
+}
+
 int BlockCache::PinPrefixFor(std::span<const int32_t> tokens, double ttl_seconds,
                              const BlockKey& ns) {
-  const int bs = pool_->layout().block_size;
   const auto now = Now();
-  BlockKey parent = ns;
-  int n = 0;
-  for (int b = 0; (b + 1) * bs <= static_cast<int>(tokens.size()); ++b) {
-    const BlockKey key = ChainKey(parent, tokens.subspan(size_t(b) * bs, bs));
-    Entry* e = Find(key);
-    if (e == nullptr && LoadFromDisk(key, /*prefix=*/true, ns)) e = Find(key);
-    if (e == nullptr) break;
+  return ForEachPrefixEntry(tokens, ns, [&](const BlockKey&, Entry& e) {
     // An expired pin's TTL no longer applies; a pin still holding keeps the longer of the two.
-    if (e->pinned_until <= now) e->pin_ttl_seconds = 0;
-    e->pin_ttl_seconds = std::max(e->pin_ttl_seconds, ttl_seconds);
-    e->pinned_until = std::max(e->pinned_until, now + ToDuration(ttl_seconds));
-    n += bs;
-    parent = key;
-  }
-  return n;
+    if (e.pinned_until <= now) e.pin_ttl_seconds = 0;
+    e.pin_ttl_seconds = std::max(e.pin_ttl_seconds, ttl_seconds);
+    e.pinned_until = std::max(e.pinned_until, now + ToDuration(ttl_seconds));
+  });
 }
 
 bool BlockCache::AppendCached(const BlockKey& key, KvSequence* seq) {

@@ -205,6 +205,10 @@ class BlockCache {
   };
 
   Entry* Find(const BlockKey& key);
+  // Walks the prefix chain of `tokens` (whole blocks) through RAM and disk, calling `visit` on
+  // each entry until the first block held in neither; returns the tokens walked.
+  int ForEachPrefixEntry(std::span<const int32_t> tokens, const BlockKey& ns,
+                         const std::function<void(const BlockKey&, Entry&)>& visit);
   // `prefix`: the key is a prefix chain's (its sliding part may be evicted on its own).
   bool LoadFromDisk(const BlockKey& key, bool prefix, const BlockKey& ns = {});
   // Indexes a record read from the remote tier into a fresh block, when it checks out (and, for
