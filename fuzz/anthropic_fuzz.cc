@@ -8,21 +8,24 @@
 //
 // As openai_fuzz does, each input is tried as is and spliced into one of a few valid bodies.
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "gguf/gguf.h"
+#include "fuzz/request_fuzz_support.h"
 #include "server/anthropic_request.h"
 #include "server/anthropic_response.h"
 #include "server/prompt_encoder.h"
-#include "tokenizer/tokenizer.h"
 
 namespace promptcache {
 namespace {
+
+using fuzzing::Check;
+using fuzzing::CheckJson;
+using fuzzing::Die;
+using fuzzing::LoadOrDie;
+using fuzzing::Vocab;
 
 constexpr const char* kTemplates[] = {
     R"({"model":"m","max_tokens":16,"system":"You tell stories.","messages":[{"role":"user","content":"A cat."}],"temperature":0.7,"top_p":0.9,"top_k":5,"stop_sequences":["\n","The end"],"stream":true,"metadata":{"user_id":"u"}})",
@@ -30,49 +33,14 @@ constexpr const char* kTemplates[] = {
     R"({"model":"m","max_tokens":1,"messages":[{"role":"user","content":"x"}],"tools":[],"tool_choice":{"type":"auto"},"thinking":{"type":"disabled"},"service_tier":"auto"})",
 };
 
-struct Vocab {
-  std::unique_ptr<GgufFile> file;
-  std::unique_ptr<Tokenizer> tok;
-  std::unique_ptr<PromptEncoder> encoder;
-};
-
-[[noreturn]] void Die(const std::string& what) {
-  std::fprintf(stderr, "anthropic_fuzz: %s\n", what.c_str());
-  std::abort();
-}
-
-void Check(bool ok, const char* what) {
-  if (!ok) Die(std::string("violated: ") + what);
-}
-
-Vocab LoadOrDie(const std::string& relative, const std::string& chat_template) {
-  const char* env = std::getenv("PC_SHARED_DIR");
-  const std::string dir = env != nullptr && *env != '\0' ? env : PC_SHARED_DIR;
-  auto file = GgufFile::Open(dir + "/" + relative);
-  if (!file.ok()) Die(file.status().message() + " (set PC_SHARED_DIR)");
-  Vocab v;
-  v.file = std::move(file).value();
-  auto tok = Tokenizer::FromGguf(*v.file);
-  if (!tok.ok()) Die(tok.status().message());
-  v.tok = std::move(tok).value();
-  v.encoder = std::make_unique<PromptEncoder>(*v.tok, chat_template);
-  return v;
-}
-
 const std::vector<Vocab>& Vocabs() {
   static const std::vector<Vocab>* vocabs = [] {
     auto* v = new std::vector<Vocab>();
     v->push_back(LoadOrDie("models/stories260K.gguf", ""));
-    v->push_back(LoadOrDie("tokenizers/ggml-vocab-llama-spm.gguf",
-                           "{% for message in messages %}{{'<|im_start|>' + message['role'] + "
-                           "'\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"));
+    v->push_back(LoadOrDie("tokenizers/ggml-vocab-llama-spm.gguf", fuzzing::kChatMl));
     return v;
   }();
   return *vocabs;
-}
-
-void CheckJson(const std::string& text, const char* what) {
-  Check(nlohmann::json::accept(text), what);
 }
 
 // "event: NAME\ndata: JSON\n\n", one or more.
@@ -159,14 +127,7 @@ void Exercise(std::string_view body) {
 }  // namespace promptcache
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace promptcache;
-  const std::string_view input(reinterpret_cast<const char*>(data), size);
-  Exercise(input);
-  if (size >= 2) {
-    std::string spliced = kTemplates[data[0] % std::size(kTemplates)];
-    const size_t at = spliced.size() * data[1] / 256;
-    spliced.replace(at, std::min(size - 2, spliced.size() - at), input.substr(2));
-    Exercise(spliced);
-  }
+  promptcache::fuzzing::ExerciseAsIsAndSpliced(data, size, promptcache::kTemplates,
+                                               promptcache::Exercise);
   return 0;
 }

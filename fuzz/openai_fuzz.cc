@@ -12,22 +12,25 @@
 // spliced into one of a few valid request bodies (the first byte picks the body, the second
 // where the rest of the input overwrites it).
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "gguf/gguf.h"
+#include "fuzz/request_fuzz_support.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/prompt_encoder.h"
 #include "server/tool_request.h"
-#include "tokenizer/tokenizer.h"
 
 namespace promptcache {
 namespace {
+
+using fuzzing::Check;
+using fuzzing::CheckJson;
+using fuzzing::Die;
+using fuzzing::LoadOrDie;
+using fuzzing::Vocab;
 
 constexpr const char* kTemplates[] = {
     R"({"model":"m","messages":[{"role":"system","content":"You tell stories."},{"role":"user","content":"A cat."}],"max_tokens":16,"temperature":0.7,"top_p":0.9,"stop":["\n","The end"],"stream":true,"stream_options":{"include_usage":true}})",
@@ -40,35 +43,6 @@ constexpr const char* kTemplates[] = {
     R"({"model":"m","messages":[{"role":"user","content":"w?"},{"role":"assistant","content":null,"tool_calls":[{"id":"abcDEF123","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}}]},{"role":"tool","tool_call_id":"abcDEF123","name":"get_weather","content":"<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>"}],"tools":[{"type":"function","function":{"name":"get_weather","description":"d","parameters":{"type":"object","properties":{"city":{"type":"string","maxLength":9}},"required":["city"]}}}],"tool_choice":"required"})",
 };
 
-struct Vocab {
-  std::unique_ptr<GgufFile> file;
-  std::unique_ptr<Tokenizer> tok;
-  std::unique_ptr<PromptEncoder> encoder;
-};
-
-[[noreturn]] void Die(const std::string& what) {
-  std::fprintf(stderr, "openai_fuzz: %s\n", what.c_str());
-  std::abort();
-}
-
-void Check(bool ok, const char* what) {
-  if (!ok) Die(std::string("violated: ") + what);
-}
-
-Vocab LoadOrDie(const std::string& relative, const std::string& chat_template) {
-  const char* env = std::getenv("PC_SHARED_DIR");
-  const std::string dir = env != nullptr && *env != '\0' ? env : PC_SHARED_DIR;
-  auto file = GgufFile::Open(dir + "/" + relative);
-  if (!file.ok()) Die(file.status().message() + " (set PC_SHARED_DIR)");
-  Vocab v;
-  v.file = std::move(file).value();
-  auto tok = Tokenizer::FromGguf(*v.file);
-  if (!tok.ok()) Die(tok.status().message());
-  v.tok = std::move(tok).value();
-  v.encoder = std::make_unique<PromptEncoder>(*v.tok, chat_template);
-  return v;
-}
-
 const std::vector<Vocab>& Vocabs() {
   static const std::vector<Vocab>* vocabs = [] {
     auto* v = new std::vector<Vocab>();
@@ -79,16 +53,10 @@ const std::vector<Vocab>& Vocabs() {
                   "{% for t in tools %}{{ t | tojson }}{% endfor %}{% for m in messages "
                   "%}{{ m.role }}: {{ m.content }}{% for c in m.tool_calls %}<tool_call>{{ "
                   "c.function | tojson }}</tool_call>{% endfor %}\n{% endfor %}"));
-    v->push_back(LoadOrDie("tokenizers/ggml-vocab-llama-spm.gguf",
-                           "{% for message in messages %}{{'<|im_start|>' + message['role'] + "
-                           "'\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"));
+    v->push_back(LoadOrDie("tokenizers/ggml-vocab-llama-spm.gguf", fuzzing::kChatMl));
     return v;
   }();
   return *vocabs;
-}
-
-void CheckJson(const std::string& text, const char* what) {
-  Check(nlohmann::json::accept(text), what);
 }
 
 void CheckSse(const std::string& event) {
@@ -192,14 +160,7 @@ void Exercise(std::string_view body) {
 }  // namespace promptcache
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace promptcache;
-  const std::string_view input(reinterpret_cast<const char*>(data), size);
-  Exercise(input);
-  if (size >= 2) {
-    std::string spliced = kTemplates[data[0] % std::size(kTemplates)];
-    const size_t at = spliced.size() * data[1] / 256;
-    spliced.replace(at, std::min(size - 2, spliced.size() - at), input.substr(2));
-    Exercise(spliced);
-  }
+  promptcache::fuzzing::ExerciseAsIsAndSpliced(data, size, promptcache::kTemplates,
+                                               promptcache::Exercise);
   return 0;
 }
