@@ -110,6 +110,7 @@ class EvalModulesCommand : public Command {
     } else {
       std::printf("mean against the contiguous prompt: %s\n", contiguous.Line(n).c_str());
       std::printf("mean against the gapped recompute:  %s\n", gapped.Line(n).c_str());
+      std::printf("against the contiguous prompt, %s\n", contiguous.Disagreements(n).c_str());
       std::printf("(%d tokens each)\n", max_tokens_);
     }
     return 0;
@@ -153,23 +154,44 @@ class EvalModulesCommand : public Command {
     return nlohmann::json{{"steps", rep.steps},
                           {"top1_agreement", rep.top1_agreement},
                           {"first_token_kl", rep.first_token_kl},
+                          {"mean_kl", rep.mean_kl},
+                          {"disagreement_margins", rep.disagreement_margins},
                           {"greedy_equal", rep.greedy_equal},
                           {"full_text", e.model().tokenizer().Decode(rep.full_tokens)}};
   }
 
   // Sums of one baseline's figures over the prompts.
   struct Means {
-    double agree = 0, kl = 0;
-    int equal = 0;
+    double agree = 0, kl = 0, all_kl = 0;
+    int equal = 0, steps = 0, disagreements = 0, near_ties = 0;
     void Add(const nlohmann::json& r) {
       agree += r["top1_agreement"].get<double>();
       kl += r["first_token_kl"].get<double>();
+      all_kl += r["mean_kl"].get<double>();
       equal += r["greedy_equal"].get<bool>();
+      steps += r["steps"].get<int>();
+      for (const auto& m : r["disagreement_margins"]) {
+        ++disagreements;
+        near_ties += m.get<double>() < kNearTieMargin;
+      }
     }
     nlohmann::json Summary(size_t n) const {
       return {{"mean_top1_agreement", agree / double(n)},
               {"mean_first_token_kl", kl / double(n)},
+              {"mean_kl", all_kl / double(n)},
+              {"steps", steps},
+              {"disagreements", disagreements},
+              {"near_tie_disagreements", near_ties},
               {"greedy_equal", equal}};
+    }
+    // Where the steps differ: how many, how many of them near ties, the KL over every step.
+    std::string Disagreements(size_t n) const {
+      char buf[200];
+      std::snprintf(buf, sizeof buf,
+                    "%d of %d steps differ, %d of them near ties (the full recompute's best token "
+                    "within %.1f logit); KL over all steps %.3g",
+                    disagreements, steps, near_ties, kNearTieMargin, all_kl / double(n));
+      return buf;
     }
     std::string Line(size_t n) const {
       char buf[160];

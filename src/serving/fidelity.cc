@@ -120,8 +120,18 @@ Result<FidelityReport> CompareWithFullRecompute(
   forced.keep_logits = true;
   PC_ASSIGN_OR_RETURN(FullRunResult tf, RunFull(model, prompt, forced));
   rep.steps = static_cast<int>(std::min(tf.logits.size(), modular_tokens.size()));
-  for (int i = 0; i < rep.steps; ++i) rep.agreements += ArgMax(tf.logits[i]) == modular_tokens[i];
+  const int with_logits = static_cast<int>(std::min<size_t>(rep.steps, modular_logits.size()));
+  for (int i = 0; i < rep.steps; ++i) {
+    const int32_t top = ArgMax(tf.logits[i]);
+    if (top == modular_tokens[i]) {
+      ++rep.agreements;
+    } else {
+      rep.disagreement_margins.push_back(tf.logits[i][top] - tf.logits[i][modular_tokens[i]]);
+    }
+    if (i < with_logits) rep.mean_kl += KlDivergence(tf.logits[i], modular_logits[i]);
+  }
   rep.top1_agreement = rep.steps > 0 ? double(rep.agreements) / rep.steps : 0;
+  rep.mean_kl = with_logits > 0 ? rep.mean_kl / with_logits : 0;
   rep.first_token_kl = KlDivergence(tf.logits[0], modular_logits[0]);
   FullRunOptions greedy;
   greedy.session = session;
