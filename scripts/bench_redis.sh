@@ -47,6 +47,7 @@ const ask = async (url, prompt) => {
 const { A, B } = process.env;
 const repeat = Number(process.env.REPEAT || 5);
 const cold = await ask(A, prefix + 'Ending one.');
+await ask(B, 'An unrelated request: B has served traffic before, as a replica in service has.');
 await new Promise((r) => setTimeout(r, 3000));  // A's writer sends the blocks to Redis
 // Each round: a new ending on A (its prefix in RAM), then on B after B's RAM tier is emptied
 // (DELETE /v1/cache leaves Redis alone), so every B request loads the prefix from Redis.

@@ -114,12 +114,12 @@ void BlockCache::LoadRemoteChain(std::span<const int32_t> tokens, int limit, con
                                  std::vector<BlockKey>* chain) {
   const int bs = pool_->layout().block_size;
   // Every key the chain could continue with, asked for a window at a time (pipelined) until the
-  // first miss. The window is bounded in bytes as well as keys: what is in flight past a miss is
-  // read for nothing.
-  const size_t per_window =
-      std::max<size_t>(1, (size_t(4) << 20) / pool_->layout().bytes_per_block());
+  // first miss. About 1 MiB in flight, at least 2 values: measured on loopback with 360 KiB
+  // values (smollm2-135m's f16 blocks), windows of 2 to 4 read 35% faster than 8 or than round
+  // trips of 2 (the values are used while still in cache), and 1 waits on every round trip.
+  const size_t per_window = (size_t(1) << 20) / pool_->layout().bytes_per_block();
   const int window =
-      std::max(1, std::min<int>(options_.remote_batch, static_cast<int>(per_window)));
+      static_cast<int>(std::clamp<size_t>(per_window, 2, std::max(2, options_.remote_batch)));
   std::vector<BlockKey> keys;
   std::vector<std::string> names;
   BlockKey parent = chain->empty() ? ns : chain->back();
