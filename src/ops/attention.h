@@ -5,9 +5,10 @@
 //
 // Rows may be f32, f16, or ggml's Q8_0 / Q4_0 blocks, read as they are: each vector of keys or
 // values is decoded in registers where it is used (heads that start inside a block, smaller or
-// odd-sized ones, are decoded a tile at a time instead). The arithmetic of one query never
-// depends on the other queries of a call, on how many there are, or on the row type (widening
-// f16 and decoding a block, q * scale, are both exact in f32): the same values give
+// odd-sized ones, are decoded a tile at a time instead, and so are the tiles of calls with many
+// queries, which would otherwise decode each vector once per group of queries). The arithmetic of
+// one query never depends on the other queries of a call, on how many there are, or on the row type
+// (widening f16 and decoding a block, q * scale, are both exact in f32): the same values give
 // bit-identical outputs however a caller batches or stores them.
 #pragma once
 

@@ -109,7 +109,7 @@ TEST(Attention, MatchesReference) {
       for (int n : {1, 5, 32, 33, 100}) {
         const Rows rows(n, dim, rng);
         const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
-        for (int n_q : {1, 2, 3, 7}) {
+        for (int n_q : {1, 2, 3, 7, 20}) {
           std::vector<std::vector<float>> q(n_q, std::vector<float>(dim));
           std::vector<int> limit(n_q);
           for (int i = 0; i < n_q; ++i) {
@@ -174,24 +174,27 @@ TEST(Attention, WindowsAndSoftcapMatchReference) {
   });
 }
 
+// Alone, in a pair and among many (calls of 25 queries decode the tile once, in groups of
+// their own: ops/attention.cc), from f16 rows or the same values in f32.
 TEST(Attention, QueryResultDoesNotDependOnItsCompany) {
   ForEachTarget([] {
     std::mt19937 rng(4);
     std::normal_distribution<float> dist(0.0f, 1.0f);
-    for (int dim : {8, 64, 100}) {
+    constexpr int kQueries = 25;
+    for (int dim : {8, 64, 100, 128, 256}) {
       const int n = 77;
       const Rows rows(n, dim, rng);
-      std::vector<std::vector<float>> q(9, std::vector<float>(dim));
-      std::vector<int> limit(9);
-      for (int i = 0; i < 9; ++i) {
+      std::vector<std::vector<float>> q(kQueries, std::vector<float>(dim));
+      std::vector<int> limit(kQueries);
+      for (int i = 0; i < kQueries; ++i) {
         for (float& x : q[i]) x = dist(rng);
         limit[i] = n - 3 * i;
       }
       const auto all = AttendAll(rows, q, limit, 0.125f, /*f16=*/true);
       const auto f32 = AttendAll(rows, q, limit, 0.125f, /*f16=*/false);
-      for (int i = 0; i < 9; ++i) {
+      for (int i = 0; i < kQueries; ++i) {
         const auto alone = AttendAll(rows, {q[i]}, {limit[i]}, 0.125f, true);
-        const int partner = (i + 4) % 9;
+        const int partner = (i + 4) % kQueries;
         const auto pair =
             AttendAll(rows, {q[partner], q[i]}, {limit[partner], limit[i]}, 0.125f, true);
         for (int j = 0; j < dim; ++j) {
@@ -309,7 +312,7 @@ TEST(Attention, QuantizedRowsMatchTheirDequantizedValues) {
         for (int n : {1, 5, 32, 33, 100}) {
           const QuantRows rows(n, dim, heads, type, rng);
           const AttnScoring sc{1.0f / std::sqrt(static_cast<float>(dim))};
-          for (int n_q : {1, 2, 3, 4, 7}) {
+          for (int n_q : {1, 2, 3, 4, 7, 20}) {
             std::vector<std::vector<float>> q(n_q, std::vector<float>(dim));
             std::vector<int> limit(n_q), first(n_q);
             for (int i = 0; i < n_q; ++i) {

@@ -6,7 +6,7 @@
 //   BM_Forward/<type>/<tokens>/<threads>: the matrix multiplies of one forward pass of a
 //     SmolLM2-135M-shaped model (30 layers, n_embd 576, n_ff 1536, 3 KV heads of 64, tied 50257
 //     vocab output), with Q/K/V and gate/up fused: an upper bound on tokens/s.
-//   BM_AttendTile/<queries>: the tiled attention kernel over 512 keys.
+//   BM_AttendTile/<queries>/<keys>: the tiled attention kernel (f16 rows of three KV heads).
 //   BM_Vec*, BM_Quantize*: the small kernels.
 //   BM_MemoryRead/<threads>: the read bandwidth generation is bounded by.
 //   BM_PeakCompute/<kind>/<threads>: the arithmetic ceiling prefill is bounded by (the roofline):
@@ -239,7 +239,7 @@ BENCHMARK(BM_VecDotF32F16);
 // (dim 64, f16 rows of 3 KV heads, as in the cache): the model's inner loop. Counter:
 // nanoseconds per query per key.
 void BM_AttendTile(benchmark::State& state) {
-  constexpr int kRows = 512, kDim = 64, kStride = 192;
+  const int kRows = static_cast<int>(state.range(1)), kDim = 64, kStride = 192;
   const int n_queries = static_cast<int>(state.range(0));
   std::vector<uint16_t> k(kRows * kStride), v(kRows * kStride);
   F32ToF16Row(RandomFloats(kRows * kStride, 2).data(), k.data(), kRows * kStride);
@@ -276,12 +276,9 @@ void BM_AttendTile(benchmark::State& state) {
                          benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_AttendTile)
-    ->Arg(1)
-    ->Arg(2)
-    ->Arg(3)
-    ->Arg(6)
-    ->Arg(12)
-    ->Arg(48)
+    ->ArgsProduct({{1, 2, 3, 6, 12, 24, 48}, {512}})
+    ->Args({3, 4096})
+    ->Args({48, 4096})
     ->Unit(benchmark::kMicrosecond);
 
 // The machine's read bandwidth: <threads> threads each summing its part of a 1 GiB buffer, as a
