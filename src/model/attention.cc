@@ -3,7 +3,7 @@
 // The work is cut into items: up to 16 tokens of one sequence (× one chunk of 512 keys when
 // there are too few items to keep every thread busy), or the few tokens each of several
 // sequences forked from one prefix, which then read their shared blocks' tiles once for all. An
-// item walks its keys in tiles of 32 whole cache rows (every KV head: contiguous memory within a
+// item walks its keys in tiles of 128 whole cache rows (every KV head: contiguous memory within a
 // block, which streams well, and the next tile is prefetched) and, for each KV head, folds the tile
 // into the running softmax state (online softmax, ops/attention.h) of every query that reads it, in
 // one call: the item's tokens × the query heads of that KV head. So a K/V row leaves memory once
@@ -16,9 +16,9 @@
 // reads them, so only those masked rows can be theirs: they are read as zeros (checked).
 //
 // A query's arithmetic never depends on the rest of the batch: tiles and chunks start at fixed
-// key indices (multiples of 32 and of 512), each chunk's state starts empty, chunks are merged
-// in key order whether one item or several computed them, and a query is given only the tiles
-// it has keys in. A token's attention is thus bit-identical whether its prompt was computed
+// key indices (multiples of kAttnTileRows and of 512), each chunk's state starts empty, chunks are
+// merged in key order whether one item or several computed them, and a query is given only the
+// tiles it has keys in. A token's attention is thus bit-identical whether its prompt was computed
 // whole, in pieces, or after a cache hit.
 #include "ops/attention.h"
 

@@ -1,4 +1,4 @@
-// The inner loop of attention, flash-attention style: queries fold tiles of up to 32 keys and
+// The inner loop of attention, flash-attention style: queries fold tiles of up to 128 keys and
 // values into a running softmax state (online softmax), so a tile read from the KV cache serves
 // every query that reads it (the query heads of a KV head, the tokens of a prompt) and the full
 // row of scores is never materialized. Knows nothing of models or caches: rows come as pointers.
@@ -17,7 +17,10 @@
 
 namespace promptcache {
 
-constexpr int kAttnTileRows = 32;
+// Keys per tile: each query's running max and sum are updated, and its output rows rescaled,
+// once per tile, so longer tiles spread that (and each call's set-up, and the model's walk of the
+// cache) over more keys.
+constexpr int kAttnTileRows = 128;
 constexpr int kAttnMaxHeadDim = 1024;
 
 // A query's running state: the largest score seen and the sum of exp(score - max). Its output

@@ -106,7 +106,8 @@ TEST(Attention, MatchesReference) {
     std::mt19937 rng(3);
     std::normal_distribution<float> dist(0.0f, 1.0f);
     for (int dim : {1, 4, 8, 13, 64, 128}) {
-      for (int n : {1, 5, 32, 33, 100}) {
+      // One tile partly or just filled, a row into the next, and three tiles.
+      for (int n : {1, 5, kAttnTileRows, kAttnTileRows + 1, 2 * kAttnTileRows + 44}) {
         const Rows rows(n, dim, rng);
         const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
         for (int n_q : {1, 2, 3, 7, 20}) {
@@ -142,7 +143,7 @@ TEST(Attention, WindowsAndSoftcapMatchReference) {
     std::mt19937 rng(13);
     std::normal_distribution<float> dist(0.0f, 1.0f);
     for (int dim : {8, 64, 256}) {
-      for (int n : {5, 33, 100}) {
+      for (int n : {5, kAttnTileRows + 1, 2 * kAttnTileRows + 44}) {
         const Rows rows(n, dim, rng);
         for (float softcap : {0.0f, 2.0f, 50.0f}) {
           const AttnScoring sc{1.0f / std::sqrt(static_cast<float>(dim)), softcap};
@@ -182,7 +183,7 @@ TEST(Attention, QueryResultDoesNotDependOnItsCompany) {
     std::normal_distribution<float> dist(0.0f, 1.0f);
     constexpr int kQueries = 25;
     for (int dim : {8, 64, 100, 128, 256}) {
-      const int n = 77;
+      const int n = 2 * kAttnTileRows + 13;
       const Rows rows(n, dim, rng);
       std::vector<std::vector<float>> q(kQueries, std::vector<float>(dim));
       std::vector<int> limit(kQueries);
@@ -309,7 +310,7 @@ TEST(Attention, QuantizedRowsMatchTheirDequantizedValues) {
                                           {64, 2}, {96, 1}, {128, 1}, {256, 1}};
     for (AttnRowType type : {AttnRowType::kQ8_0, AttnRowType::kQ4_0}) {
       for (const auto& [dim, heads] : shapes) {
-        for (int n : {1, 5, 32, 33, 100}) {
+        for (int n : {1, 5, kAttnTileRows, kAttnTileRows + 1, 2 * kAttnTileRows + 44}) {
           const QuantRows rows(n, dim, heads, type, rng);
           const AttnScoring sc{1.0f / std::sqrt(static_cast<float>(dim))};
           for (int n_q : {1, 2, 3, 4, 7, 20}) {
