@@ -31,10 +31,10 @@ namespace {
 
 constexpr double kU = 1.0 / (1 << 24);
 
-const GgmlType kQuantizedTypes[] = {
-    GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
-    GgmlType::kQ8_0, GgmlType::kIQ4_NL, GgmlType::kQ2_K, GgmlType::kQ3_K,
-    GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kIQ4_XS};
+const GgmlType kQuantizedTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
+                                    GgmlType::kQ5_1, GgmlType::kQ8_0, GgmlType::kIQ4_NL,
+                                    GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K,
+                                    GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kIQ4_XS};
 const GgmlType kFloatTypes[] = {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16};
 
 // Byte offsets of the f16 scales in a block of each quantized type.
@@ -170,8 +170,9 @@ TEST(MatMul, ReferenceByHand) {
 }
 
 // The exact contract: quantized MatMul equals the scalar integer-form reference, bit for bit.
-// Row counts around the 8- and 16-row panels, columns past the 512-column decode chunk, token
-// counts around the 4-token groups.
+// Row counts around the 8- and 16-row panels (30: with AVX-512 VNNI, a pair of panels whose second
+// is partly rows), columns past the 512-column decode chunk, token counts around the 4-token
+// groups.
 TEST(MatMul, QuantizedEqualsIntFormReferenceExactly) {
   ThreadPool pool(2);
   uint32_t seed = 10;
@@ -179,7 +180,7 @@ TEST(MatMul, QuantizedEqualsIntFormReferenceExactly) {
     const int block = FindWeightType(type)->block_elems;
     const std::vector<int64_t> col_counts =
         block == 32 ? std::vector<int64_t>{32, 96, 544, 1056} : std::vector<int64_t>{256, 768};
-    for (int64_t rows : {1, 7, 16, 17, 40}) {
+    for (int64_t rows : {1, 7, 16, 17, 30, 40}) {
       for (int64_t cols : col_counts) {
         const TestMatrix m = MakeMatrix(type, rows, cols, ++seed, /*pad=*/rows % 3);
         for (int64_t n_tokens : {1, 2, 3, 5, 9}) {
@@ -354,25 +355,26 @@ TEST(MatMul, ResultsDoNotDependOnTheBatch) {
   types.insert(types.end(), std::begin(kFloatTypes), std::end(kFloatTypes));
   ThreadPool pool(2);
   uint32_t seed = 500;
-  for (GgmlType type : types) for (int64_t cols : {64, 172, 256, 1280, 1283}) {
-    if (cols % FindWeightType(type)->block_elems != 0) continue;
-    const int64_t rows = 37, n_tokens = 21;
-    const TestMatrix m = MakeMatrix(type, rows, cols, ++seed);
-    Activations x = MakeActivations(n_tokens, cols, ++seed);
-    for (int64_t target : OpsTargets()) {
-      ScopedOpsTarget scoped(target);
-      std::vector<float> batched(n_tokens * rows), single(rows);
-      MatMul(m.w, x.data(), n_tokens, batched.data(), &pool);
-      for (int64_t t = 0; t < n_tokens; ++t) {
-        MatMul(m.w, x.data() + t * cols, 1, single.data(), t % 2 ? &pool : nullptr);
-        for (int64_t r = 0; r < rows; ++r) {
-          ASSERT_EQ(single[r], batched[t * rows + r])
-              << GgmlTypeName(type) << " cols " << cols << " on " << OpsTargetName(target) << " token " << t
-              << " row " << r;
+  for (GgmlType type : types)
+    for (int64_t cols : {64, 172, 256, 1280, 1283}) {
+      if (cols % FindWeightType(type)->block_elems != 0) continue;
+      const int64_t rows = 37, n_tokens = 21;
+      const TestMatrix m = MakeMatrix(type, rows, cols, ++seed);
+      Activations x = MakeActivations(n_tokens, cols, ++seed);
+      for (int64_t target : OpsTargets()) {
+        ScopedOpsTarget scoped(target);
+        std::vector<float> batched(n_tokens * rows), single(rows);
+        MatMul(m.w, x.data(), n_tokens, batched.data(), &pool);
+        for (int64_t t = 0; t < n_tokens; ++t) {
+          MatMul(m.w, x.data() + t * cols, 1, single.data(), t % 2 ? &pool : nullptr);
+          for (int64_t r = 0; r < rows; ++r) {
+            ASSERT_EQ(single[r], batched[t * rows + r])
+                << GgmlTypeName(type) << " cols " << cols << " on " << OpsTargetName(target)
+                << " token " << t << " row " << r;
+          }
         }
       }
     }
-  }
 }
 
 TEST(MatMul, MultiEqualsSeparateCalls) {
@@ -413,7 +415,7 @@ TEST(MatMul, ActivationQuantizationMatchesReference) {
   x[0] = 127.0f;  // block 0 (Q8_0 form): scale 1, so half-integers are exact ties
   x[1] = 1.5f;
   x[2] = -2.5f;
-  for (int j = 32; j < 64; ++j) x[j] = 0.0f;  // an all-zero 32-block
+  for (int j = 32; j < 64; ++j) x[j] = 0.0f;                   // an all-zero 32-block
   for (int j = 256; j < 512; ++j) x[j] = (j % 3 - 1) * 0.25f;  // ties for the Q8_K scale
   x[300] = -127.0f;
   x[301] = 127.0f;

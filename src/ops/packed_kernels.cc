@@ -6,7 +6,8 @@
 // multiplied into the 8 rows' int32 sums at once (AVX-512 VNNI vpdpbusd, or maddubs + madd). At
 // each block's end the exact sums are scaled into one float accumulator per 8 rows and token.
 // Few tokens run whole rows with the accumulators in registers; many tokens run chunks of columns
-// (kept in L1) for groups of 4 tokens. The weights are read in the order they are stored.
+// (kept in L1) for groups of 4 tokens; with AVX-512 VNNI, those run two panels at once in 512-bit
+// vectors (packed_pairs-inl.h). The weights are read in the order they are stored.
 //
 // Other targets read the integer form back block by block (UnpackBlock) in plain C++.
 
@@ -123,6 +124,49 @@ struct Fmt {
     if constexpr (kFlip) u = _mm256_xor_si256(u, _mm256_set1_epi8(static_cast<char>(0x80)));
     return u;
   }
+
+#if HWY_TARGET <= HWY_AVX3
+  // Group() of two panels' groups at once, g0's in the low half: the same bytes, with each plane
+  // vector loaded for both and the bits taken out once.
+  static HWY_INLINE __m512i Group2(const uint8_t* g0, const uint8_t* g1, int G) {
+    constexpr int ng = f.ng;
+    auto load2 = [&](int at) {
+      return _mm512_inserti64x4(_mm512_castsi256_si512(Load(g0 + at)), Load(g1 + at), 1);
+    };
+    auto bits = [](__m512i v, int shift, int mask) {
+      return _mm512_and_si512(_mm512_srl_epi16(v, _mm_cvtsi32_si128(shift)),
+                              _mm512_set1_epi8(static_cast<char>(mask)));
+    };
+    __m512i u;
+    if constexpr (f.p8) {
+      u = load2(f.p8_offset + G * 32);
+    } else if constexpr (f.p4) {
+      const __m512i v = load2(f.p4_offset + (G % (ng / 2)) * 32);
+      u = bits(v, G < ng / 2 ? 0 : 4, 15);
+      if constexpr (f.p1) {
+        const __m512i h = load2(f.p1_offset + (G % (ng / 8)) * 32);
+        u = _mm512_or_si512(u, _mm512_slli_epi16(bits(h, G / (ng / 8), 1), 4));
+      }
+      if constexpr (f.p2) {
+        const __m512i h = load2(f.p2_offset + (G % (ng / 4)) * 32);
+        u = _mm512_or_si512(u, _mm512_slli_epi16(bits(h, 2 * (G / (ng / 4)), 3), 4));
+      }
+      if constexpr (f.lut) {
+        const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::kIQ4Values));
+        u = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(t), u);
+      }
+    } else {
+      const __m512i v = load2(f.p2_offset + (G % (ng / 4)) * 32);
+      u = bits(v, 2 * (G / (ng / 4)), 3);
+      if constexpr (f.p1) {
+        const __m512i h = load2(f.p1_offset + (G % (ng / 8)) * 32);
+        u = _mm512_or_si512(u, _mm512_slli_epi16(bits(h, G / (ng / 8), 1), 2));
+      }
+    }
+    if constexpr (kFlip) u = _mm512_xor_si512(u, _mm512_set1_epi8(static_cast<char>(0x80)));
+    return u;
+  }
+#endif
 };
 
 // One token's activations from a chunk's first column.
@@ -376,6 +420,11 @@ void RunTile(const MatMulJob& job, const PackedMatrix& pm, int64_t p0, int64_t p
   }
 }
 
+#if HWY_TARGET <= HWY_AVX3
+#include "ops/packed_pairs-inl.h"  // NOLINT(build/include): per target
+#endif
+
+
 constexpr int kMaxRowTokens = 4;           // up to this many tokens, whole rows at a time
 constexpr int64_t kChunkBytes = 16 << 10;  // else: column chunks of about this many packed bytes
 
@@ -412,6 +461,24 @@ void RunPanels(const MatMulJob& job, const PackedMatrix& pm, int64_t q0, int64_t
     }
     return;
   }
+#if HWY_TARGET <= HWY_AVX3
+  if constexpr (K == DotKind::kVnni) {
+    // Pairs of panels in 512-bit vectors, kPairs of them per pass; a panel left over below.
+    constexpr int kPairs = 2;
+    const int chunk =
+        std::max<int>(1, static_cast<int>(kChunkBytes / (2 * kPairs * F::f.group_bytes)));
+    for (; q0 + 2 * kPairs <= q1; q0 += 2 * kPairs) {
+      for (int b0 = 0; b0 < blocks; b0 += chunk) {
+        RunTokens512<F, kPairs, 4>(job, pm, q0, b0, std::min(chunk, blocks - b0), 0, n_tokens);
+      }
+    }
+    for (; q0 + 2 <= q1; q0 += 2) {
+      for (int b0 = 0; b0 < blocks; b0 += chunk) {
+        RunTokens512<F, 1, 4>(job, pm, q0, b0, std::min(chunk, blocks - b0), 0, n_tokens);
+      }
+    }
+  }
+#endif
   const int chunk = std::max<int>(1, static_cast<int>(kChunkBytes / (H * F::f.group_bytes)));
   for (int64_t p0 = q0; p0 < q1; p0 += H) {
     const int h = static_cast<int>(std::min<int64_t>(H, q1 - p0));
