@@ -469,7 +469,7 @@ void RunPanels(const MatMulJob& job, const PackedMatrix& pm, int64_t q0, int64_t
         std::max<int>(1, static_cast<int>(kChunkBytes / (2 * kPairs * F::f.group_bytes)));
     for (; q0 + 2 * kPairs <= q1; q0 += 2 * kPairs) {
       for (int b0 = 0; b0 < blocks; b0 += chunk) {
-        RunTokens512<F, kPairs, 4>(job, pm, q0, b0, std::min(chunk, blocks - b0), 0, n_tokens);
+        RunTokens512<F, kPairs, 6>(job, pm, q0, b0, std::min(chunk, blocks - b0), 0, n_tokens);
       }
     }
     for (; q0 + 2 <= q1; q0 += 2) {

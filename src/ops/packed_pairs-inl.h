@@ -259,6 +259,12 @@ void RunTokens512(const MatMulJob& job, const PackedMatrix& pm, int64_t p0, int6
                   int64_t t0, int64_t t1) {
   for (; t0 + T <= t1; t0 += T) RunTile512<F, HP, T>(job, pm, p0, b0, n, t0);
   switch (t1 - t0) {
+    case 5:
+      if constexpr (T > 5) return RunTile512<F, HP, 5>(job, pm, p0, b0, n, t0);
+      return;
+    case 4:
+      if constexpr (T > 4) return RunTile512<F, HP, 4>(job, pm, p0, b0, n, t0);
+      return;
     case 3:
       return RunTile512<F, HP, 3>(job, pm, p0, b0, n, t0);
     case 2:
