@@ -93,11 +93,12 @@ HWY_INLINE void Blocks32x2(const uint8_t* const* g, int n, int64_t skip, const T
   }
 }
 
-// Correction() for the 16 rows of two panels.
+// Correction() for the 16 rows of two panels, in two halves that each serve many products: the
+// rows' coefficient pairs (coef[j][r], coef[j + 1][r]) as int16, per panel pair, and a token's
+// activation sums over the same groups, paired; c = their multiply-add (exact in any order).
 template <int kSub>
-HWY_INLINE __m512i Correction2(const uint8_t* coef0, const uint8_t* coef1, const int16_t* sums) {
+HWY_INLINE void CoefPairs2(const uint8_t* coef0, const uint8_t* coef1, __m512i* pairs) {
   constexpr int kGroups = 256 / kSub;
-  __m512i c = _mm512_setzero_si512();
   HWY_UNROLL(8)
   for (int j = 0; j < kGroups; j += 2) {
     auto pairs_of = [&](const uint8_t* coef) {
@@ -105,15 +106,30 @@ HWY_INLINE __m512i Correction2(const uint8_t* coef0, const uint8_t* coef1, const
       const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(coef + (j + 1) * 8));
       return _mm_unpacklo_epi8(a, b);
     };
-    const __m512i pairs = _mm512_cvtepi8_epi16(_mm256_set_m128i(pairs_of(coef1), pairs_of(coef0)));
-    int32_t s;
+    pairs[j / 2] = _mm512_cvtepi8_epi16(_mm256_set_m128i(pairs_of(coef1), pairs_of(coef0)));
+  }
+}
+template <int kSub>
+HWY_INLINE void SumPairs(const int16_t* sums, int32_t* out) {
+  constexpr int kGroups = 256 / kSub;
+  HWY_UNROLL(8)
+  for (int j = 0; j < kGroups; j += 2) {
     if constexpr (kSub == 16) {
-      std::memcpy(&s, sums + j, 4);
+      std::memcpy(&out[j / 2], sums + j, 4);
     } else {  // groups of 32: two sums of 16 each
       const int lo = sums[2 * j] + sums[2 * j + 1], hi = sums[2 * j + 2] + sums[2 * j + 3];
-      s = static_cast<int32_t>(static_cast<uint16_t>(lo) | static_cast<uint32_t>(hi) << 16);
+      out[j / 2] =
+          static_cast<int32_t>(static_cast<uint16_t>(lo) | static_cast<uint32_t>(hi) << 16);
     }
-    c = _mm512_add_epi32(c, _mm512_madd_epi16(pairs, _mm512_set1_epi32(s)));
+  }
+}
+template <int kSub>
+HWY_INLINE __m512i Correction2(const __m512i* pairs, const int32_t* sums) {
+  constexpr int kGroups = 256 / kSub;
+  __m512i c = _mm512_setzero_si512();
+  HWY_UNROLL(8)
+  for (int j = 0; j < kGroups / 2; ++j) {
+    c = _mm512_add_epi32(c, _mm512_madd_epi16(pairs[j], _mm512_set1_epi32(sums[j])));
   }
   return c;
 }
@@ -182,6 +198,22 @@ HWY_INLINE void Blocks256x2(const uint8_t* const* g, int n, int64_t skip, const 
         }
       }
     }
+    // Types with minimums take each (panels, token) correction straight from the group (keeping
+    // the pairs for all would crowd out the accumulators: measured slower for Q4_K); types with a
+    // bias pair the coefficients once per panel pair and the sums once per token.
+    constexpr bool kCorrect = !F::kMin && kShift != 0;
+    constexpr int kPairs = 256 / kSub / 2;
+    __m512i coef[HP][kCorrect ? kPairs : 1];
+    int32_t sums[T][kCorrect ? kPairs : 1];
+    if constexpr (kCorrect) {
+      constexpr int at = F::f.sc_offset;
+      HWY_UNROLL(8)
+      for (int h = 0; h < HP; ++h) {
+        CoefPairs2<kSub>(g[2 * h] + s * kGB + at, g[2 * h + 1] + s * kGB + at, coef[h]);
+      }
+      HWY_UNROLL(8)
+      for (int t = 0; t < T; ++t) SumPairs<kSub>(tok[t].sums + 16 * s, sums[t]);
+    }
     HWY_UNROLL(8)
     for (int t = 0; t < T; ++t) {
       const __m512 dx = _mm512_set1_ps(tok[t].d[s]);
@@ -191,15 +223,16 @@ HWY_INLINE void Blocks256x2(const uint8_t* const* g, int n, int64_t skip, const 
         const uint8_t* g1 = g[2 * h + 1] + s * kGB;
         const __m512 dd = _mm512_mul_ps(Halves2(g0, g1, 0), dx);
         if constexpr (F::kMin) {
-          const __m512i c =
-              Correction2<kSub>(g0 + F::f.mn_offset, g1 + F::f.mn_offset, tok[t].sums + 16 * s);
+          __m512i pairs[kPairs];
+          int32_t sp[kPairs];
+          CoefPairs2<kSub>(g0 + F::f.mn_offset, g1 + F::f.mn_offset, pairs);
+          SumPairs<kSub>(tok[t].sums + 16 * s, sp);
+          const __m512i c = Correction2<kSub>(pairs, sp);
           acc[h][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[h][t]), dd, acc[h][t]);
           const __m512 md = _mm512_mul_ps(Halves2(g0, g1, F::f.m_offset), dx);
           acc[h][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(c), md, acc[h][t]);
         } else if constexpr (kShift != 0) {
-          const __m512i c = _mm512_slli_epi32(
-              Correction2<kSub>(g0 + F::f.sc_offset, g1 + F::f.sc_offset, tok[t].sums + 16 * s),
-              kShift);
+          const __m512i c = _mm512_slli_epi32(Correction2<kSub>(coef[h], sums[t]), kShift);
           acc[h][t] =
               _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(S[h][t], c)), dd, acc[h][t]);
         } else {
