@@ -71,22 +71,28 @@ HWY_INLINE void Blocks32x2(const uint8_t* const* g, int n, int64_t skip, const T
         for (int h = 0; h < HP; ++h) I[h][t][G % kSplit] = Dot512(I[h][t][G % kSplit], W[h], X);
       }
     }
+    // The rows' scales (and minimums) once per panel pair, for all the tokens.
+    __m512 rd[HP], rm[HP];
+    HWY_UNROLL(8)
+    for (int h = 0; h < HP; ++h) {
+      rd[h] = Halves2(g[2 * h] + b * kGB, g[2 * h + 1] + b * kGB, 0);
+      if constexpr (F::kMin) {
+        rm[h] = Halves2(g[2 * h] + b * kGB, g[2 * h + 1] + b * kGB, F::f.m_offset);
+      }
+    }
     HWY_UNROLL(8)
     for (int t = 0; t < T; ++t) {
       const __m512 dx = _mm512_set1_ps(tok[t].d[b]);
       HWY_UNROLL(8)
       for (int h = 0; h < HP; ++h) {
-        const uint8_t* g0 = g[2 * h] + b * kGB;
-        const uint8_t* g1 = g[2 * h + 1] + b * kGB;
         __m512i isum = SumSplit512<kSplit>(I[h][t]);
         if constexpr (kShift != 0) {
           isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(tok[t].sums[b] << kShift));
         }
-        const __m512 dd = _mm512_mul_ps(Halves2(g0, g1, 0), dx);
+        const __m512 dd = _mm512_mul_ps(rd[h], dx);
         acc[h][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), dd, acc[h][t]);
         if constexpr (F::kMin) {
-          const __m512 m = Halves2(g0, g1, F::f.m_offset);
-          acc[h][t] = _mm512_fmadd_ps(m, _mm512_set1_ps(tok[t].s[b]), acc[h][t]);
+          acc[h][t] = _mm512_fmadd_ps(rm[h], _mm512_set1_ps(tok[t].s[b]), acc[h][t]);
         }
       }
     }
@@ -129,15 +135,30 @@ HWY_INLINE __m512i Correction2(const __m512i* pairs, const int32_t* sums) {
   __m512i c = _mm512_setzero_si512();
   HWY_UNROLL(8)
   for (int j = 0; j < kGroups / 2; ++j) {
-    c = _mm512_add_epi32(c, _mm512_madd_epi16(pairs[j], _mm512_set1_epi32(sums[j])));
+    // vpdpwssd: the int16 pairs' multiply-add added to c in one instruction (no saturation).
+    const __m512i x = _mm512_set1_epi32(sums[j]);
+    asm("vpdpwssd %2, %1, %0" : "+v"(c) : "v"(pairs[j]), "v"(x));
   }
   return c;
 }
 
 // K super-blocks [s0, s0 + n): HP pairs of panels x T tokens.
+// The accumulators live in the output rows (out[h][t], 16 floats under mask[h]), read and
+// written once per super-block: with the super-block's integer sums they would need more
+// registers than there are (measured: a third of the loop's instructions were spills).
+template <int HP, int T>
+struct OutTile {
+  float* p[HP][T];
+  __mmask16 mask[HP];
+  template <class Fn>
+  HWY_INLINE void Update(int h, int t, Fn fn) const {
+    _mm512_mask_storeu_ps(p[h][t], mask[h], fn(_mm512_maskz_loadu_ps(mask[h], p[h][t])));
+  }
+};
+
 template <class F, int HP, int T>
 HWY_INLINE void Blocks256x2(const uint8_t* const* g, int n, int64_t skip, const TokenActs* tok,
-                            __m512 (&acc)[HP][T]) {
+                            const OutTile<HP, T>& out) {
   constexpr int kGB = F::f.group_bytes;
   constexpr int kSub = F::f.sub;
   constexpr int kShift = F::kBias ? __builtin_ctz(F::kBias) : 0;
@@ -168,14 +189,22 @@ HWY_INLINE void Blocks256x2(const uint8_t* const* g, int n, int64_t skip, const 
           for (int a = 0; a < kSplit; ++a) I[h][t][a] = _mm512_setzero_si512();
         }
       }
+      // The groups' addresses hidden from the compiler per sub-block: sub-blocks j and
+      // j + 256 / kSub / 2 of 4-bit types read the same bytes (low and high nibbles), and merging
+      // the loads kept the second half's bytes live across the loop, spilled (a third of the
+      // instructions); reloading them is cheaper.
+      const uint8_t* gj[2 * HP];
+      HWY_UNROLL(8)
+      for (int h = 0; h < 2 * HP; ++h) {
+        gj[h] = g[h] + s * kGB;
+        asm("" : "+r"(gj[h]));
+      }
       HWY_UNROLL(8)
       for (int i = 0; i < kSub / 4; ++i) {
         const int G = j * (kSub / 4) + i;
         __m512i W[HP];
         HWY_UNROLL(8)
-        for (int h = 0; h < HP; ++h) {
-          W[h] = F::Group2(g[2 * h] + s * kGB, g[2 * h + 1] + s * kGB, G);
-        }
+        for (int h = 0; h < HP; ++h) W[h] = F::Group2(gj[2 * h], gj[2 * h + 1], G);
         HWY_UNROLL(8)
         for (int t = 0; t < T; ++t) {
           const __m512i X = Broadcast4x16(tok[t].q + 256 * s + 4 * G);
@@ -198,46 +227,57 @@ HWY_INLINE void Blocks256x2(const uint8_t* const* g, int n, int64_t skip, const 
         }
       }
     }
-    // Types with minimums take each (panels, token) correction straight from the group (keeping
-    // the pairs for all would crowd out the accumulators: measured slower for Q4_K); types with a
-    // bias pair the coefficients once per panel pair and the sums once per token.
-    constexpr bool kCorrect = !F::kMin && kShift != 0;
+    // The correction's coefficient pairs once per panel pair and super-block, the activation-sum
+    // pairs once per token. Types with minimums walk panel pairs outermost so that only one pair's
+    // coefficients are live at a time (all of them would crowd out the accumulators).
     constexpr int kPairs = 256 / kSub / 2;
-    __m512i coef[HP][kCorrect ? kPairs : 1];
-    int32_t sums[T][kCorrect ? kPairs : 1];
-    if constexpr (kCorrect) {
-      constexpr int at = F::f.sc_offset;
-      HWY_UNROLL(8)
-      for (int h = 0; h < HP; ++h) {
-        CoefPairs2<kSub>(g[2 * h] + s * kGB + at, g[2 * h + 1] + s * kGB + at, coef[h]);
-      }
+    int32_t sums[T][kPairs];
+    if constexpr (F::kMin || kShift != 0) {
       HWY_UNROLL(8)
       for (int t = 0; t < T; ++t) SumPairs<kSub>(tok[t].sums + 16 * s, sums[t]);
+    }
+    if constexpr (F::kMin) {
+      HWY_UNROLL(8)
+      for (int h = 0; h < HP; ++h) {
+        const uint8_t* g0 = g[2 * h] + s * kGB;
+        const uint8_t* g1 = g[2 * h + 1] + s * kGB;
+        __m512i coef[kPairs];
+        CoefPairs2<kSub>(g0 + F::f.mn_offset, g1 + F::f.mn_offset, coef);
+        const __m512 rd = Halves2(g0, g1, 0), rm = Halves2(g0, g1, F::f.m_offset);
+        HWY_UNROLL(8)
+        for (int t = 0; t < T; ++t) {
+          const __m512 dx = _mm512_set1_ps(tok[t].d[s]);
+          const __m512i c = Correction2<kSub>(coef, sums[t]);
+          out.Update(h, t, [&](__m512 a) {
+            a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[h][t]), _mm512_mul_ps(rd, dx), a);
+            return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(c), _mm512_mul_ps(rm, dx), a);
+          });
+        }
+      }
+      continue;
+    }
+    __m512i coef[HP][kShift != 0 ? kPairs : 1];
+    __m512 rd[HP];
+    HWY_UNROLL(8)
+    for (int h = 0; h < HP; ++h) {
+      rd[h] = Halves2(g[2 * h] + s * kGB, g[2 * h + 1] + s * kGB, 0);
+      if constexpr (kShift != 0) {
+        constexpr int at = F::f.sc_offset;
+        CoefPairs2<kSub>(g[2 * h] + s * kGB + at, g[2 * h + 1] + s * kGB + at, coef[h]);
+      }
     }
     HWY_UNROLL(8)
     for (int t = 0; t < T; ++t) {
       const __m512 dx = _mm512_set1_ps(tok[t].d[s]);
       HWY_UNROLL(8)
       for (int h = 0; h < HP; ++h) {
-        const uint8_t* g0 = g[2 * h] + s * kGB;
-        const uint8_t* g1 = g[2 * h + 1] + s * kGB;
-        const __m512 dd = _mm512_mul_ps(Halves2(g0, g1, 0), dx);
-        if constexpr (F::kMin) {
-          __m512i pairs[kPairs];
-          int32_t sp[kPairs];
-          CoefPairs2<kSub>(g0 + F::f.mn_offset, g1 + F::f.mn_offset, pairs);
-          SumPairs<kSub>(tok[t].sums + 16 * s, sp);
-          const __m512i c = Correction2<kSub>(pairs, sp);
-          acc[h][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[h][t]), dd, acc[h][t]);
-          const __m512 md = _mm512_mul_ps(Halves2(g0, g1, F::f.m_offset), dx);
-          acc[h][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(c), md, acc[h][t]);
-        } else if constexpr (kShift != 0) {
-          const __m512i c = _mm512_slli_epi32(Correction2<kSub>(coef[h], sums[t]), kShift);
-          acc[h][t] =
-              _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(S[h][t], c)), dd, acc[h][t]);
-        } else {
-          acc[h][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[h][t]), dd, acc[h][t]);
+        const __m512 dd = _mm512_mul_ps(rd[h], dx);
+        __m512i sum = S[h][t];
+        if constexpr (kShift != 0) {
+          sum =
+              _mm512_sub_epi32(sum, _mm512_slli_epi32(Correction2<kSub>(coef[h], sums[t]), kShift));
         }
+        out.Update(h, t, [&](__m512 a) { return _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), dd, a); });
       }
     }
   }
@@ -259,30 +299,40 @@ void RunTile512(const MatMulJob& job, const PackedMatrix& pm, int64_t p0, int64_
               F::kK ? nullptr : job.xq.s + i * x_blocks + b0};
   }
   const uint8_t* g[2 * HP];
-  __m512 acc[HP][T];
-  __mmask16 mask[HP];
   HWY_UNROLL(8)
   for (int h = 0; h < 2 * HP; ++h) g[h] = pm.Group(std::min(p0 + h, (rows - 1) / 8), b0);
+  OutTile<HP, T> out;
   HWY_UNROLL(8)
   for (int h = 0; h < HP; ++h) {
     const int64_t valid = std::clamp<int64_t>(rows - 8 * (p0 + 2 * h), 0, 16);
-    mask[h] = static_cast<__mmask16>((1u << valid) - 1);
+    out.mask[h] = static_cast<__mmask16>((1u << valid) - 1);
     HWY_UNROLL(8)
-    for (int t = 0; t < T; ++t) {
-      const float* o = job.out + (t0 + t) * rows + 8 * (p0 + 2 * h);
-      acc[h][t] = b0 == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask[h], o);
-    }
+    for (int t = 0; t < T; ++t) out.p[h][t] = job.out + (t0 + t) * rows + 8 * (p0 + 2 * h);
   }
   if constexpr (F::kK) {
-    Blocks256x2<F, HP, T>(g, n, 0, tok, acc);
+    if (b0 == 0) {
+      HWY_UNROLL(8)
+      for (int h = 0; h < HP; ++h) {
+        HWY_UNROLL(8)
+        for (int t = 0; t < T; ++t)
+          _mm512_mask_storeu_ps(out.p[h][t], out.mask[h], _mm512_setzero_ps());
+      }
+    }
+    Blocks256x2<F, HP, T>(g, n, 0, tok, out);
   } else {
-    Blocks32x2<F, HP, T>(g, n, 0, tok, acc);
-  }
-  HWY_UNROLL(8)
-  for (int h = 0; h < HP; ++h) {
+    __m512 acc[HP][T];
     HWY_UNROLL(8)
-    for (int t = 0; t < T; ++t) {
-      _mm512_mask_storeu_ps(job.out + (t0 + t) * rows + 8 * (p0 + 2 * h), mask[h], acc[h][t]);
+    for (int h = 0; h < HP; ++h) {
+      HWY_UNROLL(8)
+      for (int t = 0; t < T; ++t) {
+        acc[h][t] = b0 == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(out.mask[h], out.p[h][t]);
+      }
+    }
+    Blocks32x2<F, HP, T>(g, n, 0, tok, acc);
+    HWY_UNROLL(8)
+    for (int h = 0; h < HP; ++h) {
+      HWY_UNROLL(8)
+      for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(out.p[h][t], out.mask[h], acc[h][t]);
     }
   }
 }
