@@ -32,6 +32,23 @@ TEST(ThreadPool, ParallelForCoversEveryIndexOnce) {
   }
 }
 
+TEST(ThreadPool, ParallelForDynamicCoversEveryIndexOnceInChunks) {
+  for (int threads : {1, 2, 3, 5}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {0, 1, 7, 64, 1000}) {
+      for (int64_t chunk : {1, 2, 16, 5000}) {
+        std::vector<std::atomic<int>> hits(n);
+        pool.ParallelForDynamic(n, chunk, [&](int64_t b, int64_t e) {
+          EXPECT_EQ(b % chunk, 0);
+          EXPECT_TRUE(e - b == chunk || e == n) << b << " " << e;
+          for (int64_t i = b; i < e; ++i) hits[i]++;
+        });
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << i;
+      }
+    }
+  }
+}
+
 TEST(ThreadPool, ManyShortJobs) {
   ThreadPool pool(2);
   std::atomic<int64_t> sum{0};

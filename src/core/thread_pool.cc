@@ -104,4 +104,16 @@ void ThreadPool::WorkerLoop(int index) {
   }
 }
 
+void ThreadPool::ParallelForDynamic(int64_t n, int64_t chunk,
+                                    const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  PC_CHECK(chunk >= 1);
+  std::atomic<int64_t> next{0};
+  Run([&](int, int) {
+    for (int64_t b; (b = next.fetch_add(chunk, std::memory_order_relaxed)) < n;) {
+      fn(b, std::min(n, b + chunk));
+    }
+  });
+}
+
 }  // namespace promptcache

@@ -34,6 +34,12 @@ class ThreadPool {
   // non-empty chunk. `align` rounds chunk boundaries to multiples of it (e.g. SIMD row tiles).
   void ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t align = 1);
 
+  // Splits [0, n) into chunks of `chunk` (the last may be shorter) that the threads take in
+  // turn as they finish their previous one: a thread slowed down (a busy neighbour on a shared
+  // core) takes fewer chunks instead of holding the others up at the join.
+  void ParallelForDynamic(int64_t n, int64_t chunk,
+                          const std::function<void(int64_t, int64_t)>& fn);
+
   static int DefaultThreads();
 
  private:

@@ -148,10 +148,20 @@ void MatMulMulti(const WeightMatrix* ws, int n, const float* x, int64_t n_tokens
   // Below this many multiply-adds a fork/join costs more than it saves (tiny models, and any
   // model when the machine is oversubscribed and a worker may not be running).
   constexpr int64_t kMinParallelWork = int64_t(1) << 17;
+  // From this many tokens the units are taken dynamically; decoding keeps one contiguous range
+  // per thread (one long stream through the weights each).
+  constexpr int64_t kMinDynamicTokens = 16;
   int64_t work = 0;
   for (int i = 0; i < n; ++i) work += ws[i].rows * ws[i].cols * n_tokens;
   if (pool == nullptr || pool->size() == 1 || work < kMinParallelWork) {
     run_units(0, units);
+  } else if (n_tokens >= kMinDynamicTokens) {
+    // Prompts: about kChunksPerThread chunks per thread, taken as threads come free, so one slowed
+    // thread does not hold the other up (a third of a waiting thread's time was spent so on this
+    // project's shared machines); whole pairs of tiles, which the pair kernels take together.
+    constexpr int64_t kChunksPerThread = 8;
+    const int64_t chunk = std::max<int64_t>(2, (units / (kChunksPerThread * pool->size())) & ~1);
+    pool->ParallelForDynamic(units, chunk, run_units);
   } else {
     pool->ParallelFor(units, run_units);
   }
