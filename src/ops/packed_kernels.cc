@@ -424,7 +424,6 @@ void RunTile(const MatMulJob& job, const PackedMatrix& pm, int64_t p0, int64_t p
 #include "ops/packed_pairs-inl.h"  // NOLINT(build/include): per target
 #endif
 
-
 constexpr int kMaxRowTokens = 4;           // up to this many tokens, whole rows at a time
 constexpr int64_t kChunkBytes = 16 << 10;  // else: column chunks of about this many packed bytes
 

@@ -254,30 +254,31 @@ HWY_INLINE void Blocks256x2(const uint8_t* const* g, int n, int64_t skip, const 
           });
         }
       }
-      continue;
-    }
-    __m512i coef[HP][kShift != 0 ? kPairs : 1];
-    __m512 rd[HP];
-    HWY_UNROLL(8)
-    for (int h = 0; h < HP; ++h) {
-      rd[h] = Halves2(g[2 * h] + s * kGB, g[2 * h + 1] + s * kGB, 0);
-      if constexpr (kShift != 0) {
-        constexpr int at = F::f.sc_offset;
-        CoefPairs2<kSub>(g[2 * h] + s * kGB + at, g[2 * h + 1] + s * kGB + at, coef[h]);
-      }
-    }
-    HWY_UNROLL(8)
-    for (int t = 0; t < T; ++t) {
-      const __m512 dx = _mm512_set1_ps(tok[t].d[s]);
+    } else {
+      __m512i coef[HP][kShift != 0 ? kPairs : 1];
+      __m512 rd[HP];
       HWY_UNROLL(8)
       for (int h = 0; h < HP; ++h) {
-        const __m512 dd = _mm512_mul_ps(rd[h], dx);
-        __m512i sum = S[h][t];
+        rd[h] = Halves2(g[2 * h] + s * kGB, g[2 * h + 1] + s * kGB, 0);
         if constexpr (kShift != 0) {
-          sum =
-              _mm512_sub_epi32(sum, _mm512_slli_epi32(Correction2<kSub>(coef[h], sums[t]), kShift));
+          constexpr int at = F::f.sc_offset;
+          CoefPairs2<kSub>(g[2 * h] + s * kGB + at, g[2 * h + 1] + s * kGB + at, coef[h]);
         }
-        out.Update(h, t, [&](__m512 a) { return _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), dd, a); });
+      }
+      HWY_UNROLL(8)
+      for (int t = 0; t < T; ++t) {
+        const __m512 dx = _mm512_set1_ps(tok[t].d[s]);
+        HWY_UNROLL(8)
+        for (int h = 0; h < HP; ++h) {
+          const __m512 dd = _mm512_mul_ps(rd[h], dx);
+          __m512i sum = S[h][t];
+          if constexpr (kShift != 0) {
+            sum = _mm512_sub_epi32(sum,
+                                   _mm512_slli_epi32(Correction2<kSub>(coef[h], sums[t]), kShift));
+          }
+          out.Update(h, t,
+                     [&](__m512 a) { return _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), dd, a); });
+        }
       }
     }
   }
