@@ -171,7 +171,9 @@ HWY_INLINE void Blocks256x2(const uint8_t* const* g, int n, int64_t skip, const 
       HWY_UNROLL(8)
       for (int t = 0; t < T; ++t) S[h][t] = _mm512_setzero_si512();
     }
-    HWY_UNROLL(16)
+    // A loop, as Blocks256's with many tokens: unrolled whole, Q6_K's 16 sub-blocks took 28%
+    // longer (BM_MatMul 2048x2048, 512 tokens).
+    HWY_UNROLL(1)
     for (int j = 0; j < 256 / kSub; ++j) {
       __m512i I[HP][T][kSplit];
       HWY_UNROLL(8)
@@ -189,22 +191,12 @@ HWY_INLINE void Blocks256x2(const uint8_t* const* g, int n, int64_t skip, const 
           for (int a = 0; a < kSplit; ++a) I[h][t][a] = _mm512_setzero_si512();
         }
       }
-      // The groups' addresses hidden from the compiler per sub-block: sub-blocks j and
-      // j + 256 / kSub / 2 of 4-bit types read the same bytes (low and high nibbles), and merging
-      // the loads kept the second half's bytes live across the loop, spilled (a third of the
-      // instructions); reloading them is cheaper.
-      const uint8_t* gj[2 * HP];
-      HWY_UNROLL(8)
-      for (int h = 0; h < 2 * HP; ++h) {
-        gj[h] = g[h] + s * kGB;
-        asm("" : "+r"(gj[h]));
-      }
       HWY_UNROLL(8)
       for (int i = 0; i < kSub / 4; ++i) {
         const int G = j * (kSub / 4) + i;
         __m512i W[HP];
         HWY_UNROLL(8)
-        for (int h = 0; h < HP; ++h) W[h] = F::Group2(gj[2 * h], gj[2 * h + 1], G);
+        for (int h = 0; h < HP; ++h) W[h] = F::Group2(g[2 * h] + s * kGB, g[2 * h + 1] + s * kGB, G);
         HWY_UNROLL(8)
         for (int t = 0; t < T; ++t) {
           const __m512i X = Broadcast4x16(tok[t].q + 256 * s + 4 * G);
