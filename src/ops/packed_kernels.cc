@@ -192,6 +192,22 @@ HWY_INLINE const uint8_t* Ahead(const uint8_t* g, int64_t offset, int64_t len, i
   return g + offset + (offset >= len ? skip : 0);
 }
 
+// fn(0) .. fn(n - 1), the loop unrolled kUnroll times (the pragma needs a literal).
+template <int kUnroll, class Fn>
+HWY_INLINE void UnrolledFor(int n, Fn&& fn) {
+  static_assert(kUnroll == 1 || kUnroll == 8 || kUnroll == 16);
+  if constexpr (kUnroll == 16) {
+    HWY_UNROLL(16)
+    for (int i = 0; i < n; ++i) fn(i);
+  } else if constexpr (kUnroll == 8) {
+    HWY_UNROLL(8)
+    for (int i = 0; i < n; ++i) fn(i);
+  } else {
+    HWY_UNROLL(1)
+    for (int i = 0; i < n; ++i) fn(i);
+  }
+}
+
 // Integer sums are exact in any order, so with few tokens each (panel, token) sum is split over
 // kSplit accumulators (dword groups round-robin) to hide vpdpbusd's latency: H * T * kSplit
 // independent chains.
@@ -346,17 +362,10 @@ HWY_INLINE void Blocks256(const uint8_t* const* g, int n, int64_t skip, const To
         }
       }
     };
-    // With many tokens the sub-blocks are a loop: the super-block unrolled whole (8 or 16
-    // sub-blocks of code) outgrew the CPU's decoded-instruction cache (llama3.2-1b Q4_K_M's
-    // prompt on AVX2 took 20-40% longer). One or two tokens (decoding) keep the unrolled form,
-    // which measured faster there.
-    if constexpr (T <= 2) {
-      HWY_UNROLL(16)
-      for (int j = 0; j < 256 / kSub; ++j) sub_block(j);
-    } else {
-      HWY_UNROLL(1)
-      for (int j = 0; j < 256 / kSub; ++j) sub_block(j);
-    }
+    // With many tokens the sub-blocks are a loop: the super-block unrolled whole outgrew the CPU's
+    // decoded-instruction cache (llama3.2-1b Q4_K_M's prompt with AVX2 took 20-40% longer).
+    // Decoding's one or two tokens keep the unrolled form, measured faster there.
+    UnrolledFor<T <= 2 ? 16 : 1>(256 / kSub, sub_block);
     HWY_UNROLL(8)
     for (int t = 0; t < T; ++t) {
       const __m256 dx = _mm256_set1_ps(tok[t].d[s]);

@@ -171,10 +171,7 @@ HWY_INLINE void Blocks256x2(const uint8_t* const* g, int n, int64_t skip, const 
       HWY_UNROLL(8)
       for (int t = 0; t < T; ++t) S[h][t] = _mm512_setzero_si512();
     }
-    // A loop, as Blocks256's with many tokens: unrolled whole, Q6_K's 16 sub-blocks took 28%
-    // longer (BM_MatMul 2048x2048, 512 tokens).
-    HWY_UNROLL(1)
-    for (int j = 0; j < 256 / kSub; ++j) {
+    auto sub_block = [&](int j) __attribute__((always_inline)) {
       __m512i I[HP][T][kSplit];
       HWY_UNROLL(8)
       for (int h = 0; h < 2 * HP; ++h) {
@@ -191,12 +188,22 @@ HWY_INLINE void Blocks256x2(const uint8_t* const* g, int n, int64_t skip, const 
           for (int a = 0; a < kSplit; ++a) I[h][t][a] = _mm512_setzero_si512();
         }
       }
+      // The groups' addresses hidden from the compiler per sub-block: sub-blocks j and
+      // j + 256 / kSub / 2 of 4-bit types read the same bytes (low and high nibbles), and where
+      // both are in one unrolled body, merging their loads kept the second half's bytes live
+      // across it, spilled (a third of the instructions); reloading them is cheaper.
+      const uint8_t* gj[2 * HP];
+      HWY_UNROLL(8)
+      for (int h = 0; h < 2 * HP; ++h) {
+        gj[h] = g[h] + s * kGB;
+        asm("" : "+r"(gj[h]));
+      }
       HWY_UNROLL(8)
       for (int i = 0; i < kSub / 4; ++i) {
         const int G = j * (kSub / 4) + i;
         __m512i W[HP];
         HWY_UNROLL(8)
-        for (int h = 0; h < HP; ++h) W[h] = F::Group2(g[2 * h] + s * kGB, g[2 * h + 1] + s * kGB, G);
+        for (int h = 0; h < HP; ++h) W[h] = F::Group2(gj[2 * h], gj[2 * h + 1], G);
         HWY_UNROLL(8)
         for (int t = 0; t < T; ++t) {
           const __m512i X = Broadcast4x16(tok[t].q + 256 * s + 4 * G);
@@ -218,7 +225,11 @@ HWY_INLINE void Blocks256x2(const uint8_t* const* g, int n, int64_t skip, const 
           S[h][t] = _mm512_add_epi32(S[h][t], _mm512_mullo_epi32(SumSplit512<kSplit>(I[h][t]), sc));
         }
       }
-    }
+    };
+    // Eight sub-blocks (Q4_K, Q5_K) unrolled whole, sixteen (Q6_K, Q3_K, Q2_K) as a loop: their
+    // unrolled code outgrew the CPU's decoded-instruction cache (BM_MatMul, 512 tokens: Q6_K
+    // 28% longer), while Q4_K unrolled is faster with the weights streamed from memory.
+    UnrolledFor<kSub == 32 ? 8 : 1>(256 / kSub, sub_block);
     // The correction's coefficient pairs once per panel pair and super-block, the activation-sum
     // pairs once per token. Types with minimums walk panel pairs outermost so that only one pair's
     // coefficients are live at a time (all of them would crowd out the accumulators).
