@@ -1,8 +1,10 @@
 // Microbenchmarks for the ops kernels (not run by ctest).
 //
-//   BM_MatMul/<type>/<rows>/<cols>/<tokens>/<threads>: one matrix multiply. For one token the
-//     weights rotate through enough copies (>= 256 MiB) that every call streams them from memory,
-//     as a real decode step does; counters: GFLOP/s and weight GB/s.
+//   BM_MatMul/<type>/<rows>/<cols>/<tokens>/<threads>: one matrix multiply. For one token, and
+//     for 256 (a prompt of a model larger than the caches), the weights rotate through enough
+//     copies (>= 256 MiB) that every call streams them from memory, as a forward pass does; with
+//     512 tokens they stay in cache (the kernels' arithmetic alone). Counters: GFLOP/s and
+//     weight GB/s.
 //   BM_Forward/<type>/<tokens>/<threads>: the matrix multiplies of one forward pass of a
 //     SmolLM2-135M-shaped model (30 layers, n_embd 576, n_ff 1536, 3 KV heads of 64, tied 50257
 //     vocab output), with Q/K/V and gate/up fused: an upper bound on tokens/s.
@@ -99,9 +101,10 @@ void BM_MatMul(benchmark::State& state) {
   const int64_t rows = state.range(1), cols = state.range(2), n_tokens = state.range(3);
   ThreadPool* pool = Pool(static_cast<int>(state.range(4)));
   const size_t matrix_bytes = BytesFor(type, cols) * rows;
-  // Up to 16 tokens the weights stream from memory as in decoding; beyond, arithmetic dominates.
+  // Up to 16 tokens (decoding) and at 256 (a prompt) the weights stream from memory.
+  const bool streamed = n_tokens <= 16 || n_tokens == 256;
   const int64_t copies =
-      n_tokens <= 16 ? std::max<int64_t>(1, (256 << 20) / static_cast<int64_t>(matrix_bytes)) : 1;
+      streamed ? std::max<int64_t>(1, (256 << 20) / static_cast<int64_t>(matrix_bytes)) : 1;
   Weights w = MakeWeights(type, rows, cols, copies);
   const auto x = RandomFloats(n_tokens * cols, 2);
   std::vector<float> out(n_tokens * rows);
@@ -124,7 +127,7 @@ void MatMulArgs(benchmark::internal::Benchmark* b) {
     const int block = FindWeightType(static_cast<GgmlType>(type))->block_elems;
     for (const auto& s : shapes) {
       if (s[1] % block != 0) continue;  // 576-wide rows have no K-quant form
-      for (int tokens : {1, 512}) {
+      for (int tokens : {1, 256, 512}) {
         for (int threads : {1, 2}) b->Args({type, s[0], s[1], tokens, threads});
       }
     }
