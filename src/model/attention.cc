@@ -1,6 +1,6 @@
 // Attention of a forward batch over the paged KV cache: grouped-query, causal by slot.
 //
-// The work is cut into items: up to 32 tokens of one sequence (× one chunk of 512 keys when
+// The work is cut into items: up to 64 tokens of one sequence (× one chunk of 512 keys when
 // there are too few items to keep every thread busy), or the few tokens each of several
 // sequences forked from one prefix, which then read their shared blocks' tiles once for all. An
 // item walks its keys in tiles of 128 whole cache rows (every KV head: contiguous memory within a
@@ -36,7 +36,7 @@ namespace {
 
 constexpr int kTileRows = kAttnTileRows;
 constexpr int kChunkRows = 512;
-constexpr int kItemTokens = 32;
+constexpr int kItemTokens = 64;
 // Chunk-split items keep per-chunk partial states: only while they stay this small.
 constexpr size_t kMaxPartialBytes = size_t(8) << 20;
 
