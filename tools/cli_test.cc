@@ -438,6 +438,8 @@ TEST_F(CliTest, BadFlagsAndPromptsGiveOneLineErrors) {
   ExpectOneLineError(m + " -p hi -c 4096", "context 4096 is more than the 2048 tokens");
   ExpectOneLineError("serve -m " + kStories + " -c 4096", "--allow-long-context");
   ExpectOneLineError("bench -m " + kStories + " -c 4096", "--allow-long-context");
+  // The same when no -c is given and the depth and prompt need more than that.
+  ExpectOneLineError("bench -m " + kStories + " -d 4000 -p 8 -n 1", "context 4008 is more than");
   ExpectOneLineError("run -p hi", "--model");
   ExpectOneLineError("frobnicate", "frobnicate");
   ExpectOneLineError(

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "core/log.h"
+#include "model/config.h"
 #include "nlohmann/json.hpp"
 #include "ops/targets.h"
 #include "serving/savings.h"
@@ -88,7 +89,14 @@ class BenchCommand : public Command {
     if (!model) return 1;
     if (Status st = model_.Check(*model); !st.ok()) return Fail(st);
     SessionOptions so = model_.ToSessionOptions();
-    if (so.context == 0) so.context = depth_ + std::max(n_prompt_, n_gen_ + 1);
+    if (so.context == 0) {
+      // The context -d, -p and -n need, checked as a -c of that size would have been.
+      so.context = depth_ + std::max(n_prompt_, n_gen_ + 1);
+      if (Status st = CheckContext(model->config(), so.context, model_.allow_long_context);
+          !st.ok()) {
+        return Fail(st);
+      }
+    }
     if (depth_ + n_prompt_ > so.context || depth_ + n_gen_ + 1 > so.context) {
       return Fail("-d plus -p or -n must fit in the context (" + std::to_string(so.context) + ")");
     }
