@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "promptcache/version.h"
 #include "tools/cli_common.h"
 
 int main(int argc, char** argv) {
@@ -14,7 +15,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "promptcache: an LLM inference engine that never computes the same attention state twice"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "promptcache 0.1.0");
+  app.set_version_flag("--version", "promptcache " PROMPTCACHE_VERSION_STRING);
   struct Entry {
     const char* name;
     const char* help;
@@ -63,6 +64,10 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const CLI::CallForAllHelp&) {
     std::fputs(app.help("", CLI::AppFormatMode::All).c_str(), stdout);
+    return 0;
+  } catch (const CLI::CallForVersion& e) {
+    // A Success like --help's: caught before the generic one, which prints nothing.
+    std::printf("%s\n", e.what());
     return 0;
   } catch (const CLI::Success&) {
     return 0;

@@ -93,6 +93,26 @@ class Runner {
   ForwardScratch scratch_;
 };
 
+// Mean KL divergence of q's next-token distributions from p's, over rows of n_vocab logits.
+double MeanKl(const std::vector<float>& p, const std::vector<float>& q, int n_vocab) {
+  const size_t rows = p.size() / n_vocab;
+  double total = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    const float* a = &p[r * n_vocab];
+    const float* b = &q[r * n_vocab];
+    const double ma = *std::max_element(a, a + n_vocab), mb = *std::max_element(b, b + n_vocab);
+    double za = 0, zb = 0;
+    for (int v = 0; v < n_vocab; ++v) za += std::exp(a[v] - ma), zb += std::exp(b[v] - mb);
+    double kl = 0;
+    for (int v = 0; v < n_vocab; ++v) {
+      const double la = a[v] - ma - std::log(za), lb = b[v] - mb - std::log(zb);
+      kl += std::exp(la) * (la - lb);
+    }
+    total += kl;
+  }
+  return total / rows;
+}
+
 float MaxAbsDiff(const float* a, const float* b, size_t n) {
   float d = 0;
   for (size_t i = 0; i < n; ++i) d = std::max(d, std::fabs(a[i] - b[i]));
@@ -173,7 +193,9 @@ TEST(Stories260K, GreedyContinuationMatchesReference) {
 struct CacheCase {
   std::string model;
   KvType kv;
-  float bound;  // for the shifted-positions comparison, which is not exact (RoPE rounds)
+  // For the shifted-positions comparison, which is not exact (RoPE rounds): the largest logit
+  // difference, or for quantized K/V the mean KL of the distributions (see the cases).
+  float bound;
 };
 
 void PrintTo(const CacheCase& c, std::ostream* os) {
@@ -280,7 +302,11 @@ TEST_P(CachedEqualsUncached, PositionsWithGaps) {
   Runner full_runner(*model_, GetParam().kv);
   const std::vector<float> full = full_runner.Full(tokens_, gapped);
   const std::vector<float> full_shifted = full_runner.Full(tokens_, shifted);
-  EXPECT_LE(MaxAbsDiff(full.data(), full_shifted.data(), full.size()), GetParam().bound);
+  if (KvTypeQuantized(GetParam().kv)) {
+    EXPECT_LE(MeanKl(full, full_shifted, V), GetParam().bound);
+  } else {
+    EXPECT_LE(MaxAbsDiff(full.data(), full_shifted.data(), full.size()), GetParam().bound);
+  }
   Runner r(*model_, GetParam().kv);
   KvSequence seq(r.blocks());
   r.Run(&seq, tokens_, gapped, 0, 12, false);
@@ -292,26 +318,34 @@ TEST_P(CachedEqualsUncached, PositionsWithGaps) {
 }
 
 // The shifted bound: shifted positions round differently in RoPE, and a rounding difference
-// can move an activation across a quantization step of the activations (Q8_0, Q4_0).
+// can move an activation across a quantization step of the activations (Q8_0, Q4_0: one such
+// step moves logits by about 5e-3; measured 0 on f32 K/V here, bounded by two steps). Measured
+// (AVX-512, 2026-11; bound about 3x, or the former bound where that was already closer):
+// stories f32 7.9e-6, f16 0.029; F16 f32 1.8e-7, f16 7.7e-6; the quantized-weight fixtures
+// 0.0045 to 0.036 with f16 K/V. Mutation caught: RoPE's angles in float instead of double
+// (ops/vec.cc) moves gemma3 f32 by 0.014, over its bound of 0.01 (formerly 0.02).
 INSTANTIATE_TEST_SUITE_P(
     Models, CachedEqualsUncached,
     ::testing::Values(
-        CacheCase{"stories", KvType::kF32, 1e-3f}, CacheCase{"stories", KvType::kF16, 5e-2f},
-        CacheCase{"F16", KvType::kF32, 1e-2f}, CacheCase{"F16", KvType::kF16, 2e-2f},
+        CacheCase{"stories", KvType::kF32, 3e-5f}, CacheCase{"stories", KvType::kF16, 5e-2f},
+        CacheCase{"F16", KvType::kF32, 1e-6f}, CacheCase{"F16", KvType::kF16, 3e-5f},
         CacheCase{"Q8_0", KvType::kF32, 1e-2f}, CacheCase{"Q8_0", KvType::kF16, 2e-2f},
-        CacheCase{"Q4_0", KvType::kF32, 2e-2f}, CacheCase{"Q4_0", KvType::kF16, 2e-2f},
+        CacheCase{"Q4_0", KvType::kF32, 1e-2f}, CacheCase{"Q4_0", KvType::kF16, 2e-2f},
         CacheCase{"qwen2", KvType::kF16, 2e-2f}, CacheCase{"qwen3", KvType::kF16, 2e-2f},
         CacheCase{"gemma2", KvType::kF16, 5e-2f}, CacheCase{"gemma3", KvType::kF16, 5e-2f},
-        CacheCase{"gemma3", KvType::kF32, 2e-2f}, CacheCase{"phi3", KvType::kF16, 2e-2f},
+        CacheCase{"gemma3", KvType::kF32, 1e-2f}, CacheCase{"phi3", KvType::kF16, 2e-2f},
         CacheCase{"mistral", KvType::kF16, 2e-2f},
-        // Quantized K/V (heads of 8 sharing a block in stories260K, 16 in the synthetic ones, 64
-        // and 128): the same invariance. Their shifted bound is wider: a key rotated differently
-        // may quantize to another level (stories260K's logits are large, and its four heads
-        // share one scale: its q4_0 keys move the most).
-        CacheCase{"stories", KvType::kQ8_0, 2.0f}, CacheCase{"stories", KvType::kQ4_0, 10.0f},
-        CacheCase{"Q8_0", KvType::kQ8_0, 1e-1f}, CacheCase{"qwen2", KvType::kQ8_0, 1e-1f},
-        CacheCase{"gemma3", KvType::kQ8_0, 2e-1f}, CacheCase{"qwen3", KvType::kQ4_0, 3e-1f},
-        CacheCase{"mistral", KvType::kQ4_0, 3e-1f}),
+        // Quantized K/V (four heads of 8 per block in stories260K, two of 16 in the Q8_0
+        // fixture, 64 and 128): the same invariance, bounded by mean KL. A key rotated
+        // differently rounds differently, and where heads share a block its loudest head sets
+        // every head's step: stories260K's shifted q4_0 run differs from the unshifted one as
+        // two independent q4_0 roundings do (KL 0.35, single logits by up to 7.8 of its ~18;
+        // against f16, one rounding gives 0.24), q8_0 0.010. The others measure 5e-7 (Q8_0
+        // fixture, q8_0) to 4.6e-4 (qwen3, q4_0).
+        CacheCase{"stories", KvType::kQ8_0, 3e-2f}, CacheCase{"stories", KvType::kQ4_0, 1.0f},
+        CacheCase{"Q8_0", KvType::kQ8_0, 2e-6f}, CacheCase{"qwen2", KvType::kQ8_0, 2e-5f},
+        CacheCase{"gemma3", KvType::kQ8_0, 2e-4f}, CacheCase{"qwen3", KvType::kQ4_0, 2e-3f},
+        CacheCase{"mistral", KvType::kQ4_0, 3e-4f}),
     [](const auto& info) { return info.param.model + "_" + KvTypeName(info.param.kv); });
 
 // Sliding windows (tiny-gemma3: 24 positions on 7 of 8 layers): a sequence that gives up the
@@ -510,34 +544,24 @@ TEST(KvShift, QuantizedShiftedKvCloseToKvComputedThere) {
   }
 }
 
-// Mean KL divergence of q's next-token distributions from p's, over rows of n_vocab logits.
-double MeanKl(const std::vector<float>& p, const std::vector<float>& q, int n_vocab) {
-  const size_t rows = p.size() / n_vocab;
-  double total = 0;
-  for (size_t r = 0; r < rows; ++r) {
-    const float* a = &p[r * n_vocab];
-    const float* b = &q[r * n_vocab];
-    const double ma = *std::max_element(a, a + n_vocab), mb = *std::max_element(b, b + n_vocab);
-    double za = 0, zb = 0;
-    for (int v = 0; v < n_vocab; ++v) za += std::exp(a[v] - ma), zb += std::exp(b[v] - mb);
-    double kl = 0;
-    for (int v = 0; v < n_vocab; ++v) {
-      const double la = a[v] - ma - std::log(za), lb = b[v] - mb - std::log(zb);
-      kl += std::exp(la) * (la - lb);
-    }
-    total += kl;
-  }
-  return total / rows;
-}
-
-// Quantized K/V against f16 K/V, every token of a 60-token prompt: q8_0's next-token
-// distributions stay within the mean KL of 0.01 (stories260K: 0.003; the random-weight
-// fixtures: far less), q4_0's further off (stories260K: 0.24, its four heads of 8 sharing one
-// 4-bit scale) but bounded; K/V read wrong would be nowhere near.
+// Quantized K/V against f16 K/V, every token of a 60-token prompt: the mean KL of the next-token
+// distributions, bounded per model at two to four times what it measures (AVX-512, 2026-11), so
+// that a K/V rounding a little worse than ggml's fails. The error depends on the head size:
+// a block of 32 values has one scale, set by its largest value. stories260K's four KV heads of 8
+// share each block (kv_dim 32), so every head is rounded at the step of the loudest one, and its
+// logits are large (top logit near 18): q8_0 0.0029, q4_0 0.236. The fixtures' heads of 64 (qwen2,
+// mistral) and 128 (gemma3) span whole blocks: q8_0 5e-6 to 5e-5, q4_0 1e-4 to 2e-3. Mutation
+// caught: q4_0 quants truncated instead of rounded (ops/quantize.cc, + 8.0f for + 8.5f) gives q4_0
+// 0.499, 0.0017, 0.0078 and 0.0036, which the former bound of 0.5 for every model let through.
 TEST(QuantizedKv, LogitsCloseToF16) {
-  for (const std::string name : {"stories", "qwen2", "gemma3", "mistral"}) {
-    SCOPED_TRACE(name);
-    auto m = LoadOrDie(CaseModelPath(name));
+  struct Case {
+    std::string model;
+    double q8_bound, q4_bound;
+  };
+  for (const Case& c : {Case{"stories", 1e-2, 0.4}, Case{"qwen2", 2e-5, 3e-4},
+                        Case{"gemma3", 2e-4, 6e-3}, Case{"mistral", 5e-5, 2.5e-3}}) {
+    SCOPED_TRACE(c.model);
+    auto m = LoadOrDie(CaseModelPath(c.model));
     const int V = m->config().n_vocab;
     std::vector<int32_t> tokens(60);
     for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = (i * 7919 + 13) % V;
@@ -546,8 +570,8 @@ TEST(QuantizedKv, LogitsCloseToF16) {
     const std::vector<float> want = f16.Full(tokens, pos);
     const double kl8 = MeanKl(want, q8.Full(tokens, pos), V);
     const double kl4 = MeanKl(want, q4.Full(tokens, pos), V);
-    EXPECT_LT(kl8, 1e-2) << "q4_0 " << kl4;
-    EXPECT_LT(kl4, 0.5);
+    EXPECT_LT(kl8, c.q8_bound) << "q4_0 " << kl4;
+    EXPECT_LT(kl4, c.q4_bound) << "q8_0 " << kl8;
     EXPECT_GT(kl4, kl8);
     EXPECT_GT(kl8, 0.0);
   }

@@ -1,5 +1,6 @@
 // The serving engine on the real stories260K model: prefix reuse is exact, concurrent sequences
-// share cached blocks, and the disk tier survives a restart.
+// share cached blocks, cache namespaces share none, and the disk tier survives a restart.
+// (Log-probability values: engine_logprobs_test.cc.)
 #include <gtest/gtest.h>
 #include <malloc.h>
 #include <sys/resource.h>
@@ -14,6 +15,7 @@
 #include <future>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <stdexcept>
 #include <thread>
 
@@ -277,6 +279,58 @@ TEST(Engine, DiskTierSurvivesRestartAndCorruptionIsAMiss) {
     const CompletionResult r = Complete(*e, Greedy(prompt, 8));
     EXPECT_EQ(r.cached_tokens, 0);
     EXPECT_EQ(r.tokens, expected);
+  }
+  fs::remove_all(dir);
+}
+
+// Cache namespaces (tenants, cache_salt): the same tokens in two namespaces share no block and
+// no cached token, in RAM and through the disk tier after a restart; the same namespace hits.
+// (Mutation caught: NamespaceKey returning the default key for every namespace.)
+TEST(Engine, NamespacesShareNoBlocksInRamOrOnDisk) {
+  const fs::path dir = fs::temp_directory_path() / ("pc_engine_ns_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  EngineOptions o;
+  o.cache_dir = dir.string();
+  auto run = [](Engine& e, const std::vector<int32_t>& p, const std::string& ns) {
+    CompletionRequest r = Greedy(p, 4);
+    r.cache_namespace = ns;
+    const CompletionResult res = Complete(e, std::move(r));
+    EXPECT_TRUE(res.status.ok()) << res.status.message();
+    return res;
+  };
+  std::vector<int32_t> prompt;
+  int full = 0;
+  {
+    auto e = Make(o);
+    prompt = e->model().tokenizer().Encode(kStory, true);
+    full = static_cast<int>((prompt.size() - 1) / 16 * 16);
+    EXPECT_EQ(run(*e, prompt, "alice").cached_tokens, 0);
+    const size_t alice_blocks = e->ListCacheBlocks().size();
+    ASSERT_GT(alice_blocks, 0u);
+    EXPECT_GE(e->LookupCache(prompt, "alice").ram, full);
+    EXPECT_EQ(e->LookupCache(prompt, "bob").ram, 0);
+    EXPECT_EQ(e->LookupCache(prompt, "").ram, 0);
+    const CompletionResult bob = run(*e, prompt, "bob");
+    EXPECT_EQ(bob.cached_tokens, 0);
+    // Bob's blocks are his own: twice as many, no key in common.
+    const std::vector<CacheBlockInfo> blocks = e->ListCacheBlocks();
+    EXPECT_EQ(blocks.size(), 2 * alice_blocks);
+    std::set<std::string> keys;
+    for (const CacheBlockInfo& b : blocks) keys.insert(b.key);
+    EXPECT_EQ(keys.size(), blocks.size());
+    const CompletionResult alice = run(*e, prompt, "alice");
+    EXPECT_EQ(alice.cached_tokens, full);
+    EXPECT_EQ(alice.tokens, bob.tokens);              // isolation changes no output
+    EXPECT_EQ(run(*e, prompt, "").cached_tokens, 0);  // the default namespace is one more
+  }  // saves alice's, bob's and the default's blocks to disk
+  {
+    auto e = Make(o);
+    EXPECT_EQ(run(*e, prompt, "carol").cached_tokens, 0);
+    EXPECT_EQ(e->Stats().disk_loads, 0u);
+    EXPECT_EQ(e->LookupCache(prompt, "carol").disk, 0);
+    EXPECT_GE(e->LookupCache(prompt, "bob").disk, full);
+    EXPECT_EQ(run(*e, prompt, "bob").cached_tokens, full);
+    EXPECT_GT(e->Stats().disk_loads, 0u);
   }
   fs::remove_all(dir);
 }
