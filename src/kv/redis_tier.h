@@ -5,13 +5,13 @@
 // one for a writer thread that sends queued SETs (pipelined, with EX unless the prefix is
 // pinned). Each call has a total deadline, however slowly the store answers: a lookup's
 // `deadline_ms` (or its request's RemoteBudget, if sooner; waiting for the lock counts), a write
-// batch's max(1 s, 10 x timeout_ms); `timeout_ms` bounds connecting and each socket read or write.
-// A call that fails or misses its deadline closes its connection, which is tried again only
-// after a backoff (100 ms, doubling up to 2 s); and after `breaker.failures_to_open` of them in a
-// row the store is not asked at all for a cool-down (CircuitBreaker): every lookup meanwhile is
-// an instant miss. The write queue is bounded in bytes: beyond it writes are dropped and counted,
-// as they are while the store is down. Expiry and eviction are the store's (EX, and its
-// maxmemory-policy: allkeys-lru is what a cache wants); a full store that refuses writes only
+// batch's max(1 s, 10 x timeout_ms, deadline_ms); `timeout_ms` bounds connecting and each socket
+// read or write. A call that fails or misses its deadline closes its connection, which is tried
+// again only after a backoff (100 ms, doubling up to 2 s); and after `breaker.failures_to_open` of
+// them in a row the store is not asked at all for a cool-down (CircuitBreaker): every lookup
+// meanwhile is an instant miss. The write queue is bounded in bytes: beyond it writes are dropped
+// and counted, as they are while the store is down. Expiry and eviction are the store's (EX, and
+// its maxmemory-policy: allkeys-lru is what a cache wants); a full store that refuses writes only
 // counts errors.
 #pragma once
 
