@@ -79,7 +79,8 @@ class ChunkedBodyCheck {
     kDone,
     kFailed,
   };
-  size_t Fail(std::string why);
+  void Take(char c);  // one byte of a size line, a CRLF or the trailer section
+  void Fail(std::string why);
 
   State state_ = State::kSize;
   uint64_t left_ = 0;  // chunk size being read, then data bytes left
