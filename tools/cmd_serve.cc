@@ -75,6 +75,10 @@ class ServeCommand : public Command {
     sub->add_option("--cache-redis-timeout", engine_.cache_redis_timeout_ms,
                     "ms a Redis connect or command may take before it counts as a miss")
         ->default_val(100);
+    sub->add_option("--cache-redis-deadline", engine_.cache_redis_deadline_ms,
+                    "ms a request's Redis lookups may take in all before the rest is computed "
+                    "(the engine waits for them)")
+        ->default_val(1000);
     sub->add_option("--cache-redis-ttl", engine_.cache_redis_ttl_seconds,
                     "expiry of the blocks written to Redis, seconds (pinned prefixes: none)")
         ->default_val(86400);
@@ -294,6 +298,9 @@ class ServeCommand : public Command {
     if (!(engine_.cache_ttl_seconds >= 0)) return InvalidArgument("--cache-ttl must be >= 0");
     if (engine_.cache_redis_timeout_ms < 1 || engine_.cache_redis_timeout_ms > 60000) {
       return InvalidArgument("--cache-redis-timeout must be between 1 and 60000 ms");
+    }
+    if (engine_.cache_redis_deadline_ms < 1 || engine_.cache_redis_deadline_ms > 60000) {
+      return InvalidArgument("--cache-redis-deadline must be between 1 and 60000 ms");
     }
     if (engine_.cache_redis_ttl_seconds < 0)
       return InvalidArgument("--cache-redis-ttl must be >= 0");

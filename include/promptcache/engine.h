@@ -98,10 +98,12 @@ struct EngineOptions {
   std::string cache_dir;         // disk tier; empty: none
   size_t cache_disk_bytes = size_t(4) << 30;
   // Remote tier shared by replicas (docs/server.md): redis://[:PASSWORD@]HOST[:PORT][/DB];
-  // empty: none. Lookups wait at most cache_redis_timeout_ms per round trip (and not at all
-  // while it is down); writes are queued (up to cache_redis_queue_bytes, then dropped).
+  // empty: none. A request's lookups wait at most cache_redis_deadline_ms in all (each socket
+  // read or write cache_redis_timeout_ms), and not at all while it is down or failing (a circuit
+  // breaker); writes are queued (up to cache_redis_queue_bytes, then dropped).
   std::string cache_redis;
   int cache_redis_timeout_ms = 100;
+  int cache_redis_deadline_ms = 1000;
   int cache_redis_ttl_seconds = 86400;  // expiry of written blocks; pinned prefixes: none
   size_t cache_redis_queue_bytes = size_t(256) << 20;
 };
@@ -299,7 +301,11 @@ struct GenerationTiming {
 struct RemoteTierStats {
   bool enabled = false, connected = false;
   uint64_t hits = 0, misses = 0, errors = 0, writes = 0, dropped = 0, invalid = 0;
-  uint64_t loads = 0;  // blocks loaded into RAM from it
+  uint64_t loads = 0;            // blocks loaded into RAM from it
+  uint64_t deadline_misses = 0;  // calls cut short by their deadline
+  uint64_t breaker_opens = 0;    // times its circuit breaker opened
+  uint64_t skipped = 0;          // lookups not sent while the breaker was open
+  bool breaker_open = false;     // not being asked now
 };
 
 // Counters since the engine started, and its current load (Engine::Stats).

@@ -2,9 +2,11 @@
 
 #include <hiredis/hiredis.h>
 #include <malloc.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -42,10 +44,14 @@ class Connection {
       : addr_(addr), timeout_ms_(timeout_ms), role_(role), errors_(errors) {}
   ~Connection() { Close(); }
 
-  // Connected, or connects unless a backoff is running. False: use the store later.
-  bool Ready() {
+  // Connected, or connects unless a backoff is running (`tried`: a connect was attempted). False:
+  // use the store later.
+  bool Ready(Clock::time_point deadline, bool* tried) {
+    *tried = false;
     if (c_ != nullptr) return true;
     if (Clock::now() < retry_at_) return false;
+    *tried = true;
+    timed_out_ = false;
     const timeval tv = ToTimeval(timeout_ms_);
     c_ = redisConnectWithTimeout(addr_.host.c_str(), addr_.port, tv);
     if (c_ == nullptr || c_->err != 0) {
@@ -56,8 +62,12 @@ class Connection {
     // Keep the reply buffer between replies: by default hiredis frees it once empty and grows it
     // again (by reallocations that move it) for every large value, several times slower.
     c_->reader->maxbuf = 0;
-    if (!addr_.password.empty() && !Ok(Run({"AUTH", addr_.password}).get())) return false;
-    if (addr_.db != 0 && !Ok(Run({"SELECT", std::to_string(addr_.db)}).get())) return false;
+    if (!addr_.password.empty() && !Ok(Run({"AUTH", addr_.password}, deadline).get())) {
+      return false;
+    }
+    if (addr_.db != 0 && !Ok(Run({"SELECT", std::to_string(addr_.db)}, deadline).get())) {
+      return false;
+    }
     if (down_)
       PC_LOG_INFO("redis %s:%d: %s connection back", addr_.host.c_str(), addr_.port, role_);
     down_ = false;
@@ -66,9 +76,9 @@ class Connection {
   }
 
   // Sends one command and reads its reply; null (and the connection closed) on failure.
-  Reply Run(const std::vector<std::string>& args) {
+  Reply Run(const std::vector<std::string>& args, Clock::time_point deadline) {
     Append(args);
-    return Read();
+    return Read(deadline);
   }
   void Append(const std::vector<std::string>& args) {
     std::vector<const char*> argv;
@@ -79,15 +89,24 @@ class Connection {
     }
     redisAppendCommandArgv(c_, static_cast<int>(args.size()), argv.data(), lens.data());
   }
-  // The next pipelined reply; null when the connection failed (it is closed).
-  Reply Read() {
+  // Sends what is buffered and reads the next pipelined reply, all by `deadline` however slowly
+  // the store answers: the socket timeout bounds each read, not a reply, and a store that sends a
+  // byte now and then never trips it. Null when the connection failed or the deadline passed (it
+  // is closed: the replies still due on it could not be told apart from the next ones).
+  Reply Read(Clock::time_point deadline) {
+    timed_out_ = false;
     if (c_ == nullptr) return nullptr;
-    void* r = nullptr;
-    if (redisGetReply(c_, &r) != REDIS_OK || r == nullptr) {
-      Fail(c_->errstr[0] ? c_->errstr : "no reply");
-      return nullptr;
+    for (int done = 0; !done;) {
+      if (!Wait(POLLOUT, deadline)) return MissedDeadline();
+      if (redisBufferWrite(c_, &done) != REDIS_OK) return Failed();
     }
-    return Reply(static_cast<redisReply*>(r));
+    for (;;) {
+      void* r = nullptr;
+      if (redisGetReplyFromReader(c_, &r) != REDIS_OK) return Failed();
+      if (r != nullptr) return Reply(static_cast<redisReply*>(r));
+      if (!Wait(POLLIN, deadline)) return MissedDeadline();
+      if (redisBufferRead(c_) != REDIS_OK) return Failed();
+    }
   }
   // A reply that is not an error; an error reply fails the connection (AUTH, SELECT).
   bool Ok(const redisReply* r) {
@@ -111,8 +130,30 @@ class Connection {
     backoff_ms_ = std::min(kMaxBackoffMs, backoff_ms_ * 2);
   }
   bool connected() const { return c_ != nullptr; }
+  // The last Read failed by missing its deadline.
+  bool timed_out() const { return timed_out_; }
 
  private:
+  // Waits until the socket is ready for `events`, or the deadline passes (false).
+  bool Wait(short events, Clock::time_point deadline) {
+    for (;;) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{c_->fd, events, 0};
+      const int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1 << 30)));
+      if (r > 0) return true;
+      if (r < 0 && errno != EINTR) return false;
+    }
+  }
+  Reply Failed() {
+    Fail(c_->errstr[0] ? c_->errstr : "no reply");
+    return nullptr;
+  }
+  Reply MissedDeadline() {
+    Fail("no whole reply within the deadline (--cache-redis-deadline)");
+    timed_out_ = true;
+    return nullptr;
+  }
   void Close() {
     if (c_ != nullptr) redisFree(c_);
     c_ = nullptr;
@@ -126,16 +167,20 @@ class Connection {
   Clock::time_point retry_at_{};
   int backoff_ms_ = kFirstBackoffMs;
   bool down_ = false;
+  bool timed_out_ = false;
 };
 
 class RedisTier : public RemoteTier {
  public:
   RedisTier(const RedisAddress& addr, const RedisOptions& options)
       : options_(options),
-        reader_(addr, options.timeout_ms, "read", &errors_),
+        addr_(addr),
         // Writes are on no request's path: a batch of large values may take longer than a lookup
         // may wait, and timing it out would only drop it.
-        writer_conn_(addr, std::max(1000, 10 * options.timeout_ms), "write", &errors_) {
+        write_deadline_ms_(std::max({1000, 10 * options.timeout_ms, options.deadline_ms})),
+        breaker_(options.breaker),
+        reader_(addr, options.timeout_ms, "read", &errors_),
+        writer_conn_(addr, write_deadline_ms_, "write", &errors_) {
     // Every value read is a block-sized reply (hundreds of KiB) allocated and freed by hiredis:
     // with glibc's defaults the heap top is given back and faulted in again for each, which
     // measured 5-10x slower than the transfer itself (a 3,300-token smollm2-135m prefix: 350-700
@@ -158,18 +203,20 @@ class RedisTier : public RemoteTier {
   std::vector<std::optional<RemoteValue>> Get(const std::vector<std::string>& keys) override {
     std::vector<std::optional<RemoteValue>> out(keys.size());
     if (keys.empty()) return out;
-    std::lock_guard<std::mutex> lock(read_mu_);
-    // Pipelined GETs, one round trip: each reply is one value (hiredis is slow to read an
-    // array of large values, as MGET's reply would be).
-    if (!reader_.Ready()) {
+    const Clock::time_point deadline = CallDeadline();
+    std::unique_lock<std::timed_mutex> lock(read_mu_, std::defer_lock);
+    if (!BeginRead(&lock, deadline)) {
       misses_ += keys.size();
       return out;
     }
+    // Pipelined GETs, one round trip: each reply is one value (hiredis is slow to read an
+    // array of large values, as MGET's reply would be).
     for (const std::string& k : keys) reader_.Append({"GET", k});
     for (size_t i = 0; i < keys.size(); ++i) {
-      Reply r = reader_.Read();
+      Reply r = reader_.Read(deadline);
       if (r == nullptr) {  // failed (and closed): the rest are misses
         misses_ += keys.size() - i;
+        EndRead(false);
         return out;
       }
       if (r->type == REDIS_REPLY_STRING) {
@@ -180,6 +227,7 @@ class RedisTier : public RemoteTier {
         ++misses_;  // nil; or an error reply (a key of another type): not a value either
       }
     }
+    EndRead(true);
     return out;
   }
 
@@ -189,8 +237,9 @@ class RedisTier : public RemoteTier {
   void Stream(const std::vector<std::string>& keys, int window,
               const std::function<bool(std::optional<RemoteValue>)>& use) override {
     if (keys.empty()) return;
-    std::lock_guard<std::mutex> lock(read_mu_);
-    if (!reader_.Ready()) {
+    const Clock::time_point deadline = CallDeadline();
+    std::unique_lock<std::timed_mutex> lock(read_mu_, std::defer_lock);
+    if (!BeginRead(&lock, deadline)) {
       misses_ += keys.size();
       return;
     }
@@ -199,9 +248,10 @@ class RedisTier : public RemoteTier {
     for (; asked < keys.size() && asked < ahead; ++asked) reader_.Append({"GET", keys[asked]});
     bool wanted = true;
     for (size_t i = 0; i < asked; ++i) {
-      Reply r = reader_.Read();
+      Reply r = reader_.Read(deadline);
       if (r == nullptr) {  // failed (and closed): the rest are misses
         misses_ += keys.size() - i;
+        EndRead(false);
         return;
       }
       std::optional<RemoteValue> value;
@@ -216,20 +266,27 @@ class RedisTier : public RemoteTier {
       wanted = use(std::move(value));
       if (wanted && asked < keys.size()) reader_.Append({"GET", keys[asked++]});
     }
+    EndRead(true);
   }
 
   int CountLeading(const std::vector<std::string>& keys) override {
-    std::lock_guard<std::mutex> lock(read_mu_);
-    if (keys.empty() || !reader_.Ready()) return 0;
+    if (keys.empty()) return 0;
+    const Clock::time_point deadline = CallDeadline();
+    std::unique_lock<std::timed_mutex> lock(read_mu_, std::defer_lock);
+    if (!BeginRead(&lock, deadline)) return 0;
     for (const std::string& k : keys) reader_.Append({"EXISTS", k});
     int n = 0;
     bool leading = true;
     for (size_t i = 0; i < keys.size(); ++i) {
-      Reply r = reader_.Read();
-      if (r == nullptr) return 0;
+      Reply r = reader_.Read(deadline);
+      if (r == nullptr) {
+        EndRead(false);
+        return 0;
+      }
       leading = leading && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
       n += leading;
     }
+    EndRead(true);
     return n;
   }
 
@@ -247,6 +304,10 @@ class RedisTier : public RemoteTier {
     s.writes = writes_;
     s.dropped = dropped_;
     s.invalid = invalid_;
+    s.deadline_misses = deadline_misses_;
+    s.breaker_opens = breaker_.opens();
+    s.skipped = breaker_.skipped();
+    s.breaker_open = breaker_.state() != CircuitBreaker::State::kClosed;
     s.connected = connected_;
     return s;
   }
@@ -263,12 +324,58 @@ class RedisTier : public RemoteTier {
     bool persist;
   };
 
+  // When this thread's call must be done: its own deadline, or its request's budget if sooner.
+  Clock::time_point CallDeadline() const {
+    Clock::time_point d = Clock::now() + std::chrono::milliseconds(options_.deadline_ms);
+    if (const auto budget = RemoteBudget::Deadline(); budget && *budget < d) d = *budget;
+    return d;
+  }
+
+  // Before a read: the breaker lets it through, the read connection is free by the deadline
+  // (another thread's read holds it at most until its own), and connected. False: a miss, and
+  // nothing is sent. After a true, EndRead reports how it went.
+  bool BeginRead(std::unique_lock<std::timed_mutex>* lock, Clock::time_point deadline) {
+    if (!breaker_.AllowRead(Clock::now())) return false;
+    if (!lock->try_lock_until(deadline)) {
+      ++deadline_misses_;
+      breaker_.Abandoned();
+      return false;
+    }
+    bool tried = false;
+    if (reader_.Ready(deadline, &tried)) return true;
+    if (tried) {
+      EndRead(false);
+    } else {
+      breaker_.Abandoned();
+    }
+    return false;
+  }
+  void EndRead(bool ok) {
+    if (!ok && reader_.timed_out()) ++deadline_misses_;
+    Report(CircuitBreaker::Path::kRead, ok);
+  }
+  void Report(CircuitBreaker::Path path, bool ok) {
+    const CircuitBreaker::Change change =
+        ok ? breaker_.Succeeded(path) : breaker_.Failed(path, Clock::now());
+    if (change == CircuitBreaker::Change::kOpened) {
+      PC_LOG_WARN(
+          "redis %s:%d: %d failed or late %s in a row: not asked for %g s (lookups miss, writes "
+          "are dropped), then probed with one lookup",
+          addr_.host.c_str(), addr_.port, options_.breaker.failures_to_open,
+          path == CircuitBreaker::Path::kRead ? "lookups" : "writes", breaker_.cooldown_s());
+    } else if (change == CircuitBreaker::Change::kClosed) {
+      PC_LOG_INFO("redis %s:%d: a probe lookup was answered in time: the store is asked again",
+                  addr_.host.c_str(), addr_.port);
+    }
+  }
+
   bool Enqueue(Item item) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      // While the store is down a write is dropped at once, and the cache keeps the block marked
-      // unwritten (it is written when evicted, if the store is back by then).
-      if (down_) {
+      // While the store is down (or the breaker open) a write is dropped at once, and the cache
+      // keeps the block marked unwritten (it is written when evicted, if the store is back by
+      // then).
+      if (down_ || !breaker_.AllowWrite()) {
         ++dropped_;
         return false;
       }
@@ -289,20 +396,23 @@ class RedisTier : public RemoteTier {
       std::vector<Item> batch;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        // While down, wake up now and then to try the store again (writes are refused meanwhile).
+        // While down, wake up now and then to try the store again (writes are refused meanwhile;
+        // not while the breaker is open: a lookup probes the store then).
         cv_.wait_for(lock, std::chrono::milliseconds(kFirstBackoffMs),
                      [&] { return stop_ || !queue_.empty(); });
         if (stop_) break;  // what is still queued is a cache's: dropping it is harmless
         if (queue_.empty()) {
-          if (!down_) continue;
+          if (!down_ || !breaker_.AllowWrite()) continue;
           lock.unlock();
-          const bool up = writer_conn_.Ready();
+          bool tried = false;
+          const bool up = writer_conn_.Ready(
+              Clock::now() + std::chrono::milliseconds(write_deadline_ms_), &tried);
           lock.lock();
           down_ = !up;
           connected_ = up;
           continue;
         }
-        size_t bytes = 0;  // a batch is sent within one timeout: a few MiB at most
+        size_t bytes = 0;  // a batch is sent within one deadline: a few MiB at most
         while (!queue_.empty() && batch.size() < kWriteBatchItems && bytes < kWriteBatchBytes) {
           bytes += queue_.front().key.size() + queue_.front().value.size();
           queued_bytes_ -= queue_.front().key.size() + queue_.front().value.size();
@@ -325,11 +435,18 @@ class RedisTier : public RemoteTier {
     idle_cv_.notify_all();
   }
 
-  // Pipelined: every command of the batch, then every reply.
+  // Pipelined: every command of the batch, then every reply, all within the write deadline.
   void Send(const std::vector<Item>& batch) {
-    if (!writer_conn_.Ready()) {
+    if (!breaker_.AllowWrite()) {
+      dropped_ += batch.size();
+      return;
+    }
+    const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(write_deadline_ms_);
+    bool tried = false;
+    if (!writer_conn_.Ready(deadline, &tried)) {
       SetDown(true);
       dropped_ += batch.size();
+      if (tried) Report(CircuitBreaker::Path::kWrite, false);
       return;
     }
     for (const Item& it : batch) {
@@ -342,10 +459,12 @@ class RedisTier : public RemoteTier {
       }
     }
     for (size_t i = 0; i < batch.size(); ++i) {
-      Reply r = writer_conn_.Read();
+      Reply r = writer_conn_.Read(deadline);
       if (r == nullptr) {  // the connection failed: the rest are lost with it
         dropped_ += batch.size() - i;
+        if (writer_conn_.timed_out()) ++deadline_misses_;
         SetDown(true);
+        Report(CircuitBreaker::Path::kWrite, false);
         return;
       }
       if (r->type == REDIS_REPLY_ERROR) {  // full (maxmemory with noeviction), read-only, ...
@@ -356,6 +475,7 @@ class RedisTier : public RemoteTier {
       }
     }
     SetDown(false);
+    Report(CircuitBreaker::Path::kWrite, true);
   }
 
   void SetDown(bool down) {
@@ -365,9 +485,13 @@ class RedisTier : public RemoteTier {
   }
 
   RedisOptions options_;
+  RedisAddress addr_;
+  const int write_deadline_ms_;
+  CircuitBreaker breaker_;
   std::atomic<uint64_t> hits_{0}, misses_{0}, errors_{0}, writes_{0}, dropped_{0}, invalid_{0};
+  std::atomic<uint64_t> deadline_misses_{0};
   std::atomic<bool> connected_{false};
-  std::mutex read_mu_;
+  std::timed_mutex read_mu_;
   Connection reader_;       // guarded by read_mu_
   Connection writer_conn_;  // the writer thread's
   std::mutex mu_;
@@ -420,6 +544,7 @@ Result<RedisAddress> ParseRedisUrl(const std::string& url) {
 Result<std::unique_ptr<RemoteTier>> OpenRedisTier(const RedisOptions& options) {
   PC_ASSIGN_OR_RETURN(RedisAddress addr, ParseRedisUrl(options.url));
   if (options.timeout_ms < 1) return InvalidArgument("the Redis timeout must be >= 1 ms");
+  if (options.deadline_ms < 1) return InvalidArgument("the Redis deadline must be >= 1 ms");
   return std::unique_ptr<RemoteTier>(new RedisTier(addr, options));
 }
 

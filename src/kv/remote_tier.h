@@ -9,13 +9,17 @@
 // written it. The tier is a cache only: a value missing, expired, evicted, foreign or corrupt is
 // a miss, and a store that is down or slow is a miss too, never an error for the request.
 //
-// Reads are synchronous (a lookup needs the answer) but bounded by a timeout; writes are queued
-// and sent by a thread of the implementation's own, never on a request's path.
+// Reads are synchronous (a lookup needs the answer) but bounded: each by a total deadline, and
+// one request's together by a RemoteBudget; writes are queued and sent by a thread of the
+// implementation's own, never on a request's path. A store that keeps failing or missing its
+// deadlines is not asked at all for a while (CircuitBreaker): lookups miss at once.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,7 +36,77 @@ struct RemoteStats {
   uint64_t writes = 0;   // values stored
   uint64_t dropped = 0;  // writes dropped: the queue was full or the store failed them
   uint64_t invalid = 0;  // values found but rejected (foreign, corrupt): counted by the cache
+  uint64_t deadline_misses = 0;  // calls cut short by their deadline (their keys: misses)
+  uint64_t breaker_opens = 0;    // times the breaker opened (the store stopped being asked)
+  uint64_t skipped = 0;          // lookups not sent while the breaker was open (misses too)
   bool connected = false;
+  bool breaker_open = false;  // the store is not being asked (open, or a probe under way)
+};
+
+// Stops asking a store that fails: after `failures_to_open` consecutive failures (errors, or
+// deadlines missed) of reads or of writes, the breaker opens and no call is made for
+// `cooldown_s`; then one read is let through as a probe (half-open): its success closes the
+// breaker, its failure opens it again for twice as long (up to `max_cooldown_s`). Writes go only
+// while it is closed: a write that gets through a slow store proves little (its reply is a few
+// bytes), so only a read closes it. Thread-safe; the time is passed in (tests).
+class CircuitBreaker {
+ public:
+  using TimePoint = std::chrono::steady_clock::time_point;
+  struct Options {
+    int failures_to_open = 3;
+    double cooldown_s = 5;
+    double max_cooldown_s = 60;
+  };
+  enum class State { kClosed, kOpen, kHalfOpen };
+  enum class Path { kRead, kWrite };
+  enum class Change { kNone, kOpened, kClosed };  // what a report did (for the log)
+
+  explicit CircuitBreaker(Options options) : options_(options), cooldown_s_(options.cooldown_s) {}
+
+  // May a read go to the store now? Closed: yes. Open: no (counted as skipped) until the
+  // cool-down has passed; then this read is the probe, and others are refused until it reports.
+  // Every read allowed reports exactly one of Succeeded, Failed or Abandoned.
+  bool AllowRead(TimePoint now);
+  // May a write go: only while closed (no report needed for a write refused).
+  bool AllowWrite() const;
+  Change Succeeded(Path path);
+  Change Failed(Path path, TimePoint now);
+  // A read allowed but not sent after all (the connection was backing off): a probe is given
+  // back, to the next read.
+  void Abandoned();
+
+  State state() const;
+  uint64_t opens() const;
+  uint64_t skipped() const;
+  double cooldown_s() const;  // of the current (or next) opening
+
+ private:
+  Change Open(TimePoint now);
+
+  const Options options_;
+  mutable std::mutex mu_;
+  State state_ = State::kClosed;
+  int read_failures_ = 0, write_failures_ = 0;  // consecutive, while closed
+  TimePoint reopen_at_{};
+  double cooldown_s_;
+  bool probing_ = false;  // half-open: the probe is under way
+  uint64_t opens_ = 0, skipped_ = 0;
+};
+
+// While one lives, every remote-tier call its thread makes ends by one deadline, `ms` from its
+// creation (or an enclosing budget's, if sooner): a request's lookups, however many calls they
+// take, wait that long at most in all. Calls outside any budget have a deadline of their own.
+class RemoteBudget {
+ public:
+  explicit RemoteBudget(int ms);
+  ~RemoteBudget();
+  RemoteBudget(const RemoteBudget&) = delete;
+  RemoteBudget& operator=(const RemoteBudget&) = delete;
+  // The innermost budget's deadline on this thread, if any.
+  static std::optional<std::chrono::steady_clock::time_point> Deadline();
+
+ private:
+  std::optional<std::chrono::steady_clock::time_point> saved_;
 };
 
 // A value read from the store, valid while `owner` lives (it may hold the client's reply: large

@@ -74,9 +74,9 @@ std::string FormatSeconds(double s) {
 
 // The handler, given the whole body as read here rather than by cpp-httplib: the library parses
 // form-encoded bodies itself (curl -d's default Content-Type) and refuses those over 8192 bytes,
-// whatever --max-body-bytes says. Every body is JSON to this server; the library still enforces
-// --max-body-bytes while reading (a 413).
-// The library checks a body's Content-Length against the limit, not a chunked body's size: this
+// whatever --max-body-bytes says. Every body is JSON to this server.
+// The transport refuses a declared Content-Length over the limit before reading (a 413, and
+// server/http_framing.h has checked the framing), not a chunked body's size: this
 // reader keeps at most `max_bytes` however the body is framed (413, filled in by FillError). The
 // rest is read and dropped, so the client gets its answer rather than a reset connection, up to
 // a bound past which the connection is closed.
@@ -270,6 +270,12 @@ void HttpServer::Impl::InstallHooks() {
                            "invalid_request_error", "invalid_api_key"));
     return httplib::Server::HandlerResponse::Handled;
   });
+  // Requests the transport refuses before routing (malformed framing, a declared body over
+  // --max-body-bytes, headers past their deadline) get the same error bodies, and are counted.
+  http_.set_rejection_handler([this](const httplib::Request& req, httplib::Response& res) {
+    FillError(req, res);
+    metrics_.CountResponse(res.status);
+  });
   http_.set_error_handler(httplib::Server::HandlerWithResponse(
       [this](const httplib::Request& req, httplib::Response& res) { return FillError(req, res); }));
   http_.set_exception_handler(
@@ -362,6 +368,10 @@ httplib::Server::HandlerResponse HttpServer::Impl::FillError(const httplib::Requ
       e = MakeError(res.status,
                     "the request could not be processed (HTTP " + std::to_string(res.status) + ")",
                     res.status >= 500 ? "server_error" : "invalid_request_error");
+  }
+  // The transport's own refusals (framing, head size): their reason, and a code naming them.
+  if (const std::string& why = RequestFramingError(); !why.empty() && res.status != 413) {
+    e = MakeError(res.status, why, "invalid_request_error", "malformed_request");
   }
   res.set_content(IsMessagesPath(req.path) ? AnthropicErrorBody(e) : ErrorBody(e),
                   "application/json");

@@ -8,6 +8,14 @@
 //   - a total deadline for a request's headers (from its first byte, or from the accept for a
 //     connection's first request) and another for its body (from the end of the headers),
 //     however slowly the bytes come;
+//   - strict framing (server/http_framing.h): each request's head is read and checked here
+//     before the library sees it; one whose length is uncertain or malformed is refused (400,
+//     413 for a declared body over the limit, before any of it is read, 414, 431, 501, 505) and
+//     its connection closed. The library is then handed exactly that request: the head, then as
+//     many body bytes as Content-Length or the chunks say (end of input after them), so no part
+//     of a body is ever read as a request. A response after which the body was not read whole
+//     (a route that ignores it, a 401) or that the handler marked `Connection: close` closes the
+//     connection (the transport's post-routing handler says so in the response: it is taken);
 //   - at most `max_connections` connections served at once, each on its own thread (created on
 //     demand, kept for reuse); one beyond gets a 503 with `Retry-After` and is closed, without
 //     waiting for its request. When three quarters are in use, responses close their connection
@@ -23,6 +31,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -56,6 +65,8 @@ class ConnectionThreads : public httplib::TaskQueue {
 // can then say so (408) rather than call the request malformed.
 enum class MissedDeadline { kNone, kHeaders, kBody };
 MissedDeadline RequestMissedDeadline();
+// Why the transport refused the request being answered on this thread (its framing), or empty.
+const std::string& RequestFramingError();
 
 class GuardedHttpServer : public httplib::Server {
  public:
@@ -64,6 +75,13 @@ class GuardedHttpServer : public httplib::Server {
   // Makes every read fail at once (and idle connections close): called as the server stops.
   void EndReads() { reads_ended_ = true; }
 
+  // Fills in a response the transport sends by itself (a request refused before the library
+  // read it): `res.status` is set, RequestFramingError or RequestMissedDeadline say why. The
+  // transport adds Content-Length and `Connection: close`.
+  void set_rejection_handler(std::function<void(const httplib::Request&, httplib::Response&)> fn) {
+    rejection_handler_ = std::move(fn);
+  }
+
   int open_connections() const { return open_.load(); }
   uint64_t refused_connections() const { return refused_.load(); }
   uint64_t timed_out_requests() const { return timed_out_.load(); }
@@ -71,8 +89,12 @@ class GuardedHttpServer : public httplib::Server {
  private:
   bool process_and_close_socket(socket_t sock) override;
   void Refuse(socket_t sock);
+  // Answers a request refused before the library saw it (status > 0; otherwise a 408).
+  void Reject(httplib::Stream& stream, int status, const std::string& method,
+              const std::string& target);
 
   const TransportLimits limits_;
+  std::function<void(const httplib::Request&, httplib::Response&)> rejection_handler_;
   std::atomic<bool> reads_ended_{false};
   std::atomic<int> open_{0};
   std::atomic<uint64_t> refused_{0};

@@ -154,6 +154,18 @@ std::string FormatMetrics(const EngineStats& s, const HistogramSnapshot& ttft,
            double(r.dropped));
     family("promptcache_cache_tier_up", "gauge",
            "1 while the last write to a cache tier went through.", r.connected ? 1.0 : 0.0);
+    family("promptcache_cache_tier_deadline_misses_total", "counter",
+           "Calls to a cache tier cut short by their deadline (--cache-redis-deadline).",
+           double(r.deadline_misses));
+    family("promptcache_cache_tier_breaker_open", "gauge",
+           "1 while a cache tier is not asked (its circuit breaker is open, or probing).",
+           r.breaker_open ? 1.0 : 0.0);
+    family("promptcache_cache_tier_breaker_opens_total", "counter",
+           "Times a cache tier's circuit breaker opened after failed or late calls.",
+           double(r.breaker_opens));
+    family("promptcache_cache_tier_skipped_total", "counter",
+           "Lookups not sent to a cache tier while its breaker was open (misses).",
+           double(r.skipped));
   }
   p.Add("promptcache_requests_active", "gauge", "Requests being served.", s.active);
   p.Add("promptcache_requests_queued", "gauge", "Requests waiting for a free slot.", s.queued);

@@ -88,8 +88,12 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   }
   std::unique_ptr<RemoteTier> remote;
   if (!options.cache_redis.empty()) {
-    PC_ASSIGN_OR_RETURN(remote, OpenRedisTier({options.cache_redis, options.cache_redis_timeout_ms,
-                                               options.cache_redis_queue_bytes}));
+    RedisOptions redis;
+    redis.url = options.cache_redis;
+    redis.timeout_ms = options.cache_redis_timeout_ms;
+    redis.queue_bytes = options.cache_redis_queue_bytes;
+    redis.deadline_ms = options.cache_redis_deadline_ms;
+    PC_ASSIGN_OR_RETURN(remote, OpenRedisTier(redis));
   }
   auto engine =
       std::make_unique<EngineImpl>(options, std::move(model), std::move(disk), std::move(remote));
@@ -344,6 +348,9 @@ void EngineImpl::Loop() {
 }
 
 void EngineImpl::Admit(std::shared_ptr<Request> r) {
+  // The remote tier's lookups run here, on the engine thread: bounded in all, so that a slow
+  // store holds up the other requests' steps no longer than this.
+  RemoteBudget remote_budget(options_.cache_redis_deadline_ms);
   auto s = std::make_unique<Slot>(r, &blocks_, model_->tokenizer(), r->req.sampling);
   if (r->req.grammar) s->constraint = std::make_unique<GrammarConstraint>(r->req.grammar, Trie());
   s->admitted = Clock::now();
@@ -743,6 +750,10 @@ EngineStats EngineImpl::Stats() const {
     s.remote.writes = r.writes;
     s.remote.dropped = r.dropped;
     s.remote.invalid = r.invalid;
+    s.remote.deadline_misses = r.deadline_misses;
+    s.remote.breaker_opens = r.breaker_opens;
+    s.remote.skipped = r.skipped;
+    s.remote.breaker_open = r.breaker_open;
   }
   return s;
 }
