@@ -87,20 +87,35 @@ test('connections beyond --max-connections get a 503 at once, not a hang or a re
   // A long header deadline: the idle connections must outlast the wait on a loaded machine.
   const s = await startServer(['--max-connections', '20', '--header-timeout', '60']);
   const { hostname, port } = new URL(s.url);
+  const probe = 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n';
   const idle = [];
-  for (let i = 0; i < 20; i++) {
-    const sock = net.connect(Number(port), hostname);
-    sock.on('error', () => {});
+  const state = { connected: 0, closed: 0, errors: [] };
+  const openIdle = () => {
+    const sock = net.connect(Number(port), hostname, () => { state.connected++; });
+    sock.on('error', (e) => state.errors.push(e.code));
+    sock.on('close', () => { state.closed++; });
     idle.push(sock);
-  }
+  };
+  const served = async () => {
+    const r = await rawRequest(s.url, 'GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    const m = r.data.match(/^promptcache_http_connections (\d+)/m);
+    return m ? Number(m[1]) : -1;
+  };
   try {
-    // Until the server has accepted all 20 (a loaded machine may take a while), a probe can still
-    // be served; counting connections through /metrics would take a slot itself.
-    const probe = 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n';
+    // 19 idle connections first, until the server serves all of them (its gauge counts the
+    // /metrics probe too: 20), so that a loaded machine's slow accepts cannot pass for a lost
+    // connection; then the 20th, and the limit is reached.
+    for (let i = 0; i < 19; i++) openIdle();
+    let gauge = -1;
+    const all = await waitFor(async () => (gauge = await served()) === 20, { timeoutMs: 20000 });
+    assert.ok(all, `the server serves ${gauge} connections, not 19 idle + the probe ` +
+      `(client side: ${JSON.stringify(state)})`);
+    openIdle();
     let last = null;
     const refused = await waitFor(async () => (last = await rawRequest(s.url, probe)).status === 503, { timeoutMs: 20000 });
-    assert.ok(refused, `no 503 within 20 s; the last probe got ${last?.status} (${last?.error?.code ?? 'no socket error'})`);
-    const r = await rawRequest(s.url, 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    assert.ok(refused, `no 503 within 20 s; the last probe got ${last?.status} ` +
+      `(${last?.error?.code ?? 'no socket error'}; idle sockets: ${JSON.stringify(state)})`);
+    const r = await rawRequest(s.url, probe);
     assert.equal(r.status, 503);
     assert.equal(r.error, null);
     assert.match(r.data, /Retry-After: 1/);
@@ -109,7 +124,7 @@ test('connections beyond --max-connections get a 503 at once, not a hang or a re
     for (const sock of idle) sock.destroy();
   }
   // Once they are gone the server serves again.
-  assert.ok(await waitFor(async () => (await rawRequest(s.url, 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')).status === 200, { timeoutMs: 5000 }));
+  assert.ok(await waitFor(async () => (await rawRequest(s.url, probe)).status === 200, { timeoutMs: 5000 }));
   assert.ok((await s.metrics()).promptcache_http_connections_refused_total >= 1);
 });
 
