@@ -18,6 +18,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 thread_local MissedDeadline missed_deadline = MissedDeadline::kNone;
+thread_local socket_t current_socket = INVALID_SOCKET;  // the connection this thread serves
 
 Clock::time_point After(double seconds) {
   return Clock::now() + std::chrono::microseconds(int64_t(seconds * 1e6));
@@ -187,6 +188,16 @@ void CloseGently(socket_t sock, bool wait_for_peer) {
 
 MissedDeadline RequestMissedDeadline() { return missed_deadline; }
 
+bool RequestClientGone() {
+  if (current_socket == INVALID_SOCKET) return false;
+  pollfd p{current_socket, POLLIN, 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  if (p.revents & (POLLERR | POLLHUP | POLLNVAL)) return true;
+  char c;
+  const ssize_t n = ::recv(current_socket, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 void ConnectionThreads::enqueue(std::function<void()> fn) {
   std::lock_guard<std::mutex> lock(mu_);
   jobs_.push_back(std::move(fn));
@@ -250,6 +261,7 @@ bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
     return false;
   }
   DeadlineStream stream(sock, limits_, reads_ended_);
+  current_socket = sock;
   bool ok = false;
   const int crowded = std::max(1, limits_.max_connections * 3 / 4);
   // The first request's headers are due from the accept; a kept-alive connection waits at most
@@ -272,6 +284,7 @@ bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
     // read from this connection.
     if (!ok || connection_closed || close_connection || stream.timed_out()) break;
   }
+  current_socket = INVALID_SOCKET;
   CloseGently(sock, false);
   --open_;
   return ok;

@@ -57,6 +57,11 @@ class ConnectionThreads : public httplib::TaskQueue {
 enum class MissedDeadline { kNone, kHeaders, kBody };
 MissedDeadline RequestMissedDeadline();
 
+// Whether the client of the request being served on this thread has closed its connection (or
+// reset it): what a handler that waits for long checks, to cancel work nobody will read. Data
+// the client sent since (a pipelined request) counts as open.
+bool RequestClientGone();
+
 class GuardedHttpServer : public httplib::Server {
  public:
   explicit GuardedHttpServer(TransportLimits limits);
