@@ -455,6 +455,11 @@ TEST_F(CliTest, BadFlagsAndPromptsGiveOneLineErrors) {
   ExpectOneLineError("serve -m " + kStories + " --isa NOPE", "--isa 'NOPE'");
   ExpectOneLineError(m + " -p hi --isa NOPE", "--isa 'NOPE'");
   ExpectOneLineError("serve -m " + kStories + " --parallel 0", "--parallel");
+  // Pin quotas within the cache's budget, and a tenant's within the total.
+  ExpectOneLineError("serve -m " + kStories + " --cache-ram 64 --pin-ram 65", "--pin-ram");
+  ExpectOneLineError("serve -m " + kStories + " --pin-ram 8 --pin-ram-tenant 9",
+                     "--pin-ram-tenant");
+  ExpectOneLineError("serve -m " + kStories + " --pin-ttl 0", "--pin-ttl");
   // A context beyond the trained 2048 tokens: refused, naming both numbers and the way past.
   ExpectOneLineError(m + " -p hi -c 4096", "context 4096 is more than the 2048 tokens");
   ExpectOneLineError("serve -m " + kStories + " -c 4096", "--allow-long-context");

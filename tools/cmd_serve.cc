@@ -24,6 +24,38 @@ namespace {
 
 constexpr size_t kMiB = size_t(1) << 20;
 
+// What this process may still take: the kernel's MemAvailable, and under a cgroup (v2 or v1)
+// with a memory limit, that limit less what the cgroup uses, whichever is less.
+size_t AvailableMemoryBytes() {
+  size_t available = SIZE_MAX;
+  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    unsigned long long kib = 0;
+    while (std::fgets(line, sizeof(line), f)) {
+      if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) {
+        available = size_t(kib) * 1024;
+        break;
+      }
+    }
+    std::fclose(f);
+  }
+  auto read_number = [](const char* path, unsigned long long* out) {
+    std::FILE* f = std::fopen(path, "r");
+    if (f == nullptr) return false;
+    const bool ok = std::fscanf(f, "%llu", out) == 1;  // "max" (no limit) does not parse
+    std::fclose(f);
+    return ok;
+  };
+  unsigned long long limit = 0, used = 0;
+  if ((read_number("/sys/fs/cgroup/memory.max", &limit) &&
+       read_number("/sys/fs/cgroup/memory.current", &used)) ||
+      (read_number("/sys/fs/cgroup/memory/memory.limit_in_bytes", &limit) &&
+       read_number("/sys/fs/cgroup/memory/memory.usage_in_bytes", &used))) {
+    if (limit > used) available = std::min(available, size_t(limit - used));
+  }
+  return available == SIZE_MAX ? size_t(1) << 30 : available;
+}
+
 class ServeCommand : public Command {
  public:
   void Register(CLI::App* sub) override {
@@ -50,14 +82,37 @@ class ServeCommand : public Command {
     sub->add_option("--block-size", engine_.block_size,
                     "tokens per KV block: the prefix cache's granularity of reuse")
         ->default_val(16);
-    sub->add_option("--kv-ram", kv_ram_mib_,
-                    "MiB for all K/V, running requests and cached prefixes together (0: no "
-                    "bound): each request reserves its prompt plus max_tokens; one that does not "
-                    "fit waits, one that never could gets a 400")
-        ->default_val(0.0)
-        ->check(CLI::Range(0.0, 1048576.0));
+    kv_ram_given_ =
+        sub->add_option("--kv-ram", kv_ram_mib_,
+                        "MiB for all K/V, running requests and cached prefixes together: each "
+                        "request reserves its prompt plus max_tokens; one that does not fit waits, "
+                        "one that never could gets a 400 (default: half of the memory available at "
+                        "start, MemAvailable or the cgroup's limit; 0: no bound)")
+            ->check(CLI::Range(0.0, 1048576.0));
     sub->add_option("--cache-ram", cache_ram_mib_, "RAM for cached prefixes, MiB")
         ->default_val(1024);
+    pin_ram_given_ =
+        sub->add_option(
+               "--pin-ram", pin_ram_mib_,
+               "MiB pinned prefixes may hold in all (default: a quarter of --cache-ram, or of "
+               "--kv-ram when smaller); a pin past it stops at the last block that fits")
+            ->check(CLI::Range(0.0, 1048576.0));
+    pin_ram_tenant_given_ =
+        sub->add_option("--pin-ram-tenant", pin_ram_tenant_mib_,
+                        "MiB one tenant's pins (--api-keys) may hold (default: a quarter of "
+                        "--pin-ram)")
+            ->check(CLI::Range(0.0, 1048576.0));
+    sub->add_option("--pin-ttl", engine_.pin_ttl_seconds,
+                    "seconds a pin lasts without being used or renewed: cache.pin, chat "
+                    "cache_control and /v1/cache/pin pins lapse then; /v1/messages cache_control "
+                    "TTLs are cut to it")
+        ->default_val(3600.0)
+        ->check(CLI::Range(0.001, 2592000.0));
+    sub->add_option("--stall-timeout", server_.stall_seconds,
+                    "seconds one engine step (or task between steps) may take before /health "
+                    "answers 503")
+        ->default_val(30.0)
+        ->check(CLI::Range(0.001, 86400.0));
     sub->add_flag("--kv-prefault", engine_.prefault_kv,
                   "fault in --cache-ram of K/V memory at start, so that the first long prefix "
                   "loaded from disk or Redis does not wait for fresh pages (held from then on)");
@@ -190,7 +245,15 @@ class ServeCommand : public Command {
     engine_.module_shared_moves = moved_keys_ == "shared";
     server_.max_body_bytes = static_cast<size_t>(max_body_bytes_);
     engine_.cache_ram_bytes = size_t(cache_ram_mib_ * double(kMiB));
-    engine_.kv_ram_bytes = size_t(kv_ram_mib_ * double(kMiB));
+    const bool kv_ram_default = kv_ram_given_->count() == 0;
+    // Running requests' K/V is always bounded unless the operator says otherwise: by half of
+    // what the machine (or the container) has available at start.
+    engine_.kv_ram_bytes =
+        kv_ram_default ? AvailableMemoryBytes() / 2 : size_t(kv_ram_mib_ * double(kMiB));
+    if (pin_ram_given_->count() > 0) engine_.pin_ram_bytes = size_t(pin_ram_mib_ * double(kMiB));
+    if (pin_ram_tenant_given_->count() > 0) {
+      engine_.tenant_pin_ram_bytes = size_t(pin_ram_tenant_mib_ * double(kMiB));
+    }
     engine_.cache_disk_bytes = size_t(cache_disk_mib_ * double(kMiB));
     engine_.cache_redis_queue_bytes = size_t(cache_redis_queue_mib_ * double(kMiB));
     engine_.prefix_cache = !no_prefix_cache_;
@@ -209,6 +272,7 @@ class ServeCommand : public Command {
 
     Result<std::unique_ptr<Engine>> engine = Engine::Create(engine_);
     if (!engine.ok()) return Fail(engine.status());
+    PrintBounds((*engine)->Stats(), kv_ram_default);
     int exit_code = 0;
     {
       HttpServer server(engine->get(), server_);
@@ -265,6 +329,27 @@ class ServeCommand : public Command {
   }
 
  private:
+  // The memory bounds in force, on stderr before the listening line: the default --kv-ram
+  // depends on the machine.
+  void PrintBounds(const EngineStats& stats, bool kv_ram_default) const {
+    const double mib = double(kMiB);
+    std::string kv = "unbounded (--kv-ram 0)";
+    if (engine_.kv_ram_bytes > 0) {
+      char buf[96];
+      std::snprintf(buf, sizeof(buf), "%.0f MiB (--kv-ram%s)", double(engine_.kv_ram_bytes) / mib,
+                    kv_ram_default ? ", default: half of the memory available" : "");
+      kv = buf;
+    }
+    const size_t cache = engine_.kv_ram_bytes > 0
+                             ? std::min(engine_.cache_ram_bytes, engine_.kv_ram_bytes)
+                             : engine_.cache_ram_bytes;
+    std::fprintf(stderr,
+                 "promptcache: K/V memory %s; cached prefixes %.1f MiB; pins %.1f MiB in all "
+                 "(--pin-ram), each lasting %g s unused (--pin-ttl)\n",
+                 kv.c_str(), double(cache) / mib, double(stats.pin_ram_bytes) / mib,
+                 engine_.pin_ttl_seconds);
+  }
+
   Status Validate() const {
     if (engine_.threads < 0 || engine_.threads > 1024) {
       return InvalidArgument("--threads must be between 0 and 1024");
@@ -325,7 +410,8 @@ class ServeCommand : public Command {
   std::string positions_ = "schema";
   std::string moved_keys_ = "shared";
   int64_t max_body_bytes_ = int64_t(8) << 20;
-  double kv_ram_mib_ = 0;
+  double kv_ram_mib_ = 0, pin_ram_mib_ = 0, pin_ram_tenant_mib_ = 0;
+  CLI::Option *kv_ram_given_ = nullptr, *pin_ram_given_ = nullptr, *pin_ram_tenant_given_ = nullptr;
   double shutdown_timeout_ = 10;
   std::string api_keys_file_, cache_secret_, cache_secret_file_;
   double cache_ram_mib_ = 1024, cache_disk_mib_ = 4096, cache_redis_queue_mib_ = 256;

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -79,6 +80,19 @@ struct EngineOptions {
   // them) when admitted: one that does not fit waits in the queue, one that could never fit is
   // refused, and the cache keeps at most what the reservations leave.
   size_t kv_ram_bytes = 0;
+  // Pins (pin_tokens, timed_pins, PinPrefix) are bounded so that they never hold the cache's
+  // budget: pinned blocks hold at most pin_ram_bytes in all (default: a quarter of the cache's
+  // budget, the smaller of cache_ram_bytes and kv_ram_bytes; at most that budget) and at most
+  // tenant_pin_ram_bytes per named tenant (CompletionRequest::tenant; default: a quarter of
+  // pin_ram_bytes; the default tenant "" is bounded by the total only). Under kv_ram_bytes the
+  // pins count against it too: a request is refused when it could not fit beside a full pin
+  // quota. A pin past a quota stops at the last block that fits (CompletionResult::pin_limited);
+  // the request is served all the same.
+  std::optional<size_t> pin_ram_bytes;
+  std::optional<size_t> tenant_pin_ram_bytes;
+  // Every pin lapses: a counted pin (pin_tokens, PinPrefix) this long after it was last set or
+  // hit, a timed pin after its TTL, cut to this. 0: counted pins hold until unpinned.
+  double pin_ttl_seconds = 3600;
   // Fault in cache_ram_bytes of K/V block memory at start (held from then on), so that the first
   // long prefix loaded from the disk or remote tier, or computed, does not wait for the kernel
   // to zero fresh pages: for a replica that takes shared prefixes from Redis. Startup takes the
@@ -160,6 +174,9 @@ struct CompletionRequest {
   // reused by another, in RAM, on disk or in the remote tier. Modular prompts' modules are the
   // schema's, shared by every namespace.
   std::string cache_namespace;
+  // Who the request's pins are charged to (EngineOptions::tenant_pin_ram_bytes): the server's
+  // tenant name; empty: the default tenant, bounded by the total pin quota only.
+  std::string tenant;
   // Choices: n > 1 prefills the prompt once, then forks n sequences sharing its blocks, each
   // sampling with its own stream (seed + choice), decoded in the same batches.
   int n = 1;
@@ -210,6 +227,9 @@ struct CompletionResult {
   // Prompt tokens the request's pins (pin_tokens, timed_pins) cover once it ends, in whole
   // blocks: the longest pinned prefix.
   int pinned_tokens = 0;
+  // A pin stopped short at a pin quota (EngineOptions::pin_ram_bytes): pinned_tokens is less
+  // than the pins asked for.
+  bool pin_limited = false;
   double queue_ms = 0;   // waiting for a free sequence slot
   double prompt_ms = 0;  // lookup + prefill, up to the first token's logits
   double ttft_ms = 0;    // submission to first token
@@ -256,6 +276,9 @@ class RequestHandle {
  public:
   virtual ~RequestHandle() = default;
   virtual CompletionResult Wait() = 0;
+  // Waits at most `seconds` for the request to finish: true when it has (Wait then returns at
+  // once). For callers that watch something else meanwhile (a client's connection).
+  virtual bool WaitFor(double seconds) = 0;
   virtual void Cancel() = 0;
 };
 
@@ -267,6 +290,23 @@ struct CacheEntryInfo {
   bool on_disk = false;
   bool pinned = false;
   double idle_seconds = 0;
+};
+
+// One pinned prefix chain, named by its last pinned block (Engine::ListPins).
+struct PinInfo {
+  std::string key;                 // hex key of the chain's last pinned block
+  std::string namespace_key;       // hex root key of its cache namespace; "" the default namespace
+  std::string tenant;              // who pinned its last block ("" the default tenant)
+  int tokens = 0;                  // prefix length up to that block
+  size_t bytes = 0;                // its pinned blocks, as the pin quotas count them
+  int counted_pins = 0;            // counted pins on its last block
+  double expires_in_seconds = -1;  // until its last block's pin lapses; < 0: never
+};
+
+// What Engine::PinPrefix pinned.
+struct PinOutcome {
+  int tokens = 0;        // the pinned prefix, in whole blocks
+  bool limited = false;  // stopped short at a pin quota
 };
 
 // One cached block, for drawing the prefix tree: chains share their first blocks.
@@ -311,6 +351,7 @@ struct RemoteTierStats {
 // Counters since the engine started, and its current load (Engine::Stats).
 struct EngineStats {
   uint64_t requests = 0, requests_failed = 0, requests_rejected = 0;
+  uint64_t requests_cancelled = 0;  // finished "cancelled": the caller went away or stopped it
   uint64_t prompt_tokens = 0, cached_tokens = 0, generated_tokens = 0;
   uint64_t cache_hits = 0, cache_lookups = 0;  // lookups that reused >= 1 block
   uint64_t evictions = 0, disk_writes = 0, disk_loads = 0, disk_errors = 0;
@@ -320,6 +361,14 @@ struct EngineStats {
   // sliding layers still held: see trim_sliding_kv).
   size_t kv_bytes_in_use = 0;
   size_t kv_bytes_peak = 0;  // the most kv_bytes_in_use has been
+  size_t cache_pinned_bytes = 0;  // pinned cached blocks, as the pin quotas count them
+  size_t pin_ram_bytes = 0;       // the pin quota in force (EngineOptions::pin_ram_bytes)
+  uint64_t pins_limited = 0;      // pins cut short by a pin quota
+  // The engine thread's heartbeat: how long its current piece of work (a step of the running
+  // requests with their admissions, or a task between steps) has taken so far (0 while it
+  // waits for work), and the longest piece of the last minute or so.
+  double step_seconds = 0;
+  double step_max_seconds = 0;
   RemoteTierStats remote;
   int active = 0, queued = 0;
   std::vector<double> ttft_ms;  // recent times to first token, for histograms
@@ -403,9 +452,18 @@ class Engine {
   // Every block in RAM with its parent and tokens (ListCache lists chains by their last block).
   virtual std::vector<CacheBlockInfo> ListCacheBlocks() const { return {}; }
   // `cache_namespace`: as in CompletionRequest.
+  // `tenant`: who the pin is charged to (CompletionRequest::tenant); `out`: what was pinned
+  // (a pin past a quota stops short, as requests' pins do). NotFound when nothing is cached.
   virtual Status PinPrefix(const std::vector<int32_t>& tokens, bool pinned,
-                           const std::string& cache_namespace = "") = 0;
-  virtual Status DropCache(const std::string& key) = 0;  // "" drops everything unpinned
+                           const std::string& cache_namespace = "", const std::string& tenant = "",
+                           PinOutcome* out = nullptr) = 0;
+  // "" drops everything unpinned; `force` drops pinned entries too (an operator's way to
+  // reclaim what pins hold).
+  virtual Status DropCache(const std::string& key, bool force = false) = 0;
+  // The pinned chains, and lifting pins (key "" : every pin) without dropping the blocks:
+  // returns the blocks unpinned, NotFound for a key not in RAM.
+  virtual std::vector<PinInfo> ListPins() const { return {}; }
+  virtual Result<int> Unpin(const std::string& key) { return NotFound("no pins: " + key); }
   virtual Status SaveCache() = 0;                        // write RAM entries to the disk tier
   // Computes (or loads) a prefix into the cache without generating.
   virtual Result<int> WarmPrefix(const std::vector<int32_t>& tokens,

@@ -27,6 +27,12 @@
 // expects. Every block the cache takes in (computed, or loaded from disk and then evicted) is
 // queued for writing there once; pinned ones without expiry.
 //
+// Pins are bounded: the bytes pinned blocks hold, in all and per owner (a tenant), stay within
+// quotas (a pin that would pass one stops at the last block that fits, and says so), and every
+// pin lapses: a counted pin (PinPrefix) `max_pin_seconds` after it was last set or hit, a timed
+// one (PinPrefixFor) after its TTL, itself at most that long. ListPins and Unpin let an operator
+// see and lift them; Drop(key, force) removes pinned chains too.
+//
 // Tenants: a prefix chain starts from a namespace key (`ns`, empty for the default namespace)
 // instead of the empty key, so the chains of two namespaces share no key, in RAM, on disk or in
 // the remote tier (whose keys also name the namespace). Module blocks live in the default one.
@@ -55,6 +61,13 @@ struct BlockCacheOptions {
   int granularity = 0;             // reuse prefixes in multiples of this many tokens (0: block)
   int remote_ttl_seconds = 86400;  // expiry of what is written to the remote tier (pinned: none)
   int remote_batch = 8;            // chained keys asked of the remote tier ahead (pipelined)
+  // The most bytes pinned blocks may hold (whole blocks, sliding parts included), in all and per
+  // named owner (a tenant; the default owner "" is bounded by the total only).
+  size_t pin_bytes = SIZE_MAX;
+  size_t owner_pin_bytes = SIZE_MAX;
+  // The longest a pin holds: a counted pin lapses this long after it was last set or hit, a
+  // timed pin's TTL is cut to it. 0: counted pins hold until unpinned, timed ones for their TTL.
+  double max_pin_seconds = 0;
 };
 
 struct BlockCacheStats {
@@ -65,7 +78,8 @@ struct BlockCacheStats {
   uint64_t remote_loads = 0;  // blocks loaded from the remote tier
   // ram_bytes: what the entries hold (global parts, and sliding parts where they hold them).
   size_t ram_blocks = 0, ram_bytes = 0, disk_bytes = 0, disk_files = 0;
-  size_t pinned_blocks = 0;
+  size_t pinned_blocks = 0, pinned_bytes = 0;  // pinned_bytes: as the pin quotas count them
+  uint64_t pins_limited = 0;                   // pins cut short by a pin quota
   bool has_remote = false;
   RemoteStats remote;
 };
@@ -84,6 +98,18 @@ struct CachedPrefixInfo {
   int tokens;    // prefix length
   bool in_ram, on_disk, pinned;
   double idle_seconds;
+};
+
+// One pinned prefix chain, named by its last pinned block (BlockCache::ListPins).
+struct PinnedPrefixInfo {
+  BlockKey key;       // the chain's last pinned block
+  BlockKey ns;        // the namespace its chain starts from (empty: the default one)
+  std::string owner;  // who pinned its last block ("" the default owner)
+  int tokens = 0;     // prefix length up to that block
+  size_t bytes = 0;   // the chain's pinned blocks, as the quotas count them (shared ones in each)
+  int counted = 0;    // counted pins on its last block (PinPrefix)
+  // Seconds until its last block's pin lapses (its earlier blocks may hold longer); < 0: never.
+  double expires_in_seconds = -1;
 };
 
 // One cached block, for drawing the prefix tree (BlockCache::ListBlocks).
@@ -147,13 +173,30 @@ class BlockCache {
                     const BlockKey& ns = {});
 
   // Pins (or unpins) the cached blocks of the longest cached prefix of tokens[0, n). Pinned
-  // blocks are never evicted or expired. Returns the number of tokens pinned.
-  int PinPrefix(std::span<const int32_t> tokens, bool pinned, const BlockKey& ns = {});
+  // blocks are never evicted or expired. Returns the number of tokens pinned: a pin stops at
+  // the first block that would take the pinned bytes past a quota (for `owner` or in all),
+  // setting *limited. Blocks pinned already cost nothing and are renewed.
+  int PinPrefix(std::span<const int32_t> tokens, bool pinned, const BlockKey& ns = {},
+                const std::string& owner = "", bool* limited = nullptr);
   // Pins the same blocks for `ttl_seconds` from now (Anthropic's cache_control TTLs): until
   // then they are never evicted, expired or dropped; each prefix hit on a block renews its pin
   // for its TTL (the longest asked while it held). Counted pins (PinPrefix) are apart: a block
   // is pinned while either holds. Returns the number of tokens pinned.
-  int PinPrefixFor(std::span<const int32_t> tokens, double ttl_seconds, const BlockKey& ns = {});
+  // Bounded like PinPrefix.
+  int PinPrefixFor(std::span<const int32_t> tokens, double ttl_seconds, const BlockKey& ns = {},
+                   const std::string& owner = "", bool* limited = nullptr);
+  // New quotas (the engine lowers the total as running requests reserve K/V); pins already
+  // held stay until they lapse.
+  void SetPinBudget(size_t total, size_t per_owner) {
+    options_.pin_bytes = total;
+    options_.owner_pin_bytes = per_owner;
+  }
+  // The pinned chains, each by its last pinned block.
+  std::vector<PinnedPrefixInfo> ListPins() const;
+  // Lifts every pin (counted and timed) of the chain through `key_hex`: the block, the blocks
+  // before it and those cached after it; the blocks stay cached. Empty key: every pin. Returns
+  // the blocks unpinned; NotFound when the key names no cached block.
+  Result<int> Unpin(const std::string& key_hex);
   // The clock every idle time, TTL and timed pin is read from (tests move it by hand).
   void SetClockForTesting(std::function<Clock::time_point()> now) { now_ = std::move(now); }
 
@@ -171,8 +214,9 @@ class BlockCache {
   // Writes every RAM entry that is not yet on disk to the disk tier.
   Status SaveAll();
   // Drops one prefix chain's entries from RAM and disk (by its last block's key), or all
-  // unpinned entries when key is empty. NotFound if the key is unknown.
-  Status Drop(const std::string& key_hex);
+  // unpinned entries when key is empty. NotFound if the key is unknown. A pinned entry is an
+  // InvalidArgument ("pinned") unless `force`, which drops pinned entries too.
+  Status Drop(const std::string& key_hex, bool force = false);
 
   std::vector<CachedPrefixInfo> List() const;
   // Every block in RAM, with its parent: the prefix tree that List() shows only the leaves of.
@@ -192,6 +236,8 @@ class BlockCache {
     int depth = 0;     // tokens before this block in its chain
     int children = 0;  // cached entries whose parent this is
     int pins = 0;
+    Clock::time_point pins_until{};  // when the counted pins lapse (with max_pin_seconds)
+    std::string owner;               // who pinned it while unpinned (the pin quotas' owner)
     // A timed pin (PinPrefixFor): pinned until then, renewed by hits for pin_ttl_seconds.
     Clock::time_point pinned_until{};
     double pin_ttl_seconds = 0;
@@ -240,6 +286,16 @@ class BlockCache {
   }
   // By a counted pin or a timed one that has not expired.
   bool Pinned(const Entry& e) const;
+  bool CountedPinHolds(const Entry& e) const;
+  // What a pinned entry counts against the pin quotas: its whole block.
+  size_t PinBytes() const { return pool_->layout().block_bytes(true); }
+  // The bytes pinned now, in all and by `owner`.
+  void PinnedBytes(const std::string& owner, size_t* total, size_t* owned) const;
+  // Walks the cached prefix of `tokens` and applies `pin` to each entry while the quotas hold.
+  int PinWithin(std::span<const int32_t> tokens, const BlockKey& ns, const std::string& owner,
+                bool* limited, const std::function<void(const BlockKey&, Entry&)>& pin);
+  // Drops lapsed counted pins (so that an unpin later does not count against a new pin).
+  void ClearLapsedPins();
   bool Evictable(const Entry& e) const;
   // Its sliding part is evictable on its own.
   bool Strippable(const Entry& e) const;

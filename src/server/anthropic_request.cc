@@ -263,10 +263,12 @@ std::optional<ApiError> ParseCountTokensRequest(std::string_view body, Anthropic
 }
 
 Result<AnthropicPrompt> BuildMessagesPrompt(const PromptEncoder& encoder,
-                                            const AnthropicRequest& request, double ttl_scale) {
+                                            const AnthropicRequest& request, double ttl_scale,
+                                            size_t max_tokens) {
   AnthropicPrompt out;
   PC_ASSIGN_OR_RETURN(BuiltPrompt whole,
-                      encoder.FromMessages(request.messages, /*add_generation_prompt=*/true));
+                      encoder.FromMessages(request.messages,
+                                           /*add_generation_prompt=*/true, nullptr, max_tokens));
   out.tokens = std::move(whole.tokens);
   for (const AnthropicBreakpoint& b : request.breakpoints) {
     // The conversation cut at the end of the block, rendered: the tokens it shares with the

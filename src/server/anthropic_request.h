@@ -65,8 +65,10 @@ struct AnthropicPrompt {
 };
 
 // Renders the request as the chat route renders its messages. `ttl_scale` multiplies each
-// breakpoint's TTL (1 in production; tests shorten them).
+// breakpoint's TTL (1 in production; tests shorten them). `max_tokens`: as
+// PromptEncoder::FromMessages (a prompt that surely has more is refused before tokenizing).
 Result<AnthropicPrompt> BuildMessagesPrompt(const PromptEncoder& encoder,
-                                            const AnthropicRequest& request, double ttl_scale = 1);
+                                            const AnthropicRequest& request, double ttl_scale = 1,
+                                            size_t max_tokens = SIZE_MAX);
 
 }  // namespace promptcache

@@ -10,16 +10,19 @@ using server_internal::ojson;
 
 // Parses a prefix body and turns it into tokens; false after sending the error.
 bool HttpServer::Impl::ReadPrefix(const httplib::Request& req, httplib::Response& res,
-                                  PrefixRequest* r, BuiltPrompt* prompt) {
+                                  PrefixRequest* r, BuiltPrompt* prompt, size_t max_tokens) {
   std::optional<ApiError> err = ParsePrefixRequest(req.body, r);
   if (!err && !r->model.empty()) err = CheckModel(r->model);
   if (err) {
     SendError(res, *err);
     return false;
   }
-  Result<BuiltPrompt> built = encoder_.Build(*r);
+  Result<BuiltPrompt> built = encoder_.Build(*r, max_tokens);
   if (!built.ok()) {
-    SendError(res, FromStatus(built.status(), r->messages.empty() ? "prompt" : "messages"));
+    const std::string param = r->messages.empty() ? "prompt" : "messages";
+    SendError(res, built.status().code() == StatusCode::kOutOfRange
+                       ? PromptTooLong(built.status(), param)
+                       : FromStatus(built.status(), param));
     return false;
   }
   *prompt = std::move(built).value();
@@ -51,6 +54,35 @@ void HttpServer::Impl::HandleCacheTree(const httplib::Request&, httplib::Respons
                               engine_->model().tokenizer()));
 }
 
+// Every pin, for an operator: whose, how much, until when (admin only with --api-keys).
+void HttpServer::Impl::HandlePinList(const httplib::Request&, httplib::Response& res) {
+  ojson data = ojson::array();
+  for (const PinInfo& p : engine_->ListPins()) {
+    data.push_back(
+        {{"key", p.key},
+         {"namespace", p.namespace_key.empty() ? ojson() : ojson(p.namespace_key)},
+         {"tenant", p.tenant.empty() ? ojson() : ojson(p.tenant)},
+         {"tokens", p.tokens},
+         {"bytes", p.bytes},
+         {"counted_pins", p.counted_pins},
+         {"expires_in_seconds", p.expires_in_seconds < 0 ? ojson() : ojson(p.expires_in_seconds)}});
+  }
+  const EngineStats s = engine_->Stats();
+  SendJson(res, ojson{{"object", "list"},
+                      {"data", std::move(data)},
+                      {"pinned_bytes", s.cache_pinned_bytes},
+                      {"pin_quota_bytes", s.pin_ram_bytes}});
+}
+
+// Lifts the pins of one chain (DELETE /v1/cache/pins/{key}) or every pin (DELETE
+// /v1/cache/pins); the blocks stay cached, evictable as any.
+void HttpServer::Impl::HandlePinDrop(const httplib::Request& req, httplib::Response& res) {
+  const std::string key = req.matches.size() > 1 ? req.matches[1].str() : "";
+  Result<int> n = engine_->Unpin(key);
+  if (!n.ok()) return SendError(res, FromStatus(n.status(), "key"));
+  SendJson(res, ojson{{"unpinned_blocks", *n}, {"key", key.empty() ? ojson() : ojson(key)}});
+}
+
 void HttpServer::Impl::HandleCacheList(const httplib::Request&, httplib::Response& res) {
   ojson data = ojson::array();
   for (const CacheEntryInfo& e : engine_->ListCache()) {
@@ -66,7 +98,14 @@ void HttpServer::Impl::HandleCacheList(const httplib::Request&, httplib::Respons
 
 void HttpServer::Impl::HandleCacheDrop(const httplib::Request& req, httplib::Response& res) {
   const std::string key = req.matches.size() > 1 ? req.matches[1].str() : "";
-  if (Status st = engine_->DropCache(key); !st.ok()) return SendError(res, FromStatus(st, "key"));
+  // ?force=true: pinned entries go too (the operator's way to reclaim what pins hold).
+  const std::string force = req.get_param_value("force");
+  if (!force.empty() && force != "true" && force != "false") {
+    return SendError(res, ApiError::BadRequest("'force' must be true or false", "force"));
+  }
+  if (Status st = engine_->DropCache(key, force == "true"); !st.ok()) {
+    return SendError(res, FromStatus(st, "key"));
+  }
   SendJson(res, ojson{{"deleted", true}, {"key", key.empty() ? ojson() : ojson(key)}});
 }
 
@@ -78,7 +117,7 @@ void HttpServer::Impl::HandleCacheSave(const httplib::Request&, httplib::Respons
 void HttpServer::Impl::HandleCacheLoad(const httplib::Request& req, httplib::Response& res) {
   PrefixRequest r;
   BuiltPrompt p;
-  if (!ReadPrefix(req, res, &r, &p)) return;
+  if (!ReadPrefix(req, res, &r, &p, PromptLimit())) return;
   if (static_cast<int>(p.tokens.size()) >= context_) {
     return SendError(res,
                      ApiError::BadRequest("the prefix has " + std::to_string(p.tokens.size()) +
@@ -89,28 +128,42 @@ void HttpServer::Impl::HandleCacheLoad(const httplib::Request& req, httplib::Res
   const std::string ns = Namespace(req, r.cache_salt);
   Result<int> cached = engine_->WarmPrefix(p.tokens, ns);
   if (!cached.ok()) return SendError(res, FromStatus(cached.status()));
+  PinOutcome pin;
   if (r.pin) {
-    if (Status st = engine_->PinPrefix(p.tokens, true, ns); !st.ok()) {
+    if (Status st = engine_->PinPrefix(p.tokens, true, ns, Tenant(req).value_or(""), &pin);
+        !st.ok()) {
       return SendError(res, FromStatus(st));
     }
   }
-  SendJson(
-      res,
-      ojson{{"prompt_tokens", p.tokens.size()}, {"cached_tokens", *cached}, {"pinned", r.pin}});
+  ojson out{{"prompt_tokens", p.tokens.size()}, {"cached_tokens", *cached}, {"pinned", r.pin}};
+  if (r.pin) {
+    out["pinned_tokens"] = pin.tokens;
+    out["pin_limited"] = pin.limited;
+  }
+  SendJson(res, out);
 }
 
 void HttpServer::Impl::HandleCachePin(const httplib::Request& req, httplib::Response& res,
                                       bool pinned) {
   PrefixRequest r;
   BuiltPrompt p;
-  if (!ReadPrefix(req, res, &r, &p)) return;
+  if (!ReadPrefix(req, res, &r, &p, PromptLimit())) return;
   // A chat prefix with a cache_control breakpoint pins up to it; otherwise the whole prefix.
   std::vector<int32_t> tokens = p.tokens;
   if (p.pin_tokens > 0) tokens.resize(p.pin_tokens);
-  if (Status st = engine_->PinPrefix(tokens, pinned, Namespace(req, r.cache_salt)); !st.ok()) {
+  PinOutcome o;
+  if (Status st = engine_->PinPrefix(tokens, pinned, Namespace(req, r.cache_salt),
+                                     Tenant(req).value_or(""), &o);
+      !st.ok()) {
     return SendError(res, FromStatus(st));
   }
-  SendJson(res, ojson{{"tokens", tokens.size()}, {"pinned", pinned}});
+  ojson out{{"tokens", tokens.size()}, {"pinned", pinned}};
+  if (pinned) {
+    // Past the pin quota the prefix is pinned as far as it fits, and the answer says so.
+    out["pinned_tokens"] = o.tokens;
+    out["pin_limited"] = o.limited;
+  }
+  SendJson(res, out);
 }
 
 // A router's view: how many leading tokens of the prompt each tier holds, computing nothing.
@@ -121,7 +174,7 @@ void HttpServer::Impl::HandleCacheLookup(const httplib::Request& req, httplib::R
     return LookupModular(r, res);
   }
   BuiltPrompt p;
-  if (!ReadPrefix(req, res, &r, &p)) return;
+  if (!ReadPrefix(req, res, &r, &p, PromptLimit())) return;
   const CacheTierCounts c = engine_->LookupCache(p.tokens, Namespace(req, r.cache_salt));
   const EngineStats s = engine_->Stats();
   SendJson(res, ojson{{"prompt_tokens", p.tokens.size()},
@@ -135,6 +188,14 @@ void HttpServer::Impl::HandleCacheLookup(const httplib::Request& req, httplib::R
 void HttpServer::Impl::HandleSavings(const httplib::Request& req, httplib::Response& res) {
   SavingsRequest r;
   if (std::optional<ApiError> err = ParseSavingsBody(req.body, &r)) return SendError(res, *err);
+  // One run at a time: two would time each other's work.
+  std::unique_lock<std::mutex> running(savings_mu_, std::try_to_lock);
+  if (!running.owns_lock()) {
+    res.set_header("Retry-After", "5");
+    return SendError(res, server_internal::MakeError(
+                              429, "a savings measurement is already running; retry when it ends",
+                              "rate_limit_error", "savings_busy"));
+  }
   Result<ojson> out = MeasureSavings(*engine_, r);
   if (!out.ok()) return SendError(res, FromStatus(out.status()));
   SendJson(res, *out);

@@ -44,6 +44,24 @@ std::optional<ApiError> HttpServer::Impl::CheckLength(const ApiRequest& r, int n
   return std::nullopt;
 }
 
+size_t HttpServer::Impl::PromptLimit() const {
+  size_t limit = size_t(std::max(0, context_ - 1));
+  if (options_.max_prompt_tokens > 0) limit = std::min(limit, size_t(options_.max_prompt_tokens));
+  return limit;
+}
+
+ApiError HttpServer::Impl::PromptTooLong(const Status& st, const std::string& param) const {
+  if (options_.max_prompt_tokens > 0 && options_.max_prompt_tokens < context_) {
+    return ApiError::BadRequest(st.message() + ", more than this server's limit of " +
+                                    std::to_string(options_.max_prompt_tokens) +
+                                    " (--max-prompt-tokens)",
+                                param, "prompt_too_long");
+  }
+  return ApiError::BadRequest("this model's maximum context length is " + std::to_string(context_) +
+                                  " tokens, but " + st.message(),
+                              param, "context_length_exceeded");
+}
+
 void HttpServer::Impl::HandleCompletion(const httplib::Request& req, httplib::Response& res,
                                         ApiKind kind) {
   ApiRequest r;
@@ -64,6 +82,7 @@ void HttpServer::Impl::HandleCompletion(const httplib::Request& req, httplib::Re
   creq.stop = r.stop;
   creq.ignore_eos = r.ignore_eos;
   creq.cache_namespace = Namespace(req, r.cache_salt);
+  creq.tenant = Tenant(req).value_or("");
   creq.n = r.n;
   creq.logprobs = r.logprobs;
   creq.prompt_logprobs = r.echo && r.logprobs >= 0;
@@ -81,10 +100,13 @@ void HttpServer::Impl::HandleCompletion(const httplib::Request& req, httplib::Re
       }
     }
   } else {
-    Result<BuiltPrompt> prompt = encoder_.Build(r);
+    Result<BuiltPrompt> prompt = encoder_.Build(r, PromptLimit());
     if (!prompt.ok()) {
-      return SendError(res,
-                       FromStatus(prompt.status(), kind == ApiKind::kChat ? "messages" : "prompt"));
+      const std::string param = kind == ApiKind::kChat ? "messages" : "prompt";
+      if (prompt.status().code() == StatusCode::kOutOfRange) {
+        return SendError(res, PromptTooLong(prompt.status(), param));
+      }
+      return SendError(res, FromStatus(prompt.status(), param));
     }
     const int n = static_cast<int>(prompt->tokens.size());
     if ((err = CheckLength(r, n, n, &creq.max_tokens))) return SendError(res, *err);
@@ -156,6 +178,7 @@ void HttpServer::Impl::Respond(httplib::Response& res, const ResponseMeta& meta,
                                std::shared_ptr<const CacheMapRequest> map) {
   // No text callback is needed; this one only lets Stop() end the request early.
   creq.on_text = [this](const std::string&) { return !stopping_.load(); };
+  const std::string tenant = creq.tenant;
   auto logits = std::make_shared<std::vector<std::vector<float>>>();
   if (evaluate != nullptr) {
     creq.on_logits = [logits](std::span<const float> l) {
@@ -165,10 +188,12 @@ void HttpServer::Impl::Respond(httplib::Response& res, const ResponseMeta& meta,
   Result<std::shared_ptr<RequestHandle>> handle = submit(std::move(creq));
   if (!handle.ok()) return SendError(res, FromStatus(handle.status()));
   const uint64_t id = Track(*handle);
-  const CompletionResult result = (*handle)->Wait();
+  // A client that closes its connection is not waiting for the answer: its request stops.
+  const CompletionResult result =
+      WaitWatching(**handle, [this] { return stopping_.load() || RequestClientGone(); });
   Untrack(id);
   if (!result.status.ok()) return SendError(res, FromStatus(result.status));
-  Observe(result);
+  Observe(tenant, result);
   res.status = 200;
   std::string body = CompletionBody(meta, result);
   if (map) {
@@ -209,6 +234,7 @@ void HttpServer::Impl::StartStream(httplib::Response& res, const ResponseMeta& m
                                    std::shared_ptr<const CacheMapRequest> map) {
   auto s = std::make_shared<Stream>();
   s->meta = meta;
+  s->tenant = creq.tenant;
   s->map = std::move(map);
   s->include_usage = include_usage;
   creq.on_piece = [ch = s->channel](const TextPiece& piece) { return ch->Push(piece); };
@@ -297,7 +323,7 @@ bool HttpServer::Impl::WriteStream(Stream& s, httplib::DataSink& sink) {
       if (!result.status.ok()) {
         out += StreamErrorEvent(FromStatus(result.status));
       } else {
-        Observe(result);
+        Observe(s.tenant, result);
         if (s.meta.tool_format != ToolCallFormat::kNone) out += EndToolCalls(s, result);
         std::string finish = StreamFinishChunk(s.meta, result, s.include_usage);
         if (s.map) {
@@ -347,8 +373,9 @@ std::string HttpServer::Impl::EndToolCalls(Stream& s, const CompletionResult& re
   return out;
 }
 
-void HttpServer::Impl::Observe(const CompletionResult& r) {
+void HttpServer::Impl::Observe(const std::string& tenant, const CompletionResult& r) {
   if (!r.tokens.empty()) metrics_.ObserveTtft(r.ttft_ms / 1000.0);
+  metrics_.ObserveTenant(tenant, r);
 }
 
 }  // namespace promptcache

@@ -167,10 +167,12 @@ void HttpServer::Impl::InitMessages() {
   m.ttl_scale = options_.cache_control_ttl_scale;
   m.check_model = [this](const std::string& name) { return CheckModel(name); };
   m.cache_namespace = [this](const httplib::Request& req) { return Namespace(req, ""); };
+  m.tenant = [this](const httplib::Request& req) { return Tenant(req).value_or(""); };
+  m.client_gone = [] { return RequestClientGone(); };
   m.track = [this](std::shared_ptr<RequestHandle> h) { return Track(std::move(h)); };
   m.untrack = [this](uint64_t id) { Untrack(id); };
   m.stopping = [this] { return stopping_.load(); };
-  m.observe = [this](const CompletionResult& r) { Observe(r); };
+  m.observe = [this](const std::string& tenant, const CompletionResult& r) { Observe(tenant, r); };
 }
 
 void HttpServer::Impl::RegisterRoutes() {
@@ -210,6 +212,9 @@ void HttpServer::Impl::RegisterRoutes() {
        {{"POST", [this](const httplib::Request& q,
                         httplib::Response& s) { HandleCachePin(q, s, false); }}}},
       {"/v1/cache/lookup", {{"POST", bind(&Impl::HandleCacheLookup)}}},
+      {"/v1/cache/pins",
+       {{"GET", bind(&Impl::HandlePinList)}, {"DELETE", bind(&Impl::HandlePinDrop)}}},
+      {"/v1/cache/pins/([^/]+)", {{"DELETE", bind(&Impl::HandlePinDrop)}}},
       {"/v1/cache/([^/]+)", {{"DELETE", bind(&Impl::HandleCacheDrop)}}},
       {"/v1/bench/savings", {{"POST", bind(&Impl::HandleSavings)}}},
       {"/v1/schemas",
@@ -454,13 +459,31 @@ void HttpServer::Impl::HandleModels(const httplib::Request& req, httplib::Respon
   SendJson(res, ojson{{"object", "list"}, {"data", std::move(data)}});
 }
 
+// The engine thread's heartbeat: a piece of work running past --stall-timeout means requests
+// are not moving, whatever the process otherwise looks like.
 void HttpServer::Impl::HandleHealth(const httplib::Request&, httplib::Response& res) {
   const EngineStats s = engine_->Stats();
-  SendJson(res, ojson{{"status", "ok"}, {"active", s.active}, {"queued", s.queued}});
+  const bool stalled = s.step_seconds > options_.stall_seconds;
+  if (stalled) res.set_header("Retry-After", "1");
+  SendJson(res,
+           ojson{{"status", stalled ? "stalled" : "ok"},
+                 {"active", s.active},
+                 {"queued", s.queued},
+                 {"step_seconds", s.step_seconds},
+                 {"stall_timeout_seconds", options_.stall_seconds}},
+           stalled ? 503 : 200);
 }
 
-void HttpServer::Impl::HandleMetrics(const httplib::Request&, httplib::Response& res) {
+// With --api-keys a tenant's key reads its own counters only; the whole page (every tenant's
+// traffic and the cache's state) is the --api-key holder's, or public with --metrics-public.
+void HttpServer::Impl::HandleMetrics(const httplib::Request& req, httplib::Response& res) {
   res.status = 200;
+  const std::string tenant = options_.metrics_public ? "" : Tenant(req).value_or("");
+  if (!tenant.empty()) {
+    res.set_content(FormatTenantMetrics(metrics_.CountsOf(tenant), model_id_),
+                    "text/plain; version=0.0.4; charset=utf-8");
+    return;
+  }
   const ConnectionStats connections{http_.open_connections(), http_.refused_connections(),
                                     http_.timed_out_requests()};
   res.set_content(FormatMetrics(engine_->Stats(), metrics_.Ttft(), metrics_.Responses(), model_id_,

@@ -4,7 +4,8 @@
 // POST /v1/messages and /v1/messages/count_tokens (server/messages_api.h),
 // GET /v1/models, /health, /metrics (Prometheus), POST /tokenize and /detokenize, and the cache
 // control endpoints GET/DELETE /v1/cache, DELETE /v1/cache/{key}, POST /v1/cache/save, /load,
-// /pin, /unpin and /lookup (a router's view of each tier), and the modular prompt cache's POST/GET
+// /pin, /unpin and /lookup (a router's view of each tier), GET/DELETE /v1/cache/pins and DELETE
+// /v1/cache/pins/{key} (an operator's view of the pins), and the modular prompt cache's POST/GET
 // /v1/schemas, GET/DELETE /v1/schemas/{name}, GET /v1/cache/tree (every cached block, for the
 // page's prefix tree), and the web page: GET / and its assets under /ui/ (server/web_ui.h). The
 // completion endpoints also take modular prompts (a PML `<prompt>` as the completion prompt, or
@@ -17,7 +18,9 @@
 // the engine thread through a TextChannel; a waiter thread per stream collects the final result
 // (RequestHandle::Wait) so the handler thread only ever waits on the channel. A client that goes
 // away is noticed at the next write (text, or a keep-alive comment each second while the engine
-// is still busy with the prompt) and its request is cancelled.
+// is still busy with the prompt) and its request is cancelled; a non-streamed request's handler
+// watches its connection while it waits (server/http_transport.h RequestClientGone) and cancels
+// it the same way.
 #pragma once
 
 #include <cstddef>
@@ -53,6 +56,9 @@ struct ServerOptions {
   std::vector<std::string> cors_origins;
   // Multiplies the TTLs of /v1/messages cache_control breakpoints (tests shorten them).
   double cache_control_ttl_scale = 1;
+  // /health answers 503 while the engine thread has spent longer than this on one piece of
+  // work (a step, or a task between steps): requests are then not moving.
+  double stall_seconds = 30;
 };
 
 class HttpServer {

@@ -71,6 +71,7 @@ struct Stream {
   std::shared_ptr<RequestHandle> handle;
   std::thread waiter;
   uint64_t track_id = 0;
+  std::string tenant;  // what its result is counted for
 
   ~Stream() {
     if (waiter.joinable()) waiter.join();
@@ -135,6 +136,7 @@ class HttpServer::Impl {
                       Submitter* submit, PmlPrompt* prompt);
   // evaluate: the modular prompt whose fidelity the response reports ("evaluate": true).
   // map: what the cache map needs ("cache_map": true), or null.
+  // The request is cancelled when its client closes the connection while it runs.
   void Respond(httplib::Response& res, const ResponseMeta& meta, CompletionRequest creq,
                const Submitter& submit, const PmlPrompt* evaluate,
                std::shared_ptr<const CacheMapRequest> map);
@@ -149,7 +151,14 @@ class HttpServer::Impl {
   static std::string ReleaseContent(Stream& s, int choice, const std::string& piece);
   // Tools, at the end: each choice's held-back content, or its calls as deltas.
   static std::string EndToolCalls(Stream& s, const CompletionResult& result);
-  void Observe(const CompletionResult& r);
+  // Counts a finished request for the metrics, the server's and its tenant's.
+  void Observe(const std::string& tenant, const CompletionResult& r);
+  // The longest prompt a request may have: one token less than the context, and
+  // --max-prompt-tokens (prompts surely longer are refused before they are tokenized).
+  size_t PromptLimit() const;
+  // The error for a prompt PromptEncoder refused as surely longer than PromptLimit(): named as
+  // CheckLength names it (the context, or --max-prompt-tokens).
+  ApiError PromptTooLong(const Status& st, const std::string& param) const;
 
   void HandleModels(const httplib::Request& req, httplib::Response& res);
   void HandleHealth(const httplib::Request& req, httplib::Response& res);
@@ -164,6 +173,8 @@ class HttpServer::Impl {
   void HandleCacheLoad(const httplib::Request& req, httplib::Response& res);
   void HandleCachePin(const httplib::Request& req, httplib::Response& res, bool pinned);
   void HandleCacheLookup(const httplib::Request& req, httplib::Response& res);
+  void HandlePinList(const httplib::Request& req, httplib::Response& res);
+  void HandlePinDrop(const httplib::Request& req, httplib::Response& res);
   void LookupModular(const PrefixRequest& r, httplib::Response& res);
   void HandleSavings(const httplib::Request& req, httplib::Response& res);
   void HandleSchemaLoad(const httplib::Request& req, httplib::Response& res);
@@ -171,8 +182,9 @@ class HttpServer::Impl {
   void HandleSchemaGet(const httplib::Request& req, httplib::Response& res);
   void HandleSchemaDrop(const httplib::Request& req, httplib::Response& res);
   void SendSchema(httplib::Response& res, const SchemaInfo& info);
+  // `max_tokens`: as PromptEncoder::Build.
   bool ReadPrefix(const httplib::Request& req, httplib::Response& res, PrefixRequest* r,
-                  BuiltPrompt* prompt);
+                  BuiltPrompt* prompt, size_t max_tokens = SIZE_MAX);
 
   // Running requests, so that Stop() can cancel them.
   uint64_t Track(std::shared_ptr<RequestHandle> handle);
@@ -195,6 +207,7 @@ class HttpServer::Impl {
   enum Phase { kIdle, kStarting, kReturned };
   std::atomic<Phase> phase_{kIdle};
 
+  std::mutex savings_mu_;  // one /v1/bench/savings run at a time
   std::mutex mu_;
   uint64_t next_id_ = 1;
   std::map<uint64_t, std::shared_ptr<RequestHandle>> running_;

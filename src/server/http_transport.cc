@@ -22,6 +22,7 @@ using Clock = std::chrono::steady_clock;
 
 thread_local MissedDeadline missed_deadline = MissedDeadline::kNone;
 thread_local std::string framing_error;
+thread_local socket_t current_socket = INVALID_SOCKET;  // the connection this thread serves
 
 Clock::time_point After(double seconds) {
   return Clock::now() + std::chrono::microseconds(int64_t(seconds * 1e6));
@@ -299,6 +300,16 @@ const char* StatusText(int status) {
 MissedDeadline RequestMissedDeadline() { return missed_deadline; }
 const std::string& RequestFramingError() { return framing_error; }
 
+bool RequestClientGone() {
+  if (current_socket == INVALID_SOCKET) return false;
+  pollfd p{current_socket, POLLIN, 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  if (p.revents & (POLLERR | POLLHUP | POLLNVAL)) return true;
+  char c;
+  const ssize_t n = ::recv(current_socket, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 void ConnectionThreads::enqueue(std::function<void()> fn) {
   std::lock_guard<std::mutex> lock(mu_);
   jobs_.push_back(std::move(fn));
@@ -393,6 +404,7 @@ bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
     return false;
   }
   DeadlineStream stream(sock, limits_, reads_ended_);
+  current_socket = sock;
   bool ok = false;
   bool linger = false;  // the client may still be sending what will not be read
   const int crowded = std::max(1, limits_.max_connections * 3 / 4);
@@ -446,6 +458,7 @@ bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
       break;
     }
   }
+  current_socket = INVALID_SOCKET;
   CloseGently(sock, linger ? kLingerSeconds : 0);
   --open_;
   return ok;

@@ -68,6 +68,11 @@ MissedDeadline RequestMissedDeadline();
 // Why the transport refused the request being answered on this thread (its framing), or empty.
 const std::string& RequestFramingError();
 
+// Whether the client of the request being served on this thread has closed its connection (or
+// reset it): what a handler that waits for long checks, to cancel work nobody will read. Data
+// the client sent since (a pipelined request) counts as open.
+bool RequestClientGone();
+
 class GuardedHttpServer : public httplib::Server {
  public:
   explicit GuardedHttpServer(TransportLimits limits);

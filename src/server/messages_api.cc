@@ -49,7 +49,16 @@ ApiError FromStatus(const Status& st) {
 // The request's prompt, checked against the server's limits; nullopt after sending the error.
 std::optional<AnthropicPrompt> Prompt(const MessagesContext& ctx, const AnthropicRequest& r,
                                       httplib::Response& res) {
-  Result<AnthropicPrompt> p = BuildMessagesPrompt(*ctx.encoder, r, ctx.ttl_scale);
+  // A prompt that surely exceeds the limits is refused before it is tokenized.
+  size_t limit = size_t(std::max(0, ctx.context - 1));
+  if (ctx.max_prompt_tokens > 0) limit = std::min(limit, size_t(ctx.max_prompt_tokens));
+  Result<AnthropicPrompt> p = BuildMessagesPrompt(*ctx.encoder, r, ctx.ttl_scale, limit);
+  if (!p.ok() && p.status().code() == StatusCode::kOutOfRange) {
+    SendMessagesError(res, ApiError::BadRequest("prompt is too long: " + p.status().message() +
+                                                ", this model's context is " +
+                                                std::to_string(ctx.context) + " tokens"));
+    return std::nullopt;
+  }
   if (!p.ok()) {
     SendMessagesError(res, FromStatus(p.status()));
     return std::nullopt;
@@ -75,6 +84,7 @@ std::optional<AnthropicPrompt> Prompt(const MessagesContext& ctx, const Anthropi
 // result. Destroyed when cpp-httplib releases the response, after the last write.
 struct MessagesStream {
   MessageMeta meta;
+  std::string tenant;
   int prompt_tokens = 0;
   std::vector<std::string> stops;
   bool started = false;
@@ -110,7 +120,7 @@ bool WriteMessagesStream(const MessagesContext& ctx, MessagesStream& s, httplib:
       if (!result.status.ok()) {
         out += MessagesErrorEvent(FromStatus(result.status));
       } else {
-        ctx.observe(result);
+        ctx.observe(s.tenant, result);
         const std::string generated = ctx.engine->model().tokenizer().Decode(result.tokens);
         out += MessageEndEvents(result, StopOf(result, generated, s.stops));
       }
@@ -125,6 +135,7 @@ void StartStream(const MessagesContext& ctx, httplib::Response& res, MessageMeta
                  const AnthropicRequest& r, CompletionRequest creq) {
   auto s = std::make_shared<MessagesStream>();
   s->meta = std::move(meta);
+  s->tenant = creq.tenant;
   s->prompt_tokens = static_cast<int>(creq.prompt.size());
   s->stops = r.stop_sequences;
   creq.on_text = [ch = s->channel](const std::string& piece) { return ch->Push(piece); };
@@ -161,6 +172,17 @@ void StartStream(const MessagesContext& ctx, httplib::Response& res, MessageMeta
 
 bool IsMessagesPath(const std::string& path) { return path.rfind("/v1/messages", 0) == 0; }
 
+CompletionResult WaitWatching(RequestHandle& handle, const std::function<bool()>& give_up) {
+  bool cancelled = false;
+  while (!handle.WaitFor(0.1)) {
+    if (!cancelled && give_up()) {
+      handle.Cancel();
+      cancelled = true;
+    }
+  }
+  return handle.Wait();
+}
+
 void SendMessagesError(httplib::Response& res, const ApiError& error) {
   res.status = error.http_status;
   if (error.http_status == 503) res.set_header("Retry-After", "1");
@@ -183,18 +205,21 @@ void HandleMessages(const MessagesContext& ctx, const httplib::Request& req,
   creq.sampling = r.sampling;
   creq.stop = r.stop_sequences;
   creq.cache_namespace = ctx.cache_namespace(req);
+  creq.tenant = ctx.tenant(req);
   MessageMeta meta{MessageId(), r.model};
   if (r.stream) return StartStream(ctx, res, std::move(meta), r, std::move(creq));
 
   // No text callback is needed; this one only lets the server's Stop() end the request early.
   creq.on_text = [&ctx](const std::string&) { return !ctx.stopping(); };
+  const std::string creq_tenant = creq.tenant;
   Result<std::shared_ptr<RequestHandle>> handle = ctx.engine->Submit(std::move(creq));
   if (!handle.ok()) return SendMessagesError(res, FromStatus(handle.status()));
   const uint64_t id = ctx.track(*handle);
-  const CompletionResult result = (*handle)->Wait();
+  const CompletionResult result =
+      WaitWatching(**handle, [&ctx] { return ctx.stopping() || ctx.client_gone(); });
   ctx.untrack(id);
   if (!result.status.ok()) return SendMessagesError(res, FromStatus(result.status));
-  ctx.observe(result);
+  ctx.observe(creq_tenant, result);
   const std::string generated = ctx.engine->model().tokenizer().Decode(result.tokens);
   res.status = 200;
   res.set_content(MessageBody(meta, result, StopOf(result, generated, r.stop_sequences)),

@@ -33,14 +33,25 @@ struct MessagesContext {
   // Multiplies cache_control TTLs (1; a test-only server flag shortens them).
   double ttl_scale = 1;
   std::function<std::optional<ApiError>(const std::string& model)> check_model;
-  // The cache namespace of the request's tenant (no cache_salt in this API).
+  // The cache namespace of the request's tenant (no cache_salt in this API), and the tenant
+  // (who its pins are charged to; "" the default one).
   std::function<std::string(const httplib::Request&)> cache_namespace;
+  std::function<std::string(const httplib::Request&)> tenant;
+  // Whether the client of the request served on this thread has gone (server/http_transport.h).
+  std::function<bool()> client_gone;
   // Running requests, so that the server's Stop() can cancel them.
   std::function<uint64_t(std::shared_ptr<RequestHandle>)> track;
   std::function<void(uint64_t)> untrack;
   std::function<bool()> stopping;
-  std::function<void(const CompletionResult&)> observe;  // metrics
+  // Metrics, with the tenant the result is counted for.
+  std::function<void(const std::string& tenant, const CompletionResult&)> observe;
 };
+
+// Waits for a request that is answered in one body (not streamed), cancelling it as soon as
+// `give_up` says so (the client closed its connection, the server is stopping): checked every
+// 100 ms, so an abandoned request frees its sequence within about that, not when it would
+// have ended.
+CompletionResult WaitWatching(RequestHandle& handle, const std::function<bool()>& give_up);
 
 // Whether a path is one of these routes (errors there take Anthropic's shape).
 bool IsMessagesPath(const std::string& path);

@@ -1,5 +1,6 @@
 #include "server/metrics.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -76,6 +77,21 @@ void ServerMetrics::CountResponse(int http_status) {
   ++responses_[http_status];
 }
 
+void ServerMetrics::ObserveTenant(const std::string& tenant, const CompletionResult& r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  TenantCounters& c = tenants_[tenant];
+  c.requests++;
+  c.prompt_tokens += r.prompt_tokens;
+  c.cached_tokens += r.cached_tokens;
+  c.generated_tokens += r.completion_tokens();
+}
+
+TenantCounters ServerMetrics::CountsOf(const std::string& tenant) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tenants_.find(tenant);
+  return it == tenants_.end() ? TenantCounters{} : it->second;
+}
+
 HistogramSnapshot ServerMetrics::Ttft() const {
   std::lock_guard<std::mutex> lock(mu_);
   return ttft_;
@@ -84,6 +100,25 @@ HistogramSnapshot ServerMetrics::Ttft() const {
 std::map<int, uint64_t> ServerMetrics::Responses() const {
   std::lock_guard<std::mutex> lock(mu_);
   return responses_;
+}
+
+std::string FormatTenantMetrics(const TenantCounters& c, const std::string& model) {
+  Page p;
+  p.Header("promptcache_info", "gauge", "The model this server serves.");
+  p.Sample("promptcache_info", "model=\"" + EscapeLabel(model) + "\"", 1);
+  p.Add("promptcache_requests_total", "counter", "This tenant's completion requests answered.",
+        double(c.requests));
+  p.Add("promptcache_prompt_tokens_total", "counter", "Prompt tokens of this tenant's requests.",
+        double(c.prompt_tokens));
+  p.Add("promptcache_cached_tokens_total", "counter",
+        "Prompt tokens of this tenant's requests whose K/V came from the prefix cache.",
+        double(c.cached_tokens));
+  p.Add("promptcache_computed_tokens_total", "counter",
+        "Prompt tokens of this tenant's requests computed (not cached).",
+        double(c.prompt_tokens - std::min(c.prompt_tokens, c.cached_tokens)));
+  p.Add("promptcache_generated_tokens_total", "counter", "Tokens generated for this tenant.",
+        double(c.generated_tokens));
+  return p.Take();
 }
 
 std::string FormatMetrics(const EngineStats& s, const HistogramSnapshot& ttft,
@@ -98,6 +133,10 @@ std::string FormatMetrics(const EngineStats& s, const HistogramSnapshot& ttft,
         s.requests_failed);
   p.Add("promptcache_requests_rejected_total", "counter",
         "Completion requests refused because the queue was full.", s.requests_rejected);
+  p.Add("promptcache_requests_cancelled_total", "counter",
+        "Completion requests cancelled: their client went away (streamed or not) or the server "
+        "stopped.",
+        s.requests_cancelled);
   p.Add("promptcache_prompt_tokens_total", "counter", "Prompt tokens of all requests.",
         s.prompt_tokens);
   p.Add("promptcache_cached_tokens_total", "counter",
@@ -119,6 +158,14 @@ std::string FormatMetrics(const EngineStats& s, const HistogramSnapshot& ttft,
   p.Add("promptcache_kv_bytes_in_use", "gauge",
         "Bytes of every K/V block in use, cached or held by running requests.",
         double(s.kv_bytes_in_use));
+  p.Add("promptcache_cache_pinned_bytes", "gauge",
+        "Bytes of pinned cached blocks, as the pin quotas count them.",
+        double(s.cache_pinned_bytes));
+  p.Add("promptcache_cache_pin_quota_bytes", "gauge", "The pin quota (--pin-ram).",
+        double(s.pin_ram_bytes));
+  p.Add("promptcache_cache_pins_limited_total", "counter",
+        "Pins cut short by the pin quota or a tenant's (--pin-ram, --pin-ram-tenant).",
+        double(s.pins_limited));
   p.Add("promptcache_cache_evictions_total", "counter", "Cached blocks evicted from RAM.",
         s.evictions);
   p.Add("promptcache_cache_disk_writes_total", "counter", "Cache entries written to disk.",
@@ -168,6 +215,12 @@ std::string FormatMetrics(const EngineStats& s, const HistogramSnapshot& ttft,
            double(r.skipped));
   }
   p.Add("promptcache_requests_active", "gauge", "Requests being served.", s.active);
+  p.Add("promptcache_engine_step_seconds", "gauge",
+        "How long the engine thread's current step (or task between steps) has run; 0 while "
+        "it waits for work.",
+        s.step_seconds);
+  p.Add("promptcache_engine_step_max_seconds", "gauge",
+        "The longest engine step (or task) of the last minute or two.", s.step_max_seconds);
   p.Add("promptcache_requests_queued", "gauge", "Requests waiting for a free slot.", s.queued);
   p.Add("promptcache_http_connections", "gauge", "Connections being served.", c.open);
   p.Add("promptcache_http_connections_refused_total", "counter",

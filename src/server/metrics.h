@@ -25,19 +25,29 @@ struct HistogramSnapshot {
   double sum = 0;  // seconds
 };
 
-// Thread-safe counters the server adds to the engine's: TTFT observations and HTTP statuses.
+// One tenant's own traffic (--api-keys): what its key may read of /metrics.
+struct TenantCounters {
+  uint64_t requests = 0;  // completion requests answered (streamed or not)
+  uint64_t prompt_tokens = 0, cached_tokens = 0, generated_tokens = 0;
+};
+
+// Thread-safe counters the server adds to the engine's: TTFT observations, HTTP statuses, and
+// each tenant's requests and tokens.
 class ServerMetrics {
  public:
   void ObserveTtft(double seconds);
   void CountResponse(int http_status);
+  void ObserveTenant(const std::string& tenant, const CompletionResult& result);
 
   HistogramSnapshot Ttft() const;
   std::map<int, uint64_t> Responses() const;
+  TenantCounters CountsOf(const std::string& tenant) const;
 
  private:
   mutable std::mutex mu_;
   HistogramSnapshot ttft_;
   std::map<int, uint64_t> responses_;
+  std::map<std::string, TenantCounters> tenants_;
 };
 
 // What the connection layer saw (server/http_transport.h).
@@ -46,6 +56,9 @@ struct ConnectionStats {
   uint64_t refused = 0;    // beyond --max-connections
   uint64_t timed_out = 0;  // requests whose headers or body missed their deadline
 };
+
+// A tenant's page: its own counters under the names the whole page gives the server's.
+std::string FormatTenantMetrics(const TenantCounters& counters, const std::string& model);
 
 // The whole page. `model` labels the promptcache_info metric.
 std::string FormatMetrics(const EngineStats& stats, const HistogramSnapshot& ttft,

@@ -100,6 +100,27 @@ TEST(Metrics, EveryFamilyHasHelpAndType) {
   EXPECT_NE(text.find("model=\"a\\\"b\""), std::string::npos) << "label values are escaped";
 }
 
+// A tenant's page holds its own counters only, under the names of the server's page.
+TEST(Metrics, TenantPagesAreTheirOwn) {
+  ServerMetrics sm;
+  CompletionResult r;
+  r.prompt_tokens = 100;
+  r.cached_tokens = 64;
+  r.tokens = {1, 2, 3};
+  sm.ObserveTenant("alice", r);
+  sm.ObserveTenant("alice", r);
+  sm.ObserveTenant("bob", r);
+  auto alice = Samples(FormatTenantMetrics(sm.CountsOf("alice"), "m"));
+  EXPECT_EQ(alice.at("promptcache_requests_total"), "2");
+  EXPECT_EQ(alice.at("promptcache_prompt_tokens_total"), "200");
+  EXPECT_EQ(alice.at("promptcache_cached_tokens_total"), "128");
+  EXPECT_EQ(alice.at("promptcache_computed_tokens_total"), "72");
+  EXPECT_EQ(alice.at("promptcache_generated_tokens_total"), "6");
+  EXPECT_EQ(alice.count("promptcache_cache_bytes{tier=\"ram\"}"), 0u);
+  auto carol = Samples(FormatTenantMetrics(sm.CountsOf("carol"), "m"));
+  EXPECT_EQ(carol.at("promptcache_requests_total"), "0");
+}
+
 TEST(Metrics, CountsResponses) {
   ServerMetrics sm;
   sm.CountResponse(200);

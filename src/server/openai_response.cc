@@ -22,6 +22,12 @@ ojson Usage(const CompletionResult& r) {
   u["completion_tokens"] = completion;
   u["total_tokens"] = r.prompt_tokens + completion;
   u["prompt_tokens_details"] = {{"cached_tokens", r.cached_tokens}};
+  // A request that pinned (cache_control, "cache": {"pin": true}) learns how much, and whether
+  // the pin quota cut it short (docs/server.md, "Explicit cache control").
+  if (r.pinned_tokens > 0 || r.pin_limited) {
+    u["pinned_tokens"] = r.pinned_tokens;
+    u["pin_limited"] = r.pin_limited;
+  }
   return u;
 }
 

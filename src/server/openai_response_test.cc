@@ -45,6 +45,22 @@ json EventJson(const std::string& event) {
   return json::parse(body);
 }
 
+// Usage reports pins only for a request that pinned: how much, and whether the quota cut it.
+TEST(OpenAiResponse, UsageSaysWhatWasPinned) {
+  json j = json::parse(CompletionBody(Meta(ApiKind::kCompletion), Result3()));
+  EXPECT_FALSE(j["usage"].contains("pinned_tokens"));
+  CompletionResult r = Result3();
+  r.pinned_tokens = 16;
+  r.pin_limited = true;
+  j = json::parse(CompletionBody(Meta(ApiKind::kChat), r));
+  EXPECT_EQ(j["usage"]["pinned_tokens"], 16);
+  EXPECT_EQ(j["usage"]["pin_limited"], true);
+  r.pinned_tokens = 0;  // the quota left nothing: said so all the same
+  j = json::parse(CompletionBody(Meta(ApiKind::kChat), r));
+  EXPECT_EQ(j["usage"]["pinned_tokens"], 0);
+  EXPECT_EQ(j["usage"]["pin_limited"], true);
+}
+
 TEST(OpenAiResponse, ChatCompletionShape) {
   const json j = json::parse(CompletionBody(Meta(ApiKind::kChat), Result3()));
   EXPECT_EQ(j["id"], "chatcmpl-1");

@@ -15,9 +15,18 @@ PromptEncoder::PromptEncoder(const Tokenizer& tokenizer, std::string_view chat_t
       arguments_as_text_(
           TakesArgumentsAsText(template_, ToolTemplateVariables(tool_format_, nullptr, {}))) {}
 
+Status PromptEncoder::CheckBound(std::string_view text, size_t max_tokens) const {
+  if (max_tokens == SIZE_MAX) return Status::Ok();
+  const size_t at_least = tok_.MinTokens(text) + (tok_.adds_bos() && tok_.bos() >= 0 ? 1 : 0);
+  if (at_least <= max_tokens) return Status::Ok();
+  return OutOfRange("the prompt has at least " + std::to_string(at_least) + " tokens (its " +
+                    std::to_string(text.size()) + " bytes of text; the limit is " +
+                    std::to_string(max_tokens) + ")");
+}
+
 Result<std::vector<int32_t>> PromptEncoder::FromPrompt(const std::string& text,
                                                        const std::vector<int32_t>& ids,
-                                                       bool is_tokens) const {
+                                                       bool is_tokens, size_t max_tokens) const {
   if (is_tokens) {
     if (ids.empty()) return InvalidArgument("'prompt' is an empty token array");
     for (size_t i = 0; i < ids.size(); ++i) {
@@ -29,6 +38,7 @@ Result<std::vector<int32_t>> PromptEncoder::FromPrompt(const std::string& text,
     }
     return ids;
   }
+  PC_RETURN_IF_ERROR(CheckBound(text, max_tokens));
   std::vector<int32_t> tokens = tok_.Encode(text, /*add_bos=*/true, trust_clients_);
   if (tokens.empty()) return InvalidArgument("'prompt' is empty");
   return tokens;
@@ -101,7 +111,8 @@ ChatInput RequestChatInput(const std::vector<ApiMessage>& messages, bool add_gen
 
 Result<BuiltPrompt> PromptEncoder::FromMessages(const std::vector<ApiMessage>& messages,
                                                 bool add_generation_prompt,
-                                                const nlohmann::ordered_json& tools) const {
+                                                const nlohmann::ordered_json& tools,
+                                                size_t max_tokens) const {
   if (messages.empty()) return InvalidArgument("'messages' must not be empty");
   ChatInput chat = RequestChatInput(messages, add_generation_prompt, tools, arguments_as_text_);
   if (tool_format_ == ToolCallFormat::kFireFunction) {
@@ -119,6 +130,7 @@ Result<BuiltPrompt> PromptEncoder::FromMessages(const std::vector<ApiMessage>& m
   }
   Result<MarkedText> text = template_.Render(chat);
   if (!text.ok()) return text.status();
+  PC_RETURN_IF_ERROR(CheckBound(text->text(), max_tokens));
   BuiltPrompt out;
   out.tokens = EncodeChat(*text);
   if (out.tokens.empty()) return InvalidArgument("the rendered conversation is empty");
@@ -139,26 +151,27 @@ Result<BuiltPrompt> PromptEncoder::FromMessages(const std::vector<ApiMessage>& m
   return out;
 }
 
-Result<BuiltPrompt> PromptEncoder::Build(const ApiRequest& request) const {
+Result<BuiltPrompt> PromptEncoder::Build(const ApiRequest& request, size_t max_tokens) const {
   BuiltPrompt out;
   if (request.kind == ApiKind::kChat) {
-    PC_ASSIGN_OR_RETURN(out, FromMessages(request.messages, /*add_generation_prompt=*/true,
-                                          request.tools_offered() ? request.tools : nullptr));
+    PC_ASSIGN_OR_RETURN(
+        out, FromMessages(request.messages, /*add_generation_prompt=*/true,
+                          request.tools_offered() ? request.tools : nullptr, max_tokens));
   } else {
     PC_ASSIGN_OR_RETURN(out.tokens, FromPrompt(request.prompt_text, request.prompt_tokens,
-                                               request.prompt_is_tokens));
+                                               request.prompt_is_tokens, max_tokens));
   }
   if (request.pin) out.pin_tokens = -1;
   return out;
 }
 
-Result<BuiltPrompt> PromptEncoder::Build(const PrefixRequest& request) const {
+Result<BuiltPrompt> PromptEncoder::Build(const PrefixRequest& request, size_t max_tokens) const {
   if (!request.messages.empty()) {
-    return FromMessages(request.messages, request.add_generation_prompt);
+    return FromMessages(request.messages, request.add_generation_prompt, nullptr, max_tokens);
   }
   BuiltPrompt out;
-  PC_ASSIGN_OR_RETURN(
-      out.tokens, FromPrompt(request.prompt_text, request.prompt_tokens, request.prompt_is_tokens));
+  PC_ASSIGN_OR_RETURN(out.tokens, FromPrompt(request.prompt_text, request.prompt_tokens,
+                                             request.prompt_is_tokens, max_tokens));
   return out;
 }
 

@@ -10,6 +10,7 @@
 // anyway).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <ctime>
 #include <string>
@@ -66,22 +67,28 @@ class PromptEncoder {
 
   // Text encoded with the vocabulary's BOS (if it adds one), or client-given ids checked to be
   // in range. InvalidArgument for an empty prompt or an id outside the vocabulary.
+  // `max_tokens`: a text that surely has more tokens (Tokenizer::MinTokens, from its bytes) is
+  // refused before it is tokenized, with OutOfRange: a body of megabytes costs a pass over its
+  // bytes, not the tokenizer's memory and time. Here and below.
   Result<std::vector<int32_t>> FromPrompt(const std::string& text, const std::vector<int32_t>& ids,
-                                          bool is_tokens) const;
+                                          bool is_tokens, size_t max_tokens = SIZE_MAX) const;
   // The conversation through the chat template (the model's own Jinja template, or the
   // fallback family with its default system prompt), ready for the assistant's turn when
   // add_generation_prompt is set. pin_tokens covers the last cache_control breakpoint. `tools`:
   // the tools offered (the template's `tools` variable), null for none.
   Result<BuiltPrompt> FromMessages(const std::vector<ApiMessage>& messages,
                                    bool add_generation_prompt,
-                                   const nlohmann::ordered_json& tools = nullptr) const;
+                                   const nlohmann::ordered_json& tools = nullptr,
+                                   size_t max_tokens = SIZE_MAX) const;
 
   // The whole request: its prompt and what to pin (the `cache.pin` field pins everything).
-  Result<BuiltPrompt> Build(const ApiRequest& request) const;
-  Result<BuiltPrompt> Build(const PrefixRequest& request) const;
+  Result<BuiltPrompt> Build(const ApiRequest& request, size_t max_tokens = SIZE_MAX) const;
+  Result<BuiltPrompt> Build(const PrefixRequest& request, size_t max_tokens = SIZE_MAX) const;
 
  private:
   std::vector<int32_t> EncodeChat(const MarkedText& text) const;
+  // OutOfRange when `text` (with BOS) surely has more than max_tokens tokens.
+  Status CheckBound(std::string_view text, size_t max_tokens) const;
 
   const Tokenizer& tok_;
   ChatTemplate template_;

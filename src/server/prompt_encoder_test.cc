@@ -68,6 +68,33 @@ TEST_F(Stories, CompletionTextGetsBos) {
   EXPECT_EQ(*t, (std::vector<int32_t>{1, 403, 407, 261, 378}));  // the model's README
 }
 
+// A token limit refuses a text that surely exceeds it before tokenizing (OutOfRange naming the
+// bound), in completions and chats alike, and never a prompt that fits: the limit at exactly
+// its token count passes. (Mutations tried: CheckBound accepting everything fails the refusal;
+// MinTokens returning the byte count, an unsound bound, refuses the exact fit.)
+TEST_F(Stories, AnOverLongTextIsRefusedBeforeTokenizing) {
+  PromptEncoder b(*v_.tok, "");
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "Once upon a time, there was a little girl. ";
+  auto all = b.FromPrompt(text, {}, false);
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(b.FromPrompt(text, {}, false, all->size()).ok());
+  auto refused = b.FromPrompt(text, {}, false, 100);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kOutOfRange);
+  EXPECT_NE(refused.status().message().find("the limit is 100"), std::string::npos);
+  auto chat = b.FromMessages({Msg("user", text)}, true, nullptr, 100);
+  ASSERT_FALSE(chat.ok());
+  EXPECT_EQ(chat.status().code(), StatusCode::kOutOfRange);
+  ApiRequest r;
+  r.kind = ApiKind::kChat;
+  r.messages = {Msg("user", text)};
+  EXPECT_EQ(b.Build(r, 100).status().code(), StatusCode::kOutOfRange);
+  // Just past a cheap bound's reach: tokenized, and then it is the caller's exact check.
+  auto short_one = b.FromPrompt("Once upon a time", {}, false, 4);
+  EXPECT_TRUE(short_one.ok());
+}
+
 TEST_F(Stories, TokenPromptsAreChecked) {
   PromptEncoder b(*v_.tok, "");
   auto t = b.FromPrompt("", {1, 403, 511}, true);

@@ -139,6 +139,7 @@ void EngineImpl::CompleteRequest(Request& r) {
     --in_flight_;
     stats_.requests++;
     if (!res.status.ok()) stats_.requests_failed++;
+    if (res.finish_reason == "cancelled") stats_.requests_cancelled++;
     stats_.prompt_tokens += res.prompt_tokens;
     stats_.cached_tokens += res.cached_tokens;
     stats_.generated_tokens += res.completion_tokens();

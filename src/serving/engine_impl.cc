@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <future>
 #include <limits>
 
@@ -52,6 +53,34 @@ std::vector<SourceRun> ModularSources(const ModularPrefill& pf, const SchemaLayo
   return runs;
 }
 
+// The cache's budget: what pins are a share of.
+size_t CacheBudget(const EngineOptions& o) {
+  return o.kv_ram_bytes > 0 ? std::min(o.cache_ram_bytes, o.kv_ram_bytes) : o.cache_ram_bytes;
+}
+size_t PinQuota(const EngineOptions& o) { return o.pin_ram_bytes.value_or(CacheBudget(o) / 4); }
+size_t TenantPinQuota(const EngineOptions& o) {
+  return o.tenant_pin_ram_bytes.value_or(PinQuota(o) / 4);
+}
+
+Status CheckPinQuotas(const EngineOptions& o) {
+  auto mib = [](size_t b) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.1f MiB", double(b) / (1 << 20));
+    return std::string(buf);
+  };
+  if (PinQuota(o) > CacheBudget(o)) {
+    return InvalidArgument("the pin quota (--pin-ram, " + mib(PinQuota(o)) +
+                           ") is more than the cache's budget (" + mib(CacheBudget(o)) +
+                           ": the smaller of --cache-ram and --kv-ram)");
+  }
+  if (TenantPinQuota(o) > PinQuota(o)) {
+    return InvalidArgument("the per-tenant pin quota (--pin-ram-tenant, " + mib(TenantPinQuota(o)) +
+                           ") is more than the pin quota (--pin-ram, " + mib(PinQuota(o)) + ")");
+  }
+  if (!(o.pin_ttl_seconds >= 0)) return InvalidArgument("pin_ttl_seconds must be >= 0");
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
@@ -63,6 +92,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   if (!(options.module_recompute >= 0 && options.module_recompute <= 1)) {
     return InvalidArgument("module_recompute must be a share from 0 to 1");
   }
+  PC_RETURN_IF_ERROR(CheckPinQuotas(options));
   PC_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(options.model_path));
   if (!options.chat_template.empty()) model->set_chat_template(options.chat_template);
   PC_RETURN_IF_ERROR(CheckContext(model->config(), options.context, options.allow_long_context));
@@ -113,8 +143,13 @@ EngineImpl::EngineImpl(const EngineOptions& options, std::unique_ptr<Model> mode
   BlockCacheOptions co;
   // Without the prefix cache, plain prompts neither look up nor insert prefixes; the budget still
   // holds the modules of loaded schemas, which are reused on request.
-  co.ram_bytes = options.kv_ram_bytes > 0 ? std::min(options.cache_ram_bytes, options.kv_ram_bytes)
-                                          : options.cache_ram_bytes;
+  co.ram_bytes = CacheBudget(options);
+  pin_quota_ = PinQuota(options);
+  tenant_pin_quota_ = TenantPinQuota(options);
+  co.pin_bytes = pin_quota_;
+  co.owner_pin_bytes = tenant_pin_quota_;
+  co.max_pin_seconds = options.pin_ttl_seconds;
+  stats_.pin_ram_bytes = pin_quota_;
   co.ttl_seconds = options.cache_ttl_seconds;
   co.min_tokens = options.cache_min_tokens;
   co.granularity = options.cache_granularity;
@@ -215,20 +250,26 @@ size_t EngineImpl::Reservation(const Request& r) const {
 }
 
 // The cache may keep what the running requests' reservations leave of kv_ram_bytes.
+// New pins fit in what is left too (pins already held stay until they lapse).
 void EngineImpl::UpdateCacheBudget() {
   if (options_.kv_ram_bytes == 0) return;
   const size_t left = options_.kv_ram_bytes > reserved_ ? options_.kv_ram_bytes - reserved_ : 0;
-  cache_->SetRamBudget(std::min(options_.cache_ram_bytes, left));
+  const size_t budget = std::min(options_.cache_ram_bytes, left);
+  cache_->SetRamBudget(budget);
+  cache_->SetPinBudget(std::min(pin_quota_, budget), tenant_pin_quota_);
 }
 
 Result<std::shared_ptr<RequestHandle>> EngineImpl::Enqueue(std::shared_ptr<Request> r) {
   if (options_.kv_ram_bytes > 0) {
+    // Pinned blocks cannot be evicted for it: a request fits only beside a full pin quota.
     const size_t need = Reservation(*r);
-    if (need > options_.kv_ram_bytes) {
+    const size_t room = options_.kv_ram_bytes > pin_quota_ ? options_.kv_ram_bytes - pin_quota_ : 0;
+    if (need > room) {
       auto mib = [](size_t b) { return std::to_string((b + (1 << 20) - 1) >> 20); };
       return InvalidArgument("the request needs " + mib(need) +
-                             " MiB of K/V (its prompt and max_tokens), more than the " +
-                             mib(options_.kv_ram_bytes) + " MiB the engine may use (--kv-ram)");
+                             " MiB of K/V (its prompt and max_tokens), more than the " + mib(room) +
+                             " MiB the engine may use beside pinned prefixes (--kv-ram " +
+                             mib(options_.kv_ram_bytes) + " MiB less the pin quota, --pin-ram)");
     }
   }
   {
@@ -267,16 +308,26 @@ void EngineImpl::RunOnEngineThread(const std::function<void()>& fn) const {
 void EngineImpl::Loop() {
   for (;;) {
     std::deque<std::function<void()>> tasks;
-    std::vector<std::shared_ptr<Request>> admitted;
+    std::vector<std::shared_ptr<Request>> admitted, cancelled;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock,
                [&] { return stop_ || !tasks_.empty() || !active_.empty() || !queue_.empty(); });
       if (stop_ && active_.empty()) break;
+      BeginWork();
       tasks.swap(tasks_);
       // In order of arrival; under kv_ram_bytes the first that does not fit waits for running
       // requests to finish (it always fits when none runs).
-      size_t reserving = reserved_;
+      // Requests whose client went away while they waited are answered without starting.
+      for (auto it = queue_.begin(); it != queue_.end();) {
+        if ((*it)->cancelled) {
+          cancelled.push_back(*it);
+          it = queue_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      size_t reserving = reserved_ + pinned_bytes_;
       while (!queue_.empty() &&
              static_cast<int>(active_.size() + admitted.size()) < options_.parallel) {
         if (options_.kv_ram_bytes > 0) {
@@ -291,7 +342,14 @@ void EngineImpl::Loop() {
       }
       stats_.queued = static_cast<int>(queue_.size());
     }
-    for (auto& t : tasks) t();
+    for (auto& r : cancelled) CancelQueued(*r);
+    // Tasks are pieces of work of their own (a schema's module, a savings measurement): each
+    // shows in the heartbeat apart from the step.
+    for (auto& t : tasks) {
+      t();
+      EndWork();
+      BeginWork();
+    }
     // An exception here (an allocation that fails, above all) fails the requests it concerns;
     // escaping the engine thread, it would end the process.
     for (auto& r : admitted) {
@@ -307,6 +365,11 @@ void EngineImpl::Loop() {
           Abandon(*r, why);
         }
       }
+    }
+    if (!admitted.empty()) {  // /health and /metrics see them while their first step runs
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.active = static_cast<int>(std::count_if(active_.begin(), active_.end(),
+                                                     [](const auto& s) { return !s->finished; }));
     }
     if (stop_) {
       for (auto& s : active_) Finish(*s, "cancelled");
@@ -327,6 +390,7 @@ void EngineImpl::Loop() {
     UpdateCacheBudget();
     cache_->Maintain();
     UpdateStatsSnapshot();
+    EndWork();
   }
   // A restarted engine finds what this one cached.
   if (cache_->disk() != nullptr) {
@@ -674,15 +738,19 @@ void EngineImpl::Finish(Slot& s, const std::string& reason, Status status) {
     cache_->InsertPrefix(std::span<const int32_t>(s.tokens).first(s.seq.size()), s.seq, ns);
     const int pin =
         s.r->req.pin_tokens < 0 ? s.n_prompt : std::min(s.r->req.pin_tokens, s.n_prompt);
+    const std::string& tenant = s.r->req.tenant;
+    bool limited = false;
     if (pin > 0 && s.choice == 0) {
-      res.pinned_tokens =
-          cache_->PinPrefix(std::span<const int32_t>(s.tokens).first(pin), true, ns);
+      res.pinned_tokens = cache_->PinPrefix(std::span<const int32_t>(s.tokens).first(pin), true, ns,
+                                            tenant, &limited);
+      res.pin_limited |= limited;
     }
     for (const CompletionRequest::TimedPin& p : s.r->req.timed_pins) {
       if (s.choice != 0 || p.tokens <= 0) continue;
       const auto pinned = std::span<const int32_t>(s.tokens).first(std::min(p.tokens, s.n_prompt));
-      res.pinned_tokens =
-          std::max(res.pinned_tokens, cache_->PinPrefixFor(pinned, p.ttl_seconds, ns));
+      res.pinned_tokens = std::max(
+          res.pinned_tokens, cache_->PinPrefixFor(pinned, p.ttl_seconds, ns, tenant, &limited));
+      res.pin_limited |= limited;
     }
   }
   s.seq.Clear();
@@ -713,6 +781,44 @@ void EngineImpl::Abandon(Request& r, const std::string& why) {
   stats_.requests_failed++;
 }
 
+void EngineImpl::CancelQueued(Request& r) {
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    if (r.done) return;
+    r.result.finish_reason = "cancelled";
+    r.result.prompt_tokens = static_cast<int>(r.req.prompt.size());
+    r.result.queue_ms = MsBetween(r.submitted, Clock::now());
+    r.done = true;
+  }
+  r.cv.notify_all();
+  std::lock_guard<std::mutex> lock(mu_);
+  --in_flight_;
+  stats_.requests++;
+  stats_.requests_cancelled++;
+}
+
+namespace {
+int64_t SteadyNs(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+}  // namespace
+
+void EngineImpl::BeginWork() { busy_since_ns_ = std::max<int64_t>(1, SteadyNs(Clock::now())); }
+
+void EngineImpl::EndWork() {
+  const int64_t since = busy_since_ns_.exchange(0);
+  if (since == 0) return;
+  const Clock::time_point now = Clock::now();
+  const double ms = double(SteadyNs(now) - since) / 1e6;
+  // The longest piece of the current minute and of the one before: "recent" without a queue.
+  if (now - step_window_ > std::chrono::seconds(60)) {
+    step_max_prev_ms_ = step_max_ms_.load();
+    step_max_ms_ = 0;
+    step_window_ = now;
+  }
+  if (ms > step_max_ms_) step_max_ms_ = ms;
+}
+
 void EngineImpl::UpdateStatsSnapshot() {
   const BlockCacheStats c = cache_->Stats();
   int active = 0;
@@ -730,6 +836,9 @@ void EngineImpl::UpdateStatsSnapshot() {
   stats_.remote.loads = c.remote_loads;
   stats_.kv_bytes_in_use = blocks_.bytes_in_use();
   stats_.kv_bytes_peak = blocks_.peak_bytes_in_use();
+  stats_.cache_pinned_bytes = pinned_bytes_ = c.pinned_bytes;
+  stats_.pin_ram_bytes = pin_quota_;
+  stats_.pins_limited = c.pins_limited;
   stats_.active = active;
 }
 
@@ -739,6 +848,11 @@ EngineStats EngineImpl::Stats() const {
     std::lock_guard<std::mutex> lock(mu_);
     s = stats_;
   }
+  if (const int64_t since = busy_since_ns_.load(); since != 0) {
+    s.step_seconds = std::max(0.0, double(SteadyNs(Clock::now()) - since) / 1e9);
+  }
+  s.step_max_seconds =
+      std::max({step_max_ms_.load(), step_max_prev_ms_.load(), s.step_seconds * 1000}) / 1000;
   // The remote tier's counters move on its writer thread too, also while the engine sleeps.
   if (const RemoteTier* remote = cache_->remote()) {
     const RemoteStats r = remote->Stats();
@@ -781,21 +895,49 @@ std::vector<CacheBlockInfo> EngineImpl::ListCacheBlocks() const {
 }
 
 Status EngineImpl::PinPrefix(const std::vector<int32_t>& tokens, bool pinned,
-                             const std::string& cache_namespace) {
-  int n = 0;
+                             const std::string& cache_namespace, const std::string& tenant,
+                             PinOutcome* out) {
+  PinOutcome o;
   const BlockKey ns = NamespaceKey(cache_namespace);
-  RunOnEngineThread([&] { n = cache_->PinPrefix(tokens, pinned, ns); });
-  if (n == 0) return NotFound("no cached prefix of these tokens");
+  bool found = true;
+  RunOnEngineThread([&] {
+    o.tokens = cache_->PinPrefix(tokens, pinned, ns, tenant, &o.limited);
+    // A pin the quota stopped at its first block still found the prefix cached.
+    if (o.tokens == 0 && !o.limited) found = false;
+    UpdateStatsSnapshot();
+  });
+  if (out != nullptr) *out = o;
+  if (!found) return NotFound("no cached prefix of these tokens");
   return Status::Ok();
 }
 
-Status EngineImpl::DropCache(const std::string& key) {
+Status EngineImpl::DropCache(const std::string& key, bool force) {
   Status st;
   RunOnEngineThread([&] {
-    st = cache_->Drop(key);
+    st = cache_->Drop(key, force);
     UpdateStatsSnapshot();
   });
   return st;
+}
+
+std::vector<PinInfo> EngineImpl::ListPins() const {
+  std::vector<PinInfo> out;
+  RunOnEngineThread([&] {
+    for (const PinnedPrefixInfo& p : cache_->ListPins()) {
+      out.push_back({p.key.Hex(), p.ns.empty() ? "" : p.ns.Hex(), p.owner, p.tokens, p.bytes,
+                     p.counted, p.expires_in_seconds});
+    }
+  });
+  return out;
+}
+
+Result<int> EngineImpl::Unpin(const std::string& key) {
+  Result<int> n = 0;
+  RunOnEngineThread([&] {
+    n = cache_->Unpin(key);
+    UpdateStatsSnapshot();
+  });
+  return n;
 }
 
 Status EngineImpl::SaveCache() {
@@ -811,15 +953,28 @@ Result<std::vector<GenerationTiming>> EngineImpl::MeasureGeneration(int max_toke
   if (max_tokens < 1 || max_tokens + 1 > context_) {
     return InvalidArgument("max_tokens must be between 1 and " + std::to_string(context_ - 1));
   }
-  Result<std::vector<GenerationTiming>> out = Internal("the measurement did not run");
-  RunOnEngineThread([&] {
-    SessionOptions so;
-    so.threads = options_.threads;
-    so.context = max_tokens + 1;
-    so.kv_type = options_.kv_type;
-    Session session(*model_, so);
-    out = promptcache::MeasureGeneration(session, max_tokens);
-  });
+  SessionOptions so;
+  so.threads = options_.threads;
+  so.context = max_tokens + 1;
+  so.kv_type = options_.kv_type;
+  std::unique_ptr<Session> session;
+  RunOnEngineThread([&] { session = std::make_unique<Session>(*model_, so); });
+  // One forward pass per task, on the engine thread between steps: requests wait for each (so
+  // that the timing is not shared with them) but never for more than one pass of at most
+  // max_tokens tokens.
+  std::vector<GenerationTiming> out;
+  for (const int len : SavingsLengths(max_tokens, 16, 8)) {
+    GenerationTiming t{len, 0, 0};
+    for (const bool use_cache : {true, false}) {
+      GenerationTimer timer(session.get(), len, use_cache);
+      Result<bool> more = true;
+      while (more.ok() && *more) RunOnEngineThread([&] { more = timer.Step(); });
+      if (!more.ok()) return more.status();
+      (use_cache ? t.with_cache_ms : t.no_cache_ms) = timer.ms();
+    }
+    out.push_back(t);
+  }
+  RunOnEngineThread([&] { session.reset(); });
   return out;
 }
 
@@ -857,18 +1012,24 @@ Result<int> EngineImpl::WarmPrefix(const std::vector<int32_t>& tokens,
   }
   Status st;
   int cached = 0;
+  // A batch per task, between the steps of running requests: a long prefix does not hold the
+  // engine for the whole of its prefill. The sequence's references keep its blocks meanwhile.
+  std::unique_ptr<KvSequence> seq;
   RunOnEngineThread([&] {
-    KvSequence seq(&blocks_);
-    cached = cache_->LookupPrefix(tokens, static_cast<int>(tokens.size()), &seq, ns);
-    std::vector<BatchToken> batch;
-    for (int b = seq.size(); b < static_cast<int>(tokens.size()) && st.ok();
-         b += options_.batch_size) {
-      batch.clear();
+    seq = std::make_unique<KvSequence>(&blocks_);
+    cached = cache_->LookupPrefix(tokens, static_cast<int>(tokens.size()), seq.get(), ns);
+  });
+  for (int b = cached; b < static_cast<int>(tokens.size()) && st.ok(); b += options_.batch_size) {
+    RunOnEngineThread([&] {
+      std::vector<BatchToken> batch;
       const int e = std::min<int>(tokens.size(), b + options_.batch_size);
-      for (int i = b; i < e; ++i) batch.push_back({tokens[i], i, &seq, false});
+      for (int i = b; i < e; ++i) batch.push_back({tokens[i], i, seq.get(), false});
       st = model_->Forward(batch, nullptr, &pool_, &scratch_);
-    }
-    if (st.ok()) cache_->InsertPrefix(tokens, seq, ns);
+    });
+  }
+  RunOnEngineThread([&] {
+    if (st.ok()) cache_->InsertPrefix(tokens, *seq, ns);
+    seq.reset();
     cache_->Maintain();
     UpdateStatsSnapshot();
   });

@@ -16,6 +16,8 @@
 // the steps of running requests.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -50,8 +52,11 @@ class EngineImpl : public Engine {
   std::vector<CacheEntryInfo> ListCache() const override;
   std::vector<CacheBlockInfo> ListCacheBlocks() const override;
   Status PinPrefix(const std::vector<int32_t>& tokens, bool pinned,
-                   const std::string& cache_namespace) override;
-  Status DropCache(const std::string& key) override;
+                   const std::string& cache_namespace, const std::string& tenant,
+                   PinOutcome* out) override;
+  Status DropCache(const std::string& key, bool force) override;
+  std::vector<PinInfo> ListPins() const override;
+  Result<int> Unpin(const std::string& key) override;
   Status SaveCache() override;
   Result<int> WarmPrefix(const std::vector<int32_t>& tokens,
                          const std::string& cache_namespace) override;
@@ -110,6 +115,11 @@ class EngineImpl : public Engine {
   void UpdateCacheBudget();
   // Fails a request that never became active (its admission threw).
   void Abandon(Request& r, const std::string& why);
+  // Answers a request cancelled while it waited in the queue, without starting it.
+  void CancelQueued(Request& r);
+  // The engine thread's heartbeat (EngineStats::step_seconds): a piece of work starts, ends.
+  void BeginWork();
+  void EndWork();
   Result<std::shared_ptr<RequestHandle>> Enqueue(std::shared_ptr<Request> r);
   Result<std::shared_ptr<RequestHandle>> EnqueueModular(CompletionRequest request, Planned planned);
   Result<Planned> Plan(const PmlPrompt& prompt) const;
@@ -176,6 +186,14 @@ class EngineImpl : public Engine {
   bool stop_ = false;
   int in_flight_ = 0;    // submitted and not yet finished; guarded by mu_
   size_t reserved_ = 0;  // K/V bytes reserved by the active requests (engine thread)
+  size_t pin_quota_ = 0;         // EngineOptions::pin_ram_bytes, resolved
+  size_t tenant_pin_quota_ = 0;  // EngineOptions::tenant_pin_ram_bytes, resolved
+  size_t pinned_bytes_ = 0;      // pinned cached blocks after the last step (engine thread)
+  // Heartbeat: when the current piece of work began (steady clock, ns; 0: waiting for work),
+  // and the longest piece in the current and the previous minute (ms).
+  std::atomic<int64_t> busy_since_ns_{0};
+  std::atomic<double> step_max_ms_{0}, step_max_prev_ms_{0};
+  std::chrono::steady_clock::time_point step_window_{};  // engine thread: the current minute
   EngineStats stats_;    // guarded by mu_
   std::thread thread_;
 };

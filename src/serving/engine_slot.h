@@ -50,6 +50,10 @@ struct EngineImpl::Request : RequestHandle {
     cv.wait(lock, [&] { return done; });
     return result;
   }
+  bool WaitFor(double seconds) override {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return done; });
+  }
   void Cancel() override { cancelled = true; }
 };
 

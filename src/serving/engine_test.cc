@@ -143,8 +143,10 @@ TEST(Engine, KvRamBudgetQueuesWhatDoesNotFitAndRefusesWhatNeverCould) {
   o.parallel = 2;
   const std::vector<char> together = TextOrder(o);
   const size_t block = Make()->model().MakeKvLayout(KvType::kF16).bytes_per_block();
-  // 5 prompt tokens + 48 generated: 4 blocks of 16 each; room for one request, not two.
+  // 5 prompt tokens + 48 generated: 4 blocks of 16 each; room for one request, not two. No pins
+  // (a request must fit beside a full pin quota: engine_limits_test.cc).
   o.kv_ram_bytes = 6 * block;
+  o.pin_ram_bytes = 0;
   const std::vector<char> bounded = TextOrder(o);
   auto first_b = [](const std::vector<char>& v) { return std::find(v.begin(), v.end(), 'b'); };
   auto last_a = [](const std::vector<char>& v) { return std::find(v.rbegin(), v.rend(), 'a'); };

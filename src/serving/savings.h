@@ -30,8 +30,28 @@ struct KvTypeBytes {
 // About `n` lengths from `step` up to `max`, in multiples of `step` (at least one).
 std::vector<int> SavingsLengths(int max, int step, int n);
 
-// Milliseconds to generate `len` tokens greedily after a 1-token prompt (BOS), with or without
-// the KV cache (without: every step recomputes all before it).
+// Greedy generation of `len` tokens after a 1-token prompt (BOS), with or without the KV cache
+// (without: every step recomputes all before it), one forward pass per Step: a caller may run
+// other work between the passes (the engine runs each as a task between its own steps), and
+// only the passes are timed.
+class GenerationTimer {
+ public:
+  GenerationTimer(Session* session, int len, bool use_kv_cache);
+  // Runs the next forward pass (and picks its token); false once the generation is complete.
+  Result<bool> Step();
+  double ms() const { return ms_; }
+
+ private:
+  Session* session_;
+  int len_;
+  bool use_kv_cache_;
+  std::vector<int32_t> tokens_, positions_;
+  std::vector<float> logits_;
+  int generated_ = 0;
+  double ms_ = 0;
+};
+
+// Milliseconds to generate `len` tokens greedily after BOS (GenerationTimer run to its end).
 Result<double> TimeGeneration(Session& session, int len, bool use_kv_cache);
 
 // Generation with and without the KV cache at about eight lengths up to `max_tokens`.
@@ -39,7 +59,8 @@ Result<std::vector<GenerationTiming>> MeasureGeneration(Session& session, int ma
 
 // Time to first token through `engine`'s real prefix cache and schemas at about eight prompt
 // lengths up to `max_prompt` (capped by the context), the median of `trials` after a warm-up.
-// Loads and drops temporary schemas named "_savings<N>"; the random prompts it sends stay in the
+// Loads and drops temporary schemas named "_savings<RUN>_<N>" (RUN: a number of this run's own
+// in the process, so that runs at once never meet); the random prompts it sends stay in the
 // cache as any unpinned prompt does.
 Result<std::vector<TtftTiming>> MeasureTtft(Engine& engine, int max_prompt, int trials = 3);
 

@@ -66,6 +66,8 @@ Result<std::unique_ptr<Tokenizer>> BpeTokenizer::Create(const GgufFile& file) {
     if (!pre->AsString(&pre_name)) return InvalidArgument("tokenizer.ggml.pre: expected a string");
   }
   PC_ASSIGN_OR_RETURN(tok->pre_, PreTokenizer::Create(pre_name));
+  // NFC composes at most 3 bytes into 1 (a Hangul syllable from its three jamo).
+  if (tok->pre_->nfc()) tok->input_per_normalized_byte_ = 3;
 
   tok->next_symbol_ = tok->vocab_size();
   for (int b = 0; b < 256; ++b) {

@@ -220,6 +220,38 @@ std::vector<int32_t> Tokenizer::Encode(const MarkedText& text, bool add_bos) con
   return out;
 }
 
+size_t Tokenizer::MinTokens(std::string_view text) const {
+  size_t longest = max_token_bytes_.load(std::memory_order_relaxed);
+  if (longest == 0) {
+    // The input bytes a token stands for: its bytes for text tokens (a byte-level or "▁"
+    // spelling is longer than what it covers), its spelling for tokens matched by it; an
+    // unknown token stands for one character, up to 4 bytes.
+    longest = 4;
+    for (size_t i = 0; i < pieces_.size(); ++i) {
+      const TokenType t = types_[i];
+      const bool spelled = t == TokenType::kControl || t == TokenType::kUserDefined ||
+                           t == TokenType::kUnknown || t == TokenType::kUnused;
+      longest = std::max(longest,
+                         spelled || i >= decoded_.size() ? pieces_[i].size() : decoded_[i].size());
+    }
+    max_token_bytes_.store(longest, std::memory_order_relaxed);
+  }
+  size_t counted = text.size();
+  if (std::any_of(strip_.begin(), strip_.end(), [](uint8_t s) { return s != 0; })) {
+    counted = 0;
+    for (size_t pos = 0; pos < text.size();) {
+      const utf8::Seq q = utf8::Next(text, pos);
+      const size_t len = q.state == utf8::SeqState::kValid ? q.len : 1;
+      if (q.state != utf8::SeqState::kValid ||
+          !utf8::IsWhiteSpace(utf8::DecodeValid(text, pos, q.len))) {
+        counted += len;
+      }
+      pos += len;
+    }
+  }
+  return counted / (longest * size_t(input_per_normalized_byte_));
+}
+
 void Tokenizer::SplitSpecial(std::string_view text, bool parse_special, const MarkedText* marks,
                              std::vector<Fragment>* out) const {
   size_t plain_start = 0;

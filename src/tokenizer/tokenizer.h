@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -50,6 +51,11 @@ class Tokenizer {
   // Plain text runs across the marks as if they were not there, so text without special
   // spellings tokenizes exactly as Encode(text.text(), add_bos, true) does.
   std::vector<int32_t> Encode(const MarkedText& text, bool add_bos) const;
+  // A lower bound on the tokens Encode makes of `text` (BOS aside), in one pass over its bytes:
+  // no token stands for more input than the longest token's bytes (times what normalization
+  // may compose into one byte), and whitespace a stripping special token may swallow is not
+  // counted. For refusing a prompt that surely exceeds a context before tokenizing it.
+  size_t MinTokens(std::string_view text) const;
 
   // The bytes a token stands for: "▁" becomes a space, byte tokens their byte, byte-level BPE's
   // printable stand-ins their original bytes. Control tokens (BOS/EOS) decode to "" unless
@@ -116,6 +122,9 @@ class Tokenizer {
   // Per token: kStripLeft / kStripRight when matching it also swallows the whitespace beside it.
   static constexpr uint8_t kStripLeft = 1, kStripRight = 2;
   std::vector<uint8_t> strip_;
+  // Input bytes normalization may turn into one byte (MinTokens).
+  int input_per_normalized_byte_ = 1;
+  mutable std::atomic<size_t> max_token_bytes_{0};  // MinTokens: computed at its first call
 };
 
 // Turns a stream of token ids into text that never contains a broken UTF-8 sequence: bytes of an

@@ -94,6 +94,41 @@ void ExpectConformance(const std::string& vocab, size_t expected_cases) {
 TEST(TokenizerConformance, Gpt2) { ExpectConformance(kGpt2, 46); }
 TEST(TokenizerConformance, LlamaSpm) { ExpectConformance(kLlamaSpm, 46); }
 
+// MinTokens is a lower bound on Encode for every vocabulary and input, adversarial ones too
+// (each the longest token repeated, runs of spaces, invalid bytes), and it is not trivial: a
+// long text is bounded well above a small context. (Mutation tried: dividing by half the
+// longest token's bytes makes the repeated-longest-token case fail.)
+TEST(TokenizerMinTokens, NeverMoreThanEncodeGives) {
+  for (const std::string& vocab : {kGpt2, kLlamaSpm, kStories}) {
+    Loaded l = Load(vocab);
+    ASSERT_NE(l.tok, nullptr);
+    const Tokenizer& t = *l.tok;
+    std::vector<std::string> texts;
+    if (vocab != kStories) {
+      for (const Case& c : ReadCases(vocab)) texts.push_back(c.text);
+    }
+    int32_t longest = 0;
+    for (int32_t id = 0; id < t.vocab_size(); ++id) {
+      if (t.TokenBytes(id).size() > t.TokenBytes(longest).size()) longest = id;
+    }
+    std::string repeated;
+    for (int i = 0; i < 200; ++i) repeated += t.TokenBytes(longest);
+    texts.push_back(repeated);
+    texts.push_back(std::string(5000, ' '));
+    texts.push_back(std::string(3000, '\n'));
+    texts.push_back("\xff\xfe\xc3 broken \xe2\x82");
+    std::string story;
+    for (int i = 0; i < 100; ++i) story += "Once upon a time, there was a little girl named Lily. ";
+    texts.push_back(story);
+    for (const std::string& text : texts) {
+      EXPECT_LE(t.MinTokens(text), t.Encode(text, false).size()) << vocab << ": '" << text << "'";
+    }
+    // Not trivial: no token of GPT-2's stands for more than 128 bytes, of the others' for more
+    // than 32.
+    EXPECT_GE(t.MinTokens(story), story.size() / (vocab == kGpt2 ? 128 : 32)) << vocab;
+  }
+}
+
 TEST(TokenizerConformance, RoundTripBpe) {
   Loaded l = Load(kGpt2);
   ASSERT_NE(l.tok, nullptr);
@@ -443,6 +478,10 @@ TEST(SyntheticSpm, Phi3ControlTokensStripWhitespaceAfterThem) {
   EXPECT_EQ((*phi3)->Encode("a<|user|>  b", false, true), (std::vector<int32_t>{10, 13, 6, 8}));
   // <s> is one of the exceptions.
   EXPECT_EQ((*phi3)->Encode("a<s> b", false, true), (*plain)->Encode("a<s> b", false, true));
+  // The whitespace such a token swallows is not counted by MinTokens (Mutation tried: counting
+  // it makes this fail.)
+  const std::string swallowed = "<|user|>" + std::string(400, ' ') + "<|user|>";
+  EXPECT_LE((*phi3)->MinTokens(swallowed), (*phi3)->Encode(swallowed, false, true).size());
 }
 
 TEST(SyntheticBpe, IgnoreMergesAndLongestSpecialMatch) {
