@@ -11,7 +11,7 @@
 // Input is untrusted (a request's `grammar` field, or a JSON schema turned into GBNF by
 // json_schema.h): parse errors are one-line Status messages, and the size of a grammar and of
 // the recognizer's state are bounded. Nested or overlapping optional repeats multiply the ways a
-// grammar can go on ((("a"{0,8}){0,8}){0,8} has hundreds at its start, {0,1000} a billion), so
+// grammar can go on ((("a"{0,8}){0,8}){0,8} has 65 at its start, its {0,1000} form a million), so
 // Parse counts, for the start and for every point a character can lead to, how many stacks the
 // recognizer would hold there (linear in the grammar's size) and refuses a grammar over
 // kMaxGrammarStacks, naming the rule; it also computes the start state, so that none of this
