@@ -64,7 +64,14 @@ StackExpander::StackExpander(const Grammar& grammar, size_t* budget)
   s_.done.clear();
 }
 
-StackExpander::~StackExpander() { s_.busy = false; }
+StackExpander::~StackExpander() {
+  s_.busy = false;
+  // Memory a large expansion took is given back, not kept by every thread that ever parsed a
+  // grammar (each connection has one); the small steps of a mask's walk stay allocation-free.
+  if (s_.pool.elems.capacity() > (size_t{1} << 16) || s_.table.capacity() > (size_t{1} << 16)) {
+    s_ = Scratch();
+  }
+}
 
 // The stack just written at pool.elems[start, start + len): kept and queued unless it is there
 // already.
