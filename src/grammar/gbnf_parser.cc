@@ -1,9 +1,12 @@
-// GBNF text to Grammar: a recursive-descent parser over the text, then checks (every rule
-// defined, a root, no left recursion) so that the recognizer always terminates.
+// GBNF text to Grammar: a recursive-descent parser over the text (its depth bounded before each
+// group recurses), then checks (every rule defined, a root, no left recursion, a bounded number
+// of ways to go on at every point) so that the recognizer always terminates within its bounds,
+// and the start state.
 #include <algorithm>
 #include <map>
 
 #include "grammar/grammar.h"
+#include "grammar/grammar_expand.h"
 
 namespace promptcache {
 
@@ -51,6 +54,8 @@ class GbnfParser {
     if (root == ids_.end()) return InvalidArgument("grammar: no 'root' rule");
     g_->root_ = root->second;
     PC_RETURN_IF_ERROR(CheckLeftRecursion());
+    PC_RETURN_IF_ERROR(grammar_internal::CheckWays(*g_, nullable_, owner_));
+    PC_RETURN_IF_ERROR(ComputeStart());
     return std::shared_ptr<const Grammar>(std::move(g));
   }
 
@@ -80,6 +85,7 @@ class GbnfParser {
     g_->names_.push_back(name);
     g_->rules_.emplace_back();
     defined_.push_back(false);
+    owner_.push_back(id);
     return id;
   }
 
@@ -90,6 +96,7 @@ class GbnfParser {
     } while (ids_.count(name));
     const int32_t id = RuleId(name);
     defined_[id] = true;
+    owner_[id] = owner_[RuleId(base)];  // errors name the rule the text wrote
     return id;
   }
 
@@ -397,7 +404,8 @@ class GbnfParser {
   Status CheckLeftRecursion() {
     const auto& rules = g_->rules_;
     const size_t n = rules.size();
-    std::vector<bool> nullable(n, false);
+    nullable_.assign(n, false);
+    std::vector<bool>& nullable = nullable_;
     for (bool changed = true; changed;) {
       changed = false;
       for (size_t r = 0; r < n; ++r) {
@@ -457,6 +465,23 @@ class GbnfParser {
     return Status::Ok();
   }
 
+  // The start state (root's alternatives, expanded), so that GrammarState costs a copy.
+  Status ComputeStart() {
+    size_t budget = kMaxGrammarStepWork;
+    grammar_internal::StackExpander x(*g_, &budget);
+    grammar_internal::ExpandResult r = grammar_internal::ExpandResult::kOk;
+    for (const Alt& alt : g_->rules_[g_->root_]) {
+      const GrammarElement* first = alt[0].kind != GrammarElement::kEnd ? &alt[0] : nullptr;
+      if (r == grammar_internal::ExpandResult::kOk) r = x.Add({}, first, nullptr);
+    }
+    if (r == grammar_internal::ExpandResult::kOk) r = x.Run(&g_->start_);
+    if (r != grammar_internal::ExpandResult::kOk) {
+      return InvalidArgument("grammar: the start of rule 'root' needs " +
+                             grammar_internal::ExpandProblem(r));
+    }
+    return Status::Ok();
+  }
+
   std::string_view text_;
   size_t pos_ = 0;
   int depth_ = 0;
@@ -465,6 +490,8 @@ class GbnfParser {
   Grammar* g_ = nullptr;
   std::map<std::string, int32_t> ids_;
   std::vector<bool> defined_;
+  std::vector<int32_t> owner_;  // the rule written in the text that each rule comes from
+  std::vector<bool> nullable_;  // rules that can match nothing (CheckLeftRecursion)
 };
 
 std::string GbnfLiteral(std::string_view text) {

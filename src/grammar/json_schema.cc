@@ -5,6 +5,7 @@
 #include <set>
 
 #include "grammar/grammar.h"
+#include "grammar/json_depth.h"
 
 namespace promptcache {
 namespace {
@@ -24,7 +25,7 @@ object ::= "{" ws ( string ws ":" ws value ws ( "," ws string ws ":" ws value ws
 array ::= "[" ws ( value ws ( "," ws value ws )* )? "]"
 )";
 
-constexpr int kMaxDepth = 64;
+constexpr int kMaxDepth = kMaxSchemaDepth;
 constexpr int kMaxBound = 1000;  // minLength/maxLength/minItems/maxItems
 
 class Converter {
@@ -67,7 +68,13 @@ class Converter {
 
   // The grammar expression (a rule name or a literal) for schema `s` at `where`.
   Result<std::string> Rule(const ojson& s, const std::string& where, int depth) {
-    if (depth > kMaxDepth) return InvalidArgument("JSON schema: nested too deeply");
+    if (depth > kMaxDepth) {
+      const std::string w = where.size() <= 120
+                                ? where
+                                : where.substr(0, 50) + "..." + where.substr(where.size() - 50);
+      return InvalidArgument("JSON schema: '" + w + "' is nested more than " +
+                             std::to_string(kMaxDepth) + " schemas deep");
+    }
     if (s.is_boolean()) {
       if (s.get<bool>()) return std::string("value");
       return InvalidArgument("JSON schema: '" + where + "' is false (nothing is valid)");
@@ -250,6 +257,8 @@ class Converter {
 
 Result<std::string> JsonSchemaRules(std::string_view schema, const std::string& prefix,
                                     std::string* top) {
+  // Before parsing: nothing below (copies, dump(), the converter) may recurse deeper than this.
+  PC_RETURN_IF_ERROR(CheckJsonNesting(schema, "JSON schema: the schema"));
   ojson root;
   try {
     root = ojson::parse(schema.begin(), schema.end());

@@ -18,6 +18,11 @@
 
 namespace promptcache {
 
+// Schemas nested deeper than this (properties in properties, items in items, anyOf, $ref
+// chains) are refused with a message naming where; their JSON text is also refused, before it
+// is parsed, when it nests deeper than kMaxJsonNesting (json_depth.h) brackets.
+inline constexpr int kMaxSchemaDepth = 64;
+
 // The GBNF text of a grammar for the JSON text of `schema` (a JSON Schema, as JSON text).
 // InvalidArgument names the unsupported keyword and where it is ("properties.a.pattern").
 Result<std::string> JsonSchemaToGbnf(std::string_view schema);

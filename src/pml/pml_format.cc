@@ -23,8 +23,30 @@ std::string Pad(std::string s, size_t width) {
 
 class Formatter {
  public:
-  explicit Formatter(const SchemaLayout& s) : s_(s) {
+  // The direct content of the schema (owner -1) and of each module, in document order: plain
+  // modules, unions and scaffolds, each keyed by its first module's index. Gathered in one pass:
+  // looking them up per module made a layout of n modules cost n^2 (150,000 union members took
+  // a minute to register).
+  explicit Formatter(const SchemaLayout& s) : s_(s), items_(s.modules.size() + 1) {
     for (const PmlModule& m : s.modules) name_width_ = std::max(name_width_, m.name.size());
+    for (size_t i = 0; i < s.modules.size(); ++i) {
+      const PmlModule& m = s.modules[i];
+      if (m.union_index < 0 && m.scaffold_index < 0) {
+        items_[m.parent + 1].push_back({static_cast<int>(i), 0, static_cast<int>(i)});
+      }
+    }
+    for (size_t u = 0; u < s.unions.size(); ++u) {
+      items_[s.unions[u].parent + 1].push_back(
+          {s.unions[u].members.front(), 1, static_cast<int>(u)});
+    }
+    for (size_t k = 0; k < s.scaffolds.size(); ++k) {
+      items_[s.scaffolds[k].parent + 1].push_back(
+          {s.scaffolds[k].members.front(), 2, static_cast<int>(k)});
+    }
+    for (std::vector<Item>& items : items_) {
+      std::sort(items.begin(), items.end(),
+                [](const Item& a, const Item& b) { return a.first_module < b.first_module; });
+    }
   }
 
   std::string Run() {
@@ -48,33 +70,8 @@ class Formatter {
   }
 
  private:
-  // The direct content of the schema (owner -1) or a module, in document order: plain modules,
-  // unions and scaffolds, each keyed by its first module's index.
   void Container(int owner, int depth) {
-    struct Item {
-      int first_module;
-      int kind;  // 0 module, 1 union, 2 scaffold
-      int index;
-    };
-    std::vector<Item> items;
-    for (size_t i = 0; i < s_.modules.size(); ++i) {
-      const PmlModule& m = s_.modules[i];
-      if (m.parent == owner && m.union_index < 0 && m.scaffold_index < 0) {
-        items.push_back({static_cast<int>(i), 0, static_cast<int>(i)});
-      }
-    }
-    for (size_t u = 0; u < s_.unions.size(); ++u) {
-      if (s_.unions[u].parent == owner) {
-        items.push_back({s_.unions[u].members.front(), 1, static_cast<int>(u)});
-      }
-    }
-    for (size_t k = 0; k < s_.scaffolds.size(); ++k) {
-      if (s_.scaffolds[k].parent == owner) {
-        items.push_back({s_.scaffolds[k].members.front(), 2, static_cast<int>(k)});
-      }
-    }
-    std::sort(items.begin(), items.end(),
-              [](const Item& a, const Item& b) { return a.first_module < b.first_module; });
+    const std::vector<Item>& items = items_[owner + 1];
     const std::string indent(2 * depth, ' ');
     for (const Item& item : items) {
       if (item.kind == 0) {
@@ -136,7 +133,14 @@ class Formatter {
     Container(index, depth + 1);
   }
 
+  struct Item {
+    int first_module;
+    int kind;  // 0 module, 1 union, 2 scaffold
+    int index;
+  };
+
   const SchemaLayout& s_;
+  std::vector<std::vector<Item>> items_;  // by owner + 1
   size_t name_width_ = 0;
   std::string out_;
 };

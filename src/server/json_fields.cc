@@ -3,13 +3,22 @@
 #include <cstdio>
 #include <limits>
 
+#include "grammar/json_depth.h"
+
 namespace promptcache::json_fields {
 
 ApiError Unsupported(const std::string& param, const std::string& what) {
   return ApiError::BadRequest(what + " is not supported by this server", param, "unsupported");
 }
 
+MaybeError CheckNesting(std::string_view text, const std::string& param) {
+  const Status st = CheckJsonNesting(text, param.empty() ? "the request body" : "'" + param + "'");
+  if (st.ok()) return std::nullopt;
+  return ApiError::BadRequest(st.message(), param);
+}
+
 MaybeError ParseObject(std::string_view body, json* out) {
+  PC_RETURN_IF_API_ERROR(CheckNesting(body));
   try {
     *out = json::parse(body.begin(), body.end());
   } catch (const json::exception& e) {

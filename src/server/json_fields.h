@@ -55,8 +55,14 @@ bool Contains(const std::string_view (&list)[N], std::string_view field) {
   return std::find(std::begin(list), std::end(list), field) != std::end(list);
 }
 
-// The body as a JSON object (nlohmann rejects ill-formed UTF-8 inside strings).
+// The body as a JSON object (nlohmann rejects ill-formed UTF-8 inside strings). A body nested
+// deeper than kMaxJsonNesting (grammar/json_depth.h) is refused before it is parsed: copies,
+// dump() and every walk over a parsed value recurse per level (100,000 nested brackets overflowed
+// the stack), and nlohmann's ordered_json even copies each level while parsing.
 MaybeError ParseObject(std::string_view body, json* out);
+// The 400 for `text` (JSON text found at `param`, "" for the body itself) nested deeper than
+// kMaxJsonNesting; nullopt when it is not. The check every route runs before parsing JSON.
+MaybeError CheckNesting(std::string_view text, const std::string& param = "");
 
 // Typed fields; an absent one leaves *out as it was.
 MaybeError ReadBool(const json& obj, const char* key, bool* out);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kv/kv_cache.h"
+#include "server/json_fields.h"
 #include "serving/savings.h"
 
 namespace promptcache {
@@ -12,6 +13,7 @@ using ojson = nlohmann::ordered_json;
 std::optional<ApiError> ParseSavingsBody(std::string_view body, SavingsRequest* out) {
   *out = SavingsRequest{};
   if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return std::nullopt;
+  if (std::optional<ApiError> e = json_fields::CheckNesting(body)) return e;
   const nlohmann::json obj = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (obj.is_discarded()) return ApiError::BadRequest("the request body is not valid JSON");
   if (!obj.is_object()) return ApiError::BadRequest("the request body must be a JSON object");

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/json_fields.h"
+
 namespace promptcache {
 namespace {
 
@@ -104,6 +106,7 @@ std::optional<ApiError> ParseSchemaBody(std::string_view body, std::string* xml)
     *xml = std::string(body);
     return std::nullopt;
   }
+  if (std::optional<ApiError> e = json_fields::CheckNesting(body)) return e;
   json obj;
   try {
     obj = json::parse(body.begin(), body.end());

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "grammar/grammar.h"
+#include "grammar/json_depth.h"
 #include "grammar/json_schema.h"
 
 namespace promptcache {
@@ -51,6 +52,13 @@ size_t MarkerStart(std::string_view text, std::string_view marker) {
   return at != std::string_view::npos ? at : PartialAtEnd(text, marker);
 }
 
+// Generated text (or arguments inside it) as JSON; discarded (not a call) when it nests deeper
+// than kMaxJsonNesting, since parsing and dumping it would recurse per level.
+ojson ParseJson(std::string_view text) {
+  if (JsonNestingDepth(text) > kMaxJsonNesting) return ojson(ojson::value_t::discarded);
+  return ojson::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+}
+
 // A call object: a non-empty string under `name_key` ("tool_name" for Command R) and arguments
 // under "arguments" or "parameters", an object or an object's JSON text (absent: none).
 bool ReadCall(const ojson& j, ToolCall* out, const char* name_key = "name") {
@@ -63,16 +71,12 @@ bool ReadCall(const ojson& j, ToolCall* out, const char* name_key = "name") {
     auto a = j.find(key);
     if (a == j.end()) continue;
     args = *a;
-    if (args.is_string()) args = ojson::parse(args.get<std::string>(), nullptr, false);
+    if (args.is_string()) args = ParseJson(args.get<std::string>());
     break;
   }
   if (!args.is_object()) return false;
   out->arguments = args.dump();
   return true;
-}
-
-ojson ParseJson(std::string_view text) {
-  return ojson::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
 }
 
 // <tool_call>{...}</tool_call>, one or more, whitespace between; the last may lack its closing

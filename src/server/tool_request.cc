@@ -10,6 +10,7 @@ namespace promptcache {
 namespace {
 
 using ojson = nlohmann::ordered_json;
+using json_fields::CheckNesting;
 using json_fields::Find;
 using json_fields::MaybeError;
 using json_fields::WrongType;
@@ -198,7 +199,10 @@ MaybeError ReadMessageToolFields(const ojson& m, const std::string& p, ApiMessag
     ojson args = ojson::object();
     if (const ojson* a = Find(*f, "arguments")) {
       if (a->is_string()) {
-        args = ojson::parse(a->get<std::string>(), nullptr, false);
+        // JSON inside a string: the body's own check did not see its brackets.
+        const std::string& text = a->get_ref<const std::string&>();
+        PC_RETURN_IF_API_ERROR(CheckNesting(text, ip + ".function.arguments"));
+        args = ojson::parse(text, nullptr, false);
         if (!args.is_object()) args = *a;
       } else if (a->is_object()) {
         args = *a;

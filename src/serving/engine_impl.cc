@@ -685,6 +685,8 @@ void EngineImpl::HandleLogits(Slot& s, const float* logits) {
   const int32_t next =
       s.constraint ? SampleConstrained(s, logits) : s.sampler.Sample(logits, n_vocab, s.tokens);
   if (next < 0) {
+    // The grammar's own reason when its recognizer outgrew its bounds (grammar/token_mask.h).
+    if (!s.constraint->error().ok()) return Finish(s, "error", s.constraint->error());
     return Finish(s, "error",
                   InvalidArgument("the grammar allows no token of the model's vocabulary here"));
   }
