@@ -142,6 +142,7 @@ TEST(GgmlReference, Iq4GridInTheKernels) {
       w.packed = use_packed ? &packed : nullptr;
       for (const int64_t target : OpsTargets()) {
         ScopedOpsTarget scoped(target);
+        EXPECT_EQ(std::string(MatMulKernelName(w)).rfind("packed", 0) == 0, use_packed);
         std::vector<float> out(kCols * kRows);
         MatMul(w, x.data(), kCols, out.data(), nullptr);
         for (int t = 0; t < kCols; ++t) {
@@ -186,6 +187,7 @@ TEST(GgmlReference, Q8_0IsInt8TimesScale) {
   for (int t = 0; t < kCols; ++t) x[t * kCols + t] = 1.0f;
   for (const int64_t target : OpsTargets()) {
     ScopedOpsTarget scoped(target);
+    EXPECT_EQ(std::string(MatMulKernelName(w)).rfind("packed", 0), 0u);
     std::vector<float> out(kCols * kRows);
     MatMul(w, x.data(), kCols, out.data(), nullptr);
     for (int t = 0; t < kCols; ++t) {
