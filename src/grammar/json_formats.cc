@@ -16,8 +16,9 @@
 // - ipv4: four decimal octets 0-255 without leading zeros. ipv6 (RFC 4291 text, RFC 3986
 //   IPv6address): eight groups, :: compression, a trailing IPv4; no zone.
 // - uuid: 8-4-4-4-12 hexadecimal digits (either case), any version.
-// - uri (RFC 3986 URI): a scheme, ':', a hierarchical part (//authority with a registered name
-//   or [IPv6], and a path), optional ?query and #fragment; percent-escapes with two hex digits.
+// - uri (RFC 3986 URI): a scheme, ':', a hierarchical part that is not empty (//authority with a
+//   registered name or [IPv6], and a path; or a path), optional ?query and #fragment;
+//   percent-escapes with two hex digits.
 #include <map>
 #include <mutex>
 
@@ -88,7 +89,7 @@ std::string Uri() {
       "(?:" + userinfo + "@)?(?:\\[" + Ipv6() + "\\]|" + reg_name + ")(?::\\d*)?";
   const std::string segments = "(?:/" + pchar + "*)*";
   const std::string hier = "(?://" + authority + segments + "|/(?:" + pchar + "+" + segments +
-                           ")?|" + pchar + "+" + segments + ")?";
+                           ")?|" + pchar + "+" + segments + ")";
   const std::string tail = "(?:[/?]|" + pchar + ")*";
   return "[A-Za-z][A-Za-z0-9+.-]*:" + hier + "(?:\\?" + tail + ")?(?:#" + tail + ")?";
 }

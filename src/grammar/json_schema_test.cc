@@ -233,8 +233,8 @@ TEST(JsonSchemaStrings, Formats) {
         "123e4567-e89b-12d3-a456-4266141740000"}},
       {"uri",
        {"https://example.com/a?b=c#d", "mailto:a@b.co", "urn:isbn:0451450523", "http://[::1]:8080/",
-        "ftp://user:pw@host/%7Efile", "a+b.c-d:", "file:///etc/hosts"},
-       {"example.com", "http://a b", "1http://x", "http://[::1/", "http://%zz", "/path", ""}},
+        "ftp://user:pw@host/%7Efile", "a+b.c-d:x", "file:///etc/hosts"},
+       {"example.com", "a:", "http://a b", "1http://x", "http://[::1/", "http://%zz", "/path", ""}},
   };
   for (const Case& c : cases) {
     Check(std::string("{\"type\": \"string\", \"format\": \"") + c.format + "\"}", Qs(c.yes),

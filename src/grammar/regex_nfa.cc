@@ -295,6 +295,99 @@ Result<Nfa> IntersectNfa(const Nfa& a, const Nfa& b, const std::string& what) {
       }
     }
   }
+  return Minimal(Trim(out), 4000);
+}
+
+Nfa Minimal(const Nfa& nfa, size_t limit) {
+  // Classes: the intervals between the edges' boundaries that some edge covers.
+  std::vector<uint32_t> cuts = {0, kMaxCp + 1};
+  for (const auto& edges : nfa.edges) {
+    for (const auto& e : edges) {
+      for (const auto& [lo, hi] : e.chars) {
+        cuts.push_back(lo);
+        cuts.push_back(hi + 1);
+      }
+    }
+  }
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  const size_t k = cuts.size() - 1;  // class c: [cuts[c], cuts[c + 1])
+  auto class_of = [&](uint32_t cp) {
+    return static_cast<size_t>(std::upper_bound(cuts.begin(), cuts.end(), cp) - cuts.begin()) - 1;
+  };
+  // Per state, per class: the targets (an NFA's edges become class lists once).
+  std::vector<std::vector<std::pair<size_t, int>>> moves(nfa.size());
+  for (size_t s = 0; s < nfa.size(); ++s) {
+    for (const auto& e : nfa.edges[s]) {
+      for (const auto& [lo, hi] : e.chars) {
+        for (size_t c = class_of(lo); c < k && cuts[c] <= hi; ++c) moves[s].push_back({c, e.to});
+      }
+    }
+  }
+  // Subset construction; trans[d][c]: the target subset's index, -1: none.
+  std::map<std::vector<int>, int> ids;
+  std::vector<std::vector<int>> sets;
+  std::vector<std::vector<int>> trans;
+  auto id = [&](std::vector<int> set) {
+    std::sort(set.begin(), set.end());
+    set.erase(std::unique(set.begin(), set.end()), set.end());
+    auto [it, fresh] = ids.insert({set, static_cast<int>(sets.size())});
+    if (fresh) sets.push_back(std::move(set));
+    return it->second;
+  };
+  id({nfa.start});
+  for (size_t d = 0; d < sets.size(); ++d) {
+    if (sets.size() > limit) return nfa;
+    std::vector<std::vector<int>> to(k);
+    for (const int s : sets[d]) {
+      for (const auto& [c, t] : moves[s]) to[c].push_back(t);
+    }
+    std::vector<int> row(k, -1);
+    for (size_t c = 0; c < k; ++c) {
+      if (!to[c].empty()) row[c] = id(std::move(to[c]));
+    }
+    trans.push_back(std::move(row));
+  }
+  const size_t n = sets.size();
+  // Moore: blocks refined by (block, each class's target block) until stable.
+  std::vector<int> block(n);
+  for (size_t d = 0; d < n; ++d) {
+    bool acc = false;
+    for (const int s : sets[d]) acc = acc || nfa.accept[s];
+    block[d] = acc ? 1 : 0;
+  }
+  for (size_t blocks = 0;;) {
+    std::map<std::vector<int>, int> sig;
+    std::vector<int> next(n);
+    for (size_t d = 0; d < n; ++d) {
+      std::vector<int> key = {block[d]};
+      for (size_t c = 0; c < k; ++c) key.push_back(trans[d][c] < 0 ? -1 : block[trans[d][c]]);
+      next[d] = sig.insert({key, static_cast<int>(sig.size())}).first->second;
+    }
+    block.swap(next);
+    if (sig.size() == blocks) break;
+    blocks = sig.size();
+  }
+  Nfa out;
+  const int m = *std::max_element(block.begin(), block.end()) + 1;
+  out.edges.resize(m);
+  out.accept.assign(m, false);
+  std::vector<bool> done(m, false);
+  for (size_t d = 0; d < n; ++d) {
+    const int b = block[d];
+    for (const int s : sets[d]) out.accept[b] = out.accept[b] || nfa.accept[s];
+    if (done[b]) continue;
+    done[b] = true;
+    std::map<int, CharSet> by_target;
+    for (size_t c = 0; c < k; ++c) {
+      if (trans[d][c] >= 0) {
+        by_target[block[trans[d][c]]] =
+            Union(by_target[block[trans[d][c]]], {{cuts[c], cuts[c + 1] - 1}});
+      }
+    }
+    for (auto& [t, chars] : by_target) out.edges[b].push_back({std::move(chars), t});
+  }
+  out.start = block[0];
   return Trim(out);
 }
 

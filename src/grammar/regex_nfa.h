@@ -69,6 +69,10 @@ Nfa ExcludeNfa(const std::vector<std::string>& words);
 // The strings in both languages (trimmed). InvalidArgument when the product grows past the
 // bounds above (`what` names the keywords in the message).
 Result<Nfa> IntersectNfa(const Nfa& a, const Nfa& b, const std::string& what);
+// The minimal deterministic automaton of the same language (subset construction over the
+// classes of code points the edges distinguish, then Moore's partition refinement), or `nfa`
+// itself when the deterministic one would have more than `limit` states.
+Nfa Minimal(const Nfa& nfa, size_t limit = kMaxNfaStates);
 // Without states unreachable from the start or from which no accepting state can be reached.
 Nfa Trim(const Nfa& nfa);
 

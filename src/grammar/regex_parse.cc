@@ -553,7 +553,9 @@ Result<Nfa> PatternNfa(std::string_view pattern) {
   const int start = t.NewState();
   int end;
   PC_RETURN_IF_ERROR(t.Build(whole, start, &end));
-  return t.Eliminate(start, end);
+  PC_ASSIGN_OR_RETURN(Nfa nfa, t.Eliminate(start, end));
+  // Deterministic where that stays small: fewer states to intersect and to hold at run time.
+  return Minimal(nfa, 4000);
 }
 
 }  // namespace promptcache::grammar_internal
