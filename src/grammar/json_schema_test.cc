@@ -309,6 +309,8 @@ TEST(JsonSchemaCombinators, AnyOfOneOfAllOfAndLiterals) {
   // anyOf beside a type (zod 3's .ip()): both hold.
   Check(R"({"type": "string", "anyOf": [{"format": "ipv4"}, {"format": "ipv6"}]})",
         Qs({"1.2.3.4", "::1"}), {"\"x\"", "1"});
+  Check(R"({"type": "string", "maxLength": 3, "anyOf": [{"pattern": "^a"}, {"pattern": "b$"}]})",
+        Qs({"a", "axy", "xb"}), Qs({"abcd", "xyz", "xxxb"}));
   // oneOf whose branches cannot overlap: a discriminated union.
   Check(R"({"oneOf": [
       {"type": "object", "properties": {"k": {"const": "a"}}, "required": ["k"]},

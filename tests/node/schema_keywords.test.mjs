@@ -6,9 +6,9 @@
 // output comes through the grammar engine's mask, greedy and sampled over several seeds. Each
 // output must end ("stop": every schema here is bounded, so a cut text fails rather than
 // checking nothing), parse, and validate with ajv + ajv-formats (npm, pinned; not ours), and
-// for zod 4 schemas also with zod's own safeParse. Mutations caught here: integer bounds
-// compiled one wider (json_number.cc), patterns compiled unanchored as anchored ... see the
-// report of the change that added this file (docs/server.md lists the keywords).
+// for zod 4 schemas also with zod's own safeParse. Mutation caught: ^ and $ compiled as no-ops
+// (regex_parse.cc): the model then wrote prose into date, email and regex fields and ran to
+// "length" in 6 of the 7 tests.
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
