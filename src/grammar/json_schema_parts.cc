@@ -118,13 +118,10 @@ Result<std::string> Converter::Literals(const Conj& conj, const std::set<std::st
     PC_ASSIGN_OR_RETURN(std::string expr, Body(rest, depth));
     std::string text = "root ::= " + (expr.empty() ? std::string("[^\\x00-\\U0010FFFF]") : expr) +
                        "\n" + JsonSharedGbnf();
+    // A reference still being built (the values are inside its recursion) matches nothing
+    // here: such a value is left out rather than guessed.
     for (const auto& [name, body] : rules_) {
-      if (body.empty()) {
-        return InvalidArgument("JSON schema: '" + conj[0].where +
-                               "': enum or const beside other keywords inside a recursive "
-                               "definition is not supported");
-      }
-      text += name + " ::= " + body + "\n";
+      text += name + " ::= " + (body.empty() ? std::string("[^\\x00-\\U0010FFFF]") : body) + "\n";
     }
     auto g = Grammar::Parse(text);
     if (!g.ok()) return g.status();

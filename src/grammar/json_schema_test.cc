@@ -7,6 +7,8 @@
 // a pattern, extra properties allowed to repeat a listed name, items:false ignored beside
 // prefixItems, oneOf's overlap not checked, '"' not escapable in a pattern's class, allOf's
 // members or anyOf's sibling keywords dropped.
+#include "grammar/json_schema.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>

@@ -312,17 +312,22 @@ Nfa Minimal(const Nfa& nfa, size_t limit) {
   std::sort(cuts.begin(), cuts.end());
   cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
   const size_t k = cuts.size() - 1;  // class c: [cuts[c], cuts[c + 1])
+  // Work and memory stay bounded: past these the automaton is kept as it is.
+  constexpr size_t kMaxWork = size_t{1} << 22;
+  if (k * std::min(limit, nfa.size() + 1) > kMaxWork) return nfa;
   auto class_of = [&](uint32_t cp) {
     return static_cast<size_t>(std::upper_bound(cuts.begin(), cuts.end(), cp) - cuts.begin()) - 1;
   };
   // Per state, per class: the targets (an NFA's edges become class lists once).
   std::vector<std::vector<std::pair<size_t, int>>> moves(nfa.size());
+  size_t work = 0;
   for (size_t s = 0; s < nfa.size(); ++s) {
     for (const auto& e : nfa.edges[s]) {
       for (const auto& [lo, hi] : e.chars) {
         for (size_t c = class_of(lo); c < k && cuts[c] <= hi; ++c) moves[s].push_back({c, e.to});
       }
     }
+    if ((work += moves[s].size()) > kMaxWork) return nfa;
   }
   // Subset construction; trans[d][c]: the target subset's index, -1: none.
   std::map<std::vector<int>, int> ids;
@@ -332,12 +337,15 @@ Nfa Minimal(const Nfa& nfa, size_t limit) {
     std::sort(set.begin(), set.end());
     set.erase(std::unique(set.begin(), set.end()), set.end());
     auto [it, fresh] = ids.insert({set, static_cast<int>(sets.size())});
-    if (fresh) sets.push_back(std::move(set));
+    if (fresh) {
+      work += set.size();
+      sets.push_back(std::move(set));
+    }
     return it->second;
   };
   id({nfa.start});
   for (size_t d = 0; d < sets.size(); ++d) {
-    if (sets.size() > limit) return nfa;
+    if (sets.size() > limit || work > 2 * kMaxWork) return nfa;
     std::vector<std::vector<int>> to(k);
     for (const int s : sets[d]) {
       for (const auto& [c, t] : moves[s]) to[c].push_back(t);
@@ -357,6 +365,7 @@ Nfa Minimal(const Nfa& nfa, size_t limit) {
     block[d] = acc ? 1 : 0;
   }
   for (size_t blocks = 0;;) {
+    if ((work += n * (k + 1)) > 8 * kMaxWork) return nfa;
     std::map<std::vector<int>, int> sig;
     std::vector<int> next(n);
     for (size_t d = 0; d < n; ++d) {
