@@ -65,6 +65,10 @@ class Converter {
   // Without combinators left: per type.
   Result<std::string> Body(const Conj& conj, int depth);
   Result<std::string> Object(const Conj& conj, int depth);
+  Status ObjectMembers(const Conj& conj, Conj* name_conj, Conj* extra_values, bool* extras,
+                       bool* closed) const;
+  Result<std::string> ExtraPair(const Conj& values, const std::vector<std::string>& names,
+                                const Nfa* name_nfa, int depth);
   Result<std::string> Array(const Conj& conj, int depth);
   Result<std::string> String(const Conj& conj);
   Result<std::string> Number(const Conj& conj, bool integer);

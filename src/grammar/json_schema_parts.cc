@@ -226,6 +226,51 @@ Result<std::string> Converter::Number(const Conj& conj, bool integer) {
   return e.empty() ? e : NewRule(e);
 }
 
+Status Converter::ObjectMembers(const Conj& conj, Conj* name_conj, Conj* extra_values, bool* extras,
+                                bool* closed) const {
+  for (const Part& p : conj) {
+    // Property names: what every member's propertyNames allows (string keywords only).
+    if (auto it = p.s->find("propertyNames"); it != p.s->end()) {
+      const std::string w = At(p.where, "propertyNames");
+      if (!it->is_object()) return Invalid(p.where, "propertyNames", "must be a schema");
+      for (const auto& [key, v] : it->items()) {
+        static const std::set<std::string> kOk = {"type",      "pattern", "format",     "minLength",
+                                                  "maxLength", "title",   "description"};
+        if (!kOk.count(key)) return Unsupported(w, key);
+        if (key == "type" && v != "string") return Unsupported(w, "type");
+      }
+      name_conj->push_back({&*it, w});
+    }
+    if (auto it = p.s->find("additionalProperties"); it != p.s->end()) {
+      if (it->is_boolean()) {
+        *(it->get<bool>() ? extras : closed) = true;
+      } else if (it->is_object()) {
+        *extras = true;
+        extra_values->push_back({&*it, At(p.where, "additionalProperties")});
+      } else {
+        return Invalid(p.where, "additionalProperties", "must be a boolean or a schema");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// One more property: a name not listed (and allowed by propertyNames), its value valid against
+// the additionalProperties schemas. "" when there is none.
+Result<std::string> Converter::ExtraPair(const Conj& values, const std::vector<std::string>& names,
+                                         const Nfa* name_nfa, int depth) {
+  std::string v = "value";
+  if (!values.empty()) {
+    PC_ASSIGN_OR_RETURN(v, Rule(values, depth + 1));
+  }
+  Nfa keys = ExcludeNfa(names);
+  if (name_nfa) {
+    PC_ASSIGN_OR_RETURN(keys, IntersectNfa(keys, *name_nfa, "propertyNames"));
+  }
+  if (v.empty() || keys.Empty()) return std::string();
+  return NewRule(NfaToJsonString(keys, Sink()) + " ws \":\" ws " + v + " ws");
+}
+
 Result<std::string> Converter::Object(const Conj& conj, int depth) {
   std::vector<std::string> names;
   std::set<std::string> required;
@@ -247,37 +292,9 @@ Result<std::string> Converter::Object(const Conj& conj, int depth) {
   for (const std::string& r : required) {
     if (std::find(names.begin(), names.end(), r) == names.end()) names.push_back(r);
   }
-  // Property names: what every member's propertyNames allows (string keywords only).
-  Conj name_conj;
+  Conj name_conj, extra_values;
   bool extras = false, closed = false;
-  Conj extra_values;
-  for (const Part& p : conj) {
-    if (auto it = p.s->find("propertyNames"); it != p.s->end()) {
-      const std::string w = At(p.where, "propertyNames");
-      if (!it->is_object()) return Invalid(p.where, "propertyNames", "must be a schema");
-      for (const auto& [key, v] : it->items()) {
-        static const std::set<std::string> kOk = {"type",      "pattern", "format",     "minLength",
-                                                  "maxLength", "title",   "description"};
-        if (!kOk.count(key)) return Unsupported(w, key);
-        if (key == "type" && v != "string") return Unsupported(w, "type");
-      }
-      name_conj.push_back({&*it, w});
-    }
-    if (auto it = p.s->find("additionalProperties"); it != p.s->end()) {
-      if (it->is_boolean()) {
-        if (it->get<bool>()) {
-          extras = true;
-        } else {
-          closed = true;
-        }
-      } else if (it->is_object()) {
-        extras = true;
-        extra_values.push_back({&*it, At(p.where, "additionalProperties")});
-      } else {
-        return Invalid(p.where, "additionalProperties", "must be a boolean or a schema");
-      }
-    }
-  }
+  PC_RETURN_IF_ERROR(ObjectMembers(conj, &name_conj, &extra_values, &extras, &closed));
   int nmin = 0, nmax = -1;
   bool no_names = false;
   std::unique_ptr<Nfa> name_nfa;
@@ -317,19 +334,12 @@ Result<std::string> Converter::Object(const Conj& conj, int depth) {
     req.push_back(required.count(name) > 0);
   }
   // Properties beyond the listed ones: where a member asks for them (true or a schema) and none
-  // closes the object; their names are any but the listed ones.
+  // closes the object.
   std::string end_rest = "\"\"", end_first = "\"\"";
   if (extras && !closed && !no_names) {
-    std::string v = "value";
-    if (!extra_values.empty()) {
-      PC_ASSIGN_OR_RETURN(v, Rule(extra_values, depth + 1));
-    }
-    Nfa keys = ExcludeNfa(names);
-    if (name_nfa) {
-      PC_ASSIGN_OR_RETURN(keys, IntersectNfa(keys, *name_nfa, "propertyNames"));
-    }
-    if (!v.empty() && !keys.Empty()) {
-      const std::string pair = NewRule(NfaToJsonString(keys, Sink()) + " ws \":\" ws " + v + " ws");
+    PC_ASSIGN_OR_RETURN(const std::string pair,
+                        ExtraPair(extra_values, names, name_nfa.get(), depth));
+    if (!pair.empty()) {
       end_rest = NewRule("(\",\" ws " + pair + ")*");
       end_first = "(" + pair + " " + end_rest + ")?";
     }

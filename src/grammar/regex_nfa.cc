@@ -298,9 +298,24 @@ Result<Nfa> IntersectNfa(const Nfa& a, const Nfa& b, const std::string& what) {
   return Minimal(Trim(out), 4000);
 }
 
-Nfa Minimal(const Nfa& nfa, size_t limit) {
+namespace {
+
+// A deterministic automaton: subset d of the NFA's states, trans[d][c] its move on class c
+// ([cuts[c], cuts[c + 1])), -1 for none; `work` counts what building it cost.
+struct Dfa {
+  std::vector<uint32_t> cuts;
+  std::vector<std::vector<int>> sets, trans;
+  size_t work = 0;
+};
+
+// Work and memory stay bounded: past these the automaton is kept as it is.
+constexpr size_t kMaxWork = size_t{1} << 22;
+
+// The subset construction, or false when it would pass `limit` states or the work bound.
+bool Determinize(const Nfa& nfa, size_t limit, Dfa* dfa) {
   // Classes: the intervals between the edges' boundaries that some edge covers.
-  std::vector<uint32_t> cuts = {0, kMaxCp + 1};
+  std::vector<uint32_t>& cuts = dfa->cuts;
+  cuts = {0, kMaxCp + 1};
   for (const auto& edges : nfa.edges) {
     for (const auto& e : edges) {
       for (const auto& [lo, hi] : e.chars) {
@@ -312,27 +327,25 @@ Nfa Minimal(const Nfa& nfa, size_t limit) {
   std::sort(cuts.begin(), cuts.end());
   cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
   const size_t k = cuts.size() - 1;  // class c: [cuts[c], cuts[c + 1])
-  // Work and memory stay bounded: past these the automaton is kept as it is.
-  constexpr size_t kMaxWork = size_t{1} << 22;
-  if (k * std::min(limit, nfa.size() + 1) > kMaxWork) return nfa;
+  if (k * std::min(limit, nfa.size() + 1) > kMaxWork) return false;
   auto class_of = [&](uint32_t cp) {
     return static_cast<size_t>(std::upper_bound(cuts.begin(), cuts.end(), cp) - cuts.begin()) - 1;
   };
   // Per state, per class: the targets (an NFA's edges become class lists once).
   std::vector<std::vector<std::pair<size_t, int>>> moves(nfa.size());
-  size_t work = 0;
+  size_t& work = dfa->work;
   for (size_t s = 0; s < nfa.size(); ++s) {
     for (const auto& e : nfa.edges[s]) {
       for (const auto& [lo, hi] : e.chars) {
         for (size_t c = class_of(lo); c < k && cuts[c] <= hi; ++c) moves[s].push_back({c, e.to});
       }
     }
-    if ((work += moves[s].size()) > kMaxWork) return nfa;
+    if ((work += moves[s].size()) > kMaxWork) return false;
   }
   // Subset construction; trans[d][c]: the target subset's index, -1: none.
   std::map<std::vector<int>, int> ids;
-  std::vector<std::vector<int>> sets;
-  std::vector<std::vector<int>> trans;
+  std::vector<std::vector<int>>& sets = dfa->sets;
+  std::vector<std::vector<int>>& trans = dfa->trans;
   auto id = [&](std::vector<int> set) {
     std::sort(set.begin(), set.end());
     set.erase(std::unique(set.begin(), set.end()), set.end());
@@ -345,7 +358,7 @@ Nfa Minimal(const Nfa& nfa, size_t limit) {
   };
   id({nfa.start});
   for (size_t d = 0; d < sets.size(); ++d) {
-    if (sets.size() > limit || work > 2 * kMaxWork) return nfa;
+    if (sets.size() > limit || work > 2 * kMaxWork) return false;
     std::vector<std::vector<int>> to(k);
     for (const int s : sets[d]) {
       for (const auto& [c, t] : moves[s]) to[c].push_back(t);
@@ -356,6 +369,19 @@ Nfa Minimal(const Nfa& nfa, size_t limit) {
     }
     trans.push_back(std::move(row));
   }
+  return true;
+}
+
+}  // namespace
+
+Nfa Minimal(const Nfa& nfa, size_t limit) {
+  Dfa dfa;
+  if (!Determinize(nfa, limit, &dfa)) return nfa;
+  const std::vector<uint32_t>& cuts = dfa.cuts;
+  const std::vector<std::vector<int>>& sets = dfa.sets;
+  const std::vector<std::vector<int>>& trans = dfa.trans;
+  const size_t k = cuts.size() - 1;
+  size_t work = dfa.work;
   const size_t n = sets.size();
   // Moore: blocks refined by (block, each class's target block) until stable.
   std::vector<int> block(n);
