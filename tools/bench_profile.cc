@@ -56,7 +56,7 @@ std::string FormatProfile(const Profiler& p, const std::string& title, double me
           (p.jobs() - layer_jobs) / passes);
   Appendf(&out, "  time in parallel jobs %.1f%%, calling thread alone %.1f%%\n",
           100 * Share(job_ns, p.wall_ns()), 100 * (1 - Share(job_ns, p.wall_ns())));
-  Appendf(&out, "  %-32s %-10s %9s %6s %9s %9s %6s %9s %7s\n", "operation", "kind", "ms/pass",
+  Appendf(&out, "  %-38s %-10s %9s %6s %9s %9s %6s %9s %7s\n", "operation", "kind", "ms/pass",
           "share", "us/layer", "jobs/pass", "alone", "imbalance", "waiting");
   for (const Profiler::OpStats& op : p.ops()) {
     const double ms = op.wall_ns / 1e6 / passes;
@@ -67,7 +67,7 @@ std::string FormatProfile(const Profiler& p, const std::string& title, double me
       std::snprintf(imbalance, sizeof imbalance, "%.2f", Imbalance(op, nt));
       std::snprintf(waiting, sizeof waiting, "%.0f%%", 100 * Waiting(op, nt));
     }
-    Appendf(&out, "  %-32s %-10s %9.3f %5.1f%% %9s %9.1f %5.0f%% %9s %7s\n", op.name.c_str(),
+    Appendf(&out, "  %-38s %-10s %9.3f %5.1f%% %9s %9.1f %5.0f%% %9s %7s\n", op.name.c_str(),
             OpKindName(op.kind), ms, 100 * Share(op.wall_ns, p.wall_ns()), per_layer,
             op.jobs / passes, 100 * (1 - Share(op.job_ns, op.wall_ns)), imbalance, waiting);
   }
