@@ -24,14 +24,21 @@
 namespace promptcache {
 namespace {
 
-// How long a worker spins for the next job before it sleeps: longer than the gaps between the
-// jobs of one decode step (the calling thread's norms, RoPE, sampling), short enough that an
-// idle pool, or one on a machine busy with other work, gives its cores back at once.
-constexpr int64_t kIdleSpinNs = 100'000;
-// How long the calling thread spins for a job's last tasks before it sleeps. The threads of a
-// balanced job finish within microseconds of each other; a longer wait means a thread lost its
-// core, and sleeping gives the core back to it (or to whatever took its core).
-constexpr int64_t kJoinSpinNs = 30'000;
+// A waiting thread first spins on `pause` (the gaps between the jobs of a decode step, and the
+// spread of a balanced job's finishes, are microseconds), then spins on sched_yield, which lets
+// whatever else is ready on its core run (another process, or the pool's own thread that the job
+// waits for) while still seeing the job's end within a microsecond or so on an idle machine, and
+// only then sleeps on a futex, which frees the core until woken.
+// A worker waiting for the next job: a prefill chunk's jobs follow each other within the spread
+// of one job's finishes (up to a few hundred microseconds).
+constexpr int64_t kIdlePauseNs = 50'000;
+constexpr int64_t kIdleYieldNs = 1'000'000;
+// The calling thread waiting for a job's last tasks.
+constexpr int64_t kJoinPauseNs = 30'000;
+constexpr int64_t kJoinYieldNs = 600'000;
+// (Chosen on a 2-core machine running other builds: against pausing for 100 / 30 us then sleeping,
+// the yield phase raised smollm2-135m's 2-thread generation from 30-32 to 36-45 tokens/s,
+// medians of alternating runs; the many-core cost of the choice is for bench_scaling.sh to show.)
 
 uint64_t Pack(int64_t n_tasks, int64_t next) { return uint64_t(n_tasks) << 32 | uint64_t(next); }
 int64_t Tasks(uint64_t w) { return int64_t(w >> 32); }
@@ -65,9 +72,10 @@ void FutexWake(std::atomic<uint32_t>* word, int n) {
 #endif
 }
 
-// Spins until pred() holds or `budget_ns` has passed; returns whether it holds.
+// Spins on pause until pred() holds or `pause_ns` have passed, then on sched_yield until
+// `yield_ns` have; returns whether pred() holds.
 template <typename Pred>
-bool SpinFor(int64_t budget_ns, Pred&& pred) {
+bool SpinFor(int64_t pause_ns, int64_t yield_ns, Pred&& pred) {
   int64_t deadline = 0;
   for (int i = 0;; ++i) {
     if (pred()) return true;
@@ -75,12 +83,17 @@ bool SpinFor(int64_t budget_ns, Pred&& pred) {
     if ((i & 63) == 63) {  // the clock only now and then: it costs more than a pause
       const int64_t now = NowNs();
       if (deadline == 0) {
-        deadline = now + budget_ns;
+        deadline = now + pause_ns;
       } else if (now >= deadline) {
-        return pred();
+        break;
       }
     }
   }
+  for (const int64_t end = NowNs() + yield_ns; NowNs() < end;) {
+    if (pred()) return true;
+    std::this_thread::yield();
+  }
+  return pred();
 }
 
 }  // namespace
@@ -129,7 +142,8 @@ void ThreadPool::RunTasks(int64_t n_tasks, const Task& fn) {
   }
   Work(0);
   const uint32_t all = static_cast<uint32_t>(n_tasks);
-  if (!SpinFor(kJoinSpinNs, [&] { return done_.load(std::memory_order_acquire) == all; })) {
+  if (!SpinFor(kJoinPauseNs, kJoinYieldNs,
+               [&] { return done_.load(std::memory_order_acquire) == all; })) {
     // Dekker with the worker that finishes last: it adds to done_ and then reads
     // caller_sleeping_; we set caller_sleeping_ and then read done_ (all sequentially
     // consistent), so one of us sees the other.
@@ -182,7 +196,7 @@ void ThreadPool::WorkerLoop(int index) {
   for (;;) {
     uint32_t now = seen;
     auto changed = [&] { return (now = epoch_.load(std::memory_order_acquire)) != seen; };
-    if (!SpinFor(kIdleSpinNs, changed)) {
+    if (!SpinFor(kIdlePauseNs, kIdleYieldNs, changed)) {
       sleepers_.fetch_add(1, std::memory_order_seq_cst);
       // Dekker with RunTasks: it bumps epoch_ and then reads sleepers_.
       while ((now = epoch_.load(std::memory_order_seq_cst)) == seen) FutexWait(&epoch_, seen);

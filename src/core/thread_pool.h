@@ -7,9 +7,10 @@
 //    when every task has run, not when every thread has checked in. A worker that is not running
 //    when a job starts simply takes no task, and the running threads do its share.
 //  - Threads waiting (a worker for the next job, the calling thread for the last task of this
-//    one) spin briefly, then sleep on a futex. Spinning bridges the microsecond gaps of a decode
-//    step; sleeping hands the core back, so that the thread the job waits for (descheduled by
-//    another process) can run, instead of spinning in its way.
+//    one) spin briefly, then yield their core in a loop, then sleep on a futex. Spinning bridges
+//    the microsecond gaps of a decode step; yielding and then sleeping hand the core back, so
+//    that the thread the job waits for (descheduled by another process) can run, instead of
+//    spinning in its way.
 // The calling thread always takes part as thread 0, so a pool of N threads starts N-1 OS threads.
 #pragma once
 

@@ -123,7 +123,9 @@ TEST(ThreadPool, JobsWithSleepingThreadsCompleteWithSerialResults) {
             const int64_t n = 1 + job % 97;
             auto value = [&](int64_t i) { return uint64_t(i) * 2654435761u + uint64_t(job); };
             pool.RunTasks(n, [&](int64_t i, int) {
+              // Some for longer than the calling thread spins and yields before it sleeps.
               if ((i + job) % 13 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+              if ((i + job) % 31 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(3));
               out[i] = value(i);
             });
             for (int64_t i = 0; i < n; ++i) expect[i] = value(i);
