@@ -8,12 +8,15 @@
 # medians with min-max, each engine's slowdown under load, and promptcache against llama-server.
 # The goal (issue 32): promptcache slows down no more than llama-server does.
 #
-# usage: scripts/bench_contention.sh -l LLAMA_BIN_DIR [-m MODEL] [-b BINARY] [-t THREADS]
-#            [-r ROUNDS] [-k PER_ROUND] [-c BUSY] [-C NICE] [-g GEN] [-p PORT] [-o RESULTS.jsonl]
+# usage: scripts/bench_contention.sh [-l LLAMA_BIN_DIR] [-B BASE_BINARY] [-m MODEL] [-b BINARY]
+#            [-t THREADS] [-r ROUNDS] [-k PER_ROUND] [-c BUSY] [-C NICE] [-g GEN] [-p PORT]
+#            [-o RESULTS.jsonl]
 #   LLAMA_BIN_DIR: a llama.cpp build with llama-server (built outside this project)
+#   BASE_BINARY: another promptcache build measured the same way, as "promptcache-base" (e.g.
+#   the commit before a change); at least one of -l and -B
 #   defaults: /work/models/smollm2-135m-q8_0.gguf, build/promptcache, threads = the machine's
 #   CPUs, 3 rounds of 2 measurements per engine and load, 1 busy process at nice 0 (the busy
-#   process is a shell loop: `while :; do :; done`), 64 generated tokens, ports 18190 and 18191.
+#   process is a shell loop: `while :; do :; done`), 64 generated tokens, ports 18190 to 18192.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 llama=""
@@ -27,9 +30,11 @@ busy_nice=0
 gen=64
 port=18190
 results=""
-while getopts "l:m:b:t:r:k:c:C:g:p:o:h" opt; do
+base_bin=""
+while getopts "l:B:m:b:t:r:k:c:C:g:p:o:h" opt; do
   case $opt in
     l) llama=$OPTARG ;;
+    B) base_bin=$OPTARG ;;
     m) model=$OPTARG ;;
     b) bin=$OPTARG ;;
     t) threads=$OPTARG ;;
@@ -40,10 +45,19 @@ while getopts "l:m:b:t:r:k:c:C:g:p:o:h" opt; do
     g) gen=$OPTARG ;;
     p) port=$OPTARG ;;
     o) results=$OPTARG ;;
-    *) sed -n '2,17p' "$0"; exit 2 ;;
+    *) sed -n '2,20p' "$0"; exit 2 ;;
   esac
 done
-[ -n "$llama" ] && [ -x "$llama/llama-server" ] || { echo "bench_contention: give -l LLAMA_BIN_DIR (with llama-server)" >&2; exit 2; }
+engines=(promptcache)
+if [ -n "$llama" ]; then
+  [ -x "$llama/llama-server" ] || { echo "bench_contention: no llama-server in $llama" >&2; exit 2; }
+  engines+=(llama-server)
+fi
+if [ -n "$base_bin" ]; then
+  [ -x "$base_bin" ] || { echo "bench_contention: no binary at $base_bin" >&2; exit 2; }
+  engines+=(promptcache-base)
+fi
+[ ${#engines[@]} -gt 1 ] || { echo "bench_contention: give -l LLAMA_BIN_DIR and/or -B BASE_BINARY" >&2; exit 2; }
 [ -x "$bin" ] || { echo "bench_contention: no binary at $bin (build it, or pass -b)" >&2; exit 1; }
 [ -f "$model" ] || {
   echo "bench_contention: no model at $model; make it with:" >&2
@@ -80,8 +94,10 @@ start_busy() {
 # Starts an engine's server and waits until it answers.
 start_server() {
   local engine=$1 url=$2 p=$3
-  if [ "$engine" = promptcache ]; then
-    "$bin" serve -m "$model" -t "$threads" --parallel 1 --host 127.0.0.1 --port "$p" \
+  if [ "$engine" = promptcache ] || [ "$engine" = promptcache-base ]; then
+    local b=$bin
+    [ "$engine" = promptcache ] || b=$base_bin
+    "$b" serve -m "$model" -t "$threads" --parallel 1 --host 127.0.0.1 --port "$p" \
       2>"$work/server.log" &
   else
     "$llama/llama-server" -m "$model" -t "$threads" -c 4096 -np 1 --host 127.0.0.1 --port "$p" \
@@ -104,11 +120,18 @@ echo "model: $model, $threads threads, $rounds rounds x $per_round per engine an
   "$busy busy processes at nice $busy_nice, $gen generated tokens; load average before: $(load)" >&2
 seed=1
 for r in $(seq "$rounds"); do
-  # Alternate which engine goes first.
-  if [ $((r % 2)) = 1 ]; then order="promptcache llama-server"; else order="llama-server promptcache"; fi
-  for engine in $order; do
-    p=$port
-    [ "$engine" = promptcache ] || p=$((port + 1))
+  # Alternate the engines' order from round to round.
+  order=("${engines[@]}")
+  if [ $((r % 2)) = 0 ]; then
+    order=()
+    for ((i = ${#engines[@]} - 1; i >= 0; i--)); do order+=("${engines[$i]}"); done
+  fi
+  for engine in "${order[@]}"; do
+    case $engine in
+      promptcache) p=$port ;;
+      llama-server) p=$((port + 1)) ;;
+      *) p=$((port + 2)) ;;
+    esac
     url=http://127.0.0.1:$p
     start_server "$engine" "$url" "$p"
     # The prefix cached once per server (untimed, idle), then an untimed warm measurement:
