@@ -60,7 +60,10 @@ class ServeCommand : public Command {
  public:
   void Register(CLI::App* sub) override {
     sub->add_option("-m,--model", engine_.model_path, "GGUF model file")->required();
-    sub->add_option("-t,--threads", engine_.threads, "compute threads (default: all cores)");
+    sub->add_option(
+        "-t,--threads", engine_.threads,
+        "compute threads (default: one per physical core this process may run on, within its CPU "
+        "quota)");
     sub->add_option("-c,--context", engine_.context,
                     "context size per request in tokens (default: the model's)");
     sub->add_flag("--allow-long-context", engine_.allow_long_context,
