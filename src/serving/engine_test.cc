@@ -19,6 +19,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "core/temp_files.h"
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "model/synth.h"
@@ -254,7 +255,8 @@ TEST(Engine, CancelAndQueueLimit) {
 }
 
 TEST(Engine, DiskTierSurvivesRestartAndCorruptionIsAMiss) {
-  const fs::path dir = fs::temp_directory_path() / ("pc_engine_test_" + std::to_string(getpid()));
+  const fs::path dir = RemoveAtExit(
+      (fs::temp_directory_path() / ("pc_engine_test_" + std::to_string(getpid()))).string());
   fs::remove_all(dir);
   EngineOptions o;
   o.cache_dir = dir.string();
@@ -359,8 +361,10 @@ TEST(Engine, ThrowingCallbackFailsOnlyItsRequest) {
 // shorter than the prompts), written once per test process.
 std::string BitwiseModel(const std::string& name) {
   if (name == "F32") return kStories;
-  const fs::path p = fs::temp_directory_path() /
-                     ("pc_engine_test_" + std::to_string(getpid()) + "_" + name + ".gguf");
+  const fs::path p = RemoveAtExit(
+      (fs::temp_directory_path() /
+       ("pc_engine_test_" + std::to_string(getpid()) + "_" + name + ".gguf"))
+          .string());
   if (!fs::exists(p)) {
     SynthOptions o;
     const bool type = name == "F16" || name == "Q8_0" || name == "Q4_0";

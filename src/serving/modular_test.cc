@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/temp_files.h"
 #include "model/synth.h"
 #include "serving/engine_impl.h"
 #include "serving/fidelity.h"
@@ -35,9 +36,10 @@ std::string Slurp(const std::string& path) {
 // ("gemma3": 24-token windows, shorter than the schemas here), with stories260K's vocabulary.
 std::string ModelPath(const std::string& name) {
   if (name == "stories") return kStories;
-  const std::filesystem::path p =
-      std::filesystem::temp_directory_path() /
-      ("pc_modular_test_" + std::to_string(getpid()) + "_" + name + ".gguf");
+  const std::filesystem::path p = RemoveAtExit(
+      (std::filesystem::temp_directory_path() /
+       ("pc_modular_test_" + std::to_string(getpid()) + "_" + name + ".gguf"))
+          .string());
   if (!std::filesystem::exists(p)) {
     SynthOptions o;
     o.preset = "tiny-" + name;
@@ -237,7 +239,8 @@ TEST(Modular, AlwaysTextAndOneModuleEqualsFullRecompute) {
 }
 
 TEST(Modular, OutputSameWhenEncodedFromDiskOrShared) {
-  const fs::path dir = fs::temp_directory_path() / ("pc_modular_test_" + std::to_string(getpid()));
+  const fs::path dir = RemoveAtExit(
+      (fs::temp_directory_path() / ("pc_modular_test_" + std::to_string(getpid()))).string());
   fs::remove_all(dir);
   EngineOptions o;
   o.cache_dir = dir.string();
