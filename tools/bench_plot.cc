@@ -3,7 +3,7 @@
 #include <fstream>
 
 #include "promptcache/engine.h"
-#include "serving/savings.h"
+#include "engine/savings.h"
 #include "tools/plot_svg.h"
 
 namespace promptcache::cli {

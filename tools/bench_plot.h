@@ -1,5 +1,5 @@
 // `promptcache bench --plot OUT.svg`: measures what caching saves on the model given
-// (serving/savings.h: generation time with and without the KV cache against length, time to
+// (engine/savings.h: generation time with and without the KV cache against length, time to
 // first token against prompt length cold / prefix hit / schema modules, K/V bytes per token for
 // each KV type) and draws it as three charts in one SVG (tools/plot_svg.h).
 #pragma once

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "core/log.h"
-#include "engine/chat_template.h"
+#include "chat/chat_template.h"
 #include "ops/targets.h"
 
 namespace promptcache::cli {

@@ -1,5 +1,5 @@
 // `promptcache eval-kv`: how far a quantized KV cache (--kv-type q8_0 or q4_0) is from f16 K/V
-// (--baseline), on plain text prompts, with serving/fidelity.h's measures: each prompt is
+// (--baseline), on plain text prompts, with engine/fidelity.h's measures: each prompt is
 // continued greedily with the tested KV type; the baseline is then teacher-forced on that
 // continuation, and at every step the KL divergence KL(baseline || tested) of the next-token
 // distributions is taken, and whether the baseline's most likely token is the one the tested
@@ -14,7 +14,7 @@
 
 #include "core/log.h"
 #include "nlohmann/json.hpp"
-#include "serving/fidelity.h"
+#include "engine/fidelity.h"
 #include "tools/cli_common.h"
 
 namespace promptcache::cli {

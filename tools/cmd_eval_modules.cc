@@ -1,5 +1,5 @@
 // `promptcache eval-modules`: how far serving prompts from cached modules is from computing them
-// in full (the fidelity report of serving/fidelity.h), per prompt and on average: against the
+// in full (the fidelity report of engine/fidelity.h), per prompt and on average: against the
 // contiguous prompt (the headline: the same text sent plainly) and against the recompute at the
 // schema's positions (gapped).
 //
@@ -12,7 +12,7 @@
 
 #include "core/log.h"
 #include "nlohmann/json.hpp"
-#include "serving/fidelity.h"
+#include "engine/fidelity.h"
 #include "tools/cli_common.h"
 
 namespace promptcache::cli {

@@ -10,7 +10,7 @@
 
 #include "core/log.h"
 #include "nlohmann/json.hpp"
-#include "serving/fidelity.h"
+#include "engine/fidelity.h"
 #include "tools/cli_common.h"
 
 namespace promptcache::cli {

@@ -7,7 +7,7 @@
 
 #include "core/log.h"
 #include "core/progress.h"
-#include "serving/pml_encoder.h"
+#include "engine/pml_encoder.h"
 #include "tools/cli_common.h"
 
 namespace promptcache::cli {

@@ -16,7 +16,7 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
-#include "engine/sampler.h"
+#include "sampling/sampler.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 

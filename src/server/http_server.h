@@ -1,7 +1,7 @@
 // The OpenAI-compatible HTTP server in front of an Engine (`promptcache serve`).
 //
 // Routes: POST /v1/completions and /v1/chat/completions (JSON or Server-Sent Events), Anthropic's
-// POST /v1/messages and /v1/messages/count_tokens (server/messages_api.h),
+// POST /v1/messages and /v1/messages/count_tokens (server/anthropic_routes.h),
 // GET /v1/models, /health, /metrics (Prometheus), POST /tokenize and /detokenize, and the cache
 // control endpoints GET/DELETE /v1/cache, DELETE /v1/cache/{key}, POST /v1/cache/save, /load,
 // /pin, /unpin and /lookup (a router's view of each tier), GET/DELETE /v1/cache/pins and DELETE

@@ -1,6 +1,6 @@
 // The HTTP server's insides, shared by the files that implement its routes (server-internal:
 // nothing outside src/server includes this). http_server.cc holds the server's life cycle,
-// routing, authentication, errors and the small routes; completion_route.cc the completion
+// routing, authentication, errors and the small routes; openai_routes.cc the completion
 // endpoints (JSON and streamed); cache_routes.cc the cache, schema and tokenizer routes.
 #pragma once
 
@@ -22,10 +22,10 @@
 #include "server/http_server.h"
 #include "model/model.h"
 #include "server/anthropic_response.h"
-#include "server/cache_map.h"
+#include "server/cache_response.h"
 #include "server/cors.h"
 #include "server/http_transport.h"
-#include "server/messages_api.h"
+#include "server/anthropic_routes.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
@@ -36,7 +36,7 @@
 #include "server/text_channel.h"
 #include "server/tool_request.h"
 #include "server/web_ui.h"
-#include "serving/fidelity.h"
+#include "engine/fidelity.h"
 
 namespace promptcache {
 namespace server_internal {

@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/sampler.h"
+#include "sampling/sampler.h"
 #include "pml/pml.h"
 #include "promptcache/engine.h"
 
@@ -103,10 +103,10 @@ struct ApiRequest {
   PmlPositions positions = PmlPositions::kDefault;
   double recompute = -1;  // "recompute": share 0..1 (< 0: the prompt's or the server's)
   // "evaluate": true: the response also reports fidelity against the full recomputes
-  // (serving/fidelity.h); modular, non-streamed requests only.
+  // (engine/fidelity.h); modular, non-streamed requests only.
   bool evaluate = false;
   // "cache_map": true: the response carries where each prompt token's K/V came from
-  // (server/cache_map.h).
+  // (server/cache_response.h).
   bool cache_map = false;
   bool modular() const { return pml_xml || !schema.empty(); }
 };

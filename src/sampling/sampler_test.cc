@@ -1,4 +1,4 @@
-#include "engine/sampler.h"
+#include "sampling/sampler.h"
 
 #include <gtest/gtest.h>
 

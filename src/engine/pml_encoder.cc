@@ -1,4 +1,4 @@
-#include "serving/pml_encoder.h"
+#include "engine/pml_encoder.h"
 
 #include <algorithm>
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/chat_template.h"
+#include "chat/chat_template.h"
 #include "jinja/testing/jinja2_reference.h"
 
 namespace promptcache {

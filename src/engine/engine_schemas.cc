@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "core/log.h"
-#include "serving/engine_impl.h"
+#include "engine/engine_impl.h"
 
 namespace promptcache {
 namespace {

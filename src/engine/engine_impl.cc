@@ -1,4 +1,4 @@
-#include "serving/engine_impl.h"
+#include "engine/engine_impl.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,9 +9,9 @@
 #include "core/hash.h"
 #include "core/log.h"
 #include "kv/redis_tier.h"
-#include "serving/engine_slot.h"
-#include "serving/logprobs.h"
-#include "serving/savings.h"
+#include "engine/engine_slot.h"
+#include "sampling/logprobs.h"
+#include "engine/savings.h"
 
 namespace promptcache {
 namespace {

@@ -1,4 +1,4 @@
-#include "serving/logprobs.h"
+#include "sampling/logprobs.h"
 
 #include <algorithm>
 #include <cmath>

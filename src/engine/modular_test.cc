@@ -14,8 +14,8 @@
 #include <sstream>
 
 #include "model/synth.h"
-#include "serving/engine_impl.h"
-#include "serving/fidelity.h"
+#include "engine/engine_impl.h"
+#include "engine/fidelity.h"
 
 namespace promptcache {
 namespace {

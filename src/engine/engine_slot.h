@@ -8,7 +8,7 @@
 #include <condition_variable>
 #include <mutex>
 
-#include "serving/engine_impl.h"
+#include "engine/engine_impl.h"
 
 namespace promptcache {
 namespace engine_internal {

@@ -28,7 +28,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/chat_template.h"
+#include "chat/chat_template.h"
 #include "model/model.h"
 #include "pml/pml.h"
 

@@ -1,4 +1,4 @@
-#include "serving/savings.h"
+#include "engine/savings.h"
 
 #include <algorithm>
 #include <atomic>

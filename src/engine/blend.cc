@@ -1,4 +1,4 @@
-#include "serving/blend.h"
+#include "engine/blend.h"
 
 #include <algorithm>
 #include <chrono>

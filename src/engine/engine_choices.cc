@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <limits>
 
-#include "serving/engine_slot.h"
-#include "serving/logprobs.h"
+#include "engine/engine_slot.h"
+#include "sampling/logprobs.h"
 
 namespace promptcache {
 namespace {

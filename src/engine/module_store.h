@@ -51,7 +51,7 @@ struct PrefillGather {
   int at = 0;  // where it starts in the prompt
   // Encoded with exactly what precedes it in the prompt (its Dependencies are every piece
   // gathered before it, and nothing computed comes first): its K/V are the full computation's.
-  // The others are candidates for recompute (serving/blend.h).
+  // The others are candidates for recompute (engine/blend.h).
   bool exact = false;
   // Set when its span includes pieces this prompt leaves out (scaffold peers): it is served
   // from the variant that attended only to these (ModuleStore::Variant).

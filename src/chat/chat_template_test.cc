@@ -1,4 +1,4 @@
-#include "engine/chat_template.h"
+#include "chat/chat_template.h"
 
 #include <gtest/gtest.h>
 

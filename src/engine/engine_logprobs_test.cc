@@ -5,7 +5,7 @@
 // values the engine never recomputed). The first step is also anchored to stories260K's
 // published reference logits (../shared/models/README.md).
 //
-// Mutation these tests caught: 0.05 nats added to the log-sum-exp in serving/logprobs.cc (every
+// Mutation these tests caught: 0.05 nats added to the log-sum-exp in sampling/logprobs.cc (every
 // case; EngineLogprobs' sign and ordering checks passed with it).
 #include <gtest/gtest.h>
 
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "serving/engine_impl.h"
+#include "engine/engine_impl.h"
 
 namespace promptcache {
 namespace {

@@ -1,4 +1,4 @@
-#include "serving/module_store.h"
+#include "engine/module_store.h"
 
 #include <algorithm>
 #include <chrono>

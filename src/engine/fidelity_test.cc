@@ -2,7 +2,7 @@
 // of our own: a "modular" run that is the full run itself agrees everywhere with KL 0, and one
 // whose token at one step is the full recompute's second choice disagrees there alone, by the
 // margin between the two logits.
-#include "serving/fidelity.h"
+#include "engine/fidelity.h"
 
 #include <gtest/gtest.h>
 

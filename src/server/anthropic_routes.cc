@@ -1,4 +1,4 @@
-#include "server/messages_api.h"
+#include "server/anthropic_routes.h"
 
 #include <chrono>
 #include <random>

@@ -1,4 +1,4 @@
-#include "serving/fidelity.h"
+#include "engine/fidelity.h"
 
 #include <algorithm>
 #include <chrono>

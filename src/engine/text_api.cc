@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <iterator>
 
-#include "engine/chat_template.h"
+#include "chat/chat_template.h"
 #include "model/model.h"
 #include "promptcache/text.h"
 

@@ -9,7 +9,7 @@
 #include <future>
 #include <thread>
 
-#include "serving/engine_impl.h"
+#include "engine/engine_impl.h"
 
 namespace promptcache {
 namespace {

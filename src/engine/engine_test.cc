@@ -22,7 +22,7 @@
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "model/synth.h"
-#include "serving/engine_impl.h"
+#include "engine/engine_impl.h"
 
 namespace promptcache {
 namespace {

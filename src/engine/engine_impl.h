@@ -6,7 +6,7 @@
 // newly admitted prompts up to batch_size tokens. A sequence's prefill is a list of (token,
 // position) pairs computed after what it gathered from the cache: for a plain prompt the longest
 // cached prefix, then positions n_cached..n-1; for a modular (PML) prompt the cached blocks of the
-// modules it picks, in stages (see serving/module_store.h), with gaps in positions where the
+// modules it picks, in stages (see engine/module_store.h), with gaps in positions where the
 // schema reserves room for modules it leaves out. Decoding continues at the next position.
 // Finished or cancelled plain sequences leave their full blocks in the prefix cache; modular ones
 // insert nothing (their module blocks are cached already, and their positions are not a prefix).
@@ -31,11 +31,11 @@
 #include "kv/block_cache.h"
 #include "model/model.h"
 #include "promptcache/engine.h"
-#include "serving/blend.h"
-#include "serving/logprobs.h"
-#include "serving/modular.h"
-#include "serving/module_store.h"
-#include "serving/pml_encoder.h"
+#include "engine/blend.h"
+#include "sampling/logprobs.h"
+#include "engine/modular.h"
+#include "engine/module_store.h"
+#include "engine/pml_encoder.h"
 
 namespace promptcache {
 

@@ -1,4 +1,4 @@
-#include "serving/modular.h"
+#include "engine/modular.h"
 
 #include <unistd.h>
 

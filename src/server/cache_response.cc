@@ -1,4 +1,4 @@
-#include "server/cache_map.h"
+#include "server/cache_response.h"
 
 #include <algorithm>
 
