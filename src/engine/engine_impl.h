@@ -14,6 +14,13 @@
 // Schemas (engine_schemas.cc) are parsed and planned on the calling thread with the model's
 // tokenizer; their modules are encoded on the engine thread, one text piece per task, between
 // the steps of running requests.
+//
+// The implementation by responsibility: engine.cc (Create, Submit and the queue, stats),
+// scheduler.cc (the engine thread's loop, each batched step, K/V reservations), admission.cc
+// (a plain prompt's admission and prefix lookup), modular_admission.cc (modular prompts'
+// gathering and selective recompute), decode.cc (per-token handling, choices, log-probabilities),
+// cache_admin.cc (list, pin, drop, save, lookup, warm), engine_schemas.cc (schema loading) and
+// savings.cc (MeasureGeneration).
 #pragma once
 
 #include <atomic>

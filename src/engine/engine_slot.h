@@ -1,6 +1,6 @@
-// Internal to the engine (engine_impl.cc, engine_choices.cc): a request as the engine thread
-// holds it (its choices and result) and a slot (one sequence being served: a choice of a
-// request), with the clock helpers both files use.
+// Internal to the engine (the files that implement engine_impl.h): a request as the engine
+// thread holds it (its choices and result) and a slot (one sequence being served: a choice of a
+// request), with the clock and cache-map helpers they share.
 #pragma once
 
 #include <atomic>
@@ -19,10 +19,21 @@ inline double MsBetween(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
+// Appends `length` tokens from `source` to a cache map's runs, merging with the last run.
+inline void AddRun(std::vector<SourceRun>* runs, TokenSource source, int length) {
+  if (length <= 0) return;
+  if (!runs->empty() && runs->back().source == source) {
+    runs->back().length += length;
+  } else {
+    runs->push_back({source, length});
+  }
+}
+
 inline constexpr size_t kTtftWindow = 1024;  // recent TTFT samples kept for the metrics histogram
 
 }  // namespace engine_internal
 
+using engine_internal::AddRun;
 using engine_internal::Clock;
 using engine_internal::kTtftWindow;
 using engine_internal::MsBetween;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <random>
 
+#include "engine/engine_impl.h"
 #include "kv/kv_cache.h"
 
 namespace promptcache {
@@ -194,6 +195,35 @@ std::vector<KvTypeBytes> KvBytesByType(const Model& model) {
     if (!CheckKvType(type, model.config().kv_dim()).ok()) continue;  // rows it cannot store
     out.push_back({KvTypeName(type), model.MakeKvLayout(type).bytes_per_token()});
   }
+  return out;
+}
+
+Result<std::vector<GenerationTiming>> EngineImpl::MeasureGeneration(int max_tokens) {
+  if (max_tokens < 1 || max_tokens + 1 > context_) {
+    return InvalidArgument("max_tokens must be between 1 and " + std::to_string(context_ - 1));
+  }
+  SessionOptions so;
+  so.threads = options_.threads;
+  so.context = max_tokens + 1;
+  so.kv_type = options_.kv_type;
+  std::unique_ptr<Session> session;
+  RunOnEngineThread([&] { session = std::make_unique<Session>(*model_, so); });
+  // One forward pass per task, on the engine thread between steps: requests wait for each (so
+  // that the timing is not shared with them) but never for more than one pass of at most
+  // max_tokens tokens.
+  std::vector<GenerationTiming> out;
+  for (const int len : SavingsLengths(max_tokens, 16, 8)) {
+    GenerationTiming t{len, 0, 0};
+    for (const bool use_cache : {true, false}) {
+      GenerationTimer timer(session.get(), len, use_cache);
+      Result<bool> more = true;
+      while (more.ok() && *more) RunOnEngineThread([&] { more = timer.Step(); });
+      if (!more.ok()) return more.status();
+      (use_cache ? t.with_cache_ms : t.no_cache_ms) = timer.ms();
+    }
+    out.push_back(t);
+  }
+  RunOnEngineThread([&] { session.reset(); });
   return out;
 }
 

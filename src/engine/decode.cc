@@ -1,6 +1,7 @@
-// The engine's per-choice work (engine_impl.h): forking n choices from one prefill, prompt
-// and generated tokens' log-probabilities, constrained sampling with a grammar, handing pieces
-// of text to the request, and completing a request once its last choice finished.
+// The engine's per-token work (engine_impl.h): each new token's logits handled (sampled, with a
+// grammar when the request has one, then the end checks), forking n choices from one prefill,
+// prompt and generated tokens' log-probabilities, handing pieces of text to the request, and
+// finishing a choice and completing its request once the last choice finished.
 #include <algorithm>
 #include <limits>
 
@@ -152,6 +153,118 @@ void EngineImpl::CompleteRequest(Request& r) {
   r.result = std::move(res);
   r.done = true;
   r.cv.notify_all();
+}
+
+void EngineImpl::HandleLogits(Slot& s, const float* logits) {
+  const CompletionRequest& req = s.r->req;
+  const bool first = s.result.tokens.empty();
+  if (first) {
+    s.first_token = Clock::now();
+    s.result.prompt_ms = MsBetween(s.admitted, s.first_token);
+    s.result.prefill_ms = MsBetween(s.prefill_start, s.first_token);
+    s.result.ttft_ms = MsBetween(s.r->submitted, s.first_token);
+  }
+  const int n_vocab = model_->config().n_vocab;
+  if (req.on_logits) req.on_logits(std::span<const float>(logits, n_vocab));
+  if (first && s.choice == 0 && req.prompt_logprobs && req.on_piece) {
+    // A stream gets the prompt's log-probabilities first, as a piece of choice -1.
+    if (!req.on_piece(TextPiece{-1, "", s.result.prompt_logprobs})) {
+      s.r->cancelled = true;
+      return Finish(s, "cancelled");
+    }
+  }
+  if (first && s.choice == 0 && req.n > 1 && !s.r->forked) {
+    ForkChoices(s);
+    // The new choices sample their first token from these logits too.
+    for (size_t i = active_.size() - (req.n - 1); i < active_.size(); ++i) {
+      HandleLogits(*active_[i], logits);
+    }
+  }
+  if (req.max_tokens == 0) return Finish(s, "length");
+  const int32_t next =
+      s.constraint ? SampleConstrained(s, logits) : s.sampler.Sample(logits, n_vocab, s.tokens);
+  if (next < 0) {
+    // The grammar's own reason when its recognizer outgrew its bounds (grammar/token_mask.h).
+    if (!s.constraint->error().ok()) return Finish(s, "error", s.constraint->error());
+    return Finish(s, "error",
+                  InvalidArgument("the grammar allows no token of the model's vocabulary here"));
+  }
+  if (s.constraint) {
+    if (trie_->IsEnd(next)) return Finish(s, "stop");
+    const Clock::time_point t = Clock::now();
+    s.constraint->Accept(next);
+    s.r->grammar_ms += MsBetween(t, Clock::now());
+  }
+  if (!req.ignore_eos && model_->tokenizer().IsEndOfGeneration(next)) return Finish(s, "stop");
+  s.tokens.push_back(next);
+  s.result.tokens.push_back(next);
+  if (req.logprobs >= 0) {
+    s.logprobs.push_back(ComputeLogprob(logits, n_vocab, next, std::min(req.logprobs, n_vocab)));
+    if (req.on_piece) s.unsent.push_back(s.logprobs.back());
+  }
+  bool stopped = false;
+  const std::string piece = s.stream.Push(next, &stopped);
+  if (!piece.empty() && !Emit(s, piece)) {
+    s.r->cancelled = true;
+    return Finish(s, "cancelled");
+  }
+  if (stopped) return Finish(s, "stop");
+  if (s.constraint && s.constraint->Finished()) return Finish(s, "stop");
+  if (static_cast<int>(s.result.tokens.size()) >= req.max_tokens || s.next_pos + 1 >= context_) {
+    return Finish(s, "length");
+  }
+  s.pending = next;
+}
+
+void EngineImpl::Finish(Slot& s, const std::string& reason, Status status) {
+  if (s.finished) return;
+  s.finished = true;
+  CompletionResult& res = s.result;
+  res.status = status;
+  res.finish_reason = reason;
+  const std::string rest = reason == "length" ? s.stream.Finish() : std::string();
+  if (!rest.empty() || !s.unsent.empty()) {
+    try {
+      Emit(s, rest);
+    } catch (...) {
+      res.status = Internal("the request's callback threw");
+      res.finish_reason = "error";
+    }
+  }
+  res.text = s.stream.text();
+  if (!res.tokens.empty()) res.generation_ms = MsBetween(s.first_token, Clock::now());
+  // Whatever this sequence computed stays reusable, also when the client went away.
+  if (options_.prefix_cache && status.ok() && !s.r->modular) {
+    const BlockKey ns = NamespaceKey(s.r->req.cache_namespace);
+    cache_->InsertPrefix(std::span<const int32_t>(s.tokens).first(s.seq.size()), s.seq, ns);
+    const int pin =
+        s.r->req.pin_tokens < 0 ? s.n_prompt : std::min(s.r->req.pin_tokens, s.n_prompt);
+    const std::string& tenant = s.r->req.tenant;
+    bool limited = false;
+    if (pin > 0 && s.choice == 0) {
+      res.pinned_tokens = cache_->PinPrefix(std::span<const int32_t>(s.tokens).first(pin), true, ns,
+                                            tenant, &limited);
+      res.pin_limited |= limited;
+    }
+    for (const CompletionRequest::TimedPin& p : s.r->req.timed_pins) {
+      if (s.choice != 0 || p.tokens <= 0) continue;
+      const auto pinned = std::span<const int32_t>(s.tokens).first(std::min(p.tokens, s.n_prompt));
+      res.pinned_tokens = std::max(
+          res.pinned_tokens, cache_->PinPrefixFor(pinned, p.ttl_seconds, ns, tenant, &limited));
+      res.pin_limited |= limited;
+    }
+  }
+  s.seq.Clear();
+  s.gathers.clear();
+  Request& r = *s.r;
+  r.choices[s.choice] = {res.tokens, res.text, res.finish_reason, std::move(s.logprobs)};
+  if (s.choice == 0) {
+    r.base = std::move(res);
+  } else if (!res.status.ok() && r.failure.ok()) {
+    r.failure = res.status;
+  }
+  if (--r.open > 0) return;
+  CompleteRequest(r);
 }
 
 }  // namespace promptcache
