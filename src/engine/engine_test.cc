@@ -23,6 +23,7 @@
 #include "grammar/json_schema.h"
 #include "model/synth.h"
 #include "engine/engine_impl.h"
+#include "engine/fidelity.h"
 
 namespace promptcache {
 namespace {
@@ -52,13 +53,16 @@ CompletionResult Complete(Engine& e, CompletionRequest r) {
   return (*h)->Wait();
 }
 
-// The same generation with a fresh Session and no cache at all.
+// The same generation without the Engine or any cache: fidelity's full recompute on a Runner.
 std::vector<int32_t> Reference(const Model& m, const std::vector<int32_t>& prompt, int n) {
-  Session s(m, SessionOptions{});
-  GenerateOptions o;
+  ExpandedPrompt x;
+  x.tokens = prompt;
+  for (size_t i = 0; i < prompt.size(); ++i) x.positions.push_back(static_cast<int32_t>(i));
+  x.end = static_cast<int>(prompt.size());
+  FullRunOptions o;
   o.max_tokens = n;
   o.sampling.temperature = 0;
-  auto r = s.Generate(prompt, o);
+  auto r = RunFull(m, x, o);
   PC_CHECK(r.ok());
   return r->tokens;
 }

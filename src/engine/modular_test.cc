@@ -87,7 +87,7 @@ std::vector<int32_t> FullRecompute(Engine& e, const std::string& xml, int n = 24
   o.max_tokens = n;
   o.sampling.temperature = 0;
   o.ignore_eos = true;
-  o.session.threads = 2;
+  o.runner.threads = 2;
   auto r = RunFull(e.model(), *x, o);
   PC_CHECK(r.ok());
   return r->tokens;
@@ -95,12 +95,12 @@ std::vector<int32_t> FullRecompute(Engine& e, const std::string& xml, int n = 24
 
 // First-token logits of `x` computed in full: one forward pass, no cache, `kv` storage.
 std::vector<float> FullFirstLogits(const Engine& e, const ExpandedPrompt& x,
-                                   KvType kv = SessionOptions{}.kv_type) {
+                                   KvType kv = RunnerOptions{}.kv_type) {
   FullRunOptions o;
   o.max_tokens = 1;
   o.keep_logits = true;
-  o.session.threads = 2;
-  o.session.kv_type = kv;
+  o.runner.threads = 2;
+  o.runner.kv_type = kv;
   auto full = RunFull(e.model(), x, o);
   PC_CHECK(full.ok());
   return full->logits[0];
@@ -166,11 +166,11 @@ TEST(Modular, CachedModuleKvEqualsFullForwardOverItsSpan) {
     }
     const int n = static_cast<int>(layout->Piece(target).tokens.size());
     const int offset = static_cast<int>(tokens.size()) - n;
-    SessionOptions so;
+    RunnerOptions so;
     so.kv_type = KvType::kF32;
     so.threads = 2;
     so.batch_size = 4096;
-    Session full(e->model(), so);
+    Runner full(e->model(), so);
     ASSERT_TRUE(full.Eval(tokens, positions, full.sequence(), nullptr).ok());
     std::vector<float> cached_k, cached_v;
     impl->RunOnEngineThread([&] {

@@ -212,7 +212,7 @@ ojson HttpServer::Impl::Fidelity(const PmlPrompt& prompt, const CompletionResult
   at_schema.positions = PmlPositions::kSchema;
   Result<ExpandedPrompt> x = engine_->ExpandPrompt(at_schema);
   if (!x.ok()) return ojson{{"error", x.status().message()}};
-  SessionOptions so;
+  RunnerOptions so;
   so.threads = engine_->options().threads;
   so.kv_type = engine_->options().kv_type;
   ojson out;
