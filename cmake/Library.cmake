@@ -9,7 +9,7 @@ include(CMakePackageConfigHelpers)
 # The engine's parts, the objects of libpromptcache.a. The server (pc_server, pc_server_api)
 # stays out: it needs cpp-httplib and OpenSSL, and the CLI serves it.
 set(PC_LIBRARY_PARTS pc_core pc_gguf pc_ops pc_tokenizer pc_kv pc_kv_redis pc_model pc_jinja
-    pc_engine pc_pml pc_grammar pc_serving)
+    pc_chat pc_sampling pc_pml pc_grammar pc_engine)
 
 # What those parts link, under names of our own so that the package's config file can make the
 # same imported targets in a user's project without clashing with theirs.
@@ -62,6 +62,6 @@ configure_file(${PROJECT_SOURCE_DIR}/cmake/promptcache.pc.in
                ${PROJECT_BINARY_DIR}/promptcache.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/promptcache.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
-if(PC_TESTS AND EXISTS ${PROJECT_SOURCE_DIR}/tests/install/CMakeLists.txt)
+if(PC_TESTS)
   add_subdirectory(${PROJECT_SOURCE_DIR}/tests/install ${PROJECT_BINARY_DIR}/tests/install)
 endif()

@@ -1,5 +1,5 @@
 // `promptcache bench --plot OUT.svg`: measures what caching saves on the model given
-// (serving/savings.h: generation time with and without the KV cache against length, time to
+// (engine/savings.h: generation time with and without the KV cache against length, time to
 // first token against prompt length cold / prefix hit / schema modules, K/V bytes per token for
 // each KV type) and draws it as three charts in one SVG (tools/plot_svg.h).
 #pragma once
@@ -18,10 +18,10 @@ struct BenchPlotOptions {
   int max_prompt = 512;  // longest prompt timed for time to first token
 };
 
-// Runs the measurements on a Session of `model` (the KV-cache comparison) and an Engine loaded
+// Runs the measurements on a Runner of `model` (the KV-cache comparison) and an Engine loaded
 // from the same file (the TTFT series, through its real prefix cache and schemas), writes the
 // SVG and returns the numbers plotted.
 Result<nlohmann::json> WriteBenchPlot(const BenchPlotOptions& options, const ModelOptions& mo,
-                                      Session& session, const Model& model);
+                                      Runner& session, const Model& model);
 
 }  // namespace promptcache::cli

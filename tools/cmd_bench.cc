@@ -14,7 +14,7 @@
 #include "model/config.h"
 #include "nlohmann/json.hpp"
 #include "ops/targets.h"
-#include "serving/savings.h"
+#include "engine/savings.h"
 #include "tools/bench_plot.h"
 #include "tools/bench_profile.h"
 #include "tools/cli_common.h"

@@ -1,5 +1,5 @@
 // `promptcache eval-modules`: how far serving prompts from cached modules is from computing them
-// in full (the fidelity report of serving/fidelity.h), per prompt and on average: against the
+// in full (the fidelity report of engine/fidelity.h), per prompt and on average: against the
 // contiguous prompt (the headline: the same text sent plainly) and against the recompute at the
 // schema's positions (gapped).
 //
@@ -12,7 +12,7 @@
 
 #include "core/log.h"
 #include "nlohmann/json.hpp"
-#include "serving/fidelity.h"
+#include "engine/fidelity.h"
 #include "tools/cli_common.h"
 
 namespace promptcache::cli {
@@ -133,11 +133,11 @@ class EvalModulesCommand : public Command {
     PC_ASSIGN_OR_RETURN(auto handle, e.SubmitPrompt(prompt, std::move(req)));
     const CompletionResult r = handle->Wait();
     PC_RETURN_IF_ERROR(r.status);
-    const SessionOptions session = model_.ToSessionOptions();
+    const RunnerOptions runner = model_.ToRunnerOptions();
     PC_ASSIGN_OR_RETURN(FidelityReport plain, CompareWithFullRecompute(e.model(), Contiguous(x),
-                                                                       r.tokens, logits, session));
+                                                                       r.tokens, logits, runner));
     PC_ASSIGN_OR_RETURN(FidelityReport gapped,
-                        CompareWithFullRecompute(e.model(), x, r.tokens, logits, session));
+                        CompareWithFullRecompute(e.model(), x, r.tokens, logits, runner));
     nlohmann::json row = ReportJson(e, plain);
     row["prompt"] = file;
     row["prompt_tokens"] = r.prompt_tokens;

@@ -2,7 +2,7 @@
 #include <cstdio>
 #include <map>
 
-#include "engine/chat_template.h"
+#include "chat/chat_template.h"
 #include "tools/cli_common.h"
 
 namespace promptcache::cli {

@@ -10,7 +10,7 @@
 
 #include "core/log.h"
 #include "nlohmann/json.hpp"
-#include "serving/fidelity.h"
+#include "engine/fidelity.h"
 #include "tools/cli_common.h"
 
 namespace promptcache::cli {
@@ -190,7 +190,7 @@ class PromptCommand : public Command {
     PC_ASSIGN_OR_RETURN(ExpandedPrompt x, e.ExpandPrompt(at_schema));
     if (!baseline_gapped_) x = Contiguous(x);
     FullRunOptions o;
-    o.session = model_.ToSessionOptions();
+    o.runner = model_.ToRunnerOptions();
     o.max_tokens = max_tokens_;
     o.sampling = sampling_;
     o.stop = stop_;

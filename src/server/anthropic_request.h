@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "engine/sampler.h"
+#include "sampling/sampler.h"
 #include "promptcache/engine.h"
 #include "server/openai_request.h"
 #include "server/prompt_encoder.h"

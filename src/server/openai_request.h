@@ -18,24 +18,14 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/sampler.h"
+#include "sampling/sampler.h"
 #include "pml/pml.h"
 #include "promptcache/engine.h"
+#include "server/api_error.h"
 
 namespace promptcache {
 
 class Grammar;  // grammar/grammar.h
-
-// An OpenAI-style error: {"error": {"message", "type", "param", "code"}} with an HTTP status.
-struct ApiError {
-  int http_status = 400;
-  std::string message;
-  std::string type = "invalid_request_error";
-  std::string param;  // the offending field ("messages[2].content"), or "" for null
-  std::string code;   // e.g. "model_not_found", or "" for null
-
-  static ApiError BadRequest(std::string message, std::string param = "", std::string code = "");
-};
 
 struct ApiMessage {
   std::string role;     // "system", "user" or "assistant" ("developer" is read as "system")
@@ -103,10 +93,10 @@ struct ApiRequest {
   PmlPositions positions = PmlPositions::kDefault;
   double recompute = -1;  // "recompute": share 0..1 (< 0: the prompt's or the server's)
   // "evaluate": true: the response also reports fidelity against the full recomputes
-  // (serving/fidelity.h); modular, non-streamed requests only.
+  // (engine/fidelity.h); modular, non-streamed requests only.
   bool evaluate = false;
   // "cache_map": true: the response carries where each prompt token's K/V came from
-  // (server/cache_map.h).
+  // (server/cache_response.h).
   bool cache_map = false;
   bool modular() const { return pml_xml || !schema.empty(); }
 };

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "engine/chat_template.h"
+#include "chat/chat_template.h"
 #include "server/openai_request.h"
 #include "server/tool_calls.h"
 #include "tokenizer/tokenizer.h"

@@ -4,7 +4,7 @@
 
 #include "kv/kv_cache.h"
 #include "server/json_fields.h"
-#include "serving/savings.h"
+#include "engine/savings.h"
 
 namespace promptcache {
 

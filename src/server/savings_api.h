@@ -1,5 +1,5 @@
 // POST /v1/bench/savings: the web page's "Savings" charts, measured on the server's own model
-// by the same code as `promptcache bench --plot` (serving/savings.h): generation with and without
+// by the same code as `promptcache bench --plot` (engine/savings.h): generation with and without
 // the KV cache, time to first token cold / prefix hit / schema modules, and K/V bytes per token
 // by KV type. The generation series runs on the engine's thread, so requests wait for it; the
 // TTFT series goes through the engine's queue like any request.

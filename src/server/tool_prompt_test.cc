@@ -12,7 +12,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/chat_template.h"
+#include "chat/chat_template.h"
 #include "jinja/testing/jinja2_reference.h"
 #include "server/openai_request.h"
 #include "server/prompt_encoder.h"

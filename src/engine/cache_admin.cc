@@ -1,0 +1,146 @@
+// The engine's cache administration (include/promptcache/engine.h): listing, pinning,
+// dropping and saving cached prefixes, a router's lookup of each tier, and warming a prefix,
+// each run on the engine thread between steps (RunOnEngineThread).
+#include <algorithm>
+
+#include "engine/engine_slot.h"
+
+namespace promptcache {
+
+std::vector<CacheEntryInfo> EngineImpl::ListCache() const {
+  std::vector<CacheEntryInfo> out;
+  RunOnEngineThread([&] {
+    for (const CachedPrefixInfo& p : cache_->List()) {
+      out.push_back({p.key.Hex(), p.tokens, p.in_ram, p.on_disk, p.pinned, p.idle_seconds});
+    }
+  });
+  return out;
+}
+
+std::vector<CacheBlockInfo> EngineImpl::ListCacheBlocks() const {
+  std::vector<CacheBlockInfo> out;
+  RunOnEngineThread([&] {
+    for (CachedBlockInfo& b : cache_->ListBlocks()) {
+      out.push_back({b.key.Hex(), b.parent.empty() ? "" : b.parent.Hex(), b.depth,
+                     std::move(b.tokens), b.on_disk, b.pinned, b.prefix, b.hits, b.idle_seconds,
+                     b.in_ram});
+    }
+  });
+  return out;
+}
+
+Status EngineImpl::PinPrefix(const std::vector<int32_t>& tokens, bool pinned,
+                             const std::string& cache_namespace, const std::string& tenant,
+                             PinOutcome* out) {
+  PinOutcome o;
+  const BlockKey ns = NamespaceKey(cache_namespace);
+  bool found = true;
+  RunOnEngineThread([&] {
+    o.tokens = cache_->PinPrefix(tokens, pinned, ns, tenant, &o.limited);
+    // A pin the quota stopped at its first block still found the prefix cached.
+    if (o.tokens == 0 && !o.limited) found = false;
+    UpdateStatsSnapshot();
+  });
+  if (out != nullptr) *out = o;
+  if (!found) return NotFound("no cached prefix of these tokens");
+  return Status::Ok();
+}
+
+Status EngineImpl::DropCache(const std::string& key, bool force) {
+  Status st;
+  RunOnEngineThread([&] {
+    st = cache_->Drop(key, force);
+    UpdateStatsSnapshot();
+  });
+  return st;
+}
+
+std::vector<PinInfo> EngineImpl::ListPins() const {
+  std::vector<PinInfo> out;
+  RunOnEngineThread([&] {
+    for (const PinnedPrefixInfo& p : cache_->ListPins()) {
+      out.push_back({p.key.Hex(), p.ns.empty() ? "" : p.ns.Hex(), p.owner, p.tokens, p.bytes,
+                     p.counted, p.expires_in_seconds});
+    }
+  });
+  return out;
+}
+
+Result<int> EngineImpl::Unpin(const std::string& key) {
+  Result<int> n = 0;
+  RunOnEngineThread([&] {
+    n = cache_->Unpin(key);
+    UpdateStatsSnapshot();
+  });
+  return n;
+}
+
+Status EngineImpl::SaveCache() {
+  Status st;
+  RunOnEngineThread([&] {
+    st = cache_->SaveAll();
+    UpdateStatsSnapshot();
+  });
+  return st;
+}
+
+CacheTierCounts EngineImpl::LookupCache(const std::vector<int32_t>& tokens,
+                                        const std::string& cache_namespace) const {
+  CacheTierCounts out;
+  if (tokens.empty()) return out;
+  const BlockKey ns = NamespaceKey(cache_namespace);
+  const std::vector<BlockKey> keys = cache_->ChainKeys(tokens, ns);
+  TierCounts local;
+  RunOnEngineThread([&] { local = cache_->Probe(keys); });
+  out.ram = local.ram;
+  out.disk = local.disk;
+  const int bs = blocks_.layout().block_size;
+  // The remote tier is asked here, on the caller's thread: the engine never waits for it.
+  if (RemoteTier* remote = cache_->remote()) {
+    std::vector<std::string> names;
+    for (const BlockKey& k : keys) names.push_back(cache_->RemoteKeyOf(ns, k));
+    out.remote = remote->CountLeading(names) * bs;
+  }
+  // A lookup reads RAM and disk block by block, then the remote tier from where they end.
+  const int usable = std::max(local.local, out.remote) / bs;
+  const int limit = (static_cast<int>(tokens.size()) - 1) / bs;
+  out.reusable = std::min(usable, limit) * bs;
+  return out;
+}
+
+Result<int> EngineImpl::WarmPrefix(const std::vector<int32_t>& tokens,
+                                   const std::string& cache_namespace) {
+  const BlockKey ns = NamespaceKey(cache_namespace);
+  if (tokens.empty()) return InvalidArgument("the prompt is empty");
+  if (static_cast<int>(tokens.size()) > context_) return InvalidArgument("prompt over the context");
+  for (int32_t t : tokens) {
+    if (t < 0 || t >= model_->config().n_vocab) return InvalidArgument("token id out of range");
+  }
+  Status st;
+  int cached = 0;
+  // A batch per task, between the steps of running requests: a long prefix does not hold the
+  // engine for the whole of its prefill. The sequence's references keep its blocks meanwhile.
+  std::unique_ptr<KvSequence> seq;
+  RunOnEngineThread([&] {
+    seq = std::make_unique<KvSequence>(&blocks_);
+    cached = cache_->LookupPrefix(tokens, static_cast<int>(tokens.size()), seq.get(), ns);
+  });
+  for (int b = cached; b < static_cast<int>(tokens.size()) && st.ok(); b += options_.batch_size) {
+    RunOnEngineThread([&] {
+      std::vector<BatchToken> batch;
+      const int e = std::min<int>(tokens.size(), b + options_.batch_size);
+      for (int i = b; i < e; ++i) batch.push_back({tokens[i], i, seq.get(), false});
+      st = model_->Forward(batch, nullptr, &pool_, &scratch_);
+    });
+  }
+  RunOnEngineThread([&] {
+    if (st.ok()) cache_->InsertPrefix(tokens, *seq, ns);
+    seq.reset();
+    cache_->Maintain();
+    UpdateStatsSnapshot();
+  });
+  if (!st.ok()) return st;
+  return cached;
+}
+
+}  // namespace promptcache

@@ -1,0 +1,215 @@
+// The Engine behind include/promptcache/engine.h: a request queue in front of one engine thread
+// that owns the model's compute (thread pool, KV blocks, block cache) and serves up to
+// `parallel` sequences with continuous batching.
+//
+// Each step builds one batch: the next token of every decoding sequence, then prefill chunks of
+// newly admitted prompts up to batch_size tokens. A sequence's prefill is a list of (token,
+// position) pairs computed after what it gathered from the cache: for a plain prompt the longest
+// cached prefix, then positions n_cached..n-1; for a modular (PML) prompt the cached blocks of the
+// modules it picks, in stages (see engine/module_store.h), with gaps in positions where the
+// schema reserves room for modules it leaves out. Decoding continues at the next position.
+// Finished or cancelled plain sequences leave their full blocks in the prefix cache; modular ones
+// insert nothing (their module blocks are cached already, and their positions are not a prefix).
+//
+// Schemas (engine_schemas.cc) are parsed and planned on the calling thread with the model's
+// tokenizer; their modules are encoded on the engine thread, one text piece per task, between
+// the steps of running requests.
+//
+// The implementation by responsibility: engine.cc (Create, Submit and the queue, stats),
+// scheduler.cc (the engine thread's loop, each batched step, K/V reservations), admission.cc
+// (a plain prompt's admission and prefix lookup), modular_admission.cc (modular prompts'
+// gathering and selective recompute), decode.cc (per-token handling, choices, log-probabilities),
+// cache_admin.cc (list, pin, drop, save, lookup, warm), engine_schemas.cc (schema loading) and
+// savings.cc (MeasureGeneration).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "grammar/token_mask.h"
+#include "kv/block_cache.h"
+#include "model/model.h"
+#include "promptcache/engine.h"
+#include "engine/blend.h"
+#include "sampling/logprobs.h"
+#include "engine/modular.h"
+#include "engine/module_store.h"
+#include "engine/pml_encoder.h"
+
+namespace promptcache {
+
+class EngineImpl : public Engine {
+ public:
+  // `options` resolved (batch_size set); `static_kv`: see CreateEngine.
+  EngineImpl(const EngineOptions& options, std::unique_ptr<Model> model,
+             std::unique_ptr<DiskTier> disk, std::unique_ptr<RemoteTier> remote, bool static_kv);
+  ~EngineImpl() override;
+
+  const Model& model() const override { return *model_; }
+  const EngineOptions& options() const override { return options_; }
+  Result<std::shared_ptr<RequestHandle>> Submit(CompletionRequest request) override;
+  EngineStats Stats() const override;
+  std::vector<CacheEntryInfo> ListCache() const override;
+  std::vector<CacheBlockInfo> ListCacheBlocks() const override;
+  Status PinPrefix(const std::vector<int32_t>& tokens, bool pinned,
+                   const std::string& cache_namespace, const std::string& tenant,
+                   PinOutcome* out) override;
+  Status DropCache(const std::string& key, bool force) override;
+  std::vector<PinInfo> ListPins() const override;
+  Result<int> Unpin(const std::string& key) override;
+  Status SaveCache() override;
+  Result<int> WarmPrefix(const std::vector<int32_t>& tokens,
+                         const std::string& cache_namespace) override;
+  CacheTierCounts LookupCache(const std::vector<int32_t>& tokens,
+                              const std::string& cache_namespace) const override;
+  Result<CacheTierCounts> LookupPrompt(const PmlPrompt& prompt) const override;
+  Result<std::vector<GenerationTiming>> MeasureGeneration(int max_tokens) override;
+
+  Result<SchemaInfo> LoadSchemaFile(const std::string& path,
+                                    const SchemaLoadOptions& options) override;
+  Result<SchemaInfo> LoadSchemaText(std::string_view xml, const std::string& path,
+                                    const SchemaLoadOptions& options) override;
+  std::vector<SchemaInfo> ListSchemas() const override;
+  Result<SchemaInfo> GetSchema(const std::string& name) const override;
+  Result<std::shared_ptr<const SchemaLayout>> GetSchemaLayout(
+      const std::string& name) const override;
+  Status DropSchema(const std::string& name) override;
+  Result<std::shared_ptr<RequestHandle>> SubmitPrompt(const PmlPrompt& prompt,
+                                                      CompletionRequest request) override;
+  Result<std::shared_ptr<RequestHandle>> SubmitPml(std::string_view xml, CompletionRequest request,
+                                                   const std::string& file) override;
+  Result<ExpandedPrompt> ExpandPrompt(const PmlPrompt& prompt) const override;
+
+  // Loads the schemas persisted under cache_dir/schemas/ (Create calls it).
+  void ReloadPersistedSchemas();
+  const ModelPmlEncoder& encoder() const { return encoder_; }
+
+  // Runs `fn` on the engine thread and waits for it: how other threads touch engine state.
+  void RunOnEngineThread(const std::function<void()>& fn) const;
+  BlockCache* cache() { return cache_.get(); }
+  BlockPool* blocks() { return &blocks_; }
+  ThreadPool* pool() { return &pool_; }
+  ForwardScratch* scratch() { return &scratch_; }
+  ModuleStore* modules() { return store_.get(); }
+
+ private:
+  struct Request;
+  struct Slot;
+  // A modular prompt checked against its schema, ready to serve.
+  struct Planned {
+    std::shared_ptr<const SchemaEntry> schema;
+    PmlPositions positions = PmlPositions::kSchema;  // resolved: never kDefault
+    double recompute = 0;                            // resolved share
+    ModularPrefill prefill;
+  };
+
+  Status ValidateRequest(const CompletionRequest& request) const;
+  // The root key of a cache namespace's prefix chains (empty for the default namespace).
+  BlockKey NamespaceKey(const std::string& cache_namespace) const;
+  // The K/V bytes a request reserves under kv_ram_bytes: its prompt and max_tokens (at most
+  // the context), in whole blocks; on sliding layers only what a trimming sequence holds at
+  // once.
+  size_t Reservation(const Request& r) const;
+  // Whether the request's sequence gives up the sliding parts no later query of it sees.
+  bool Trims(const Request& r) const;
+  void UpdateCacheBudget();
+  // Fails a request that never became active (its admission threw).
+  void Abandon(Request& r, const std::string& why);
+  // Answers a request cancelled while it waited in the queue, without starting it.
+  void CancelQueued(Request& r);
+  // The engine thread's heartbeat (EngineStats::step_seconds): a piece of work starts, ends.
+  void BeginWork();
+  void EndWork();
+  Result<std::shared_ptr<RequestHandle>> Enqueue(std::shared_ptr<Request> r);
+  Result<std::shared_ptr<RequestHandle>> EnqueueModular(CompletionRequest request, Planned planned);
+  Result<Planned> Plan(const PmlPrompt& prompt) const;
+  Result<SchemaInfo> Register(std::string xml, const std::string& path,
+                              const SchemaLoadOptions& options, bool persisted);
+  Status EncodeSchema(SchemaEntry* entry, const SchemaLoadOptions& options);
+
+  void Loop();
+  void Admit(std::shared_ptr<Request> r);
+  bool AdmitModular(Slot& s);  // false: the request failed (and is finished)
+  // AdmitModular with selective recompute: every stage but the last is gathered and computed
+  // now, then Blend recomputes a share of the inexact pieces' tokens.
+  Status GatherBlended(Slot& s, const SchemaLayout& layout, GatherStats* gs, BlendStats* bs,
+                       bool* last_reused, bool* dropped, std::vector<bool>* reused);
+  bool Step();  // one forward pass over all active slots; false if there was nothing to do
+  // A recompute_each_step request's decode step: its whole sequence computed again, alone.
+  void RecomputeStep(Slot& s);
+  // Whether a request reads and writes the prefix cache: plain prompts, with the cache on, that
+  // are not the no-cache baseline.
+  bool UsesPrefixCache(const Request& r) const;
+  // HandleLogits, failing the request (not the engine thread) when its callbacks throw.
+  void Deliver(Slot& s, const float* logits);
+  void HandleLogits(Slot& s, const float* logits);
+  // Prompt log-probabilities (CompletionRequest::prompt_logprobs): the alternatives asked for,
+  // those of the cached prefix from memo_ (computing again from the first one missing), and
+  // one prompt position's logits.
+  int PromptTop(const Slot& s) const;
+  void ReusePromptLogprobs(Slot& s);
+  void HandlePromptRow(Slot& s, int pos, const float* logits);
+  // n > 1: the other choices start from s's prefilled prompt, sharing its blocks.
+  void ForkChoices(Slot& s);
+  // Passes a piece of text (and the log-probabilities not sent yet) to the request's callback;
+  // false: the caller cancelled.
+  bool Emit(Slot& s, const std::string& text);
+  // The last choice finished: hands the result over.
+  void CompleteRequest(Request& r);
+  // Releases the sliding parts of s's blocks that its next queries no longer see, registering
+  // a plain prompt's prefix up to them in the cache first (where they stay reusable).
+  void TrimSliding(Slot& s);
+  void Finish(Slot& s, const std::string& reason, Status status = Status::Ok());
+  void UpdateStatsSnapshot();
+
+  EngineOptions options_;
+  std::unique_ptr<Model> model_;
+  int context_;
+  ThreadPool pool_;
+  BlockPool blocks_;
+  std::unique_ptr<BlockCache> cache_;
+  ForwardScratch scratch_;
+  std::unique_ptr<ModuleStore> store_;
+  ModelPmlEncoder encoder_;
+  std::unique_ptr<LogprobMemo> memo_;  // engine thread
+  // The vocabulary's token bytes as a trie, for grammars; built at the first constrained
+  // request (engine thread).
+  std::shared_ptr<const VocabTrie> trie_;
+  const std::shared_ptr<const VocabTrie>& Trie();
+  // Samples the next token of a constrained slot: the sampler's draw if the grammar allows it,
+  // else a draw from the logits masked to the tokens it allows. -1: the grammar allows none.
+  int32_t SampleConstrained(Slot& s, const float* logits);
+  std::vector<float> masked_;  // engine thread: masked logits
+  std::vector<std::unique_ptr<Slot>> active_;
+
+  mutable std::mutex schema_mu_;
+  std::map<std::string, std::shared_ptr<const SchemaEntry>> schemas_;  // guarded by schema_mu_
+  std::mutex load_mu_;                                                 // one schema load at a time
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  std::deque<std::shared_ptr<Request>> queue_;
+  mutable std::deque<std::function<void()>> tasks_;
+  bool stop_ = false;
+  int in_flight_ = 0;    // submitted and not yet finished; guarded by mu_
+  size_t reserved_ = 0;  // K/V bytes reserved by the active requests (engine thread)
+  size_t pin_quota_ = 0;         // EngineOptions::pin_ram_bytes, resolved
+  size_t tenant_pin_quota_ = 0;  // EngineOptions::tenant_pin_ram_bytes, resolved
+  size_t pinned_bytes_ = 0;      // pinned cached blocks after the last step (engine thread)
+  // Heartbeat: when the current piece of work began (steady clock, ns; 0: waiting for work),
+  // and the longest piece in the current and the previous minute (ms).
+  std::atomic<int64_t> busy_since_ns_{0};
+  std::atomic<double> step_max_ms_{0}, step_max_prev_ms_{0};
+  std::chrono::steady_clock::time_point step_window_{};  // engine thread: the current minute
+  EngineStats stats_;    // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace promptcache

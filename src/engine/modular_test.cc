@@ -1,0 +1,813 @@
+// The modular prompt cache through the engine, on the real stories260K model and the story
+// schema of examples/story: cached module K/V equal a full forward pass over their span, a
+// prompt without cross-module attention to lose equals its full recompute token for token, the
+// output does not depend on where the modules came from (just encoded, the disk tier after a
+// restart, shared with a concurrent prompt), positions follow the schema, and errors come back
+// as one line.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/temp_files.h"
+#include "model/synth.h"
+#include "engine/engine_impl.h"
+#include "engine/fidelity.h"
+
+namespace promptcache {
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kStories = std::string(PC_SHARED_DIR) + "/models/stories260K.gguf";
+const std::string kStorySchema = std::string(PC_SOURCE_DIR) + "/examples/story/story.xml";
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// "stories" (stories260K) or synth's tiny fixture of an architecture with sliding windows
+// ("gemma3": 24-token windows, shorter than the schemas here), with stories260K's vocabulary.
+std::string ModelPath(const std::string& name) {
+  if (name == "stories") return kStories;
+  const std::filesystem::path p = RemoveAtExit(
+      (std::filesystem::temp_directory_path() /
+       ("pc_modular_test_" + std::to_string(getpid()) + "_" + name + ".gguf"))
+          .string());
+  if (!std::filesystem::exists(p)) {
+    SynthOptions o;
+    o.preset = "tiny-" + name;
+    o.vocab_path = kStories;
+    o.type = GgmlType::kQ8_0;
+    o.out_path = p.string();
+    PC_CHECK(Synthesize(o).ok());
+  }
+  return p.string();
+}
+
+std::unique_ptr<Engine> Make(EngineOptions o = {}, const std::string& model = "stories") {
+  o.model_path = ModelPath(model);
+  o.threads = 2;
+  auto e = Engine::Create(o);
+  PC_CHECK(e.ok());
+  return std::move(e).value();
+}
+
+CompletionRequest Greedy(int n = 24) {
+  CompletionRequest r;
+  r.max_tokens = n;
+  r.sampling.temperature = 0;
+  r.ignore_eos = true;
+  return r;
+}
+
+CompletionResult Serve(Engine& e, const std::string& xml, CompletionRequest r = Greedy()) {
+  auto h = e.SubmitPml(xml, std::move(r));
+  PC_CHECK(h.ok());
+  CompletionResult res = (*h)->Wait();
+  PC_CHECK(res.status.ok());
+  return res;
+}
+
+PmlPrompt Parse(const std::string& xml) {
+  auto p = ParsePrompt(xml);
+  PC_CHECK(p.ok());
+  return std::move(p).value();
+}
+
+// The same prompt computed in full: every included token at its position, no cache at all.
+std::vector<int32_t> FullRecompute(Engine& e, const std::string& xml, int n = 24) {
+  auto x = e.ExpandPrompt(Parse(xml));
+  PC_CHECK(x.ok());
+  FullRunOptions o;
+  o.max_tokens = n;
+  o.sampling.temperature = 0;
+  o.ignore_eos = true;
+  o.runner.threads = 2;
+  auto r = RunFull(e.model(), *x, o);
+  PC_CHECK(r.ok());
+  return r->tokens;
+}
+
+// First-token logits of `x` computed in full: one forward pass, no cache, `kv` storage.
+std::vector<float> FullFirstLogits(const Engine& e, const ExpandedPrompt& x,
+                                   KvType kv = RunnerOptions{}.kv_type) {
+  FullRunOptions o;
+  o.max_tokens = 1;
+  o.keep_logits = true;
+  o.runner.threads = 2;
+  o.runner.kv_type = kv;
+  auto full = RunFull(e.model(), x, o);
+  PC_CHECK(full.ok());
+  return full->logits[0];
+}
+
+const char* kLily = R"(<prompt schema="story"><lily/><park/><find thing=" big box"/><![CDATA[
+One day,]]></prompt>)";
+const char* kTim = R"(<prompt schema="story"><tim/><lake/><ask/><answer/><find/><moral/><![CDATA[
+Then]]></prompt>)";
+
+// Always-included text and independent modules; no union defaults, so a prompt can include
+// exactly one module.
+const char* kPets = R"(<schema name="pets"> Once upon a time, there was a girl named Lily.
+  <module name="dog"><![CDATA[
+She had a dog named Max. Max liked to run and jump in the park with his ball.]]></module>
+  <module name="cat"><![CDATA[
+She also had a cat. The cat liked to sleep in the sun all day long.]]></module>
+  <module name="toy"><![CDATA[
+Her favorite toy was a]]><parameter name="what" length="8"/><![CDATA[.]]></module>
+</schema>)";
+
+TEST(Modular, CachedModuleKvEqualsFullForwardOverItsSpan) {
+  EngineOptions o;
+  o.kv_type = KvType::kF32;
+  auto e = Make(o);
+  ASSERT_TRUE(e->LoadSchemaFile(kStorySchema).ok());
+  auto* impl = dynamic_cast<EngineImpl*>(e.get());
+  ASSERT_NE(impl, nullptr);
+  auto layout = *e->GetSchemaLayout("story");
+  const KvLayout kl = e->model().MakeKvLayout(KvType::kF32);
+  const int row = kl.kv_dim();
+  // "answer" attends to the always text and its scaffold peer "ask"; "find"'s second piece sits
+  // after a parameter slot and attends to the always text, the module's first piece and the
+  // parameter's scaffold default standing in the slot (kFill below).
+  ASSERT_EQ(layout->always.size(), 1u);
+  const PmlTextRef always{kPmlAlways, 0};
+  const int ask = layout->FindModule("ask"), answer = layout->FindModule("answer"),
+            find = layout->FindModule("find");
+  constexpr int kFill = -2;  // {kFill, m}: module m's first parameter's scaffold, in its slot
+  const std::vector<std::vector<PmlTextRef>> cases = {
+      {always, {ask, 0}, {answer, 0}},
+      {always, {find, 0}, {kFill, find}, {find, 1}},
+  };
+  for (const std::vector<PmlTextRef>& refs : cases) {
+    const PmlTextRef target = refs.back();
+    const std::string name = layout->modules[target.module].name;
+    std::vector<int32_t> tokens, positions;
+    for (const PmlTextRef& r : refs) {
+      if (r.module == kFill) {
+        const PmlParameter& p = layout->modules[r.piece].parameters.at(0);
+        ASSERT_FALSE(p.scaffold_tokens.empty());
+        for (size_t i = 0; i < p.scaffold_tokens.size(); ++i) {
+          tokens.push_back(p.scaffold_tokens[i]);
+          positions.push_back(p.start + static_cast<int>(i));
+        }
+        continue;
+      }
+      const PmlTextPiece& p = layout->Piece(r);
+      for (size_t i = 0; i < p.tokens.size(); ++i) {
+        tokens.push_back(p.tokens[i]);
+        positions.push_back(p.start + static_cast<int>(i));
+      }
+    }
+    const int n = static_cast<int>(layout->Piece(target).tokens.size());
+    const int offset = static_cast<int>(tokens.size()) - n;
+    RunnerOptions so;
+    so.kv_type = KvType::kF32;
+    so.threads = 2;
+    so.batch_size = 4096;
+    Runner full(e->model(), so);
+    ASSERT_TRUE(full.Eval(tokens, positions, full.sequence(), nullptr).ok());
+    std::vector<float> cached_k, cached_v;
+    impl->RunOnEngineThread([&] {
+      KvSequence seq(impl->blocks());
+      GatherStats gs;
+      ASSERT_TRUE(
+          impl->modules()->Gather(*layout, target, layout->Piece(target).start, &seq, &gs).ok());
+      EXPECT_EQ(gs.reused_tokens, n);
+      ASSERT_EQ(seq.size(), n);
+      for (int l = 0; l < kl.n_layers; ++l) {
+        for (int i = 0; i < n; ++i) {
+          EXPECT_EQ(seq.Position(i), positions[offset + i]);
+          const auto* k = reinterpret_cast<const float*>(seq.SlotK(i, l));
+          const auto* v = reinterpret_cast<const float*>(seq.SlotV(i, l));
+          cached_k.insert(cached_k.end(), k, k + row);
+          cached_v.insert(cached_v.end(), v, v + row);
+        }
+      }
+    });
+    float worst = 0;
+    size_t at = 0;
+    for (int l = 0; l < kl.n_layers; ++l) {
+      for (int i = 0; i < n; ++i) {
+        const auto* k = reinterpret_cast<const float*>(full.sequence()->SlotK(offset + i, l));
+        const auto* v = reinterpret_cast<const float*>(full.sequence()->SlotV(offset + i, l));
+        for (int d = 0; d < row; ++d, ++at) {
+          worst = std::max({worst, std::fabs(k[d] - cached_k[at]), std::fabs(v[d] - cached_v[at])});
+        }
+      }
+    }
+    EXPECT_LE(worst, 1e-3f) << name;
+    EXPECT_EQ(at, cached_k.size());
+  }
+}
+
+TEST(Modular, AlwaysTextAndOneModuleEqualsFullRecompute) {
+  auto e = Make();
+  ASSERT_TRUE(e->LoadSchemaText(kPets, "pets.xml").ok());
+  for (const std::string xml : {R"(<prompt schema="pets"><cat/></prompt>)",
+                                "<prompt schema=\"pets\"><cat/><![CDATA[\nOne day,]]></prompt>"}) {
+    CompletionRequest req = Greedy(32);
+    std::vector<float> first;
+    req.on_logits = [&](std::span<const float> l) {
+      if (first.empty()) first.assign(l.begin(), l.end());
+    };
+    const CompletionResult r = Serve(*e, xml, std::move(req));
+    EXPECT_TRUE(r.modular);
+    EXPECT_EQ(r.tokens, FullRecompute(*e, xml, 32)) << xml;
+    EXPECT_EQ(r.cached_tokens + r.computed_tokens, r.prompt_tokens);
+    // The same distribution, not only the same argmax.
+    auto x = *e->ExpandPrompt(Parse(xml));
+    FullRunOptions o;
+    o.max_tokens = 1;
+    o.keep_logits = true;
+    o.sampling.temperature = 0;
+    auto full = RunFull(e->model(), x, o);
+    ASSERT_TRUE(full.ok());
+    EXPECT_LT(KlDivergence(full->logits[0], first), 1e-4) << xml;
+  }
+  // Without new text the last cached token is recomputed for the first logits: one computed.
+  const CompletionResult bare = Serve(*e, R"(<prompt schema="pets"><cat/></prompt>)");
+  EXPECT_EQ(bare.computed_tokens, 1);
+  EXPECT_GT(bare.cached_tokens, 20);
+}
+
+TEST(Modular, OutputSameWhenEncodedFromDiskOrShared) {
+  const fs::path dir = RemoveAtExit(
+      (fs::temp_directory_path() / ("pc_modular_test_" + std::to_string(getpid()))).string());
+  fs::remove_all(dir);
+  EngineOptions o;
+  o.cache_dir = dir.string();
+  o.parallel = 4;
+  std::vector<int32_t> lily, tim;
+  int lily_reused = 0;
+  {
+    auto e = Make(o);
+    auto info = e->LoadSchemaFile(kStorySchema);
+    ASSERT_TRUE(info.ok()) << info.status().message();
+    EXPECT_TRUE(info->persisted);
+    EXPECT_EQ(info->encoded_tokens, info->cached_tokens);
+    EXPECT_TRUE(fs::exists(dir / "schemas" / "story" / "schema.xml"));
+    const CompletionResult a = Serve(*e, kLily);
+    lily = a.tokens;
+    lily_reused = a.cached_tokens;
+    EXPECT_EQ(a.encoded_tokens, 0);
+    EXPECT_EQ(a.computed_tokens, 10);  // " big box" and "\nOne day,"
+    tim = Serve(*e, kTim).tokens;
+    // Shared with a concurrent prompt: both run at once, batched, on the same blocks.
+    auto h1 = e->SubmitPml(kLily, Greedy());
+    auto h2 = e->SubmitPml(kTim, Greedy());
+    auto h3 = e->SubmitPml(kLily, Greedy());
+    ASSERT_TRUE(h1.ok() && h2.ok() && h3.ok());
+    EXPECT_EQ((*h1)->Wait().tokens, lily);
+    EXPECT_EQ((*h2)->Wait().tokens, tim);
+    EXPECT_EQ((*h3)->Wait().tokens, lily);
+  }  // shutdown writes the cache to disk
+  {
+    auto e = Make(o);  // reloads the persisted schema; its modules come from the disk tier
+    auto info = e->GetSchema("story");
+    ASSERT_TRUE(info.ok());
+    EXPECT_EQ(info->encoded_tokens, 0);
+    EXPECT_EQ(info->reused_tokens, info->cached_tokens);
+    const CompletionResult a = Serve(*e, kLily);
+    EXPECT_EQ(a.tokens, lily);
+    EXPECT_EQ(a.cached_tokens, lily_reused);
+    EXPECT_EQ(a.encoded_tokens, 0);
+    EXPECT_GT(e->Stats().disk_loads, 0u);
+    EXPECT_EQ(Serve(*e, kTim).tokens, tim);
+    ASSERT_TRUE(e->DropSchema("story").ok());
+    EXPECT_FALSE(fs::exists(dir / "schemas" / "story"));
+    EXPECT_EQ(e->DropSchema("story").code(), StatusCode::kNotFound);
+    EXPECT_TRUE(e->ListSchemas().empty());
+  }
+  {
+    auto e = Make(o);  // nothing persisted any more
+    EXPECT_TRUE(e->ListSchemas().empty());
+    // Registered without encoding: the first prompt encodes what it misses, counted as computed.
+    SchemaLoadOptions lo;
+    lo.encode = false;
+    ASSERT_TRUE(e->LoadSchemaFile(kStorySchema, lo).ok());
+    const CompletionResult cold = Serve(*e, kLily);
+    EXPECT_EQ(cold.cached_tokens, 0);
+    EXPECT_EQ(cold.computed_tokens, cold.prompt_tokens);
+    EXPECT_GT(cold.encoded_tokens, 0);
+    EXPECT_EQ(cold.tokens, lily);
+    const CompletionResult warm = Serve(*e, kLily);
+    EXPECT_EQ(warm.cached_tokens, lily_reused);
+  }
+  fs::remove_all(dir);
+}
+
+TEST(Modular, PositionsFollowTheSchema) {
+  auto e = Make();
+  ASSERT_TRUE(e->LoadSchemaFile(kStorySchema).ok());
+  auto layout = *e->GetSchemaLayout("story");
+  auto first_position_of = [&](const ExpandedPrompt& x, const std::string& module) {
+    const PmlModule& m = layout->modules[layout->FindModule(module)];
+    for (size_t i = 0; i < x.positions.size(); ++i) {
+      if (x.positions[i] >= m.start && x.positions[i] < m.end()) return x.positions[i];
+    }
+    return -1;
+  };
+  const ExpandedPrompt lily = *e->ExpandPrompt(Parse(kLily));
+  const ExpandedPrompt tim = *e->ExpandPrompt(Parse(kTim));
+  // Union members share their start; new text starts at the schema's end.
+  EXPECT_EQ(first_position_of(lily, "lily"), first_position_of(tim, "tim"));
+  EXPECT_EQ(first_position_of(lily, "park"), first_position_of(tim, "lake"));
+  const int n_new = lily.end - layout->total_length;  // "\nOne day,"
+  EXPECT_GT(n_new, 0);
+  EXPECT_EQ(lily.positions[lily.positions.size() - n_new], layout->total_length);
+  EXPECT_EQ(lily.end, layout->total_length + n_new);
+  for (size_t i = 1; i < lily.positions.size(); ++i)
+    EXPECT_LT(lily.positions[i - 1], lily.positions[i]);
+  // The argument sits at its parameter's slot.
+  const PmlParameter& thing = layout->modules[layout->FindModule("find")].parameters[0];
+  EXPECT_NE(std::find(lily.positions.begin(), lily.positions.end(), thing.start),
+            lily.positions.end());
+
+  // Editing "weather" (length="48") moves nothing after it, and only it is encoded again.
+  const char* kSunny = R"(<prompt schema="story"><weather/><park/>Then</prompt>)";
+  const ExpandedPrompt sunny = *e->ExpandPrompt(Parse(kSunny));
+  std::string xml = Slurp(kStorySchema);
+  const std::string old_text = "It was a good day to play outside.";
+  ASSERT_NE(xml.find(old_text), std::string::npos);
+  xml.replace(xml.find(old_text), old_text.size(), "It was a fine day.");
+  auto info = e->LoadSchemaText(xml, kStorySchema);
+  ASSERT_TRUE(info.ok()) << info.status().message();
+  auto edited = *e->GetSchemaLayout("story");
+  const PmlModule& weather = edited->modules[edited->FindModule("weather")];
+  EXPECT_EQ(info->encoded_tokens, weather.token_count);
+  EXPECT_EQ(info->reused_tokens, info->cached_tokens - weather.token_count);
+  const ExpandedPrompt sunny2 = *e->ExpandPrompt(Parse(kSunny));
+  EXPECT_EQ(first_position_of(sunny2, "park"), first_position_of(sunny, "park"));
+  EXPECT_EQ(sunny2.end, sunny.end);
+  EXPECT_LT(sunny2.tokens.size(), sunny.tokens.size());
+
+  // Editing a scaffold member re-encodes its later peer, which attends to it.
+  std::string xml2 = Slurp(kStorySchema);
+  xml2.replace(xml2.find("go home now?"), 12, "go to bed now?");
+  info = e->LoadSchemaText(xml2, kStorySchema);
+  ASSERT_TRUE(info.ok());
+  auto s2 = *e->GetSchemaLayout("story");
+  EXPECT_EQ(info->encoded_tokens, s2->modules[s2->FindModule("ask")].token_count +
+                                      s2->modules[s2->FindModule("answer")].token_count);
+}
+
+TEST(Modular, PrefillStagesAreCausalByPosition) {
+  auto e = Make();
+  ASSERT_TRUE(e->LoadSchemaFile(kStorySchema).ok());
+  auto layout = *e->GetSchemaLayout("story");
+  auto plan = PlanPrompt(*layout, Parse(kTim), dynamic_cast<EngineImpl&>(*e).encoder());
+  ASSERT_TRUE(plan.ok());
+  const ModularPrefill pf = BuildPrefill(*layout, *plan);
+  // tim, lake, ask, answer, find's first piece come before find's argument (its scaffold
+  // default); find's second piece before the uncached "moral" and the new text.
+  ASSERT_EQ(pf.stages.size(), 2u);
+  int last = -1;
+  for (const PrefillStage& st : pf.stages) {
+    for (const PrefillGather& g : st.gather) {
+      EXPECT_GT(layout->Piece(g.ref).start, last);
+      last = layout->Piece(g.ref).end() - 1;
+    }
+    ASSERT_FALSE(st.tokens.empty());
+    for (int p : st.positions) {
+      EXPECT_GT(p, last);
+      last = p;
+    }
+  }
+  EXPECT_EQ(pf.cached_tokens + pf.computed_tokens, static_cast<int>(pf.tokens.size()));
+  // The engine's batched stages give what a sequential gather-then-compute gives.
+  CompletionRequest req = Greedy(8);
+  std::vector<float> first;
+  req.on_logits = [&](std::span<const float> l) {
+    if (first.empty()) first.assign(l.begin(), l.end());
+  };
+  const CompletionResult r = Serve(*e, kTim, std::move(req));
+  EXPECT_EQ(r.computed_tokens, pf.computed_tokens);
+  auto& impl = dynamic_cast<EngineImpl&>(*e);
+  std::vector<float> reference(e->model().config().n_vocab);
+  impl.RunOnEngineThread([&] {
+    KvSequence seq(impl.blocks());
+    GatherStats gs;
+    for (const PrefillStage& st : pf.stages) {
+      for (const PrefillGather& g : st.gather)
+        ASSERT_TRUE(impl.modules()->Gather(*layout, g, &seq, &gs).ok());
+      ASSERT_TRUE(impl.modules()->Compute(st.tokens, st.positions, &seq, reference.data()).ok());
+    }
+  });
+  EXPECT_LT(KlDivergence(reference, first), 1e-5);
+}
+
+// Computed items (an argument, a cache="false" module, or none) x new text (or none) x cached text
+// after the last computed item (or not): generation always starts from the logits of the
+// prompt's last token, whichever kind it is, as the full recompute at the same positions does.
+const char* kTrail = R"(<schema name="trail"> Once upon a time, there was a girl named Lily.
+  <module name="pet"><![CDATA[
+She had a pet]]><parameter name="animal" length="6"/><![CDATA[. It liked to play in the park.]]></module>
+  <module name="live" cache="false"><![CDATA[
+Today it was sunny.]]></module>
+  <module name="end"><![CDATA[
+They went outside together and had fun.]]></module>
+</schema>)";
+
+TEST(Modular, GenerationStartsFromTheLastTokenWhereverItComesFrom) {
+  auto e = Make();
+  ASSERT_TRUE(e->LoadSchemaText(kTrail, "trail.xml").ok());
+  auto layout = *e->GetSchemaLayout("trail");
+  auto& impl = dynamic_cast<EngineImpl&>(*e);
+  const std::string arg = R"(<pet animal=" cat"/>)";
+  for (const std::string computed : {arg, std::string("<live/>"), std::string("")}) {
+    for (const std::string after : {std::string(""), std::string("<end/>")}) {
+      for (const std::string text : {std::string(""), std::string("<![CDATA[\nOne day,]]>")}) {
+        const std::string body = computed.empty() ? "<end/>" : computed + after;
+        const std::string xml = "<prompt schema=\"trail\">" + body + text + "</prompt>";
+        auto plan = PlanPrompt(*layout, Parse(xml), impl.encoder());
+        ASSERT_TRUE(plan.ok()) << xml;
+        const ModularPrefill pf = BuildPrefill(*layout, *plan);
+        // The last stage computes the prompt's last position.
+        ASSERT_FALSE(pf.stages.empty());
+        ASSERT_FALSE(pf.stages.back().tokens.empty()) << xml;
+        EXPECT_EQ(pf.stages.back().positions.back(),
+                  *std::max_element(pf.positions.begin(), pf.positions.end()))
+            << xml;
+        EXPECT_EQ(pf.cached_tokens + pf.computed_tokens, static_cast<int>(pf.tokens.size()));
+
+        CompletionRequest req = Greedy(8);
+        std::vector<float> first;
+        req.on_logits = [&](std::span<const float> l) {
+          if (first.empty()) first.assign(l.begin(), l.end());
+        };
+        const CompletionResult r = Serve(*e, xml, std::move(req));
+        EXPECT_EQ(r.cached_tokens + r.computed_tokens, r.prompt_tokens) << xml;
+        FullRunOptions o;
+        o.max_tokens = 1;
+        o.keep_logits = true;
+        o.sampling.temperature = 0;
+        auto full = RunFull(e->model(), *e->ExpandPrompt(Parse(xml)), o);
+        ASSERT_TRUE(full.ok());
+        // Text after a parameter slot was encoded without the argument, so the two need not
+        // be equal; logits from the wrong token are many nats away (15 before the fix).
+        EXPECT_LT(KlDivergence(full->logits[0], first), 0.5) << xml;
+        EXPECT_EQ(ArgMax(full->logits[0]), ArgMax(first)) << xml;
+      }
+    }
+  }
+}
+
+// Special tokens come from the schema only: an EOS spelled in an argument or the new text stays
+// text (it would end generation or the turn), unless the engine trusts its callers.
+TEST(Modular, ArgumentsAndNewTextWriteNoSpecialTokens) {
+  const char* schema = R"(<schema name="eos"><module name="pet">The end.&lt;/s&gt; A pet
+<parameter name="animal" length="12"/> ran.</module></schema>)";
+  const std::string xml = R"(<prompt schema="eos"><pet animal="&lt;/s&gt;&lt;s&gt;"/>)"
+                          R"(Then &lt;/s&gt; it slept.</prompt>)";
+  for (bool trusted : {false, true}) {
+    EngineOptions o;
+    o.special_tokens_in_text = trusted;
+    auto e = Make(o);
+    ASSERT_TRUE(e->LoadSchemaText(schema, "eos.xml").ok());
+    auto x = e->ExpandPrompt(Parse(xml));
+    ASSERT_TRUE(x.ok()) << x.status().message();
+    const auto count = [&](int32_t id) {
+      return std::count(x->tokens.begin(), x->tokens.end(), id);
+    };
+    const int32_t eos = e->model().tokenizer().eos();
+    const int32_t bos = e->model().tokenizer().bos();
+    ASSERT_EQ(e->model().tokenizer().Piece(eos), "</s>");
+    // The schema's </s> is a token either way; the argument's </s><s> and the new text's </s>
+    // only for a trusted caller. (The BOS at position 0 is the schema's too.)
+    EXPECT_EQ(count(eos), trusted ? 3 : 1);
+    EXPECT_EQ(count(bos), trusted ? 2 : 1);
+    // Served, the prompt is not cut short by a forged EOS.
+    const CompletionResult r = Serve(*e, xml, Greedy(4));
+    EXPECT_EQ(r.prompt_tokens, static_cast<int>(x->tokens.size()));
+  }
+}
+
+// The contiguous baseline is the prompt's text sent plainly: the same tokens through the engine
+// as an ordinary prompt give the same logits, bit for bit; the gapped one differs where the
+// prompt leaves modules out.
+TEST(Modular, ContiguousBaselineIsThePlainPrompt) {
+  EngineOptions eo;
+  eo.prefix_cache = false;
+  auto e = Make(eo);
+  ASSERT_TRUE(e->LoadSchemaFile(kStorySchema).ok());
+  auto x = e->ExpandPrompt(Parse(kLily));
+  ASSERT_TRUE(x.ok());
+  const ExpandedPrompt plain = Contiguous(*x);
+  ASSERT_EQ(plain.tokens, x->tokens);
+  EXPECT_EQ(plain.end, static_cast<int>(plain.tokens.size()));
+  EXPECT_GT(x->end, plain.end);  // lily.xml leaves modules out
+  const std::vector<float> contiguous = FullFirstLogits(*e, plain);
+  const std::vector<float> gapped = FullFirstLogits(*e, *x);
+  CompletionRequest req = Greedy(1);
+  req.prompt = x->tokens;
+  std::vector<float> served;
+  req.on_logits = [&](std::span<const float> l) { served.assign(l.begin(), l.end()); };
+  auto h = e->Submit(std::move(req));
+  ASSERT_TRUE(h.ok());
+  ASSERT_TRUE((*h)->Wait().status.ok());
+  EXPECT_EQ(served, contiguous);
+  EXPECT_NE(served, gapped);
+}
+
+// First-token logits of a served PML prompt.
+std::vector<float> FirstLogits(Engine& e, const std::string& xml) {
+  CompletionRequest req = Greedy(1);
+  std::vector<float> first;
+  req.on_logits = [&](std::span<const float> l) {
+    if (first.empty()) first.assign(l.begin(), l.end());
+  };
+  Serve(e, xml, std::move(req));
+  return first;
+}
+
+// Run on stories260K and on a model with sliding windows shorter than the pets schema.
+class ModularModels : public testing::TestWithParam<std::string> {};
+
+// The contiguous position mode lays the prompt out from 0 like the plain prompt. Where each
+// piece follows exactly what it attended to when encoded (one module, a prefix of the schema),
+// the logits equal the contiguous baseline's bit for bit; a module moved after another is
+// rotated there and stays close. At the schema's positions the gap left by `dog` changes them.
+TEST_P(ModularModels, ContiguousPositionsEqualThePlainPrompt) {
+  for (PmlPositions engine_default : {PmlPositions::kSchema, PmlPositions::kContiguous}) {
+    EngineOptions eo;
+    eo.kv_type = KvType::kF32;
+    eo.module_positions = engine_default;
+    auto e = Make(eo, GetParam());
+    ASSERT_TRUE(e->LoadSchemaText(kPets, "pets.xml").ok());
+    const std::string attr =
+        engine_default == PmlPositions::kContiguous ? "" : " positions=\"contiguous\"";
+    auto baseline = [&](const std::string& body) {
+      PmlPrompt p = Parse("<prompt schema=\"pets\">" + body + "</prompt>");
+      p.positions = PmlPositions::kSchema;
+      auto x = e->ExpandPrompt(p);
+      PC_CHECK(x.ok());
+      return FullFirstLogits(*e, Contiguous(*x), KvType::kF32);
+    };
+    const std::string text = "<![CDATA[\nOne day,]]>";
+    for (const std::string body : {"<cat/>" + text, "<dog/>" + text, std::string("<cat/>"), text}) {
+      const std::string xml = "<prompt schema=\"pets\"" + attr + ">" + body + "</prompt>";
+      auto x = e->ExpandPrompt(Parse(xml));
+      ASSERT_TRUE(x.ok());
+      if (e->model().config().AnySliding() && body.find("dog") != std::string::npos) {
+        EXPECT_GT(x->tokens.size(), size_t(e->model().config().sliding_window)) << xml;
+      }
+      for (size_t i = 0; i < x->positions.size(); ++i) ASSERT_EQ(x->positions[i], int(i));
+      EXPECT_EQ(x->end, static_cast<int>(x->tokens.size()));
+      const std::vector<float> got = FirstLogits(*e, xml);
+      EXPECT_EQ(got, baseline(body)) << xml;
+      EXPECT_EQ(FirstLogits(*e, xml), got) << xml << " (cached)";
+    }
+    // At the schema's positions, `cat` sits after the gap `dog` left.
+    const std::string gapped =
+        "<prompt schema=\"pets\" positions=\"schema\"><cat/>" + text + "</prompt>";
+    EXPECT_NE(FirstLogits(*e, gapped), baseline("<cat/>" + text));
+    // `cat` after `dog`: gathered from its cache entry, its keys rotated by dog's length.
+    const std::string both =
+        "<prompt schema=\"pets\"" + attr + "><dog/><cat/>" + text + "</prompt>";
+    const CompletionResult r = Serve(*e, both, Greedy(1));
+    const std::string both_at_schema =
+        "<prompt schema=\"pets\" positions=\"schema\"><dog/><cat/>" + text + "</prompt>";
+    Serve(*e, both_at_schema, Greedy(1));  // its modules encoded: then only the text computes
+    const CompletionResult at_schema = Serve(*e, both_at_schema, Greedy(1));
+    EXPECT_EQ(r.cached_tokens, at_schema.cached_tokens);  // cat reused, not recomputed
+    EXPECT_EQ(r.computed_tokens, at_schema.computed_tokens);
+    const std::vector<float> moved = FirstLogits(*e, both);
+    const std::vector<float> plain = baseline("<dog/><cat/>" + text);
+    EXPECT_LT(KlDivergence(plain, moved), 0.05);
+    EXPECT_EQ(ArgMax(plain), ArgMax(moved));
+  }
+}
+
+// Shared moves (EngineOptions::module_shared_moves): a module moved after another is read from
+// its cache entry's blocks through rotated queries instead of a rotated copy. The logits equal
+// the copy's up to rounding, pieces that do not move are exact as before, and the prompt holds
+// fewer K/V bytes at its peak (the moved module is not copied).
+TEST_P(ModularModels, SharedMovesReadLikeCopies) {
+  const std::string text = "<![CDATA[\nOne day,]]>";
+  const std::string both = "<prompt schema=\"pets\"><dog/><cat/>" + text + "</prompt>";
+  const std::string one = "<prompt schema=\"pets\"><cat/>" + text + "</prompt>";
+  std::vector<float> logits[2], single[2];
+  size_t peak[2];
+  CompletionResult served[2];
+  for (int shared : {0, 1}) {
+    EngineOptions eo;
+    eo.kv_type = KvType::kF32;
+    eo.module_positions = PmlPositions::kContiguous;
+    eo.module_shared_moves = shared == 1;
+    eo.prefix_cache = false;
+    auto e = Make(eo, GetParam());
+    ASSERT_TRUE(e->LoadSchemaText(kPets, "pets.xml").ok());
+    Serve(*e, both, Greedy(1));  // modules encoded and cached
+    const size_t before = e->Stats().kv_bytes_in_use;
+    served[shared] = Serve(*e, both, Greedy(4));
+    peak[shared] = e->Stats().kv_bytes_peak - before;
+    logits[shared] = FirstLogits(*e, both);
+    single[shared] = FirstLogits(*e, one);
+  }
+  EXPECT_EQ(served[1].cached_tokens, served[0].cached_tokens);
+  EXPECT_EQ(served[1].computed_tokens, served[0].computed_tokens);
+  EXPECT_EQ(served[1].text, served[0].text);
+  EXPECT_LT(KlDivergence(logits[0], logits[1]), 1e-4);
+  EXPECT_EQ(ArgMax(logits[0]), ArgMax(logits[1]));
+  EXPECT_EQ(single[1], single[0]);  // nothing moved: the same bits
+  EXPECT_LT(peak[1], peak[0]);
+}
+
+// Selective recompute: only tokens encoded without part of the prompt's context are candidates;
+// recomputing all of them gives the plain prompt's logits bit for bit, a share of them counts
+// as computed and moves the logits toward it.
+TEST_P(ModularModels, RecomputeBlendsModulesTowardThePlainPrompt) {
+  EngineOptions eo;
+  eo.kv_type = KvType::kF32;
+  eo.module_positions = PmlPositions::kContiguous;
+  auto e = Make(eo, GetParam());
+  ASSERT_TRUE(e->LoadSchemaText(kPets, "pets.xml").ok());
+  const std::string text = "<![CDATA[\nOne day,]]>";
+  auto prompt = [&](const std::string& attrs, const std::string& body) {
+    return "<prompt schema=\"pets\"" + attrs + ">" + body + text + "</prompt>";
+  };
+  PmlPrompt base = Parse(prompt("", "<dog/><cat/>"));
+  auto x = e->ExpandPrompt(base);
+  ASSERT_TRUE(x.ok());
+  const std::vector<float> plain = FullFirstLogits(*e, *x, KvType::kF32);
+  const int cat_tokens =
+      static_cast<int>((*e->GetSchemaLayout("pets"))->modules[1].texts[0].tokens.size());
+
+  Serve(*e, prompt("", "<dog/><cat/>"), Greedy(1));  // encode the modules first
+  const CompletionResult none = Serve(*e, prompt("", "<dog/><cat/>"), Greedy(1));
+  EXPECT_EQ(none.recomputed_tokens, 0);
+  const std::vector<float> reused = FirstLogits(*e, prompt("", "<dog/><cat/>"));
+  double last_kl = KlDivergence(plain, reused);
+  EXPECT_GT(last_kl, 1e-6);
+  for (const char* share : {"0.5", "1"}) {
+    const std::string xml = prompt(std::string(" recompute=\"") + share + "\"", "<dog/><cat/>");
+    const CompletionResult r = Serve(*e, xml, Greedy(1));
+    // `cat` never saw `dog`: its tokens are the candidates; dog's followed what it attended to.
+    EXPECT_EQ(r.recompute_candidates, cat_tokens) << share;
+    EXPECT_EQ(r.recomputed_tokens, static_cast<int>(std::lround(std::stod(share) * cat_tokens)));
+    EXPECT_EQ(r.cached_tokens, none.cached_tokens - r.recomputed_tokens);
+    EXPECT_EQ(r.computed_tokens + r.cached_tokens, r.prompt_tokens);
+    const std::vector<float> blended = FirstLogits(*e, xml);
+    const double kl = KlDivergence(plain, blended);
+    EXPECT_LT(kl, last_kl) << share;
+    last_kl = kl;
+    if (std::string(share) == "1") EXPECT_EQ(blended, plain);
+  }
+  // A prompt whose pieces all follow what they attended to has no candidates.
+  const CompletionResult exact = Serve(*e, prompt(" recompute=\"1\"", "<cat/>"), Greedy(1));
+  EXPECT_EQ(exact.recompute_candidates, 0);
+  EXPECT_EQ(exact.recomputed_tokens, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, ModularModels, testing::Values("stories", "gemma3"));
+
+// A scaffold member encoded with its peers in view, used without them: it is served from a
+// variant that attended only to what the prompt includes, so the prompt equals its full
+// recompute (which never sees the missing peer) bit for bit, at either positions.
+TEST(Modular, PartialScaffoldDoesNotSeeMissingPeers) {
+  const char* schema = R"(<schema name="sc"> Once upon a time, there was a little girl.
+  <scaffold>
+    <module name="ask"><![CDATA[
+Mom asked, "Do you want to go home now?"]]></module>
+    <module name="answer"><![CDATA[
+"No, Mom! I want to play a little more," said the child.]]></module>
+  </scaffold>
+</schema>)";
+  EngineOptions eo;
+  eo.kv_type = KvType::kF32;
+  auto e = Make(eo);
+  ASSERT_TRUE(e->LoadSchemaText(schema, "sc.xml").ok());
+  for (const std::string positions : {"schema", "contiguous"}) {
+    for (const std::string body : {"<answer/>", "<ask/><answer/>", "<ask/>"}) {
+      const std::string xml = "<prompt schema=\"sc\" positions=\"" + positions + "\">" + body +
+                              "<![CDATA[\nThen]]></prompt>";
+      auto x = e->ExpandPrompt(Parse(xml));
+      ASSERT_TRUE(x.ok());
+      const std::vector<float> full = FullFirstLogits(*e, *x, KvType::kF32);
+      EXPECT_EQ(FirstLogits(*e, xml), full) << xml;
+      EXPECT_EQ(FirstLogits(*e, xml), full) << xml << " (cached)";
+    }
+  }
+}
+
+// A parameter's scaffold default stands in its slot while the module is encoded, as in the
+// paper: a prompt that leaves the parameter to its default holds exactly the tokens the module
+// was encoded with, and equals its full recompute bit for bit; one with an argument differs
+// from the encoding only in the slot.
+TEST(Modular, ScaffoldDefaultStandsInTheSlotWhileEncoding) {
+  const char* schema = R"(<schema name="gift"> Once upon a time, there was a girl named Lily.
+  <module name="gift"><![CDATA[
+Her mom gave her a]]><parameter name="what" length="6" scaffold=" red ball"/><![CDATA[. She was very happy and played with it all day.]]></module>
+</schema>)";
+  EngineOptions eo;
+  eo.kv_type = KvType::kF32;
+  for (PmlPositions positions : {PmlPositions::kSchema, PmlPositions::kContiguous}) {
+    eo.module_positions = positions;
+    auto e = Make(eo);
+    ASSERT_TRUE(e->LoadSchemaText(schema, "gift.xml").ok());
+    const std::string xml = "<prompt schema=\"gift\"><gift/><![CDATA[\nOne day,]]></prompt>";
+    auto x = e->ExpandPrompt(Parse(xml));
+    ASSERT_TRUE(x.ok());
+    const std::vector<float> full = FullFirstLogits(*e, *x, KvType::kF32);
+    EXPECT_EQ(FirstLogits(*e, xml), full);
+    EXPECT_EQ(FirstLogits(*e, xml), full) << "cached";
+  }
+}
+
+TEST(Modular, ErrorsAreOneLine) {
+  auto e = Make();
+  ASSERT_TRUE(e->LoadSchemaFile(kStorySchema).ok());
+  ASSERT_TRUE(e->LoadSchemaText(kPets, "pets.xml").ok());
+  auto error = [&](const std::string& xml) {
+    auto h = e->SubmitPml(xml, Greedy(), "p.xml");
+    EXPECT_FALSE(h.ok()) << xml;
+    const std::string m = h.ok() ? "" : h.status().message();
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+    return m;
+  };
+  EXPECT_NE(error(R"(<prompt schema="nope"/>)").find("unknown schema 'nope' (loaded: pets, story)"),
+            std::string::npos);
+  EXPECT_NE(error(R"(<prompt schema="story"><lily/><tim/></prompt>)").find("one union"),
+            std::string::npos);
+  EXPECT_NE(error(R"(<prompt schema="story"><dragon/></prompt>)").find("unknown module 'dragon'"),
+            std::string::npos);
+  EXPECT_NE(error(R"(<prompt schema="pets"><toy/></prompt>)").find("no scaffold default"),
+            std::string::npos);
+  EXPECT_NE(
+      error(R"(<prompt schema="story"><find thing=" a very big and very shiny red box"/></prompt>)")
+          .find("longer than its length 10"),
+      std::string::npos);
+  EXPECT_NE(error("<prompt schema=\"story\"><lily>").find("p.xml:1:"), std::string::npos);
+  CompletionRequest with_tokens = Greedy();
+  with_tokens.prompt = {1, 2, 3};
+  EXPECT_FALSE(e->SubmitPml(R"(<prompt schema="story"/>)", with_tokens).ok());
+  // Schema errors: a remote client's src attribute, a context too small.
+  SchemaLoadOptions no_src;
+  no_src.allow_src = false;
+  auto s = e->LoadSchemaText(R"(<schema name="x">
+  <module name="doc" src="secret.txt"/>
+</schema>)",
+                             "remote", no_src);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().message(),
+            "remote:2:3: schema 'x': module 'doc': src attributes are not accepted here; give the "
+            "text inline");
+  EngineOptions small;
+  small.context = 256;
+  auto e2 = Make(small);
+  auto big = e2->LoadSchemaFile(kStorySchema);
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().code(), StatusCode::kOutOfRange);
+  EXPECT_NE(big.status().message().find("exceeds the model's context of 256"), std::string::npos);
+  EXPECT_EQ(e2->GetSchema("story").status().code(), StatusCode::kNotFound);
+  // A module whose text could never fit is refused by its size, before it is tokenized.
+  std::string huge;
+  while (huge.size() < 400000) huge += "Once upon a time. ";
+  auto flood = e2->LoadSchemaText(
+      "<schema name=\"flood\"><module name=\"a\">" + huge + "</module></schema>", "flood.xml");
+  ASSERT_FALSE(flood.ok());
+  EXPECT_EQ(flood.status().code(), StatusCode::kOutOfRange);
+  EXPECT_NE(flood.status().message().find("module 'a' has 400014 bytes of text: at least"),
+            std::string::npos)
+      << flood.status().message();
+}
+
+TEST(Modular, ModulesStayCachedWithoutThePrefixCache) {
+  EngineOptions o;
+  o.prefix_cache = false;
+  auto e = Make(o);
+  ASSERT_TRUE(e->LoadSchemaFile(kStorySchema).ok());
+  const CompletionResult a = Serve(*e, kLily), b = Serve(*e, kLily);
+  EXPECT_EQ(a.cached_tokens, 236);
+  EXPECT_EQ(b.cached_tokens, 236);
+  EXPECT_EQ(b.encoded_tokens, 0);
+  EXPECT_EQ(a.tokens, b.tokens);
+}
+
+TEST(Modular, PromptBuilderMatchesXml) {
+  auto e = Make();
+  ASSERT_TRUE(e->LoadSchemaFile(kStorySchema).ok());
+  const PmlPrompt built = PromptBuilder("story")
+                              .Module("lily")
+                              .Module("park")
+                              .Argument("find", "thing", " big box")
+                              .Text("\nOne day,")
+                              .prompt();
+  auto h = e->SubmitPrompt(built, Greedy());
+  ASSERT_TRUE(h.ok()) << h.status().message();
+  EXPECT_EQ((*h)->Wait().tokens, Serve(*e, kLily).tokens);
+  const ExpandedPrompt a = *e->ExpandPrompt(built), b = *e->ExpandPrompt(Parse(kLily));
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.positions, b.positions);
+}
+
+}  // namespace
+}  // namespace promptcache

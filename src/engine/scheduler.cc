@@ -1,0 +1,303 @@
+// The engine thread (engine_impl.h): its loop (tasks, the queue in order of arrival under the
+// K/V budget, admissions), one step (a forward pass over every active sequence: decode tokens
+// first, then prefill chunks up to batch_size), the K/V reservations that bound admission, and
+// the requests that end without running (cancelled in the queue, or failed at admission).
+#include <algorithm>
+#include <string>
+
+#include "core/log.h"
+#include "engine/engine_slot.h"
+#include "engine/runner.h"
+
+namespace promptcache {
+
+bool EngineImpl::Trims(const Request& r) const {
+  // A modular prompt's prefill recomputes slots in place and gathers pieces between its stages;
+  // it trims only once that is done, so its reservation covers the whole prefill.
+  return options_.trim_sliding_kv && blocks_.layout().has_sliding() && !r.modular;
+}
+
+size_t EngineImpl::Reservation(const Request& r) const {
+  const size_t prompt = r.modular ? r.modular->prefill.tokens.size() : r.req.prompt.size();
+  // Choices share the prompt's blocks and each holds its own generated tokens.
+  const size_t tokens = std::min<size_t>(
+      size_t(context_) * size_t(std::max(1, r.req.n)),
+      prompt + size_t(std::max(0, r.req.max_tokens)) * size_t(std::max(1, r.req.n)));
+  const KvLayout& l = blocks_.layout();
+  const size_t block = size_t(l.block_size);
+  const size_t blocks = (tokens + block - 1) / block;
+  if (!Trims(r)) return blocks * l.bytes_per_block();
+  // Before each forward pass a trimming sequence holds sliding parts for the W - 1 positions
+  // its next query still sees, then adds at most a batch of tokens: over at most two blocks
+  // more than those tokens fill (a partial block at each end).
+  const size_t live = (size_t(l.sliding_window) - 1 + options_.batch_size + block - 1) / block + 2;
+  return blocks * l.global_bytes_per_block() + std::min(blocks, live) * l.sliding_bytes_per_block();
+}
+
+// The cache may keep what the running requests' reservations leave of kv_ram_bytes.
+// New pins fit in what is left too (pins already held stay until they lapse).
+void EngineImpl::UpdateCacheBudget() {
+  if (options_.kv_ram_bytes == 0) return;
+  const size_t left = options_.kv_ram_bytes > reserved_ ? options_.kv_ram_bytes - reserved_ : 0;
+  const size_t budget = std::min(options_.cache_ram_bytes, left);
+  cache_->SetRamBudget(budget);
+  cache_->SetPinBudget(std::min(pin_quota_, budget), tenant_pin_quota_);
+}
+
+void EngineImpl::Loop() {
+  for (;;) {
+    std::deque<std::function<void()>> tasks;
+    std::vector<std::shared_ptr<Request>> admitted, cancelled;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock,
+               [&] { return stop_ || !tasks_.empty() || !active_.empty() || !queue_.empty(); });
+      if (stop_ && active_.empty()) break;
+      BeginWork();
+      tasks.swap(tasks_);
+      // In order of arrival; under kv_ram_bytes the first that does not fit waits for running
+      // requests to finish (it always fits when none runs).
+      // Requests whose client went away while they waited are answered without starting.
+      for (auto it = queue_.begin(); it != queue_.end();) {
+        if ((*it)->cancelled) {
+          cancelled.push_back(*it);
+          it = queue_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      size_t reserving = reserved_ + pinned_bytes_;
+      while (!queue_.empty() &&
+             static_cast<int>(active_.size() + admitted.size()) < options_.parallel) {
+        if (options_.kv_ram_bytes > 0) {
+          const size_t need = Reservation(*queue_.front());
+          if (!active_.empty() || !admitted.empty()) {
+            if (reserving + need > options_.kv_ram_bytes) break;
+          }
+          reserving += need;
+        }
+        admitted.push_back(queue_.front());
+        queue_.pop_front();
+      }
+      stats_.queued = static_cast<int>(queue_.size());
+    }
+    for (auto& r : cancelled) CancelQueued(*r);
+    // Tasks are pieces of work of their own (a schema's module, a savings measurement): each
+    // shows in the heartbeat apart from the step.
+    for (auto& t : tasks) {
+      t();
+      EndWork();
+      BeginWork();
+    }
+    // An exception here (an allocation that fails, above all) fails the requests it concerns;
+    // escaping the engine thread, it would end the process.
+    for (auto& r : admitted) {
+      try {
+        Admit(r);
+      } catch (const std::exception& e) {
+        const std::string why = std::string("the engine could not start the request: ") + e.what();
+        auto it =
+            std::find_if(active_.begin(), active_.end(), [&](const auto& s) { return s->r == r; });
+        if (it != active_.end()) {
+          Finish(**it, "error", Internal(why));
+        } else {
+          Abandon(*r, why);
+        }
+      }
+    }
+    if (!admitted.empty()) {  // /health and /metrics see them while their first step runs
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.active = static_cast<int>(std::count_if(active_.begin(), active_.end(),
+                                                     [](const auto& s) { return !s->finished; }));
+    }
+    if (stop_) {
+      for (auto& s : active_) Finish(*s, "cancelled");
+    }
+    try {
+      Step();
+    } catch (const std::exception& e) {
+      for (auto& s : active_) {
+        Finish(*s, "error", Internal(std::string("the engine failed computing: ") + e.what()));
+      }
+    }
+    for (const auto& s : active_) {
+      if (s->finished) reserved_ -= s->reserved;
+    }
+    active_.erase(std::remove_if(active_.begin(), active_.end(),
+                                 [](const std::unique_ptr<Slot>& s) { return s->finished; }),
+                  active_.end());
+    UpdateCacheBudget();
+    cache_->Maintain();
+    UpdateStatsSnapshot();
+    EndWork();
+  }
+  // A restarted engine finds what this one cached.
+  if (cache_->disk() != nullptr) {
+    if (Status st = cache_->SaveAll(); !st.ok())
+      PC_LOG_WARN("saving the cache: %s", st.message().c_str());
+  }
+  // Blocks still queued for the remote tier go out before the process ends (the writer is
+  // bounded by its timeout per batch, and drops everything while the store is down).
+  if (cache_->remote() != nullptr) cache_->remote()->Flush();
+  // Requests still queued at shutdown are answered, not left waiting.
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& r : queue_) {
+    std::lock_guard<std::mutex> rl(r->mu);
+    r->result.status = Internal("the engine is shutting down");
+    r->done = true;
+    r->cv.notify_all();
+  }
+  queue_.clear();
+}
+
+bool EngineImpl::Step() {
+  std::vector<BatchToken> batch;
+  // The rows of logits, in batch order: a slot's next token (pos -1), or a prompt position
+  // whose logits give the next prompt token's log-probability.
+  struct Row {
+    Slot* slot;
+    int pos;
+  };
+  std::vector<Row> wants_logits;
+  std::vector<Slot*> recompute;  // requests without a KV cache: their whole sequence again
+  // Decode first: one token for every sequence that is generating.
+  for (auto& sp : active_) {
+    Slot& s = *sp;
+    if (s.finished) continue;
+    if (s.r->cancelled) {
+      Finish(s, "cancelled");
+      continue;
+    }
+    if (s.pending >= 0 && s.r->req.recompute_each_step) {
+      recompute.push_back(&s);
+    } else if (s.pending >= 0) {
+      batch.push_back({s.pending, s.next_pos++, &s.seq, true});
+      wants_logits.push_back({&s, -1});
+    }
+  }
+  // Then prefill chunks, oldest request first, while the batch has room.
+  for (auto& sp : active_) {
+    Slot& s = *sp;
+    if (s.finished || s.pending >= 0 || s.r->cancelled) continue;
+    const int room = options_.batch_size - static_cast<int>(batch.size());
+    if (room <= 0) break;
+    // Cached blocks that come before the next tokens join the sequence first; a token attends
+    // to what its sequence held before the batch, so a stage's tokens wait for the next step.
+    while (!s.gathers.empty() && s.gathers.front().before == s.filled) {
+      Slot::Gather& g = s.gathers.front();
+      s.seq.AppendSegment(g.held, 0, g.held.size());
+      s.gathers.pop_front();
+    }
+    const int total = static_cast<int>(s.fill_tokens.size());
+    const int stop = s.gathers.empty() ? total : s.gathers.front().before;
+    const int n = std::min(room, stop - s.filled);
+    const bool scored = s.r->req.prompt_logprobs;
+    for (int i = s.filled; i < s.filled + n; ++i) {
+      const bool last = i + 1 == total;
+      batch.push_back({s.fill_tokens[i], s.fill_pos[i], &s.seq, last || scored});
+      if (last || scored) wants_logits.push_back({&s, last ? -1 : s.fill_pos[i]});
+    }
+    s.filled += n;
+  }
+  // The baseline recomputes alone: its passes are what it measures.
+  for (Slot* s : recompute) RecomputeStep(*s);
+  if (batch.empty()) return !recompute.empty();
+  std::vector<float> logits(wants_logits.size() * size_t(model_->config().n_vocab));
+  Status st = model_->Forward(batch, logits.data(), &pool_, &scratch_);
+  if (!st.ok()) {
+    PC_LOG_ERROR("forward pass failed: %s", st.message().c_str());
+    for (auto& sp : active_) {
+      if (!sp->finished) Finish(*sp, "error", st);
+    }
+    return true;
+  }
+  for (size_t i = 0; i < wants_logits.size(); ++i) {
+    Slot& s = *wants_logits[i].slot;
+    const float* row = logits.data() + i * model_->config().n_vocab;
+    if (wants_logits[i].pos >= 0) {
+      if (!s.finished) HandlePromptRow(s, wants_logits[i].pos, row);
+      continue;
+    }
+    s.pending = -1;
+    Deliver(s, row);
+  }
+  for (auto& sp : active_) TrimSliding(*sp);
+  return true;
+}
+
+void EngineImpl::Deliver(Slot& s, const float* logits) {
+  // The request's callbacks are the caller's code: one that throws fails its request, not the
+  // engine thread (and with it the process).
+  try {
+    HandleLogits(s, logits);
+  } catch (const std::exception& e) {
+    Finish(s, "error", Internal(std::string("the request's callback threw: ") + e.what()));
+  } catch (...) {
+    Finish(s, "error", Internal("the request's callback threw"));
+  }
+}
+
+void EngineImpl::RecomputeStep(Slot& s) {
+  // s.tokens ends with the pending token (HandleLogits kept it), at position next_pos.
+  std::vector<float> logits(model_->config().n_vocab);
+  const Status st = RecomputeSequence(*model_, s.tokens, &s.seq, logits.data(),
+                                      options_.batch_size, &pool_, &scratch_,
+                                      options_.trim_sliding_kv);
+  if (!st.ok()) return Finish(s, "error", st);
+  ++s.next_pos;
+  s.pending = -1;
+  Deliver(s, logits.data());
+}
+
+void EngineImpl::TrimSliding(Slot& s) {
+  if (s.finished || !options_.trim_sliding_kv || !blocks_.layout().has_sliding()) return;
+  const int total = static_cast<int>(s.fill_tokens.size());
+  if (s.r->modular && (s.filled < total || !s.gathers.empty())) return;
+  // The sequence only moves forward: its next query is the next prefill token's, or the token
+  // to decode next.
+  const int32_t next = s.filled < total ? s.fill_pos[s.filled] : s.next_pos;
+  const int dead = s.seq.SlidingDeadTokens(next);
+  if (dead <= s.released) return;
+  // While the sequence still holds those blocks whole, the cache takes them (and a full
+  // reference): a later prompt sharing this prefix finds its last window complete, however far
+  // this request runs past it.
+  if (UsesPrefixCache(*s.r)) {
+    cache_->InsertPrefix(std::span<const int32_t>(s.tokens).first(dead), s.seq,
+                         NamespaceKey(s.r->req.cache_namespace));
+  }
+  s.seq.ReleaseSliding(dead);
+  s.released = dead;
+}
+
+void EngineImpl::Abandon(Request& r, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    if (r.done) return;  // Admit finished it before it threw
+    r.result.status = Internal(why);
+    r.result.finish_reason = "error";
+    r.done = true;
+  }
+  r.cv.notify_all();
+  std::lock_guard<std::mutex> lock(mu_);
+  --in_flight_;
+  stats_.requests++;
+  stats_.requests_failed++;
+}
+
+void EngineImpl::CancelQueued(Request& r) {
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    if (r.done) return;
+    r.result.finish_reason = "cancelled";
+    r.result.prompt_tokens = static_cast<int>(r.req.prompt.size());
+    r.result.queue_ms = MsBetween(r.submitted, Clock::now());
+    r.done = true;
+  }
+  r.cv.notify_all();
+  std::lock_guard<std::mutex> lock(mu_);
+  --in_flight_;
+  stats_.requests++;
+  stats_.requests_cancelled++;
+}
+
+}  // namespace promptcache
