@@ -626,7 +626,8 @@ ojson Ordered(std::string_view body) {
 }
 
 MaybeError ParseCommon(const json& obj, const RequestLimits& limits, ApiRequest* out) {
-  PC_RETURN_IF_API_ERROR(ReadModel(obj, /*required=*/true, &out->model));
+  // Without a model the served one answers (as vLLM does); a wrong name is still a 404.
+  PC_RETURN_IF_API_ERROR(ReadModel(obj, /*required=*/false, &out->model));
   PC_RETURN_IF_API_ERROR(CheckFields(obj, out->kind));
   PC_RETURN_IF_API_ERROR(ReadUnsupported(obj, out->kind));
   PC_RETURN_IF_API_ERROR(ReadStructuredOutput(obj, out));

@@ -309,7 +309,7 @@ void HandleCompletion(Call& call, ApiKind kind) {
   std::optional<ApiError> err = kind == ApiKind::kChat
                                     ? ParseChatRequest(call.req.body, server.limits(), &r)
                                     : ParseCompletionRequest(call.req.body, server.limits(), &r);
-  if (!err) err = server.CheckModel(r.model);
+  if (!err && !r.model.empty()) err = server.CheckModel(r.model);
   if (!err && kind == ApiKind::kChat) err = ApplyToolChoice(server.encoder().tool_format(), &r);
   if (err) return call.Fail(*err);
 
@@ -361,7 +361,7 @@ void HandleCompletion(Call& call, ApiKind kind) {
   meta.kind = kind;
   meta.id = (kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-") + RandomHex(24);
   meta.created = UnixSeconds();
-  meta.model = r.model;
+  meta.model = r.model.empty() ? server.model_id() : r.model;
   meta.system_fingerprint = server.fingerprint();
   if (r.tools_offered()) meta.tool_format = server.encoder().tool_format();
   if (r.logprobs >= 0) {
@@ -379,6 +379,34 @@ void HandleCompletion(Call& call, ApiKind kind) {
 }
 
 }  // namespace
+
+bool PrepareChat(Call& call, const ApiRequest& r, CompletionRequest* creq) {
+  ServerContext& server = call.server;
+  creq->sampling = r.sampling;
+  creq->stop = r.stop;
+  creq->ignore_eos = r.ignore_eos;
+  creq->cache_namespace = call.Namespace(r.cache_salt);
+  creq->tenant = call.tenant();
+  creq->n = r.n;
+  creq->grammar = r.grammar;
+  Result<BuiltPrompt> prompt = server.encoder().Build(r, server.PromptLimit());
+  if (!prompt.ok()) {
+    if (prompt.status().code() == StatusCode::kOutOfRange) {
+      call.Fail(server.PromptTooLong(prompt.status(), "input"));
+    } else {
+      call.Fail(prompt.status(), "input");
+    }
+    return false;
+  }
+  const int n = static_cast<int>(prompt->tokens.size());
+  if (std::optional<ApiError> err = CheckLength(server, r, n, n, &creq->max_tokens)) {
+    call.Fail(*err);
+    return false;
+  }
+  creq->prompt = std::move(prompt->tokens);
+  creq->pin_tokens = prompt->pin_tokens;
+  return true;
+}
 
 void HandleCompletions(Call& call) { HandleCompletion(call, ApiKind::kCompletion); }
 void HandleChatCompletions(Call& call) { HandleCompletion(call, ApiKind::kChat); }
