@@ -110,12 +110,17 @@ MaybeError CompileGrammar(const std::string& gbnf, const std::string& param, Api
   return std::nullopt;
 }
 
-// A JSON schema given as an object or as its JSON text.
-MaybeError SchemaGrammar(const json& schema, const std::string& param, ApiRequest* out) {
+// A JSON schema given as an object or as its JSON text. `ordered`: the same value with its keys
+// in the client's order (null: none), so that properties are generated in the schema's order
+// (zod's, pydantic's), not sorted.
+MaybeError SchemaGrammar(const json& schema, const ojson* ordered, const std::string& param,
+                         ApiRequest* out) {
   if (!schema.is_object() && !schema.is_string() && !schema.is_boolean()) {
     return WrongType(param, "a JSON schema (an object)", schema);
   }
-  const std::string text = schema.is_string() ? schema.get<std::string>() : schema.dump();
+  const std::string text = schema.is_string() ? schema.get<std::string>()
+                           : ordered != nullptr ? ordered->dump()
+                                                : schema.dump();
   Result<std::string> gbnf = JsonSchemaToGbnf(text);
   if (!gbnf.ok()) {
     return ApiError::BadRequest("'" + param + "': " + gbnf.status().message(), param,
@@ -147,13 +152,28 @@ MaybeError ChoiceGrammar(const json& v, const std::string& param, ApiRequest* ou
   return CompileGrammar(gbnf, param, out);
 }
 
-MaybeError ResponseFormat(const json& v, ApiRequest* out) {
+// The value at `key` of `obj`, when both are objects (the ordered twin of a field).
+const ojson* OrderedAt(const ojson* obj, const char* key) {
+  if (obj == nullptr || !obj->is_object()) return nullptr;
+  auto it = obj->find(key);
+  return it == obj->end() ? nullptr : &*it;
+}
+
+MaybeError ResponseFormat(const json& v, const ojson* ov, ApiRequest* out) {
   if (!v.is_object()) return WrongType("response_format", "an object", v);
   const json* type = Find(v, "type");
   if (type == nullptr || !type->is_string()) {
     return ApiError::BadRequest("'response_format.type' must be a string", "response_format.type");
   }
   const std::string t = type->get<std::string>();
+  // Keys beyond the type's are refused, not ignored: llama.cpp's {"type": "json_object",
+  // "schema": {...}} would otherwise give unconstrained JSON.
+  for (const auto& [key, value] : v.items()) {
+    if (value.is_null() || key == "type" || (t == "json_schema" && key == "json_schema")) continue;
+    return ApiError::BadRequest("'response_format." + key + "' is not supported with type '" + t +
+                                    "' (give a json_schema response_format for a schema)",
+                                "response_format." + key, "unsupported");
+  }
   if (t == "text") return std::nullopt;
   out->grammar_field = "response_format";
   if (t == "json_object") return CompileGrammar(JsonObjectGbnf(), "response_format", out);
@@ -180,14 +200,15 @@ MaybeError ResponseFormat(const json& v, ApiRequest* out) {
     return ApiError::BadRequest("'response_format.json_schema.schema' is required",
                                 "response_format.json_schema.schema");
   }
-  return SchemaGrammar(*schema, "response_format.json_schema.schema", out);
+  return SchemaGrammar(*schema, OrderedAt(OrderedAt(ov, "json_schema"), "schema"),
+                       "response_format.json_schema.schema", out);
 }
 
 // Structured output: at most one of response_format (json_object / json_schema), grammar,
 // json_schema, guided_json and guided_choice.
-MaybeError ReadStructuredOutput(const json& obj, ApiRequest* out) {
+MaybeError ReadStructuredOutput(const json& obj, const ojson* ordered, ApiRequest* out) {
   if (const json* rf = Find(obj, "response_format"))
-    PC_RETURN_IF_API_ERROR(ResponseFormat(*rf, out));
+    PC_RETURN_IF_API_ERROR(ResponseFormat(*rf, OrderedAt(ordered, "response_format"), out));
   for (const char* key : {"grammar", "json_schema", "guided_json", "guided_choice"}) {
     const json* v = Find(obj, key);
     if (v == nullptr) continue;
@@ -203,7 +224,7 @@ MaybeError ReadStructuredOutput(const json& obj, ApiRequest* out) {
     } else if (k == "guided_choice") {
       PC_RETURN_IF_API_ERROR(ChoiceGrammar(*v, k, out));
     } else {
-      PC_RETURN_IF_API_ERROR(SchemaGrammar(*v, k, out));
+      PC_RETURN_IF_API_ERROR(SchemaGrammar(*v, OrderedAt(ordered, key), k, out));
     }
   }
   return std::nullopt;
@@ -336,6 +357,8 @@ MaybeError ReadContent(const json& msg, const std::string& param, ApiMessage* ou
     if (text == nullptr || !text->is_string()) {
       return ApiError::BadRequest("'" + pp + ".text' must be a string", pp + ".text");
     }
+    // Parts are joined with a newline, as llama.cpp and vLLM join them.
+    if (i > 0) out->content += '\n';
     out->content += text->get<std::string>();
     PC_RETURN_IF_API_ERROR(ReadCacheControl(part, pp, &out->cache_breakpoint));
   }
@@ -619,18 +642,24 @@ MaybeError ReadModular(const json& obj, ApiRequest* out) {
 }
 
 // The body again with its keys in order, when it may have tool fields (tool definitions and
-// arguments are rendered in the client's order); null otherwise.
+// arguments are rendered in the client's order) or a JSON schema (its properties are generated
+// in the client's order); null otherwise.
 ojson Ordered(std::string_view body) {
-  if (body.find("tool") == std::string_view::npos) return ojson();
+  if (body.find("tool") == std::string_view::npos &&
+      body.find("schema") == std::string_view::npos &&
+      body.find("guided_json") == std::string_view::npos) {
+    return ojson();
+  }
   return ojson::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
 }
 
-MaybeError ParseCommon(const json& obj, const RequestLimits& limits, ApiRequest* out) {
+MaybeError ParseCommon(const json& obj, const ojson* ordered, const RequestLimits& limits,
+                       ApiRequest* out) {
   // Without a model the served one answers (as vLLM does); a wrong name is still a 404.
   PC_RETURN_IF_API_ERROR(ReadModel(obj, /*required=*/false, &out->model));
   PC_RETURN_IF_API_ERROR(CheckFields(obj, out->kind));
   PC_RETURN_IF_API_ERROR(ReadUnsupported(obj, out->kind));
-  PC_RETURN_IF_API_ERROR(ReadStructuredOutput(obj, out));
+  PC_RETURN_IF_API_ERROR(ReadStructuredOutput(obj, ordered, out));
   PC_RETURN_IF_API_ERROR(ReadChoicesAndLogprobs(obj, out->kind, out));
   // Scoring a prompt (echo with logprobs) needs no new token: max_tokens 0 is allowed then.
   PC_RETURN_IF_API_ERROR(
@@ -679,7 +708,8 @@ std::optional<ApiError> ParseCompletionRequest(std::string_view body, const Requ
     if (prompt == nullptr) return ApiError::BadRequest("'prompt' is required", "prompt");
     PC_RETURN_IF_API_ERROR(
         ReadPrompt(*prompt, &out->prompt_text, &out->prompt_tokens, &out->prompt_is_tokens));
-    return ParseCommon(obj, limits, out);
+    const ojson ordered = Ordered(body);
+    return ParseCommon(obj, ordered.is_object() ? &ordered : nullptr, limits, out);
   });
 }
 
@@ -694,7 +724,7 @@ std::optional<ApiError> ParseChatRequest(std::string_view body, const RequestLim
     const ojson* o = ordered.is_object() ? &ordered : nullptr;
     PC_RETURN_IF_API_ERROR(ReadMessages(obj, o, &out->messages));
     if (o != nullptr) PC_RETURN_IF_API_ERROR(ReadTools(*o, out));
-    return ParseCommon(obj, limits, out);
+    return ParseCommon(obj, o, limits, out);
   });
 }
 
