@@ -292,9 +292,13 @@ MaybeError ReadTokenArray(const json& arr, const std::string& param, std::vector
   return std::nullopt;
 }
 
-// "prompt": a string, token ids, or a one-element array of either (batches are not supported).
+// The most prompts one batched completions request may hold.
+constexpr size_t kMaxBatch = 16;
+
+// "prompt": a string, token ids, or an array of either. A batch of more than one (`batch`
+// non-null: completions) fills *batch, its first prompt also *text / *tokens.
 MaybeError ReadPrompt(const json& v, std::string* text, std::vector<int32_t>* tokens,
-                      bool* is_tokens) {
+                      bool* is_tokens, std::vector<ApiRequest::BatchPrompt>* batch = nullptr) {
   if (v.is_string()) {
     *text = v.get<std::string>();
     *is_tokens = false;
@@ -302,9 +306,34 @@ MaybeError ReadPrompt(const json& v, std::string* text, std::vector<int32_t>* to
   }
   if (!v.is_array()) return WrongType("prompt", "a string or an array of token ids", v);
   if (!v.empty() && (v[0].is_string() || v[0].is_array())) {
-    if (v.size() != 1) {
-      return ApiError::BadRequest("batched prompts are not supported: send one prompt per request",
+    if (v.size() != 1 && batch == nullptr) {
+      return ApiError::BadRequest("a batch of prompts is not supported here: send one prompt",
                                   "prompt", "unsupported");
+    }
+    if (v.size() > kMaxBatch) {
+      return ApiError::BadRequest("'prompt' has " + std::to_string(v.size()) +
+                                      " prompts, at most " + std::to_string(kMaxBatch) +
+                                      " are allowed in one request",
+                                  "prompt");
+    }
+    if (v.size() > 1) {
+      for (size_t i = 0; i < v.size(); ++i) {
+        const std::string p = "prompt[" + std::to_string(i) + "]";
+        ApiRequest::BatchPrompt b;
+        if (v[i].is_string()) {
+          b.text = v[i].get<std::string>();
+        } else if (v[i].is_array()) {
+          b.is_tokens = true;
+          PC_RETURN_IF_API_ERROR(ReadTokenArray(v[i], p, &b.tokens));
+        } else {
+          return WrongType(p, "a string or an array of token ids", v[i]);
+        }
+        batch->push_back(std::move(b));
+      }
+      *text = batch->front().text;
+      *tokens = batch->front().tokens;
+      *is_tokens = batch->front().is_tokens;
+      return std::nullopt;
     }
     if (v[0].is_string()) return ReadPrompt(v[0], text, tokens, is_tokens);
     *is_tokens = true;
@@ -706,10 +735,26 @@ std::optional<ApiError> ParseCompletionRequest(std::string_view body, const Requ
     PC_RETURN_IF_API_ERROR(ParseObject(body, &obj));
     const json* prompt = Find(obj, "prompt");
     if (prompt == nullptr) return ApiError::BadRequest("'prompt' is required", "prompt");
-    PC_RETURN_IF_API_ERROR(
-        ReadPrompt(*prompt, &out->prompt_text, &out->prompt_tokens, &out->prompt_is_tokens));
+    PC_RETURN_IF_API_ERROR(ReadPrompt(*prompt, &out->prompt_text, &out->prompt_tokens,
+                                      &out->prompt_is_tokens, &out->batch));
     const ojson ordered = Ordered(body);
-    return ParseCommon(obj, ordered.is_object() ? &ordered : nullptr, limits, out);
+    PC_RETURN_IF_API_ERROR(ParseCommon(obj, ordered.is_object() ? &ordered : nullptr, limits, out));
+    if (!out->batch.empty()) {
+      for (const ApiRequest::BatchPrompt& b : out->batch) {
+        if (!b.is_tokens && LooksLikePml(b.text)) {
+          return ApiError::BadRequest("a batch of prompts holds plain prompts, not PML ones",
+                                      "prompt", "unsupported");
+        }
+      }
+      const char* field = out->modular() ? "schema" : out->stream ? "stream" : nullptr;
+      if (field != nullptr) {
+        return ApiError::BadRequest("'" + std::string(field) +
+                                        "' is not supported with a batch of prompts: send one "
+                                        "prompt per request",
+                                    field, "unsupported");
+      }
+    }
+    return std::nullopt;
   });
 }
 
@@ -736,6 +781,8 @@ std::optional<ApiError> ParsePrefixRequest(std::string_view body, PrefixRequest*
     PC_RETURN_IF_API_ERROR(ReadModel(obj, /*required=*/false, &out->model));
     PC_RETURN_IF_API_ERROR(ReadBool(obj, "add_generation_prompt", &out->add_generation_prompt));
     PC_RETURN_IF_API_ERROR(ReadBool(obj, "pin", &out->pin));
+    PC_RETURN_IF_API_ERROR(ReadBool(obj, "add_special", &out->add_special));
+    PC_RETURN_IF_API_ERROR(ReadBool(obj, "with_pieces", &out->with_pieces));
     PC_RETURN_IF_API_ERROR(ReadCacheSalt(obj, &out->cache_salt));
     const json* prompt = Find(obj, "prompt");
     if (prompt == nullptr) prompt = Find(obj, "content");

@@ -302,6 +302,77 @@ void StartStream(Call& call, const ResponseMeta& meta, bool include_usage, Compl
                     [s](httplib::DataSink& sink) { return WriteStream(*s, sink); });
 }
 
+// Completions with a batch of prompts: each prompt is its own request, all queued before the
+// first is awaited; the choices of prompt p are indexed p * n + i, as OpenAI indexes them, and
+// the usage is summed.
+void RespondBatch(Call& call, const ApiRequest& r) {
+  ServerContext& server = call.server;
+  const Tokenizer& tok = call.engine().model().tokenizer();
+  const std::string id = "cmpl-" + RandomHex(24);
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  std::vector<ResponseMeta> metas;
+  auto cancel = [&handles] {
+    for (auto& h : handles) h->Cancel();
+  };
+  for (size_t p = 0; p < r.batch.size(); ++p) {
+    ApiRequest one = r;
+    one.batch.clear();
+    one.prompt_text = r.batch[p].text;
+    one.prompt_tokens = r.batch[p].tokens;
+    one.prompt_is_tokens = r.batch[p].is_tokens;
+    CompletionRequest creq;
+    if (!PrepareChat(call, one, &creq, "prompt[" + std::to_string(p) + "]")) return cancel();
+    ResponseMeta meta;
+    meta.kind = ApiKind::kCompletion;
+    meta.id = id;
+    meta.created = UnixSeconds();
+    meta.model = r.model.empty() ? server.model_id() : r.model;
+    meta.system_fingerprint = server.fingerprint();
+    if (r.logprobs >= 0) {
+      meta.logprobs = true;
+      meta.token_text = [&tok](int32_t t) { return tok.TokenBytes(t); };
+    }
+    if (r.echo) {
+      meta.echo = true;
+      meta.prompt_tokens = creq.prompt;
+      meta.prompt_text = tok.Decode(creq.prompt);
+    }
+    creq.on_text = call.StopsWithServer();
+    Result<std::shared_ptr<RequestHandle>> handle = call.engine().Submit(std::move(creq));
+    if (!handle.ok()) {
+      cancel();
+      return call.Fail(handle.status());
+    }
+    handles.push_back(*handle);
+    metas.push_back(std::move(meta));
+  }
+  ojson body;
+  for (size_t p = 0; p < handles.size(); ++p) {
+    const CompletionResult result = call.Await(handles[p]);
+    if (!result.status.ok()) {
+      cancel();
+      return call.Fail(result.status);
+    }
+    server.Observe(call.tenant(), result);
+    ojson one = ojson::parse(CompletionBody(metas[p], result));
+    for (ojson& c : one["choices"]) c["index"] = c["index"].get<int>() + int(p) * r.n;
+    if (p == 0) {
+      body = std::move(one);
+      body.erase("timings");  // per request; a batch is several
+      continue;
+    }
+    for (ojson& c : one["choices"]) body["choices"].push_back(std::move(c));
+    ojson& u = body["usage"];
+    for (const char* k : {"prompt_tokens", "completion_tokens", "total_tokens"}) {
+      u[k] = u[k].get<int64_t>() + one["usage"][k].get<int64_t>();
+    }
+    u["prompt_tokens_details"]["cached_tokens"] =
+        u["prompt_tokens_details"]["cached_tokens"].get<int64_t>() +
+        one["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+  }
+  call.SendJson(body);
+}
+
 void HandleCompletion(Call& call, ApiKind kind) {
   ServerContext& server = call.server;
   Engine& engine = call.engine();
@@ -312,6 +383,7 @@ void HandleCompletion(Call& call, ApiKind kind) {
   if (!err && !r.model.empty()) err = server.CheckModel(r.model);
   if (!err && kind == ApiKind::kChat) err = ApplyToolChoice(server.encoder().tool_format(), &r);
   if (err) return call.Fail(*err);
+  if (r.batch.size() > 1) return RespondBatch(call, r);
 
   CompletionRequest creq;
   std::shared_ptr<CacheMapRequest> map;
@@ -380,7 +452,8 @@ void HandleCompletion(Call& call, ApiKind kind) {
 
 }  // namespace
 
-bool PrepareChat(Call& call, const ApiRequest& r, CompletionRequest* creq) {
+bool PrepareChat(Call& call, const ApiRequest& r, CompletionRequest* creq,
+                 const std::string& param) {
   ServerContext& server = call.server;
   creq->sampling = r.sampling;
   creq->stop = r.stop;
@@ -389,12 +462,14 @@ bool PrepareChat(Call& call, const ApiRequest& r, CompletionRequest* creq) {
   creq->tenant = call.tenant();
   creq->n = r.n;
   creq->grammar = r.grammar;
+  creq->logprobs = r.logprobs;
+  creq->prompt_logprobs = r.echo && r.logprobs >= 0;
   Result<BuiltPrompt> prompt = server.encoder().Build(r, server.PromptLimit());
   if (!prompt.ok()) {
     if (prompt.status().code() == StatusCode::kOutOfRange) {
-      call.Fail(server.PromptTooLong(prompt.status(), "input"));
+      call.Fail(server.PromptTooLong(prompt.status(), param));
     } else {
-      call.Fail(prompt.status(), "input");
+      call.Fail(prompt.status(), param);
     }
     return false;
   }

@@ -210,7 +210,7 @@ void HandleResponses(Call& call) {
   if (err) return call.Fail(*err);
 
   CompletionRequest creq;
-  if (!PrepareChat(call, r, &creq)) return;
+  if (!PrepareChat(call, r, &creq, "input")) return;
   ResponsesMeta meta;
   meta.id = "resp_" + RandomHex(32);
   meta.created = std::chrono::duration_cast<std::chrono::seconds>(

@@ -77,9 +77,10 @@ void HandleMetrics(Call& call);
 // turns it into tokens (`max_tokens`: as PromptEncoder::Build); false after failing the call.
 bool ReadPrefix(Call& call, PrefixRequest* r, BuiltPrompt* prompt, size_t max_tokens = SIZE_MAX);
 
-// openai_routes.cc, shared with the Responses route: a plain chat request `r` as the engine's
-// request (sampling, stop, grammar, namespace, the prompt built and its length checked); false
-// after failing the call.
-bool PrepareChat(Call& call, const ApiRequest& r, CompletionRequest* creq);
+// openai_routes.cc, shared with the Responses route: a plain (not modular) request `r` as the
+// engine's request (sampling, stop, grammar, log-probabilities, namespace, the prompt built and
+// its length checked; errors about the prompt name `param`); false after failing the call.
+bool PrepareChat(Call& call, const ApiRequest& r, CompletionRequest* creq,
+                 const std::string& param);
 
 }  // namespace promptcache
