@@ -118,7 +118,7 @@ MaybeError SchemaGrammar(const json& schema, const ojson* ordered, const std::st
   if (!schema.is_object() && !schema.is_string() && !schema.is_boolean()) {
     return WrongType(param, "a JSON schema (an object)", schema);
   }
-  const std::string text = schema.is_string() ? schema.get<std::string>()
+  const std::string text = schema.is_string()   ? schema.get<std::string>()
                            : ordered != nullptr ? ordered->dump()
                                                 : schema.dump();
   Result<std::string> gbnf = JsonSchemaToGbnf(text);

@@ -76,7 +76,10 @@ ojson ResponseObject(const ResponsesMeta& meta, const CompletionResult* result) 
   ojson output = ojson::array();
   if (result != nullptr) {
     const ResponsesOutput out = SplitOutput(meta.tool_format, result->text);
-    if (out.has_message) output.push_back(MessageItem(meta, out.text, "completed"));
+    // Cut short, the message is too (as OpenAI marks it).
+    if (out.has_message) {
+      output.push_back(MessageItem(meta, out.text, length ? "incomplete" : "completed"));
+    }
     for (size_t i = 0; i < out.calls.size(); ++i) {
       output.push_back(FunctionCallItem(meta, static_cast<int>(i), out.calls[i], "completed"));
     }

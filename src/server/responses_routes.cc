@@ -115,7 +115,10 @@ std::string Finish(ResponsesStream& s, const CompletionResult& result) {
     events += ResponsesEvent("response.content_part.done", part_done, &s.sequence);
     events += ResponsesEvent(
         "response.output_item.done",
-        {{"output_index", 0}, {"item", MessageItem(s.meta, out.text, "completed")}}, &s.sequence);
+        {{"output_index", 0},
+         {"item", MessageItem(s.meta, out.text,
+                              result.finish_reason == "length" ? "incomplete" : "completed")}},
+        &s.sequence);
   }
   for (size_t i = 0; i < out.calls.size(); ++i) {
     const int index = static_cast<int>(i) + (out.has_message ? 1 : 0);

@@ -31,7 +31,7 @@ class ServerContext {
   Engine& engine() const { return *engine_; }
   const ServerOptions& options() const { return options_; }
   int context() const { return context_; }  // tokens per request
-  const std::string& model_id() const { return model_id_; }  // also for requests without one
+  const std::string& model_id() const { return model_id_; }
   const std::string& model_name() const { return model_name_; }
   const std::string& fingerprint() const { return fingerprint_; }  // "fp_" + 12 hex digits
   int64_t created() const { return created_; }                     // Unix seconds

@@ -54,6 +54,7 @@ test('responses.create: a response object with output_text and usage', async () 
     assert.equal(u.output_tokens, 24);
     assert.equal(r.incomplete_details.reason, 'max_output_tokens');
   }
+  assert.equal(r.output[0].status, r.status);  // a message cut short is "incomplete" too
   // The same input as a list of items (input_text parts) renders the same prompt.
   const items = await client.responses.create({
     model: MODEL, instructions: 'You tell stories.', max_output_tokens: 24, temperature: 0,
@@ -86,6 +87,7 @@ test('responses.create stream: the events in order, adding up to the non-streame
   assert.equal(final.id, events[0].response.id);
   assert.equal(events[0].response.status, 'in_progress');
   assert.equal(outputText(final), text);
+  assert.deepEqual(events.findLast((e) => e.type === 'response.output_item.done').item, final.output[0]);
   assert.equal(final.usage.output_tokens, plain.usage.output_tokens);
   assert.equal(final.usage.input_tokens, plain.usage.input_tokens);
 });
