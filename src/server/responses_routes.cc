@@ -186,6 +186,24 @@ bool WriteResponses(ResponsesStream& s, httplib::DataSink& sink) {
   return sink.write(out.data(), out.size());
 }
 
+// An error of the chat parser, its param spelled as the Responses request spells the field.
+ApiError AsResponsesError(ApiError e) {
+  static const std::pair<std::string_view, std::string_view> kNames[] = {
+      {"max_completion_tokens", "max_output_tokens"},
+      {"response_format.json_schema.", "text.format."},
+      {"response_format", "text.format"},
+      {"messages", "input"}};
+  for (const auto& [chat, responses] : kNames) {
+    if (e.param.rfind(chat, 0) == 0) {
+      // A message's index counts the instructions and stored turns: only the field is named.
+      e.param = chat == "messages" ? std::string(responses)
+                                   : std::string(responses) + e.param.substr(chat.size());
+      break;
+    }
+  }
+  return e;
+}
+
 }  // namespace
 
 void HandleResponses(Call& call) {
@@ -208,7 +226,8 @@ void HandleResponses(Call& call) {
   const ojson chat = SpliceHistory(*rr, history);
   ApiRequest r;
   std::optional<ApiError> err = ParseChatRequest(Dump(chat), server.limits(), &r);
-  if (!err && !r.model.empty()) err = server.CheckModel(r.model);
+  if (err) return call.Fail(AsResponsesError(*err));
+  if (!r.model.empty()) err = server.CheckModel(r.model);
   if (!err) err = ApplyToolChoice(server.encoder().tool_format(), &r);
   if (err) return call.Fail(*err);
 

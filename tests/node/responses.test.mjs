@@ -137,6 +137,10 @@ test('strictness: unknown fields, chat-only fields and unsupported items are a 4
     [{ input: 'Hi', text: { format: { type: 'json_schema', name: 'x', schema: {}, extra: 1 } } }, 'text.format.extra'],
     [{ input: [{ type: 'item_reference', id: 'x' }] }, 'input[0].type'],
     [{}, 'input'],
+    // Errors the chat parser finds name the Responses spelling of the field.
+    [{ input: 'Hi', max_output_tokens: 0 }, 'max_output_tokens'],
+    [{ input: 'Hi', text: { format: { type: 'json_schema', name: 'x', schema: { type: 'object', uniqueItems: true } } } }, 'text.format.schema'],
+    [{ input: [{ role: 'wizard', content: 'x' }] }, 'input'],
   ];
   for (const [body, param] of cases) {
     const res = await server.json('POST', '/v1/responses', { model: MODEL, ...body });
