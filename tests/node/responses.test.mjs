@@ -1,7 +1,7 @@
 // OpenAI's Responses API (POST /v1/responses, GET /v1/responses/{id}) through the real clients:
 // the `openai` client's responses.create / retrieve (JSON and streamed), and the AI SDK's default
-// OpenAI provider (createOpenAI()(id) speaks the Responses API): generateText, streamText and
-// generateObject. stories260K with Qwen2.5's template (Hermes tool calls). Asserted: the shapes,
+// OpenAI provider (createOpenAI()(id) speaks the Responses API): generateText, streamText,
+// generateObject and a function tool call. stories260K with Qwen2.5's template (Hermes tool calls). Asserted: the shapes,
 // the stream's event order and that it adds up to the same response, usage, cached_tokens on a
 // continuation through previous_response_id, the store's bounds of meaning (store: false, an
 // unknown id's 404), constrained output (text.format) validated by ajv and ending "completed"
@@ -18,7 +18,7 @@ import Ajv from 'ajv';
 import { z } from 'zod';
 import { zodTextFormat } from 'openai/helpers/zod';
 import { createOpenAI } from '@ai-sdk/openai';
-import { generateText, streamText, generateObject } from 'ai';
+import { generateText, streamText, generateObject, tool, jsonSchema } from 'ai';
 import { startServer, MODEL, SHARED } from './server.mjs';
 
 let server, client;
@@ -266,4 +266,16 @@ test('the AI SDK\'s default OpenAI provider (Responses API): generateText, strea
   assert.equal(o.finishReason, 'stop');
   assert.ok(schema.safeParse(o.object).success, JSON.stringify(o.object));
   assert.ok(ajv.compile(z.toJSONSchema(schema, { target: 'draft-7' }))(o.object));
+});
+
+test('the AI SDK\'s default provider: a function tool call through the Responses API', async () => {
+  const model = createOpenAI({ baseURL: `${server.url}/v1`, apiKey: 'unused' })(MODEL);
+  const r = await generateText({
+    model, prompt: 'Weather in Paris?', temperature: 0, maxOutputTokens: 200, toolChoice: 'required',
+    tools: { get_weather: tool({ description: weather.description, inputSchema: jsonSchema(weather.parameters) }) },
+  });
+  assert.equal(r.finishReason, 'tool-calls');
+  assert.equal(r.toolCalls.length, 1);
+  assert.equal(r.toolCalls[0].toolName, 'get_weather');
+  assert.ok(ajv.compile(weather.parameters)(r.toolCalls[0].input), JSON.stringify(r.toolCalls[0].input));
 });
