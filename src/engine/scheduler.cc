@@ -17,6 +17,7 @@ bool EngineImpl::Trims(const Request& r) const {
 }
 
 size_t EngineImpl::Reservation(const Request& r) const {
+  if (r.embedding) return EmbeddingReservation(*r.embedding);
   const size_t prompt = r.modular ? r.modular->prefill.tokens.size() : r.req.prompt.size();
   // Choices share the prompt's blocks and each holds its own generated tokens.
   const size_t tokens = std::min<size_t>(
@@ -158,6 +159,7 @@ bool EngineImpl::Step() {
     int pos;
   };
   std::vector<Row> wants_logits;
+  std::vector<HiddenRow> wants_hidden;  // embedding requests' tokens whose hidden states pool
   // Decode first: one token for every sequence that is generating.
   for (auto& sp : active_) {
     Slot& s = *sp;
@@ -177,6 +179,10 @@ bool EngineImpl::Step() {
     if (s.finished || s.pending >= 0 || s.r->cancelled) continue;
     const int room = options_.batch_size - static_cast<int>(batch.size());
     if (room <= 0) break;
+    if (s.r->embedding) {
+      AddEmbeddingTokens(s, room, &batch, &wants_hidden);
+      continue;
+    }
     // Cached blocks that come before the next tokens join the sequence first; a token attends
     // to what its sequence held before the batch, so a stage's tokens wait for the next step.
     while (!s.gathers.empty() && s.gathers.front().before == s.filled) {
@@ -197,7 +203,8 @@ bool EngineImpl::Step() {
   }
   if (batch.empty()) return false;
   std::vector<float> logits(wants_logits.size() * size_t(model_->config().n_vocab));
-  Status st = model_->Forward(batch, logits.data(), &pool_, &scratch_);
+  std::vector<float> hidden(wants_hidden.size() * size_t(model_->config().n_embd));
+  Status st = model_->Forward(batch, logits.data(), &pool_, &scratch_, 0, hidden.data());
   if (!st.ok()) {
     PC_LOG_ERROR("forward pass failed: %s", st.message().c_str());
     for (auto& sp : active_) {
@@ -223,12 +230,14 @@ bool EngineImpl::Step() {
       Finish(s, "error", Internal("the request's callback threw"));
     }
   }
+  PoolEmbeddings(wants_hidden, hidden.data());
   for (auto& sp : active_) TrimSliding(*sp);
   return true;
 }
 
 void EngineImpl::TrimSliding(Slot& s) {
   if (s.finished || !options_.trim_sliding_kv || !blocks_.layout().has_sliding()) return;
+  if (s.r->embedding) return;  // its inputs' sequences live for a step or two
   const int total = static_cast<int>(s.fill_tokens.size());
   if (s.r->modular && (s.filled < total || !s.gathers.empty())) return;
   // The sequence only moves forward: its next query is the next prefill token's, or the token
@@ -260,6 +269,7 @@ void EngineImpl::Abandon(Request& r, const std::string& why) {
   --in_flight_;
   stats_.requests++;
   stats_.requests_failed++;
+  if (r.embedding) stats_.embedding_requests++;
 }
 
 void EngineImpl::CancelQueued(Request& r) {
@@ -276,6 +286,7 @@ void EngineImpl::CancelQueued(Request& r) {
   --in_flight_;
   stats_.requests++;
   stats_.requests_cancelled++;
+  if (r.embedding) stats_.embedding_requests++;
 }
 
 }  // namespace promptcache

@@ -2,7 +2,8 @@
 //   x = embed(tokens) · embed_scale
 //   per layer:  x += post_norm(Wo · Attention(RoPE(Wq·norm(x)), RoPE(Wk·norm(x)), Wv·norm(x)))
 //               x += post_norm(Wdown · (act(Wgate·norm(x)) * Wup·norm(x)))
-//   logits = softcap(Wout · norm(x))
+//   hidden = norm(x)                   (what embeddings pool, for the tokens that ask)
+//   logits = softcap(Wout · hidden)
 // One pass for every architecture (model/config.h): the optional parts are there when the file
 // has them: biases on Q, K, V (Qwen2), a norm on each Q and K head (Qwen3, Gemma 3), the
 // post-norms (Gemma 2/3); act is SiLU or GELU; attention may be soft-capped and, on sliding
@@ -45,7 +46,7 @@ void Resize(std::vector<float>& v, size_t n) {
 }  // namespace
 
 Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPool* pool,
-                      ForwardScratch* s, int layers) const {
+                      ForwardScratch* s, int layers, float* hidden) const {
   const ModelConfig& c = config_;
   const int T = static_cast<int>(batch.size());
   if (T == 0) return Status::Ok();
@@ -124,7 +125,7 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
   const KvLayout& kvl = kv_pool->layout();
   const size_t kv_row_bytes = kvl.row_bytes();
 
-  PC_CHECK(layers <= 0 || logits == nullptr);
+  PC_CHECK(layers <= 0 || (logits == nullptr && hidden == nullptr));
   const int n_layers = layers > 0 ? std::min(layers, c.n_layers) : c.n_layers;
   for (int l = 0; l < n_layers; ++l) {
     const LayerWeights& w = layers_[l];
@@ -186,6 +187,15 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
   }
 
   if (n_layers < c.n_layers) return Status::Ok();
+  // Final hidden states for the tokens that want them: [n_hidden, D], normed as the output
+  // matrix's input is.
+  float* h = hidden;
+  for (int t = 0; t < T; ++t) {
+    if (!batch[t].want_hidden) continue;
+    PC_CHECK(h != nullptr);
+    RmsNorm(x + size_t(t) * D, output_norm_.data(), D, c.rms_eps, h);
+    h += D;
+  }
   // Logits only for the tokens that want them: [n_out, n_vocab].
   int n_out = 0;
   for (int t = 0; t < T; ++t) {
