@@ -17,7 +17,9 @@ namespace promptcache::cli {
 
 void ModelOptions::Register(CLI::App* sub) {
   sub->add_option("-m,--model", model_path, "GGUF model file")->required();
-  sub->add_option("-t,--threads", threads, "threads (default: all cores)");
+  sub->add_option(
+      "-t,--threads", threads,
+      "threads (default: one per physical core this process may run on, within its CPU quota)");
   sub->add_option("-c,--context", context, "context size in tokens (default: the model's)");
   sub->add_flag("--allow-long-context", allow_long_context,
                 "accept a context beyond what the model was trained for");

@@ -60,7 +60,10 @@ class ServeCommand : public Command {
  public:
   void Register(CLI::App* sub) override {
     sub->add_option("-m,--model", engine_.model_path, "GGUF model file")->required();
-    sub->add_option("-t,--threads", engine_.threads, "compute threads (default: all cores)");
+    sub->add_option(
+        "-t,--threads", engine_.threads,
+        "compute threads (default: one per physical core this process may run on, within its CPU "
+        "quota)");
     sub->add_option("-c,--context", engine_.context,
                     "context size per request in tokens (default: the model's)");
     sub->add_flag("--allow-long-context", engine_.allow_long_context,
@@ -173,6 +176,11 @@ class ServeCommand : public Command {
                     "connections served at once, each on its own thread; one more gets a 503")
         ->default_val(512)
         ->check(CLI::Range(1, 65536));
+    sub->add_option("--max-connections-per-client", server_.transport.max_connections_per_client,
+                    "connections one client address may hold at once (0: half of "
+                    "--max-connections; behind a proxy, raise it to --max-connections)")
+        ->default_val(0)
+        ->check(CLI::Range(0, 65536));
     sub->add_option("--header-timeout", server_.transport.header_timeout_s,
                     "seconds a request's line and headers may take to arrive, in total")
         ->default_val(10.0)

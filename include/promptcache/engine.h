@@ -56,7 +56,7 @@ Result<Pooling> ParsePooling(std::string_view name);
 // How Engine::Create loads the model and sizes the engine, its KV memory and its cache tiers.
 struct EngineOptions {
   std::string model_path;
-  int threads = 0;     // 0: all cores
+  int threads = 0;     // 0: one per physical core usable (affinity mask, cgroup CPU quota)
   int context = 0;     // per sequence; 0: the model's context length
   int parallel = 4;    // sequences served at once
   int max_queue = 64;  // waiting requests beyond `parallel`; more are refused

@@ -23,7 +23,7 @@
 namespace promptcache {
 
 struct SessionOptions {
-  int threads = 0;  // 0: all cores
+  int threads = 0;  // 0: one per physical core usable (ThreadPool::DefaultThreads)
   int context = 0;  // 0: the model's trained context length
   KvType kv_type = KvType::kF16;
   bool static_cache = false;  // preallocate the KV cache for the whole context

@@ -484,8 +484,11 @@ void HttpServer::Impl::HandleMetrics(const httplib::Request& req, httplib::Respo
                     "text/plain; version=0.0.4; charset=utf-8");
     return;
   }
-  const ConnectionStats connections{http_.open_connections(), http_.refused_connections(),
-                                    http_.timed_out_requests()};
+  ConnectionStats connections;
+  connections.open = http_.open_connections();
+  connections.refused = http_.refused_connections();
+  connections.refused_per_client = http_.refused_per_client();
+  connections.timed_out = http_.timed_out_requests();
   res.set_content(FormatMetrics(engine_->Stats(), metrics_.Ttft(), metrics_.Responses(), model_id_,
                                 connections),
                   "text/plain; version=0.0.4; charset=utf-8");

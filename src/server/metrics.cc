@@ -224,7 +224,11 @@ std::string FormatMetrics(const EngineStats& s, const HistogramSnapshot& ttft,
   p.Add("promptcache_requests_queued", "gauge", "Requests waiting for a free slot.", s.queued);
   p.Add("promptcache_http_connections", "gauge", "Connections being served.", c.open);
   p.Add("promptcache_http_connections_refused_total", "counter",
-        "Connections refused (503) beyond --max-connections.", c.refused);
+        "Connections refused (503) beyond --max-connections or --max-connections-per-client.",
+        c.refused);
+  p.Add("promptcache_http_connections_refused_per_client_total", "counter",
+        "Of them, refused beyond --max-connections-per-client (one client address's share).",
+        c.refused_per_client);
   p.Add("promptcache_http_request_timeouts_total", "counter",
         "Requests whose headers or body missed --header-timeout or --body-timeout (408).",
         c.timed_out);

@@ -206,7 +206,7 @@ TEST(OpenAiRequest, BadChatRequestsAreClear400s) {
        "grammar"},
       {R"({"model":"m","messages":[{"role":"user","content":"x"}],
            "response_format":{"type":"json_schema","json_schema":{"schema":{"type":"string",
-           "pattern":"a"}}}})",
+           "multipleOf":2}}}})",
        "response_format.json_schema.schema"},
       {R"({"model":"m","messages":[{"role":"user","content":"x"}],"grammar":"root ::= \"a\"",
            "guided_json":{}})",
@@ -233,7 +233,7 @@ TEST(OpenAiRequest, MessagesNameTheProblem) {
                 .message.find("'mirostat' is not supported"),
             std::string::npos);
   EXPECT_NE(ChatError(R"({"model":"m","messages":[{"role":"user","content":"x"}],
-                         "json_schema":{"type":"object","properties":{"a":{"format":"date"}}}})")
+                         "json_schema":{"type":"object","properties":{"a":{"format":"color"}}}})")
                 .message.find("properties.a.format"),
             std::string::npos);
   ApiError e =
