@@ -173,6 +173,14 @@ void HttpServer::Impl::InitMessages() {
   m.untrack = [this](uint64_t id) { Untrack(id); };
   m.stopping = [this] { return stopping_.load(); };
   m.observe = [this](const std::string& tenant, const CompletionResult& r) { Observe(tenant, r); };
+  EmbeddingContext& e = embeddings_;
+  e.engine = engine_;
+  e.model_id = model_id_;
+  e.context = context_;
+  e.check_model = m.check_model;
+  e.client_gone = m.client_gone;
+  e.stopping = m.stopping;
+  e.send_error = [this](httplib::Response& res, const ApiError& error) { SendError(res, error); };
 }
 
 void HttpServer::Impl::RegisterRoutes() {
@@ -194,6 +202,12 @@ void HttpServer::Impl::RegisterRoutes() {
       {"/v1/messages/count_tokens",
        {{"POST", [this](const httplib::Request& q,
                         httplib::Response& s) { HandleCountTokens(messages_, q, s); }}}},
+      {"/v1/embeddings",
+       {{"POST", [this](const httplib::Request& q,
+                        httplib::Response& s) { HandleEmbeddings(embeddings_, q, s); }}}},
+      {"/api/embed",
+       {{"POST", [this](const httplib::Request& q,
+                        httplib::Response& s) { HandleOllamaEmbed(embeddings_, q, s); }}}},
       {"/v1/models", {{"GET", bind(&Impl::HandleModels)}}},
       {"/v1/models/([^/]+)", {{"GET", bind(&Impl::HandleModels)}}},
       {"/health", {{"GET", bind(&Impl::HandleHealth)}}},

@@ -1,7 +1,8 @@
 // The HTTP server's insides, shared by the files that implement its routes (server-internal:
 // nothing outside src/server includes this). http_server.cc holds the server's life cycle,
 // routing, authentication, errors and the small routes; openai_routes.cc the completion
-// endpoints (JSON and streamed); cache_routes.cc the cache, schema and tokenizer routes.
+// endpoints (JSON and streamed); cache_routes.cc the cache, schema and tokenizer routes;
+// embedding_routes.cc (free functions, server/embedding_routes.h) the embedding endpoints.
 #pragma once
 
 #include <httplib.h>
@@ -24,6 +25,7 @@
 #include "server/anthropic_response.h"
 #include "server/cache_response.h"
 #include "server/cors.h"
+#include "server/embedding_routes.h"
 #include "server/http_transport.h"
 #include "server/anthropic_routes.h"
 #include "server/metrics.h"
@@ -197,6 +199,7 @@ class HttpServer::Impl {
   PromptEncoder encoder_;
   RequestLimits limits_;
   MessagesContext messages_;  // what /v1/messages needs of this server
+  EmbeddingContext embeddings_;  // what /v1/embeddings and /api/embed need of it
   ServerMetrics metrics_;
   GuardedHttpServer http_;
   int port_ = -1;
