@@ -81,6 +81,21 @@ MaybeError ReadInput(const json& body, bool tokens, EmbeddingsApiRequest* out) {
   return std::nullopt;
 }
 
+// The fields each API's request may have; any other (not null) is a 400 naming it, as on the
+// other routes. Ollama's `options` (runner settings) and `keep_alive` mean nothing here.
+constexpr std::string_view kOpenAiFields[] = {"input", "model", "encoding_format", "dimensions",
+                                              "user"};
+constexpr std::string_view kOllamaFields[] = {"input",      "model",   "truncate",
+                                              "dimensions", "options", "keep_alive"};
+
+template <size_t N>
+MaybeError CheckFields(const json& body, const std::string_view (&known)[N]) {
+  for (const auto& [key, value] : body.items()) {
+    if (!value.is_null() && !Contains(known, key)) return Unsupported(key, "'" + key + "'");
+  }
+  return std::nullopt;
+}
+
 MaybeError ReadModelAndDimensions(const json& body, EmbeddingsApiRequest* out) {
   if (const json* m = Find(body, "model")) {
     if (!m->is_string()) return WrongType("model", "a string", *m);
@@ -121,6 +136,7 @@ std::optional<ApiError> ParseEmbeddingsRequest(std::string_view body, Embeddings
   return Guarded([&]() -> MaybeError {
     json j;
     PC_RETURN_IF_API_ERROR(ParseObject(body, &j));
+    PC_RETURN_IF_API_ERROR(CheckFields(j, kOpenAiFields));
     PC_RETURN_IF_API_ERROR(ReadInput(j, true, out));
     PC_RETURN_IF_API_ERROR(ReadModelAndDimensions(j, out));
     if (const json* f = Find(j, "encoding_format")) {
@@ -144,6 +160,7 @@ std::optional<ApiError> ParseOllamaEmbedRequest(std::string_view body, Embedding
   return Guarded([&]() -> MaybeError {
     json j;
     PC_RETURN_IF_API_ERROR(ParseObject(body, &j));
+    PC_RETURN_IF_API_ERROR(CheckFields(j, kOllamaFields));
     PC_RETURN_IF_API_ERROR(ReadInput(j, false, out));
     PC_RETURN_IF_API_ERROR(ReadModelAndDimensions(j, out));
     PC_RETURN_IF_API_ERROR(ReadBool(j, "truncate", &out->truncate));

@@ -29,11 +29,11 @@ struct EmbeddingsApiRequest {
 
 // POST /v1/embeddings: input string | string[] | int[] | int[][] (non-empty; no empty string;
 // at most kMaxEmbeddingInputs), model, encoding_format "float" | "base64", dimensions (a
-// positive integer; the route refuses any but the model's width), user (ignored). Returns the
-// 400 to send, or nullopt when *out is valid.
+// positive integer; the route refuses any but the model's width), user (ignored); any other
+// field is a 400 naming it. Returns the 400 to send, or nullopt when *out is valid.
 std::optional<ApiError> ParseEmbeddingsRequest(std::string_view body, EmbeddingsApiRequest* out);
 // POST /api/embed: model, input string | string[], truncate (bool, default true), dimensions,
-// options and keep_alive (ignored).
+// options and keep_alive (ignored; any other field is a 400).
 std::optional<ApiError> ParseOllamaEmbedRequest(std::string_view body, EmbeddingsApiRequest* out);
 
 // The little-endian bytes of `v`'s floats in base64 (what OpenAI's encoding_format "base64"

@@ -76,6 +76,12 @@ TEST(EmbeddingsRequest, BadInputsAreRefusedNamingTheField) {
   std::string many = R"({"input": [)";
   for (int i = 0; i <= kMaxEmbeddingInputs; ++i) many += i == 0 ? "\"a\"" : ",\"a\"";
   Refused(many + "]}", "'input' has 2049 items; at most 2048", "input");
+  // Fields neither API defines are refused by name, as on the other routes (null: not given).
+  Refused(R"({"input": "a", "pooling": "last"})", "'pooling' is not supported", "pooling");
+  Refused(R"({"input": "a", "truncate": true})", "'truncate' is not supported", "truncate");
+  Refused(R"({"input": "a", "encoding_format": "float"})", "'encoding_format' is not supported",
+          "encoding_format", true);
+  EXPECT_EQ(Parsed(R"({"input": "a", "pooling": null})").texts.size(), 1u);
   Refused("[1]", "", "");
   Refused("{", "", "");
   // Ollama takes no token ids.
