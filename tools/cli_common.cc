@@ -119,14 +119,27 @@ KvType ModelOptions::KvTypeValue() const {
   return t.ok() ? *t : KvType::kF16;  // Validate() has refused anything else
 }
 
-SessionOptions ModelOptions::ToSessionOptions() const {
-  SessionOptions o;
+RunnerOptions ModelOptions::ToRunnerOptions() const {
+  RunnerOptions o;
   o.threads = threads;
   o.context = context;
   o.kv_type = KvTypeValue();
   o.static_cache = static_cache;
   o.batch_size = batch_size;
   o.trim_sliding_kv = !no_trim_sliding;
+  return o;
+}
+
+EngineOptions ModelOptions::ToEngineOptions() const {
+  EngineOptions o;
+  o.model_path = model_path;
+  o.threads = threads;
+  o.context = context;
+  o.allow_long_context = allow_long_context;
+  o.kv_type = KvTypeValue();
+  o.batch_size = batch_size;
+  o.trim_sliding_kv = !no_trim_sliding;
+  o.special_tokens_in_text = special;
   return o;
 }
 

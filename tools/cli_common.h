@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/session.h"
+#include "engine/runner.h"
 #include "model/model.h"
 #include "promptcache/engine.h"
 
@@ -48,7 +48,12 @@ struct ModelOptions {
   // What needs the model: the context against what it was trained for; then prepares the
   // model for that context (Model::UseContext: LongRoPE's frequencies).
   Status Check(Model& model) const;
-  SessionOptions ToSessionOptions() const;
+  RunnerOptions ToRunnerOptions() const;
+  // The engine options these flags set (model, threads, context, KV type, batch size, sliding
+  // layers, special tokens); the caller adds what its command serves.
+  EngineOptions ToEngineOptions() const;
+  // The name tools/cmd_bench.cc still uses (another branch edits that file; see engine/runner.h).
+  RunnerOptions ToSessionOptions() const { return ToRunnerOptions(); }
 };
 
 // --isa NAME: run the kernels with this instruction set (a Highway target this CPU supports,

@@ -190,7 +190,7 @@ class PromptCommand : public Command {
     PC_ASSIGN_OR_RETURN(ExpandedPrompt x, e.ExpandPrompt(at_schema));
     if (!baseline_gapped_) x = Contiguous(x);
     FullRunOptions o;
-    o.session = model_.ToSessionOptions();
+    o.runner = model_.ToRunnerOptions();
     o.max_tokens = max_tokens_;
     o.sampling = sampling_;
     o.stop = stop_;

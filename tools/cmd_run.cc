@@ -1,7 +1,9 @@
-// `promptcache run`: prints a prompt's continuation on stdout as it is generated.
+// `promptcache run`: prints a prompt's continuation on stdout as it is generated, through an
+// Engine serving this one request (--no-kv-cache: its recompute_each_step baseline).
 #include <cstdio>
 
 #include "core/log.h"
+#include "engine/create_engine.h"
 #include "tools/cli_common.h"
 
 namespace promptcache::cli {
@@ -43,30 +45,44 @@ class RunCommand : public Command {
     Result<std::vector<int32_t>> prompt =
         PromptTokens(*model, prompt_, chat_, /*add_bos=*/true, model_.special);
     if (!prompt.ok()) return Fail(prompt.status());
-    Session session(*model, model_.ToSessionOptions());
+    const int context = model_.context > 0 ? model_.context : model->config().context_length;
+    if (prompt->size() >= static_cast<size_t>(context)) {
+      return Fail("the prompt has " + std::to_string(prompt->size()) +
+                  " tokens; the context size " + std::to_string(context) +
+                  " leaves room for at most " + std::to_string(context - 1));
+    }
+    // A one-request loop is still an Engine: the same queue, steps and decode step as serving.
+    EngineOptions eo = model_.ToEngineOptions();
+    eo.parallel = 1;
+    eo.prefix_cache = false;  // nothing to reuse within one request
+    Result<std::unique_ptr<Engine>> engine =
+        CreateEngine(eo, std::move(model), model_.static_cache);
+    if (!engine.ok()) return Fail(engine.status());
 
-    GenerateOptions o;
-    o.max_tokens = max_tokens_;
-    o.sampling = sampling_;
-    o.stop = stop_;
-    o.ignore_eos = ignore_eos_;
-    o.use_kv_cache = !no_kv_cache_;
-    o.show_progress = true;
-    o.on_text = [](const std::string& piece) {
+    CompletionRequest req;
+    req.prompt = std::move(prompt).value();
+    req.max_tokens = max_tokens_;
+    req.sampling = sampling_;
+    req.stop = stop_;
+    req.ignore_eos = ignore_eos_;
+    req.recompute_each_step = no_kv_cache_;
+    req.on_text = [](const std::string& piece) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
       return true;
     };
-    Result<GenerateResult> r = session.Generate(*prompt, o);
-    if (!r.ok()) return Fail(r.status());
+    Result<std::shared_ptr<RequestHandle>> handle = (*engine)->Submit(std::move(req));
+    if (!handle.ok()) return Fail(handle.status());
+    const CompletionResult r = (*handle)->Wait();
+    if (!r.status.ok()) return Fail(r.status);
     std::fputc('\n', stdout);
     std::fflush(stdout);
-    const int n = static_cast<int>(r->tokens.size());
-    PC_LOG_INFO("prompt: %d tokens in %.1f ms (%.1f tokens/s)", r->prompt_tokens, r->prompt_ms,
-                r->prompt_tokens * 1000.0 / std::max(r->prompt_ms, 1e-3));
+    const int n = static_cast<int>(r.tokens.size());
+    PC_LOG_INFO("prompt: %d tokens in %.1f ms (%.1f tokens/s)", r.prompt_tokens, r.prompt_ms,
+                r.prompt_tokens * 1000.0 / std::max(r.prompt_ms, 1e-3));
     PC_LOG_INFO("generation: %d tokens in %.1f ms (%.1f tokens/s), %s, kv cache %s", n,
-                r->generation_ms, n * 1000.0 / std::max(r->generation_ms, 1e-3),
-                r->finish_reason.c_str(), no_kv_cache_ ? "off" : "on");
+                r.generation_ms, n * 1000.0 / std::max(r.generation_ms, 1e-3),
+                r.finish_reason.c_str(), no_kv_cache_ ? "off" : "on");
     return 0;
   }
 

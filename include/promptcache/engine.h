@@ -64,7 +64,7 @@ struct EngineOptions {
   // of 32, else Create fails).
   KvType kv_type = KvType::kF16;
   int block_size = 16;
-  int batch_size = 512;  // prefill tokens per forward pass
+  int batch_size = 512;  // prefill tokens per forward pass (0: the model's default, <= 512)
   // Special-token spellings ("<|im_end|>", "</s>") written in user text (chat message contents,
   // completion prompts, PML arguments and new text) stay text unless this is set: only chat
   // templates and PML schemas write special tokens. Set it for trusted callers only.
@@ -171,6 +171,11 @@ struct CompletionRequest {
   SamplingParams sampling;
   std::vector<std::string> stop;
   bool ignore_eos = false;
+  // The baseline without a KV cache (`promptcache run --no-kv-cache`): each new token is
+  // computed by running the whole sequence again from nothing, alone (not batched with other
+  // requests), so that N tokens cost about N*N/2 tokens of work instead of N. The prefix cache
+  // is neither read nor written. Plain prompts only, without prompt_logprobs. For measurements.
+  bool recompute_each_step = false;
   // Pin the first `pin_tokens` prompt tokens in the cache (rounded down to blocks) until
   // unpinned through the cache API; -1 pins the whole prompt.
   int pin_tokens = 0;

@@ -23,7 +23,7 @@ void EngineImpl::Admit(std::shared_ptr<Request> r) {
     s->n_prompt = static_cast<int>(s->tokens.size());
     s->result.prompt_tokens = s->n_prompt;
     std::vector<BlockOrigin> origins;
-    if (options_.prefix_cache) {
+    if (UsesPrefixCache(*s->r)) {
       s->result.cached_tokens = cache_->LookupPrefix(
           s->tokens, s->n_prompt - 1, &s->seq, NamespaceKey(s->r->req.cache_namespace), &origins);
     }

@@ -34,7 +34,6 @@
 #include <mutex>
 #include <thread>
 
-#include "engine/session.h"
 #include "grammar/token_mask.h"
 #include "kv/block_cache.h"
 #include "model/model.h"
@@ -49,8 +48,9 @@ namespace promptcache {
 
 class EngineImpl : public Engine {
  public:
+  // `options` resolved (batch_size set); `static_kv`: see CreateEngine.
   EngineImpl(const EngineOptions& options, std::unique_ptr<Model> model,
-             std::unique_ptr<DiskTier> disk, std::unique_ptr<RemoteTier> remote);
+             std::unique_ptr<DiskTier> disk, std::unique_ptr<RemoteTier> remote, bool static_kv);
   ~EngineImpl() override;
 
   const Model& model() const override { return *model_; }
@@ -148,6 +148,13 @@ class EngineImpl : public Engine {
   Status GatherBlended(Slot& s, const SchemaLayout& layout, GatherStats* gs, BlendStats* bs,
                        bool* last_reused, bool* dropped, std::vector<bool>* reused);
   bool Step();  // one forward pass over all active slots; false if there was nothing to do
+  // A recompute_each_step request's decode step: its whole sequence computed again, alone.
+  void RecomputeStep(Slot& s);
+  // Whether a request reads and writes the prefix cache: plain prompts, with the cache on, that
+  // are not the no-cache baseline.
+  bool UsesPrefixCache(const Request& r) const;
+  // HandleLogits, failing the request (not the engine thread) when its callbacks throw.
+  void Deliver(Slot& s, const float* logits);
   void HandleLogits(Slot& s, const float* logits);
   // Prompt log-probabilities (CompletionRequest::prompt_logprobs): the alternatives asked for,
   // those of the cached prefix from memo_ (computing again from the first one missing), and

@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "engine/engine_impl.h"
+#include "sampling/decode_step.h"
 
 namespace promptcache {
 namespace engine_internal {
@@ -114,8 +115,7 @@ struct EngineImpl::Slot {
   std::deque<Gather> gathers;
   int next_pos = 0;  // position of the next token fed after the prefill
   int pending = -1;  // sampled token not yet fed to the model
-  Sampler sampler;
-  TextStream stream;
+  DecodeStep decode;  // the choice's sampler, text stream and generated tokens
   CompletionResult result;
   Clock::time_point admitted, prefill_start, first_token;
   bool finished = false;
@@ -128,7 +128,9 @@ struct EngineImpl::Slot {
 
   Slot(std::shared_ptr<Request> req, BlockPool* blocks, const Tokenizer& tok,
        const SamplingParams& sampling)
-      : r(std::move(req)), seq(blocks), sampler(sampling), stream(tok, r->req.stop) {}
+      : r(std::move(req)),
+        seq(blocks),
+        decode(tok, sampling, {r->req.max_tokens, r->req.stop, r->req.ignore_eos}) {}
 };
 
 }  // namespace promptcache

@@ -19,10 +19,12 @@
 #include <stdexcept>
 #include <thread>
 
+#include "core/temp_files.h"
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "model/synth.h"
 #include "engine/engine_impl.h"
+#include "engine/fidelity.h"
 
 namespace promptcache {
 namespace {
@@ -52,13 +54,16 @@ CompletionResult Complete(Engine& e, CompletionRequest r) {
   return (*h)->Wait();
 }
 
-// The same generation with a fresh Session and no cache at all.
+// The same generation without the Engine or any cache: fidelity's full recompute on a Runner.
 std::vector<int32_t> Reference(const Model& m, const std::vector<int32_t>& prompt, int n) {
-  Session s(m, SessionOptions{});
-  GenerateOptions o;
+  ExpandedPrompt x;
+  x.tokens = prompt;
+  for (size_t i = 0; i < prompt.size(); ++i) x.positions.push_back(static_cast<int32_t>(i));
+  x.end = static_cast<int>(prompt.size());
+  FullRunOptions o;
   o.max_tokens = n;
   o.sampling.temperature = 0;
-  auto r = s.Generate(prompt, o);
+  auto r = RunFull(m, x, o);
   PC_CHECK(r.ok());
   return r->tokens;
 }
@@ -254,7 +259,8 @@ TEST(Engine, CancelAndQueueLimit) {
 }
 
 TEST(Engine, DiskTierSurvivesRestartAndCorruptionIsAMiss) {
-  const fs::path dir = fs::temp_directory_path() / ("pc_engine_test_" + std::to_string(getpid()));
+  const fs::path dir = RemoveAtExit(
+      (fs::temp_directory_path() / ("pc_engine_test_" + std::to_string(getpid()))).string());
   fs::remove_all(dir);
   EngineOptions o;
   o.cache_dir = dir.string();
@@ -359,8 +365,10 @@ TEST(Engine, ThrowingCallbackFailsOnlyItsRequest) {
 // shorter than the prompts), written once per test process.
 std::string BitwiseModel(const std::string& name) {
   if (name == "F32") return kStories;
-  const fs::path p = fs::temp_directory_path() /
-                     ("pc_engine_test_" + std::to_string(getpid()) + "_" + name + ".gguf");
+  const fs::path p = RemoveAtExit(
+      (fs::temp_directory_path() /
+       ("pc_engine_test_" + std::to_string(getpid()) + "_" + name + ".gguf"))
+          .string());
   if (!fs::exists(p)) {
     SynthOptions o;
     const bool type = name == "F16" || name == "Q8_0" || name == "Q4_0";

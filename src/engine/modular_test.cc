@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/temp_files.h"
 #include "model/synth.h"
 #include "engine/engine_impl.h"
 #include "engine/fidelity.h"
@@ -35,9 +36,10 @@ std::string Slurp(const std::string& path) {
 // ("gemma3": 24-token windows, shorter than the schemas here), with stories260K's vocabulary.
 std::string ModelPath(const std::string& name) {
   if (name == "stories") return kStories;
-  const std::filesystem::path p =
-      std::filesystem::temp_directory_path() /
-      ("pc_modular_test_" + std::to_string(getpid()) + "_" + name + ".gguf");
+  const std::filesystem::path p = RemoveAtExit(
+      (std::filesystem::temp_directory_path() /
+       ("pc_modular_test_" + std::to_string(getpid()) + "_" + name + ".gguf"))
+          .string());
   if (!std::filesystem::exists(p)) {
     SynthOptions o;
     o.preset = "tiny-" + name;
@@ -87,7 +89,7 @@ std::vector<int32_t> FullRecompute(Engine& e, const std::string& xml, int n = 24
   o.max_tokens = n;
   o.sampling.temperature = 0;
   o.ignore_eos = true;
-  o.session.threads = 2;
+  o.runner.threads = 2;
   auto r = RunFull(e.model(), *x, o);
   PC_CHECK(r.ok());
   return r->tokens;
@@ -95,12 +97,12 @@ std::vector<int32_t> FullRecompute(Engine& e, const std::string& xml, int n = 24
 
 // First-token logits of `x` computed in full: one forward pass, no cache, `kv` storage.
 std::vector<float> FullFirstLogits(const Engine& e, const ExpandedPrompt& x,
-                                   KvType kv = SessionOptions{}.kv_type) {
+                                   KvType kv = RunnerOptions{}.kv_type) {
   FullRunOptions o;
   o.max_tokens = 1;
   o.keep_logits = true;
-  o.session.threads = 2;
-  o.session.kv_type = kv;
+  o.runner.threads = 2;
+  o.runner.kv_type = kv;
   auto full = RunFull(e.model(), x, o);
   PC_CHECK(full.ok());
   return full->logits[0];
@@ -166,11 +168,11 @@ TEST(Modular, CachedModuleKvEqualsFullForwardOverItsSpan) {
     }
     const int n = static_cast<int>(layout->Piece(target).tokens.size());
     const int offset = static_cast<int>(tokens.size()) - n;
-    SessionOptions so;
+    RunnerOptions so;
     so.kv_type = KvType::kF32;
     so.threads = 2;
     so.batch_size = 4096;
-    Session full(e->model(), so);
+    Runner full(e->model(), so);
     ASSERT_TRUE(full.Eval(tokens, positions, full.sequence(), nullptr).ok());
     std::vector<float> cached_k, cached_v;
     impl->RunOnEngineThread([&] {
@@ -237,7 +239,8 @@ TEST(Modular, AlwaysTextAndOneModuleEqualsFullRecompute) {
 }
 
 TEST(Modular, OutputSameWhenEncodedFromDiskOrShared) {
-  const fs::path dir = fs::temp_directory_path() / ("pc_modular_test_" + std::to_string(getpid()));
+  const fs::path dir = RemoveAtExit(
+      (fs::temp_directory_path() / ("pc_modular_test_" + std::to_string(getpid()))).string());
   fs::remove_all(dir);
   EngineOptions o;
   o.cache_dir = dir.string();

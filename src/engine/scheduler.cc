@@ -7,6 +7,7 @@
 
 #include "core/log.h"
 #include "engine/engine_slot.h"
+#include "engine/runner.h"
 
 namespace promptcache {
 
@@ -160,6 +161,7 @@ bool EngineImpl::Step() {
   };
   std::vector<Row> wants_logits;
   std::vector<HiddenRow> wants_hidden;  // embedding requests' tokens whose hidden states pool
+  std::vector<Slot*> recompute;  // requests without a KV cache: their whole sequence again
   // Decode first: one token for every sequence that is generating.
   for (auto& sp : active_) {
     Slot& s = *sp;
@@ -168,7 +170,9 @@ bool EngineImpl::Step() {
       Finish(s, "cancelled");
       continue;
     }
-    if (s.pending >= 0) {
+    if (s.pending >= 0 && s.r->req.recompute_each_step) {
+      recompute.push_back(&s);
+    } else if (s.pending >= 0) {
       batch.push_back({s.pending, s.next_pos++, &s.seq, true});
       wants_logits.push_back({&s, -1});
     }
@@ -201,7 +205,9 @@ bool EngineImpl::Step() {
     }
     s.filled += n;
   }
-  if (batch.empty()) return false;
+  // The baseline recomputes alone: its passes are what it measures.
+  for (Slot* s : recompute) RecomputeStep(*s);
+  if (batch.empty()) return !recompute.empty();
   std::vector<float> logits(wants_logits.size() * size_t(model_->config().n_vocab));
   std::vector<float> hidden(wants_hidden.size() * size_t(model_->config().n_embd));
   Status st = model_->Forward(batch, logits.data(), &pool_, &scratch_, 0, hidden.data());
@@ -220,19 +226,35 @@ bool EngineImpl::Step() {
       continue;
     }
     s.pending = -1;
-    // The request's callbacks are the caller's code: one that throws fails its request, not the
-    // engine thread (and with it the process).
-    try {
-      HandleLogits(s, row);
-    } catch (const std::exception& e) {
-      Finish(s, "error", Internal(std::string("the request's callback threw: ") + e.what()));
-    } catch (...) {
-      Finish(s, "error", Internal("the request's callback threw"));
-    }
+    Deliver(s, row);
   }
   PoolEmbeddings(wants_hidden, hidden.data());
   for (auto& sp : active_) TrimSliding(*sp);
   return true;
+}
+
+void EngineImpl::Deliver(Slot& s, const float* logits) {
+  // The request's callbacks are the caller's code: one that throws fails its request, not the
+  // engine thread (and with it the process).
+  try {
+    HandleLogits(s, logits);
+  } catch (const std::exception& e) {
+    Finish(s, "error", Internal(std::string("the request's callback threw: ") + e.what()));
+  } catch (...) {
+    Finish(s, "error", Internal("the request's callback threw"));
+  }
+}
+
+void EngineImpl::RecomputeStep(Slot& s) {
+  // s.tokens ends with the pending token (HandleLogits kept it), at position next_pos.
+  std::vector<float> logits(model_->config().n_vocab);
+  const Status st = RecomputeSequence(*model_, s.tokens, &s.seq, logits.data(),
+                                      options_.batch_size, &pool_, &scratch_,
+                                      options_.trim_sliding_kv);
+  if (!st.ok()) return Finish(s, "error", st);
+  ++s.next_pos;
+  s.pending = -1;
+  Deliver(s, logits.data());
 }
 
 void EngineImpl::TrimSliding(Slot& s) {
@@ -248,7 +270,7 @@ void EngineImpl::TrimSliding(Slot& s) {
   // While the sequence still holds those blocks whole, the cache takes them (and a full
   // reference): a later prompt sharing this prefix finds its last window complete, however far
   // this request runs past it.
-  if (options_.prefix_cache && !s.r->modular) {
+  if (UsesPrefixCache(*s.r)) {
     cache_->InsertPrefix(std::span<const int32_t>(s.tokens).first(dead), s.seq,
                          NamespaceKey(s.r->req.cache_namespace));
   }

@@ -13,6 +13,7 @@
 #include <numeric>
 
 #include "core/fp16.h"
+#include "core/temp_files.h"
 #include "model/kv_rows.h"
 #include "model/kv_shift.h"
 #include "model/synth.h"
@@ -30,10 +31,10 @@ std::unique_ptr<Model> LoadOrDie(const std::string& path) {
 
 // A small synthetic model with a real (GPT-2) vocabulary, made once per test binary.
 std::string SynthesizeTiny(uint64_t seed, GgmlType type = GgmlType::kQ8_0) {
-  const std::string p = (std::filesystem::temp_directory_path() /
-                         ("pc_model_test_" + std::to_string(getpid()) + "_" + std::to_string(seed) +
-                          "_" + GgmlTypeName(type) + ".gguf"))
-                            .string();
+  const std::string p = RemoveAtExit((std::filesystem::temp_directory_path() /
+                                      ("pc_model_test_" + std::to_string(getpid()) + "_" +
+                                       std::to_string(seed) + "_" + GgmlTypeName(type) + ".gguf"))
+                                         .string());
   SynthOptions o;
   o.preset = "tiny-test";
   o.vocab_path = std::string(PC_SHARED_DIR) + "/tokenizers/ggml-vocab-gpt-2.gguf";
@@ -243,9 +244,10 @@ void ExpectSameBits(const float* a, const float* b, size_t n, const std::string&
 // synth's tiny fixture of another architecture ("gemma3": tiny-gemma3) in Q8_0, with
 // stories260K's vocabulary: windows of 24 tokens, shorter than the tests' prompts.
 std::string SynthesizeArchitecture(const std::string& arch) {
-  const std::string p = (std::filesystem::temp_directory_path() /
-                         ("pc_model_test_" + std::to_string(getpid()) + "_" + arch + ".gguf"))
-                            .string();
+  const std::string p = RemoveAtExit(
+      (std::filesystem::temp_directory_path() /
+       ("pc_model_test_" + std::to_string(getpid()) + "_" + arch + ".gguf"))
+          .string());
   SynthOptions o;
   o.preset = "tiny-" + arch;
   o.vocab_path = kStories;

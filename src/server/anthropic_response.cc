@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "server/json_fields.h"
+
 namespace promptcache {
 namespace {
 
 using ojson = nlohmann::ordered_json;
-
-std::string Dump(const ojson& j) { return j.dump(-1, ' ', false, ojson::error_handler_t::replace); }
 
 std::string Event(const char* name, const ojson& data) {
   return std::string("event: ") + name + "\ndata: " + Dump(data) + "\n\n";

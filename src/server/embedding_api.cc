@@ -225,8 +225,4 @@ std::string OllamaEmbedBody(const EmbeddingResult& result, const std::string& mo
   return out;
 }
 
-std::string OllamaErrorBody(const std::string& message) {
-  return "{\"error\":" + Quoted(message) + "}";
-}
-
 }  // namespace promptcache

@@ -1,7 +1,8 @@
 // The embedding endpoints' request parsing and response bodies, apart from the network and the
 // engine (so that they are tested on their own): OpenAI's POST /v1/embeddings and Ollama's POST
 // /api/embed. The routes themselves (embedding_routes.cc) tokenize the texts, run
-// Engine::SubmitEmbedding and send these bodies.
+// Engine::SubmitEmbedding and send these bodies (errors: server/api_error.h, Ollama's flavour on
+// /api/embed).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +12,7 @@
 #include <vector>
 
 #include "promptcache/engine.h"
-#include "server/openai_request.h"
+#include "server/api_error.h"
 
 namespace promptcache {
 
@@ -48,7 +49,5 @@ std::string EmbeddingsBody(const EmbeddingResult& result, const std::string& mod
 // "prompt_eval_count"}, durations in nanoseconds (the model is loaded at start: load 0).
 std::string OllamaEmbedBody(const EmbeddingResult& result, const std::string& model,
                             int64_t total_ns);
-// Ollama's error object: {"error": "message"}.
-std::string OllamaErrorBody(const std::string& message);
 
 }  // namespace promptcache

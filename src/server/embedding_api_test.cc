@@ -124,7 +124,9 @@ TEST(EmbeddingsBody, OpenAiAndOllamaShapes) {
   EXPECT_EQ(o["prompt_eval_count"], 7);
   EXPECT_EQ(o["embeddings"].size(), 2u);
   EXPECT_EQ(float(o["embeddings"][0][0].get<double>()), 0.1f);
-  EXPECT_EQ(nlohmann::json::parse(OllamaErrorBody("no \"x\""))["error"], "no \"x\"");
+  ApiError e = ApiError::BadRequest("no \"x\"", "input");
+  EXPECT_EQ(nlohmann::json::parse(ErrorBody(ApiFlavour::kOllama, e)),
+            (nlohmann::json{{"error", "no \"x\""}}));
 }
 
 }  // namespace

@@ -667,15 +667,6 @@ FieldSupport RequestFieldSupport(ApiKind kind, std::string_view field) {
   return FieldSupport::kRefused;
 }
 
-ApiError ApiError::BadRequest(std::string message, std::string param, std::string code) {
-  ApiError e;
-  e.http_status = 400;
-  e.message = std::move(message);
-  e.param = std::move(param);
-  e.code = std::move(code);
-  return e;
-}
-
 std::optional<ApiError> ParseCompletionRequest(std::string_view body, const RequestLimits& limits,
                                                ApiRequest* out) {
   return Guarded([&]() -> MaybeError {

@@ -179,6 +179,16 @@ test('ollama client: embed gives the OpenAI route\'s vectors, counts, durations;
     return true;
   });
   await assert.rejects(ollama.embed({ model: MODEL, input: [] }), (e) => e.status_code === 400);
+
+  // Refusals before the route runs (here a missing key) are Ollama's shape on /api/embed too.
+  const keyed = await startServer(['--api-key', 'k']);
+  await assert.rejects(new Ollama({ host: keyed.url }).embed({ model: MODEL, input: 'Hi' }), (e) => {
+    assert.equal(e.status_code, 401);
+    assert.equal(typeof e.error, 'string');
+    return true;
+  });
+  const withKey = new Ollama({ host: keyed.url, headers: { authorization: 'Bearer k' } });
+  assert.equal((await withKey.embed({ model: MODEL, input: 'Hi' })).embeddings.length, 1);
 });
 
 test('serve --pooling refuses none and unknown names', async () => {
