@@ -7,7 +7,7 @@
 // bound embedding_test measured and justifies).
 // Mutations tried, each failing here: base64 written big-endian (the client's decoded vectors,
 // test 1), the route not normalizing (tests 1, 3, 4, 5), the empty-string check removed (test 2),
-// Ollama's truncate ignored (test 5).
+// Ollama's truncate ignored (test 5), Ollama's error flavour written in OpenAI's shape (test 5).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
