@@ -196,3 +196,32 @@ test('serve --pooling refuses none and unknown names', async () => {
     await assert.rejects(startServer(['--pooling', bad]), /--pooling/);
   }
 });
+
+// A client that goes away stops its embedding request: the engine is idle again long before the
+// request would have ended. (A liveness bound, not a timing: the whole request takes far longer
+// here.) Mutation tried: the route's RequestClientGone() check removed fails it.
+test('a request whose client disconnects is cancelled', async () => {
+  const s = await startServer(['-c', '512']);
+  const text = Array(12).fill(PROMPTS[1]).join(' ');
+  const controller = new AbortController();
+  const request = fetch(`${s.url}/v1/embeddings`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ input: Array(2048).fill(text) }),
+    signal: controller.signal,
+  }).catch((e) => e);
+  let health;
+  for (let i = 0; i < 500; ++i) {  // tokenizing 2048 texts first takes a while
+    health = (await s.json('GET', '/health')).body;
+    if (health.active > 0) break;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  assert.equal(health.active, 1, 'the request started');
+  controller.abort();
+  assert.equal((await request).name, 'AbortError');
+  const deadline = Date.now() + 5000;
+  while (Date.now() < deadline && (await s.json('GET', '/health')).body.active > 0) {
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.equal((await s.json('GET', '/health')).body.active, 0, 'cancelled within 5 s');
+});
