@@ -97,6 +97,7 @@ std::unique_ptr<Command> MakePromptCommand();
 std::unique_ptr<Command> MakeEvalModulesCommand();
 std::unique_ptr<Command> MakeEvalKvCommand();
 std::unique_ptr<Command> MakeLogitsCommand();
+std::unique_ptr<Command> MakeEmbedCommand();
 std::unique_ptr<Command> MakeQuantizeCommand();
 
 // How modular prompts are served when the prompt does not say: --positions schema|contiguous,

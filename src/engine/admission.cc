@@ -18,7 +18,7 @@ void EngineImpl::Admit(std::shared_ptr<Request> r) {
   s->result.queue_ms = MsBetween(s->r->submitted, s->admitted);
   if (s->r->modular) {
     if (!AdmitModular(*s)) return;
-  } else {
+  } else if (!s->r->embedding) {  // an embedding's inputs are all computed (embedding.cc)
     s->tokens = s->r->req.prompt;
     s->n_prompt = static_cast<int>(s->tokens.size());
     s->result.prompt_tokens = s->n_prompt;

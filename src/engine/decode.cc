@@ -218,6 +218,7 @@ void EngineImpl::HandleLogits(Slot& s, const float* logits) {
 
 void EngineImpl::Finish(Slot& s, const std::string& reason, Status status) {
   if (s.finished) return;
+  if (s.r->embedding) return FinishEmbedding(s, reason, status);
   s.finished = true;
   CompletionResult& res = s.result;
   res.status = status;

@@ -19,8 +19,9 @@
 // scheduler.cc (the engine thread's loop, each batched step, K/V reservations), admission.cc
 // (a plain prompt's admission and prefix lookup), modular_admission.cc (modular prompts'
 // gathering and selective recompute), decode.cc (per-token handling, choices, log-probabilities),
-// cache_admin.cc (list, pin, drop, save, lookup, warm), engine_schemas.cc (schema loading) and
-// savings.cc (MeasureGeneration).
+// cache_admin.cc (list, pin, drop, save, lookup, warm), engine_schemas.cc (schema loading),
+// savings.cc (MeasureGeneration) and embedding.cc (embedding requests: prefill-only sequences
+// whose final hidden states are pooled).
 #pragma once
 
 #include <atomic>
@@ -56,6 +57,7 @@ class EngineImpl : public Engine {
   const EngineOptions& options() const override { return options_; }
   Result<std::shared_ptr<RequestHandle>> Submit(CompletionRequest request) override;
   EngineStats Stats() const override;
+  Result<std::shared_ptr<EmbeddingHandle>> SubmitEmbedding(EmbeddingRequest request) override;
   std::vector<CacheEntryInfo> ListCache() const override;
   std::vector<CacheBlockInfo> ListCacheBlocks() const override;
   Status PinPrefix(const std::vector<int32_t>& tokens, bool pinned,
@@ -102,6 +104,10 @@ class EngineImpl : public Engine {
  private:
   struct Request;
   struct Slot;
+  struct EmbeddingJob;  // an embedding request's inputs and progress (engine_slot.h)
+  struct EmbeddingHandleImpl;
+  // A row of Forward's hidden states: which embedding input and token it is.
+  struct HiddenRow;
   // A modular prompt checked against its schema, ready to serve.
   struct Planned {
     std::shared_ptr<const SchemaEntry> schema;
@@ -167,6 +173,15 @@ class EngineImpl : public Engine {
   // a plain prompt's prefix up to them in the cache first (where they stay reusable).
   void TrimSliding(Slot& s);
   void Finish(Slot& s, const std::string& reason, Status status = Status::Ok());
+  // Embeddings (embedding.cc). The K/V an embedding request holds at most at once; its next
+  // tokens for the step's batch (continuing its input in progress, then starting new ones
+  // while there is room); pooling the rows Forward wrote (finishing the inputs, and the
+  // request, that are complete); finishing it (Finish calls it for embedding slots).
+  size_t EmbeddingReservation(const EmbeddingJob& job) const;
+  void AddEmbeddingTokens(Slot& s, int room, std::vector<BatchToken>* batch,
+                          std::vector<HiddenRow>* rows);
+  void PoolEmbeddings(const std::vector<HiddenRow>& rows, const float* hidden);
+  void FinishEmbedding(Slot& s, const std::string& reason, const Status& status);
   void UpdateStatsSnapshot();
 
   EngineOptions options_;

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <mutex>
 
 #include "engine/engine_impl.h"
@@ -39,9 +40,36 @@ using engine_internal::Clock;
 using engine_internal::kTtftWindow;
 using engine_internal::MsBetween;
 
+// An embedding request (Engine::SubmitEmbedding): one slot serves all its inputs in order,
+// several in one step while the batch has room. Each input is a sequence of its own, dropped
+// once its vector is made (never cached: see EmbeddingRequest). After a step at most one input
+// is part-way, the last one started.
+struct EngineImpl::EmbeddingJob {
+  struct Input {
+    int index;        // into req.inputs
+    int filled = 0;   // tokens fed to the model
+    KvSequence seq;
+    std::vector<double> sum;  // kMean: the hidden states so far, added in token order
+    std::vector<float> rows;  // kNone: every token's hidden state; kCls, kLast: the one pooled
+  };
+  EmbeddingRequest req;
+  Pooling pooling = Pooling::kMean;  // resolved
+  int next = 0;                      // the first input not started
+  std::deque<Input> live;            // started and not yet pooled
+  EmbeddingResult result;            // filled as inputs finish
+  bool answered = false;  // result is final (else the request's CompletionResult says why not)
+};
+
+struct EngineImpl::HiddenRow {
+  EmbeddingJob* job;
+  EmbeddingJob::Input* input;
+  int token;  // index in the input
+};
+
 struct EngineImpl::Request : RequestHandle {
   CompletionRequest req;
   std::unique_ptr<Planned> modular;  // a PML prompt; null for token prompts
+  std::unique_ptr<EmbeddingJob> embedding;  // an embedding request; `req` then holds nothing
   Clock::time_point submitted = Clock::now();
   std::atomic<bool> cancelled{false};
   std::mutex mu;

@@ -18,6 +18,7 @@ bool EngineImpl::Trims(const Request& r) const {
 }
 
 size_t EngineImpl::Reservation(const Request& r) const {
+  if (r.embedding) return EmbeddingReservation(*r.embedding);
   const size_t prompt = r.modular ? r.modular->prefill.tokens.size() : r.req.prompt.size();
   // Choices share the prompt's blocks and each holds its own generated tokens.
   const size_t tokens = std::min<size_t>(
@@ -159,6 +160,7 @@ bool EngineImpl::Step() {
     int pos;
   };
   std::vector<Row> wants_logits;
+  std::vector<HiddenRow> wants_hidden;  // embedding requests' tokens whose hidden states pool
   std::vector<Slot*> recompute;  // requests without a KV cache: their whole sequence again
   // Decode first: one token for every sequence that is generating.
   for (auto& sp : active_) {
@@ -181,6 +183,10 @@ bool EngineImpl::Step() {
     if (s.finished || s.pending >= 0 || s.r->cancelled) continue;
     const int room = options_.batch_size - static_cast<int>(batch.size());
     if (room <= 0) break;
+    if (s.r->embedding) {
+      AddEmbeddingTokens(s, room, &batch, &wants_hidden);
+      continue;
+    }
     // Cached blocks that come before the next tokens join the sequence first; a token attends
     // to what its sequence held before the batch, so a stage's tokens wait for the next step.
     while (!s.gathers.empty() && s.gathers.front().before == s.filled) {
@@ -203,7 +209,8 @@ bool EngineImpl::Step() {
   for (Slot* s : recompute) RecomputeStep(*s);
   if (batch.empty()) return !recompute.empty();
   std::vector<float> logits(wants_logits.size() * size_t(model_->config().n_vocab));
-  Status st = model_->Forward(batch, logits.data(), &pool_, &scratch_);
+  std::vector<float> hidden(wants_hidden.size() * size_t(model_->config().n_embd));
+  Status st = model_->Forward(batch, logits.data(), &pool_, &scratch_, 0, hidden.data());
   if (!st.ok()) {
     PC_LOG_ERROR("forward pass failed: %s", st.message().c_str());
     for (auto& sp : active_) {
@@ -221,6 +228,7 @@ bool EngineImpl::Step() {
     s.pending = -1;
     Deliver(s, row);
   }
+  PoolEmbeddings(wants_hidden, hidden.data());
   for (auto& sp : active_) TrimSliding(*sp);
   return true;
 }
@@ -251,6 +259,7 @@ void EngineImpl::RecomputeStep(Slot& s) {
 
 void EngineImpl::TrimSliding(Slot& s) {
   if (s.finished || !options_.trim_sliding_kv || !blocks_.layout().has_sliding()) return;
+  if (s.r->embedding) return;  // its inputs' sequences live for a step or two
   const int total = static_cast<int>(s.fill_tokens.size());
   if (s.r->modular && (s.filled < total || !s.gathers.empty())) return;
   // The sequence only moves forward: its next query is the next prefill token's, or the token
@@ -282,6 +291,7 @@ void EngineImpl::Abandon(Request& r, const std::string& why) {
   --in_flight_;
   stats_.requests++;
   stats_.requests_failed++;
+  if (r.embedding) stats_.embedding_requests++;
 }
 
 void EngineImpl::CancelQueued(Request& r) {
@@ -298,6 +308,7 @@ void EngineImpl::CancelQueued(Request& r) {
   --in_flight_;
   stats_.requests++;
   stats_.requests_cancelled++;
+  if (r.embedding) stats_.embedding_requests++;
 }
 
 }  // namespace promptcache
