@@ -186,8 +186,8 @@ class EngineImpl : public Engine {
   ThreadPool pool_;
   BlockPool blocks_;
   std::unique_ptr<BlockCache> cache_;
-  InFlightBlocks claims_;     // engine thread: blocks running sequences compute now
-  uint64_t next_owner_ = 1;   // engine thread: the next producer id for claims_
+  InFlightBlocks claims_;    // engine thread: blocks running sequences compute now
+  uint64_t next_owner_ = 1;  // engine thread: the next producer id for claims_
   ForwardScratch scratch_;
   std::unique_ptr<ModuleStore> store_;
   ModelPmlEncoder encoder_;

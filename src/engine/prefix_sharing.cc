@@ -42,8 +42,8 @@ bool EngineImpl::AttachPrefix(Slot& s, bool may_wait) {
   KvSequence seq(&blocks_);
   std::vector<BlockOrigin> origins;
   if (options_.prefix_cache) {
-    cache_->LookupPrefix(s.tokens, s.n_prompt - 1, &seq,
-                         NamespaceKey(s.r->req.cache_namespace), &origins);
+    cache_->LookupPrefix(s.tokens, s.n_prompt - 1, &seq, NamespaceKey(s.r->req.cache_namespace),
+                         &origins);
   }
   s.seq = std::move(seq);
   const int hit = s.seq.size() / bs;

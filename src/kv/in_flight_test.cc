@@ -27,9 +27,9 @@ TEST(InFlightBlocks, ClaimsSkipOthersKeysAndReadyIsTheHoldersToMark) {
   EXPECT_EQ(f.Find(a[2]).owner, 7u);
   EXPECT_EQ(f.Find({9, 9}).owner, 8u);
   EXPECT_TRUE(f.ComputedByOther(a[0], 8));
-  EXPECT_FALSE(f.ComputedByOther(a[0], 7));  // its own
+  EXPECT_FALSE(f.ComputedByOther(a[0], 7));    // its own
   EXPECT_FALSE(f.ComputedByOther({5, 5}, 8));  // nobody's
-  f.MarkReady(8, a[0]);  // not its key: ignored
+  f.MarkReady(8, a[0]);                        // not its key: ignored
   EXPECT_FALSE(f.Find(a[0]).ready);
   f.MarkReady(7, a[0]);
   EXPECT_TRUE(f.Find(a[0]).ready);
