@@ -10,9 +10,11 @@
 #
 # usage: scripts/bench_burst.sh [-m MODEL] [-b BINARY] [-l LLAMA_BIN_DIR] [-k IK_BIN_DIR]
 #            [-t THREADS] [-r REPEAT] [-c CLIENTS] [-s SYSTEM] [-q QUESTION] [-n GEN] [-p PORT]
-#            [-o RESULTS.jsonl]
+#            [-f FIRST_REP] [-o RESULTS.jsonl]
 #   defaults: /work/models/smollm2-135m-q8_0.gguf, build/promptcache, no peers, 2 threads,
-#   3 repetitions, 8 clients, 1000-token prefix, 16-token questions, 32 tokens out, port 18190.
+#   3 repetitions numbered from FIRST_REP = 0 (the number picks the seeds and the servers'
+#   order: -f resumes a series), 8 clients, 1000-token prefix, 16-token questions, 32 tokens out,
+#   port 18190.
 #   LLAMA_BIN_DIR / IK_BIN_DIR: builds of llama.cpp / ik_llama.cpp (their llama-server), made
 #   outside this project, e.g. /work/peers/llama.cpp/build/bin. Each llama-server gets
 #   -np CLIENTS (a slot per client) and a context of CLIENTS x 2048, with --metrics, and runs
@@ -35,7 +37,8 @@ question=16
 gen=32
 port=18190
 results=""
-while getopts "m:b:l:k:t:r:c:s:q:n:p:o:h" opt; do
+first=0
+while getopts "m:b:l:k:t:r:c:s:q:n:p:f:o:h" opt; do
   case $opt in
     m) model=$OPTARG ;;
     b) bin=$OPTARG ;;
@@ -48,8 +51,9 @@ while getopts "m:b:l:k:t:r:c:s:q:n:p:o:h" opt; do
     q) question=$OPTARG ;;
     n) gen=$OPTARG ;;
     p) port=$OPTARG ;;
+    f) first=$OPTARG ;;
     o) results=$OPTARG ;;
-    *) sed -n '2,23p' "$0"; exit 2 ;;
+    *) sed -n '2,25p' "$0"; exit 2 ;;
   esac
 done
 [ -x "$bin" ] || { echo "bench_burst: no binary at $bin (build it, or pass -b)" >&2; exit 1; }
@@ -108,7 +112,7 @@ omp="env OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}"
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')" >&2
 echo "model: $model, $threads threads, $repeat repetitions; load average before: $(load)" >&2
 n=${#servers[@]}
-for r in $(seq 0 $((repeat - 1))); do
+for r in $(seq "$first" $((first + repeat - 1))); do
   for i in $(seq 0 $((n - 1))); do
     IFS='|' read -r label kind cmd <<<"${servers[$(((i + r) % n))]}"
     echo "== $label, run $r (load $(load))" >&2

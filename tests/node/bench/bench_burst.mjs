@@ -83,7 +83,19 @@ async function burst(client, url, o, system, questions) {
   };
 }
 
+// llama-server sends nothing until all of a burst's prompts are processed, which on a busy
+// 2-core machine can take longer than fetch's default limits (300 s before the headers and
+// between bytes of the body). Node's fetch (undici) takes no option for them without the undici
+// package: its global agent (kept under this symbol since Node 18) is replaced by one without them.
+async function noFetchTimeouts(url) {
+  const key = Symbol.for('undici.globalDispatcher.1');
+  await fetch(`${url}/health`);
+  const Agent = globalThis[key]?.constructor;
+  if (Agent) globalThis[key] = new Agent({ headersTimeout: 0, bodyTimeout: 0 });
+}
+
 async function run(url, o) {
+  await noFetchTimeouts(url);
   const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 1800000 });
   o.model = (await (await fetch(`${url}/v1/models`)).json()).data[0].id;
   const system = ids(o.seed * 7919, o.system, 1000, o.vocab);
