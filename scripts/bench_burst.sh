@@ -80,11 +80,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-url=http://127.0.0.1:$port
-# Starts a server (the command line in "$@") and waits until /health answers 200 (llama-server
-# answers 503 while it loads the model).
+# Starts a server (the command line in "$@", run in the scratch folder: ik_llama.cpp's writes
+# llama.log where it runs) and waits until $url/health answers 200 (llama-server answers 503
+# while it loads the model).
 start_server() {
-  "$@" >"$work/server.log" 2>&1 &
+  (cd "$work" && exec "$@") >"$work/server.log" 2>&1 &
   server_pid=$!
   for _ in $(seq 1 1200); do
     curl -sf "$url/health" >/dev/null 2>&1 && return 0
@@ -102,19 +102,24 @@ stop_server() {
 }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 
-# name, client kind, server command
+# name, client kind, server command. Each server has a port of its own (PORT + its index): a
+# port another server just closed can be refused for a while (its connections in TIME_WAIT).
+bin=$(realpath "$bin")
+model=$(realpath "$model")
 servers=("promptcache|promptcache|$bin serve -m $model -t $threads --parallel $clients --host 127.0.0.1 --port $port")
-llama_args="-m $model -t $threads -np $clients -c $((clients * 2048)) --host 127.0.0.1 --port $port --metrics"
+llama_args="-m $model -t $threads -np $clients -c $((clients * 2048)) --host 127.0.0.1 --metrics"
 omp="env OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}"
-[ -n "$llama" ] && servers+=("llama-server|llama|$omp $llama/llama-server $llama_args")
-[ -n "$ik" ] && servers+=("ik_llama.cpp|llama|$omp $ik/llama-server $llama_args")
+[ -n "$llama" ] && servers+=("llama-server|llama|$omp $(realpath "$llama")/llama-server $llama_args --port $((port + ${#servers[@]}))")
+[ -n "$ik" ] && servers+=("ik_llama.cpp|llama|$omp $(realpath "$ik")/llama-server $llama_args --port $((port + ${#servers[@]}))")
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')" >&2
 echo "model: $model, $threads threads, $repeat repetitions; load average before: $(load)" >&2
 n=${#servers[@]}
 for r in $(seq "$first" $((first + repeat - 1))); do
   for i in $(seq 0 $((n - 1))); do
-    IFS='|' read -r label kind cmd <<<"${servers[$(((i + r) % n))]}"
+    j=$(((i + r) % n))
+    IFS='|' read -r label kind cmd <<<"${servers[$j]}"
+    url=http://127.0.0.1:$((port + j))
     echo "== $label, run $r (load $(load))" >&2
     # shellcheck disable=SC2086  # the command line splits into words
     start_server $cmd
