@@ -6,7 +6,8 @@
 // request's prefill joins between steps). Each prompt first looks up the longest cached prefix
 // (by token ids, at block granularity) and computes only the rest; finished sequences leave
 // their blocks in the cache, which is bounded in RAM, expires idle entries, and can spill to a
-// disk tier that survives restarts.
+// disk tier that survives restarts. Concurrent prompts sharing a prefix compute it once: one
+// that matches blocks another is computing waits for them instead of computing them again.
 //
 // Modular prompts (docs/modules.md): a PML schema (promptcache/pml.h) declares prompt modules;
 // loading it encodes each module once at the positions the schema reserves and keeps its K/V in
@@ -248,6 +249,9 @@ struct CompletionResult {
   int prompt_tokens = 0;
   int cached_tokens = 0;    // prompt tokens whose K/V came from the cache
   int computed_tokens = 0;  // prompt tokens computed for this request
+  // Of cached_tokens, those another request still computing its prompt computed (shared in
+  // flight: this request waited for them, or found them cached while that prefill ran).
+  int shared_tokens = 0;
   // Prompt tokens the request's pins (pin_tokens, timed_pins) cover once it ends, in whole
   // blocks: the longest pinned prefix.
   int pinned_tokens = 0;
@@ -379,6 +383,9 @@ struct EngineStats {
   // Of `requests`: embedding requests (their inputs' tokens count in prompt_tokens).
   uint64_t embedding_requests = 0;
   uint64_t prompt_tokens = 0, cached_tokens = 0, generated_tokens = 0;
+  // Of cached_tokens, those computed by another request's prefill in flight at the time
+  // (CompletionResult::shared_tokens): a prefix concurrent requests computed once.
+  uint64_t shared_in_flight_tokens = 0;
   uint64_t cache_hits = 0, cache_lookups = 0;  // lookups that reused >= 1 block
   uint64_t evictions = 0, disk_writes = 0, disk_loads = 0, disk_errors = 0;
   size_t cache_ram_bytes = 0;  // distinct cached blocks in RAM (shared blocks counted once)

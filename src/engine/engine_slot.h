@@ -125,6 +125,19 @@ struct EngineImpl::Slot {
   std::vector<TokenLogprob> unsent;               // of them, not yet passed to on_piece
   std::vector<uint64_t> prefix_hashes;            // of the prompt, for its log-probabilities
   std::unique_ptr<GrammarConstraint> constraint;  // the request's grammar, at this choice's text
+  // In-flight sharing of a plain prompt's prefix (prefix_sharing.cc, kv/in_flight.h), with the
+  // prefix cache on: the sequence's id as a producer of blocks (0: it claims nothing), the chain
+  // keys of the prompt's full blocks, and while it waits for another sequence to compute blocks
+  // it matched, the index in `keys` of the last of them (-1: not waiting), the steps it waited
+  // and the most it will. base_hit: the tokens of its first lookup that no running producer
+  // computed (what it reuses beyond them was shared in flight); published: leading blocks it
+  // has put in the cache.
+  uint64_t owner = 0;
+  std::vector<BlockKey> keys;
+  int awaits = -1;
+  int waited = 0, wait_limit = 0;
+  int base_hit = -1;
+  int published = 0;
 
   Slot(std::shared_ptr<Request> req, BlockPool* blocks, const Tokenizer& tok,
        const SamplingParams& sampling)

@@ -1,7 +1,8 @@
 // The engine thread (engine_impl.h): its loop (tasks, the queue in order of arrival under the
 // K/V budget, admissions), one step (a forward pass over every active sequence: decode tokens
-// first, then prefill chunks up to batch_size), the K/V reservations that bound admission, and
-// the requests that end without running (cancelled in the queue, or failed at admission).
+// first, then prefill chunks up to batch_size, those others wait for first: prefix_sharing.cc),
+// the K/V reservations that bound admission, and the requests that end without running
+// (cancelled in the queue, or failed at admission).
 #include <algorithm>
 #include <string>
 
@@ -177,10 +178,13 @@ bool EngineImpl::Step() {
       wants_logits.push_back({&s, -1});
     }
   }
-  // Then prefill chunks, oldest request first, while the batch has room.
-  for (auto& sp : active_) {
+  // Then prefill chunks while the batch has room: sequences others wait for first (most awaited
+  // tokens first), then the oldest request first. Waiting sequences whose blocks are done join.
+  WakeWaiters();
+  std::vector<Slot*> prefilled;
+  for (Slot* sp : PrefillOrder()) {
     Slot& s = *sp;
-    if (s.finished || s.pending >= 0 || s.r->cancelled) continue;
+    if (s.finished || s.pending >= 0 || s.r->cancelled || s.awaits >= 0) continue;
     const int room = options_.batch_size - static_cast<int>(batch.size());
     if (room <= 0) break;
     if (s.r->embedding) {
@@ -204,6 +208,7 @@ bool EngineImpl::Step() {
       if (last || scored) wants_logits.push_back({&s, last ? -1 : s.fill_pos[i]});
     }
     s.filled += n;
+    if (n > 0) prefilled.push_back(&s);
   }
   // The baseline recomputes alone: its passes are what it measures.
   for (Slot* s : recompute) RecomputeStep(*s);
@@ -229,6 +234,8 @@ bool EngineImpl::Step() {
     Deliver(s, row);
   }
   PoolEmbeddings(wants_hidden, hidden.data());
+  // Blocks this pass completed are usable by others from now on (those waiting for them too).
+  for (Slot* s : prefilled) PublishPrefill(*s);
   for (auto& sp : active_) TrimSliding(*sp);
   return true;
 }
@@ -258,7 +265,8 @@ void EngineImpl::RecomputeStep(Slot& s) {
 }
 
 void EngineImpl::TrimSliding(Slot& s) {
-  if (s.finished || !options_.trim_sliding_kv || !blocks_.layout().has_sliding()) return;
+  if (s.finished || s.awaits >= 0 || !options_.trim_sliding_kv || !blocks_.layout().has_sliding())
+    return;
   if (s.r->embedding) return;  // its inputs' sequences live for a step or two
   const int total = static_cast<int>(s.fill_tokens.size());
   if (s.r->modular && (s.filled < total || !s.gathers.empty())) return;
