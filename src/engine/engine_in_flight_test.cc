@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "engine/engine_impl.h"
-#include "engine/session.h"
+#include "engine/runner.h"
 #include "model/synth.h"
 
 namespace promptcache {
@@ -69,16 +69,26 @@ std::unique_ptr<Engine> Make(EngineOptions o = {}, const std::string& model = kS
   return std::move(e).value();
 }
 
-// The greedy continuation with a fresh Session and no cache at all.
+// The greedy continuation with a fresh Runner and no cache at all: argmax of each step's logits
+// (the engine's greedy choice), one token per forward pass.
 std::vector<int32_t> Reference(const Model& m, const std::vector<int32_t>& prompt, int n) {
-  Session s(m, SessionOptions{});
-  GenerateOptions o;
-  o.max_tokens = n;
-  o.sampling.temperature = 0;
-  o.ignore_eos = true;
-  auto r = s.Generate(prompt, o);
-  PC_CHECK(r.ok());
-  return r->tokens;
+  Runner runner(m, RunnerOptions{});
+  KvSequence* seq = runner.sequence();
+  std::vector<float> logits(m.config().n_vocab);
+  std::vector<int32_t> pos(prompt.size());
+  std::iota(pos.begin(), pos.end(), 0);
+  PC_CHECK(runner.Eval(prompt, pos, seq, logits.data()).ok());
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) {
+    const int32_t t =
+        static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    out.push_back(t);
+    const int32_t p = static_cast<int32_t>(prompt.size()) + i;
+    PC_CHECK(runner.Eval(std::span<const int32_t>(&t, 1), std::span<const int32_t>(&p, 1), seq,
+                         logits.data())
+                 .ok());
+  }
+  return out;
 }
 
 class Gate {
