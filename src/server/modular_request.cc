@@ -7,12 +7,6 @@
 namespace promptcache::openai_request {
 namespace {
 
-using json_fields::Find;
-using json_fields::json;
-using json_fields::MaybeError;
-using json_fields::ReadBool;
-using json_fields::WrongType;
-
 // Module nesting deeper than this in "modules" is refused (schemas are rarely more than a few
 // levels deep; the bound keeps the recursion below shallow for any input).
 constexpr int kMaxModuleDepth = 16;

@@ -9,12 +9,19 @@
 
 namespace promptcache::openai_request {
 
+// The field readers these parts use (server/json_fields.h).
+using json_fields::Find;
+using json_fields::json;
+using json_fields::MaybeError;
+using json_fields::ReadBool;
+using json_fields::WrongType;
+
 // At most one of response_format (json_object / json_schema), grammar, json_schema,
 // guided_json and guided_choice, compiled into out->grammar.
-json_fields::MaybeError ReadStructuredOutput(const json_fields::json& obj, ApiRequest* out);
+MaybeError ReadStructuredOutput(const json& obj, ApiRequest* out);
 
 // "schema" and "modules", or a PML prompt string, and the fields only modular prompts take;
 // read after every other field (it checks them against the modular prompt).
-json_fields::MaybeError ReadModular(const json_fields::json& obj, ApiRequest* out);
+MaybeError ReadModular(const json& obj, ApiRequest* out);
 
 }  // namespace promptcache::openai_request

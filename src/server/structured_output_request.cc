@@ -9,12 +9,6 @@
 namespace promptcache::openai_request {
 namespace {
 
-using json_fields::Find;
-using json_fields::json;
-using json_fields::MaybeError;
-using json_fields::ReadBool;
-using json_fields::WrongType;
-
 // A GBNF text compiled, or the 400 naming `param`.
 MaybeError CompileGrammar(const std::string& gbnf, const std::string& param, ApiRequest* out) {
   Result<std::shared_ptr<const Grammar>> g = Grammar::Parse(gbnf);
