@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/temp_files.h"
 #include "engine/engine_impl.h"
 #include "gguf/gguf.h"
 #include "promptcache/text.h"
@@ -367,9 +368,9 @@ std::string CopyWithKeys(const std::string& name,
                 [data](uint8_t* dst, size_t n) { std::memcpy(dst, data, n); });
   }
   const std::string path =
-      (std::filesystem::temp_directory_path() /
-       ("pc_embedding_test_" + std::to_string(getpid()) + "_" + name + ".gguf"))
-          .string();
+      RemoveAtExit((std::filesystem::temp_directory_path() /
+                    ("pc_embedding_test_" + std::to_string(getpid()) + "_" + name + ".gguf"))
+                       .string());
   PC_CHECK(w.Write(path).ok());
   return path;
 }

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/temp_files.h"
 #include "engine/engine_impl.h"
 #include "engine/runner.h"
 #include "model/synth.h"
@@ -46,8 +47,10 @@ std::vector<int32_t> Cat(std::vector<int32_t> a, const std::vector<int32_t>& b) 
 }
 
 std::string SlidingModel() {
-  const std::filesystem::path p = std::filesystem::temp_directory_path() /
-                                  ("pc_in_flight_test_" + std::to_string(getpid()) + ".gguf");
+  const std::filesystem::path p = RemoveAtExit(
+      (std::filesystem::temp_directory_path() /
+       ("pc_in_flight_test_" + std::to_string(getpid()) + ".gguf"))
+          .string());
   if (!std::filesystem::exists(p)) {
     SynthOptions o;
     o.preset = "tiny-gemma3";  // sliding windows of 24 tokens on 7 of its 8 layers
