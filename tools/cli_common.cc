@@ -9,8 +9,8 @@
 #include <optional>
 #include <sstream>
 
-#include "core/log.h"
 #include "chat/chat_template.h"
+#include "core/log.h"
 #include "ops/targets.h"
 
 namespace promptcache::cli {
@@ -74,6 +74,18 @@ Status ModelOptions::ApplyChatTemplate(Model* model) const {
   PC_ASSIGN_OR_RETURN(std::string text, ChatTemplateText());
   if (!text.empty()) model->set_chat_template(std::move(text));
   return Status::Ok();
+}
+
+void SamplingOptions::Register(CLI::App* sub) {
+  sub->add_option("--temp", params.temperature, "temperature (0: greedy)")->default_val(0.8);
+  sub->add_option("--seed", params.seed, "random seed (0: random)");
+  sub->add_option("--top-k", params.top_k, "top-k cut (0: off)")->default_val(40);
+  sub->add_option("--top-p", params.top_p, "nucleus cut (1: off)")->default_val(0.95);
+  sub->add_option("--min-p", params.min_p, "min-p cut (0: off)")->default_val(0.05);
+  sub->add_option("--repeat-penalty", params.repeat_penalty, "repetition penalty (1: off)")
+      ->default_val(1.0);
+  sub->add_option("--stop", stop, "stop string (repeatable)");
+  sub->add_flag("--ignore-eos", ignore_eos, "keep generating after end-of-generation tokens");
 }
 
 void AddIsaOption(CLI::App* sub, std::string* isa) {

@@ -56,6 +56,16 @@ struct ModelOptions {
   RunnerOptions ToSessionOptions() const { return ToRunnerOptions(); }
 };
 
+// The sampling flags `run` and `prompt` share: --temp, --seed, --top-k, --top-p, --min-p,
+// --repeat-penalty, --stop (repeatable) and --ignore-eos.
+struct SamplingOptions {
+  SamplingParams params;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+
+  void Register(CLI::App* sub);
+};
+
 // --isa NAME: run the kernels with this instruction set (a Highway target this CPU supports,
 // e.g. AVX2) instead of the best one; where wider vectors lower the clock, a narrower set can
 // be faster.
@@ -97,6 +107,7 @@ std::unique_ptr<Command> MakePromptCommand();
 std::unique_ptr<Command> MakeEvalModulesCommand();
 std::unique_ptr<Command> MakeEvalKvCommand();
 std::unique_ptr<Command> MakeLogitsCommand();
+std::unique_ptr<Command> MakeEmbedCommand();
 std::unique_ptr<Command> MakeQuantizeCommand();
 
 // How modular prompts are served when the prompt does not say: --positions schema|contiguous,

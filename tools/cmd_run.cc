@@ -16,18 +16,10 @@ class RunCommand : public Command {
     model_.RegisterChatTemplate(sub);
     sub->add_option("-p,--prompt", prompt_, "prompt text")->required();
     sub->add_option("-n,--n-predict", max_tokens_, "tokens to generate")->default_val(128);
-    sub->add_option("--temp", sampling_.temperature, "temperature (0: greedy)")->default_val(0.8);
-    sub->add_option("--seed", sampling_.seed, "random seed (0: random)");
-    sub->add_option("--top-k", sampling_.top_k, "top-k cut (0: off)")->default_val(40);
-    sub->add_option("--top-p", sampling_.top_p, "nucleus cut (1: off)")->default_val(0.95);
-    sub->add_option("--min-p", sampling_.min_p, "min-p cut (0: off)")->default_val(0.05);
-    sub->add_option("--repeat-penalty", sampling_.repeat_penalty, "repetition penalty (1: off)")
-        ->default_val(1.0);
-    sub->add_option("--stop", stop_, "stop string (repeatable)");
+    sampling_.Register(sub);
     sub->add_flag("--chat", chat_, "wrap the prompt in the model's chat template");
     sub->add_flag("--no-kv-cache", no_kv_cache_,
                   "recompute the whole sequence for every new token (the baseline)");
-    sub->add_flag("--ignore-eos", ignore_eos_, "keep generating after end-of-generation tokens");
     sub->add_flag("-v,--verbose", verbose_, "more logging");
   }
 
@@ -37,7 +29,7 @@ class RunCommand : public Command {
     if (Status st = SelectIsa(model_.isa); !st.ok()) return Fail(st);
     if (max_tokens_ < 0) return Fail("-n must be >= 0");
     if (!model_.chat_template_path.empty() && !chat_) return Fail("--chat-template needs --chat");
-    if (Status st = sampling_.Validate(); !st.ok()) return Fail(st);
+    if (Status st = sampling_.params.Validate(); !st.ok()) return Fail(st);
     std::unique_ptr<Model> model = LoadModelOrReport(model_.model_path);
     if (!model) return 1;
     if (Status st = model_.Check(*model); !st.ok()) return Fail(st);
@@ -62,9 +54,9 @@ class RunCommand : public Command {
     CompletionRequest req;
     req.prompt = std::move(prompt).value();
     req.max_tokens = max_tokens_;
-    req.sampling = sampling_;
-    req.stop = stop_;
-    req.ignore_eos = ignore_eos_;
+    req.sampling = sampling_.params;
+    req.stop = sampling_.stop;
+    req.ignore_eos = sampling_.ignore_eos;
     req.recompute_each_step = no_kv_cache_;
     req.on_text = [](const std::string& piece) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
@@ -90,9 +82,8 @@ class RunCommand : public Command {
   ModelOptions model_;
   std::string prompt_;
   int max_tokens_ = 128;
-  SamplingParams sampling_;
-  std::vector<std::string> stop_;
-  bool chat_ = false, no_kv_cache_ = false, ignore_eos_ = false, verbose_ = false;
+  SamplingOptions sampling_;
+  bool chat_ = false, no_kv_cache_ = false, verbose_ = false;
 };
 
 }  // namespace

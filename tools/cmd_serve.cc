@@ -73,6 +73,9 @@ class ServeCommand : public Command {
            "KV cache storage: f16, f32, q8_0 (half of f16's bytes) or q4_0 (about a quarter); "
            "q8_0/q4_0 need a head size that is a multiple of 32")
         ->default_val("f16");
+    sub->add_option("--pooling", pooling_,
+                    "embeddings' pooling (/v1/embeddings, /api/embed): mean, last or cls; "
+                    "default: the model file's {arch}.pooling_type, else mean");
     AddIsaOption(sub, &isa_);
     sub->add_option("--host", server_.host, "address to listen on")->default_val("127.0.0.1");
     sub->add_option("--port", server_.port, "port (0: any free port)")->default_val(8080);
@@ -249,6 +252,7 @@ class ServeCommand : public Command {
       PC_LOG_DEBUG("cache namespaces keyed by the secret in %s", where.c_str());
     }
     engine_.kv_type = *ParseKvType(kv_type_);
+    engine_.pooling = *ParsePooling(pooling_);
     engine_.module_positions = *ParsePmlPositions(positions_);
     engine_.module_shared_moves = moved_keys_ == "shared";
     server_.max_body_bytes = static_cast<size_t>(max_body_bytes_);
@@ -367,6 +371,12 @@ class ServeCommand : public Command {
       return InvalidArgument("--positions: " + p.status().message());
     }
     PC_RETURN_IF_ERROR(ParseKvType(kv_type_).status());
+    Result<Pooling> pooling = ParsePooling(pooling_);
+    if (!pooling.ok()) return InvalidArgument("--pooling: " + pooling.status().message());
+    if (*pooling == Pooling::kNone) {
+      return InvalidArgument(
+          "--pooling: none (a vector per token) is not served: mean, last or cls");
+    }
     if (server_.port < 0 || server_.port > 65535) {
       return InvalidArgument("--port must be between 0 and 65535");
     }
@@ -415,6 +425,7 @@ class ServeCommand : public Command {
   ServerOptions server_;
   std::string isa_;
   std::string kv_type_ = "f16";
+  std::string pooling_ = "default";
   std::string positions_ = "schema";
   std::string moved_keys_ = "shared";
   int64_t max_body_bytes_ = int64_t(8) << 20;

@@ -143,6 +143,7 @@ void EngineImpl::CompleteRequest(Request& r) {
     if (res.finish_reason == "cancelled") stats_.requests_cancelled++;
     stats_.prompt_tokens += res.prompt_tokens;
     stats_.cached_tokens += res.cached_tokens;
+    stats_.shared_in_flight_tokens += res.shared_tokens;
     stats_.generated_tokens += res.completion_tokens();
     if (!res.tokens.empty() || res.finish_reason == "length") {
       stats_.ttft_ms.push_back(res.ttft_ms);
@@ -218,6 +219,7 @@ void EngineImpl::HandleLogits(Slot& s, const float* logits) {
 
 void EngineImpl::Finish(Slot& s, const std::string& reason, Status status) {
   if (s.finished) return;
+  if (s.r->embedding) return FinishEmbedding(s, reason, status);
   s.finished = true;
   CompletionResult& res = s.result;
   res.status = status;
@@ -256,6 +258,8 @@ void EngineImpl::Finish(Slot& s, const std::string& reason, Status status) {
   }
   s.seq.Clear();
   s.gathers.clear();
+  claims_.ReleaseAll(s.owner);  // what it did not complete, a sequence waiting for it computes
+  s.awaits = -1;
   Request& r = *s.r;
   r.choices[s.choice] = {res.tokens, res.text, res.finish_reason, std::move(s.logprobs)};
   if (s.choice == 0) {

@@ -227,8 +227,10 @@ Result<std::shared_ptr<RequestHandle>> EngineImpl::Enqueue(std::shared_ptr<Reque
     const size_t room = options_.kv_ram_bytes > pin_quota_ ? options_.kv_ram_bytes - pin_quota_ : 0;
     if (need > room) {
       auto mib = [](size_t b) { return std::to_string((b + (1 << 20) - 1) >> 20); };
-      return InvalidArgument("the request needs " + mib(need) +
-                             " MiB of K/V (its prompt and max_tokens), more than the " + mib(room) +
+      const char* what =
+          r->embedding ? "its inputs, a batch at a time" : "its prompt and max_tokens";
+      return InvalidArgument("the request needs " + mib(need) + " MiB of K/V (" + what +
+                             "), more than the " + mib(room) +
                              " MiB the engine may use beside pinned prefixes (--kv-ram " +
                              mib(options_.kv_ram_bytes) + " MiB less the pin quota, --pin-ram)");
     }

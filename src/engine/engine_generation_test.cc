@@ -9,35 +9,12 @@
 
 #include "engine/create_engine.h"
 #include "engine/engine_impl.h"
+#include "engine/engine_test_util.h"
 #include "engine/fidelity.h"
 #include "model/synth.h"
 
 namespace promptcache {
 namespace {
-
-const std::string kStories = std::string(PC_SHARED_DIR) + "/models/stories260K.gguf";
-
-std::unique_ptr<Engine> Make(EngineOptions o = {}) {
-  if (o.model_path.empty()) o.model_path = kStories;
-  o.threads = 2;
-  auto e = Engine::Create(o);
-  PC_CHECK(e.ok());
-  return std::move(e).value();
-}
-
-CompletionRequest Greedy(std::vector<int32_t> prompt, int n) {
-  CompletionRequest r;
-  r.prompt = std::move(prompt);
-  r.max_tokens = n;
-  r.sampling.temperature = 0;
-  return r;
-}
-
-CompletionResult Complete(Engine& e, CompletionRequest r) {
-  auto h = e.Submit(std::move(r));
-  PC_CHECK(h.ok());
-  return (*h)->Wait();
-}
 
 // The README's continuation, streamed as it is generated; the baseline that recomputes the
 // whole sequence for every token gives the same tokens (and the same text, streamed the same

@@ -1,7 +1,8 @@
 // The engine thread (engine_impl.h): its loop (tasks, the queue in order of arrival under the
 // K/V budget, admissions), one step (a forward pass over every active sequence: decode tokens
-// first, then prefill chunks up to batch_size), the K/V reservations that bound admission, and
-// the requests that end without running (cancelled in the queue, or failed at admission).
+// first, then prefill chunks up to batch_size, those others wait for first: prefix_sharing.cc),
+// the K/V reservations that bound admission, and the requests that end without running
+// (cancelled in the queue, or failed at admission).
 #include <algorithm>
 #include <string>
 
@@ -18,6 +19,7 @@ bool EngineImpl::Trims(const Request& r) const {
 }
 
 size_t EngineImpl::Reservation(const Request& r) const {
+  if (r.embedding) return EmbeddingReservation(*r.embedding);
   const size_t prompt = r.modular ? r.modular->prefill.tokens.size() : r.req.prompt.size();
   // Choices share the prompt's blocks and each holds its own generated tokens.
   const size_t tokens = std::min<size_t>(
@@ -159,6 +161,7 @@ bool EngineImpl::Step() {
     int pos;
   };
   std::vector<Row> wants_logits;
+  std::vector<HiddenRow> wants_hidden;  // embedding requests' tokens whose hidden states pool
   std::vector<Slot*> recompute;  // requests without a KV cache: their whole sequence again
   // Decode first: one token for every sequence that is generating.
   for (auto& sp : active_) {
@@ -175,12 +178,19 @@ bool EngineImpl::Step() {
       wants_logits.push_back({&s, -1});
     }
   }
-  // Then prefill chunks, oldest request first, while the batch has room.
-  for (auto& sp : active_) {
+  // Then prefill chunks while the batch has room: sequences others wait for first (most awaited
+  // tokens first), then the oldest request first. Waiting sequences whose blocks are done join.
+  WakeWaiters();
+  std::vector<Slot*> prefilled;
+  for (Slot* sp : PrefillOrder()) {
     Slot& s = *sp;
-    if (s.finished || s.pending >= 0 || s.r->cancelled) continue;
+    if (s.finished || s.pending >= 0 || s.r->cancelled || s.awaits >= 0) continue;
     const int room = options_.batch_size - static_cast<int>(batch.size());
     if (room <= 0) break;
+    if (s.r->embedding) {
+      AddEmbeddingTokens(s, room, &batch, &wants_hidden);
+      continue;
+    }
     // Cached blocks that come before the next tokens join the sequence first; a token attends
     // to what its sequence held before the batch, so a stage's tokens wait for the next step.
     while (!s.gathers.empty() && s.gathers.front().before == s.filled) {
@@ -198,12 +208,14 @@ bool EngineImpl::Step() {
       if (last || scored) wants_logits.push_back({&s, last ? -1 : s.fill_pos[i]});
     }
     s.filled += n;
+    if (n > 0) prefilled.push_back(&s);
   }
   // The baseline recomputes alone: its passes are what it measures.
   for (Slot* s : recompute) RecomputeStep(*s);
   if (batch.empty()) return !recompute.empty();
   std::vector<float> logits(wants_logits.size() * size_t(model_->config().n_vocab));
-  Status st = model_->Forward(batch, logits.data(), &pool_, &scratch_);
+  std::vector<float> hidden(wants_hidden.size() * size_t(model_->config().n_embd));
+  Status st = model_->Forward(batch, logits.data(), &pool_, &scratch_, 0, hidden.data());
   if (!st.ok()) {
     PC_LOG_ERROR("forward pass failed: %s", st.message().c_str());
     for (auto& sp : active_) {
@@ -221,6 +233,9 @@ bool EngineImpl::Step() {
     s.pending = -1;
     Deliver(s, row);
   }
+  PoolEmbeddings(wants_hidden, hidden.data());
+  // Blocks this pass completed are usable by others from now on (those waiting for them too).
+  for (Slot* s : prefilled) PublishPrefill(*s);
   for (auto& sp : active_) TrimSliding(*sp);
   return true;
 }
@@ -250,7 +265,9 @@ void EngineImpl::RecomputeStep(Slot& s) {
 }
 
 void EngineImpl::TrimSliding(Slot& s) {
-  if (s.finished || !options_.trim_sliding_kv || !blocks_.layout().has_sliding()) return;
+  if (s.finished || s.awaits >= 0 || !options_.trim_sliding_kv || !blocks_.layout().has_sliding())
+    return;
+  if (s.r->embedding) return;  // its inputs' sequences live for a step or two
   const int total = static_cast<int>(s.fill_tokens.size());
   if (s.r->modular && (s.filled < total || !s.gathers.empty())) return;
   // The sequence only moves forward: its next query is the next prefill token's, or the token
@@ -282,6 +299,7 @@ void EngineImpl::Abandon(Request& r, const std::string& why) {
   --in_flight_;
   stats_.requests++;
   stats_.requests_failed++;
+  if (r.embedding) stats_.embedding_requests++;
 }
 
 void EngineImpl::CancelQueued(Request& r) {
@@ -298,6 +316,7 @@ void EngineImpl::CancelQueued(Request& r) {
   --in_flight_;
   stats_.requests++;
   stats_.requests_cancelled++;
+  if (r.embedding) stats_.embedding_requests++;
 }
 
 }  // namespace promptcache

@@ -2,7 +2,8 @@
 //   x = embed(tokens) · embed_scale
 //   per layer:  x += post_norm(Wo · Attention(RoPE(Wq·norm(x)), RoPE(Wk·norm(x)), Wv·norm(x)))
 //               x += post_norm(Wdown · (act(Wgate·norm(x)) * Wup·norm(x)))
-//   logits = softcap(Wout · norm(x))
+//   hidden = norm(x)                   (what embeddings pool, for the tokens that ask)
+//   logits = softcap(Wout · hidden)
 // One pass for every architecture (model/config.h): the optional parts are there when the file
 // has them: biases on Q, K, V (Qwen2), a norm on each Q and K head (Qwen3, Gemma 3), the
 // post-norms (Gemma 2/3); act is SiLU or GELU; attention may be soft-capped and, on sliding
@@ -62,7 +63,7 @@ class ProfiledPass {
 }  // namespace
 
 Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPool* pool,
-                      ForwardScratch* s, int layers) const {
+                      ForwardScratch* s, int layers, float* hidden) const {
   const ModelConfig& c = config_;
   const int T = static_cast<int>(batch.size());
   if (T == 0) return Status::Ok();
@@ -146,7 +147,7 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
   const KvLayout& kvl = kv_pool->layout();
   const size_t kv_row_bytes = kvl.row_bytes();
 
-  PC_CHECK(layers <= 0 || logits == nullptr);
+  PC_CHECK(layers <= 0 || (logits == nullptr && hidden == nullptr));
   const int n_layers = layers > 0 ? std::min(layers, c.n_layers) : c.n_layers;
   // What runs per token between two matrix multiplies runs inside the job that quantizes the
   // next multiply's input rows (MatMul's `before`), not in jobs of its own, nor on the calling
@@ -235,6 +236,21 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
   }
 
   if (n_layers < c.n_layers) return Status::Ok();
+  // Final hidden states for the tokens that want them: [n_hidden, D], normed as the output
+  // matrix's input is. Their residual streams get the last block's output here, once (the
+  // logits below then skip it).
+  std::vector<int> hidden_tokens;
+  for (int t = 0; t < T; ++t) {
+    if (batch[t].want_hidden) hidden_tokens.push_back(t);
+  }
+  if (!hidden_tokens.empty()) {
+    PC_CHECK(hidden != nullptr);
+    ForEachToken(pool, static_cast<int>(hidden_tokens.size()), [&](int o) {
+      const int t = hidden_tokens[o];
+      add_residual(t);
+      RmsNorm(x + size_t(t) * D, output_norm_.data(), D, c.rms_eps, hidden + size_t(o) * D);
+    });
+  }
   // Logits only for the tokens that want them: [n_out, n_vocab]; only their residual streams
   // need the last block's output.
   std::vector<int> out_tokens;
@@ -247,7 +263,7 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
     const TokenRowsFn out_in = [&](int64_t o0, int64_t o1) {
       for (int64_t o = o0; o < o1; ++o) {
         const int t = out_tokens[o];
-        add_residual(t);
+        if (!batch[t].want_hidden) add_residual(t);
         RmsNorm(x + size_t(t) * D, output_norm_.data(), D, c.rms_eps, s->xn.data() + o * D);
       }
     };

@@ -50,6 +50,9 @@ struct BatchToken {
   // seq's alone), overwriting its K/V; it attends to the slots before it, as if computed there.
   // In-place tokens of a sequence come first in the batch, in ascending slot order. -1: append.
   int32_t slot = -1;
+  // Write the token's final hidden state (after the output norm, before the output matrix):
+  // what embeddings pool. Independent of want_logits.
+  bool want_hidden = false;
 };
 
 // Attention's plan and buffers (attention.cc). The plan (the batch's tokens grouped by sequence,
@@ -138,11 +141,13 @@ class Model {
   int DefaultBatchSize(size_t budget = size_t(32) << 20) const;
 
   // Runs the batch. For every token with want_logits, writes n_vocab logits, in batch order, to
-  // `logits`. Sequences must have room (their pool may run out: the Status says so and no
-  // sequence is changed). layers > 0: run only the first `layers` layers (their K/V written, no
-  // logits: `logits` must be null).
+  // `logits`; for every token with want_hidden, n_embd floats of its final normed hidden state,
+  // in batch order, to `hidden` (no logits are computed for the tokens that want only that).
+  // Sequences must have room (their pool may run out: the Status says so and no sequence is
+  // changed). layers > 0: run only the first `layers` layers (their K/V written, no logits or
+  // hidden states: `logits` and `hidden` must be null).
   Status Forward(std::span<const BatchToken> batch, float* logits, ThreadPool* pool,
-                 ForwardScratch* scratch, int layers = 0) const;
+                 ForwardScratch* scratch, int layers = 0, float* hidden = nullptr) const;
 
  private:
   Model() = default;

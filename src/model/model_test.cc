@@ -163,6 +163,37 @@ TEST(Stories260K, ReferenceTokensAndLogits) {
   }
 }
 
+// The hidden states Forward writes (want_hidden) are exactly what the output matrix multiplies:
+// multiplied by it they give the logits bit for bit; asked for alone (no logits computed) they
+// are the same. (Mutation tried: the output norm left out of the hidden rows fails both.)
+TEST(Stories260K, HiddenStatesAreTheOutputMatrixInput) {
+  std::unique_ptr<Model> m = LoadOrDie(kStories);
+  const ModelConfig& c = m->config();
+  const std::vector<int32_t> tokens = m->tokenizer().Encode("Once upon a time, a girl", true);
+  const int n = static_cast<int>(tokens.size());
+  ThreadPool pool(2);
+  BlockPool blocks(m->MakeKvLayout(KvType::kF16, 16), 0, false);
+  ForwardScratch scratch;
+  auto run = [&](bool logits_too, std::vector<float>* logits) {
+    KvSequence seq(&blocks);
+    std::vector<BatchToken> batch;
+    for (int i = 0; i < n; ++i) batch.push_back({tokens[i], i, &seq, logits_too, -1, true});
+    std::vector<float> hidden(size_t(n) * c.n_embd);
+    logits->assign(logits_too ? size_t(n) * c.n_vocab : 0, 0.0f);
+    PC_CHECK(
+        m->Forward(batch, logits_too ? logits->data() : nullptr, &pool, &scratch, 0, hidden.data())
+            .ok());
+    return hidden;
+  };
+  std::vector<float> logits, none;
+  const std::vector<float> hidden = run(true, &logits);
+  EXPECT_EQ(run(false, &none), hidden);
+  const WeightMatrix* output = m->Matrices().front().second;  // the output matrix comes first
+  std::vector<float> product(size_t(n) * c.n_vocab);
+  MatMul(*output, hidden.data(), n, product.data(), &pool);
+  EXPECT_EQ(product, logits);
+}
+
 TEST(Stories260K, GreedyContinuationMatchesReference) {
   const std::vector<int32_t> expected = {
       1,   403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338,

@@ -1,5 +1,6 @@
 #include "server/api_error.h"
 
+#include <nlohmann/json.hpp>
 #include <utility>
 
 #include "server/anthropic_response.h"
@@ -45,7 +46,16 @@ ApiError FromStatus(const Status& st, const std::string& param) {
 }
 
 std::string ErrorBody(ApiFlavour flavour, const ApiError& error) {
-  return flavour == ApiFlavour::kAnthropic ? AnthropicErrorBody(error) : ErrorBody(error);
+  switch (flavour) {
+    case ApiFlavour::kAnthropic:
+      return AnthropicErrorBody(error);
+    case ApiFlavour::kOllama:
+      return nlohmann::json{{"error", error.message}}.dump(
+          -1, ' ', false, nlohmann::json::error_handler_t::replace);
+    case ApiFlavour::kOpenAi:
+      break;
+  }
+  return ErrorBody(error);
 }
 
 }  // namespace promptcache

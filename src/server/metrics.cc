@@ -143,6 +143,10 @@ std::string FormatMetrics(const EngineStats& s, const HistogramSnapshot& ttft,
         "Prompt tokens whose K/V came from the prefix cache.", s.cached_tokens);
   p.Add("promptcache_computed_tokens_total", "counter", "Prompt tokens computed (not cached).",
         s.prompt_tokens >= s.cached_tokens ? s.prompt_tokens - s.cached_tokens : 0);
+  p.Add("promptcache_prefix_shared_in_flight_tokens_total", "counter",
+        "Of the cached tokens, those another request's prefill was computing at the time: a "
+        "prefix shared by concurrent requests, computed once.",
+        s.shared_in_flight_tokens);
   p.Add("promptcache_generated_tokens_total", "counter", "Tokens generated.", s.generated_tokens);
   p.Add("promptcache_cache_lookups_total", "counter", "Prefix cache lookups.", s.cache_lookups);
   p.Add("promptcache_cache_hits_total", "counter", "Lookups that reused at least one block.",

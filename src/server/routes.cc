@@ -8,6 +8,7 @@ namespace {
 
 constexpr ApiFlavour kOpenAi = ApiFlavour::kOpenAi;
 constexpr ApiFlavour kAnthropic = ApiFlavour::kAnthropic;
+constexpr ApiFlavour kOllama = ApiFlavour::kOllama;
 constexpr bool kAdmin = true;
 constexpr bool kAnyKey = false;
 
@@ -18,6 +19,8 @@ const Route kRoutes[] = {
     {"/v1/responses/([^/]+)", "GET", HandleResponseGet, kOpenAi, kAnyKey},
     {"/v1/messages", "POST", HandleMessages, kAnthropic, kAnyKey},
     {"/v1/messages/count_tokens", "POST", HandleCountTokens, kAnthropic, kAnyKey},
+    {"/v1/embeddings", "POST", HandleEmbeddings, kOpenAi, kAnyKey},
+    {"/api/embed", "POST", HandleOllamaEmbed, kOllama, kAnyKey},
     {"/v1/models", "GET", HandleModels, kOpenAi, kAnyKey},
     {"/v1/models/([^/]+)", "GET", HandleModels, kOpenAi, kAnyKey},
     {"/health", "GET", HandleHealth, kOpenAi, kAnyKey},

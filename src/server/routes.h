@@ -7,7 +7,8 @@
 //
 // Adding a route: write `void HandleX(Call& call)` in the file of its API (openai_routes.cc,
 // anthropic_routes.cc, cache_routes.cc, schema_routes.cc, tokenizer_routes.cc, page_routes.cc,
-// system_routes.cc, or a new one), declare it below, and add its row in routes.cc.
+// system_routes.cc, embedding_routes.cc, or a new one), declare it below, and add its row in
+// routes.cc.
 #pragma once
 
 #include <span>
@@ -68,6 +69,9 @@ void HandleSchemaDrop(Call& call);
 // page_routes.cc: the web page and its savings measurement.
 void HandleWeb(Call& call);
 void HandleSavings(Call& call);
+// embedding_routes.cc: POST /v1/embeddings (OpenAI's), /api/embed (Ollama's).
+void HandleEmbeddings(Call& call);
+void HandleOllamaEmbed(Call& call);
 // system_routes.cc: /v1/models, /health, /metrics.
 void HandleModels(Call& call);
 void HandleHealth(Call& call);
