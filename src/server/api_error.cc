@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "server/anthropic_response.h"
+#include "server/json_fields.h"
 #include "server/openai_response.h"
 
 namespace promptcache {
@@ -45,7 +46,14 @@ ApiError FromStatus(const Status& st, const std::string& param) {
 }
 
 std::string ErrorBody(ApiFlavour flavour, const ApiError& error) {
-  return flavour == ApiFlavour::kAnthropic ? AnthropicErrorBody(error) : ErrorBody(error);
+  switch (flavour) {
+    case ApiFlavour::kAnthropic:
+      return AnthropicErrorBody(error);
+    case ApiFlavour::kOllama:  // Ollama's clients read one string
+      return Dump(nlohmann::ordered_json{{"error", error.message}});
+    default:
+      return ErrorBody(error);
+  }
 }
 
 }  // namespace promptcache

@@ -1,7 +1,7 @@
 // The server's one error type and error path. Every route, and every refusal before routing
 // (authentication, an unknown URL, a body too large, a malformed request), answers with an
 // ApiError written in the shape its route's clients read: its API flavour's (OpenAI's
-// {"error": {...}}, Anthropic's {"type": "error", ...}). Route handlers send them through
+// {"error": {...}}, Anthropic's {"type": "error", ...}, Ollama's {"error": "message"}). Route handlers send them through
 // Call::Fail (server/call.h); parsers return them (server/*_request.h).
 #pragma once
 
@@ -11,8 +11,8 @@
 
 namespace promptcache {
 
-// Whose API a route implements: decides the shape of its errors. (Ollama's is next.)
-enum class ApiFlavour { kOpenAi, kAnthropic };
+// Whose API a route implements: decides the shape of its errors.
+enum class ApiFlavour { kOpenAi, kAnthropic, kOllama };
 
 // An error with its HTTP status, as OpenAI describes one: {"message", "type", "param", "code"}.
 // Anthropic's shape keeps the message and derives its type from the status.

@@ -8,6 +8,7 @@ namespace {
 
 constexpr ApiFlavour kOpenAi = ApiFlavour::kOpenAi;
 constexpr ApiFlavour kAnthropic = ApiFlavour::kAnthropic;
+constexpr ApiFlavour kOllama = ApiFlavour::kOllama;
 constexpr bool kAdmin = true;
 constexpr bool kAnyKey = false;
 
@@ -16,6 +17,12 @@ const Route kRoutes[] = {
     {"/v1/chat/completions", "POST", HandleChatCompletions, kOpenAi, kAnyKey},
     {"/v1/messages", "POST", HandleMessages, kAnthropic, kAnyKey},
     {"/v1/messages/count_tokens", "POST", HandleCountTokens, kAnthropic, kAnyKey},
+    {"/api/chat", "POST", HandleOllamaChat, kOllama, kAnyKey},
+    {"/api/generate", "POST", HandleOllamaGenerate, kOllama, kAnyKey},
+    {"/api/tags", "GET", HandleOllamaTags, kOllama, kAnyKey},
+    {"/api/show", "POST", HandleOllamaShow, kOllama, kAnyKey},
+    {"/api/version", "GET", HandleOllamaVersion, kOllama, kAnyKey},
+    {"/api/ps", "GET", HandleOllamaPs, kOllama, kAnyKey},
     {"/v1/models", "GET", HandleModels, kOpenAi, kAnyKey},
     {"/v1/models/([^/]+)", "GET", HandleModels, kOpenAi, kAnyKey},
     {"/health", "GET", HandleHealth, kOpenAi, kAnyKey},

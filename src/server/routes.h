@@ -65,6 +65,14 @@ void HandleSchemaDrop(Call& call);
 // page_routes.cc: the web page and its savings measurement.
 void HandleWeb(Call& call);
 void HandleSavings(Call& call);
+// ollama_routes.cc: Ollama's /api/chat, /api/generate, /api/tags, /api/show, /api/version,
+// /api/ps.
+void HandleOllamaChat(Call& call);
+void HandleOllamaGenerate(Call& call);
+void HandleOllamaTags(Call& call);
+void HandleOllamaShow(Call& call);
+void HandleOllamaVersion(Call& call);
+void HandleOllamaPs(Call& call);
 // system_routes.cc: /v1/models, /health, /metrics.
 void HandleModels(Call& call);
 void HandleHealth(Call& call);
