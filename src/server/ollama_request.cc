@@ -187,7 +187,11 @@ MaybeError ParseChat(std::string_view body, const RequestLimits& limits, OllamaR
   ojson oa = ojson::object();
   PC_RETURN_IF_API_ERROR(ReadCommon(obj, out, &oa));
   const ojson* msgs = Find(obj, "messages");
-  if (msgs == nullptr) return ApiError::BadRequest("'messages' is required", "messages");
+  out->chat = true;
+  if (msgs == nullptr || (msgs->is_array() && msgs->empty())) {
+    out->load_only = true;  // Ollama answers at once, done_reason "load"
+    return std::nullopt;
+  }
   if (!msgs->is_array()) return WrongType("messages", "an array", *msgs);
   ojson calls_seen = ojson::array();
   oa["messages"] = ojson::array();

@@ -24,11 +24,12 @@
 namespace promptcache {
 
 struct OllamaRequest {
-  ApiRequest api;          // the translated request (its kind: chat, or completion for raw)
-  std::string model;       // as given
-  bool stream = true;      // Ollama streams unless "stream": false
-  bool chat = true;        // /api/chat (the reply is "message"), else /api/generate ("response")
-  bool load_only = false;  // /api/generate with no prompt: Ollama's "load the model" request
+  ApiRequest api;      // the translated request (its kind: chat, or completion for raw)
+  std::string model;   // as given
+  bool stream = true;  // Ollama streams unless "stream": false
+  bool chat = true;    // /api/chat (the reply is "message"), else /api/generate ("response")
+  // No prompt (/api/generate) or no messages (/api/chat): Ollama's "load the model" request.
+  bool load_only = false;
 };
 
 std::optional<ApiError> ParseOllamaChat(std::string_view body, const RequestLimits& limits,

@@ -217,7 +217,7 @@ void HandleOllama(Call& call, bool chat) {
   if (!err && chat) err = ApplyToolChoice(server.encoder().tool_format(), &r.api);
   if (err) return call.Fail(*err);
   if (r.load_only) {
-    ojson j = Reply(r.model, false, "");
+    ojson j = Reply(r.model, chat, "");
     j["done"] = true;
     j["done_reason"] = "load";
     return call.SendJson(j);

@@ -64,7 +64,7 @@ test('chat: non-streamed, streamed and the OpenAI chat route agree at temperatur
   assert.equal(openai.usage.prompt_tokens, r.prompt_eval_count);
 });
 
-test('generate: templated and raw, streamed and not; an empty prompt loads', async () => {
+test('generate: templated and raw, streamed and not; an empty prompt (or chat) loads', async () => {
   const options = { temperature: 0, num_predict: 12 };
   const r = await ollama.generate({ model: MODEL, prompt: 'Tell me a story about a dog.', options });
   checkDone(r);
@@ -92,6 +92,8 @@ test('generate: templated and raw, streamed and not; an empty prompt loads', asy
   const load = await ollama.generate({ model: MODEL, prompt: '' });
   assert.equal(load.done, true);
   assert.equal(load.done_reason, 'load');
+  const chatLoad = await ollama.chat({ model: MODEL, messages: [] });
+  assert.equal(chatLoad.done_reason, 'load');
 });
 
 test('format: a JSON schema constrains the reply, which ajv validates', async () => {
@@ -211,7 +213,7 @@ test('errors are Ollama\'s {"error": "..."}', async () => {
   await refused(ollama.chat({ model: MODEL, messages, options: { temperature: -1 } }), 400, /temperature/);
   await refused(ollama.chat({ model: MODEL, messages, format: 'yaml' }), 400, /format/);
   await refused(ollama.generate({ model: MODEL, prompt: 'x', images: ['AAAA'] }), 400, /images/);
-  const raw = await s.json('POST', '/api/chat', { model: MODEL });
+  const raw = await s.json('POST', '/api/chat', { model: MODEL, messages: 'hi' });
   assert.equal(raw.status, 400);
   assert.deepEqual(Object.keys(raw.body), ['error']);
   assert.equal(typeof raw.body.error, 'string');
