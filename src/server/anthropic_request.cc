@@ -26,8 +26,8 @@ using json_fields::WrongType;
 
 // Top-level fields (MessagesFieldSupport). count_tokens reads a subset of the implemented ones.
 constexpr std::string_view kImplemented[] = {
-    "model", "max_tokens",     "messages", "system", "temperature", "top_p",
-    "top_k", "stop_sequences", "stream",   "metadata", "tools",     "tool_choice"};
+    "model", "max_tokens",     "messages", "system",   "temperature", "top_p",
+    "top_k", "stop_sequences", "stream",   "metadata", "tools",       "tool_choice"};
 constexpr std::string_view kCountTokensFields[] = {"model", "messages", "system", "tools",
                                                    "tool_choice"};
 // Meaningless here: the service tier of Anthropic's capacity.
@@ -103,13 +103,17 @@ MaybeError ReadToolName(const json* v, const std::string& param, std::string* ou
   }
   *out = v->get<std::string>();
   bool ok = !out->empty() && out->size() <= kMaxToolName;
-  for (const char c : *out) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-');
+  for (const char c : *out)
+    ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-');
   if (!ok) {
     return ApiError::BadRequest(
         "'" + param + "' must be 1 to 64 characters of a-z, A-Z, 0-9, '_' and '-'", param);
   }
   return std::nullopt;
 }
+
+MaybeError ReadToolChoice(const json& obj, const std::vector<std::string>& names,
+                          AnthropicRequest* out);
 
 // `tools`: client tools ({name, description, input_schema}), as the chat route's function tools
 // with the client's key order (from `ordered`, the same body parsed keeping it).
@@ -118,7 +122,8 @@ MaybeError ReadTools(const json& obj, const ojson& ordered, AnthropicRequest* ou
   std::vector<std::string> names;
   if (tools != nullptr) {
     if (!tools->is_array()) return WrongType("tools", "an array", *tools);
-    if (tools->size() > kMaxTools) return ApiError::BadRequest("'tools' has more than 128 tools", "tools");
+    if (tools->size() > kMaxTools)
+      return ApiError::BadRequest("'tools' has more than 128 tools", "tools");
     for (size_t i = 0; i < tools->size(); ++i) {
       const json& t = (*tools)[i];
       const std::string p = "tools[" + std::to_string(i) + "]";
@@ -155,11 +160,19 @@ MaybeError ReadTools(const json& obj, const ojson& ordered, AnthropicRequest* ou
       out->tools.push_back({{"type", "function"}, {"function", std::move(function)}});
     }
   }
+  return ReadToolChoice(obj, names, out);
+}
+
+// `tool_choice`: auto, any, tool {name} or none, over the tools `names`.
+MaybeError ReadToolChoice(const json& obj, const std::vector<std::string>& names,
+                          AnthropicRequest* out) {
   const json* choice = Find(obj, "tool_choice");
   if (choice == nullptr) return std::nullopt;
   if (!choice->is_object()) return WrongType("tool_choice", "an object", *choice);
-  PC_RETURN_IF_API_ERROR(OnlyKeys(*choice, "tool_choice", {"type", "name", "disable_parallel_tool_use"}));
-  if (const json* d = Find(*choice, "disable_parallel_tool_use"); d != nullptr && !d->is_boolean()) {
+  PC_RETURN_IF_API_ERROR(
+      OnlyKeys(*choice, "tool_choice", {"type", "name", "disable_parallel_tool_use"}));
+  if (const json* d = Find(*choice, "disable_parallel_tool_use");
+      d != nullptr && !d->is_boolean()) {
     return WrongType("tool_choice.disable_parallel_tool_use", "a boolean", *d);
   }
   const json* type = Find(*choice, "type");
@@ -183,8 +196,8 @@ MaybeError ReadTools(const json& obj, const ojson& ordered, AnthropicRequest* ou
           "tool_choice.name");
     }
   } else {
-    return ApiError::BadRequest("'tool_choice.type' must be \"auto\", \"any\", \"tool\" or \"none\"",
-                                "tool_choice.type");
+    return ApiError::BadRequest(
+        "'tool_choice.type' must be \"auto\", \"any\", \"tool\" or \"none\"", "tool_choice.type");
   }
   if (names.empty() && (t == "any" || t == "tool")) {
     return ApiError::BadRequest("'tool_choice' needs 'tools'", "tool_choice");
@@ -240,7 +253,8 @@ MaybeError ReadToolResult(const json& block, const std::string& param, Anthropic
       if (c["id"] == msg.tool_call_id) msg.name = c["function"]["name"].get<std::string>();
     }
   }
-  PC_RETURN_IF_API_ERROR(ReadToolResultContent(Find(block, "content"), param + ".content", &msg.content));
+  PC_RETURN_IF_API_ERROR(
+      ReadToolResultContent(Find(block, "content"), param + ".content", &msg.content));
   if (const json* cc = Find(block, "cache_control")) {
     AnthropicBreakpoint b;
     PC_RETURN_IF_API_ERROR(ReadCacheControl(*cc, param + ".cache_control", &b.ttl_seconds));
@@ -277,7 +291,8 @@ MaybeError ReadToolUse(const json& block, const ojson& ordered, const std::strin
   msg->tool_calls.push_back(
       {{"id", *id},
        {"type", "function"},
-       {"function", {{"name", *name}, {"arguments", ordered.is_object() ? ordered["input"] : ojson(*input)}}}});
+       {"function",
+        {{"name", *name}, {"arguments", ordered.is_object() ? ordered["input"] : ojson(*input)}}}});
   return std::nullopt;
 }
 
@@ -494,9 +509,9 @@ Result<AnthropicPrompt> BuildMessagesPrompt(const PromptEncoder& encoder,
                                             size_t max_tokens) {
   AnthropicPrompt out;
   const ojson tools = request.tools_offered() ? request.tools : ojson();
-  PC_ASSIGN_OR_RETURN(BuiltPrompt whole,
-                      encoder.FromMessages(request.messages, /*add_generation_prompt=*/true,
-                                           tools, max_tokens));
+  PC_ASSIGN_OR_RETURN(
+      BuiltPrompt whole,
+      encoder.FromMessages(request.messages, /*add_generation_prompt=*/true, tools, max_tokens));
   out.tokens = std::move(whole.tokens);
   for (const AnthropicBreakpoint& b : request.breakpoints) {
     // The conversation cut at the end of the block, rendered: the tokens it shares with the

@@ -10,9 +10,9 @@
 // Tool use is the chat route's, translated: `tools` become OpenAI-shaped function tools (the
 // chat template's `tools`), tool_use blocks an assistant's tool_calls, tool_result blocks `tool`
 // messages, and tool_choice any / tool {name} the chat route's grammar for one call
-// (server/tool_request.h ApplyToolChoice). A `cache_control` breakpoint on a system or message text block becomes
-// a timed pin of the prompt's tokens up to the end of that block (engine: CompletionRequest::
-// timed_pins), with Anthropic's TTLs ("5m", the default, or "1h").
+// (server/tool_request.h ApplyToolChoice). A `cache_control` breakpoint on a system or message
+// text block becomes a timed pin of the prompt's tokens up to the end of that block (engine:
+// CompletionRequest::timed_pins), with Anthropic's TTLs ("5m", the default, or "1h").
 #pragma once
 
 #include <cstddef>

@@ -184,11 +184,15 @@ TEST(AnthropicRequest, ToolsAndToolBlocksBecomeTheChatRoutesShape) {
   EXPECT_EQ(Parse(Body(R"("tools":[{"name":"t","input_schema":{}}],"tool_choice":{"type":"any"})"))
                 .tool_choice,
             ToolChoice::kRequired);
-  EXPECT_FALSE(Parse(Body(R"("tools":[{"name":"t","input_schema":{}}],"tool_choice":{"type":"none"})"))
-                   .tools_offered());
-  EXPECT_EQ(Error(Body(R"("tools":[{"name":"t","input_schema":{}}],"tool_choice":{"type":"tool","name":"u"})"))
-                .param,
-            "tool_choice.name");
+  EXPECT_FALSE(
+      Parse(Body(R"("tools":[{"name":"t","input_schema":{}}],"tool_choice":{"type":"none"})"))
+          .tools_offered());
+  EXPECT_EQ(
+      Error(
+          Body(
+              R"("tools":[{"name":"t","input_schema":{}}],"tool_choice":{"type":"tool","name":"u"})"))
+          .param,
+      "tool_choice.name");
   EXPECT_EQ(Error(Body(R"("tools":[{"name":"t"}])")).param, "tools[0].input_schema");
   EXPECT_EQ(Error(Body(R"("tools":[{"type":"web_search_20250305","name":"web_search"}])")).param,
             "tools[0].type");

@@ -146,13 +146,13 @@ std::string ContentBlockStopEvent(int index) {
 }
 
 std::string ToolUseEvents(int index, const ToolUseBlock& call) {
-  std::string out = Event("content_block_start",
-                          ojson{{"type", "content_block_start"},
-                                {"index", index},
-                                {"content_block", ojson{{"type", "tool_use"},
-                                                        {"id", call.id},
-                                                        {"name", call.name},
-                                                        {"input", ojson::object()}}}});
+  std::string out =
+      Event("content_block_start", ojson{{"type", "content_block_start"},
+                                         {"index", index},
+                                         {"content_block", ojson{{"type", "tool_use"},
+                                                                 {"id", call.id},
+                                                                 {"name", call.name},
+                                                                 {"input", ojson::object()}}}});
   // The input's text in two deltas, as Anthropic streams it in pieces: clients concatenate them.
   const std::string json = Dump(call.input);
   const size_t half = json.size() / 2;
