@@ -7,6 +7,7 @@
 // A request's cache_control breakpoints become timed pins of its prompt's prefixes, applied
 // when it ends; its usage reports the prompt tokens read from the cache, those computed into a
 // pinned prefix, and the rest (anthropic_response.h).
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -14,14 +15,16 @@
 #include "server/anthropic_request.h"
 #include "server/anthropic_response.h"
 #include "server/routes.h"
+#include "server/tool_calls.h"
 
 namespace promptcache {
 namespace {
 
-std::string MessageId() {
+// "msg_..." for a message, "toolu_..." for a tool_use block.
+std::string MessageId(const char* prefix = "msg_") {
   static thread_local std::mt19937_64 rng(std::random_device{}());
   static const char kAlphabet[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-  std::string id = "msg_";
+  std::string id = prefix;
   for (int i = 0; i < 24; ++i) id += kAlphabet[rng() % 62];
   return id;
 }
@@ -61,6 +64,29 @@ std::optional<AnthropicPrompt> Prompt(Call& call, const AnthropicRequest& r) {
   return std::move(p).value();
 }
 
+// The calls in the generated text (the chat route's parser), as tool_use blocks; *content: the
+// text before them (all of it when there are none).
+std::vector<ToolUseBlock> ToolUses(ToolCallFormat format, const std::string& text,
+                                   std::string* content) {
+  const ParsedOutput parsed = ParseToolCalls(format, text);
+  *content = parsed.content;
+  std::vector<ToolUseBlock> out;
+  for (const ToolCall& c : parsed.calls) {
+    nlohmann::ordered_json input = nlohmann::ordered_json::parse(c.arguments, nullptr, false);
+    if (!input.is_object()) input = nlohmann::ordered_json::object();
+    out.push_back({MessageId("toolu_"), c.name, std::move(input)});
+  }
+  return out;
+}
+
+// A message that ends in calls stops for them ("tool_use"), not at its end of turn.
+void StopForTools(const std::vector<ToolUseBlock>& calls, StopInfo* stop) {
+  if (!calls.empty() && stop->reason == "end_turn") {
+    stop->reason = "tool_use";
+    stop->sequence.reset();
+  }
+}
+
 // One streamed message's state, as WriteMessagesStream needs it.
 struct MessagesStream {
   ServerContext* server = nullptr;
@@ -70,21 +96,75 @@ struct MessagesStream {
   int prompt_tokens = 0;
   std::vector<std::string> stops;
   bool started = false;
+  // With tools: blocks open as text comes (the text block, index 0, only once there is text),
+  // and text that may be a call is held back until the end, as the chat route's stream does.
+  ToolCallFormat tool_format = ToolCallFormat::kNone;
+  std::string text;  // generated so far
+  size_t sent = 0;   // bytes of it sent as text
+  int blocks = 0;    // content blocks started
+  bool text_open = false;
 };
+
+// Tools: text as a text block's delta, opening the block first.
+std::string ToolText(MessagesStream& s, const std::string& text) {
+  if (text.empty()) return "";
+  std::string out;
+  if (!s.text_open) {
+    s.text_open = true;
+    out = ContentBlockStartEvent(s.blocks++);
+  }
+  return out + TextDeltaEvent(text, s.blocks - 1);
+}
+
+// Tools: a piece of text; what may go out as text now (the rest may be a call).
+std::string ReleaseText(MessagesStream& s, const std::string& piece) {
+  s.text += piece;
+  const size_t start = ToolCallStart(s.tool_format, s.text);
+  s.sent = std::max(s.sent, ToolContentBegin(s.tool_format, s.text));  // a marker, not text
+  if (start <= s.sent) return "";
+  std::string out = s.text.substr(s.sent, start - s.sent);
+  s.sent = start;
+  return ToolText(s, out);
+}
+
+// Tools, at the end: the held-back text, or the calls as tool_use blocks; then the message's end.
+std::string EndWithTools(MessagesStream& s, const CompletionResult& result, StopInfo stop) {
+  std::string content;
+  const std::vector<ToolUseBlock> calls = ToolUses(s.tool_format, result.text, &content);
+  const size_t begin = ToolContentBegin(s.tool_format, result.text);
+  s.sent = std::max(s.sent, begin);
+  const size_t end = calls.empty() ? result.text.size() : begin + content.size();
+  std::string out;
+  if (end > s.sent) out += ToolText(s, result.text.substr(s.sent, end - s.sent));
+  if (s.blocks == 0 && calls.empty()) {  // an empty message still has its text block
+    out += ContentBlockStartEvent(s.blocks++);
+    s.text_open = true;
+  }
+  if (s.text_open) out += ContentBlockStopEvent(s.blocks - 1);
+  for (const ToolUseBlock& c : calls) out += ToolUseEvents(s.blocks++, c);
+  StopForTools(calls, &stop);
+  return out + MessageDeltaEvents(result, stop);
+}
 
 // Writes whatever is ready; false (a failed write) makes cpp-httplib drop the connection.
 bool WriteMessagesStream(MessagesStream& s, httplib::DataSink& sink) {
   std::string out;
+  const bool tools = s.tool_format != ToolCallFormat::kNone;
   if (!s.started) {
     s.started = true;
-    out = MessageStartEvent(s.meta, s.prompt_tokens) + ContentBlockStartEvent() + PingEvent();
+    out = MessageStartEvent(s.meta, s.prompt_tokens) + (tools ? "" : ContentBlockStartEvent()) +
+          PingEvent();
   }
   std::vector<std::string> pieces;
   CompletionResult result;
   switch (s.channel->Next(kStreamPoll, &pieces, &result)) {
     case TextChannel::Event::kText:
       for (const std::string& piece : pieces) {
-        if (!piece.empty()) out += TextDeltaEvent(piece);
+        if (tools) {
+          out += ReleaseText(s, piece);
+        } else if (!piece.empty()) {
+          out += TextDeltaEvent(piece);
+        }
       }
       break;
     case TextChannel::Event::kTimeout:
@@ -96,16 +176,21 @@ bool WriteMessagesStream(MessagesStream& s, httplib::DataSink& sink) {
       } else {
         s.server->Observe(s.tenant, result);
         const std::string generated = s.server->engine().model().tokenizer().Decode(result.tokens);
-        out += MessageEndEvents(result, StopOf(result, generated, s.stops));
+        const StopInfo stop = StopOf(result, generated, s.stops);
+        out += tools ? EndWithTools(s, result, stop) : MessageEndEvents(result, stop);
       }
       if (!sink.write(out.data(), out.size())) return false;
       sink.done();
       return true;
   }
+  // Text held back (a call may be starting) leaves nothing to write: an empty write would end
+  // the chunked body.
+  if (out.empty()) return true;
   return sink.write(out.data(), out.size());
 }
 
-void StartStream(Call& call, MessageMeta meta, const AnthropicRequest& r, CompletionRequest creq) {
+void StartStream(Call& call, MessageMeta meta, const AnthropicRequest& r, CompletionRequest creq,
+                 ToolCallFormat tool_format) {
   auto s = std::make_shared<MessagesStream>();
   s->server = &call.server;
   s->channel = std::make_shared<TextChannel>();
@@ -113,6 +198,7 @@ void StartStream(Call& call, MessageMeta meta, const AnthropicRequest& r, Comple
   s->tenant = creq.tenant;
   s->prompt_tokens = static_cast<int>(creq.prompt.size());
   s->stops = r.stop_sequences;
+  s->tool_format = tool_format;
   creq.on_text = [ch = s->channel](const std::string& piece) { return ch->Push(piece); };
   Result<std::shared_ptr<RequestHandle>> handle = call.engine().Submit(std::move(creq));
   if (!handle.ok()) return call.Fail(handle.status());
@@ -126,6 +212,10 @@ void HandleMessages(Call& call) {
   AnthropicRequest r;
   std::optional<ApiError> err = ParseMessagesRequest(call.req.body, call.server.limits(), &r);
   if (!err) err = call.server.CheckModel(r.model);
+  const ToolCallFormat tool_format =
+      r.tools_offered() ? call.server.encoder().tool_format() : ToolCallFormat::kNone;
+  std::shared_ptr<const Grammar> grammar;
+  if (!err) err = ApplyMessagesToolChoice(tool_format, r, &grammar);
   if (err) return call.Fail(*err);
   std::optional<AnthropicPrompt> prompt = Prompt(call, r);
   if (!prompt) return;
@@ -136,10 +226,11 @@ void HandleMessages(Call& call) {
   creq.max_tokens = r.max_tokens;
   creq.sampling = r.sampling;
   creq.stop = r.stop_sequences;
+  creq.grammar = grammar;
   creq.cache_namespace = call.Namespace("");  // no cache_salt in this API
   creq.tenant = call.tenant();
   MessageMeta meta{MessageId(), r.model};
-  if (r.stream) return StartStream(call, std::move(meta), r, std::move(creq));
+  if (r.stream) return StartStream(call, std::move(meta), r, std::move(creq), tool_format);
 
   creq.on_text = call.StopsWithServer();
   Result<std::shared_ptr<RequestHandle>> handle = call.engine().Submit(std::move(creq));
@@ -148,7 +239,12 @@ void HandleMessages(Call& call) {
   if (!result.status.ok()) return call.Fail(result.status);
   call.server.Observe(call.tenant(), result);
   const std::string generated = call.engine().model().tokenizer().Decode(result.tokens);
-  call.Send(MessageBody(meta, result, StopOf(result, generated, r.stop_sequences)));
+  StopInfo stop = StopOf(result, generated, r.stop_sequences);
+  if (tool_format == ToolCallFormat::kNone) return call.Send(MessageBody(meta, result, stop));
+  std::string text;
+  const std::vector<ToolUseBlock> calls = ToolUses(tool_format, result.text, &text);
+  StopForTools(calls, &stop);
+  call.Send(MessageBody(meta, result, stop, text, calls));
 }
 
 void HandleCountTokens(Call& call) {

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "server/anthropic_response.h"
+#include "server/json_fields.h"
 #include "server/openai_response.h"
 
 namespace promptcache {
@@ -49,13 +50,11 @@ std::string ErrorBody(ApiFlavour flavour, const ApiError& error) {
   switch (flavour) {
     case ApiFlavour::kAnthropic:
       return AnthropicErrorBody(error);
-    case ApiFlavour::kOllama:
-      return nlohmann::json{{"error", error.message}}.dump(
-          -1, ' ', false, nlohmann::json::error_handler_t::replace);
-    case ApiFlavour::kOpenAi:
-      break;
+    case ApiFlavour::kOllama:  // Ollama's clients read one string
+      return Dump(nlohmann::ordered_json{{"error", error.message}});
+    default:
+      return ErrorBody(error);
   }
-  return ErrorBody(error);
 }
 
 }  // namespace promptcache

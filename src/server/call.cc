@@ -63,7 +63,8 @@ struct EventFeed {
 }  // namespace
 
 void Call::StreamEvents(std::shared_ptr<RequestHandle> handle, std::shared_ptr<TextChannel> channel,
-                        std::function<bool(httplib::DataSink&)> write) {
+                        std::function<bool(httplib::DataSink&)> write,
+                        const char* content_type) {
   auto f = std::make_shared<EventFeed>();
   f->handle = std::move(handle);
   f->channel = std::move(channel);
@@ -76,7 +77,7 @@ void Call::StreamEvents(std::shared_ptr<RequestHandle> handle, std::shared_ptr<T
   // The server context outlives every response: the server waits for its connections.
   ServerContext* s = &server;
   res.set_chunked_content_provider(
-      "text/event-stream",
+      content_type,
       [f](size_t, httplib::DataSink& sink) {
         try {
           return f->write(sink);

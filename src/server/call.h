@@ -61,8 +61,10 @@ class Call {
   // `channel` (its on_text / on_piece pushes there). `write` is called whenever the client can
   // take more and writes what is ready; false (a failed write) drops the connection. The request
   // is tracked (Stop() cancels it) and cancelled as soon as its client goes away.
+  // `content_type`: Ollama's routes stream NDJSON ("application/x-ndjson") the same way.
   void StreamEvents(std::shared_ptr<RequestHandle> handle, std::shared_ptr<TextChannel> channel,
-                    std::function<bool(httplib::DataSink&)> write);
+                    std::function<bool(httplib::DataSink&)> write,
+                    const char* content_type = "text/event-stream");
   // A text callback for such a request: none is needed but this one, which lets the server's
   // Stop() end it early.
   std::function<bool(const std::string&)> StopsWithServer() const;

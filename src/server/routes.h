@@ -72,6 +72,14 @@ void HandleSavings(Call& call);
 // embedding_routes.cc: POST /v1/embeddings (OpenAI's), /api/embed (Ollama's).
 void HandleEmbeddings(Call& call);
 void HandleOllamaEmbed(Call& call);
+// ollama_routes.cc: Ollama's /api/chat, /api/generate, /api/tags, /api/show, /api/version,
+// /api/ps.
+void HandleOllamaChat(Call& call);
+void HandleOllamaGenerate(Call& call);
+void HandleOllamaTags(Call& call);
+void HandleOllamaShow(Call& call);
+void HandleOllamaVersion(Call& call);
+void HandleOllamaPs(Call& call);
 // system_routes.cc: /v1/models, /health, /metrics.
 void HandleModels(Call& call);
 void HandleHealth(Call& call);
