@@ -10,8 +10,11 @@
 // The provider sends a json_schema response_format only with supportsStructuredOutputs: true
 // (without it, it sends json_object and drops the schema with a warning), and a final usage chunk
 // in streams only with includeUsage: true; both are the provider's documented options.
-// Mutations caught (each made in the code, seen failing here, reverted): listed in the report of
-// the commit that added this file.
+// Mutations caught (each made in the code, seen failing here, reverted): finish_reason not set to
+// "tool_calls" in CompletionBody (the forced call ends "stop") and in StreamFinishChunk (the
+// streamed one does); prompt_tokens_details.cached_tokens always 0 (cacheReadTokens 0, not the
+// prompt's whole blocks); a string's `pattern` left out of the grammar (generateObject's name
+// fails zod's regex).
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
