@@ -13,7 +13,7 @@
 // BatchPiece); the schema dumped from the sorted parse (SchemaGrammar).
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { startServer, MODEL } from './server.mjs';
+import { startServer, waitFor, MODEL } from './server.mjs';
 
 let server, client;
 before(async () => {
@@ -121,6 +121,20 @@ test('a streamed batch: each index p * n + i joins to the non-streamed choice, u
   assert.notEqual(texts.get(0), texts.get(2));
   assert.ok(usage, 'the include_usage chunk');
   for (const k of ['prompt_tokens', 'completion_tokens', 'total_tokens']) assert.equal(usage[k], whole.usage[k], k);
+});
+
+// Mutation tried: the close callback cancelling nothing (call.cc StartFeed): both prompts run
+// to max_tokens and requests_cancelled_total stays where it was.
+test('a streamed batch whose client goes away cancels every prompt\'s request', async () => {
+  const before = (await server.metrics()).promptcache_requests_cancelled_total ?? 0;
+  const stream = await client.completions.create({
+    model: MODEL, prompt: ['Once upon a time', 'The cat sat'], n: 2, max_tokens: 400, ignore_eos: true, stream: true,
+  });
+  for await (const chunk of stream) { assert.equal(chunk.choices.length, 1); break; }  // closes it
+  assert.ok(await waitFor(async () => {
+    const m = await server.metrics();
+    return m.promptcache_requests_cancelled_total === before + 2 && m.promptcache_requests_active === 0;
+  }, { timeoutMs: 10000 }), JSON.stringify(await server.metrics()));
 });
 
 test('/tokenize: add_special false leaves out BOS; with_pieces gives [{id, piece}]', async () => {
