@@ -45,32 +45,36 @@ CompletionResult Call::Await(const std::shared_ptr<RequestHandle>& handle) {
 
 namespace {
 
-// One streamed request: its engine handle, its channel, the thread that waits for its result
-// (and ends the channel with it), and the writer. Destroyed when cpp-httplib releases the
-// response, after the last write.
+// One streamed response: its engine handles (one, or a batch's), its channel, the thread that
+// waits for their results (and ends the channel with them), and the writer. Destroyed when
+// cpp-httplib releases the response, after the last write.
 struct EventFeed {
-  std::shared_ptr<RequestHandle> handle;
+  std::vector<std::shared_ptr<RequestHandle>> handles;
   std::shared_ptr<TextChannel> channel;
   std::function<bool(httplib::DataSink&)> write;
   std::thread waiter;
-  uint64_t track_id = 0;
+  std::vector<uint64_t> track_ids;
 
   ~EventFeed() {
     if (waiter.joinable()) waiter.join();
   }
 };
 
-}  // namespace
+// The results of `handles`, in order; the first that fails cancels those after it.
+std::vector<CompletionResult> WaitAll(const std::vector<std::shared_ptr<RequestHandle>>& handles) {
+  std::vector<CompletionResult> results;
+  bool failed = false;
+  for (const auto& h : handles) {
+    if (failed) h->Cancel();
+    results.push_back(h->Wait());
+    failed = failed || !results.back().status.ok();
+  }
+  return results;
+}
 
-void Call::StreamEvents(std::shared_ptr<RequestHandle> handle, std::shared_ptr<TextChannel> channel,
-                        std::function<bool(httplib::DataSink&)> write,
-                        const char* content_type) {
-  auto f = std::make_shared<EventFeed>();
-  f->handle = std::move(handle);
-  f->channel = std::move(channel);
-  f->write = std::move(write);
-  f->track_id = server.Track(f->handle);
-  f->waiter = std::thread([h = f->handle, ch = f->channel] { ch->Finish(h->Wait()); });
+// Answers `res` with the feed's events.
+void StartFeed(ServerContext& server, httplib::Response& res, std::shared_ptr<EventFeed> f,
+               const char* content_type) {
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
@@ -87,13 +91,40 @@ void Call::StreamEvents(std::shared_ptr<RequestHandle> handle, std::shared_ptr<T
         }
       },
       [s, f](bool success) {
-        // The client went away (or the server is stopping): free the sequence at once.
+        // The client went away (or the server is stopping): free the sequences at once.
         if (!success) {
           f->channel->Cancel();
-          f->handle->Cancel();
+          for (const auto& h : f->handles) h->Cancel();
         }
-        s->Untrack(f->track_id);
+        for (const uint64_t id : f->track_ids) s->Untrack(id);
       });
+}
+
+}  // namespace
+
+void Call::StreamEvents(std::shared_ptr<RequestHandle> handle, std::shared_ptr<TextChannel> channel,
+                        std::function<bool(httplib::DataSink&)> write, const char* content_type) {
+  auto f = std::make_shared<EventFeed>();
+  f->handles.push_back(std::move(handle));
+  f->channel = std::move(channel);
+  f->write = std::move(write);
+  f->track_ids.push_back(server.Track(f->handles[0]));
+  f->waiter = std::thread([h = f->handles[0], ch = f->channel] { ch->Finish(h->Wait()); });
+  StartFeed(server, res, f, content_type);
+}
+
+void Call::StreamEvents(std::vector<std::shared_ptr<RequestHandle>> handles,
+                        std::shared_ptr<TextChannel> channel,
+                        std::function<bool(httplib::DataSink&)> write, MergeResults merge) {
+  auto f = std::make_shared<EventFeed>();
+  f->handles = std::move(handles);
+  f->channel = std::move(channel);
+  f->write = std::move(write);
+  for (const auto& h : f->handles) f->track_ids.push_back(server.Track(h));
+  f->waiter = std::thread([hs = f->handles, ch = f->channel, merge = std::move(merge)] {
+    ch->Finish(merge(WaitAll(hs)));
+  });
+  StartFeed(server, res, f, "text/event-stream");
 }
 
 std::function<bool(const std::string&)> Call::StopsWithServer() const {

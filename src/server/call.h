@@ -13,6 +13,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "server/api_error.h"
 #include "server/server_context.h"
@@ -65,6 +66,13 @@ class Call {
   void StreamEvents(std::shared_ptr<RequestHandle> handle, std::shared_ptr<TextChannel> channel,
                     std::function<bool(httplib::DataSink&)> write,
                     const char* content_type = "text/event-stream");
+  // The same for several requests streamed as one (a batch of completion prompts), all pushing to
+  // `channel`: the channel ends with `merge` of their results, in order, once every one is over
+  // (the first that fails cancels the rest), and a client that goes away cancels them all.
+  using MergeResults = std::function<CompletionResult(std::vector<CompletionResult>)>;
+  void StreamEvents(std::vector<std::shared_ptr<RequestHandle>> handles,
+                    std::shared_ptr<TextChannel> channel,
+                    std::function<bool(httplib::DataSink&)> write, MergeResults merge);
   // A text callback for such a request: none is needed but this one, which lets the server's
   // Stop() end it early.
   std::function<bool(const std::string&)> StopsWithServer() const;

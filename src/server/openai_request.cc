@@ -487,12 +487,10 @@ std::optional<ApiError> ParseCompletionRequest(std::string_view body, const Requ
                                       "prompt", "unsupported");
         }
       }
-      const char* field = out->modular() ? "schema" : out->stream ? "stream" : nullptr;
-      if (field != nullptr) {
-        return ApiError::BadRequest("'" + std::string(field) +
-                                        "' is not supported with a batch of prompts: send one "
-                                        "prompt per request",
-                                    field, "unsupported");
+      if (out->modular()) {
+        return ApiError::BadRequest(
+            "'schema' is not supported with a batch of prompts: send one prompt per request",
+            "schema", "unsupported");
       }
     }
     return std::nullopt;

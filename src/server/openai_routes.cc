@@ -166,6 +166,11 @@ struct Stream {
   ServerContext* server = nullptr;
   std::shared_ptr<TextChannel> channel;
   ResponseMeta meta;
+  // Echo: each prompt's meta (its text and tokens); choice c is prompt c / n's. One for a single
+  // prompt, one per prompt for a batch.
+  std::vector<ResponseMeta> prompts;
+  int n = 1;
+  bool batch = false;  // its parts are counted (Observe) as they end, not here
   bool include_usage = false;
   bool started = false;
   std::shared_ptr<const CacheMapRequest> map;  // "cache_map": true
@@ -224,18 +229,21 @@ bool WriteStream(Stream& s, httplib::DataSink& sink) {
     for (int i = 0; i < static_cast<int>(s.offsets.size()); ++i) {
       if (s.meta.kind == ApiKind::kChat) out += StreamRoleChunk(s.meta, s.include_usage, i);
       if (s.meta.echo && !s.meta.logprobs) {
-        out += StreamTextChunk(plain, s.meta.prompt_text, s.include_usage, i);
+        out += StreamTextChunk(plain, s.prompts[i / s.n].prompt_text, s.include_usage, i);
       }
     }
   }
   switch (event) {
     case TextChannel::Event::kText:
       for (const TextPiece& piece : pieces) {
-        if (piece.choice == -1) {
-          for (int i = 0; i < static_cast<int>(s.offsets.size()); ++i) {
-            ojson j = ojson::parse(StreamTextChunk(plain, s.meta.prompt_text, s.include_usage, i)
+        if (piece.choice < 0) {  // prompt -1 - choice's echo (BatchPiece)
+          const int p = -1 - piece.choice;
+          if (p >= static_cast<int>(s.prompts.size())) continue;
+          const ResponseMeta& pm = s.prompts[p];
+          for (int i = p * s.n; i < (p + 1) * s.n; ++i) {
+            ojson j = ojson::parse(StreamTextChunk(plain, pm.prompt_text, s.include_usage, i)
                                        .substr(6));  // after "data: "
-            j["choices"][0]["logprobs"] = LogprobsJson(s.meta, {}, 0, &piece.logprobs);
+            j["choices"][0]["logprobs"] = LogprobsJson(pm, {}, 0, &piece.logprobs);
             out += SseEvent(Dump(j));
           }
           continue;
@@ -261,7 +269,7 @@ bool WriteStream(Stream& s, httplib::DataSink& sink) {
       if (!result.status.ok()) {
         out += StreamErrorEvent(FromStatus(result.status));
       } else {
-        s.server->Observe(s.tenant, result);
+        if (!s.batch) s.server->Observe(s.tenant, result);
         if (s.meta.tool_format != ToolCallFormat::kNone) out += EndToolCalls(s, result);
         std::string finish = StreamFinishChunk(s.meta, result, s.include_usage);
         if (s.map) {
@@ -283,19 +291,42 @@ bool WriteStream(Stream& s, httplib::DataSink& sink) {
   return sink.write(out.data(), out.size());
 }
 
-void StartStream(Call& call, const ResponseMeta& meta, bool include_usage, CompletionRequest creq,
-                 const Submitter& submit, std::shared_ptr<const CacheMapRequest> map) {
+// A stream of `prompts.size()` prompts with n choices each (choice p * n + i).
+std::shared_ptr<Stream> NewStream(Call& call, std::vector<ResponseMeta> prompts, int n,
+                                  bool include_usage) {
   auto s = std::make_shared<Stream>();
   s->server = &call.server;
   s->channel = std::make_shared<TextChannel>();
-  s->meta = meta;
+  s->meta = prompts.front();
+  s->tenant = call.tenant();
+  s->include_usage = include_usage;
+  s->n = n;
+  s->batch = prompts.size() > 1;
+  for (const ResponseMeta& m : prompts) {
+    s->offsets.insert(s->offsets.end(), n, m.echo ? m.prompt_text.size() : 0);
+  }
+  s->texts.assign(s->offsets.size(), "");
+  s->sent.assign(s->offsets.size(), 0);
+  s->prompts = std::move(prompts);
+  return s;
+}
+
+// Prompt p's pieces onto a stream: choice i is p * n + i, the prompt's echo (choice -1) -1 - p.
+std::function<bool(const TextPiece&)> BatchPiece(std::shared_ptr<TextChannel> channel, int p,
+                                                 int n) {
+  return [ch = std::move(channel), p, n](const TextPiece& piece) {
+    TextPiece out = piece;
+    out.choice = piece.choice < 0 ? -1 - p : p * n + piece.choice;
+    return ch->Push(std::move(out));
+  };
+}
+
+void StartStream(Call& call, const ResponseMeta& meta, bool include_usage, CompletionRequest creq,
+                 const Submitter& submit, std::shared_ptr<const CacheMapRequest> map) {
+  std::shared_ptr<Stream> s = NewStream(call, {meta}, creq.n, include_usage);
   s->tenant = creq.tenant;
   s->map = std::move(map);
-  s->include_usage = include_usage;
-  creq.on_piece = [ch = s->channel](const TextPiece& piece) { return ch->Push(piece); };
-  s->offsets.assign(creq.n, meta.echo ? meta.prompt_text.size() : 0);
-  s->texts.assign(creq.n, "");
-  s->sent.assign(creq.n, 0);
+  creq.on_piece = BatchPiece(s->channel, 0, creq.n);
   Result<std::shared_ptr<RequestHandle>> handle = submit(std::move(creq));
   if (!handle.ok()) return call.Fail(handle.status());
   call.StreamEvents(*handle, s->channel,
@@ -304,15 +335,17 @@ void StartStream(Call& call, const ResponseMeta& meta, bool include_usage, Compl
 
 // Completions with a batch of prompts: each prompt is its own request, all queued before the
 // first is awaited; the choices of prompt p are indexed p * n + i, as OpenAI indexes them, and
-// the usage is summed.
-void RespondBatch(Call& call, const ApiRequest& r) {
+// the usage is summed. Queues every prompt (streamed onto `channel` when not null) and fills
+// *handles and each prompt's *metas; false after cancelling those queued and failing the call.
+bool SubmitBatch(Call& call, const ApiRequest& r, const std::shared_ptr<TextChannel>& channel,
+                 std::vector<std::shared_ptr<RequestHandle>>* handles,
+                 std::vector<ResponseMeta>* metas) {
   ServerContext& server = call.server;
   const Tokenizer& tok = call.engine().model().tokenizer();
   const std::string id = "cmpl-" + RandomHex(24);
-  std::vector<std::shared_ptr<RequestHandle>> handles;
-  std::vector<ResponseMeta> metas;
-  auto cancel = [&handles] {
-    for (auto& h : handles) h->Cancel();
+  auto cancel = [handles] {
+    for (auto& h : *handles) h->Cancel();
+    return false;
   };
   for (size_t p = 0; p < r.batch.size(); ++p) {
     ApiRequest one = r;
@@ -338,14 +371,27 @@ void RespondBatch(Call& call, const ApiRequest& r) {
       meta.prompt_text = tok.Decode(creq.prompt);
     }
     creq.on_text = call.StopsWithServer();
+    if (channel) creq.on_piece = BatchPiece(channel, static_cast<int>(p), r.n);
     Result<std::shared_ptr<RequestHandle>> handle = call.engine().Submit(std::move(creq));
     if (!handle.ok()) {
       cancel();
-      return call.Fail(handle.status());
+      call.Fail(handle.status());
+      return false;
     }
-    handles.push_back(*handle);
-    metas.push_back(std::move(meta));
+    handles->push_back(*handle);
+    metas->push_back(std::move(meta));
   }
+  return true;
+}
+
+void RespondBatch(Call& call, const ApiRequest& r) {
+  ServerContext& server = call.server;
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  std::vector<ResponseMeta> metas;
+  if (!SubmitBatch(call, r, nullptr, &handles, &metas)) return;
+  auto cancel = [&handles] {
+    for (auto& h : handles) h->Cancel();
+  };
   ojson body;
   for (size_t p = 0; p < handles.size(); ++p) {
     const CompletionResult result = call.Await(handles[p]);
@@ -373,6 +419,55 @@ void RespondBatch(Call& call, const ApiRequest& r) {
   call.SendJson(body);
 }
 
+// A streamed batch's results as one: the choices in order (prompt p's at p * n + i), token
+// counts summed, each time the longest; the first failure when one failed. Each part that
+// succeeded is counted for the tenant here, as RespondBatch counts them.
+CompletionResult MergeBatch(ServerContext* server, const std::string& tenant,
+                            std::vector<CompletionResult> parts) {
+  CompletionResult all;
+  for (CompletionResult& r : parts) {
+    if (!r.status.ok()) return std::move(r);
+  }
+  for (CompletionResult& r : parts) {
+    server->Observe(tenant, r);
+    if (r.choices.empty()) r.choices.push_back({r.tokens, r.text, r.finish_reason, {}});
+    for (CompletionChoice& c : r.choices) all.choices.push_back(std::move(c));
+    all.prompt_tokens += r.prompt_tokens;
+    all.cached_tokens += r.cached_tokens;
+    all.computed_tokens += r.computed_tokens;
+    all.shared_tokens += r.shared_tokens;
+    all.pinned_tokens += r.pinned_tokens;
+    all.pin_limited = all.pin_limited || r.pin_limited;
+    all.queue_ms = std::max(all.queue_ms, r.queue_ms);
+    all.prompt_ms = std::max(all.prompt_ms, r.prompt_ms);
+    all.ttft_ms = std::max(all.ttft_ms, r.ttft_ms);
+    all.generation_ms = std::max(all.generation_ms, r.generation_ms);
+    all.grammar_ms += r.grammar_ms;
+  }
+  if (!all.choices.empty()) {
+    all.tokens = all.choices[0].tokens;
+    all.text = all.choices[0].text;
+    all.finish_reason = all.choices[0].finish_reason;
+  }
+  return all;
+}
+
+// A streamed batch: the single-prompt stream (WriteStream) over P * n choices, fed by every
+// prompt's request; a client that goes away cancels them all.
+void StreamBatch(Call& call, const ApiRequest& r) {
+  auto channel = std::make_shared<TextChannel>();
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  std::vector<ResponseMeta> metas;
+  if (!SubmitBatch(call, r, channel, &handles, &metas)) return;
+  std::shared_ptr<Stream> s = NewStream(call, std::move(metas), r.n, r.include_usage);
+  s->channel = channel;
+  call.StreamEvents(
+      std::move(handles), channel, [s](httplib::DataSink& sink) { return WriteStream(*s, sink); },
+      [server = &call.server, tenant = call.tenant()](std::vector<CompletionResult> parts) {
+        return MergeBatch(server, tenant, std::move(parts));
+      });
+}
+
 void HandleCompletion(Call& call, ApiKind kind) {
   ServerContext& server = call.server;
   Engine& engine = call.engine();
@@ -383,7 +478,7 @@ void HandleCompletion(Call& call, ApiKind kind) {
   if (!err && !r.model.empty()) err = server.CheckModel(r.model);
   if (!err && kind == ApiKind::kChat) err = ApplyToolChoice(server.encoder().tool_format(), &r);
   if (err) return call.Fail(*err);
-  if (r.batch.size() > 1) return RespondBatch(call, r);
+  if (r.batch.size() > 1) return r.stream ? StreamBatch(call, r) : RespondBatch(call, r);
 
   CompletionRequest creq;
   std::shared_ptr<CacheMapRequest> map;

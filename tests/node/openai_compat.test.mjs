@@ -2,16 +2,18 @@
 // out (the served model answers; a wrong name stays a 404), `messages[].name`, text content
 // parts joined with "\n" (as llama.cpp and vLLM join them), unknown keys inside
 // `response_format` refused, completions `echo` + `logprobs` whose text_offset fits the text,
-// batched completion prompts (choices indexed prompt * n + i, as OpenAI indexes them),
+// batched completion prompts (choices indexed prompt * n + i, as OpenAI indexes them), streamed
+// too (each index's pieces joined equal the non-streamed choice; the usage chunk sums them),
 // `/tokenize` with add_special false and with_pieces (llama.cpp's shape), and JSON schema
 // properties generated in the schema's order rather than sorted.
 // Mutations caught (made in the code, seen failing here, reverted): parts joined with ""
 // (openai_request.cc ReadContent); the echo offsets without the dummy-prefix correction
 // (openai_response.cc LogprobsJson); batched choices indexed without the prompt's p * n
-// (openai_routes.cc RespondBatch); the schema dumped from the sorted parse (SchemaGrammar).
+// (openai_routes.cc RespondBatch); streamed batch pieces indexed p + i (openai_routes.cc
+// BatchPiece); the schema dumped from the sorted parse (SchemaGrammar).
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { startServer, MODEL } from './server.mjs';
+import { startServer, waitFor, MODEL } from './server.mjs';
 
 let server, client;
 before(async () => {
@@ -88,12 +90,51 @@ test('batched completion prompts: choices indexed prompt * n + i, usage summed',
   assert.notEqual(r.choices[0].text, r.choices[2].text);
   assert.equal(r.usage.prompt_tokens, promptTokens);
   assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens);
-  // Token-id prompts batch too; a streamed batch is refused, naming the field.
+  // Token-id prompts batch too.
   const ids = await client.completions.create({ model: MODEL, prompt: [[1, 2, 3], [1, 4]], max_tokens: 2 });
   assert.equal(ids.choices.length, 2);
-  const s = await server.json('POST', '/v1/completions', { model: MODEL, prompt: prompts, stream: true });
-  assert.equal(s.status, 400);
-  assert.equal(s.body.error.param, 'stream');
+});
+
+test('a streamed batch: each index p * n + i joins to the non-streamed choice, usage summed', async () => {
+  const prompts = ['Once upon a time', 'The cat sat'];
+  const params = { model: MODEL, prompt: prompts, n: 2, max_tokens: 6, temperature: 0 };
+  const whole = await client.completions.create(params);
+  const stream = await client.completions.create({ ...params, stream: true, stream_options: { include_usage: true } });
+  const texts = new Map(), finish = new Map();
+  let usage = null, chunks = 0;
+  for await (const chunk of stream) {
+    chunks++;
+    if (chunk.usage) usage = chunk.usage;
+    if (chunk.choices.length === 0) continue;
+    assert.equal(chunk.choices.length, 1, JSON.stringify(chunk));
+    const c = chunk.choices[0];
+    assert.ok(!finish.has(c.index), `index ${c.index} after its finish_reason`);
+    texts.set(c.index, (texts.get(c.index) ?? '') + c.text);
+    if (c.finish_reason) finish.set(c.index, c.finish_reason);
+  }
+  assert.ok(chunks > 4);
+  assert.deepEqual([...texts.keys()].sort(), [0, 1, 2, 3]);
+  for (const c of whole.choices) {
+    assert.equal(texts.get(c.index), c.text, `index ${c.index}`);
+    assert.equal(finish.get(c.index), c.finish_reason, `index ${c.index}`);
+  }
+  assert.notEqual(texts.get(0), texts.get(2));
+  assert.ok(usage, 'the include_usage chunk');
+  for (const k of ['prompt_tokens', 'completion_tokens', 'total_tokens']) assert.equal(usage[k], whole.usage[k], k);
+});
+
+// Mutation tried: the close callback cancelling nothing (call.cc StartFeed): both prompts run
+// to max_tokens and requests_cancelled_total stays where it was.
+test('a streamed batch whose client goes away cancels every prompt\'s request', async () => {
+  const before = (await server.metrics()).promptcache_requests_cancelled_total ?? 0;
+  const stream = await client.completions.create({
+    model: MODEL, prompt: ['Once upon a time', 'The cat sat'], n: 2, max_tokens: 400, ignore_eos: true, stream: true,
+  });
+  for await (const chunk of stream) { assert.equal(chunk.choices.length, 1); break; }  // closes it
+  assert.ok(await waitFor(async () => {
+    const m = await server.metrics();
+    return m.promptcache_requests_cancelled_total === before + 2 && m.promptcache_requests_active === 0;
+  }, { timeoutMs: 10000 }), JSON.stringify(await server.metrics()));
 });
 
 test('/tokenize: add_special false leaves out BOS; with_pieces gives [{id, piece}]', async () => {
