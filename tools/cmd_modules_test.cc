@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -177,11 +178,18 @@ TEST_F(ModulesCli, EvalModulesReportsEveryPrompt) {
       EXPECT_GE(r["top1_agreement"].get<double>(), 0.0);
       EXPECT_LE(r["top1_agreement"].get<double>(), 1.0);
       EXPECT_GE(r["first_token_kl"].get<double>(), 0.0);
+      // The headline counts only the steps whose top two are clearly apart: a subset.
+      EXPECT_LE(r["margin_steps"].get<int>(), 8);
+      EXPECT_LE(r["margin_agreements"].get<int>(), r["margin_steps"].get<int>());
+      EXPECT_GE(r["margin_agreements"].get<int>(),
+                r["margin_steps"].get<int>() -
+                    (8 - int(std::lround(8 * r["top1_agreement"].get<double>()))));
     }
     // The story prompts leave modules out: the gaps change the contiguous baseline's logits.
     EXPECT_NE(row["first_token_kl"].get<double>(), row["gapped"]["first_token_kl"].get<double>());
   }
   EXPECT_TRUE(j["gapped"].contains("mean_first_token_kl"));
+  EXPECT_TRUE(j.contains("margin_top1_agreement"));
 }
 
 TEST_F(ModulesCli, BadInputIsOneErrorLine) {

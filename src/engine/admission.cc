@@ -37,12 +37,16 @@ void EngineImpl::Admit(std::shared_ptr<Request> r) {
                                          : TokenSource::kRam,
              bs);
     }
-    AddRun(&s->result.sources, TokenSource::kComputed, s->result.computed_tokens);
-    for (int i = s->seq.size(); i < s->n_prompt; ++i) {
-      s->fill_tokens.push_back(s->tokens[i]);
-      s->fill_pos.push_back(i);
-    }
     s->next_pos = s->n_prompt;
+    if (UsesSegments(*r)) {
+      if (!AdmitSegments(*s)) return;
+    } else {
+      AddRun(&s->result.sources, TokenSource::kComputed, s->result.computed_tokens);
+      for (int i = s->seq.size(); i < s->n_prompt; ++i) {
+        s->fill_tokens.push_back(s->tokens[i]);
+        s->fill_pos.push_back(i);
+      }
+    }
   }
   s->prefill_start = Clock::now();
   if (options_.kv_ram_bytes > 0) s->reserved = Reservation(*s->r);

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <limits>
 #include <mutex>
 
 #include "engine/engine_impl.h"
@@ -55,6 +56,9 @@ struct EngineImpl::Request : RequestHandle {
   int open = 1;
   bool forked = false;
   double grammar_ms = 0;  // every choice's grammar work
+  // The leading prompt tokens whose K/V are the full computation's: only those enter the prefix
+  // cache (a reused segment, and all after it, are an approximation).
+  int exact_prefix = std::numeric_limits<int>::max();
 
   CompletionResult Wait() override {
     std::unique_lock<std::mutex> lock(mu);
@@ -97,6 +101,15 @@ struct EngineImpl::Slot {
   std::vector<TokenLogprob> unsent;               // of them, not yet passed to on_piece
   std::vector<uint64_t> prefix_hashes;            // of the prompt, for its log-probabilities
   std::unique_ptr<GrammarConstraint> constraint;  // the request's grammar, at this choice's text
+  // Segments: those missed, stored once the prompt's K/V are complete (StoreSegments), each with
+  // whether a partial copy of it must be replaced; and whether the slot reuses or stores
+  // segments (its sliding parts are then released only after its prefill, as a modular one's).
+  struct SegmentMiss {
+    PromptSegment range;
+    bool replace = false;
+  };
+  std::vector<SegmentMiss> segment_misses;
+  bool segmented = false;
 
   Slot(std::shared_ptr<Request> req, BlockPool* blocks, const Tokenizer& tok,
        const SamplingParams& sampling)
