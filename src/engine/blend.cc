@@ -112,7 +112,9 @@ Status Blend(const Model& model, KvSequence* seq, const BlendInput& in, double r
   const int rounds[][2] = {{2, 3 * k}, {3, k}};
   const int first_candidate = chosen_slots.empty() ? INT32_MAX : chosen_slots[0];
   for (const auto& [layers, keep] : rounds) {
-    if (static_cast<int>(chosen_slots.size()) <= k || layers >= n_layers) break;
+    // k 0 (only forced tokens): nothing to pick, and no probe (it would rewrite every
+    // candidate's first layers, a partial recompute the share does not count).
+    if (k == 0 || static_cast<int>(chosen_slots.size()) <= k || layers >= n_layers) break;
     first_changed = std::min(first_changed, first_candidate);  // probed in place
     PC_RETURN_IF_ERROR(Select(model, seq, layers, std::max(keep, k), batch_size, pool, scratch,
                               &chosen_slots, &chosen_tokens));

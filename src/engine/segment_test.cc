@@ -143,6 +143,14 @@ std::vector<float> Plain(const Engine& e, const std::vector<int32_t>& tokens) {
   return r->logits[0];
 }
 
+// The engine's stats after the requests that finished: a request's waiter wakes before the step
+// that finished it updates the stats snapshot and enforces the cache budget; a task on the
+// engine thread runs after that step.
+EngineStats SettledStats(Engine& e) {
+  (void)e.LookupCache({1}, "");
+  return e.Stats();
+}
+
 int Sum(const std::vector<SourceRun>& runs, TokenSource source) {
   int n = 0;
   for (const SourceRun& r : runs) n += r.source == source ? r.length : 0;
@@ -176,7 +184,128 @@ TEST_P(SegmentModels, ReusedElsewhereAtRecomputeOneEqualsThePlainPrompt) {
   }
 }
 
+// A segment stored by one prompt is found again at another position behind other text: a hit
+// whose tokens count as cached (none recomputed at ratio 0 without border tokens), drawn as a
+// segment in the sources, reported by LookupCache, and close to the plain prompt.
+TEST_P(SegmentModels, ReusedElsewhereIsAHitCountedAsCached) {
+  EngineOptions o = SegmentOptions();
+  o.segment_border_tokens = 0;
+  auto e = Make(o, GetParam());
+  (void)Serve(*e, Rag(*e, {0, 3}, "\nOne day,"));
+  const RagPrompt p = Rag(*e, {2, 3, 0}, "\nThen");
+  const int reused = p.segments[1].size() + p.segments[2].size();
+  EXPECT_EQ(e->LookupCache(p.tokens, "", p.segments).segments, reused);
+  EXPECT_EQ(e->LookupCache(p.tokens, "b", p.segments).segments, 0);
+  const Served s = Serve(*e, p, 0.0);
+  EXPECT_EQ(s.result.segment_hits, 2);
+  EXPECT_EQ(s.result.recomputed_tokens, 0);
+  EXPECT_EQ(Sum(s.result.sources, TokenSource::kSegment), reused);
+  // The system text's whole blocks come from the prefix cache; the rest of it, the new document
+  // and the question are computed.
+  const int prefix = Sum(s.result.sources, TokenSource::kRam);
+  EXPECT_GT(prefix, 0);
+  EXPECT_EQ(s.result.cached_tokens, prefix + reused);
+  EXPECT_EQ(s.result.computed_tokens, static_cast<int>(p.tokens.size()) - prefix - reused);
+  EXPECT_EQ(SettledStats(*e).segment_tokens_reused, static_cast<uint64_t>(reused));
+  // Approximate (the reused documents never attended to what now precedes them) but close.
+  const std::vector<float> plain = Plain(*e, p.tokens);
+  EXPECT_NE(s.first, plain);
+  EXPECT_LT(KlDivergence(plain, s.first), 0.1);
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, SegmentModels, testing::Values("stories", "gemma3"));
+
+// The first segment_border_tokens tokens of each reused segment are recomputed whatever the
+// share, and count as computed.
+TEST(Segments, TheFirstTokensOfEachReusedSegmentAreRecomputed) {
+  EngineOptions o = SegmentOptions();
+  o.segment_border_tokens = 4;
+  auto e = Make(o);
+  (void)Serve(*e, Rag(*e, {0, 3}, "\nOne day,"));
+  const RagPrompt p = Rag(*e, {2, 3, 0}, "\nThen");
+  const int reused = p.segments[1].size() + p.segments[2].size();
+  const Served s = Serve(*e, p, 0.0);
+  EXPECT_EQ(s.result.segment_hits, 2);
+  EXPECT_EQ(s.result.border_recomputed, 8);
+  EXPECT_EQ(s.result.recomputed_tokens, 8);
+  EXPECT_EQ(s.result.recompute_candidates, reused);
+  const int prefix = Sum(s.result.sources, TokenSource::kRam);
+  EXPECT_EQ(s.result.cached_tokens, prefix + reused - 8);
+  // With a share, it is of all the reused tokens, picked among those past the borders: the border
+  // tokens come on top of it.
+  const Served t = Serve(*e, p, 0.5);
+  EXPECT_EQ(t.result.recomputed_tokens, static_cast<int>(std::lround(0.5 * reused)) + 8);
+  EXPECT_EQ(t.result.border_recomputed, 8);
+}
+
+// Namespaces (tenants) never share a segment, whatever the tokens.
+TEST(Segments, NamespacesNeverShareASegment) {
+  auto e = Make(SegmentOptions());
+  const RagPrompt first = Rag(*e, {0, 3}, "\nOne day,");
+  (void)Serve(*e, first, std::nullopt, "tenant-a");
+  const RagPrompt p = Rag(*e, {2, 3, 0}, "\nThen");
+  const Served other = Serve(*e, p, std::nullopt, "tenant-b");
+  EXPECT_EQ(other.result.segment_lookups, 3);
+  EXPECT_EQ(other.result.segment_hits, 0);
+  EXPECT_EQ(other.result.segment_stores, 3);
+  EXPECT_EQ(Sum(other.result.sources, TokenSource::kSegment), 0);
+  const Served same = Serve(*e, Rag(*e, {1, 3, 0}, "\nThen"), std::nullopt, "tenant-a");
+  EXPECT_EQ(same.result.segment_hits, 2);
+}
+
+// Segment blocks share the cache's RAM budget and go least recently used first: with room for
+// all but one block, the segment not used since it was stored loses its last block (a miss);
+// the one reused since, and the newest, stay.
+TEST(Segments, LeastRecentlyUsedSegmentIsEvictedUnderTheBudget) {
+  EngineOptions o = SegmentOptions();
+  o.prefix_cache = false;  // only segments in the cache
+  std::vector<RagPrompt> alone;
+  std::vector<int> blocks;
+  size_t per_block = 0;
+  {
+    auto probe = Make(o);
+    for (int d : {0, 1, 2}) {
+      alone.push_back(Rag(*probe, {d}, "\nThe end.", /*system=*/false));
+      blocks.push_back((alone.back().segments[0].size() + o.block_size - 1) / o.block_size);
+    }
+    (void)Serve(*probe, alone[0]);
+    per_block = SettledStats(*probe).cache_ram_bytes / blocks[0];
+    ASSERT_GT(per_block, 0u);
+  }
+  o.cache_ram_bytes = per_block * (blocks[0] + blocks[1] + blocks[2] - 1);
+  auto e = Make(o);
+  const auto cached = [&](int i) {
+    return e->LookupCache(alone[i].tokens, "", alone[i].segments).segments > 0;
+  };
+  (void)Serve(*e, alone[0]);
+  (void)Serve(*e, alone[1]);
+  EXPECT_TRUE(cached(0) && cached(1));
+  EXPECT_EQ(Serve(*e, alone[0]).result.segment_hits, 1);  // 0 is now more recent than 1
+  (void)Serve(*e, alone[2]);
+  EXPECT_LE(SettledStats(*e).cache_ram_bytes, o.cache_ram_bytes);
+  EXPECT_GE(SettledStats(*e).evictions, 1u);
+  EXPECT_TRUE(cached(0));
+  EXPECT_FALSE(cached(1));
+  EXPECT_TRUE(cached(2));
+}
+
+// Short segments are not looked up; malformed ranges are refused at Submit.
+TEST(Segments, ShortSegmentsAreSkippedAndBadRangesRefused) {
+  EngineOptions o = SegmentOptions();
+  o.segment_min_tokens = 1000;
+  auto e = Make(o);
+  const RagPrompt p = Rag(*e, {0, 3}, "\nOne day,");
+  const Served s = Serve(*e, p);
+  EXPECT_EQ(s.result.segment_lookups, 0);
+  EXPECT_EQ(s.result.segment_stores, 0);
+  for (const std::vector<PromptSegment>& bad :
+       std::vector<std::vector<PromptSegment>>{{{5, 5}}, {{10, 20}, {15, 30}}, {{0, 100000}}}) {
+    CompletionRequest r;
+    r.prompt = p.tokens;
+    r.segments = bad;
+    EXPECT_FALSE(e->Submit(std::move(r)).ok());
+  }
+}
 
 }  // namespace
 }  // namespace promptcache
