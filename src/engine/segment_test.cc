@@ -4,12 +4,16 @@
 // there; recomputing every reused token equals the plain prompt bit for bit, recomputing none
 // stays within a fidelity bound; the first tokens of each reused segment are recomputed; what is
 // reused is counted; namespaces never share a segment; segments are evicted least recently used
-// first and come back from the disk tier, also after a restart.
+// first. (The disk and remote tiers are the block cache's, tested there; not here.)
 //
-// Mutations tried (each fails a test here): the segment key including the segment's position
-// (SegmentStore::Keys: no hit anywhere else); hits laid in without rotating their keys (shift 0 in
-// segment_admission.cc: the recompute-0 bound); the border tokens not forced (BlendInput::forced
-// left empty: the border counts and their fidelity); the namespace left out of the key.
+// Mutations tried (each a one-line change, each failing the tests named): the namespace left out
+// of the segment key (SegmentStore::Keys: NamespacesNeverShareASegment and the LookupCache check
+// of ReusedElsewhereIsAHitCountedAsCached); border tokens not forced (BlendInput::forced left
+// empty: TheFirstTokensOfEachReusedSegmentAreRecomputed); hits laid in without rotating their keys
+// (shift 0: ReusedElsewhereAtRecomputeOneEqualsThePlainPrompt, both models); Blend picking one
+// candidate fewer than the share (same test); the block cache evicting the most recently used
+// block first (LeastRecentlyUsedSegmentIsEvictedUnderTheBudget); recomputed segment tokens
+// counted as cached (TheFirstTokensOfEachReusedSegmentAreRecomputed).
 #include <gtest/gtest.h>
 
 #include <cmath>
