@@ -10,7 +10,8 @@
 // of the segment key (SegmentStore::Keys: NamespacesNeverShareASegment and the LookupCache check
 // of ReusedElsewhereIsAHitCountedAsCached); border tokens not forced (BlendInput::forced left
 // empty: TheFirstTokensOfEachReusedSegmentAreRecomputed); hits laid in without rotating their keys
-// (shift 0: ReusedElsewhereAtRecomputeOneEqualsThePlainPrompt, both models); Blend picking one
+// (shift 0: ReusedElsewhereAtRecomputeOneEqualsThePlainPrompt and the KL bound of
+// ReusedElsewhereIsAHitCountedAsCached, both models); Blend picking one
 // candidate fewer than the share (same test); the block cache evicting the most recently used
 // block first (LeastRecentlyUsedSegmentIsEvictedUnderTheBudget); recomputed segment tokens
 // counted as cached (TheFirstTokensOfEachReusedSegmentAreRecomputed).
@@ -214,7 +215,9 @@ TEST_P(SegmentModels, ReusedElsewhereIsAHitCountedAsCached) {
   // Approximate (the reused documents never attended to what now precedes them) but close.
   const std::vector<float> plain = Plain(*e, p.tokens);
   EXPECT_NE(s.first, plain);
-  EXPECT_LT(KlDivergence(plain, s.first), 0.1);
+  // Measured: 2.9e-4 (stories260K), 2.8e-3 (tiny-gemma3); with the keys not rotated (laid in at
+  // the positions they were encoded at) 0.013 and 0.089.
+  EXPECT_LT(KlDivergence(plain, s.first), 0.006);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, SegmentModels, testing::Values("stories", "gemma3"));
