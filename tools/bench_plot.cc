@@ -10,7 +10,7 @@ namespace promptcache::cli {
 namespace {
 
 // Generation of `len` tokens after a 1-token prompt, with and without the KV cache.
-Result<PlotPanel> GenerationPanel(Session& session, int max_gen, nlohmann::json* rows) {
+Result<PlotPanel> GenerationPanel(Runner& session, int max_gen, nlohmann::json* rows) {
   PlotSeries with{"with KV cache", "#2e9e4f", {}}, without{"no KV cache", "#d1495b", {}};
   PC_ASSIGN_OR_RETURN(const std::vector<GenerationTiming> timings,
                       MeasureGeneration(session, max_gen));
@@ -73,7 +73,7 @@ PlotPanel BytesPanel(const Model& model, nlohmann::json* rows) {
 }  // namespace
 
 Result<nlohmann::json> WriteBenchPlot(const BenchPlotOptions& options, const ModelOptions& mo,
-                                      Session& session, const Model& model) {
+                                      Runner& session, const Model& model) {
   nlohmann::json out;
   out["generation"] = nlohmann::json::array();
   out["ttft"] = nlohmann::json::array();

@@ -18,10 +18,10 @@ struct BenchPlotOptions {
   int max_prompt = 512;  // longest prompt timed for time to first token
 };
 
-// Runs the measurements on a Session of `model` (the KV-cache comparison) and an Engine loaded
+// Runs the measurements on a Runner of `model` (the KV-cache comparison) and an Engine loaded
 // from the same file (the TTFT series, through its real prefix cache and schemas), writes the
 // SVG and returns the numbers plotted.
 Result<nlohmann::json> WriteBenchPlot(const BenchPlotOptions& options, const ModelOptions& mo,
-                                      Session& session, const Model& model);
+                                      Runner& session, const Model& model);
 
 }  // namespace promptcache::cli

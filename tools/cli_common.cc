@@ -9,15 +9,17 @@
 #include <optional>
 #include <sstream>
 
-#include "core/log.h"
 #include "chat/chat_template.h"
+#include "core/log.h"
 #include "ops/targets.h"
 
 namespace promptcache::cli {
 
 void ModelOptions::Register(CLI::App* sub) {
   sub->add_option("-m,--model", model_path, "GGUF model file")->required();
-  sub->add_option("-t,--threads", threads, "threads (default: all cores)");
+  sub->add_option(
+      "-t,--threads", threads,
+      "threads (default: one per physical core this process may run on, within its CPU quota)");
   sub->add_option("-c,--context", context, "context size in tokens (default: the model's)");
   sub->add_flag("--allow-long-context", allow_long_context,
                 "accept a context beyond what the model was trained for");
@@ -74,6 +76,18 @@ Status ModelOptions::ApplyChatTemplate(Model* model) const {
   return Status::Ok();
 }
 
+void SamplingOptions::Register(CLI::App* sub) {
+  sub->add_option("--temp", params.temperature, "temperature (0: greedy)")->default_val(0.8);
+  sub->add_option("--seed", params.seed, "random seed (0: random)");
+  sub->add_option("--top-k", params.top_k, "top-k cut (0: off)")->default_val(40);
+  sub->add_option("--top-p", params.top_p, "nucleus cut (1: off)")->default_val(0.95);
+  sub->add_option("--min-p", params.min_p, "min-p cut (0: off)")->default_val(0.05);
+  sub->add_option("--repeat-penalty", params.repeat_penalty, "repetition penalty (1: off)")
+      ->default_val(1.0);
+  sub->add_option("--stop", stop, "stop string (repeatable)");
+  sub->add_flag("--ignore-eos", ignore_eos, "keep generating after end-of-generation tokens");
+}
+
 void AddIsaOption(CLI::App* sub, std::string* isa) {
   sub->add_option("--isa", *isa,
                   "instruction set for the kernels, one this CPU supports (e.g. AVX2; default: "
@@ -117,14 +131,27 @@ KvType ModelOptions::KvTypeValue() const {
   return t.ok() ? *t : KvType::kF16;  // Validate() has refused anything else
 }
 
-SessionOptions ModelOptions::ToSessionOptions() const {
-  SessionOptions o;
+RunnerOptions ModelOptions::ToRunnerOptions() const {
+  RunnerOptions o;
   o.threads = threads;
   o.context = context;
   o.kv_type = KvTypeValue();
   o.static_cache = static_cache;
   o.batch_size = batch_size;
   o.trim_sliding_kv = !no_trim_sliding;
+  return o;
+}
+
+EngineOptions ModelOptions::ToEngineOptions() const {
+  EngineOptions o;
+  o.model_path = model_path;
+  o.threads = threads;
+  o.context = context;
+  o.allow_long_context = allow_long_context;
+  o.kv_type = KvTypeValue();
+  o.batch_size = batch_size;
+  o.trim_sliding_kv = !no_trim_sliding;
+  o.special_tokens_in_text = special;
   return o;
 }
 

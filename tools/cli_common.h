@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/session.h"
+#include "engine/runner.h"
 #include "model/model.h"
 #include "promptcache/engine.h"
 
@@ -48,7 +48,22 @@ struct ModelOptions {
   // What needs the model: the context against what it was trained for; then prepares the
   // model for that context (Model::UseContext: LongRoPE's frequencies).
   Status Check(Model& model) const;
-  SessionOptions ToSessionOptions() const;
+  RunnerOptions ToRunnerOptions() const;
+  // The engine options these flags set (model, threads, context, KV type, batch size, sliding
+  // layers, special tokens); the caller adds what its command serves.
+  EngineOptions ToEngineOptions() const;
+  // The name tools/cmd_bench.cc still uses (another branch edits that file; see engine/runner.h).
+  RunnerOptions ToSessionOptions() const { return ToRunnerOptions(); }
+};
+
+// The sampling flags `run` and `prompt` share: --temp, --seed, --top-k, --top-p, --min-p,
+// --repeat-penalty, --stop (repeatable) and --ignore-eos.
+struct SamplingOptions {
+  SamplingParams params;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+
+  void Register(CLI::App* sub);
 };
 
 // --isa NAME: run the kernels with this instruction set (a Highway target this CPU supports,
@@ -93,6 +108,7 @@ std::unique_ptr<Command> MakeEvalModulesCommand();
 std::unique_ptr<Command> MakeEvalSegmentsCommand();
 std::unique_ptr<Command> MakeEvalKvCommand();
 std::unique_ptr<Command> MakeLogitsCommand();
+std::unique_ptr<Command> MakeEmbedCommand();
 std::unique_ptr<Command> MakeQuantizeCommand();
 
 // How modular prompts are served when the prompt does not say: --positions schema|contiguous,

@@ -1,6 +1,7 @@
 // `promptcache bench`: prompt-processing and generation speed (median of repeats), peak RSS and
 // KV cache cost, and with --compare-no-cache the cost of generating without a KV cache; --plot
-// draws what caching saves as SVG (tools/bench_plot.h).
+// draws what caching saves as SVG (tools/bench_plot.h); --profile shows where the time of one
+// more prompt and generation goes, per operation, layer and thread (tools/bench_profile.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -9,11 +10,13 @@
 #include <random>
 
 #include "core/log.h"
+#include "core/profile.h"
 #include "model/config.h"
 #include "nlohmann/json.hpp"
 #include "ops/targets.h"
 #include "engine/savings.h"
 #include "tools/bench_plot.h"
+#include "tools/bench_profile.h"
 #include "tools/cli_common.h"
 
 namespace promptcache::cli {
@@ -47,6 +50,22 @@ double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Attaches a profiler (when not null) to the pool until the scope ends, replacing any before.
+class ScopedProfiler {
+ public:
+  ScopedProfiler(ThreadPool* pool, Profiler* p) : pool_(p != nullptr ? pool : nullptr) {
+    if (pool_ != nullptr) pool_->set_profiler(p);
+  }
+  ~ScopedProfiler() {
+    if (pool_ != nullptr) pool_->set_profiler(nullptr);
+  }
+  ScopedProfiler(const ScopedProfiler&) = delete;
+  ScopedProfiler& operator=(const ScopedProfiler&) = delete;
+
+ private:
+  ThreadPool* pool_;
+};
+
 class BenchCommand : public Command {
  public:
   void Register(CLI::App* sub) override {
@@ -65,6 +84,13 @@ class BenchCommand : public Command {
     sub->add_option("-r,--repetitions", reps_, "repetitions (the median is reported)")
         ->default_val(3);
     sub->add_flag("--json", json_, "end with one JSON object on stdout");
+    sub->add_flag("--profile", profile_,
+                  "after the timed repetitions, run the prompt and generation once more with "
+                  "the profiler on and print where their time goes: per operation (matmul by "
+                  "tensor, attention, norms, rope, activations) its time, parallel jobs "
+                  "(synchronization points) per pass and per layer, time the calling thread runs "
+                  "alone, imbalance (slowest/mean thread) and waiting; per thread its busy, "
+                  "wake-up and join-wait time");
     sub->add_flag("--compare-no-cache", compare_,
                   "also time generation with and without the KV cache for growing lengths");
     sub->add_option("--plot", plot_,
@@ -131,6 +157,27 @@ class BenchCommand : public Command {
         tg.clear();
       }
     }
+    nlohmann::json profile_json;
+    std::string profile_text;
+    if (profile_) {
+      const int nt = session.pool()->size();
+      Profiler prompt_prof(nt), gen_prof(nt);
+      std::vector<double> ppp, ptg;
+      const Status st =
+          n_seq_ > 1
+              ? TimeSequences(&session, seq, prompt, &ppp, &ptg, &prompt_prof, &gen_prof)
+              : TimeOne(&session, &seq, prompt, positions, &ppp, &ptg, &prompt_prof, &gen_prof);
+      if (!st.ok()) return Fail(st);
+      const int n_layers = model->config().n_layers;
+      const std::string each = n_seq_ > 1 ? std::to_string(n_seq_) + "x" : "";
+      profile_text =
+          FormatProfile(prompt_prof, "prompt (" + each + "pp" + std::to_string(n_prompt_) + ")",
+                        double(n_seq_) * n_prompt_ / ppp[0], n_layers) +
+          FormatProfile(gen_prof, "generation (" + each + "tg" + std::to_string(n_gen_) + ")",
+                        double(n_seq_) * n_gen_ / ptg[0], n_layers);
+      profile_json = {{"prompt", ProfileJson(prompt_prof, n_layers)},
+                      {"generation", ProfileJson(gen_prof, n_layers)}};
+    }
     seq.Clear();
 
     const KvLayout kv = session.block_pool()->layout();
@@ -181,6 +228,10 @@ class BenchCommand : public Command {
                 !kv.has_sliding() ? ""
                 : trimmed         ? ", sliding layers trimmed past their window"
                                   : ", sliding layers kept");
+    if (profile_) {
+      std::printf("%s", profile_text.c_str());
+      out["profile"] = profile_json;
+    }
     if (compare_) out["compare_no_cache"] = CompareNoCache(session, *model);
     if (!plot_.empty()) {
       Result<nlohmann::json> plot =
@@ -195,10 +246,11 @@ class BenchCommand : public Command {
 
  private:
   // The prompt after the depth tokens, then n_gen_ tokens decoded one at a time (greedy).
-  // Appends tokens/s.
+  // Appends tokens/s. With profilers, each phase's passes are profiled by its own.
   Status TimeOne(Session* session, KvSequence* seq, const std::vector<int32_t>& prompt,
                  const std::vector<int32_t>& positions, std::vector<double>* pp,
-                 std::vector<double>* tg) {
+                 std::vector<double>* tg, Profiler* pp_prof = nullptr,
+                 Profiler* tg_prof = nullptr) {
     const int n_vocab = session->model().config().n_vocab;
     std::vector<float> logits(n_vocab);
     seq->Truncate(depth_);
@@ -206,12 +258,14 @@ class BenchCommand : public Command {
     // K/V are released as the window passes, as in generation. (Depth tokens are read again by
     // the next repetition, from its first position.)
     const bool forward_only = depth_ == 0;
+    const ScopedProfiler prompt_profiled(session->pool(), pp_prof);
     auto t0 = std::chrono::steady_clock::now();
     PC_RETURN_IF_ERROR(session->Eval(prompt, positions, seq, logits.data(), false, forward_only));
     pp->push_back(n_prompt_ / SecondsSince(t0));
 
     seq->Truncate(depth_);
     int32_t tok = prompt[0];
+    const ScopedProfiler gen_profiled(session->pool(), tg_prof);
     t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < n_gen_; ++i) {
       const int32_t pos = depth_ + i;
@@ -227,7 +281,8 @@ class BenchCommand : public Command {
   // tokens; each sequence computes its own) in one batch, then n_gen_ steps of one batch with
   // a token of each, as a server decodes its active requests. Appends aggregate tokens/s.
   Status TimeSequences(Session* session, const KvSequence& base, const std::vector<int32_t>& prompt,
-                       std::vector<double>* pp, std::vector<double>* tg) {
+                       std::vector<double>* pp, std::vector<double>* tg,
+                       Profiler* pp_prof = nullptr, Profiler* tg_prof = nullptr) {
     const int n_vocab = session->model().config().n_vocab;
     std::vector<KvSequence> seqs;
     for (int i = 0; i < n_seq_; ++i) seqs.push_back(base.Fork());
@@ -238,12 +293,14 @@ class BenchCommand : public Command {
       }
     }
     std::vector<float> logits(size_t(n_seq_) * n_vocab);
+    const ScopedProfiler prompt_profiled(session->pool(), pp_prof);
     auto t0 = std::chrono::steady_clock::now();
     PC_RETURN_IF_ERROR(session->EvalBatch(batch, logits.data()));
     pp->push_back(double(n_seq_) * n_prompt_ / SecondsSince(t0));
 
     for (KvSequence& sq : seqs) sq.Truncate(depth_);
     std::vector<int32_t> tok(n_seq_, prompt[0]);
+    const ScopedProfiler gen_profiled(session->pool(), tg_prof);
     t0 = std::chrono::steady_clock::now();
     for (int step = 0; step < n_gen_; ++step) {
       batch.clear();
@@ -293,7 +350,7 @@ class BenchCommand : public Command {
   ModelOptions model_;
   std::string plot_;
   int n_prompt_ = 512, n_gen_ = 128, reps_ = 3, depth_ = 0, n_seq_ = 1;
-  bool json_ = false, compare_ = false;
+  bool json_ = false, compare_ = false, profile_ = false;
 };
 
 }  // namespace

@@ -1,10 +1,10 @@
 // `promptcache eval-kv`: how far a quantized KV cache (--kv-type q8_0 or q4_0) is from f16 K/V
 // (--baseline), on plain text prompts, with engine/fidelity.h's measures: each prompt is
-// continued greedily with the tested KV type; the baseline is then teacher-forced on that
-// continuation, and at every step the KL divergence KL(baseline || tested) of the next-token
-// distributions is taken, and whether the baseline's most likely token is the one the tested
-// run chose (top-1 agreement); finally the baseline's own greedy continuation is compared with
-// the tested one (greedy equality).
+// continued greedily with the tested KV type, served by an Engine; the baseline is then
+// teacher-forced on that continuation, and at every step the KL divergence KL(baseline || tested)
+// of the next-token distributions is taken, and whether the baseline's most likely token is the one
+// the tested run chose (top-1 agreement); finally the baseline's own greedy continuation is
+// compared with the tested one (greedy equality).
 //
 // --prompts FILE: one prompt per line (blank lines and lines starting with '#' skipped).
 #include <algorithm>
@@ -13,8 +13,9 @@
 #include <sstream>
 
 #include "core/log.h"
-#include "nlohmann/json.hpp"
+#include "engine/create_engine.h"
 #include "engine/fidelity.h"
+#include "nlohmann/json.hpp"
 #include "tools/cli_common.h"
 
 namespace promptcache::cli {
@@ -64,12 +65,19 @@ class EvalKvCommand : public Command {
     if (!model) return 1;
     if (Status st = model_.Check(*model); !st.ok()) return Fail(st);
     if (Status st = CheckKvType(*baseline, model->config().kv_dim()); !st.ok()) return Fail(st);
-    SessionOptions tested = model_.ToSessionOptions(), base = tested;
+    RunnerOptions base = model_.ToRunnerOptions();
     base.kv_type = *baseline;
+    // The tested KV type serves each prompt through an Engine, as a server would; the baseline
+    // is fidelity's full recompute (engine/fidelity.h) with the baseline's type.
+    EngineOptions eo = model_.ToEngineOptions();
+    eo.parallel = 1;
+    eo.prefix_cache = false;  // each prompt alone, as the baseline computes it
+    Result<std::unique_ptr<Engine>> engine = CreateEngine(eo, std::move(model));
+    if (!engine.ok()) return Fail(engine.status());
     Totals t;
     nlohmann::json rows = nlohmann::json::array();
     for (const std::string& text : *prompts) {
-      Result<nlohmann::json> row = EvalOne(*model, text, tested, base, &t);
+      Result<nlohmann::json> row = EvalOne(**engine, text, base, &t);
       if (!row.ok()) return Fail(row.status());
       rows.push_back(std::move(row).value());
     }
@@ -96,33 +104,40 @@ class EvalKvCommand : public Command {
   }
 
  private:
-  Result<nlohmann::json> EvalOne(const Model& model, const std::string& text,
-                                 const SessionOptions& tested, const SessionOptions& base,
+  Result<nlohmann::json> EvalOne(Engine& engine, const std::string& text, const RunnerOptions& base,
                                  Totals* t) const {
+    const Model& model = engine.model();
     ExpandedPrompt prompt;
     prompt.tokens = model.tokenizer().Encode(text, /*add_bos=*/true);
     for (size_t i = 0; i < prompt.tokens.size(); ++i) prompt.positions.push_back(int32_t(i));
     prompt.end = static_cast<int>(prompt.tokens.size());
-    FullRunOptions o;
-    o.max_tokens = max_tokens_;
-    o.sampling.temperature = 0;
-    o.sampling.repeat_penalty = 1;
-    o.ignore_eos = true;
-    o.keep_logits = true;
-    o.session = tested;
-    PC_ASSIGN_OR_RETURN(FullRunResult run, RunFull(model, prompt, o));
-    FullRunOptions forced = o;
-    forced.session = base;
+    CompletionRequest req;
+    req.prompt = prompt.tokens;
+    req.max_tokens = max_tokens_;
+    req.sampling.temperature = 0;
+    req.sampling.repeat_penalty = 1;
+    req.ignore_eos = true;
+    std::vector<std::vector<float>> logits;  // the tested run's, one per generated token
+    req.on_logits = [&](std::span<const float> l) { logits.emplace_back(l.begin(), l.end()); };
+    PC_ASSIGN_OR_RETURN(std::shared_ptr<RequestHandle> handle, engine.Submit(std::move(req)));
+    const CompletionResult run = handle->Wait();
+    PC_RETURN_IF_ERROR(run.status);
+    FullRunOptions forced;
+    forced.runner = base;
     forced.forced = run.tokens;
+    forced.keep_logits = true;
     PC_ASSIGN_OR_RETURN(FullRunResult teacher, RunFull(model, prompt, forced));
-    FullRunOptions greedy = o;
-    greedy.session = base;
-    greedy.keep_logits = false;
+    FullRunOptions greedy;
+    greedy.runner = base;
+    greedy.max_tokens = max_tokens_;
+    greedy.sampling.temperature = 0;
+    greedy.sampling.repeat_penalty = 1;
+    greedy.ignore_eos = true;
     PC_ASSIGN_OR_RETURN(FullRunResult own, RunFull(model, prompt, greedy));
     double kl_sum = 0;
     int agree = 0;
     for (size_t s = 0; s < run.tokens.size(); ++s) {
-      const double kl = KlDivergence(teacher.logits[s], run.logits[s]);
+      const double kl = KlDivergence(teacher.logits[s], logits[s]);
       kl_sum += kl;
       t->max_kl = std::max(t->max_kl, kl);
       agree += ArgMax(teacher.logits[s]) == run.tokens[s];

@@ -136,11 +136,11 @@ class EvalModulesCommand : public Command {
     PC_ASSIGN_OR_RETURN(auto handle, e.SubmitPrompt(prompt, std::move(req)));
     const CompletionResult r = handle->Wait();
     PC_RETURN_IF_ERROR(r.status);
-    const SessionOptions session = model_.ToSessionOptions();
+    const RunnerOptions runner = model_.ToRunnerOptions();
     PC_ASSIGN_OR_RETURN(FidelityReport plain, CompareWithFullRecompute(e.model(), Contiguous(x),
-                                                                       r.tokens, logits, session));
+                                                                       r.tokens, logits, runner));
     PC_ASSIGN_OR_RETURN(FidelityReport gapped,
-                        CompareWithFullRecompute(e.model(), x, r.tokens, logits, session));
+                        CompareWithFullRecompute(e.model(), x, r.tokens, logits, runner));
     nlohmann::json row = ReportJson(e, plain);
     row["prompt"] = file;
     row["prompt_tokens"] = r.prompt_tokens;

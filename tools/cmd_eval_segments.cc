@@ -293,7 +293,7 @@ class EvalSegmentsCommand : public Command {
     o.segment_recompute = s.recompute;
     o.segment_min_tokens = min_tokens_;
     PC_ASSIGN_OR_RETURN(std::unique_ptr<Engine> e, Engine::Create(o));
-    const SessionOptions session = model_.ToSessionOptions();
+    const RunnerOptions runner = model_.ToRunnerOptions();
     Outcome out;
     for (const RagRequest& rr : requests) {
       CompletionRequest req;
@@ -325,7 +325,7 @@ class EvalSegmentsCommand : public Command {
       std::iota(x.positions.begin(), x.positions.end(), 0);
       x.end = static_cast<int>(x.tokens.size());
       PC_ASSIGN_OR_RETURN(FidelityReport rep,
-                          CompareWithFullRecompute(model, x, r.tokens, logits, session));
+                          CompareWithFullRecompute(model, x, r.tokens, logits, runner));
       ++out.scored;
       out.margin_steps += rep.margin_steps;
       out.margin_agreements += rep.margin_agreements;

@@ -46,14 +46,14 @@ class LogitsCommand : public Command {
       }
     }
     if (tokens.empty()) return Fail("no tokens to evaluate");
-    SessionOptions options = model_.ToSessionOptions();
+    RunnerOptions options = model_.ToRunnerOptions();
     // One batch, as the reference does (results do not depend on the split, but this is what
     // the command promises).
     options.batch_size = static_cast<int>(tokens.size());
     if (options.context == 0 || options.context < static_cast<int>(tokens.size())) {
       options.context = std::max<int>(static_cast<int>(tokens.size()), options.context);
     }
-    Session session(*model, options);
+    Runner session(*model, options);
     std::vector<BatchToken> batch(tokens.size());
     for (size_t i = 0; i < tokens.size(); ++i) {
       batch[i] = {tokens[i], static_cast<int32_t>(i), session.sequence(), true};

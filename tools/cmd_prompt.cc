@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "core/log.h"
-#include "nlohmann/json.hpp"
 #include "engine/fidelity.h"
+#include "nlohmann/json.hpp"
 #include "tools/cli_common.h"
 
 namespace promptcache::cli {
@@ -54,15 +54,7 @@ class PromptCommand : public Command {
     sub->add_option("--cache-dir", cache_dir_, "the disk tier (where `schema load` put modules)");
     sub->add_option("prompts", prompt_files_, "PML prompt files, served in order")->required();
     sub->add_option("-n,--n-predict", max_tokens_, "tokens to generate")->default_val(128);
-    sub->add_option("--temp", sampling_.temperature, "temperature (0: greedy)")->default_val(0.8);
-    sub->add_option("--seed", sampling_.seed, "random seed (0: random)");
-    sub->add_option("--top-k", sampling_.top_k, "top-k cut (0: off)")->default_val(40);
-    sub->add_option("--top-p", sampling_.top_p, "nucleus cut (1: off)")->default_val(0.95);
-    sub->add_option("--min-p", sampling_.min_p, "min-p cut (0: off)")->default_val(0.05);
-    sub->add_option("--repeat-penalty", sampling_.repeat_penalty, "repetition penalty (1: off)")
-        ->default_val(1.0);
-    sub->add_option("--stop", stop_, "stop string (repeatable)");
-    sub->add_flag("--ignore-eos", ignore_eos_, "keep generating after end-of-generation tokens");
+    sampling_.Register(sub);
     sub->add_option("--repeat", repeat_, "serve the list of prompts this many times")
         ->default_val(1);
     sub->add_flag("--stats", stats_,
@@ -90,7 +82,7 @@ class PromptCommand : public Command {
     if (Status st = SelectIsa(model_.isa); !st.ok()) return Fail(st);
     if (max_tokens_ < 0) return Fail("-n must be >= 0");
     if (repeat_ < 1) return Fail("--repeat must be >= 1");
-    if (Status st = sampling_.Validate(); !st.ok()) return Fail(st);
+    if (Status st = sampling_.params.Validate(); !st.ok()) return Fail(st);
     SetLogLevel(LogLevel::kWarning);
     Result<std::unique_ptr<Engine>> engine = MakeEngine(model_, cache_dir_, modular_);
     if (!engine.ok()) return Fail(engine.status());
@@ -164,9 +156,9 @@ class PromptCommand : public Command {
   CompletionRequest MakeRequest() const {
     CompletionRequest req;
     req.max_tokens = max_tokens_;
-    req.sampling = sampling_;
-    req.stop = stop_;
-    req.ignore_eos = ignore_eos_;
+    req.sampling = sampling_.params;
+    req.stop = sampling_.stop;
+    req.ignore_eos = sampling_.ignore_eos;
     if (!quiet_) req.on_text = PrintPiece;
     return req;
   }
@@ -190,11 +182,11 @@ class PromptCommand : public Command {
     PC_ASSIGN_OR_RETURN(ExpandedPrompt x, e.ExpandPrompt(at_schema));
     if (!baseline_gapped_) x = Contiguous(x);
     FullRunOptions o;
-    o.session = model_.ToSessionOptions();
+    o.runner = model_.ToRunnerOptions();
     o.max_tokens = max_tokens_;
-    o.sampling = sampling_;
-    o.stop = stop_;
-    o.ignore_eos = ignore_eos_;
+    o.sampling = sampling_.params;
+    o.stop = sampling_.stop;
+    o.ignore_eos = sampling_.ignore_eos;
     if (!quiet_) o.on_text = PrintPiece;
     PC_ASSIGN_OR_RETURN(FullRunResult f, RunFull(e.model(), x, o));
     CompletionResult r;
@@ -250,10 +242,9 @@ class PromptCommand : public Command {
   std::string schema_, cache_dir_;
   std::vector<std::string> prompt_files_;
   int max_tokens_ = 128, repeat_ = 1;
-  SamplingParams sampling_;
-  std::vector<std::string> stop_;
-  bool ignore_eos_ = false, stats_ = false, baseline_ = false, baseline_gapped_ = false,
-       prefix_only_ = false, quiet_ = false;
+  SamplingOptions sampling_;
+  bool stats_ = false, baseline_ = false, baseline_gapped_ = false, prefix_only_ = false,
+       quiet_ = false;
   bool preload_ = false, warmup_ = false;
 };
 

@@ -123,7 +123,7 @@ class QuantizeCommand : public Command {
     std::string types;
     for (const std::string& t : QuantFileTypeNames()) types += (types.empty() ? "" : ", ") + t;
     sub->add_option("type", type_, "file type (any case): " + types)->required();
-    sub->add_option("-t,--threads", threads_, "threads (default: all cores)");
+    sub->add_option("-t,--threads", threads_, "threads (default: one per physical core)");
   }
 
   int Execute() override {

@@ -1,7 +1,9 @@
-// `promptcache run`: prints a prompt's continuation on stdout as it is generated.
+// `promptcache run`: prints a prompt's continuation on stdout as it is generated, through an
+// Engine serving this one request (--no-kv-cache: its recompute_each_step baseline).
 #include <cstdio>
 
 #include "core/log.h"
+#include "engine/create_engine.h"
 #include "tools/cli_common.h"
 
 namespace promptcache::cli {
@@ -14,18 +16,10 @@ class RunCommand : public Command {
     model_.RegisterChatTemplate(sub);
     sub->add_option("-p,--prompt", prompt_, "prompt text")->required();
     sub->add_option("-n,--n-predict", max_tokens_, "tokens to generate")->default_val(128);
-    sub->add_option("--temp", sampling_.temperature, "temperature (0: greedy)")->default_val(0.8);
-    sub->add_option("--seed", sampling_.seed, "random seed (0: random)");
-    sub->add_option("--top-k", sampling_.top_k, "top-k cut (0: off)")->default_val(40);
-    sub->add_option("--top-p", sampling_.top_p, "nucleus cut (1: off)")->default_val(0.95);
-    sub->add_option("--min-p", sampling_.min_p, "min-p cut (0: off)")->default_val(0.05);
-    sub->add_option("--repeat-penalty", sampling_.repeat_penalty, "repetition penalty (1: off)")
-        ->default_val(1.0);
-    sub->add_option("--stop", stop_, "stop string (repeatable)");
+    sampling_.Register(sub);
     sub->add_flag("--chat", chat_, "wrap the prompt in the model's chat template");
     sub->add_flag("--no-kv-cache", no_kv_cache_,
                   "recompute the whole sequence for every new token (the baseline)");
-    sub->add_flag("--ignore-eos", ignore_eos_, "keep generating after end-of-generation tokens");
     sub->add_flag("-v,--verbose", verbose_, "more logging");
   }
 
@@ -35,7 +29,7 @@ class RunCommand : public Command {
     if (Status st = SelectIsa(model_.isa); !st.ok()) return Fail(st);
     if (max_tokens_ < 0) return Fail("-n must be >= 0");
     if (!model_.chat_template_path.empty() && !chat_) return Fail("--chat-template needs --chat");
-    if (Status st = sampling_.Validate(); !st.ok()) return Fail(st);
+    if (Status st = sampling_.params.Validate(); !st.ok()) return Fail(st);
     std::unique_ptr<Model> model = LoadModelOrReport(model_.model_path);
     if (!model) return 1;
     if (Status st = model_.Check(*model); !st.ok()) return Fail(st);
@@ -43,30 +37,44 @@ class RunCommand : public Command {
     Result<std::vector<int32_t>> prompt =
         PromptTokens(*model, prompt_, chat_, /*add_bos=*/true, model_.special);
     if (!prompt.ok()) return Fail(prompt.status());
-    Session session(*model, model_.ToSessionOptions());
+    const int context = model_.context > 0 ? model_.context : model->config().context_length;
+    if (prompt->size() >= static_cast<size_t>(context)) {
+      return Fail("the prompt has " + std::to_string(prompt->size()) +
+                  " tokens; the context size " + std::to_string(context) +
+                  " leaves room for at most " + std::to_string(context - 1));
+    }
+    // A one-request loop is still an Engine: the same queue, steps and decode step as serving.
+    EngineOptions eo = model_.ToEngineOptions();
+    eo.parallel = 1;
+    eo.prefix_cache = false;  // nothing to reuse within one request
+    Result<std::unique_ptr<Engine>> engine =
+        CreateEngine(eo, std::move(model), model_.static_cache);
+    if (!engine.ok()) return Fail(engine.status());
 
-    GenerateOptions o;
-    o.max_tokens = max_tokens_;
-    o.sampling = sampling_;
-    o.stop = stop_;
-    o.ignore_eos = ignore_eos_;
-    o.use_kv_cache = !no_kv_cache_;
-    o.show_progress = true;
-    o.on_text = [](const std::string& piece) {
+    CompletionRequest req;
+    req.prompt = std::move(prompt).value();
+    req.max_tokens = max_tokens_;
+    req.sampling = sampling_.params;
+    req.stop = sampling_.stop;
+    req.ignore_eos = sampling_.ignore_eos;
+    req.recompute_each_step = no_kv_cache_;
+    req.on_text = [](const std::string& piece) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
       return true;
     };
-    Result<GenerateResult> r = session.Generate(*prompt, o);
-    if (!r.ok()) return Fail(r.status());
+    Result<std::shared_ptr<RequestHandle>> handle = (*engine)->Submit(std::move(req));
+    if (!handle.ok()) return Fail(handle.status());
+    const CompletionResult r = (*handle)->Wait();
+    if (!r.status.ok()) return Fail(r.status);
     std::fputc('\n', stdout);
     std::fflush(stdout);
-    const int n = static_cast<int>(r->tokens.size());
-    PC_LOG_INFO("prompt: %d tokens in %.1f ms (%.1f tokens/s)", r->prompt_tokens, r->prompt_ms,
-                r->prompt_tokens * 1000.0 / std::max(r->prompt_ms, 1e-3));
+    const int n = static_cast<int>(r.tokens.size());
+    PC_LOG_INFO("prompt: %d tokens in %.1f ms (%.1f tokens/s)", r.prompt_tokens, r.prompt_ms,
+                r.prompt_tokens * 1000.0 / std::max(r.prompt_ms, 1e-3));
     PC_LOG_INFO("generation: %d tokens in %.1f ms (%.1f tokens/s), %s, kv cache %s", n,
-                r->generation_ms, n * 1000.0 / std::max(r->generation_ms, 1e-3),
-                r->finish_reason.c_str(), no_kv_cache_ ? "off" : "on");
+                r.generation_ms, n * 1000.0 / std::max(r.generation_ms, 1e-3),
+                r.finish_reason.c_str(), no_kv_cache_ ? "off" : "on");
     return 0;
   }
 
@@ -74,9 +82,8 @@ class RunCommand : public Command {
   ModelOptions model_;
   std::string prompt_;
   int max_tokens_ = 128;
-  SamplingParams sampling_;
-  std::vector<std::string> stop_;
-  bool chat_ = false, no_kv_cache_ = false, ignore_eos_ = false, verbose_ = false;
+  SamplingOptions sampling_;
+  bool chat_ = false, no_kv_cache_ = false, verbose_ = false;
 };
 
 }  // namespace

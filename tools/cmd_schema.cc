@@ -43,17 +43,11 @@ Result<std::unique_ptr<Engine>> MakeEngine(const ModelOptions& model, const std:
   if (!(modular.recompute >= 0 && modular.recompute <= 1)) {
     return InvalidArgument("--recompute must be a share from 0 to 1");
   }
-  EngineOptions o;
-  o.model_path = model.model_path;
-  o.threads = model.threads;
-  o.context = model.context;
-  o.allow_long_context = model.allow_long_context;
-  o.kv_type = model.KvTypeValue();
-  o.trim_sliding_kv = !model.no_trim_sliding;
+  EngineOptions o = model.ToEngineOptions();
+  if (o.batch_size == 0) o.batch_size = EngineOptions().batch_size;  // 512, as always here
   o.cache_dir = cache_dir;
   o.cache_redis = modular.cache_redis;
   o.parallel = 1;
-  o.special_tokens_in_text = model.special;
   o.module_positions = mode;
   o.module_shared_moves = modular.moved_keys == "shared";
   o.module_recompute = modular.recompute;

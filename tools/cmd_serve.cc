@@ -60,7 +60,10 @@ class ServeCommand : public Command {
  public:
   void Register(CLI::App* sub) override {
     sub->add_option("-m,--model", engine_.model_path, "GGUF model file")->required();
-    sub->add_option("-t,--threads", engine_.threads, "compute threads (default: all cores)");
+    sub->add_option(
+        "-t,--threads", engine_.threads,
+        "compute threads (default: one per physical core this process may run on, within its CPU "
+        "quota)");
     sub->add_option("-c,--context", engine_.context,
                     "context size per request in tokens (default: the model's)");
     sub->add_flag("--allow-long-context", engine_.allow_long_context,
@@ -70,6 +73,9 @@ class ServeCommand : public Command {
            "KV cache storage: f16, f32, q8_0 (half of f16's bytes) or q4_0 (about a quarter); "
            "q8_0/q4_0 need a head size that is a multiple of 32")
         ->default_val("f16");
+    sub->add_option("--pooling", pooling_,
+                    "embeddings' pooling (/v1/embeddings, /api/embed): mean, last or cls; "
+                    "default: the model file's {arch}.pooling_type, else mean");
     AddIsaOption(sub, &isa_);
     sub->add_option("--host", server_.host, "address to listen on")->default_val("127.0.0.1");
     sub->add_option("--port", server_.port, "port (0: any free port)")->default_val(8080);
@@ -173,6 +179,11 @@ class ServeCommand : public Command {
                     "connections served at once, each on its own thread; one more gets a 503")
         ->default_val(512)
         ->check(CLI::Range(1, 65536));
+    sub->add_option("--max-connections-per-client", server_.transport.max_connections_per_client,
+                    "connections one client address may hold at once (0: half of "
+                    "--max-connections; behind a proxy, raise it to --max-connections)")
+        ->default_val(0)
+        ->check(CLI::Range(0, 65536));
     sub->add_option("--header-timeout", server_.transport.header_timeout_s,
                     "seconds a request's line and headers may take to arrive, in total")
         ->default_val(10.0)
@@ -241,6 +252,7 @@ class ServeCommand : public Command {
       PC_LOG_DEBUG("cache namespaces keyed by the secret in %s", where.c_str());
     }
     engine_.kv_type = *ParseKvType(kv_type_);
+    engine_.pooling = *ParsePooling(pooling_);
     engine_.module_positions = *ParsePmlPositions(positions_);
     engine_.module_shared_moves = moved_keys_ == "shared";
     server_.max_body_bytes = static_cast<size_t>(max_body_bytes_);
@@ -359,6 +371,12 @@ class ServeCommand : public Command {
       return InvalidArgument("--positions: " + p.status().message());
     }
     PC_RETURN_IF_ERROR(ParseKvType(kv_type_).status());
+    Result<Pooling> pooling = ParsePooling(pooling_);
+    if (!pooling.ok()) return InvalidArgument("--pooling: " + pooling.status().message());
+    if (*pooling == Pooling::kNone) {
+      return InvalidArgument(
+          "--pooling: none (a vector per token) is not served: mean, last or cls");
+    }
     if (server_.port < 0 || server_.port > 65535) {
       return InvalidArgument("--port must be between 0 and 65535");
     }
@@ -407,6 +425,7 @@ class ServeCommand : public Command {
   ServerOptions server_;
   std::string isa_;
   std::string kv_type_ = "f16";
+  std::string pooling_ = "default";
   std::string positions_ = "schema";
   std::string moved_keys_ = "shared";
   int64_t max_body_bytes_ = int64_t(8) << 20;

@@ -22,6 +22,11 @@ class SynthCommand : public Command {
     sub->add_option("--type", type_, "weight type: " + SynthTypeNames() + " (any case)")
         ->default_val("q8_0");
     sub->add_option("--seed", seed_, "random seed")->default_val(1);
+    sub->add_option("--sharpen", sharpen_,
+                    "multiply the query and key projections by this factor (attention scores by "
+                    "its square), so that positions matter: random weights otherwise attend "
+                    "almost uniformly (test fixtures; 0 < factor <= 100)")
+        ->default_val(1.0f);
     sub->add_option("-o,--output", out_, "output GGUF file")->required();
   }
 
@@ -30,6 +35,7 @@ class SynthCommand : public Command {
     o.preset = preset_;
     o.vocab_path = vocab_;
     o.seed = seed_;
+    o.attn_sharpen = sharpen_;
     o.out_path = out_;
     bool known = false;
     for (GgmlType t : SynthTypes()) {
@@ -53,6 +59,7 @@ class SynthCommand : public Command {
  private:
   std::string preset_, vocab_, type_ = "q8_0", out_;
   uint64_t seed_ = 1;
+  float sharpen_ = 1.0f;
 };
 
 }  // namespace

@@ -34,6 +34,8 @@ int main(int argc, char** argv) {
   commands.push_back({"inspect", "describe a GGUF model", MakeInspectCommand()});
   commands.push_back(
       {"logits", "write the logits of token ids evaluated in one batch", MakeLogitsCommand()});
+  commands.push_back({"embed", "print the embeddings of texts (pooled final hidden states) as JSON",
+                      MakeEmbedCommand()});
   commands.push_back({"quantize",
                       "rewrite a GGUF model in a quantized file type (Q4_K_M, Q8_0, ...)",
                       MakeQuantizeCommand()});

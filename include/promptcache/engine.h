@@ -6,7 +6,8 @@
 // request's prefill joins between steps). Each prompt first looks up the longest cached prefix
 // (by token ids, at block granularity) and computes only the rest; finished sequences leave
 // their blocks in the cache, which is bounded in RAM, expires idle entries, and can spill to a
-// disk tier that survives restarts.
+// disk tier that survives restarts. Concurrent prompts sharing a prefix compute it once: one
+// that matches blocks another is computing waits for them instead of computing them again.
 //
 // Modular prompts (docs/modules.md): a PML schema (promptcache/pml.h) declares prompt modules;
 // loading it encodes each module once at the positions the schema reserves and keeps its K/V in
@@ -56,10 +57,25 @@ enum class SegmentEncoding {
   kAlone,
 };
 
+// How an embedding is made of an input's final hidden states (the model's last layer, after its
+// final norm, before the output matrix): llama.cpp's pooling types, with the numbers its GGUF
+// key `{arch}.pooling_type` uses. kDefault: EngineOptions::pooling, and there the model file's
+// key, else kMean.
+enum class Pooling {
+  kDefault = -1,
+  kNone = 0,  // no pooling: one vector per input token
+  kMean = 1,  // the mean over the input's tokens (BOS and EOS included when the input has them)
+  kCls = 2,   // the first token's
+  kLast = 3,  // the last token's
+};
+// "mean", "last", "cls", "none" (and "default"); ParsePooling refuses other names, listing these.
+std::string PoolingName(Pooling pooling);
+Result<Pooling> ParsePooling(std::string_view name);
+
 // How Engine::Create loads the model and sizes the engine, its KV memory and its cache tiers.
 struct EngineOptions {
   std::string model_path;
-  int threads = 0;     // 0: all cores
+  int threads = 0;     // 0: one per physical core usable (affinity mask, cgroup CPU quota)
   int context = 0;     // per sequence; 0: the model's context length
   int parallel = 4;    // sequences served at once
   int max_queue = 64;  // waiting requests beyond `parallel`; more are refused
@@ -67,7 +83,7 @@ struct EngineOptions {
   // of 32, else Create fails).
   KvType kv_type = KvType::kF16;
   int block_size = 16;
-  int batch_size = 512;  // prefill tokens per forward pass
+  int batch_size = 512;  // prefill tokens per forward pass (0: the model's default, <= 512)
   // Special-token spellings ("<|im_end|>", "</s>") written in user text (chat message contents,
   // completion prompts, PML arguments and new text) stay text unless this is set: only chat
   // templates and PML schemas write special tokens. Set it for trusted callers only.
@@ -153,6 +169,10 @@ struct EngineOptions {
   int cache_redis_deadline_ms = 1000;
   int cache_redis_ttl_seconds = 86400;  // expiry of written blocks; pinned prefixes: none
   size_t cache_redis_queue_bytes = size_t(256) << 20;
+  // Embeddings' pooling when a request does not say (EmbeddingRequest::pooling). kDefault: what
+  // the model file says ({arch}.pooling_type: embedding models carry it), else kMean. (llama.cpp
+  // pools nothing for a file without the key; an OpenAI embeddings client wants one vector.)
+  Pooling pooling = Pooling::kDefault;
 };
 
 // One token's log-probability under the model: the log-softmax of the raw logits it was
@@ -191,6 +211,11 @@ struct CompletionRequest {
   SamplingParams sampling;
   std::vector<std::string> stop;
   bool ignore_eos = false;
+  // The baseline without a KV cache (`promptcache run --no-kv-cache`): each new token is
+  // computed by running the whole sequence again from nothing, alone (not batched with other
+  // requests), so that N tokens cost about N*N/2 tokens of work instead of N. The prefix cache
+  // is neither read nor written. Plain prompts only, without prompt_logprobs. For measurements.
+  bool recompute_each_step = false;
   // Pin the first `pin_tokens` prompt tokens in the cache (rounded down to blocks) until
   // unpinned through the cache API; -1 pins the whole prompt.
   int pin_tokens = 0;
@@ -271,6 +296,9 @@ struct CompletionResult {
   int prompt_tokens = 0;
   int cached_tokens = 0;    // prompt tokens whose K/V came from the cache
   int computed_tokens = 0;  // prompt tokens computed for this request
+  // Of cached_tokens, those another request still computing its prompt computed (shared in
+  // flight: this request waited for them, or found them cached while that prefill ran).
+  int shared_tokens = 0;
   // Prompt tokens the request's pins (pin_tokens, timed_pins) cover once it ends, in whole
   // blocks: the longest pinned prefix.
   int pinned_tokens = 0;
@@ -413,7 +441,12 @@ struct RemoteTierStats {
 struct EngineStats {
   uint64_t requests = 0, requests_failed = 0, requests_rejected = 0;
   uint64_t requests_cancelled = 0;  // finished "cancelled": the caller went away or stopped it
+  // Of `requests`: embedding requests (their inputs' tokens count in prompt_tokens).
+  uint64_t embedding_requests = 0;
   uint64_t prompt_tokens = 0, cached_tokens = 0, generated_tokens = 0;
+  // Of cached_tokens, those computed by another request's prefill in flight at the time
+  // (CompletionResult::shared_tokens): a prefix concurrent requests computed once.
+  uint64_t shared_in_flight_tokens = 0;
   uint64_t cache_hits = 0, cache_lookups = 0;  // lookups that reused >= 1 block
   // Segments (CompletionRequest::segments): looked up, found cached, their tokens reused (not
   // recomputed), and stored after a miss.
@@ -495,6 +528,58 @@ class PromptBuilder {
   PmlPrompt prompt_;
 };
 
+// The most inputs one embedding request may carry (OpenAI's limit).
+inline constexpr int kMaxEmbeddingInputs = 2048;
+
+// One request to Engine::SubmitEmbedding (or Embed): inputs of token ids, each embedded on its
+// own (its tokens attend only to each other), all computed in the same forward passes.
+//
+// Inputs are token ids as the caller made them: TokenizeForEmbedding (promptcache/text.h) adds
+// BOS and EOS as the model file says, as llama.cpp does. Each input must be non-empty and at
+// most the context size; with kNone, all inputs together at most the context size (one vector
+// per token is what comes back).
+//
+// Embeddings never use the prefix cache, nor add to it: a cached prefix holds each layer's K/V,
+// not the last layer's hidden states (nor are they kept anywhere), so every token of an input
+// is computed, and what an embedding computes is dropped once it is pooled.
+struct EmbeddingRequest {
+  std::vector<std::vector<int32_t>> inputs;
+  Pooling pooling = Pooling::kDefault;  // kDefault: EngineOptions::pooling
+  // Divide each vector by its Euclidean (L2) norm, as llama.cpp's llama-embedding and
+  // llama-server do by default; false: the pooled hidden state as it is.
+  bool normalize = true;
+  // The length of the vectors asked for: 0 or the model's n_embd. Any other value (OpenAI's
+  // `dimensions`, a truncation only models trained for it support) is refused with
+  // InvalidArgument naming it: promptcache does not shorten embeddings.
+  int dimensions = 0;
+};
+
+// What an embedding request gives back.
+struct EmbeddingResult {
+  // Not OK: the request failed or was refused, with the reason. A request cancelled (its
+  // handle's Cancel) has an OK status, `cancelled` set and no embeddings.
+  Status status;
+  bool cancelled = false;
+  Pooling pooling = Pooling::kMean;  // the pooling used (never kDefault)
+  bool normalized = true;
+  int dimensions = 0;  // floats per vector: the model's n_embd
+  // One entry per input, in order: pooled, one vector of `dimensions` floats; with kNone, the
+  // input's tokens' vectors one after another (tokens × dimensions floats).
+  std::vector<std::vector<float>> embeddings;
+  int prompt_tokens = 0;  // every input's tokens, all computed (usage: prompt and total tokens)
+  double queue_ms = 0;    // waiting for the engine to take it
+  double compute_ms = 0;  // from then until the last vector was made
+};
+
+// A submitted embedding request: wait for it, or cancel it (as RequestHandle).
+class EmbeddingHandle {
+ public:
+  virtual ~EmbeddingHandle() = default;
+  virtual EmbeddingResult Wait() = 0;
+  virtual bool WaitFor(double seconds) = 0;
+  virtual void Cancel() = 0;
+};
+
 // Serves completion requests for one model (see the top of this file); requests may be submitted
 // from any thread.
 class Engine {
@@ -510,6 +595,17 @@ class Engine {
   virtual Result<std::shared_ptr<RequestHandle>> Submit(CompletionRequest request) = 0;
 
   virtual EngineStats Stats() const = 0;
+
+  // Embeddings (see EmbeddingRequest): queued with completion requests and run by the engine
+  // thread between and beside their steps, one of the `parallel` slots per request, under the
+  // same queue limit and kv_ram_bytes budget. InvalidArgument for a bad request (no inputs, an
+  // empty input, one over the context, a token id outside the vocabulary, dimensions other than
+  // n_embd), Unimplemented when the model's own pooling (a reranker's "rank") is not one
+  // promptcache computes, ResourceExhausted when the queue is full.
+  virtual Result<std::shared_ptr<EmbeddingHandle>> SubmitEmbedding(EmbeddingRequest request) = 0;
+  // SubmitEmbedding and Wait, for a caller that does not cancel: a refusal, or a failure while
+  // computing, is the Result's error.
+  Result<EmbeddingResult> Embed(EmbeddingRequest request);
 
   // Explicit cache control.
   virtual std::vector<CacheEntryInfo> ListCache() const = 0;

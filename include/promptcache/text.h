@@ -38,6 +38,13 @@ ModelInfo GetModelInfo(const Engine& engine);
 std::vector<int32_t> Tokenize(const Engine& engine, std::string_view text, bool add_bos = true,
                               bool special = false);
 
+// Token ids of one embedding input (EmbeddingRequest::inputs): BOS in front as the vocabulary
+// says, and EOS at the end when the model file asks for it (tokenizer.ggml.add_eos_token, which
+// embedding models such as Qwen3-Embedding set: their last-token pooling reads it), as llama.cpp
+// tokenizes embedding inputs. Special-token spellings stay text unless
+// EngineOptions::special_tokens_in_text.
+std::vector<int32_t> TokenizeForEmbedding(const Engine& engine, std::string_view text);
+
 // One message of a conversation: role "system", "user" or "assistant", and its text.
 struct ChatTurn {
   std::string role;

@@ -1,6 +1,5 @@
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cmath>
 #include <vector>
 
@@ -8,53 +7,9 @@
 #include "core/hash.h"
 #include "core/marked_text.h"
 #include "core/status.h"
-#include "core/thread_pool.h"
 
 namespace promptcache {
 namespace {
-
-TEST(ThreadPool, ParallelForCoversEveryIndexOnce) {
-  for (int threads : {1, 2, 3, 5}) {
-    ThreadPool pool(threads);
-    for (int64_t n : {0, 1, 7, 64, 1000}) {
-      for (int64_t align : {1, 4, 16}) {
-        std::vector<std::atomic<int>> hits(n);
-        pool.ParallelFor(
-            n,
-            [&](int64_t b, int64_t e) {
-              EXPECT_EQ(b % align, 0);
-              for (int64_t i = b; i < e; ++i) hits[i]++;
-            },
-            align);
-        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << i;
-      }
-    }
-  }
-}
-
-TEST(ThreadPool, ParallelForDynamicCoversEveryIndexOnceInChunks) {
-  for (int threads : {1, 2, 3, 5}) {
-    ThreadPool pool(threads);
-    for (int64_t n : {0, 1, 7, 64, 1000}) {
-      for (int64_t chunk : {1, 2, 16, 5000}) {
-        std::vector<std::atomic<int>> hits(n);
-        pool.ParallelForDynamic(n, chunk, [&](int64_t b, int64_t e) {
-          EXPECT_EQ(b % chunk, 0);
-          EXPECT_TRUE(e - b == chunk || e == n) << b << " " << e;
-          for (int64_t i = b; i < e; ++i) hits[i]++;
-        });
-        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << i;
-      }
-    }
-  }
-}
-
-TEST(ThreadPool, ManyShortJobs) {
-  ThreadPool pool(2);
-  std::atomic<int64_t> sum{0};
-  for (int j = 0; j < 20000; ++j) pool.Run([&](int t, int) { sum += t + 1; });
-  EXPECT_EQ(sum.load(), 20000 * 3);
-}
 
 TEST(Fp16, RoundTripsEveryHalf) {
   for (uint32_t h = 0; h < 65536; ++h) {

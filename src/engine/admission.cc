@@ -1,6 +1,8 @@
 // Admitting a request from the queue (engine_impl.h): its slot, and for a plain prompt the
 // longest cached prefix (RAM, disk or the remote tier, bounded in time) and what is left to
-// prefill. Modular prompts are admitted by modular_admission.cc.
+// prefill, or a wait for the blocks of it another sequence is computing (prefix_sharing.cc);
+// a prompt with segments plans the rest in segment_admission.cc. Modular prompts are admitted by
+// modular_admission.cc.
 #include <algorithm>
 
 #include "engine/engine_slot.h"
@@ -18,39 +20,33 @@ void EngineImpl::Admit(std::shared_ptr<Request> r) {
   s->result.queue_ms = MsBetween(s->r->submitted, s->admitted);
   if (s->r->modular) {
     if (!AdmitModular(*s)) return;
-  } else {
+  } else if (!s->r->embedding) {  // an embedding's inputs are all computed (embedding.cc)
     s->tokens = s->r->req.prompt;
     s->n_prompt = static_cast<int>(s->tokens.size());
     s->result.prompt_tokens = s->n_prompt;
-    std::vector<BlockOrigin> origins;
-    if (options_.prefix_cache) {
-      s->result.cached_tokens = cache_->LookupPrefix(
-          s->tokens, s->n_prompt - 1, &s->seq, NamespaceKey(s->r->req.cache_namespace), &origins);
+    // A prompt with segments shares no prefix in flight (engine_slot.h): it neither claims the
+    // blocks it computes nor waits for others', and its exact prefix reaches the cache when it
+    // ends. (Its keys still tell which blocks of its hit another prefill computed.)
+    const bool segments = UsesSegments(*s->r);
+    const bool shares = UsesPrefixCache(*s->r) && !segments;
+    if (UsesPrefixCache(*s->r)) {
+      if (shares) s->owner = next_owner_++;
+      s->keys = cache_->ChainKeys(s->tokens, NamespaceKey(s->r->req.cache_namespace));
     }
-    if (s->r->req.prompt_logprobs) ReusePromptLogprobs(*s);
-    s->result.computed_tokens = s->n_prompt - s->result.cached_tokens;
-    const int bs = options_.block_size;
-    for (const BlockOrigin o : origins) {
-      AddRun(&s->result.sources,
-             o == BlockOrigin::kDisk     ? TokenSource::kDisk
-             : o == BlockOrigin::kRemote ? TokenSource::kRemote
-                                         : TokenSource::kRam,
-             bs);
-    }
+    // Its prefill, or a wait for blocks another sequence is computing (prefix_sharing.cc).
+    AttachPrefix(*s, /*may_wait=*/shares && !s->r->req.prompt_logprobs);
     s->next_pos = s->n_prompt;
-    if (UsesSegments(*r)) {
-      if (!AdmitSegments(*s)) return;
-    } else {
-      AddRun(&s->result.sources, TokenSource::kComputed, s->result.computed_tokens);
-      for (int i = s->seq.size(); i < s->n_prompt; ++i) {
-        s->fill_tokens.push_back(s->tokens[i]);
-        s->fill_pos.push_back(i);
-      }
-    }
+    // After its prefix hit, its segments are looked up and the rest planned (segment_admission.cc).
+    if (segments && !AdmitSegments(*s)) return;
   }
   s->prefill_start = Clock::now();
   if (options_.kv_ram_bytes > 0) s->reserved = Reservation(*s->r);
-  active_.push_back(std::move(s));
+  try {
+    active_.push_back(std::move(s));
+  } catch (...) {
+    claims_.ReleaseAll(s->owner);  // a slot that never ran computes nothing for anyone
+    throw;
+  }
   if (options_.kv_ram_bytes > 0) {
     reserved_ += active_.back()->reserved;
     UpdateCacheBudget();

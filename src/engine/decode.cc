@@ -91,7 +91,7 @@ const std::shared_ptr<const VocabTrie>& EngineImpl::Trie() {
 
 int32_t EngineImpl::SampleConstrained(Slot& s, const float* logits) {
   const int n_vocab = model_->config().n_vocab;
-  const int32_t first = s.sampler.Sample(logits, n_vocab, s.tokens);
+  const int32_t first = s.decode.Sample(logits, n_vocab, s.tokens);
   // What free generation does not do, from here on, counts as the grammar's cost.
   const Clock::time_point start = Clock::now();
   struct Timer {
@@ -113,7 +113,7 @@ int32_t EngineImpl::SampleConstrained(Slot& s, const float* logits) {
     }
   }
   if (!any) return -1;
-  const int32_t next = s.sampler.Sample(masked_.data(), n_vocab, s.tokens);
+  const int32_t next = s.decode.Sample(masked_.data(), n_vocab, s.tokens);
   return mask[next] ? next : -1;
 }
 
@@ -143,6 +143,7 @@ void EngineImpl::CompleteRequest(Request& r) {
     if (res.finish_reason == "cancelled") stats_.requests_cancelled++;
     stats_.prompt_tokens += res.prompt_tokens;
     stats_.cached_tokens += res.cached_tokens;
+    stats_.shared_in_flight_tokens += res.shared_tokens;
     stats_.generated_tokens += res.completion_tokens();
     if (!res.tokens.empty() || res.finish_reason == "length") {
       stats_.ttft_ms.push_back(res.ttft_ms);
@@ -181,49 +182,50 @@ void EngineImpl::HandleLogits(Slot& s, const float* logits) {
       HandleLogits(*active_[i], logits);
     }
   }
-  if (req.max_tokens == 0) return Finish(s, "length");
+  if (s.decode.Exhausted()) return Finish(s, "length");  // max_tokens 0
   const int32_t next =
-      s.constraint ? SampleConstrained(s, logits) : s.sampler.Sample(logits, n_vocab, s.tokens);
+      s.constraint ? SampleConstrained(s, logits) : s.decode.Sample(logits, n_vocab, s.tokens);
   if (next < 0) {
     // The grammar's own reason when its recognizer outgrew its bounds (grammar/token_mask.h).
     if (!s.constraint->error().ok()) return Finish(s, "error", s.constraint->error());
     return Finish(s, "error",
                   InvalidArgument("the grammar allows no token of the model's vocabulary here"));
   }
+  bool grammar_done = false;
   if (s.constraint) {
     if (trie_->IsEnd(next)) return Finish(s, "stop");
     const Clock::time_point t = Clock::now();
     s.constraint->Accept(next);
     s.r->grammar_ms += MsBetween(t, Clock::now());
+    grammar_done = s.constraint->Finished();
   }
-  if (!req.ignore_eos && model_->tokenizer().IsEndOfGeneration(next)) return Finish(s, "stop");
-  s.tokens.push_back(next);
-  s.result.tokens.push_back(next);
-  if (req.logprobs >= 0) {
-    s.logprobs.push_back(ComputeLogprob(logits, n_vocab, next, std::min(req.logprobs, n_vocab)));
-    if (req.on_piece) s.unsent.push_back(s.logprobs.back());
+  const auto keep = [&](int32_t id) {
+    s.tokens.push_back(id);
+    s.result.tokens.push_back(id);
+    if (req.logprobs >= 0) {
+      s.logprobs.push_back(ComputeLogprob(logits, n_vocab, id, std::min(req.logprobs, n_vocab)));
+      if (req.on_piece) s.unsent.push_back(s.logprobs.back());
+    }
+  };
+  const DecodeEnd end =
+      s.decode.Take({next, s.next_pos + 1 < context_, false, grammar_done},
+                    [&](const std::string& piece) { return Emit(s, piece); }, keep);
+  if (end == DecodeEnd::kNone) {
+    s.pending = next;
+    return;
   }
-  bool stopped = false;
-  const std::string piece = s.stream.Push(next, &stopped);
-  if (!piece.empty() && !Emit(s, piece)) {
-    s.r->cancelled = true;
-    return Finish(s, "cancelled");
-  }
-  if (stopped) return Finish(s, "stop");
-  if (s.constraint && s.constraint->Finished()) return Finish(s, "stop");
-  if (static_cast<int>(s.result.tokens.size()) >= req.max_tokens || s.next_pos + 1 >= context_) {
-    return Finish(s, "length");
-  }
-  s.pending = next;
+  if (end == DecodeEnd::kCancelled) s.r->cancelled = true;
+  Finish(s, FinishReason(end));
 }
 
 void EngineImpl::Finish(Slot& s, const std::string& reason, Status status) {
   if (s.finished) return;
+  if (s.r->embedding) return FinishEmbedding(s, reason, status);
   s.finished = true;
   CompletionResult& res = s.result;
   res.status = status;
   res.finish_reason = reason;
-  const std::string rest = reason == "length" ? s.stream.Finish() : std::string();
+  const std::string rest = reason == "length" ? s.decode.Flush() : std::string();
   if (!rest.empty() || !s.unsent.empty()) {
     try {
       Emit(s, rest);
@@ -232,10 +234,10 @@ void EngineImpl::Finish(Slot& s, const std::string& reason, Status status) {
       res.finish_reason = "error";
     }
   }
-  res.text = s.stream.text();
+  res.text = s.decode.text();
   if (!res.tokens.empty()) res.generation_ms = MsBetween(s.first_token, Clock::now());
   // Whatever this sequence computed stays reusable, also when the client went away.
-  if (options_.prefix_cache && status.ok() && !s.r->modular) {
+  if (UsesPrefixCache(*s.r) && status.ok()) {
     const BlockKey ns = NamespaceKey(s.r->req.cache_namespace);
     const int exact = std::min(s.seq.size(), s.r->exact_prefix);
     cache_->InsertPrefix(std::span<const int32_t>(s.tokens).first(exact), s.seq, ns);
@@ -258,6 +260,8 @@ void EngineImpl::Finish(Slot& s, const std::string& reason, Status status) {
   }
   s.seq.Clear();
   s.gathers.clear();
+  claims_.ReleaseAll(s.owner);  // what it did not complete, a sequence waiting for it computes
+  s.awaits = -1;
   Request& r = *s.r;
   r.choices[s.choice] = {res.tokens, res.text, res.finish_reason, std::move(s.logprobs)};
   if (s.choice == 0) {

@@ -6,6 +6,7 @@
 
 #include "core/hash.h"
 #include "core/log.h"
+#include "engine/create_engine.h"
 #include "engine/engine_impl.h"
 #include "engine/engine_slot.h"
 #include "kv/redis_tier.h"
@@ -46,13 +47,16 @@ Status CheckPinQuotas(const EngineOptions& o) {
   return Status::Ok();
 }
 
-}  // namespace
+// A static pool: every sequence's whole context, allocated at start.
+int64_t StaticBlocks(const EngineOptions& o, int context) {
+  return int64_t(o.parallel) * ((context + o.block_size - 1) / o.block_size);
+}
 
-Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
+Status CheckOptions(const EngineOptions& options) {
   if (options.parallel < 1) return InvalidArgument("parallel must be >= 1");
   if (options.max_queue < 0) return InvalidArgument("max_queue must be >= 0");
-  if (options.block_size < 1 || options.batch_size < 1) {
-    return InvalidArgument("block_size and batch_size must be >= 1");
+  if (options.block_size < 1 || options.batch_size < 0) {
+    return InvalidArgument("block_size must be >= 1 and batch_size >= 0");
   }
   if (!(options.module_recompute >= 0 && options.module_recompute <= 1)) {
     return InvalidArgument("module_recompute must be a share from 0 to 1");
@@ -63,12 +67,25 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   if (options.segment_min_tokens < 1 || options.segment_border_tokens < 0) {
     return InvalidArgument("segment_min_tokens must be >= 1 and segment_border_tokens >= 0");
   }
-  PC_RETURN_IF_ERROR(CheckPinQuotas(options));
+  return CheckPinQuotas(options);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
+  PC_RETURN_IF_ERROR(CheckOptions(options));
   PC_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(options.model_path));
+  return CreateEngine(options, std::move(model));
+}
+
+Result<std::unique_ptr<Engine>> CreateEngine(EngineOptions options, std::unique_ptr<Model> model,
+                                             bool static_kv) {
+  PC_RETURN_IF_ERROR(CheckOptions(options));
   if (!options.chat_template.empty()) model->set_chat_template(options.chat_template);
   PC_RETURN_IF_ERROR(CheckContext(model->config(), options.context, options.allow_long_context));
   PC_RETURN_IF_ERROR(CheckKvType(options.kv_type, model->config().kv_dim()));
   model->UseContext(options.context > 0 ? options.context : model->config().context_length);
+  if (options.batch_size == 0) options.batch_size = model->DefaultBatchSize();
   const int trained = model->config().MaxContext();
   if (options.context > trained && trained > 0) {
     // llama.cpp warns too: positions past training are outside what the model has seen, and the
@@ -96,19 +113,21 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
     redis.deadline_ms = options.cache_redis_deadline_ms;
     PC_ASSIGN_OR_RETURN(remote, OpenRedisTier(redis));
   }
-  auto engine =
-      std::make_unique<EngineImpl>(options, std::move(model), std::move(disk), std::move(remote));
+  auto engine = std::make_unique<EngineImpl>(options, std::move(model), std::move(disk),
+                                             std::move(remote), static_kv);
   engine->ReloadPersistedSchemas();
   return std::unique_ptr<Engine>(std::move(engine));
 }
 
 EngineImpl::EngineImpl(const EngineOptions& options, std::unique_ptr<Model> model,
-                       std::unique_ptr<DiskTier> disk, std::unique_ptr<RemoteTier> remote)
+                       std::unique_ptr<DiskTier> disk, std::unique_ptr<RemoteTier> remote,
+                       bool static_kv)
     : options_(options),
       model_(std::move(model)),
       context_(options.context > 0 ? options.context : model_->config().context_length),
       pool_(options.threads),
-      blocks_(model_->MakeKvLayout(options.kv_type, options.block_size), 0, false),
+      blocks_(model_->MakeKvLayout(options.kv_type, options.block_size),
+              static_kv ? StaticBlocks(options, context_) : 0, static_kv),
       encoder_(*model_, context_, options_.special_tokens_in_text),
       memo_(std::make_unique<LogprobMemo>(kLogprobMemoEntries)) {
   BlockCacheOptions co;
@@ -181,6 +200,9 @@ Status EngineImpl::ValidateRequest(const CompletionRequest& request) const {
     }
     end = g.end;
   }
+  if (request.recompute_each_step && request.prompt_logprobs) {
+    return InvalidArgument("recompute_each_step does not report prompt log-probabilities");
+  }
   return request.sampling.Validate();
 }
 
@@ -209,10 +231,17 @@ Result<std::shared_ptr<RequestHandle>> EngineImpl::EnqueueModular(CompletionRequ
   if (!request.segments.empty()) {
     return InvalidArgument("segments are for plain prompts, not modular ones");
   }
+  if (request.recompute_each_step) {
+    return InvalidArgument("recompute_each_step is for plain prompts, not modular ones");
+  }
   auto r = std::make_shared<Request>();
   r->req = std::move(request);
   r->modular = std::make_unique<Planned>(std::move(planned));
   return Enqueue(std::move(r));
+}
+
+bool EngineImpl::UsesPrefixCache(const Request& r) const {
+  return options_.prefix_cache && !r.modular && !r.req.recompute_each_step;
 }
 
 Result<std::shared_ptr<RequestHandle>> EngineImpl::Enqueue(std::shared_ptr<Request> r) {
@@ -222,8 +251,10 @@ Result<std::shared_ptr<RequestHandle>> EngineImpl::Enqueue(std::shared_ptr<Reque
     const size_t room = options_.kv_ram_bytes > pin_quota_ ? options_.kv_ram_bytes - pin_quota_ : 0;
     if (need > room) {
       auto mib = [](size_t b) { return std::to_string((b + (1 << 20) - 1) >> 20); };
-      return InvalidArgument("the request needs " + mib(need) +
-                             " MiB of K/V (its prompt and max_tokens), more than the " + mib(room) +
+      const char* what =
+          r->embedding ? "its inputs, a batch at a time" : "its prompt and max_tokens";
+      return InvalidArgument("the request needs " + mib(need) + " MiB of K/V (" + what +
+                             "), more than the " + mib(room) +
                              " MiB the engine may use beside pinned prefixes (--kv-ram " +
                              mib(options_.kv_ram_bytes) + " MiB less the pin quota, --pin-ram)");
     }

@@ -10,6 +10,10 @@
 // schema reserves room for modules it leaves out. Decoding continues at the next position.
 // Finished or cancelled plain sequences leave their full blocks in the prefix cache; modular ones
 // insert nothing (their module blocks are cached already, and their positions are not a prefix).
+// A plain prompt's full blocks also go to the cache after each forward pass of its prefill, and
+// the blocks a prefill is about to compute are claimed (kv/in_flight.h): a prompt admitted while
+// another computes blocks it matches waits for them and reuses them instead of computing them
+// again (prefix_sharing.cc).
 //
 // Schemas (engine_schemas.cc) are parsed and planned on the calling thread with the model's
 // tokenizer; their modules are encoded on the engine thread, one text piece per task, between
@@ -20,8 +24,10 @@
 // (a plain prompt's admission and prefix lookup), modular_admission.cc (modular prompts'
 // gathering and selective recompute), segment_admission.cc (a plain prompt's segments: looked
 // up, laid in, repaired, stored), decode.cc (per-token handling, choices, log-probabilities),
-// cache_admin.cc (list, pin, drop, save, lookup, warm), engine_schemas.cc (schema loading) and
-// savings.cc (MeasureGeneration).
+// cache_admin.cc (list, pin, drop, save, lookup, warm), engine_schemas.cc (schema loading),
+// savings.cc (MeasureGeneration), embedding.cc (embedding requests: prefill-only sequences
+// whose final hidden states are pooled) and prefix_sharing.cc (a plain prompt's prefix shared
+// in flight).
 #pragma once
 
 #include <atomic>
@@ -34,9 +40,9 @@
 #include <mutex>
 #include <thread>
 
-#include "engine/session.h"
 #include "grammar/token_mask.h"
 #include "kv/block_cache.h"
+#include "kv/in_flight.h"
 #include "model/model.h"
 #include "promptcache/engine.h"
 #include "engine/blend.h"
@@ -50,14 +56,16 @@ namespace promptcache {
 
 class EngineImpl : public Engine {
  public:
+  // `options` resolved (batch_size set); `static_kv`: see CreateEngine.
   EngineImpl(const EngineOptions& options, std::unique_ptr<Model> model,
-             std::unique_ptr<DiskTier> disk, std::unique_ptr<RemoteTier> remote);
+             std::unique_ptr<DiskTier> disk, std::unique_ptr<RemoteTier> remote, bool static_kv);
   ~EngineImpl() override;
 
   const Model& model() const override { return *model_; }
   const EngineOptions& options() const override { return options_; }
   Result<std::shared_ptr<RequestHandle>> Submit(CompletionRequest request) override;
   EngineStats Stats() const override;
+  Result<std::shared_ptr<EmbeddingHandle>> SubmitEmbedding(EmbeddingRequest request) override;
   std::vector<CacheEntryInfo> ListCache() const override;
   std::vector<CacheBlockInfo> ListCacheBlocks() const override;
   Status PinPrefix(const std::vector<int32_t>& tokens, bool pinned,
@@ -106,6 +114,10 @@ class EngineImpl : public Engine {
  private:
   struct Request;
   struct Slot;
+  struct EmbeddingJob;  // an embedding request's inputs and progress (engine_slot.h)
+  struct EmbeddingHandleImpl;
+  // A row of Forward's hidden states: which embedding input and token it is.
+  struct HiddenRow;
   // A modular prompt checked against its schema, ready to serve.
   struct Planned {
     std::shared_ptr<const SchemaEntry> schema;
@@ -140,13 +152,27 @@ class EngineImpl : public Engine {
 
   void Loop();
   void Admit(std::shared_ptr<Request> r);
+  // A plain prompt's prefix (prefix_sharing.cc): the longest cached prefix, then either the
+  // prefill of the rest (claiming its blocks: returns true) or, when blocks right after the hit
+  // are being computed by another sequence and `may_wait`, a wait for them (false).
+  bool AttachPrefix(Slot& s, bool may_wait);
+  // Slots whose awaited blocks are done (or whose producer went away, or that waited their
+  // bound) attach again.
+  void WakeWaiters();
+  // The order of prefill chunks in a step: sequences others wait for first, most awaited tokens
+  // first, then the rest as admitted.
+  std::vector<Slot*> PrefillOrder() const;
+  // After a forward pass: the full blocks s has computed go to the cache and are marked ready;
+  // at the end of its prefill its claims are released.
+  void PublishPrefill(Slot& s);
   bool AdmitModular(Slot& s);  // false: the request failed (and is finished)
   // AdmitModular with selective recompute: every stage but the last is gathered and computed
   // now, then Blend recomputes a share of the inexact pieces' tokens.
   Status GatherBlended(Slot& s, const SchemaLayout& layout, GatherStats* gs, BlendStats* bs,
                        bool* last_reused, bool* dropped, std::vector<bool>* reused);
   // Segments (segment_admission.cc). Whether the request's segments are served: the segment
-  // cache is on, and the request is a token prompt with segments and no prompt log-probabilities.
+  // cache is on, and the request is a token prompt with segments, no prompt log-probabilities and
+  // not the recompute_each_step baseline.
   bool UsesSegments(const Request& r) const;
   // The segments of s's prompt that a lookup would consider: beyond the first `from` tokens and
   // at least segment_min_tokens long.
@@ -157,6 +183,13 @@ class EngineImpl : public Engine {
   // Stores the segments s missed, now that its prompt's K/V are complete.
   void StoreSegments(Slot& s);
   bool Step();  // one forward pass over all active slots; false if there was nothing to do
+  // A recompute_each_step request's decode step: its whole sequence computed again, alone.
+  void RecomputeStep(Slot& s);
+  // Whether a request reads and writes the prefix cache: plain prompts, with the cache on, that
+  // are not the no-cache baseline.
+  bool UsesPrefixCache(const Request& r) const;
+  // HandleLogits, failing the request (not the engine thread) when its callbacks throw.
+  void Deliver(Slot& s, const float* logits);
   void HandleLogits(Slot& s, const float* logits);
   // Prompt log-probabilities (CompletionRequest::prompt_logprobs): the alternatives asked for,
   // those of the cached prefix from memo_ (computing again from the first one missing), and
@@ -175,6 +208,15 @@ class EngineImpl : public Engine {
   // a plain prompt's prefix up to them in the cache first (where they stay reusable).
   void TrimSliding(Slot& s);
   void Finish(Slot& s, const std::string& reason, Status status = Status::Ok());
+  // Embeddings (embedding.cc). The K/V an embedding request holds at most at once; its next
+  // tokens for the step's batch (continuing its input in progress, then starting new ones
+  // while there is room); pooling the rows Forward wrote (finishing the inputs, and the
+  // request, that are complete); finishing it (Finish calls it for embedding slots).
+  size_t EmbeddingReservation(const EmbeddingJob& job) const;
+  void AddEmbeddingTokens(Slot& s, int room, std::vector<BatchToken>* batch,
+                          std::vector<HiddenRow>* rows);
+  void PoolEmbeddings(const std::vector<HiddenRow>& rows, const float* hidden);
+  void FinishEmbedding(Slot& s, const std::string& reason, const Status& status);
   void UpdateStatsSnapshot();
 
   EngineOptions options_;
@@ -183,6 +225,8 @@ class EngineImpl : public Engine {
   ThreadPool pool_;
   BlockPool blocks_;
   std::unique_ptr<BlockCache> cache_;
+  InFlightBlocks claims_;    // engine thread: blocks running sequences compute now
+  uint64_t next_owner_ = 1;  // engine thread: the next producer id for claims_
   ForwardScratch scratch_;
   std::unique_ptr<ModuleStore> store_;
   std::unique_ptr<SegmentStore> segments_;

@@ -10,30 +10,10 @@
 #include <thread>
 
 #include "engine/engine_impl.h"
+#include "engine/engine_test_util.h"
 
 namespace promptcache {
 namespace {
-
-const std::string kStories = std::string(PC_SHARED_DIR) + "/models/stories260K.gguf";
-const char* kStory =
-    "Once upon a time, there was a little girl named Lily. She loved to play outside in the "
-    "park. One day, she saw a big, red ball. She wanted to play with it, but it was too high.";
-
-std::unique_ptr<Engine> Make(EngineOptions o = {}) {
-  o.model_path = kStories;
-  o.threads = 2;
-  auto e = Engine::Create(o);
-  PC_CHECK(e.ok());
-  return std::move(e).value();
-}
-
-CompletionRequest Greedy(std::vector<int32_t> prompt, int n) {
-  CompletionRequest r;
-  r.prompt = std::move(prompt);
-  r.max_tokens = n;
-  r.sampling.temperature = 0;
-  return r;
-}
 
 // Stats once the engine thread has finished the step that answered the last request (a task
 // runs between steps).

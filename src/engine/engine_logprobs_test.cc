@@ -1,5 +1,5 @@
 // The engine's log-probabilities as values: every reported logprob and top alternative equals a
-// log-softmax written here, over the logits a fresh Session computes for the prompt and the
+// log-softmax written here, over the logits a fresh Runner computes for the prompt and the
 // generated tokens in one batch (what `promptcache logits` writes), to 1e-4: generated tokens,
 // prompt tokens (echo), n > 1 choices, and prompts whose prefix came from the cache (whose
 // values the engine never recomputed). The first step is also anchored to stories260K's
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/engine_impl.h"
+#include "engine/runner.h"
 
 namespace promptcache {
 namespace {
@@ -33,15 +34,15 @@ std::unique_ptr<Engine> MakeEngine(KvType kv_type = KvType::kF16) {
   return std::move(e).value();
 }
 
-// Logits of every position of `tokens`, evaluated in one batch at positions 0..n-1 by a Session
+// Logits of every position of `tokens`, evaluated in one batch at positions 0..n-1 by a Runner
 // of its own (no engine, no cache; K/V stored as the engine's), as rows of n_vocab.
 std::vector<float> AllLogits(const Engine& e, const std::vector<int32_t>& tokens) {
   const Model& m = e.model();
-  SessionOptions so;
+  RunnerOptions so;
   so.threads = 2;
   so.kv_type = e.options().kv_type;
   so.batch_size = static_cast<int>(tokens.size());
-  Session s(m, so);
+  Runner s(m, so);
   std::vector<BatchToken> batch(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) {
     batch[i] = {tokens[i], static_cast<int32_t>(i), s.sequence(), true};

@@ -6,10 +6,12 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <limits>
 #include <mutex>
 
 #include "engine/engine_impl.h"
+#include "sampling/decode_step.h"
 
 namespace promptcache {
 namespace engine_internal {
@@ -39,9 +41,36 @@ using engine_internal::Clock;
 using engine_internal::kTtftWindow;
 using engine_internal::MsBetween;
 
+// An embedding request (Engine::SubmitEmbedding): one slot serves all its inputs in order,
+// several in one step while the batch has room. Each input is a sequence of its own, dropped
+// once its vector is made (never cached: see EmbeddingRequest). After a step at most one input
+// is part-way, the last one started.
+struct EngineImpl::EmbeddingJob {
+  struct Input {
+    int index;        // into req.inputs
+    int filled = 0;   // tokens fed to the model
+    KvSequence seq;
+    std::vector<double> sum;  // kMean: the hidden states so far, added in token order
+    std::vector<float> rows;  // kNone: every token's hidden state; kCls, kLast: the one pooled
+  };
+  EmbeddingRequest req;
+  Pooling pooling = Pooling::kMean;  // resolved
+  int next = 0;                      // the first input not started
+  std::deque<Input> live;            // started and not yet pooled
+  EmbeddingResult result;            // filled as inputs finish
+  bool answered = false;  // result is final (else the request's CompletionResult says why not)
+};
+
+struct EngineImpl::HiddenRow {
+  EmbeddingJob* job;
+  EmbeddingJob::Input* input;
+  int token;  // index in the input
+};
+
 struct EngineImpl::Request : RequestHandle {
   CompletionRequest req;
   std::unique_ptr<Planned> modular;  // a PML prompt; null for token prompts
+  std::unique_ptr<EmbeddingJob> embedding;  // an embedding request; `req` then holds nothing
   Clock::time_point submitted = Clock::now();
   std::atomic<bool> cancelled{false};
   std::mutex mu;
@@ -90,8 +119,7 @@ struct EngineImpl::Slot {
   std::deque<Gather> gathers;
   int next_pos = 0;  // position of the next token fed after the prefill
   int pending = -1;  // sampled token not yet fed to the model
-  Sampler sampler;
-  TextStream stream;
+  DecodeStep decode;  // the choice's sampler, text stream and generated tokens
   CompletionResult result;
   Clock::time_point admitted, prefill_start, first_token;
   bool finished = false;
@@ -110,10 +138,26 @@ struct EngineImpl::Slot {
   };
   std::vector<SegmentMiss> segment_misses;
   bool segmented = false;
+  // In-flight sharing of a plain prompt's prefix (prefix_sharing.cc, kv/in_flight.h), with the
+  // prefix cache on: the sequence's id as a producer of blocks (0: it claims nothing), the chain
+  // keys of the prompt's full blocks, and while it waits for another sequence to compute blocks
+  // it matched, the index in `keys` of the last of them (-1: not waiting), the steps it waited
+  // and the most it will. base_hit: the tokens of its first lookup that no running producer
+  // computed (what it reuses beyond them was shared in flight); published: leading blocks it
+  // has put in the cache. A prompt with segments (UsesSegments) neither claims nor waits: its
+  // K/V past its first reused segment are an approximation nobody should take in flight.
+  uint64_t owner = 0;
+  std::vector<BlockKey> keys;
+  int awaits = -1;
+  int waited = 0, wait_limit = 0;
+  int base_hit = -1;
+  int published = 0;
 
   Slot(std::shared_ptr<Request> req, BlockPool* blocks, const Tokenizer& tok,
        const SamplingParams& sampling)
-      : r(std::move(req)), seq(blocks), sampler(sampling), stream(tok, r->req.stop) {}
+      : r(std::move(req)),
+        seq(blocks),
+        decode(tok, sampling, {r->req.max_tokens, r->req.stop, r->req.ignore_eos}) {}
 };
 
 }  // namespace promptcache

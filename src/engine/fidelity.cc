@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 
+#include "sampling/decode_step.h"
+
 namespace promptcache {
 namespace {
 
@@ -29,58 +31,47 @@ Result<FullRunResult> RunFull(const Model& model, const ExpandedPrompt& prompt,
   if (prompt.tokens.empty()) return InvalidArgument("the prompt is empty");
   PC_CHECK(prompt.tokens.size() == prompt.positions.size());
   PC_RETURN_IF_ERROR(o.sampling.Validate());
-  SessionOptions so = o.session;
+  RunnerOptions so = o.runner;
   so.batch_size = std::max<int>(so.batch_size, static_cast<int>(prompt.tokens.size()));
-  Session session(model, so);
-  if (prompt.end >= session.context()) {
+  Runner runner(model, so);
+  if (prompt.end >= runner.context()) {
     return OutOfRange("the prompt ends at position " + std::to_string(prompt.end) +
-                      ", beyond the " + std::to_string(session.context()) + "-token context");
+                      ", beyond the " + std::to_string(runner.context()) + "-token context");
   }
   const int n_vocab = model.config().n_vocab;
   const bool forced = !o.forced.empty();
-  const int max_tokens = forced ? static_cast<int>(o.forced.size()) : o.max_tokens;
   FullRunResult r;
   std::vector<float> logits(n_vocab);
-  KvSequence* seq = session.sequence();
+  KvSequence* seq = runner.sequence();
   seq->Clear();
   const auto t0 = std::chrono::steady_clock::now();
-  PC_RETURN_IF_ERROR(session.Eval(prompt.tokens, prompt.positions, seq, logits.data()));
+  PC_RETURN_IF_ERROR(runner.Eval(prompt.tokens, prompt.positions, seq, logits.data()));
   r.prompt_ms = MsSince(t0);
   const auto t1 = std::chrono::steady_clock::now();
-  Sampler sampler(o.sampling);
-  TextStream stream(model.tokenizer(), o.stop);
+  DecodeStep decode(model.tokenizer(), o.sampling,
+                    {forced ? static_cast<int>(o.forced.size()) : o.max_tokens, o.stop,
+                     o.ignore_eos});
+  const auto emit = [&](const std::string& piece) { return !o.on_text || o.on_text(piece); };
   std::vector<int32_t> history = prompt.tokens;
+  const auto keep = [&](int32_t id) { history.push_back(id); };
   int pos = prompt.end;
-  r.finish_reason = "length";
-  for (int step = 0; step < max_tokens; ++step) {
+  DecodeEnd end = decode.Exhausted() ? DecodeEnd::kLength : DecodeEnd::kNone;
+  for (int step = 0; end == DecodeEnd::kNone; ++step) {
     if (o.keep_logits) r.logits.push_back(logits);
-    const int32_t next = forced ? o.forced[step] : sampler.Sample(logits.data(), n_vocab, history);
-    if (!forced && !o.ignore_eos && model.tokenizer().IsEndOfGeneration(next)) {
-      r.finish_reason = "stop";
-      break;
-    }
-    history.push_back(next);
-    r.tokens.push_back(next);
-    bool stopped = false;
-    const std::string piece = stream.Push(next, &stopped);
-    if (!piece.empty() && o.on_text && !o.on_text(piece)) {
-      r.finish_reason = "cancelled";
-      break;
-    }
-    if (stopped) {
-      r.finish_reason = "stop";
-      break;
-    }
-    if (step + 1 == max_tokens || pos + 1 >= session.context()) break;
+    const int32_t next = forced ? o.forced[step] : decode.Sample(logits.data(), n_vocab, history);
+    end = decode.Take({next, pos + 1 < runner.context(), forced}, emit, keep);
+    if (end != DecodeEnd::kNone) break;
     const int32_t p = pos++;
-    PC_RETURN_IF_ERROR(session.Eval(std::span<const int32_t>(&next, 1),
-                                    std::span<const int32_t>(&p, 1), seq, logits.data()));
+    PC_RETURN_IF_ERROR(runner.Eval(std::span<const int32_t>(&next, 1),
+                                   std::span<const int32_t>(&p, 1), seq, logits.data()));
   }
-  if (r.finish_reason == "length") {
-    const std::string rest = stream.Finish();
+  r.finish_reason = FinishReason(end);
+  if (end == DecodeEnd::kLength) {
+    const std::string rest = decode.Flush();
     if (!rest.empty() && o.on_text) o.on_text(rest);
   }
-  r.text = stream.text();
+  r.tokens = decode.tokens();
+  r.text = decode.text();
   r.generation_ms = MsSince(t1);
   return r;
 }
@@ -122,14 +113,14 @@ int32_t ArgMax(std::span<const float> logits) {
 
 Result<FidelityReport> CompareWithFullRecompute(
     const Model& model, const ExpandedPrompt& prompt, const std::vector<int32_t>& modular_tokens,
-    const std::vector<std::vector<float>>& modular_logits, const SessionOptions& session) {
+    const std::vector<std::vector<float>>& modular_logits, const RunnerOptions& runner) {
   if (modular_tokens.empty() || modular_logits.empty()) {
     return InvalidArgument("the modular run generated nothing to compare");
   }
   FidelityReport rep;
   rep.modular_tokens = modular_tokens;
   FullRunOptions forced;
-  forced.session = session;
+  forced.runner = runner;
   forced.forced = modular_tokens;
   forced.keep_logits = true;
   PC_ASSIGN_OR_RETURN(FullRunResult tf, RunFull(model, prompt, forced));
@@ -153,7 +144,7 @@ Result<FidelityReport> CompareWithFullRecompute(
   rep.mean_kl = with_logits > 0 ? rep.mean_kl / with_logits : 0;
   rep.first_token_kl = KlDivergence(tf.logits[0], modular_logits[0]);
   FullRunOptions greedy;
-  greedy.session = session;
+  greedy.runner = runner;
   greedy.max_tokens = static_cast<int>(modular_tokens.size());
   greedy.sampling.temperature = 0;
   greedy.sampling.repeat_penalty = 1;

@@ -32,14 +32,14 @@
 #include <vector>
 
 #include "core/status.h"
-#include "engine/session.h"
+#include "engine/runner.h"
 #include "model/model.h"
 #include "promptcache/engine.h"
 
 namespace promptcache {
 
 struct FullRunOptions {
-  SessionOptions session;  // its batch_size is raised to the prompt's length: one forward pass
+  RunnerOptions runner;  // its batch_size is raised to the prompt's length: one forward pass
   int max_tokens = 128;
   SamplingParams sampling;
   std::vector<std::string> stop;
@@ -99,6 +99,6 @@ struct FidelityReport {
 // recompute of `prompt`: teacher-forced on the modular tokens, and greedy on its own.
 Result<FidelityReport> CompareWithFullRecompute(
     const Model& model, const ExpandedPrompt& prompt, const std::vector<int32_t>& modular_tokens,
-    const std::vector<std::vector<float>>& modular_logits, const SessionOptions& session);
+    const std::vector<std::vector<float>>& modular_logits, const RunnerOptions& runner);
 
 }  // namespace promptcache

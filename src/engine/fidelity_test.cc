@@ -25,13 +25,13 @@ class Fidelity : public testing::Test {
     prompt_.positions.resize(prompt_.tokens.size());
     std::iota(prompt_.positions.begin(), prompt_.positions.end(), 0);
     prompt_.end = static_cast<int>(prompt_.tokens.size());
-    session_.threads = 2;
+    runner_.threads = 2;
   }
 
   // The full recompute teacher-forced on `tokens`: its logits at every step.
   std::vector<std::vector<float>> Forced(const std::vector<int32_t>& tokens) {
     FullRunOptions o;
-    o.session = session_;
+    o.runner = runner_;
     o.forced = tokens;
     o.keep_logits = true;
     auto r = RunFull(*model_, prompt_, o);
@@ -52,12 +52,12 @@ class Fidelity : public testing::Test {
 
   std::unique_ptr<Model> model_;
   ExpandedPrompt prompt_;
-  SessionOptions session_;
+  RunnerOptions runner_;
 };
 
 TEST_F(Fidelity, TheFullRunItselfAgreesEverywhere) {
   FullRunOptions o;
-  o.session = session_;
+  o.runner = runner_;
   o.max_tokens = 12;
   o.ignore_eos = true;
   o.sampling.temperature = 0;
@@ -65,7 +65,7 @@ TEST_F(Fidelity, TheFullRunItselfAgreesEverywhere) {
   o.keep_logits = true;
   auto greedy = RunFull(*model_, prompt_, o);
   ASSERT_TRUE(greedy.ok());
-  auto rep = CompareWithFullRecompute(*model_, prompt_, greedy->tokens, greedy->logits, session_);
+  auto rep = CompareWithFullRecompute(*model_, prompt_, greedy->tokens, greedy->logits, runner_);
   ASSERT_TRUE(rep.ok());
   EXPECT_EQ(rep->steps, 12);
   EXPECT_EQ(rep->agreements, 12);
@@ -80,7 +80,7 @@ TEST_F(Fidelity, TheFullRunItselfAgreesEverywhere) {
 
 TEST_F(Fidelity, ASecondChoiceIsOneDisagreementByItsMargin) {
   FullRunOptions o;
-  o.session = session_;
+  o.runner = runner_;
   o.max_tokens = 12;
   o.ignore_eos = true;
   o.sampling.temperature = 0;
@@ -105,7 +105,7 @@ TEST_F(Fidelity, ASecondChoiceIsOneDisagreementByItsMargin) {
   }
   // The modular side's logits are the full run's own, so the KL is 0 at every step.
   const std::vector<std::vector<float>> logits = Forced(tokens);
-  auto rep = CompareWithFullRecompute(*model_, prompt_, tokens, logits, session_);
+  auto rep = CompareWithFullRecompute(*model_, prompt_, tokens, logits, runner_);
   ASSERT_TRUE(rep.ok());
   EXPECT_EQ(rep->agreements, 11);
   // Margin-aware: step 5 counts only when the full recompute's top two were clearly apart.

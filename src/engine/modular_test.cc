@@ -3,7 +3,7 @@
 // prompt without cross-module attention to lose equals its full recompute token for token, the
 // output does not depend on where the modules came from (just encoded, the disk tier after a
 // restart, shared with a concurrent prompt), positions follow the schema, and errors come back
-// as one line.
+// as one line. (Across models, and scaffolds: modular_models_test.cc.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,111 +16,12 @@
 #include "model/synth.h"
 #include "engine/engine_impl.h"
 #include "engine/fidelity.h"
+#include "engine/modular_test_util.h"
 
 namespace promptcache {
 namespace {
 
 namespace fs = std::filesystem;
-const std::string kStories = std::string(PC_SHARED_DIR) + "/models/stories260K.gguf";
-const std::string kStorySchema = std::string(PC_SOURCE_DIR) + "/examples/story/story.xml";
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// "stories" (stories260K) or synth's tiny fixture of an architecture with sliding windows
-// ("gemma3": 24-token windows, shorter than the schemas here), with stories260K's vocabulary.
-std::string ModelPath(const std::string& name) {
-  if (name == "stories") return kStories;
-  const std::filesystem::path p =
-      std::filesystem::temp_directory_path() /
-      ("pc_modular_test_" + std::to_string(getpid()) + "_" + name + ".gguf");
-  if (!std::filesystem::exists(p)) {
-    SynthOptions o;
-    o.preset = "tiny-" + name;
-    o.vocab_path = kStories;
-    o.type = GgmlType::kQ8_0;
-    o.out_path = p.string();
-    PC_CHECK(Synthesize(o).ok());
-  }
-  return p.string();
-}
-
-std::unique_ptr<Engine> Make(EngineOptions o = {}, const std::string& model = "stories") {
-  o.model_path = ModelPath(model);
-  o.threads = 2;
-  auto e = Engine::Create(o);
-  PC_CHECK(e.ok());
-  return std::move(e).value();
-}
-
-CompletionRequest Greedy(int n = 24) {
-  CompletionRequest r;
-  r.max_tokens = n;
-  r.sampling.temperature = 0;
-  r.ignore_eos = true;
-  return r;
-}
-
-CompletionResult Serve(Engine& e, const std::string& xml, CompletionRequest r = Greedy()) {
-  auto h = e.SubmitPml(xml, std::move(r));
-  PC_CHECK(h.ok());
-  CompletionResult res = (*h)->Wait();
-  PC_CHECK(res.status.ok());
-  return res;
-}
-
-PmlPrompt Parse(const std::string& xml) {
-  auto p = ParsePrompt(xml);
-  PC_CHECK(p.ok());
-  return std::move(p).value();
-}
-
-// The same prompt computed in full: every included token at its position, no cache at all.
-std::vector<int32_t> FullRecompute(Engine& e, const std::string& xml, int n = 24) {
-  auto x = e.ExpandPrompt(Parse(xml));
-  PC_CHECK(x.ok());
-  FullRunOptions o;
-  o.max_tokens = n;
-  o.sampling.temperature = 0;
-  o.ignore_eos = true;
-  o.session.threads = 2;
-  auto r = RunFull(e.model(), *x, o);
-  PC_CHECK(r.ok());
-  return r->tokens;
-}
-
-// First-token logits of `x` computed in full: one forward pass, no cache, `kv` storage.
-std::vector<float> FullFirstLogits(const Engine& e, const ExpandedPrompt& x,
-                                   KvType kv = SessionOptions{}.kv_type) {
-  FullRunOptions o;
-  o.max_tokens = 1;
-  o.keep_logits = true;
-  o.session.threads = 2;
-  o.session.kv_type = kv;
-  auto full = RunFull(e.model(), x, o);
-  PC_CHECK(full.ok());
-  return full->logits[0];
-}
-
-const char* kLily = R"(<prompt schema="story"><lily/><park/><find thing=" big box"/><![CDATA[
-One day,]]></prompt>)";
-const char* kTim = R"(<prompt schema="story"><tim/><lake/><ask/><answer/><find/><moral/><![CDATA[
-Then]]></prompt>)";
-
-// Always-included text and independent modules; no union defaults, so a prompt can include
-// exactly one module.
-const char* kPets = R"(<schema name="pets"> Once upon a time, there was a girl named Lily.
-  <module name="dog"><![CDATA[
-She had a dog named Max. Max liked to run and jump in the park with his ball.]]></module>
-  <module name="cat"><![CDATA[
-She also had a cat. The cat liked to sleep in the sun all day long.]]></module>
-  <module name="toy"><![CDATA[
-Her favorite toy was a]]><parameter name="what" length="8"/><![CDATA[.]]></module>
-</schema>)";
 
 TEST(Modular, CachedModuleKvEqualsFullForwardOverItsSpan) {
   EngineOptions o;
@@ -166,11 +67,11 @@ TEST(Modular, CachedModuleKvEqualsFullForwardOverItsSpan) {
     }
     const int n = static_cast<int>(layout->Piece(target).tokens.size());
     const int offset = static_cast<int>(tokens.size()) - n;
-    SessionOptions so;
+    RunnerOptions so;
     so.kv_type = KvType::kF32;
     so.threads = 2;
     so.batch_size = 4096;
-    Session full(e->model(), so);
+    Runner full(e->model(), so);
     ASSERT_TRUE(full.Eval(tokens, positions, full.sequence(), nullptr).ok());
     std::vector<float> cached_k, cached_v;
     impl->RunOnEngineThread([&] {
@@ -237,7 +138,8 @@ TEST(Modular, AlwaysTextAndOneModuleEqualsFullRecompute) {
 }
 
 TEST(Modular, OutputSameWhenEncodedFromDiskOrShared) {
-  const fs::path dir = fs::temp_directory_path() / ("pc_modular_test_" + std::to_string(getpid()));
+  const fs::path dir = RemoveAtExit(
+      (fs::temp_directory_path() / ("pc_modular_test_" + std::to_string(getpid()))).string());
   fs::remove_all(dir);
   EngineOptions o;
   o.cache_dir = dir.string();
@@ -512,241 +414,6 @@ TEST(Modular, ContiguousBaselineIsThePlainPrompt) {
   ASSERT_TRUE((*h)->Wait().status.ok());
   EXPECT_EQ(served, contiguous);
   EXPECT_NE(served, gapped);
-}
-
-// First-token logits of a served PML prompt.
-std::vector<float> FirstLogits(Engine& e, const std::string& xml) {
-  CompletionRequest req = Greedy(1);
-  std::vector<float> first;
-  req.on_logits = [&](std::span<const float> l) {
-    if (first.empty()) first.assign(l.begin(), l.end());
-  };
-  Serve(e, xml, std::move(req));
-  return first;
-}
-
-// Run on stories260K and on a model with sliding windows shorter than the pets schema.
-class ModularModels : public testing::TestWithParam<std::string> {};
-
-// The contiguous position mode lays the prompt out from 0 like the plain prompt. Where each
-// piece follows exactly what it attended to when encoded (one module, a prefix of the schema),
-// the logits equal the contiguous baseline's bit for bit; a module moved after another is
-// rotated there and stays close. At the schema's positions the gap left by `dog` changes them.
-TEST_P(ModularModels, ContiguousPositionsEqualThePlainPrompt) {
-  for (PmlPositions engine_default : {PmlPositions::kSchema, PmlPositions::kContiguous}) {
-    EngineOptions eo;
-    eo.kv_type = KvType::kF32;
-    eo.module_positions = engine_default;
-    auto e = Make(eo, GetParam());
-    ASSERT_TRUE(e->LoadSchemaText(kPets, "pets.xml").ok());
-    const std::string attr =
-        engine_default == PmlPositions::kContiguous ? "" : " positions=\"contiguous\"";
-    auto baseline = [&](const std::string& body) {
-      PmlPrompt p = Parse("<prompt schema=\"pets\">" + body + "</prompt>");
-      p.positions = PmlPositions::kSchema;
-      auto x = e->ExpandPrompt(p);
-      PC_CHECK(x.ok());
-      return FullFirstLogits(*e, Contiguous(*x), KvType::kF32);
-    };
-    const std::string text = "<![CDATA[\nOne day,]]>";
-    for (const std::string body : {"<cat/>" + text, "<dog/>" + text, std::string("<cat/>"), text}) {
-      const std::string xml = "<prompt schema=\"pets\"" + attr + ">" + body + "</prompt>";
-      auto x = e->ExpandPrompt(Parse(xml));
-      ASSERT_TRUE(x.ok());
-      if (e->model().config().AnySliding() && body.find("dog") != std::string::npos) {
-        EXPECT_GT(x->tokens.size(), size_t(e->model().config().sliding_window)) << xml;
-      }
-      for (size_t i = 0; i < x->positions.size(); ++i) ASSERT_EQ(x->positions[i], int(i));
-      EXPECT_EQ(x->end, static_cast<int>(x->tokens.size()));
-      const std::vector<float> got = FirstLogits(*e, xml);
-      EXPECT_EQ(got, baseline(body)) << xml;
-      EXPECT_EQ(FirstLogits(*e, xml), got) << xml << " (cached)";
-    }
-    // At the schema's positions, `cat` sits after the gap `dog` left.
-    const std::string gapped =
-        "<prompt schema=\"pets\" positions=\"schema\"><cat/>" + text + "</prompt>";
-    EXPECT_NE(FirstLogits(*e, gapped), baseline("<cat/>" + text));
-    // `cat` after `dog`: gathered from its cache entry, its keys rotated by dog's length.
-    const std::string both =
-        "<prompt schema=\"pets\"" + attr + "><dog/><cat/>" + text + "</prompt>";
-    const CompletionResult r = Serve(*e, both, Greedy(1));
-    const std::string both_at_schema =
-        "<prompt schema=\"pets\" positions=\"schema\"><dog/><cat/>" + text + "</prompt>";
-    Serve(*e, both_at_schema, Greedy(1));  // its modules encoded: then only the text computes
-    const CompletionResult at_schema = Serve(*e, both_at_schema, Greedy(1));
-    EXPECT_EQ(r.cached_tokens, at_schema.cached_tokens);  // cat reused, not recomputed
-    EXPECT_EQ(r.computed_tokens, at_schema.computed_tokens);
-    const std::vector<float> moved = FirstLogits(*e, both);
-    const std::vector<float> plain = baseline("<dog/><cat/>" + text);
-    EXPECT_LT(KlDivergence(plain, moved), 0.05);
-    EXPECT_EQ(ArgMax(plain), ArgMax(moved));
-  }
-}
-
-// Shared moves (EngineOptions::module_shared_moves): a module moved after another is read from
-// its cache entry's blocks through rotated queries instead of a rotated copy. The logits equal
-// the copy's up to rounding, pieces that do not move are exact as before, and the prompt holds
-// fewer K/V bytes at its peak (the moved module is not copied).
-TEST_P(ModularModels, SharedMovesReadLikeCopies) {
-  const std::string text = "<![CDATA[\nOne day,]]>";
-  const std::string both = "<prompt schema=\"pets\"><dog/><cat/>" + text + "</prompt>";
-  const std::string one = "<prompt schema=\"pets\"><cat/>" + text + "</prompt>";
-  std::vector<float> logits[2], single[2];
-  size_t peak[2];
-  CompletionResult served[2];
-  for (int shared : {0, 1}) {
-    EngineOptions eo;
-    eo.kv_type = KvType::kF32;
-    eo.module_positions = PmlPositions::kContiguous;
-    eo.module_shared_moves = shared == 1;
-    eo.prefix_cache = false;
-    auto e = Make(eo, GetParam());
-    ASSERT_TRUE(e->LoadSchemaText(kPets, "pets.xml").ok());
-    Serve(*e, both, Greedy(1));  // modules encoded and cached
-    const size_t before = e->Stats().kv_bytes_in_use;
-    served[shared] = Serve(*e, both, Greedy(4));
-    peak[shared] = e->Stats().kv_bytes_peak - before;
-    logits[shared] = FirstLogits(*e, both);
-    single[shared] = FirstLogits(*e, one);
-  }
-  EXPECT_EQ(served[1].cached_tokens, served[0].cached_tokens);
-  EXPECT_EQ(served[1].computed_tokens, served[0].computed_tokens);
-  EXPECT_EQ(served[1].text, served[0].text);
-  EXPECT_LT(KlDivergence(logits[0], logits[1]), 1e-4);
-  EXPECT_EQ(ArgMax(logits[0]), ArgMax(logits[1]));
-  EXPECT_EQ(single[1], single[0]);  // nothing moved: the same bits
-  EXPECT_LT(peak[1], peak[0]);
-}
-
-// Selective recompute: only tokens encoded without part of the prompt's context are candidates;
-// recomputing all of them gives the plain prompt's logits bit for bit, a share of them counts
-// as computed and moves the logits toward it.
-TEST_P(ModularModels, RecomputeBlendsModulesTowardThePlainPrompt) {
-  EngineOptions eo;
-  eo.kv_type = KvType::kF32;
-  eo.module_positions = PmlPositions::kContiguous;
-  auto e = Make(eo, GetParam());
-  ASSERT_TRUE(e->LoadSchemaText(kPets, "pets.xml").ok());
-  const std::string text = "<![CDATA[\nOne day,]]>";
-  auto prompt = [&](const std::string& attrs, const std::string& body) {
-    return "<prompt schema=\"pets\"" + attrs + ">" + body + text + "</prompt>";
-  };
-  PmlPrompt base = Parse(prompt("", "<dog/><cat/>"));
-  auto x = e->ExpandPrompt(base);
-  ASSERT_TRUE(x.ok());
-  const std::vector<float> plain = FullFirstLogits(*e, *x, KvType::kF32);
-  const int cat_tokens =
-      static_cast<int>((*e->GetSchemaLayout("pets"))->modules[1].texts[0].tokens.size());
-
-  Serve(*e, prompt("", "<dog/><cat/>"), Greedy(1));  // encode the modules first
-  const CompletionResult none = Serve(*e, prompt("", "<dog/><cat/>"), Greedy(1));
-  EXPECT_EQ(none.recomputed_tokens, 0);
-  const std::vector<float> reused = FirstLogits(*e, prompt("", "<dog/><cat/>"));
-  double last_kl = KlDivergence(plain, reused);
-  EXPECT_GT(last_kl, 1e-6);
-  for (const char* share : {"0.5", "1"}) {
-    const std::string xml = prompt(std::string(" recompute=\"") + share + "\"", "<dog/><cat/>");
-    const CompletionResult r = Serve(*e, xml, Greedy(1));
-    // `cat` never saw `dog`: its tokens are the candidates; dog's followed what it attended to.
-    EXPECT_EQ(r.recompute_candidates, cat_tokens) << share;
-    EXPECT_EQ(r.recomputed_tokens, static_cast<int>(std::lround(std::stod(share) * cat_tokens)));
-    EXPECT_EQ(r.cached_tokens, none.cached_tokens - r.recomputed_tokens);
-    EXPECT_EQ(r.computed_tokens + r.cached_tokens, r.prompt_tokens);
-    const std::vector<float> blended = FirstLogits(*e, xml);
-    const double kl = KlDivergence(plain, blended);
-    EXPECT_LT(kl, last_kl) << share;
-    last_kl = kl;
-    if (std::string(share) == "1") EXPECT_EQ(blended, plain);
-  }
-  // A prompt whose pieces all follow what they attended to has no candidates.
-  const CompletionResult exact = Serve(*e, prompt(" recompute=\"1\"", "<cat/>"), Greedy(1));
-  EXPECT_EQ(exact.recompute_candidates, 0);
-  EXPECT_EQ(exact.recomputed_tokens, 0);
-}
-
-INSTANTIATE_TEST_SUITE_P(Models, ModularModels, testing::Values("stories", "gemma3"));
-
-// A scaffold member encoded with its peers in view, used without them: it is served from a
-// variant that attended only to what the prompt includes, so the prompt equals its full
-// recompute (which never sees the missing peer) bit for bit, at either positions.
-TEST(Modular, PartialScaffoldDoesNotSeeMissingPeers) {
-  const char* schema = R"(<schema name="sc"> Once upon a time, there was a little girl.
-  <scaffold>
-    <module name="ask"><![CDATA[
-Mom asked, "Do you want to go home now?"]]></module>
-    <module name="answer"><![CDATA[
-"No, Mom! I want to play a little more," said the child.]]></module>
-  </scaffold>
-</schema>)";
-  EngineOptions eo;
-  eo.kv_type = KvType::kF32;
-  auto e = Make(eo);
-  ASSERT_TRUE(e->LoadSchemaText(schema, "sc.xml").ok());
-  for (const std::string positions : {"schema", "contiguous"}) {
-    for (const std::string body : {"<answer/>", "<ask/><answer/>", "<ask/>"}) {
-      const std::string xml = "<prompt schema=\"sc\" positions=\"" + positions + "\">" + body +
-                              "<![CDATA[\nThen]]></prompt>";
-      auto x = e->ExpandPrompt(Parse(xml));
-      ASSERT_TRUE(x.ok());
-      const std::vector<float> full = FullFirstLogits(*e, *x, KvType::kF32);
-      EXPECT_EQ(FirstLogits(*e, xml), full) << xml;
-      EXPECT_EQ(FirstLogits(*e, xml), full) << xml << " (cached)";
-    }
-  }
-}
-
-// A parameter's scaffold default stands in its slot while the module is encoded, as in the
-// paper: a prompt that leaves the parameter to its default holds exactly the tokens the module
-// was encoded with, and equals its full recompute bit for bit; one with an argument differs
-// from the encoding only in the slot.
-TEST(Modular, ScaffoldDefaultStandsInTheSlotWhileEncoding) {
-  const char* schema = R"(<schema name="gift"> Once upon a time, there was a girl named Lily.
-  <module name="gift"><![CDATA[
-Her mom gave her a]]><parameter name="what" length="6" scaffold=" red ball"/><![CDATA[. She was very happy and played with it all day.]]></module>
-</schema>)";
-  EngineOptions eo;
-  eo.kv_type = KvType::kF32;
-  for (PmlPositions positions : {PmlPositions::kSchema, PmlPositions::kContiguous}) {
-    eo.module_positions = positions;
-    auto e = Make(eo);
-    ASSERT_TRUE(e->LoadSchemaText(schema, "gift.xml").ok());
-    const std::string xml = "<prompt schema=\"gift\"><gift/><![CDATA[\nOne day,]]></prompt>";
-    auto x = e->ExpandPrompt(Parse(xml));
-    ASSERT_TRUE(x.ok());
-    const std::vector<float> full = FullFirstLogits(*e, *x, KvType::kF32);
-    EXPECT_EQ(FirstLogits(*e, xml), full);
-    EXPECT_EQ(FirstLogits(*e, xml), full) << "cached";
-  }
-}
-
-// An empty argument where the module was encoded with the parameter's scaffold default in the
-// slot changes what the text after the slot attended to: that text is a recompute candidate like
-// any other changed context, so recomputing every candidate equals the plain prompt bit for bit.
-// (Taken as exact before, recompute 1 left a first-token KL of 2.2e-4: the test failed.)
-TEST(Modular, EmptyArgumentMakesTheTextAfterTheSlotACandidate) {
-  const char* schema = R"(<schema name="gift"> Once upon a time, there was a girl named Lily.
-  <module name="gift"><![CDATA[
-Her mom gave her a]]><parameter name="what" length="6" scaffold=" red ball"/><![CDATA[. She was very happy and played with it all day.]]></module>
-</schema>)";
-  EngineOptions eo;
-  eo.kv_type = KvType::kF32;
-  for (PmlPositions positions : {PmlPositions::kSchema, PmlPositions::kContiguous}) {
-    eo.module_positions = positions;
-    auto e = Make(eo);
-    ASSERT_TRUE(e->LoadSchemaText(schema, "gift.xml").ok());
-    const std::string xml =
-        "<prompt schema=\"gift\" recompute=\"1\"><gift what=\"\"/><![CDATA[\nOne day,]]></prompt>";
-    auto x = e->ExpandPrompt(Parse(xml));
-    ASSERT_TRUE(x.ok());
-    const std::vector<float> full = FullFirstLogits(*e, *x, KvType::kF32);
-    Serve(*e, xml, Greedy(1));  // the module encoded
-    const CompletionResult r = Serve(*e, xml, Greedy(1));
-    const int after_slot =
-        static_cast<int>((*e->GetSchemaLayout("gift"))->modules[0].texts[1].tokens.size());
-    EXPECT_EQ(r.recompute_candidates, after_slot);
-    EXPECT_EQ(r.recomputed_tokens, after_slot);
-    EXPECT_EQ(FirstLogits(*e, xml), full);
-  }
 }
 
 TEST(Modular, ErrorsAreOneLine) {

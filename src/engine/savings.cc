@@ -62,25 +62,25 @@ std::vector<int> SavingsLengths(int max, int step, int n) {
   return out;
 }
 
-GenerationTimer::GenerationTimer(Session* session, int len, bool use_kv_cache)
-    : session_(session),
+GenerationTimer::GenerationTimer(Runner* runner, int len, bool use_kv_cache)
+    : runner_(runner),
       len_(len),
       use_kv_cache_(use_kv_cache),
-      logits_(size_t(session->model().config().n_vocab)) {}
+      logits_(size_t(runner->model().config().n_vocab)) {}
 
 Result<bool> GenerationTimer::Step() {
-  if (len_ < 1 || len_ + 1 > session_->context()) {
+  if (len_ < 1 || len_ + 1 > runner_->context()) {
     return InvalidArgument("a generation of " + std::to_string(len_) +
                            " tokens does not fit the context");
   }
   const auto t0 = std::chrono::steady_clock::now();
-  KvSequence* seq = session_->sequence();
+  KvSequence* seq = runner_->sequence();
   Status st;
   if (tokens_.empty()) {  // the prompt: BOS
     seq->Clear();
-    tokens_ = {std::max(0, session_->model().tokenizer().bos())};
+    tokens_ = {std::max(0, runner_->model().tokenizer().bos())};
     positions_ = {0};
-    st = session_->Eval(tokens_, positions_, seq, logits_.data(), false, true);
+    st = runner_->Eval(tokens_, positions_, seq, logits_.data(), false, true);
   } else {
     // The token the last pass's logits pick (greedy), then the pass that continues from it.
     const int32_t next =
@@ -89,16 +89,15 @@ Result<bool> GenerationTimer::Step() {
     positions_.push_back(static_cast<int32_t>(positions_.size()));
     ++generated_;
     if (use_kv_cache_) {
-      st = session_->Eval({&tokens_.back(), 1}, {&positions_.back(), 1}, seq, logits_.data(), false,
+      st = runner_->Eval({&tokens_.back(), 1}, {&positions_.back(), 1}, seq, logits_.data(), false,
                           true);
     } else {
-      seq->Clear();  // the baseline: forget everything and recompute the whole sequence
-      st = session_->Eval(tokens_, positions_, seq, logits_.data(), false, true);
+      st = runner_->Recompute(tokens_, seq, logits_.data());  // the baseline: all again
     }
   }
   ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   PC_RETURN_IF_ERROR(st);
-  // The last token is picked without a pass after it, as Session::Generate does.
+  // The last token is picked without a pass after it, as generation does.
   if (generated_ + 1 < len_) return true;
   const auto t1 = std::chrono::steady_clock::now();
   tokens_.push_back(
@@ -107,19 +106,19 @@ Result<bool> GenerationTimer::Step() {
   return false;
 }
 
-Result<double> TimeGeneration(Session& session, int len, bool use_kv_cache) {
-  GenerationTimer timer(&session, len, use_kv_cache);
+Result<double> TimeGeneration(Runner& runner, int len, bool use_kv_cache) {
+  GenerationTimer timer(&runner, len, use_kv_cache);
   for (;;) {
     PC_ASSIGN_OR_RETURN(const bool more, timer.Step());
     if (!more) return timer.ms();
   }
 }
 
-Result<std::vector<GenerationTiming>> MeasureGeneration(Session& session, int max_tokens) {
+Result<std::vector<GenerationTiming>> MeasureGeneration(Runner& runner, int max_tokens) {
   std::vector<GenerationTiming> out;
   for (const int len : SavingsLengths(max_tokens, 16, 8)) {
-    PC_ASSIGN_OR_RETURN(const double with_cache, TimeGeneration(session, len, true));
-    PC_ASSIGN_OR_RETURN(const double no_cache, TimeGeneration(session, len, false));
+    PC_ASSIGN_OR_RETURN(const double with_cache, TimeGeneration(runner, len, true));
+    PC_ASSIGN_OR_RETURN(const double no_cache, TimeGeneration(runner, len, false));
     out.push_back({len, with_cache, no_cache});
   }
   return out;
@@ -202,12 +201,12 @@ Result<std::vector<GenerationTiming>> EngineImpl::MeasureGeneration(int max_toke
   if (max_tokens < 1 || max_tokens + 1 > context_) {
     return InvalidArgument("max_tokens must be between 1 and " + std::to_string(context_ - 1));
   }
-  SessionOptions so;
+  RunnerOptions so;
   so.threads = options_.threads;
   so.context = max_tokens + 1;
   so.kv_type = options_.kv_type;
-  std::unique_ptr<Session> session;
-  RunOnEngineThread([&] { session = std::make_unique<Session>(*model_, so); });
+  std::unique_ptr<Runner> runner;
+  RunOnEngineThread([&] { runner = std::make_unique<Runner>(*model_, so); });
   // One forward pass per task, on the engine thread between steps: requests wait for each (so
   // that the timing is not shared with them) but never for more than one pass of at most
   // max_tokens tokens.
@@ -215,7 +214,7 @@ Result<std::vector<GenerationTiming>> EngineImpl::MeasureGeneration(int max_toke
   for (const int len : SavingsLengths(max_tokens, 16, 8)) {
     GenerationTiming t{len, 0, 0};
     for (const bool use_cache : {true, false}) {
-      GenerationTimer timer(session.get(), len, use_cache);
+      GenerationTimer timer(runner.get(), len, use_cache);
       Result<bool> more = true;
       while (more.ok() && *more) RunOnEngineThread([&] { more = timer.Step(); });
       if (!more.ok()) return more.status();
@@ -223,7 +222,7 @@ Result<std::vector<GenerationTiming>> EngineImpl::MeasureGeneration(int max_toke
     }
     out.push_back(t);
   }
-  RunOnEngineThread([&] { session.reset(); });
+  RunOnEngineThread([&] { runner.reset(); });
   return out;
 }
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "engine/session.h"
+#include "engine/runner.h"
 #include "promptcache/engine.h"
 
 namespace promptcache {
@@ -36,13 +36,13 @@ std::vector<int> SavingsLengths(int max, int step, int n);
 // only the passes are timed.
 class GenerationTimer {
  public:
-  GenerationTimer(Session* session, int len, bool use_kv_cache);
+  GenerationTimer(Runner* runner, int len, bool use_kv_cache);
   // Runs the next forward pass (and picks its token); false once the generation is complete.
   Result<bool> Step();
   double ms() const { return ms_; }
 
  private:
-  Session* session_;
+  Runner* runner_;
   int len_;
   bool use_kv_cache_;
   std::vector<int32_t> tokens_, positions_;
@@ -52,10 +52,10 @@ class GenerationTimer {
 };
 
 // Milliseconds to generate `len` tokens greedily after BOS (GenerationTimer run to its end).
-Result<double> TimeGeneration(Session& session, int len, bool use_kv_cache);
+Result<double> TimeGeneration(Runner& runner, int len, bool use_kv_cache);
 
 // Generation with and without the KV cache at about eight lengths up to `max_tokens`.
-Result<std::vector<GenerationTiming>> MeasureGeneration(Session& session, int max_tokens);
+Result<std::vector<GenerationTiming>> MeasureGeneration(Runner& runner, int max_tokens);
 
 // Time to first token through `engine`'s real prefix cache and schemas at about eight prompt
 // lengths up to `max_prompt` (capped by the context), the median of `trials` after a warm-up.

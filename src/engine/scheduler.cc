@@ -1,12 +1,14 @@
 // The engine thread (engine_impl.h): its loop (tasks, the queue in order of arrival under the
 // K/V budget, admissions), one step (a forward pass over every active sequence: decode tokens
-// first, then prefill chunks up to batch_size), the K/V reservations that bound admission, and
-// the requests that end without running (cancelled in the queue, or failed at admission).
+// first, then prefill chunks up to batch_size, those others wait for first: prefix_sharing.cc),
+// the K/V reservations that bound admission, and the requests that end without running
+// (cancelled in the queue, or failed at admission).
 #include <algorithm>
 #include <string>
 
 #include "core/log.h"
 #include "engine/engine_slot.h"
+#include "engine/runner.h"
 
 namespace promptcache {
 
@@ -19,6 +21,7 @@ bool EngineImpl::Trims(const Request& r) const {
 }
 
 size_t EngineImpl::Reservation(const Request& r) const {
+  if (r.embedding) return EmbeddingReservation(*r.embedding);
   const size_t prompt = r.modular ? r.modular->prefill.tokens.size() : r.req.prompt.size();
   // Choices share the prompt's blocks and each holds its own generated tokens.
   const size_t tokens = std::min<size_t>(
@@ -160,6 +163,8 @@ bool EngineImpl::Step() {
     int pos;
   };
   std::vector<Row> wants_logits;
+  std::vector<HiddenRow> wants_hidden;  // embedding requests' tokens whose hidden states pool
+  std::vector<Slot*> recompute;  // requests without a KV cache: their whole sequence again
   // Decode first: one token for every sequence that is generating.
   for (auto& sp : active_) {
     Slot& s = *sp;
@@ -168,17 +173,26 @@ bool EngineImpl::Step() {
       Finish(s, "cancelled");
       continue;
     }
-    if (s.pending >= 0) {
+    if (s.pending >= 0 && s.r->req.recompute_each_step) {
+      recompute.push_back(&s);
+    } else if (s.pending >= 0) {
       batch.push_back({s.pending, s.next_pos++, &s.seq, true});
       wants_logits.push_back({&s, -1});
     }
   }
-  // Then prefill chunks, oldest request first, while the batch has room.
-  for (auto& sp : active_) {
+  // Then prefill chunks while the batch has room: sequences others wait for first (most awaited
+  // tokens first), then the oldest request first. Waiting sequences whose blocks are done join.
+  WakeWaiters();
+  std::vector<Slot*> prefilled;
+  for (Slot* sp : PrefillOrder()) {
     Slot& s = *sp;
-    if (s.finished || s.pending >= 0 || s.r->cancelled) continue;
+    if (s.finished || s.pending >= 0 || s.r->cancelled || s.awaits >= 0) continue;
     const int room = options_.batch_size - static_cast<int>(batch.size());
     if (room <= 0) break;
+    if (s.r->embedding) {
+      AddEmbeddingTokens(s, room, &batch, &wants_hidden);
+      continue;
+    }
     // Cached blocks that come before the next tokens join the sequence first; a token attends
     // to what its sequence held before the batch, so a stage's tokens wait for the next step.
     while (!s.gathers.empty() && s.gathers.front().before == s.filled) {
@@ -196,10 +210,14 @@ bool EngineImpl::Step() {
       if (last || scored) wants_logits.push_back({&s, last ? -1 : s.fill_pos[i]});
     }
     s.filled += n;
+    if (n > 0) prefilled.push_back(&s);
   }
-  if (batch.empty()) return false;
+  // The baseline recomputes alone: its passes are what it measures.
+  for (Slot* s : recompute) RecomputeStep(*s);
+  if (batch.empty()) return !recompute.empty();
   std::vector<float> logits(wants_logits.size() * size_t(model_->config().n_vocab));
-  Status st = model_->Forward(batch, logits.data(), &pool_, &scratch_);
+  std::vector<float> hidden(wants_hidden.size() * size_t(model_->config().n_embd));
+  Status st = model_->Forward(batch, logits.data(), &pool_, &scratch_, 0, hidden.data());
   if (!st.ok()) {
     PC_LOG_ERROR("forward pass failed: %s", st.message().c_str());
     for (auto& sp : active_) {
@@ -215,22 +233,43 @@ bool EngineImpl::Step() {
       continue;
     }
     s.pending = -1;
-    // The request's callbacks are the caller's code: one that throws fails its request, not the
-    // engine thread (and with it the process).
-    try {
-      HandleLogits(s, row);
-    } catch (const std::exception& e) {
-      Finish(s, "error", Internal(std::string("the request's callback threw: ") + e.what()));
-    } catch (...) {
-      Finish(s, "error", Internal("the request's callback threw"));
-    }
+    Deliver(s, row);
   }
+  PoolEmbeddings(wants_hidden, hidden.data());
+  // Blocks this pass completed are usable by others from now on (those waiting for them too).
+  for (Slot* s : prefilled) PublishPrefill(*s);
   for (auto& sp : active_) TrimSliding(*sp);
   return true;
 }
 
+void EngineImpl::Deliver(Slot& s, const float* logits) {
+  // The request's callbacks are the caller's code: one that throws fails its request, not the
+  // engine thread (and with it the process).
+  try {
+    HandleLogits(s, logits);
+  } catch (const std::exception& e) {
+    Finish(s, "error", Internal(std::string("the request's callback threw: ") + e.what()));
+  } catch (...) {
+    Finish(s, "error", Internal("the request's callback threw"));
+  }
+}
+
+void EngineImpl::RecomputeStep(Slot& s) {
+  // s.tokens ends with the pending token (HandleLogits kept it), at position next_pos.
+  std::vector<float> logits(model_->config().n_vocab);
+  const Status st = RecomputeSequence(*model_, s.tokens, &s.seq, logits.data(),
+                                      options_.batch_size, &pool_, &scratch_,
+                                      options_.trim_sliding_kv);
+  if (!st.ok()) return Finish(s, "error", st);
+  ++s.next_pos;
+  s.pending = -1;
+  Deliver(s, logits.data());
+}
+
 void EngineImpl::TrimSliding(Slot& s) {
-  if (s.finished || !options_.trim_sliding_kv || !blocks_.layout().has_sliding()) return;
+  if (s.finished || s.awaits >= 0 || !options_.trim_sliding_kv || !blocks_.layout().has_sliding())
+    return;
+  if (s.r->embedding) return;  // its inputs' sequences live for a step or two
   const int total = static_cast<int>(s.fill_tokens.size());
   if ((s.r->modular || s.segmented) && (s.filled < total || !s.gathers.empty())) return;
   // The sequence only moves forward: its next query is the next prefill token's, or the token
@@ -241,7 +280,7 @@ void EngineImpl::TrimSliding(Slot& s) {
   // While the sequence still holds those blocks whole, the cache takes them (and a full
   // reference): a later prompt sharing this prefix finds its last window complete, however far
   // this request runs past it.
-  if (options_.prefix_cache && !s.r->modular) {
+  if (UsesPrefixCache(*s.r)) {
     cache_->InsertPrefix(
         std::span<const int32_t>(s.tokens).first(std::min(dead, s.r->exact_prefix)), s.seq,
         NamespaceKey(s.r->req.cache_namespace));
@@ -263,6 +302,7 @@ void EngineImpl::Abandon(Request& r, const std::string& why) {
   --in_flight_;
   stats_.requests++;
   stats_.requests_failed++;
+  if (r.embedding) stats_.embedding_requests++;
 }
 
 void EngineImpl::CancelQueued(Request& r) {
@@ -279,6 +319,7 @@ void EngineImpl::CancelQueued(Request& r) {
   --in_flight_;
   stats_.requests++;
   stats_.requests_cancelled++;
+  if (r.embedding) stats_.embedding_requests++;
 }
 
 }  // namespace promptcache

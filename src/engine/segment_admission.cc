@@ -27,7 +27,9 @@ struct Hit {
 }  // namespace
 
 bool EngineImpl::UsesSegments(const Request& r) const {
-  return options_.segment_cache && !r.modular && !r.req.segments.empty() && !r.req.prompt_logprobs;
+  // The recompute_each_step baseline computes everything, and an embedding request has no prompt.
+  return options_.segment_cache && !r.modular && !r.embedding && !r.req.segments.empty() &&
+         !r.req.prompt_logprobs && !r.req.recompute_each_step;
 }
 
 std::vector<PromptSegment> EngineImpl::LookedUp(const std::vector<PromptSegment>& segments,

@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <numeric>
 
+#include "core/temp_files.h"
 #include "engine/engine_impl.h"
 #include "engine/fidelity.h"
 #include "model/synth.h"
@@ -34,8 +35,10 @@ const std::string kStories = std::string(PC_SHARED_DIR) + "/models/stories260K.g
 // "stories" (stories260K) or synth's tiny gemma3 with stories260K's vocabulary.
 std::string ModelPath(const std::string& name) {
   if (name == "stories") return kStories;
-  const fs::path p = fs::temp_directory_path() /
-                     ("pc_segment_test_" + std::to_string(getpid()) + "_" + name + ".gguf");
+  const fs::path p =
+      RemoveAtExit((fs::temp_directory_path() /
+                    ("pc_segment_test_" + std::to_string(getpid()) + "_" + name + ".gguf"))
+                       .string());
   if (!fs::exists(p)) {
     SynthOptions o;
     o.preset = "tiny-" + name;
@@ -141,8 +144,8 @@ std::vector<float> Plain(const Engine& e, const std::vector<int32_t>& tokens) {
   FullRunOptions o;
   o.max_tokens = 1;
   o.keep_logits = true;
-  o.session.threads = 2;
-  o.session.kv_type = KvType::kF32;
+  o.runner.threads = 2;
+  o.runner.kv_type = KvType::kF32;
   auto r = RunFull(e.model(), x, o);
   PC_CHECK(r.ok());
   return r->logits[0];

@@ -32,6 +32,18 @@ std::vector<int32_t> Tokenize(const Engine& engine, std::string_view text, bool 
   return engine.model().tokenizer().Encode(text, add_bos, special);
 }
 
+std::vector<int32_t> TokenizeForEmbedding(const Engine& engine, std::string_view text) {
+  const Model& model = engine.model();
+  const Tokenizer& tok = model.tokenizer();
+  std::vector<int32_t> ids = tok.Encode(text, true, engine.options().special_tokens_in_text);
+  const GgufValue* add_eos = model.file().Find("tokenizer.ggml.add_eos_token");
+  bool add = false;
+  if (add_eos != nullptr && add_eos->AsBool(&add) && add && tok.eos() >= 0) {
+    ids.push_back(tok.eos());
+  }
+  return ids;
+}
+
 Result<std::vector<int32_t>> TokenizeChat(const Engine& engine,
                                           const std::vector<ChatTurn>& messages,
                                           bool add_generation_prompt) {

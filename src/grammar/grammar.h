@@ -31,7 +31,7 @@
 
 namespace promptcache {
 
-// The recognizer's bounds (documented in docs/server.md, "Limits and failure behaviour"): the
+// The recognizer's bounds (documented in docs/server.md, "Limits and hostile clients"): the
 // stacks it may hold at once, how deep one may grow, and the work one character may cost, in
 // units of a stack element copied (a stack created costs its length plus 64: about 1.5-5 ns a
 // unit here, so a step takes at most a few milliseconds).

@@ -187,13 +187,15 @@ TEST(JsonSchema, UnsupportedKeywordsAreNamed) {
     const char* named;
   };
   const Case cases[] = {
-      {R"({"type": "string", "pattern": "a+"})", "'pattern'"},
-      {R"({"type": "object", "properties": {"a": {"type": "string", "format": "date"}}})",
-       "'properties.a.format'"},
-      {R"({"type": "number", "minimum": 0})", "'minimum'"},
-      {R"({"oneOf": [{"type": "string"}]})", "'oneOf'"},
-      {R"({"allOf": [{"type": "string"}]})", "'allOf'"},
-      {R"({"type": "object", "additionalProperties": true})", "'additionalProperties'"},
+      {R"({"type": "string", "pattern": "(a)\\1"})", "'pattern' is refused: pattern: back-reference"},
+      {R"({"type": "object", "properties": {"a": {"type": "string", "format": "color"}}})",
+       "'properties.a.format' is refused: format 'color'"},
+      {R"({"type": "number", "multipleOf": 2})", "'multipleOf'"},
+      {R"({"not": {"type": "string"}})", "'not'"},
+      {R"({"type": "object", "minProperties": 1})", "'minProperties'"},
+      {R"({"type": "array", "uniqueItems": true})", "'uniqueItems'"},
+      {R"({"type": "array", "contains": {"const": 1}})", "'contains'"},
+      {R"({"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 2}]})", "'oneOf'"},
       {R"({"$ref": "https://example.com/s.json"})", "'$ref'"},
       {R"({"type": "date"})", "'type'"},
       {"[1", "not valid JSON"},

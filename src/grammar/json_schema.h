@@ -1,14 +1,30 @@
-// JSON Schema to GBNF (grammar.h), for structured output: what OpenAI's strict mode accepts
-// (objects with properties, required and additionalProperties: false; arrays with items;
-// string, number, integer, boolean and null; enum, const, anyOf; $defs / definitions with local
-// $ref, recursion included), plus minLength/maxLength and minItems/maxItems. Any other keyword
-// that constrains values (pattern, format, minimum, oneOf, allOf, ...) is refused with an error
-// naming it, never ignored; annotations (title, description, default, examples, $schema, $id)
-// are accepted.
+// JSON Schema to GBNF (grammar.h), for structured output (response_format, json_schema,
+// guided_json, tool parameters): the grammar accepts JSON valid against the schema, as OpenAI's
+// structured outputs and the clients that write schemas (zod, pydantic) use JSON Schema.
 //
-// The generated text is compact JSON with optional small whitespace; object properties come in
-// the schema's order (optional ones may be left out); numbers have bounded digits so that a
-// generation always can end.
+// Compiled: type (one or a list), enum, const, anyOf, oneOf (where its branches cannot overlap:
+// different types, different literals, or a property both require with disjoint schemas, as in
+// a discriminated union; otherwise refused), allOf (the members hold together: keywords side by
+// side combine exactly, objects' properties merge), $ref to any local JSON pointer (#, #/$defs/x,
+// #/definitions/x, percent-escaped names), recursion included, also beside other keywords;
+// objects: properties, required (optional properties may be left out; they come in the schema's
+// order), additionalProperties (false; true or a schema: more properties after the listed ones,
+// named anything but them; absent: only the listed ones are generated), propertyNames (string
+// keywords); arrays: items, prefixItems (and draft 7's items array with additionalItems),
+// items: false, minItems/maxItems (up to 1000); strings: minLength/maxLength (code points, up to
+// 1000), pattern (ECMAScript, unanchored: regex_nfa.h), format (date-time, date, time, duration,
+// email, hostname, ipv4, ipv6, uuid, uri: json_formats.cc), all of them together (the product of
+// their automata; one too large to enforce is refused); numbers and integers: minimum, maximum,
+// exclusiveMinimum, exclusiveMaximum (numbers or draft 4's booleans), exact at any magnitude
+// (json_number.h). Any other keyword that constrains values (multipleOf, not, if/then/else,
+// minProperties, patternProperties, contains, uniqueItems: true, unevaluated*, dependent*) is
+// refused with an error naming it and where it is ("properties.a.multipleOf"), never ignored;
+// annotations (title, description, default, examples, $schema, $id, $comment, $anchor,
+// deprecated, readOnly, writeOnly, discriminator, strict) are accepted.
+//
+// The generated text is JSON with optional small whitespace; strings write characters raw,
+// except the ones JSON must escape; numbers have bounded digits, so that a generation always can
+// end.
 #pragma once
 
 #include <string>

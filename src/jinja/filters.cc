@@ -10,7 +10,7 @@
 #include "jinja/interpreter.h"
 #include "jinja/json.h"
 #include "jinja/str_ops.h"
-#include "jinja/utf8.h"
+#include "jinja/code_points.h"
 
 namespace promptcache::jinja {
 namespace {

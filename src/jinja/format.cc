@@ -4,7 +4,7 @@
 
 #include "jinja/interpreter.h"
 #include "jinja/str_ops.h"
-#include "jinja/utf8.h"
+#include "jinja/code_points.h"
 
 namespace promptcache::jinja {
 namespace {

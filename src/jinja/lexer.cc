@@ -3,7 +3,7 @@
 #include <cerrno>
 #include <cstdlib>
 
-#include "jinja/utf8.h"
+#include "jinja/code_points.h"
 
 namespace promptcache::jinja {
 namespace {

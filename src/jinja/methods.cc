@@ -6,7 +6,7 @@
 #include "jinja/builtins.h"
 #include "jinja/interpreter.h"
 #include "jinja/str_ops.h"
-#include "jinja/utf8.h"
+#include "jinja/code_points.h"
 
 namespace promptcache::jinja {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <functional>
 
-#include "jinja/utf8.h"
+#include "jinja/code_points.h"
 
 namespace promptcache::jinja {
 

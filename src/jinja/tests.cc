@@ -3,7 +3,7 @@
 
 #include "jinja/builtins.h"
 #include "jinja/interpreter.h"
-#include "jinja/utf8.h"
+#include "jinja/code_points.h"
 
 namespace promptcache::jinja {
 namespace {

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "jinja/utf8.h"
+#include "jinja/code_points.h"
 
 namespace promptcache::jinja {
 

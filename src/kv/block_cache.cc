@@ -341,15 +341,16 @@ size_t BlockCache::UsableBlocks(const std::vector<BlockKey>& chain, size_t n, si
   return n;
 }
 
-void BlockCache::InsertPrefix(std::span<const int32_t> tokens, const KvSequence& seq,
-                              const BlockKey& ns) {
-  if (static_cast<int>(tokens.size()) < options_.min_tokens) return;
+int BlockCache::InsertPrefix(std::span<const int32_t> tokens, const KvSequence& seq,
+                             const BlockKey& ns) {
+  if (static_cast<int>(tokens.size()) < options_.min_tokens) return 0;
   const int bs = pool_->layout().block_size;
   const int n_full = std::min<int>(seq.size(), static_cast<int>(tokens.size())) / bs;
   const auto& spans = seq.spans();
   BlockKey parent = ns;
   const auto now = Now();
-  for (int b = 0; b < n_full; ++b) {
+  int b = 0;
+  for (; b < n_full; ++b) {
     // Only block-aligned sequences map block b to tokens [b*bs, (b+1)*bs).
     // A moved span's keys are not those of its positions (KvSpan::shift).
     if (b >= static_cast<int>(spans.size()) || spans[b].begin != 0 || spans[b].count != bs ||
@@ -378,6 +379,7 @@ void BlockCache::InsertPrefix(std::span<const int32_t> tokens, const KvSequence&
     }
     parent = key;
   }
+  return b;
 }
 
 int BlockCache::ForEachPrefixEntry(std::span<const int32_t> tokens, const BlockKey& ns,

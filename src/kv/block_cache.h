@@ -170,9 +170,11 @@ class BlockCache {
   // Registers the full blocks of `seq` (which holds `tokens` at positions 0..n-1, block-aligned
   // from its start) as cached prefixes, each entry holding what the sequence holds of its block.
   // Blocks already cached under the same key are kept, made complete again where the entry
-  // lost its sliding part and the sequence has one.
-  void InsertPrefix(std::span<const int32_t> tokens, const KvSequence& seq,
-                    const BlockKey& ns = {});
+  // lost its sliding part and the sequence has one. Returns the number of leading blocks now
+  // cached under their keys (0 for a prefix under min_tokens): a prefill in flight marks them
+  // ready for the requests waiting on it (kv/in_flight.h).
+  int InsertPrefix(std::span<const int32_t> tokens, const KvSequence& seq,
+                   const BlockKey& ns = {});
 
   // Pins (or unpins) the cached blocks of the longest cached prefix of tokens[0, n). Pinned
   // blocks are never evicted or expired. Returns the number of tokens pinned: a pin stops at

@@ -1,7 +1,8 @@
 // Attention of a forward batch over the paged KV cache: grouped-query, causal by slot.
 //
 // The work is cut into items: up to 64 tokens of one sequence (× one chunk of 512 keys when
-// there are too few items to keep every thread busy), or the few tokens each of several
+// there are too few items to keep every thread busy, × a group of KV heads when there are still
+// too few: a decode step, or a short prompt, over a few heads), or the few tokens each of several
 // sequences forked from one prefix, which then read their shared blocks' tiles once for all. An
 // item walks its keys in tiles of 128 whole cache rows (every KV head: contiguous memory within a
 // block, which streams well, and the next tile is prefetched) and, for each KV head, folds the tile
@@ -17,18 +18,19 @@
 //
 // A query's arithmetic never depends on the rest of the batch: tiles and chunks start at fixed
 // key indices (multiples of kAttnTileRows and of 512), each chunk's state starts empty, chunks are
-// merged in key order whether one item or several computed them, and a query is given only the
-// tiles it has keys in. A token's attention is thus bit-identical whether its prompt was computed
-// whole, in pieces, or after a cache hit.
+// merged in key order whether one item or several computed them, a head's queries are computed
+// alike whichever item holds the head, and a query is given only the tiles it has keys in. A
+// token's attention is thus bit-identical whether its prompt was computed whole, in pieces, or
+// after a cache hit, and with any number of threads.
 #include "ops/attention.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <optional>
 #include <utility>
 
+#include "core/profile.h"
 #include "model/model.h"
 
 namespace promptcache {
@@ -37,6 +39,8 @@ namespace {
 constexpr int kTileRows = kAttnTileRows;
 constexpr int kChunkRows = 512;
 constexpr int kItemTokens = 64;
+// Items (after the chunk split) per thread below which they are split by KV heads as well.
+constexpr int kItemsPerThread = 2;
 // Chunk-split items keep per-chunk partial states: only while they stay this small.
 constexpr size_t kMaxPartialBytes = size_t(8) << 20;
 
@@ -278,6 +282,7 @@ class LayerAttention {
     int ch_begin = it.chunk < 0 ? first_tile / kChunkRows : it.chunk;
     const int ch_end = it.chunk < 0 ? (keys + kChunkRows - 1) / kChunkRows : it.chunk + 1;
     const int M = it.count * H_;  // queries: token-major, then heads
+    const int kv_end = std::min(it.kv_end, KVH_);
     for (int ch = ch_begin; ch < ch_end; ++ch) {
       // A chunk before the window keeps its empty state (stored all the same: a split item's
       // partial state must not be the previous layer's).
@@ -288,7 +293,7 @@ class LayerAttention {
       MemberTiles tiles(members, n_members, layer_, k0, k1);
       for (int ts = k0; ts < k1; ts += kTileRows) {
         tiles.Advance(ts);
-        for (int kvh = 0; kvh < KVH_; ++kvh) {
+        for (int kvh = it.kv_begin; kvh < kv_end; ++kvh) {
           for (int g = 0; g < n_members; ++g) {
             if (!tiles.Leads(g)) continue;
             const AttnTile tile = ForHead(tiles.Rows(g), kvh, layout_);
@@ -313,10 +318,9 @@ class LayerAttention {
     }
   }
 
-  // Every query's chunks merged in key order, then normalized.
-  void Finish() const {
-    const int T = static_cast<int>(batch_.size());
-    for (int t = 0; t < T; ++t) {
+  // The queries of tokens [t0, t1): their chunks merged in key order, then normalized.
+  void Finish(int t0, int t1) const {
+    for (int t = t0; t < t1; ++t) {
       for (int h = 0; h < H_; ++h) {
         AttnState& st = as_.state[size_t(t) * H_ + h];
         float* out = OutRow(t, h);
@@ -406,9 +410,10 @@ class LayerAttention {
 
   // The chunk's states of the item's queries: kept for the merge when split, else merged now.
   void StoreChunk(const Item& it, int ch, AttentionScratch::Thread& th) const {
+    const int h_end = std::min(it.kv_end, KVH_) * group_;
     for (int i = 0; i < it.count; ++i) {
       const int t = order_[it.first + i];
-      for (int h = 0; h < H_; ++h) {
+      for (int h = it.kv_begin * group_; h < h_end; ++h) {
         const int m = i * H_ + h;
         const float* o = th.o.data() + size_t(m) * hd_;
         if (as_.split) {
@@ -555,6 +560,25 @@ void Model::PlanAttention(std::span<const BatchToken> batch, const std::vector<i
       as.partial_state.resize(size_t(T) * H * as.n_chunks);
     }
   }
+  // Still too few items for the threads (a decode step; one short prompt): split them by groups
+  // of KV heads too, as evenly as the heads divide.
+  const int KVH = c.n_kv_heads;
+  const int64_t n_items = static_cast<int64_t>(items.size());
+  if (n_threads > 1 && KVH > 1 && n_items < kItemsPerThread * n_threads) {
+    const int groups = static_cast<int>(
+        std::min<int64_t>(KVH, (kItemsPerThread * n_threads + n_items - 1) / n_items));
+    std::vector<Item> by_heads;
+    for (const Item& it : items) {
+      for (int g = 0; g < groups; ++g) {
+        Item part = it;
+        part.kv_begin = g * KVH / groups;
+        part.kv_end = (g + 1) * KVH / groups;
+        part.cost = it.cost * (part.kv_end - part.kv_begin);
+        by_heads.push_back(part);
+      }
+    }
+    items.swap(by_heads);
+  }
   // Largest first, so the last items to start are short ones.
   std::stable_sort(items.begin(), items.end(),
                    [](const Item& a, const Item& b) { return a.cost > b.cost; });
@@ -578,6 +602,8 @@ void Model::Attention(std::span<const BatchToken> batch, const std::vector<int>&
                       ThreadPool* pool, ForwardScratch* s) const {
   const int T = static_cast<int>(batch.size());
   const int H = config_.n_heads;
+  Profiler* const prof = pool != nullptr ? pool->profiler() : nullptr;
+  ProfileOp(prof, "attention", OpKind::kAttention, layer);
   AttentionScratch& as = s->attention;
   std::fill(as.state.begin(), as.state.begin() + size_t(T) * H, AttnState{});
   // Queries for moved keys: R(-shift) applied as RoPE applies R(pos), to every head of every
@@ -589,20 +615,21 @@ void Model::Attention(std::span<const BatchToken> batch, const std::vector<int>&
     ApplyRope(config_, layer, q, T * H, -static_cast<float>(as.shifts[i]));
   }
   const LayerAttention attention(config_, batch, slot, layer, s);
-  std::atomic<size_t> next{0};
-  auto work = [&](int thread, int) {
-    for (size_t i = next.fetch_add(1); i < as.items.size(); i = next.fetch_add(1)) {
-      attention.RunItem(as.items[i], as.threads[thread]);
-    }
-  };
+  // Items are taken in order (largest first) by whichever threads are free.
+  auto run = [&](int64_t i, int thread) { attention.RunItem(as.items[i], as.threads[thread]); };
+  const int64_t n_items = static_cast<int64_t>(as.items.size());
   // Tiny attention (small models, short contexts) is not worth a fork/join.
   const int64_t flops = int64_t(T) * H * int64_t(as.max_keys) * config_.head_dim;
   if (pool != nullptr && flops >= (int64_t(1) << 16)) {
-    pool->Run(work);
+    pool->RunTasks(n_items, run);
   } else {
-    work(0, 1);
+    for (int64_t i = 0; i < n_items; ++i) run(i, 0);
   }
-  attention.Finish();
+}
+
+void Model::FinishAttention(std::span<const BatchToken> batch, const std::vector<int>& slot,
+                            int layer, ForwardScratch* s, int t0, int t1) const {
+  LayerAttention(config_, batch, slot, layer, s).Finish(t0, t1);
 }
 
 }  // namespace promptcache

@@ -2,7 +2,8 @@
 //   x = embed(tokens) · embed_scale
 //   per layer:  x += post_norm(Wo · Attention(RoPE(Wq·norm(x)), RoPE(Wk·norm(x)), Wv·norm(x)))
 //               x += post_norm(Wdown · (act(Wgate·norm(x)) * Wup·norm(x)))
-//   logits = softcap(Wout · norm(x))
+//   hidden = norm(x)                   (what embeddings pool, for the tokens that ask)
+//   logits = softcap(Wout · hidden)
 // One pass for every architecture (model/config.h): the optional parts are there when the file
 // has them: biases on Q, K, V (Qwen2), a norm on each Q and K head (Qwen3, Gemma 3), the
 // post-norms (Gemma 2/3); act is SiLU or GELU; attention may be soft-capped and, on sliding
@@ -12,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/profile.h"
 #include "model/kv_rows.h"
 #include "model/model.h"
 #include "ops/quant.h"
@@ -42,10 +44,26 @@ void Resize(std::vector<float>& v, size_t n) {
   if (v.size() < n) v.resize(n);
 }
 
+// Ends the profiled pass (if one is profiled) however Forward returns.
+class ProfiledPass {
+ public:
+  ProfiledPass(Profiler* p, int tokens) : p_(p) {
+    if (p_ != nullptr) p_->BeginPass(tokens);
+  }
+  ~ProfiledPass() {
+    if (p_ != nullptr) p_->EndPass();
+  }
+  ProfiledPass(const ProfiledPass&) = delete;
+  ProfiledPass& operator=(const ProfiledPass&) = delete;
+
+ private:
+  Profiler* p_;
+};
+
 }  // namespace
 
 Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPool* pool,
-                      ForwardScratch* s, int layers) const {
+                      ForwardScratch* s, int layers, float* hidden) const {
   const ModelConfig& c = config_;
   const int T = static_cast<int>(batch.size());
   if (T == 0) return Status::Ok();
@@ -57,6 +75,9 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
     PC_CHECK(b.seq != nullptr);
   }
 
+  Profiler* const prof = pool != nullptr ? pool->profiler() : nullptr;
+  const ProfiledPass profiled(prof, T);
+  ProfileOp(prof, "slots, attention plan", OpKind::kOther);
   // Reserve each token's slot in its sequence: per sequence in order of first appearance, so a
   // token's slot index says which earlier tokens of the batch it may attend to.
   std::vector<int> slot(T);
@@ -111,6 +132,8 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
   PlanAttention(batch, slot, pool, s);
   float* x = s->x.data();  // [T, D] the residual stream
 
+  ProfileOp(prof, "embed", OpKind::kOther);
+
   for (int t = 0; t < T; ++t) {
     float* xt = x + size_t(t) * D;
     DequantizeRow(token_embd_.type, token_embd_.data + batch[t].token * token_embd_.row_bytes, D,
@@ -124,18 +147,35 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
   const KvLayout& kvl = kv_pool->layout();
   const size_t kv_row_bytes = kvl.row_bytes();
 
-  PC_CHECK(layers <= 0 || logits == nullptr);
+  PC_CHECK(layers <= 0 || (logits == nullptr && hidden == nullptr));
   const int n_layers = layers > 0 ? std::min(layers, c.n_layers) : c.n_layers;
+  // What runs per token between two matrix multiplies runs inside the job that quantizes the
+  // next multiply's input rows (MatMul's `before`), not in jobs of its own, nor on the calling
+  // thread alone: the residual add of the block before (post-normed where the model has
+  // post-norms) with the norm after it; attention's merge; the gated activation.
+  const float* prev_post = nullptr;  // the block whose output out_rows holds: its post-norm
+  bool pending = false;              // out_rows holds a block's output not yet added to x
+  auto add_residual = [&](int t) {
+    if (!pending) return;
+    float* out = s->out_rows.data() + size_t(t) * D;
+    if (prev_post != nullptr) RmsNorm(out, prev_post, D, c.rms_eps, out);
+    Add(x + size_t(t) * D, out, D);
+  };
+  auto post_of = [](const std::vector<float>& w) { return w.empty() ? nullptr : w.data(); };
   for (int l = 0; l < n_layers; ++l) {
     const LayerWeights& w = layers_[l];
-    // Attention block.
-    ForEachToken(pool, T, [&](int t) {
-      RmsNorm(x + size_t(t) * D, w.attn_norm.data(), D, c.rms_eps, s->xn.data() + size_t(t) * D);
-    });
-    // q: [T, H*hd], k and v: [T, KVH*hd], in one parallel job over the same input.
+    // Attention block. q: [T, H*hd], k and v: [T, KVH*hd], in one parallel job over one input.
+    const TokenRowsFn attn_in = [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        add_residual(static_cast<int>(t));
+        RmsNorm(x + t * D, w.attn_norm.data(), D, c.rms_eps, s->xn.data() + t * D);
+      }
+    };
     const WeightMatrix qkv[3] = {w.wq, w.wk, w.wv};
     float* const qkv_out[3] = {s->q.data(), s->k.data(), s->v.data()};
-    MatMulMulti(qkv, 3, s->xn.data(), T, qkv_out, pool);
+    ProfileOp(prof, "residual, attn_norm, matmul q,k,v", OpKind::kMatMul, l);
+    MatMulMulti(qkv, 3, s->xn.data(), T, qkv_out, pool, &attn_in);
+    ProfileOp(prof, "q,k bias/norm, rope, K/V store", OpKind::kRope, l);
     ForEachToken(pool, T, [&](int t) {
       float* q = s->q.data() + size_t(t) * c.q_dim();
       float* k = s->k.data() + size_t(t) * c.kv_dim();
@@ -157,60 +197,86 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
       StoreKvRow(kvl.type, k, c.kv_dim(), kdst);
       StoreKvRow(kvl.type, v, c.kv_dim(), vdst);
     });
-    Attention(batch, slot, l, pool, s);                         // attn: [T, H*hd]
-    MatMul(w.wo, s->attn.data(), T, s->out_rows.data(), pool);  // [T, D]
-    PostNorm(w.attn_post_norm, T, pool, s->out_rows.data());
-    Add(x, s->out_rows.data(), size_t(T) * D);
+    Attention(batch, slot, l, pool, s);
+    const TokenRowsFn attn_out = [&](int64_t t0, int64_t t1) {
+      FinishAttention(batch, slot, l, s, static_cast<int>(t0), static_cast<int>(t1));
+    };
+    ProfileOp(prof, "attention merge, matmul attn_output", OpKind::kMatMul, l);
+    MatMul(w.wo, s->attn.data(), T, s->out_rows.data(), pool, &attn_out);  // [T, D]
+    prev_post = post_of(w.attn_post_norm);
+    pending = true;
 
     // Feed-forward block (gated: SwiGLU or GELU).
-    ForEachToken(pool, T, [&](int t) {
-      RmsNorm(x + size_t(t) * D, w.ffn_norm.data(), D, c.rms_eps, s->xn.data() + size_t(t) * D);
-    });
+    const TokenRowsFn ffn_in = [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        add_residual(static_cast<int>(t));
+        RmsNorm(x + t * D, w.ffn_norm.data(), D, c.rms_eps, s->xn.data() + t * D);
+      }
+    };
     const WeightMatrix gate_up[2] = {w.w_gate, w.w_up};  // [T, n_ff] each
     float* const gate_up_out[2] = {s->gate.data(), s->up.data()};
-    MatMulMulti(gate_up, 2, s->xn.data(), T, gate_up_out, pool);
+    ProfileOp(prof, "residual, ffn_norm, matmul gate,up", OpKind::kMatMul, l);
+    MatMulMulti(gate_up, 2, s->xn.data(), T, gate_up_out, pool, &ffn_in);
     // Row by row: a SIMD kernel's scalar tail computes differently from its vectors, and over
     // the whole batch which elements fall in the tail would depend on the batch size.
-    ForEachToken(pool, T, [&](int t) {
-      float* gate = s->gate.data() + size_t(t) * c.n_ff;
-      const float* up = s->up.data() + size_t(t) * c.n_ff;
-      if (c.ffn_activation == FfnActivation::kGeluTanh) {
-        GeluGlu(gate, up, c.n_ff);
-      } else {
-        SwiGlu(gate, up, c.n_ff);
+    const TokenRowsFn act = [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        float* gate = s->gate.data() + t * c.n_ff;
+        const float* up = s->up.data() + t * c.n_ff;
+        if (c.ffn_activation == FfnActivation::kGeluTanh) {
+          GeluGlu(gate, up, c.n_ff);
+        } else {
+          SwiGlu(gate, up, c.n_ff);
+        }
       }
-    });
-    MatMul(w.w_down, s->gate.data(), T, s->out_rows.data(), pool);  // [T, D]
-    PostNorm(w.ffn_post_norm, T, pool, s->out_rows.data());
-    Add(x, s->out_rows.data(), size_t(T) * D);
+    };
+    ProfileOp(prof, "activation, matmul ffn_down", OpKind::kMatMul, l);
+    MatMul(w.w_down, s->gate.data(), T, s->out_rows.data(), pool, &act);  // [T, D]
+    prev_post = post_of(w.ffn_post_norm);
   }
 
   if (n_layers < c.n_layers) return Status::Ok();
-  // Logits only for the tokens that want them: [n_out, n_vocab].
-  int n_out = 0;
+  // Final hidden states for the tokens that want them: [n_hidden, D], normed as the output
+  // matrix's input is. Their residual streams get the last block's output here, once (the
+  // logits below then skip it).
+  std::vector<int> hidden_tokens;
   for (int t = 0; t < T; ++t) {
-    if (!batch[t].want_logits) continue;
-    RmsNorm(x + size_t(t) * D, output_norm_.data(), D, c.rms_eps, s->xn.data() + size_t(n_out) * D);
-    ++n_out;
+    if (batch[t].want_hidden) hidden_tokens.push_back(t);
   }
+  if (!hidden_tokens.empty()) {
+    PC_CHECK(hidden != nullptr);
+    ForEachToken(pool, static_cast<int>(hidden_tokens.size()), [&](int o) {
+      const int t = hidden_tokens[o];
+      add_residual(t);
+      RmsNorm(x + size_t(t) * D, output_norm_.data(), D, c.rms_eps, hidden + size_t(o) * D);
+    });
+  }
+  // Logits only for the tokens that want them: [n_out, n_vocab]; only their residual streams
+  // need the last block's output.
+  std::vector<int> out_tokens;
+  for (int t = 0; t < T; ++t) {
+    if (batch[t].want_logits) out_tokens.push_back(t);
+  }
+  const int n_out = static_cast<int>(out_tokens.size());
   if (n_out > 0) {
     PC_CHECK(logits != nullptr);
-    MatMul(output_, s->xn.data(), n_out, logits, pool);
+    const TokenRowsFn out_in = [&](int64_t o0, int64_t o1) {
+      for (int64_t o = o0; o < o1; ++o) {
+        const int t = out_tokens[o];
+        if (!batch[t].want_hidden) add_residual(t);
+        RmsNorm(x + size_t(t) * D, output_norm_.data(), D, c.rms_eps, s->xn.data() + o * D);
+      }
+    };
+    ProfileOp(prof, "residual, output_norm, matmul output", OpKind::kMatMul);
+    MatMul(output_, s->xn.data(), n_out, logits, pool, &out_in);
     if (c.final_softcap > 0) {
+      ProfileOp(prof, "softcap", OpKind::kActivation);
       ForEachToken(pool, n_out, [&](int t) {
         Softcap(logits + size_t(t) * c.n_vocab, c.n_vocab, c.final_softcap);
       });
     }
   }
   return Status::Ok();
-}
-
-void Model::PostNorm(const std::vector<float>& weight, int T, ThreadPool* pool, float* rows) const {
-  if (weight.empty()) return;
-  const int D = config_.n_embd;
-  ForEachToken(pool, T, [&](int t) {
-    RmsNorm(rows + size_t(t) * D, weight.data(), D, config_.rms_eps, rows + size_t(t) * D);
-  });
 }
 
 }  // namespace promptcache

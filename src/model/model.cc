@@ -1,7 +1,6 @@
 #include "model/model.h"
 
 #include <algorithm>
-#include <thread>
 
 #include "core/hash.h"
 #include "ops/quant.h"
@@ -238,7 +237,7 @@ void Model::PackWeights() {
       MatricesOf<WeightMatrix>(*this);
   // One matrix at a time, its file pages released as soon as it is packed, so the peak stays near
   // the packed size. (A tied embedding's rows page back in for the lookups that need them.)
-  ThreadPool pool(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  ThreadPool pool(ThreadPool::DefaultThreads());
   for (auto& [name, w] : matrices) {
     if (FindPackedFormat(w->type) == nullptr || w->rows == 0) continue;
     packed_.push_back(std::make_unique<PackedMatrix>(PackMatrix(*w, &pool)));

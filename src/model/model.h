@@ -50,10 +50,14 @@ struct BatchToken {
   // seq's alone), overwriting its K/V; it attends to the slots before it, as if computed there.
   // In-place tokens of a sequence come first in the batch, in ascending slot order. -1: append.
   int32_t slot = -1;
+  // Write the token's final hidden state (after the output norm, before the output matrix):
+  // what embeddings pool. Independent of want_logits.
+  bool want_hidden = false;
 };
 
 // Attention's plan and buffers (attention.cc). The plan (the batch's tokens grouped by sequence,
-// the work items, whether they are split by chunks of keys) depends only on the batch, so it is
+// the work items, whether they are split by chunks of keys and by KV heads) depends only on the
+// batch and the thread count, so it is
 // made once per forward pass, not per layer. Buffers: per pool thread, its item's chunk states
 // and query lists; per query head of the batch, its running state; partial chunk states when the
 // items are split.
@@ -64,6 +68,8 @@ struct AttentionScratch {
     int count;              // its tokens (slots ascending)
     int chunk;              // -1: every chunk its tokens read
     int64_t cost;           // queries × keys, for scheduling
+    int kv_begin = 0;       // its KV heads [kv_begin, kv_end) (with their query heads)
+    int kv_end = INT32_MAX;
   };
   struct Thread {
     std::vector<float> o;
@@ -135,11 +141,13 @@ class Model {
   int DefaultBatchSize(size_t budget = size_t(32) << 20) const;
 
   // Runs the batch. For every token with want_logits, writes n_vocab logits, in batch order, to
-  // `logits`. Sequences must have room (their pool may run out: the Status says so and no
-  // sequence is changed). layers > 0: run only the first `layers` layers (their K/V written, no
-  // logits: `logits` must be null).
+  // `logits`; for every token with want_hidden, n_embd floats of its final normed hidden state,
+  // in batch order, to `hidden` (no logits are computed for the tokens that want only that).
+  // Sequences must have room (their pool may run out: the Status says so and no sequence is
+  // changed). layers > 0: run only the first `layers` layers (their K/V written, no logits or
+  // hidden states: `logits` and `hidden` must be null).
   Status Forward(std::span<const BatchToken> batch, float* logits, ThreadPool* pool,
-                 ForwardScratch* scratch, int layers = 0) const;
+                 ForwardScratch* scratch, int layers = 0, float* hidden = nullptr) const;
 
  private:
   Model() = default;
@@ -153,10 +161,13 @@ class Model {
   // Fills s->attention's plan for the batch (its `order` already set) and sizes its buffers.
   void PlanAttention(std::span<const BatchToken> batch, const std::vector<int>& slot,
                      ThreadPool* pool, ForwardScratch* s) const;
+  // Attention's items for one layer: every query's state, chunk by chunk, in s->attention.
   void Attention(std::span<const BatchToken> batch, const std::vector<int>& slot, int layer,
                  ThreadPool* pool, ForwardScratch* s) const;
-  // rows [T, n_embd] = RMSNorm(rows) · weight in place; nothing when weight is empty.
-  void PostNorm(const std::vector<float>& weight, int T, ThreadPool* pool, float* rows) const;
+  // Attention's output rows [t0, t1) into s->attn: each query's chunks merged and normalized.
+  // Per token, so it runs inside the job that quantizes the rows for the output projection.
+  void FinishAttention(std::span<const BatchToken> batch, const std::vector<int>& slot, int layer,
+                       ForwardScratch* s, int t0, int t1) const;
 
   std::unique_ptr<GgufFile> file_;
   std::unique_ptr<Tokenizer> tokenizer_;

@@ -13,6 +13,7 @@
 #include <numeric>
 
 #include "core/fp16.h"
+#include "core/temp_files.h"
 #include "model/kv_rows.h"
 #include "model/kv_shift.h"
 #include "model/synth.h"
@@ -30,10 +31,10 @@ std::unique_ptr<Model> LoadOrDie(const std::string& path) {
 
 // A small synthetic model with a real (GPT-2) vocabulary, made once per test binary.
 std::string SynthesizeTiny(uint64_t seed, GgmlType type = GgmlType::kQ8_0) {
-  const std::string p = (std::filesystem::temp_directory_path() /
-                         ("pc_model_test_" + std::to_string(getpid()) + "_" + std::to_string(seed) +
-                          "_" + GgmlTypeName(type) + ".gguf"))
-                            .string();
+  const std::string p = RemoveAtExit((std::filesystem::temp_directory_path() /
+                                      ("pc_model_test_" + std::to_string(getpid()) + "_" +
+                                       std::to_string(seed) + "_" + GgmlTypeName(type) + ".gguf"))
+                                         .string());
   SynthOptions o;
   o.preset = "tiny-test";
   o.vocab_path = std::string(PC_SHARED_DIR) + "/tokenizers/ggml-vocab-gpt-2.gguf";
@@ -162,6 +163,37 @@ TEST(Stories260K, ReferenceTokensAndLogits) {
   }
 }
 
+// The hidden states Forward writes (want_hidden) are exactly what the output matrix multiplies:
+// multiplied by it they give the logits bit for bit; asked for alone (no logits computed) they
+// are the same. (Mutation tried: the output norm left out of the hidden rows fails both.)
+TEST(Stories260K, HiddenStatesAreTheOutputMatrixInput) {
+  std::unique_ptr<Model> m = LoadOrDie(kStories);
+  const ModelConfig& c = m->config();
+  const std::vector<int32_t> tokens = m->tokenizer().Encode("Once upon a time, a girl", true);
+  const int n = static_cast<int>(tokens.size());
+  ThreadPool pool(2);
+  BlockPool blocks(m->MakeKvLayout(KvType::kF16, 16), 0, false);
+  ForwardScratch scratch;
+  auto run = [&](bool logits_too, std::vector<float>* logits) {
+    KvSequence seq(&blocks);
+    std::vector<BatchToken> batch;
+    for (int i = 0; i < n; ++i) batch.push_back({tokens[i], i, &seq, logits_too, -1, true});
+    std::vector<float> hidden(size_t(n) * c.n_embd);
+    logits->assign(logits_too ? size_t(n) * c.n_vocab : 0, 0.0f);
+    PC_CHECK(
+        m->Forward(batch, logits_too ? logits->data() : nullptr, &pool, &scratch, 0, hidden.data())
+            .ok());
+    return hidden;
+  };
+  std::vector<float> logits, none;
+  const std::vector<float> hidden = run(true, &logits);
+  EXPECT_EQ(run(false, &none), hidden);
+  const WeightMatrix* output = m->Matrices().front().second;  // the output matrix comes first
+  std::vector<float> product(size_t(n) * c.n_vocab);
+  MatMul(*output, hidden.data(), n, product.data(), &pool);
+  EXPECT_EQ(product, logits);
+}
+
 TEST(Stories260K, GreedyContinuationMatchesReference) {
   const std::vector<int32_t> expected = {
       1,   403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338,
@@ -212,9 +244,10 @@ void ExpectSameBits(const float* a, const float* b, size_t n, const std::string&
 // synth's tiny fixture of another architecture ("gemma3": tiny-gemma3) in Q8_0, with
 // stories260K's vocabulary: windows of 24 tokens, shorter than the tests' prompts.
 std::string SynthesizeArchitecture(const std::string& arch) {
-  const std::string p = (std::filesystem::temp_directory_path() /
-                         ("pc_model_test_" + std::to_string(getpid()) + "_" + arch + ".gguf"))
-                            .string();
+  const std::string p = RemoveAtExit(
+      (std::filesystem::temp_directory_path() /
+       ("pc_model_test_" + std::to_string(getpid()) + "_" + arch + ".gguf"))
+          .string());
   SynthOptions o;
   o.preset = "tiny-" + arch;
   o.vocab_path = kStories;

@@ -4,9 +4,11 @@
 #include "model/synth.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <numbers>
+#include <tuple>
 
 #include "core/hash.h"
 #include "core/thread_pool.h"
@@ -301,9 +303,11 @@ Status ReadVocab(const std::string& path, std::vector<std::pair<std::string, Ggu
 }
 
 // Declares a matrix of `rows` rows of `cols` random values in `type`, or in its fallback type
-// where the type's block does not divide `cols` (as llama.cpp's quantizer does).
+// where the type's block does not divide `cols` (as llama.cpp's quantizer does). The first
+// `scaled_rows` rows are multiplied by `scale` (attn_sharpen; Phi-3's fused QKV scales Q and K).
 void AddRandomMatrix(GgufWriter* w, ThreadPool* pool, const std::string& name, int64_t cols,
-                     int64_t rows, GgmlType file_type, uint64_t seed) {
+                     int64_t rows, GgmlType file_type, uint64_t seed, float scale = 1.0f,
+                     int64_t scaled_rows = 0) {
   const GgmlType type = FallbackForWidth(file_type, cols);
   const uint64_t tensor_seed = Mix64(seed ^ Hash64(name.data(), name.size()));
   w->AddTensor(name, {cols, rows}, type, [=](uint8_t* dst, size_t nbytes) {
@@ -312,7 +316,8 @@ void AddRandomMatrix(GgufWriter* w, ThreadPool* pool, const std::string& name, i
     pool->ParallelFor(rows, [&](int64_t begin, int64_t end) {
       std::unique_ptr<float[]> buf(new float[static_cast<size_t>(cols)]);
       for (int64_t r = begin; r < end; ++r) {
-        RandomRow(Mix64(tensor_seed + static_cast<uint64_t>(r)), kWeightStd, buf.get(), cols);
+        const float std = r < scaled_rows ? kWeightStd * scale : kWeightStd;
+        RandomRow(Mix64(tensor_seed + static_cast<uint64_t>(r)), std, buf.get(), cols);
         QuantizeRow(type, buf.get(), cols, dst + static_cast<size_t>(r) * row_bytes);
       }
     });
@@ -337,14 +342,17 @@ std::vector<float> RandomVector(const std::string& name, int64_t n, float std, f
   return v;
 }
 
-void SetHyperparameters(const SynthShape& s, GgmlType type, uint64_t seed, int64_t n_vocab,
+void SetHyperparameters(const SynthShape& s, const SynthOptions& o, int64_t n_vocab,
                         GgufWriter* w) {
   const int head_dim = s.HeadDim();
   const std::string a = s.architecture;
+  const float sharpen = o.attn_sharpen;
   w->SetString("general.architecture", a);
+  char sharpened[48] = "";
+  if (sharpen != 1.0f) std::snprintf(sharpened, sizeof(sharpened), ", attention x%g", sharpen);
   w->SetString("general.name", "synthetic " + s.display_name + " (random weights, seed " +
-                                   std::to_string(seed) + ")");
-  w->SetU32("general.file_type", FileTypeIdFor(type));
+                                   std::to_string(o.seed) + sharpened + ")");
+  w->SetU32("general.file_type", FileTypeIdFor(o.type));
   w->SetU32("general.quantization_version", 2);
   w->SetU32(a + ".vocab_size", static_cast<uint32_t>(n_vocab));
   w->SetU32(a + ".context_length", static_cast<uint32_t>(s.n_ctx));
@@ -361,7 +369,9 @@ void SetHyperparameters(const SynthShape& s, GgmlType type, uint64_t seed, int64
   if (s.sliding_window > 0) {
     w->SetU32(a + ".attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
   }
-  if (s.attn_softcap > 0) w->SetF32(a + ".attn_logit_softcapping", s.attn_softcap);
+  if (s.attn_softcap > 0) {
+    w->SetF32(a + ".attn_logit_softcapping", s.attn_softcap * sharpen * sharpen);
+  }
   if (s.final_softcap > 0) w->SetF32(a + ".final_logit_softcapping", s.final_softcap);
   if (s.rope_linear_factor > 0) {
     w->SetString(a + ".rope.scaling.type", "linear");
@@ -377,9 +387,22 @@ void SetHyperparameters(const SynthShape& s, GgmlType type, uint64_t seed, int64
   }
 }
 
-// One layer's tensors, in the converter's names for the shape's architecture.
-void AddLayer(const SynthShape& shape, int l, GgmlType t, uint64_t seed, ThreadPool* pool,
+// `n` values of mean + N(0, std), times `scale`.
+std::vector<float> ScaledVector(const std::string& name, int64_t n, float std, float mean,
+                                uint64_t seed, float scale) {
+  std::vector<float> v = RandomVector(name, n, std, mean, seed);
+  for (float& x : v) x *= scale;
+  return v;
+}
+
+// One layer's tensors, in the converter's names for the shape's architecture. attn_sharpen
+// scales Q and K where the scale survives to the scores: after the per-head norms if there are
+// any, else the projections and their biases.
+void AddLayer(const SynthShape& shape, int l, const SynthOptions& o, ThreadPool* pool,
               GgufWriter* w) {
+  const GgmlType t = o.type;
+  const uint64_t seed = o.seed;
+  const float qk_scale = shape.qk_norm ? 1.0f : o.attn_sharpen;
   const std::string p = "blk." + std::to_string(l) + ".";
   const int64_t n_embd = shape.n_embd, n_ff = shape.n_ff, head_dim = shape.HeadDim();
   const int64_t n_embd_q = head_dim * shape.n_head;
@@ -387,24 +410,26 @@ void AddLayer(const SynthShape& shape, int l, GgmlType t, uint64_t seed, ThreadP
   const std::vector<float> ones_embd(static_cast<size_t>(n_embd), 1.0f);
   AddF32Vector(w, p + "attn_norm.weight", ones_embd);
   if (shape.fused) {
-    AddRandomMatrix(w, pool, p + "attn_qkv.weight", n_embd, n_embd_q + 2 * n_embd_kv, t, seed);
+    AddRandomMatrix(w, pool, p + "attn_qkv.weight", n_embd, n_embd_q + 2 * n_embd_kv, t, seed,
+                    qk_scale, n_embd_q + n_embd_kv);
   } else {
-    AddRandomMatrix(w, pool, p + "attn_q.weight", n_embd, n_embd_q, t, seed);
-    AddRandomMatrix(w, pool, p + "attn_k.weight", n_embd, n_embd_kv, t, seed);
+    AddRandomMatrix(w, pool, p + "attn_q.weight", n_embd, n_embd_q, t, seed, qk_scale, n_embd_q);
+    AddRandomMatrix(w, pool, p + "attn_k.weight", n_embd, n_embd_kv, t, seed, qk_scale, n_embd_kv);
     AddRandomMatrix(w, pool, p + "attn_v.weight", n_embd, n_embd_kv, t, seed);
   }
   AddRandomMatrix(w, pool, p + "attn_output.weight", n_embd_q, n_embd, t, seed);
   if (shape.qkv_bias) {
     // Larger than the weights' products, so that a missing bias shows in the logits.
-    const std::pair<const char*, int64_t> biases[] = {
-        {"attn_q.bias", n_embd_q}, {"attn_k.bias", n_embd_kv}, {"attn_v.bias", n_embd_kv}};
-    for (const auto& [name, n] : biases) {
-      AddF32Vector(w, p + name, RandomVector(p + name, n, 0.5f, 0.0f, seed));
+    const std::tuple<const char*, int64_t, float> biases[] = {{"attn_q.bias", n_embd_q, qk_scale},
+                                                              {"attn_k.bias", n_embd_kv, qk_scale},
+                                                              {"attn_v.bias", n_embd_kv, 1.0f}};
+    for (const auto& [name, n, scale] : biases) {
+      AddF32Vector(w, p + name, ScaledVector(p + name, n, 0.5f, 0.0f, seed, scale));
     }
   }
   if (shape.qk_norm) {
     for (const char* name : {"attn_q_norm.weight", "attn_k_norm.weight"}) {
-      AddF32Vector(w, p + name, RandomVector(p + name, head_dim, 0.2f, 1.0f, seed));
+      AddF32Vector(w, p + name, ScaledVector(p + name, head_dim, 0.2f, 1.0f, seed, o.attn_sharpen));
     }
   }
   // Post-norms away from 1, so that a missing one shows.
@@ -503,12 +528,15 @@ Status Synthesize(const SynthOptions& options,
                          " is not supported (" + SynthTypeNames() + " are)");
   }
   if (options.out_path.empty()) return InvalidArgument("synth: no output path");
+  if (!(options.attn_sharpen > 0.0f && options.attn_sharpen <= 100.0f)) {
+    return InvalidArgument("synth: the attention sharpening factor must be in (0, 100]");
+  }
   std::vector<std::pair<std::string, GgufValue>> vocab_keys;
   int64_t n_vocab = 0;
   PC_RETURN_IF_ERROR(ReadVocab(options.vocab_path, &vocab_keys, &n_vocab));
 
   GgufWriter w;
-  SetHyperparameters(shape, options.type, options.seed, n_vocab, &w);
+  SetHyperparameters(shape, options, n_vocab, &w);
   for (auto& [key, value] : vocab_keys) w.SetValue(key, std::move(value));
   vocab_keys.clear();
 
@@ -523,7 +551,7 @@ Status Synthesize(const SynthOptions& options,
     AddF32Vector(&w, "rope_factors_short.weight", LongRopeFactors(shape, false));
     AddF32Vector(&w, "rope_factors_long.weight", LongRopeFactors(shape, true));
   }
-  for (int l = 0; l < shape.n_layer; ++l) AddLayer(shape, l, t, seed, &pool, &w);
+  for (int l = 0; l < shape.n_layer; ++l) AddLayer(shape, l, options, &pool, &w);
   AddF32Vector(&w, "output_norm.weight", ones_embd);
   if (!shape.tied_embeddings) AddRandomMatrix(&w, &pool, "output.weight", n_embd, n_vocab, t, seed);
   return w.Write(options.out_path, progress);

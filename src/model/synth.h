@@ -23,6 +23,12 @@ struct SynthOptions {
   // divide get llama.cpp's fallback type (FallbackForWidth in quant_mix.h).
   GgmlType type = GgmlType::kF16;
   uint64_t seed = 1;
+  // Multiplies the query and key projections by this factor (weights and biases; with per-head
+  // Q/K norms, their weights instead, since the norms undo any scale before them), so attention
+  // scores grow by its square; an attention soft-cap grows with them, so it bites as much. With
+  // random weights scores sit near 0.1 and attention is nearly uniform: a position error then
+  // barely moves the logits. Sharpened, a RoPE error shows (src/model/testdata/architectures).
+  float attn_sharpen = 1.0f;
   std::string out_path;
 };
 
@@ -85,7 +91,7 @@ std::string SynthTypeNames();  // "F32, F16, Q4_0, ..."
 
 // Writes the model to options.out_path (atomically). `progress(done, total)` counts bytes of
 // tensor data. Errors: unknown preset, unreadable vocabulary or one without tokenizer keys,
-// unsupported type, I/O failures.
+// unsupported type, attn_sharpen not in (0, 100], I/O failures.
 Status Synthesize(const SynthOptions& options,
                   const std::function<void(size_t done, size_t total)>& progress = nullptr);
 

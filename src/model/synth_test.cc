@@ -271,6 +271,97 @@ TEST(Synth, EveryQuantizedType) {
   }
 }
 
+// attn_sharpen multiplies Q and K where the factor reaches the scores and nothing else: the
+// projections (and qwen2's biases), the Q and K rows of Phi-3's fused QKV, or, with per-head
+// Q/K norms, the norm weights; an attention soft-cap grows with the scores (by the square).
+TEST(Synth, SharpenScalesQueriesAndKeysOnly) {
+  TempDir dir;
+  const auto tensor = [](const GgufFile& f, const std::string& name) {
+    const GgufTensorInfo* t = f.FindTensor(name);
+    PC_CHECK(t != nullptr && t->type == GgmlType::kF32);
+    std::vector<float> v(static_cast<size_t>(t->elements()));
+    std::memcpy(v.data(), t->data, t->nbytes);
+    return v;
+  };
+  // The largest |b - k a| relative to max |a|: 0 when b is a scaled by k.
+  const auto off = [](const std::vector<float>& a, const std::vector<float>& b, float k) {
+    double worst = 0, amax = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      worst = std::max(worst, std::fabs(double{b[i]} - double{k} * a[i]));
+      amax = std::max(amax, std::fabs(double{a[i]}));
+    }
+    return worst / amax;
+  };
+  for (const char* preset : {"tiny-qwen2", "tiny-qwen3", "tiny-phi3"}) {
+    SynthOptions o;
+    o.preset = preset;
+    o.vocab_path = std::string(PC_SHARED_DIR) + "/models/stories260K.gguf";
+    o.type = GgmlType::kF32;
+    o.out_path = dir.File("plain.gguf");
+    ASSERT_TRUE(Synthesize(o).ok());
+    o.attn_sharpen = 3.0f;
+    o.out_path = dir.File("sharp.gguf");
+    ASSERT_TRUE(Synthesize(o).ok());
+    auto plain = GgufFile::Open(dir.File("plain.gguf"));
+    auto sharp = GgufFile::Open(dir.File("sharp.gguf"));
+    ASSERT_TRUE(plain.ok() && sharp.ok());
+    const GgufFile &a = **plain, &b = **sharp;
+    const SynthShape shape = *SynthPresetShape(preset);
+    const std::string p = "blk.1.";
+    SCOPED_TRACE(preset);
+    if (shape.fused) {
+      const std::vector<float> qkv_a = tensor(a, p + "attn_qkv.weight");
+      const std::vector<float> qkv_b = tensor(b, p + "attn_qkv.weight");
+      const size_t qk = size_t(shape.n_embd) * shape.HeadDim() * (shape.n_head + shape.n_head_kv);
+      EXPECT_LT(off({qkv_a.begin(), qkv_a.begin() + qk}, {qkv_b.begin(), qkv_b.begin() + qk}, 3),
+                1e-6);
+      EXPECT_EQ(off({qkv_a.begin() + qk, qkv_a.end()}, {qkv_b.begin() + qk, qkv_b.end()}, 1), 0);
+    } else {
+      const float k = shape.qk_norm ? 1.0f : 3.0f;
+      EXPECT_LT(off(tensor(a, p + "attn_q.weight"), tensor(b, p + "attn_q.weight"), k), 1e-6);
+      EXPECT_LT(off(tensor(a, p + "attn_k.weight"), tensor(b, p + "attn_k.weight"), k), 1e-6);
+      EXPECT_EQ(off(tensor(a, p + "attn_v.weight"), tensor(b, p + "attn_v.weight"), 1), 0);
+    }
+    if (shape.qkv_bias) {
+      EXPECT_LT(off(tensor(a, p + "attn_q.bias"), tensor(b, p + "attn_q.bias"), 3), 1e-6);
+      EXPECT_LT(off(tensor(a, p + "attn_k.bias"), tensor(b, p + "attn_k.bias"), 3), 1e-6);
+      EXPECT_EQ(off(tensor(a, p + "attn_v.bias"), tensor(b, p + "attn_v.bias"), 1), 0);
+    }
+    if (shape.qk_norm) {
+      EXPECT_LT(off(tensor(a, p + "attn_q_norm.weight"), tensor(b, p + "attn_q_norm.weight"), 3),
+                1e-6);
+      EXPECT_LT(off(tensor(a, p + "attn_k_norm.weight"), tensor(b, p + "attn_k_norm.weight"), 3),
+                1e-6);
+    }
+    EXPECT_EQ(off(tensor(a, p + "attn_output.weight"), tensor(b, p + "attn_output.weight"), 1), 0);
+    EXPECT_EQ(off(tensor(a, p + "ffn_down.weight"), tensor(b, p + "ffn_down.weight"), 1), 0);
+    EXPECT_NE(b.GetString("general.name")->find("attention x3"), std::string::npos);
+    EXPECT_EQ(a.GetString("general.name")->find("attention x"), std::string::npos);
+  }
+  // Gemma 2's attention soft-cap grows with the scores (by the square); the final one does not.
+  // (26 layers: written in Q4_0, a quarter of F32's bytes; only the keys are read.)
+  SynthOptions g;
+  g.preset = "tiny-gemma2";
+  g.vocab_path = std::string(PC_SHARED_DIR) + "/models/stories260K.gguf";
+  g.type = GgmlType::kQ4_0;
+  g.attn_sharpen = 3.0f;
+  g.out_path = dir.File("gemma2.gguf");
+  ASSERT_TRUE(Synthesize(g).ok());
+  auto gemma2 = GgufFile::Open(g.out_path);
+  ASSERT_TRUE(gemma2.ok());
+  const SynthShape gs = *SynthPresetShape("tiny-gemma2");
+  EXPECT_FLOAT_EQ(*(*gemma2)->GetFloat("gemma2.attn_logit_softcapping"), 9 * gs.attn_softcap);
+  EXPECT_FLOAT_EQ(*(*gemma2)->GetFloat("gemma2.final_logit_softcapping"), gs.final_softcap);
+
+  SynthOptions o = TinyOptions(dir.File("x.gguf"));
+  for (const float bad : {0.0f, -2.0f, 101.0f, NAN}) {
+    o.attn_sharpen = bad;
+    const Status s = Synthesize(o);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("sharpening factor"), std::string::npos) << s.message();
+  }
+}
+
 TEST(Synth, SameSeedSameBytes) {
   TempDir dir;
   SynthOptions a = TinyOptions(dir.File("a.gguf"), GgmlType::kF16);

@@ -61,13 +61,14 @@ bool MatMulQuantizesActivations(GgmlType type) {
   return t != nullptr && t->act != ActFormat::kFloat;
 }
 
-void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* out, ThreadPool* pool) {
+void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* out, ThreadPool* pool,
+            const TokenRowsFn* before) {
   float* outs[1] = {out};
-  MatMulMulti(&w, 1, x, n_tokens, outs, pool);
+  MatMulMulti(&w, 1, x, n_tokens, outs, pool, before);
 }
 
 void MatMulMulti(const WeightMatrix* ws, int n, const float* x, int64_t n_tokens,
-                 float* const* outs, ThreadPool* pool) {
+                 float* const* outs, ThreadPool* pool, const TokenRowsFn* before) {
   if (n <= 0 || n_tokens <= 0) return;
   constexpr int kMaxMatrices = 8;
   PC_CHECK(n <= kMaxMatrices);
@@ -88,6 +89,7 @@ void MatMulMulti(const WeightMatrix* ws, int n, const float* x, int64_t n_tokens
     if (need[i]) acts[i] = buffers[i].Prepare(f, n_tokens, cols);
   }
   auto prepare = [&](int64_t t0, int64_t t1) {
+    if (before != nullptr) (*before)(t0, t1);
     for (ActFormat f : {ActFormat::kQ8_0, ActFormat::kQ8_K}) {
       const int i = static_cast<int>(f);
       if (!need[i]) continue;
@@ -102,7 +104,7 @@ void MatMulMulti(const WeightMatrix* ws, int n, const float* x, int64_t n_tokens
                                         : nullptr);
     }
   };
-  if (need[1] || need[2]) {
+  if (need[1] || need[2] || before != nullptr) {
     if (pool != nullptr && pool->size() > 1 && n_tokens > 1) {
       pool->ParallelFor(n_tokens, prepare);
     } else {
@@ -161,9 +163,41 @@ void MatMulMulti(const WeightMatrix* ws, int n, const float* x, int64_t n_tokens
     // project's shared machines); whole pairs of tiles, which the pair kernels take together.
     constexpr int64_t kChunksPerThread = 8;
     const int64_t chunk = std::max<int64_t>(2, (units / (kChunksPerThread * pool->size())) & ~1);
-    pool->ParallelForDynamic(units, chunk, run_units);
+    pool->ParallelForDynamic(units, chunk, [&](int64_t u0, int64_t u1, int) { run_units(u0, u1); });
   } else {
-    pool->ParallelFor(units, run_units);
+    // Decoding: one contiguous range of tiles per task, a long stream through the weights each,
+    // cut where the bytes of weights (not the rows) are even: matrices of one call may differ in
+    // type (Q4_K_M's attn_v is Q6_K beside Q4_K). And no more tasks than kMinTaskBytes each: a
+    // small matrix split over many threads costs them more in synchronization than it saves
+    // (smollm2-135m generated slower at 8 threads than at 4 on a 16-core machine); the threads
+    // without a task take no part in the job.
+    constexpr int64_t kMinTaskBytes = int64_t(64) << 10;
+    int64_t tile_bytes[kMaxMatrices];
+    int64_t total = 0;
+    for (int i = 0; i < n; ++i) {
+      tile_bytes[i] = kTile * static_cast<int64_t>(ws[i].row_bytes);
+      total += (first_unit[i + 1] - first_unit[i]) * tile_bytes[i];
+    }
+    const int64_t tasks =
+        std::clamp<int64_t>(total / kMinTaskBytes, 1, std::min<int64_t>(pool->size(), units));
+    // Task k's first tile: where the bytes before it reach k / tasks of the total, rounded to a
+    // whole pair of tiles (the pair kernels take two at once).
+    auto first_of = [&](int64_t k) {
+      const int64_t target = total * k / tasks;
+      int64_t before = 0;
+      for (int i = 0; i < n; ++i) {
+        const int64_t count = first_unit[i + 1] - first_unit[i];
+        if (target < before + count * tile_bytes[i]) {
+          const int64_t u = (target - before + tile_bytes[i] - 1) / tile_bytes[i];
+          return first_unit[i] + std::min(count, (u + 1) & ~int64_t(1));
+        }
+        before += count * tile_bytes[i];
+      }
+      return units;
+    };
+    pool->RunTasks(tasks, [&](int64_t k, int) {
+      run_units(first_of(k), k + 1 == tasks ? units : first_of(k + 1));
+    });
   }
 }
 

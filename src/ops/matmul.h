@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
@@ -36,20 +37,27 @@ struct WeightMatrix {
 // Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS).
 bool MatMulSupports(GgmlType type);
 
+// Per-token work that produces x's rows [t0, t1) (a norm, an activation): given to MatMul, it
+// runs in the parallel job that prepares (quantizes) those rows, instead of a job of its own
+// before the multiply. Called once for each of some ranges that cover [0, n_tokens).
+using TokenRowsFn = std::function<void(int64_t t0, int64_t t1)>;
+
 // out[t * rows + r] = sum_c W[r, c] * x[t * cols + c], for t in [0, n_tokens), r in [0, rows).
 // `pool` may be null (single-threaded). Quantized weights multiply x quantized to 8 bits as
 // llama.cpp does (Q8_0 form for 32-element types, Q8_K form for K-quants and IQ4_XS): the result
 // is exactly MatMulIntFormReference's. Every output is computed by the same operations whatever
 // n_tokens, the thread count or the instruction set (for float weights: the same within one
 // instruction set), so a token's result never depends on the other tokens of the call.
-void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* out, ThreadPool* pool);
+// `before`, when not null, first writes x's rows (TokenRowsFn).
+void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* out, ThreadPool* pool,
+            const TokenRowsFn* before = nullptr);
 
 // Several matrices (at most 8) with the same number of columns applied to the same x in one
 // parallel job, e.g. the Q, K and V projections, or gate and up: outs[i] receives
 // [n_tokens x ws[i].rows] as MatMul would write it. Saves a fork/join per extra matrix and
 // quantizes x only once per form.
 void MatMulMulti(const WeightMatrix* ws, int n, const float* x, int64_t n_tokens,
-                 float* const* outs, ThreadPool* pool);
+                 float* const* outs, ThreadPool* pool, const TokenRowsFn* before = nullptr);
 
 // Whether MatMul quantizes x for this weight type (all but F32, F16, BF16).
 bool MatMulQuantizesActivations(GgmlType type);

@@ -14,9 +14,13 @@
 //   BM_PeakCompute/<kind>/<threads>: the arithmetic ceiling prefill is bounded by (the roofline):
 //     0 f32 FMA on 256-bit vectors, 1 on 512-bit, 2 int8 dot products with AVX2 (maddubs +
 //     madd + add, the pattern the AVX2 kernels use), 3 with AVX-512 VNNI (vpdpbusd).
-// Types: 0 F32, 1 F16, 2 Q4_0, 8 Q8_0, 12 Q4_K, 14 Q6_K, 23 IQ4_XS, 30 BF16 (ggml ids; any
-// type of weight_types.h works). Quantized matrices are packed as the model packs them.
+// Types: 0 F32, 1 F16, 2 Q4_0, 8 Q8_0, 12 Q4_K, 14 Q6_K, 23 IQ4_XS, 30 BF16 across the shapes;
+// every other packed type (3 Q4_1, 6 Q5_0, 7 Q5_1, 20 IQ4_NL, 10 Q2_K, 11 Q3_K, 13 Q5_K) on
+// the square and FFN shapes (ggml ids; any type of weight_types.h works). Quantized matrices are
+// packed as the model packs them.
+// --isa=NAME runs the kernels of that Highway target (AVX2, SSE4 ...) instead of the CPU's best.
 #include <benchmark/benchmark.h>
+#include <strings.h>
 #include <sys/mman.h>
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -24,10 +28,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/check.h"
@@ -36,6 +43,7 @@
 #include "ops/matmul.h"
 #include "ops/packed.h"
 #include "ops/quant.h"
+#include "ops/targets.h"
 #include "ops/vec.h"
 #include "ops/weight_types.h"
 
@@ -136,6 +144,18 @@ void MatMulArgs(benchmark::internal::Benchmark* b) {
   for (int type : {8, 1}) {
     for (int tokens : {2, 4, 8, 16}) {
       for (int threads : {1, 2}) b->Args({type, 1536, 576, tokens, threads});
+    }
+  }
+  // Every packed format (each kernel family's every plane layout): the rows above for the types
+  // not listed there (decoding 2048x2048, a prompt in cache; 8192x2048, a prompt streamed), and
+  // two tokens for all of them.
+  for (int type : {2, 8, 12, 14, 23, 3, 6, 7, 20, 10, 11, 13}) {
+    const bool listed = type == 2 || type == 8 || type == 12 || type == 14 || type == 23;
+    for (int threads : {1, 2}) {
+      for (int tokens : {1, 2, 512}) {
+        if (!listed || tokens == 2) b->Args({type, 2048, 2048, tokens, threads});
+      }
+      if (!listed) b->Args({type, 8192, 2048, 256, threads});
     }
   }
 }
@@ -447,7 +467,43 @@ void BM_Quantize(benchmark::State& state) {
 }
 BENCHMARK(BM_Quantize)->Arg(8)->Arg(2)->Arg(1)->Arg(30);
 
+// --isa=NAME (a Highway target name such as AVX2, as `promptcache bench --isa` takes): run the
+// kernels of that target instead of the CPU's best.
+std::unique_ptr<ScopedOpsTarget> SelectIsa(int* argc, char** argv) {
+  std::unique_ptr<ScopedOpsTarget> scoped;
+  int out = 1;
+  for (int i = 1; i < *argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--isa=", 0) != 0) {
+      argv[out++] = argv[i];
+      continue;
+    }
+    const std::string name = arg.substr(6);
+    bool found = false;
+    for (int64_t t : OpsTargets()) {
+      if (strcasecmp(OpsTargetName(t).c_str(), name.c_str()) == 0) {
+        scoped = std::make_unique<ScopedOpsTarget>(t);
+        found = true;
+      }
+    }
+    if (!found) {
+      std::fprintf(stderr, "--isa=%s is not a target this CPU runs\n", name.c_str());
+      std::exit(2);
+    }
+  }
+  *argc = out;
+  return scoped;
+}
+
 }  // namespace
 }  // namespace promptcache
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  const auto isa = promptcache::SelectIsa(&argc, argv);
+  std::fprintf(stderr, "ops target: %s\n", promptcache::OpsActiveTargetName().c_str());
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

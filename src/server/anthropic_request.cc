@@ -1,11 +1,14 @@
 #include "server/anthropic_request.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <initializer_list>
 #include <limits>
 #include <nlohmann/json.hpp>
 
 #include "server/json_fields.h"
+#include "server/tool_request.h"
 
 namespace promptcache {
 namespace {
@@ -22,14 +25,21 @@ using json_fields::Unsupported;
 using json_fields::WrongType;
 
 // Top-level fields (MessagesFieldSupport). count_tokens reads a subset of the implemented ones.
-constexpr std::string_view kImplemented[] = {"model",          "max_tokens", "messages", "system",
-                                             "temperature",    "top_p",      "top_k",    "stream",
-                                             "stop_sequences", "metadata"};
-constexpr std::string_view kCountTokensFields[] = {"model", "messages", "system"};
+constexpr std::string_view kImplemented[] = {
+    "model", "max_tokens",     "messages", "system",   "temperature", "top_p",
+    "top_k", "stop_sequences", "stream",   "metadata", "tools",       "tool_choice"};
+constexpr std::string_view kCountTokensFields[] = {"model", "messages", "system", "tools",
+                                                   "tool_choice"};
 // Meaningless here: the service tier of Anthropic's capacity.
 constexpr std::string_view kIgnored[] = {"service_tier"};
-// Accepted at the value that asks for nothing: no tools, thinking disabled.
-constexpr std::string_view kOffValueOnly[] = {"tools", "tool_choice", "thinking"};
+// Accepted at the value that asks for nothing: thinking disabled.
+constexpr std::string_view kOffValueOnly[] = {"thinking"};
+
+using ojson = nlohmann::ordered_json;
+
+// Anthropic's limit on the number of tools (as OpenAI's), and on a tool's name.
+constexpr size_t kMaxTools = 128;
+constexpr size_t kMaxToolName = 64;
 
 MaybeError CheckFields(const json& obj, bool count_tokens) {
   for (const auto& [key, value] : obj.items()) {
@@ -45,14 +55,6 @@ MaybeError CheckFields(const json& obj, bool count_tokens) {
 }
 
 MaybeError ReadOffValues(const json& obj) {
-  if (const json* tools = Find(obj, "tools")) {
-    if (!tools->is_array() || !tools->empty()) return Unsupported("tools", "'tools' (tool use)");
-  }
-  if (const json* choice = Find(obj, "tool_choice")) {
-    const json* type = choice->is_object() ? Find(*choice, "type") : nullptr;
-    const bool off = type != nullptr && (*type == "auto" || *type == "none") && choice->size() == 1;
-    if (!off) return Unsupported("tool_choice", "'tool_choice' other than auto or none");
-  }
   if (const json* thinking = Find(obj, "thinking")) {
     const json* type = thinking->is_object() ? Find(*thinking, "type") : nullptr;
     if (type == nullptr || *type != "disabled" || thinking->size() != 1) {
@@ -82,6 +84,215 @@ MaybeError ReadCacheControl(const json& v, const std::string& param, double* ttl
       return ApiError::BadRequest("'" + param + ".ttl' must be \"5m\" or \"1h\"", param + ".ttl");
     }
   }
+  return std::nullopt;
+}
+
+MaybeError OnlyKeys(const json& obj, const std::string& param,
+                    std::initializer_list<std::string_view> keys) {
+  for (const auto& [key, value] : obj.items()) {
+    if (value.is_null() || std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
+    return Unsupported(param + "." + key, "'" + param + "." + key + "'");
+  }
+  return std::nullopt;
+}
+
+// A tool's name as Anthropic allows it: 1 to 64 of a-z, A-Z, 0-9, '_' and '-'.
+MaybeError ReadToolName(const json* v, const std::string& param, std::string* out) {
+  if (v == nullptr || !v->is_string()) {
+    return ApiError::BadRequest("'" + param + "' must be a string", param);
+  }
+  *out = v->get<std::string>();
+  bool ok = !out->empty() && out->size() <= kMaxToolName;
+  for (const char c : *out)
+    ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-');
+  if (!ok) {
+    return ApiError::BadRequest(
+        "'" + param + "' must be 1 to 64 characters of a-z, A-Z, 0-9, '_' and '-'", param);
+  }
+  return std::nullopt;
+}
+
+MaybeError ReadToolChoice(const json& obj, const std::vector<std::string>& names,
+                          AnthropicRequest* out);
+
+// `tools`: client tools ({name, description, input_schema}), as the chat route's function tools
+// with the client's key order (from `ordered`, the same body parsed keeping it).
+MaybeError ReadTools(const json& obj, const ojson& ordered, AnthropicRequest* out) {
+  const json* tools = Find(obj, "tools");
+  std::vector<std::string> names;
+  if (tools != nullptr) {
+    if (!tools->is_array()) return WrongType("tools", "an array", *tools);
+    if (tools->size() > kMaxTools)
+      return ApiError::BadRequest("'tools' has more than 128 tools", "tools");
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const json& t = (*tools)[i];
+      const std::string p = "tools[" + std::to_string(i) + "]";
+      if (!t.is_object()) return WrongType(p, "an object", t);
+      if (const json* type = Find(t, "type"); type != nullptr && *type != "custom") {
+        return Unsupported(p + ".type", "server tools ('" + p + ".type' other than custom)");
+      }
+      PC_RETURN_IF_API_ERROR(
+          OnlyKeys(t, p, {"type", "name", "description", "input_schema", "cache_control"}));
+      std::string name;
+      PC_RETURN_IF_API_ERROR(ReadToolName(Find(t, "name"), p + ".name", &name));
+      if (std::find(names.begin(), names.end(), name) != names.end()) {
+        return ApiError::BadRequest("'" + p + ".name': '" + name + "' is given twice", p + ".name");
+      }
+      names.push_back(name);
+      if (const json* d = Find(t, "description"); d != nullptr && !d->is_string()) {
+        return WrongType(p + ".description", "a string", *d);
+      }
+      const json* schema = Find(t, "input_schema");
+      if (schema == nullptr || !schema->is_object()) {
+        return ApiError::BadRequest("'" + p + ".input_schema' must be an object (a JSON schema)",
+                                    p + ".input_schema");
+      }
+      if (const json* cc = Find(t, "cache_control")) {
+        double ttl = 0;  // a breakpoint on the tools: they lead the prompt, which caches anyway
+        PC_RETURN_IF_API_ERROR(ReadCacheControl(*cc, p + ".cache_control", &ttl));
+      }
+      const ojson ot = ordered.is_object() ? ordered["tools"][i] : ojson(t);
+      ojson function = {{"name", name}};
+      if (ot.contains("description") && !ot["description"].is_null()) {
+        function["description"] = ot["description"];
+      }
+      function["parameters"] = ot["input_schema"];
+      out->tools.push_back({{"type", "function"}, {"function", std::move(function)}});
+    }
+  }
+  return ReadToolChoice(obj, names, out);
+}
+
+// `tool_choice`: auto, any, tool {name} or none, over the tools `names`.
+MaybeError ReadToolChoice(const json& obj, const std::vector<std::string>& names,
+                          AnthropicRequest* out) {
+  const json* choice = Find(obj, "tool_choice");
+  if (choice == nullptr) return std::nullopt;
+  if (!choice->is_object()) return WrongType("tool_choice", "an object", *choice);
+  PC_RETURN_IF_API_ERROR(
+      OnlyKeys(*choice, "tool_choice", {"type", "name", "disable_parallel_tool_use"}));
+  if (const json* d = Find(*choice, "disable_parallel_tool_use");
+      d != nullptr && !d->is_boolean()) {
+    return WrongType("tool_choice.disable_parallel_tool_use", "a boolean", *d);
+  }
+  const json* type = Find(*choice, "type");
+  const std::string t = type != nullptr && type->is_string() ? type->get<std::string>() : "";
+  if (t == "auto") {
+    out->tool_choice = ToolChoice::kAuto;
+  } else if (t == "any") {
+    out->tool_choice = ToolChoice::kRequired;
+  } else if (t == "none") {
+    out->tool_choice = ToolChoice::kNone;
+  } else if (t == "tool") {
+    out->tool_choice = ToolChoice::kFunction;
+    const json* name = Find(*choice, "name");
+    if (name == nullptr || !name->is_string()) {
+      return ApiError::BadRequest("'tool_choice.name' must be a string", "tool_choice.name");
+    }
+    out->tool_function = name->get<std::string>();
+    if (std::find(names.begin(), names.end(), out->tool_function) == names.end()) {
+      return ApiError::BadRequest(
+          "'tool_choice' names the tool '" + out->tool_function + "', which is not in 'tools'",
+          "tool_choice.name");
+    }
+  } else {
+    return ApiError::BadRequest(
+        "'tool_choice.type' must be \"auto\", \"any\", \"tool\" or \"none\"", "tool_choice.type");
+  }
+  if (names.empty() && (t == "any" || t == "tool")) {
+    return ApiError::BadRequest("'tool_choice' needs 'tools'", "tool_choice");
+  }
+  return std::nullopt;
+}
+
+// A tool_result block's content: a string, or text blocks (joined).
+MaybeError ReadToolResultContent(const json* v, const std::string& param, std::string* out) {
+  if (v == nullptr) return std::nullopt;
+  if (v->is_string()) {
+    *out = v->get<std::string>();
+    return std::nullopt;
+  }
+  if (!v->is_array()) return WrongType(param, "a string or an array of text blocks", *v);
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& b = (*v)[i];
+    const std::string p = param + "[" + std::to_string(i) + "]";
+    if (!b.is_object()) return WrongType(p, "an object (a content block)", b);
+    const json* type = Find(b, "type");
+    if (type == nullptr || *type != "text") {
+      return Unsupported(p + ".type", "tool_result content other than text blocks");
+    }
+    PC_RETURN_IF_API_ERROR(OnlyKeys(b, p, {"type", "text", "cache_control", "citations"}));
+    const json* text = Find(b, "text");
+    if (text == nullptr || !text->is_string()) {
+      return ApiError::BadRequest("'" + p + ".text' must be a string", p + ".text");
+    }
+    *out += text->get<std::string>();
+  }
+  return std::nullopt;
+}
+
+// A user's tool_result block: a `tool` message before the user's text (Anthropic requires the
+// results first). A cache_control on it is a breakpoint at the end of that message.
+MaybeError ReadToolResult(const json& block, const std::string& param, AnthropicRequest* out) {
+  PC_RETURN_IF_API_ERROR(
+      OnlyKeys(block, param, {"type", "tool_use_id", "content", "is_error", "cache_control"}));
+  const json* id = Find(block, "tool_use_id");
+  if (id == nullptr || !id->is_string()) {
+    return ApiError::BadRequest("'" + param + ".tool_use_id' must be a string",
+                                param + ".tool_use_id");
+  }
+  if (const json* e = Find(block, "is_error"); e != nullptr && !e->is_boolean()) {
+    return WrongType(param + ".is_error", "a boolean", *e);
+  }
+  ApiMessage msg;
+  msg.role = "tool";
+  msg.tool_call_id = id->get<std::string>();
+  // The name of the tool it answers, as the templates that print it want.
+  for (const ApiMessage& m : out->messages) {
+    for (const ojson& c : m.tool_calls.is_array() ? m.tool_calls : ojson::array()) {
+      if (c["id"] == msg.tool_call_id) msg.name = c["function"]["name"].get<std::string>();
+    }
+  }
+  PC_RETURN_IF_API_ERROR(
+      ReadToolResultContent(Find(block, "content"), param + ".content", &msg.content));
+  if (const json* cc = Find(block, "cache_control")) {
+    AnthropicBreakpoint b;
+    PC_RETURN_IF_API_ERROR(ReadCacheControl(*cc, param + ".cache_control", &b.ttl_seconds));
+    if (out->breakpoints.size() == kMaxCacheBreakpoints) {
+      return ApiError::BadRequest("at most 4 content blocks may have cache_control",
+                                  param + ".cache_control");
+    }
+    b.message = out->messages.size();
+    b.content_end = msg.content.size();
+    out->breakpoints.push_back(b);
+  }
+  out->messages.push_back(std::move(msg));
+  return std::nullopt;
+}
+
+// An assistant's tool_use block: one of its tool_calls, as the chat route holds them (`input` in
+// the client's key order, from `ordered`: that block in the body parsed keeping it).
+MaybeError ReadToolUse(const json& block, const ojson& ordered, const std::string& param,
+                       ApiMessage* msg) {
+  PC_RETURN_IF_API_ERROR(OnlyKeys(block, param, {"type", "id", "name", "input", "cache_control"}));
+  const json* id = Find(block, "id");
+  if (id == nullptr || !id->is_string()) {
+    return ApiError::BadRequest("'" + param + ".id' must be a string", param + ".id");
+  }
+  const json* name = Find(block, "name");
+  if (name == nullptr || !name->is_string()) {
+    return ApiError::BadRequest("'" + param + ".name' must be a string", param + ".name");
+  }
+  const json* input = Find(block, "input");
+  if (input == nullptr || !input->is_object()) {
+    return ApiError::BadRequest("'" + param + ".input' must be an object", param + ".input");
+  }
+  if (msg->tool_calls.is_null()) msg->tool_calls = ojson::array();
+  msg->tool_calls.push_back(
+      {{"id", *id},
+       {"type", "function"},
+       {"function",
+        {{"name", *name}, {"arguments", ordered.is_object() ? ordered["input"] : ojson(*input)}}}});
   return std::nullopt;
 }
 
@@ -121,26 +332,48 @@ MaybeError ReadBlock(const json& block, const std::string& param, size_t message
   return std::nullopt;
 }
 
-// A string, or an array of blocks (`allow_empty`: an empty string is a turn without text).
-MaybeError ReadContent(const json& v, const std::string& param, size_t message, ApiMessage* msg,
-                       AnthropicRequest* out) {
+// A string, or an array of blocks. `ordered`: the same content keeping the client's key order
+// (null when the body has no tool use). An assistant's tool_use blocks become its tool_calls; a
+// user's tool_result blocks, which must come first, `tool` messages pushed before it.
+MaybeError ReadContent(const json& v, const ojson* ordered, const std::string& param,
+                       ApiMessage* msg, AnthropicRequest* out) {
   if (v.is_string()) {
     msg->content = v.get<std::string>();
     return std::nullopt;
   }
   if (!v.is_array()) return WrongType(param, "a string or an array of content blocks", v);
+  bool other_blocks = false;
   for (size_t i = 0; i < v.size(); ++i) {
-    PC_RETURN_IF_API_ERROR(
-        ReadBlock(v[i], param + "[" + std::to_string(i) + "]", message, msg, out));
+    const std::string p = param + "[" + std::to_string(i) + "]";
+    const json* type = v[i].is_object() ? Find(v[i], "type") : nullptr;
+    if (type != nullptr && *type == "tool_result" && msg->role == "user") {
+      if (other_blocks) {
+        return ApiError::BadRequest(
+            "'" + p + "': tool_result blocks must come first in a user message", p);
+      }
+      PC_RETURN_IF_API_ERROR(ReadToolResult(v[i], p, out));
+      continue;
+    }
+    other_blocks = true;
+    if (type != nullptr && *type == "tool_use" && msg->role == "assistant") {
+      static const ojson kNone;
+      PC_RETURN_IF_API_ERROR(ReadToolUse(v[i], ordered != nullptr ? (*ordered)[i] : kNone, p, msg));
+      continue;
+    }
+    PC_RETURN_IF_API_ERROR(ReadBlock(v[i], p, out->messages.size(), msg, out));
   }
+  // An assistant turn that only calls tools has no content (the templates test for that); a user
+  // turn of tool results only is those results.
+  if (!msg->tool_calls.is_null() && msg->content.empty()) msg->content_null = true;
+  if (!other_blocks && !v.empty()) msg->role.clear();  // nothing left to push
   return std::nullopt;
 }
 
-MaybeError ReadMessages(const json& obj, AnthropicRequest* out) {
+MaybeError ReadMessages(const json& obj, const ojson& ordered, AnthropicRequest* out) {
   if (const json* system = Find(obj, "system")) {
     ApiMessage msg;
     msg.role = "system";
-    PC_RETURN_IF_API_ERROR(ReadContent(*system, "system", 0, &msg, out));
+    PC_RETURN_IF_API_ERROR(ReadContent(*system, nullptr, "system", &msg, out));
     out->messages.push_back(std::move(msg));
   }
   const json* msgs = Find(obj, "messages");
@@ -167,8 +400,10 @@ MaybeError ReadMessages(const json& obj, AnthropicRequest* out) {
     if (content == nullptr) return ApiError::BadRequest("'" + p + ".content' is required", p);
     ApiMessage msg;
     msg.role = role->get<std::string>();
-    PC_RETURN_IF_API_ERROR(ReadContent(*content, p + ".content", out->messages.size(), &msg, out));
-    out->messages.push_back(std::move(msg));
+    const ojson* oc = nullptr;
+    if (ordered.is_object()) oc = &ordered["messages"][i]["content"];
+    PC_RETURN_IF_API_ERROR(ReadContent(*content, oc, p + ".content", &msg, out));
+    if (!msg.role.empty()) out->messages.push_back(std::move(msg));
   }
   return std::nullopt;
 }
@@ -237,7 +472,14 @@ MaybeError Parse(std::string_view body, const RequestLimits* limits, AnthropicRe
   PC_RETURN_IF_API_ERROR(CheckFields(obj, limits == nullptr));
   PC_RETURN_IF_API_ERROR(ReadModel(obj, &out->model));
   PC_RETURN_IF_API_ERROR(ReadOffValues(obj));
-  PC_RETURN_IF_API_ERROR(ReadMessages(obj, out));
+  // Tools and tool_use inputs keep the client's key order, which the template renders and the
+  // grammar follows: read from the body parsed once more, when it has any.
+  ojson ordered;
+  if (Find(obj, "tools") != nullptr || body.find("tool_use") != std::string_view::npos) {
+    ordered = ojson::parse(body);
+  }
+  PC_RETURN_IF_API_ERROR(ReadTools(obj, ordered, out));
+  PC_RETURN_IF_API_ERROR(ReadMessages(obj, ordered, out));
   if (limits == nullptr) return std::nullopt;  // count_tokens
   const int64_t hi = limits->max_tokens_limit > 0 ? limits->max_tokens_limit : (1 << 30);
   PC_RETURN_IF_API_ERROR(ReadInt(obj, "max_tokens", 1, hi, true, &out->max_tokens));
@@ -266,9 +508,10 @@ Result<AnthropicPrompt> BuildMessagesPrompt(const PromptEncoder& encoder,
                                             const AnthropicRequest& request, double ttl_scale,
                                             size_t max_tokens) {
   AnthropicPrompt out;
-  PC_ASSIGN_OR_RETURN(BuiltPrompt whole,
-                      encoder.FromMessages(request.messages,
-                                           /*add_generation_prompt=*/true, nullptr, max_tokens));
+  const ojson tools = request.tools_offered() ? request.tools : ojson();
+  PC_ASSIGN_OR_RETURN(
+      BuiltPrompt whole,
+      encoder.FromMessages(request.messages, /*add_generation_prompt=*/true, tools, max_tokens));
   out.tokens = std::move(whole.tokens);
   for (const AnthropicBreakpoint& b : request.breakpoints) {
     // The conversation cut at the end of the block, rendered: the tokens it shares with the
@@ -276,7 +519,7 @@ Result<AnthropicPrompt> BuildMessagesPrompt(const PromptEncoder& encoder,
     std::vector<ApiMessage> prefix(request.messages.begin(),
                                    request.messages.begin() + b.message + 1);
     prefix.back().content.resize(b.content_end);
-    Result<BuiltPrompt> cut = encoder.FromMessages(prefix, /*add_generation_prompt=*/false);
+    Result<BuiltPrompt> cut = encoder.FromMessages(prefix, /*add_generation_prompt=*/false, tools);
     // A template may refuse a conversation cut short: that breakpoint then pins nothing.
     if (!cut.ok()) continue;
     const size_t n = std::min(cut->tokens.size(), out.tokens.size());
@@ -286,6 +529,32 @@ Result<AnthropicPrompt> BuildMessagesPrompt(const PromptEncoder& encoder,
     if (covered > 0) out.pins.push_back({covered, b.ttl_seconds * ttl_scale});
   }
   return out;
+}
+
+}  // namespace promptcache
+
+namespace promptcache {
+
+std::optional<ApiError> ApplyMessagesToolChoice(ToolCallFormat format,
+                                                const AnthropicRequest& request,
+                                                std::shared_ptr<const Grammar>* grammar) {
+  ApiRequest chat;
+  chat.kind = ApiKind::kChat;
+  chat.tools = request.tools;
+  chat.tool_choice = request.tool_choice;
+  chat.tool_function = request.tool_function;
+  std::optional<ApiError> err = ApplyToolChoice(format, &chat);
+  if (err) {
+    // The chat route's names for Anthropic's fields.
+    for (std::string* s : {&err->param, &err->message}) {
+      for (size_t at; (at = s->find(".function.parameters")) != std::string::npos;) {
+        s->replace(at, 20, ".input_schema");
+      }
+    }
+    return err;
+  }
+  *grammar = chat.grammar;
+  return std::nullopt;
 }
 
 }  // namespace promptcache

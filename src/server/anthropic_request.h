@@ -4,14 +4,19 @@
 //
 // The request is read as strictly as the OpenAI routes read theirs: every field is one this
 // server implements, one it accepts as meaningless here (metadata, service_tier), one accepted
-// only at the value that asks for nothing (tools: [], thinking disabled), or a 400 naming it.
-// Content is text: string contents and `text` blocks; image, document, tool and thinking blocks
-// are refused by name. A `cache_control` breakpoint on a system or message text block becomes
-// a timed pin of the prompt's tokens up to the end of that block (engine: CompletionRequest::
-// timed_pins), with Anthropic's TTLs ("5m", the default, or "1h").
+// only at the value that asks for nothing (thinking disabled), or a 400 naming it.
+// Content is text and tool use: string contents, `text` blocks, an assistant's `tool_use` blocks
+// and a user's `tool_result` blocks; image, document and thinking blocks are refused by name.
+// Tool use is the chat route's, translated: `tools` become OpenAI-shaped function tools (the
+// chat template's `tools`), tool_use blocks an assistant's tool_calls, tool_result blocks `tool`
+// messages, and tool_choice any / tool {name} the chat route's grammar for one call
+// (server/tool_request.h ApplyToolChoice). A `cache_control` breakpoint on a system or message
+// text block becomes a timed pin of the prompt's tokens up to the end of that block (engine:
+// CompletionRequest::timed_pins), with Anthropic's TTLs ("5m", the default, or "1h").
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,6 +27,7 @@
 #include "promptcache/engine.h"
 #include "server/openai_request.h"
 #include "server/prompt_encoder.h"
+#include "server/tool_calls.h"
 
 namespace promptcache {
 
@@ -45,6 +51,13 @@ struct AnthropicRequest {
   SamplingParams sampling;  // Anthropic's defaults: temperature 1, no top-p/top-k cut
   std::vector<std::string> stop_sequences;
   bool stream = false;
+  // Tools, as the chat route holds them: [{"type": "function", "function": {"name",
+  // "description", "parameters": input_schema}}] in the client's key order; null for none.
+  // tool_choice: auto (default), any (kRequired), tool (kFunction, tool_function), none.
+  nlohmann::ordered_json tools;
+  ToolChoice tool_choice = ToolChoice::kAuto;
+  std::string tool_function;
+  bool tools_offered() const { return !tools.is_null() && tool_choice != ToolChoice::kNone; }
 };
 
 // POST /v1/messages. Returns the error to send, or nullopt when *out is valid.
@@ -56,6 +69,12 @@ std::optional<ApiError> ParseCountTokensRequest(std::string_view body, Anthropic
 // How this server treats a top-level field of a Messages request (documented in
 // docs/server.md; the test walks Anthropic's list).
 FieldSupport MessagesFieldSupport(std::string_view field);
+
+// Once the model's tool-call format is known: the chat route's checks and, for tool_choice any or
+// tool, *grammar (ApplyToolChoice); errors name Anthropic's fields (tools[i].input_schema).
+std::optional<ApiError> ApplyMessagesToolChoice(ToolCallFormat format,
+                                                const AnthropicRequest& request,
+                                                std::shared_ptr<const Grammar>* grammar);
 
 struct AnthropicPrompt {
   std::vector<int32_t> tokens;  // the conversation through the chat template, ready to answer

@@ -134,7 +134,8 @@ TEST(AnthropicRequest, UnknownFieldsAndBlocksAreRefusedByName) {
   for (const char* block :
        {R"({"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="}})",
         R"({"type":"document","source":{"type":"text","media_type":"text/plain","data":"x"}})",
-        R"({"type":"tool_result","tool_use_id":"t","content":"x"})"}) {
+        // tool_use is an assistant's block: in a user message it is refused like any other.
+        R"({"type":"tool_use","id":"t","name":"n","input":{}})"}) {
     const ApiError e =
         Error(R"({"model":"m","max_tokens":3,"messages":[{"role":"user","content":[)" +
               std::string(block) + "]}]}");
@@ -148,6 +149,58 @@ TEST(AnthropicRequest, UnknownFieldsAndBlocksAreRefusedByName) {
       Error(R"({"model":"m","max_tokens":3,"messages":[{"role":"user","content":"x","name":"a"}]})")
           .param,
       "messages[0].name");
+}
+
+// Tools become the chat route's function tools (key order kept); tool_use blocks an assistant's
+// tool_calls, tool_result blocks `tool` messages ahead of the user's text.
+TEST(AnthropicRequest, ToolsAndToolBlocksBecomeTheChatRoutesShape) {
+  const AnthropicRequest r = Parse(
+      R"({"model":"m","max_tokens":8,"tools":[{"name":"get_weather","description":"d",
+          "input_schema":{"type":"object","properties":{"z":{"type":"string"},"a":{"type":"integer"}}}}],
+          "tool_choice":{"type":"tool","name":"get_weather"},
+          "messages":[{"role":"user","content":"hi"},
+            {"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"get_weather",
+              "input":{"z":"x","a":1}}]},
+            {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1",
+              "content":[{"type":"text","text":"sunny"}]},{"type":"text","text":"thanks"}]}]})");
+  ASSERT_EQ(r.tools.size(), 1u);
+  EXPECT_EQ(r.tools[0].dump(),
+            R"({"type":"function","function":{"name":"get_weather","description":"d",)"
+            R"("parameters":{"type":"object","properties":{"z":{"type":"string"},)"
+            R"("a":{"type":"integer"}}}}})");
+  EXPECT_EQ(r.tool_choice, ToolChoice::kFunction);
+  EXPECT_EQ(r.tool_function, "get_weather");
+  ASSERT_EQ(r.messages.size(), 4u);
+  EXPECT_TRUE(r.messages[1].content_null);
+  EXPECT_EQ(r.messages[1].tool_calls.dump(),
+            R"([{"id":"toolu_1","type":"function","function":{"name":"get_weather",)"
+            R"("arguments":{"z":"x","a":1}}}])");
+  EXPECT_EQ(r.messages[2].role, "tool");
+  EXPECT_EQ(r.messages[2].tool_call_id, "toolu_1");
+  EXPECT_EQ(r.messages[2].name, "get_weather");
+  EXPECT_EQ(r.messages[2].content, "sunny");
+  EXPECT_EQ(r.messages[3].role, "user");
+  EXPECT_EQ(r.messages[3].content, "thanks");
+  EXPECT_EQ(Parse(Body(R"("tools":[{"name":"t","input_schema":{}}],"tool_choice":{"type":"any"})"))
+                .tool_choice,
+            ToolChoice::kRequired);
+  EXPECT_FALSE(
+      Parse(Body(R"("tools":[{"name":"t","input_schema":{}}],"tool_choice":{"type":"none"})"))
+          .tools_offered());
+  EXPECT_EQ(
+      Error(
+          Body(
+              R"("tools":[{"name":"t","input_schema":{}}],"tool_choice":{"type":"tool","name":"u"})"))
+          .param,
+      "tool_choice.name");
+  EXPECT_EQ(Error(Body(R"("tools":[{"name":"t"}])")).param, "tools[0].input_schema");
+  EXPECT_EQ(Error(Body(R"("tools":[{"type":"web_search_20250305","name":"web_search"}])")).param,
+            "tools[0].type");
+  // Results come first in a user message.
+  EXPECT_EQ(Error(R"({"model":"m","max_tokens":3,"messages":[{"role":"user","content":[
+                {"type":"text","text":"a"},{"type":"tool_result","tool_use_id":"t"}]}]})")
+                .param,
+            "messages[0].content[1]");
 }
 
 TEST(AnthropicRequest, CountTokensReadsThePromptOnly) {
@@ -201,13 +254,11 @@ TEST(AnthropicRequest, PromptIsTheChatRenderingAndBreakpointsCoverTheirPrefix) {
 
 TEST(AnthropicRequest, FieldListIsAnthropics) {
   for (const char* f : {"model", "max_tokens", "messages", "system", "temperature", "top_p",
-                        "top_k", "stream", "stop_sequences", "metadata"}) {
+                        "top_k", "stream", "stop_sequences", "metadata", "tools", "tool_choice"}) {
     EXPECT_EQ(MessagesFieldSupport(f), FieldSupport::kImplemented) << f;
   }
   EXPECT_EQ(MessagesFieldSupport("service_tier"), FieldSupport::kIgnored);
-  for (const char* f : {"tools", "tool_choice", "thinking"}) {
-    EXPECT_EQ(MessagesFieldSupport(f), FieldSupport::kOffValueOnly) << f;
-  }
+  EXPECT_EQ(MessagesFieldSupport("thinking"), FieldSupport::kOffValueOnly);
   for (const char* f : {"container", "mcp_servers", "context_management", "n", "seed"}) {
     EXPECT_EQ(MessagesFieldSupport(f), FieldSupport::kRefused) << f;
   }

@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "server/json_fields.h"
+
 namespace promptcache {
 namespace {
 
 using ojson = nlohmann::ordered_json;
-
-std::string Dump(const ojson& j) { return j.dump(-1, ' ', false, ojson::error_handler_t::replace); }
 
 std::string Event(const char* name, const ojson& data) {
   return std::string("event: ") + name + "\ndata: " + Dump(data) + "\n\n";
@@ -97,6 +97,19 @@ std::string MessageBody(const MessageMeta& meta, const CompletionResult& result,
   return Dump(j);
 }
 
+std::string MessageBody(const MessageMeta& meta, const CompletionResult& result,
+                        const StopInfo& stop, const std::string& text,
+                        const std::vector<ToolUseBlock>& tool_uses) {
+  ojson j = ojson::parse(MessageBody(meta, result, stop));
+  ojson content = ojson::array();
+  if (!text.empty() || tool_uses.empty()) content.push_back({{"type", "text"}, {"text", text}});
+  for (const ToolUseBlock& c : tool_uses) {
+    content.push_back({{"type", "tool_use"}, {"id", c.id}, {"name", c.name}, {"input", c.input}});
+  }
+  j["content"] = std::move(content);
+  return Dump(j);
+}
+
 std::string MessageStartEvent(const MessageMeta& meta, int prompt_tokens) {
   ojson m;
   m["id"] = meta.id;
@@ -112,25 +125,52 @@ std::string MessageStartEvent(const MessageMeta& meta, int prompt_tokens) {
   return Event("message_start", ojson{{"type", "message_start"}, {"message", std::move(m)}});
 }
 
-std::string ContentBlockStartEvent() {
+std::string ContentBlockStartEvent(int index) {
   return Event("content_block_start",
                ojson{{"type", "content_block_start"},
-                     {"index", 0},
+                     {"index", index},
                      {"content_block", ojson{{"type", "text"}, {"text", ""}}}});
 }
 
 std::string PingEvent() { return Event("ping", ojson{{"type", "ping"}}); }
 
-std::string TextDeltaEvent(const std::string& text) {
+std::string TextDeltaEvent(const std::string& text, int index) {
   return Event("content_block_delta",
                ojson{{"type", "content_block_delta"},
-                     {"index", 0},
+                     {"index", index},
                      {"delta", ojson{{"type", "text_delta"}, {"text", text}}}});
 }
 
-std::string MessageEndEvents(const CompletionResult& result, const StopInfo& stop) {
+std::string ContentBlockStopEvent(int index) {
+  return Event("content_block_stop", ojson{{"type", "content_block_stop"}, {"index", index}});
+}
+
+std::string ToolUseEvents(int index, const ToolUseBlock& call) {
   std::string out =
-      Event("content_block_stop", ojson{{"type", "content_block_stop"}, {"index", 0}});
+      Event("content_block_start", ojson{{"type", "content_block_start"},
+                                         {"index", index},
+                                         {"content_block", ojson{{"type", "tool_use"},
+                                                                 {"id", call.id},
+                                                                 {"name", call.name},
+                                                                 {"input", ojson::object()}}}});
+  // The input's text in two deltas, as Anthropic streams it in pieces: clients concatenate them.
+  const std::string json = Dump(call.input);
+  const size_t half = json.size() / 2;
+  for (const std::string& part : {json.substr(0, half), json.substr(half)}) {
+    out += Event("content_block_delta",
+                 ojson{{"type", "content_block_delta"},
+                       {"index", index},
+                       {"delta", ojson{{"type", "input_json_delta"}, {"partial_json", part}}}});
+  }
+  return out + ContentBlockStopEvent(index);
+}
+
+std::string MessageEndEvents(const CompletionResult& result, const StopInfo& stop) {
+  return ContentBlockStopEvent(0) + MessageDeltaEvents(result, stop);
+}
+
+std::string MessageDeltaEvents(const CompletionResult& result, const StopInfo& stop) {
+  std::string out;
   out += Event("message_delta", ojson{{"type", "message_delta"},
                                       {"delta", ojson{{"stop_reason", OrNull(stop.reason)},
                                                       {"stop_sequence", OrNull(stop.sequence)}}},

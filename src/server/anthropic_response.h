@@ -8,6 +8,7 @@
 // (a cache_control breakpoint's), input_tokens the rest.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,20 +39,39 @@ struct MessageMeta {
   std::string model;
 };
 
+// A tool call the model made: a tool_use content block.
+struct ToolUseBlock {
+  std::string id;  // "toolu_..."
+  std::string name;
+  nlohmann::ordered_json input;  // an object
+};
+
 // The non-streaming response: {"id", "type": "message", "role", "model", "content": [{"type":
 // "text", "text"}], "stop_reason", "stop_sequence", "usage"}.
 std::string MessageBody(const MessageMeta& meta, const CompletionResult& result,
                         const StopInfo& stop);
+// With tools offered: a text block when `text` is not empty (or there are no calls), then one
+// tool_use block {"type": "tool_use", "id", "name", "input"} per call.
+std::string MessageBody(const MessageMeta& meta, const CompletionResult& result,
+                        const StopInfo& stop, const std::string& text,
+                        const std::vector<ToolUseBlock>& tool_uses);
 
 // Streaming: "event: NAME\ndata: JSON\n\n" per event, in the order message_start,
 // content_block_start, ping, content_block_delta..., content_block_stop, message_delta,
 // message_stop. message_start's usage counts the whole prompt as input (what is cached is known
 // once it has been looked up); message_delta carries the final usage, which the SDKs take over.
 std::string MessageStartEvent(const MessageMeta& meta, int prompt_tokens);
-std::string ContentBlockStartEvent();
+std::string ContentBlockStartEvent(int index = 0);
 std::string PingEvent();
-std::string TextDeltaEvent(const std::string& text);
+std::string TextDeltaEvent(const std::string& text, int index = 0);
 std::string MessageEndEvents(const CompletionResult& result, const StopInfo& stop);
+// With tools, blocks come and go by index: content_block_stop of one, a whole tool_use block
+// (content_block_start with {"type": "tool_use", "id", "name", "input": {}}, the input's JSON
+// text as input_json_delta deltas, content_block_stop), and the end after the last block
+// (message_delta, message_stop).
+std::string ContentBlockStopEvent(int index);
+std::string ToolUseEvents(int index, const ToolUseBlock& call);
+std::string MessageDeltaEvents(const CompletionResult& result, const StopInfo& stop);
 // An error after the stream started: event "error" with Anthropic's error object.
 std::string MessagesErrorEvent(const ApiError& error);
 

@@ -1,116 +1,170 @@
-#include "server/anthropic_routes.h"
-
-#include <chrono>
+// Anthropic's Messages API: POST /v1/messages (a JSON message, or Anthropic's named Server-Sent
+// Events with "stream": true) and POST /v1/messages/count_tokens. Parsing is
+// server/anthropic_request.h, the bodies server/anthropic_response.h; errors, including those
+// the server's hooks send for these paths (a missing key, an unknown URL), are Anthropic's error
+// object (the routes' flavour, server/routes.cc).
+//
+// A request's cache_control breakpoints become timed pins of its prompt's prefixes, applied
+// when it ends; its usage reports the prompt tokens read from the cache, those computed into a
+// pinned prefix, and the rest (anthropic_response.h).
+#include <algorithm>
 #include <random>
-#include <thread>
 #include <vector>
 
-#include "core/log.h"
 #include "model/model.h"
 #include "server/anthropic_request.h"
 #include "server/anthropic_response.h"
-#include "server/text_channel.h"
+#include "server/routes.h"
+#include "server/tool_calls.h"
 
 namespace promptcache {
 namespace {
 
-// How long a stream waits for text before writing a ping: the write is how a client that went
-// away during a long prefill is noticed.
-constexpr std::chrono::milliseconds kStreamPoll(250);
-
-std::string MessageId() {
+// "msg_..." for a message, "toolu_..." for a tool_use block.
+std::string MessageId(const char* prefix = "msg_") {
   static thread_local std::mt19937_64 rng(std::random_device{}());
   static const char kAlphabet[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-  std::string id = "msg_";
+  std::string id = prefix;
   for (int i = 0; i < 24; ++i) id += kAlphabet[rng() % 62];
   return id;
 }
 
-ApiError FromStatus(const Status& st) {
-  ApiError e = ApiError::BadRequest(st.message());
-  switch (st.code()) {
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kOutOfRange:
-    case StatusCode::kUnimplemented:
-      break;
-    case StatusCode::kNotFound:
-      e.http_status = 404;
-      break;
-    case StatusCode::kResourceExhausted:
-      e.http_status = 503;
-      e.message += " (the server is busy; retry later)";
-      break;
-    default:
-      e.http_status = 500;
-  }
-  return e;
-}
-
-// The request's prompt, checked against the server's limits; nullopt after sending the error.
-std::optional<AnthropicPrompt> Prompt(const MessagesContext& ctx, const AnthropicRequest& r,
-                                      httplib::Response& res) {
+// The request's prompt, checked against the server's limits; nullopt after failing the call.
+std::optional<AnthropicPrompt> Prompt(Call& call, const AnthropicRequest& r) {
+  const ServerContext& server = call.server;
+  const int context = server.context();
+  const int max_prompt_tokens = server.options().max_prompt_tokens;
   // A prompt that surely exceeds the limits is refused before it is tokenized.
-  size_t limit = size_t(std::max(0, ctx.context - 1));
-  if (ctx.max_prompt_tokens > 0) limit = std::min(limit, size_t(ctx.max_prompt_tokens));
-  Result<AnthropicPrompt> p = BuildMessagesPrompt(*ctx.encoder, r, ctx.ttl_scale, limit);
+  Result<AnthropicPrompt> p = BuildMessagesPrompt(
+      server.encoder(), r, server.options().cache_control_ttl_scale, server.PromptLimit());
   if (!p.ok() && p.status().code() == StatusCode::kOutOfRange) {
-    SendMessagesError(res, ApiError::BadRequest("prompt is too long: " + p.status().message() +
-                                                ", this model's context is " +
-                                                std::to_string(ctx.context) + " tokens"));
+    call.Fail(ApiError::BadRequest("prompt is too long: " + p.status().message() +
+                                   ", this model's context is " + std::to_string(context) +
+                                   " tokens"));
     return std::nullopt;
   }
   if (!p.ok()) {
-    SendMessagesError(res, FromStatus(p.status()));
+    call.Fail(p.status());
     return std::nullopt;
   }
   const int n = static_cast<int>(p->tokens.size());
   std::string problem;
-  if (ctx.max_prompt_tokens > 0 && n > ctx.max_prompt_tokens) {
+  if (max_prompt_tokens > 0 && n > max_prompt_tokens) {
     problem = "the prompt has " + std::to_string(n) + " tokens, more than this server's limit of " +
-              std::to_string(ctx.max_prompt_tokens) + " (--max-prompt-tokens)";
-  } else if (n + r.max_tokens > ctx.context) {
+              std::to_string(max_prompt_tokens) + " (--max-prompt-tokens)";
+  } else if (n + r.max_tokens > context) {
     problem = "prompt is too long: " + std::to_string(n) + " tokens + max_tokens " +
               std::to_string(r.max_tokens) + " > this model's context of " +
-              std::to_string(ctx.context) + " tokens";
+              std::to_string(context) + " tokens";
   }
   if (!problem.empty()) {
-    SendMessagesError(res, ApiError::BadRequest(problem));
+    call.Fail(ApiError::BadRequest(problem));
     return std::nullopt;
   }
   return std::move(p).value();
 }
 
-// One streamed message: its channel, its engine handle, and the thread that waits for its
-// result. Destroyed when cpp-httplib releases the response, after the last write.
+// The calls in the generated text (the chat route's parser), as tool_use blocks; *content: the
+// text before them (all of it when there are none).
+std::vector<ToolUseBlock> ToolUses(ToolCallFormat format, const std::string& text,
+                                   std::string* content) {
+  const ParsedOutput parsed = ParseToolCalls(format, text);
+  *content = parsed.content;
+  std::vector<ToolUseBlock> out;
+  for (const ToolCall& c : parsed.calls) {
+    nlohmann::ordered_json input = nlohmann::ordered_json::parse(c.arguments, nullptr, false);
+    if (!input.is_object()) input = nlohmann::ordered_json::object();
+    out.push_back({MessageId("toolu_"), c.name, std::move(input)});
+  }
+  return out;
+}
+
+// A message that ends in calls stops for them ("tool_use"), not at its end of turn.
+void StopForTools(const std::vector<ToolUseBlock>& calls, StopInfo* stop) {
+  if (!calls.empty() && stop->reason == "end_turn") {
+    stop->reason = "tool_use";
+    stop->sequence.reset();
+  }
+}
+
+// One streamed message's state, as WriteMessagesStream needs it.
 struct MessagesStream {
+  ServerContext* server = nullptr;
+  std::shared_ptr<TextChannel> channel;
   MessageMeta meta;
   std::string tenant;
   int prompt_tokens = 0;
   std::vector<std::string> stops;
   bool started = false;
-  std::shared_ptr<TextChannel> channel = std::make_shared<TextChannel>();
-  std::shared_ptr<RequestHandle> handle;
-  std::thread waiter;
-  uint64_t track_id = 0;
-
-  ~MessagesStream() {
-    if (waiter.joinable()) waiter.join();
-  }
+  // With tools: blocks open as text comes (the text block, index 0, only once there is text),
+  // and text that may be a call is held back until the end, as the chat route's stream does.
+  ToolCallFormat tool_format = ToolCallFormat::kNone;
+  std::string text;  // generated so far
+  size_t sent = 0;   // bytes of it sent as text
+  int blocks = 0;    // content blocks started
+  bool text_open = false;
 };
 
-// Writes whatever is ready; false (a failed write) makes cpp-httplib drop the connection.
-bool WriteMessagesStream(const MessagesContext& ctx, MessagesStream& s, httplib::DataSink& sink) {
+// Tools: text as a text block's delta, opening the block first.
+std::string ToolText(MessagesStream& s, const std::string& text) {
+  if (text.empty()) return "";
   std::string out;
+  if (!s.text_open) {
+    s.text_open = true;
+    out = ContentBlockStartEvent(s.blocks++);
+  }
+  return out + TextDeltaEvent(text, s.blocks - 1);
+}
+
+// Tools: a piece of text; what may go out as text now (the rest may be a call).
+std::string ReleaseText(MessagesStream& s, const std::string& piece) {
+  s.text += piece;
+  const size_t start = ToolCallStart(s.tool_format, s.text);
+  s.sent = std::max(s.sent, ToolContentBegin(s.tool_format, s.text));  // a marker, not text
+  if (start <= s.sent) return "";
+  std::string out = s.text.substr(s.sent, start - s.sent);
+  s.sent = start;
+  return ToolText(s, out);
+}
+
+// Tools, at the end: the held-back text, or the calls as tool_use blocks; then the message's end.
+std::string EndWithTools(MessagesStream& s, const CompletionResult& result, StopInfo stop) {
+  std::string content;
+  const std::vector<ToolUseBlock> calls = ToolUses(s.tool_format, result.text, &content);
+  const size_t begin = ToolContentBegin(s.tool_format, result.text);
+  s.sent = std::max(s.sent, begin);
+  const size_t end = calls.empty() ? result.text.size() : begin + content.size();
+  std::string out;
+  if (end > s.sent) out += ToolText(s, result.text.substr(s.sent, end - s.sent));
+  if (s.blocks == 0 && calls.empty()) {  // an empty message still has its text block
+    out += ContentBlockStartEvent(s.blocks++);
+    s.text_open = true;
+  }
+  if (s.text_open) out += ContentBlockStopEvent(s.blocks - 1);
+  for (const ToolUseBlock& c : calls) out += ToolUseEvents(s.blocks++, c);
+  StopForTools(calls, &stop);
+  return out + MessageDeltaEvents(result, stop);
+}
+
+// Writes whatever is ready; false (a failed write) makes cpp-httplib drop the connection.
+bool WriteMessagesStream(MessagesStream& s, httplib::DataSink& sink) {
+  std::string out;
+  const bool tools = s.tool_format != ToolCallFormat::kNone;
   if (!s.started) {
     s.started = true;
-    out = MessageStartEvent(s.meta, s.prompt_tokens) + ContentBlockStartEvent() + PingEvent();
+    out = MessageStartEvent(s.meta, s.prompt_tokens) + (tools ? "" : ContentBlockStartEvent()) +
+          PingEvent();
   }
   std::vector<std::string> pieces;
   CompletionResult result;
   switch (s.channel->Next(kStreamPoll, &pieces, &result)) {
     case TextChannel::Event::kText:
       for (const std::string& piece : pieces) {
-        if (!piece.empty()) out += TextDeltaEvent(piece);
+        if (tools) {
+          out += ReleaseText(s, piece);
+        } else if (!piece.empty()) {
+          out += TextDeltaEvent(piece);
+        }
       }
       break;
     case TextChannel::Event::kTimeout:
@@ -120,82 +174,50 @@ bool WriteMessagesStream(const MessagesContext& ctx, MessagesStream& s, httplib:
       if (!result.status.ok()) {
         out += MessagesErrorEvent(FromStatus(result.status));
       } else {
-        ctx.observe(s.tenant, result);
-        const std::string generated = ctx.engine->model().tokenizer().Decode(result.tokens);
-        out += MessageEndEvents(result, StopOf(result, generated, s.stops));
+        s.server->Observe(s.tenant, result);
+        const std::string generated = s.server->engine().model().tokenizer().Decode(result.tokens);
+        const StopInfo stop = StopOf(result, generated, s.stops);
+        out += tools ? EndWithTools(s, result, stop) : MessageEndEvents(result, stop);
       }
       if (!sink.write(out.data(), out.size())) return false;
       sink.done();
       return true;
   }
+  // Text held back (a call may be starting) leaves nothing to write: an empty write would end
+  // the chunked body.
+  if (out.empty()) return true;
   return sink.write(out.data(), out.size());
 }
 
-void StartStream(const MessagesContext& ctx, httplib::Response& res, MessageMeta meta,
-                 const AnthropicRequest& r, CompletionRequest creq) {
+void StartStream(Call& call, MessageMeta meta, const AnthropicRequest& r, CompletionRequest creq,
+                 ToolCallFormat tool_format) {
   auto s = std::make_shared<MessagesStream>();
+  s->server = &call.server;
+  s->channel = std::make_shared<TextChannel>();
   s->meta = std::move(meta);
   s->tenant = creq.tenant;
   s->prompt_tokens = static_cast<int>(creq.prompt.size());
   s->stops = r.stop_sequences;
+  s->tool_format = tool_format;
   creq.on_text = [ch = s->channel](const std::string& piece) { return ch->Push(piece); };
-  Result<std::shared_ptr<RequestHandle>> handle = ctx.engine->Submit(std::move(creq));
-  if (!handle.ok()) return SendMessagesError(res, FromStatus(handle.status()));
-  s->handle = *handle;
-  s->track_id = ctx.track(s->handle);
-  s->waiter = std::thread([h = s->handle, ch = s->channel] { ch->Finish(h->Wait()); });
-  res.status = 200;
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");
-  // The context outlives every response: the server owns it and waits for its connections.
-  const MessagesContext* c = &ctx;
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [c, s](size_t, httplib::DataSink& sink) {
-        try {
-          return WriteMessagesStream(*c, *s, sink);
-        } catch (const std::exception& e) {  // nothing may escape into cpp-httplib's writer
-          PC_LOG_ERROR("server: stream failed: %s", e.what());
-          return false;
-        }
-      },
-      [c, s](bool success) {
-        if (!success) {  // the client went away (or the server is stopping)
-          s->channel->Cancel();
-          s->handle->Cancel();
-        }
-        c->untrack(s->track_id);
-      });
+  Result<std::shared_ptr<RequestHandle>> handle = call.engine().Submit(std::move(creq));
+  if (!handle.ok()) return call.Fail(handle.status());
+  call.StreamEvents(*handle, s->channel,
+                    [s](httplib::DataSink& sink) { return WriteMessagesStream(*s, sink); });
 }
 
 }  // namespace
 
-bool IsMessagesPath(const std::string& path) { return path.rfind("/v1/messages", 0) == 0; }
-
-CompletionResult WaitWatching(RequestHandle& handle, const std::function<bool()>& give_up) {
-  bool cancelled = false;
-  while (!handle.WaitFor(0.1)) {
-    if (!cancelled && give_up()) {
-      handle.Cancel();
-      cancelled = true;
-    }
-  }
-  return handle.Wait();
-}
-
-void SendMessagesError(httplib::Response& res, const ApiError& error) {
-  res.status = error.http_status;
-  if (error.http_status == 503) res.set_header("Retry-After", "1");
-  res.set_content(AnthropicErrorBody(error), "application/json");
-}
-
-void HandleMessages(const MessagesContext& ctx, const httplib::Request& req,
-                    httplib::Response& res) {
+void HandleMessages(Call& call) {
   AnthropicRequest r;
-  std::optional<ApiError> err = ParseMessagesRequest(req.body, ctx.limits, &r);
-  if (!err) err = ctx.check_model(r.model);
-  if (err) return SendMessagesError(res, *err);
-  std::optional<AnthropicPrompt> prompt = Prompt(ctx, r, res);
+  std::optional<ApiError> err = ParseMessagesRequest(call.req.body, call.server.limits(), &r);
+  if (!err) err = call.server.CheckModel(r.model);
+  const ToolCallFormat tool_format =
+      r.tools_offered() ? call.server.encoder().tool_format() : ToolCallFormat::kNone;
+  std::shared_ptr<const Grammar> grammar;
+  if (!err) err = ApplyMessagesToolChoice(tool_format, r, &grammar);
+  if (err) return call.Fail(*err);
+  std::optional<AnthropicPrompt> prompt = Prompt(call, r);
   if (!prompt) return;
 
   CompletionRequest creq;
@@ -204,39 +226,36 @@ void HandleMessages(const MessagesContext& ctx, const httplib::Request& req,
   creq.max_tokens = r.max_tokens;
   creq.sampling = r.sampling;
   creq.stop = r.stop_sequences;
-  creq.cache_namespace = ctx.cache_namespace(req);
-  creq.tenant = ctx.tenant(req);
+  creq.grammar = grammar;
+  creq.cache_namespace = call.Namespace("");  // no cache_salt in this API
+  creq.tenant = call.tenant();
   MessageMeta meta{MessageId(), r.model};
-  if (r.stream) return StartStream(ctx, res, std::move(meta), r, std::move(creq));
+  if (r.stream) return StartStream(call, std::move(meta), r, std::move(creq), tool_format);
 
-  // No text callback is needed; this one only lets the server's Stop() end the request early.
-  creq.on_text = [&ctx](const std::string&) { return !ctx.stopping(); };
-  const std::string creq_tenant = creq.tenant;
-  Result<std::shared_ptr<RequestHandle>> handle = ctx.engine->Submit(std::move(creq));
-  if (!handle.ok()) return SendMessagesError(res, FromStatus(handle.status()));
-  const uint64_t id = ctx.track(*handle);
-  const CompletionResult result =
-      WaitWatching(**handle, [&ctx] { return ctx.stopping() || ctx.client_gone(); });
-  ctx.untrack(id);
-  if (!result.status.ok()) return SendMessagesError(res, FromStatus(result.status));
-  ctx.observe(creq_tenant, result);
-  const std::string generated = ctx.engine->model().tokenizer().Decode(result.tokens);
-  res.status = 200;
-  res.set_content(MessageBody(meta, result, StopOf(result, generated, r.stop_sequences)),
-                  "application/json");
+  creq.on_text = call.StopsWithServer();
+  Result<std::shared_ptr<RequestHandle>> handle = call.engine().Submit(std::move(creq));
+  if (!handle.ok()) return call.Fail(handle.status());
+  const CompletionResult result = call.Await(*handle);
+  if (!result.status.ok()) return call.Fail(result.status);
+  call.server.Observe(call.tenant(), result);
+  const std::string generated = call.engine().model().tokenizer().Decode(result.tokens);
+  StopInfo stop = StopOf(result, generated, r.stop_sequences);
+  if (tool_format == ToolCallFormat::kNone) return call.Send(MessageBody(meta, result, stop));
+  std::string text;
+  const std::vector<ToolUseBlock> calls = ToolUses(tool_format, result.text, &text);
+  StopForTools(calls, &stop);
+  call.Send(MessageBody(meta, result, stop, text, calls));
 }
 
-void HandleCountTokens(const MessagesContext& ctx, const httplib::Request& req,
-                       httplib::Response& res) {
+void HandleCountTokens(Call& call) {
   AnthropicRequest r;
-  std::optional<ApiError> err = ParseCountTokensRequest(req.body, &r);
-  if (!err) err = ctx.check_model(r.model);
-  if (err) return SendMessagesError(res, *err);
-  Result<AnthropicPrompt> p = BuildMessagesPrompt(*ctx.encoder, r, ctx.ttl_scale);
-  if (!p.ok()) return SendMessagesError(res, FromStatus(p.status()));
-  res.status = 200;
-  res.set_content("{\"input_tokens\":" + std::to_string(p->tokens.size()) + "}",
-                  "application/json");
+  std::optional<ApiError> err = ParseCountTokensRequest(call.req.body, &r);
+  if (!err) err = call.server.CheckModel(r.model);
+  if (err) return call.Fail(*err);
+  Result<AnthropicPrompt> p =
+      BuildMessagesPrompt(call.server.encoder(), r, call.server.options().cache_control_ttl_scale);
+  if (!p.ok()) return call.Fail(p.status());
+  call.Send("{\"input_tokens\":" + std::to_string(p->tokens.size()) + "}");
 }
 
 }  // namespace promptcache

@@ -2,12 +2,12 @@
 
 #include <algorithm>
 
+#include "server/json_fields.h"
+
 namespace promptcache {
 namespace {
 
 using ojson = nlohmann::ordered_json;
-
-std::string Dump(const ojson& j) { return j.dump(-1, ' ', false, ojson::error_handler_t::replace); }
 
 }  // namespace
 

@@ -1,16 +1,16 @@
 // The OpenAI-compatible HTTP server in front of an Engine (`promptcache serve`).
 //
-// Routes: POST /v1/completions and /v1/chat/completions (JSON or Server-Sent Events), Anthropic's
-// POST /v1/messages and /v1/messages/count_tokens (server/anthropic_routes.h),
-// GET /v1/models, /health, /metrics (Prometheus), POST /tokenize and /detokenize, and the cache
-// control endpoints GET/DELETE /v1/cache, DELETE /v1/cache/{key}, POST /v1/cache/save, /load,
-// /pin, /unpin and /lookup (a router's view of each tier), GET/DELETE /v1/cache/pins and DELETE
-// /v1/cache/pins/{key} (an operator's view of the pins), and the modular prompt cache's POST/GET
-// /v1/schemas, GET/DELETE /v1/schemas/{name}, GET /v1/cache/tree (every cached block, for the
-// page's prefix tree), and the web page: GET / and its assets under /ui/ (server/web_ui.h). The
-// completion endpoints also take modular prompts (a PML `<prompt>` as the completion prompt, or
-// "schema" and "modules" fields). Every failure is an OpenAI-style error object with a 4xx/5xx
-// status; no exception from the JSON or HTTP libraries escapes a handler.
+// Routes: the table in server/routes.cc is the single list of what the server answers (path
+// pattern, method, handler, API flavour, admin-only); each handler is `void Handle(Call&)`
+// (server/call.h) in the file of its API: openai_routes.cc (POST /v1/completions and
+// /v1/chat/completions, JSON or Server-Sent Events; also modular prompts: a PML `<prompt>` or
+// "schema" and "modules" fields), anthropic_routes.cc (POST /v1/messages and
+// /v1/messages/count_tokens), cache_routes.cc (/v1/cache: list, drop, save, tree, load, pin,
+// unpin, lookup, pins), schema_routes.cc (/v1/schemas), tokenizer_routes.cc (POST /tokenize and
+// /detokenize), page_routes.cc (the web page under / and /ui/, POST /v1/bench/savings) and
+// system_routes.cc (GET /v1/models, /health, /metrics). Every failure is an error object in its
+// route's API flavour (OpenAI's or Anthropic's; server/api_error.h) with a 4xx/5xx status; no
+// exception from the JSON or HTTP libraries escapes a handler.
 //
 // Threads: each connection is served on a thread of its own (server/http_transport.h bounds how
 // many, and how long a request may take to arrive); a completion's thread blocks until its

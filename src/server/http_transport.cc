@@ -58,6 +58,16 @@ void Address(const sockaddr_storage& addr, std::string* ip, int* port) {
   *ip = buf;
 }
 
+// The client's IP address (no port), or "" when it cannot be read.
+std::string PeerAddress(socket_t sock) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  std::string ip;
+  int port = 0;
+  if (::getpeername(sock, reinterpret_cast<sockaddr*>(&addr), &len) == 0) Address(addr, &ip, &port);
+  return ip;
+}
+
 // A connection's socket as cpp-httplib reads and writes it, with total deadlines, handing out one
 // request at a time: ReadHead buffers a request's head (due by the header deadline) for the
 // transport to check, Serve then lets the library read that head and exactly the body its framing
@@ -363,16 +373,19 @@ GuardedHttpServer::GuardedHttpServer(TransportLimits limits) : limits_(limits) {
   });
 }
 
-void GuardedHttpServer::Refuse(socket_t sock) {
+void GuardedHttpServer::Refuse(socket_t sock, bool per_client) {
   ++refused_;
-  static constexpr char kBody[] =
-      R"({"error":{"message":"too many connections; retry shortly","type":"server_error",)"
-      R"("param":null,"code":"too_many_connections"}})";
+  if (per_client) ++refused_per_client_;
+  const std::string body =
+      std::string(R"({"error":{"message":")") +
+      (per_client ? "too many connections from this client address (--max-connections-per-client)"
+                  : "too many connections") +
+      R"(; retry shortly","type":"server_error","param":null,"code":"too_many_connections"}})";
   const std::string response =
       "HTTP/1.1 503 Service Unavailable\r\nContent-Type: "
       "application/json\r\nRetry-After: 1\r\nConnection: close\r\n"
       "Content-Length: " +
-      std::to_string(sizeof(kBody) - 1) + "\r\n\r\n" + kBody;
+      std::to_string(body.size()) + "\r\n\r\n" + body;
   ::send(sock, response.data(), response.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   CloseGently(sock, 0.5);
 }
@@ -400,7 +413,13 @@ void GuardedHttpServer::Reject(httplib::Stream& stream, int status, const std::s
 bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
   if (open_.fetch_add(1) >= limits_.max_connections) {
     --open_;
-    Refuse(sock);
+    Refuse(sock, false);
+    return false;
+  }
+  const std::string client = PeerAddress(sock);
+  if (!Claim(client)) {
+    --open_;
+    Refuse(sock, true);
     return false;
   }
   DeadlineStream stream(sock, limits_, reads_ended_);
@@ -460,8 +479,29 @@ bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
   }
   current_socket = INVALID_SOCKET;
   CloseGently(sock, linger ? kLingerSeconds : 0);
+  Release(client);
   --open_;
   return ok;
+}
+
+bool GuardedHttpServer::Claim(const std::string& client) {
+  const int limit = limits_.max_connections_per_client > 0
+                        ? limits_.max_connections_per_client
+                        : std::max(1, limits_.max_connections / 2);
+  std::lock_guard<std::mutex> lock(clients_mu_);
+  int& n = clients_[client];
+  if (n >= limit) {
+    if (n == 0) clients_.erase(client);
+    return false;
+  }
+  ++n;
+  return true;
+}
+
+void GuardedHttpServer::Release(const std::string& client) {
+  std::lock_guard<std::mutex> lock(clients_mu_);
+  auto it = clients_.find(client);
+  if (it != clients_.end() && --it->second <= 0) clients_.erase(it);
 }
 
 }  // namespace promptcache

@@ -17,8 +17,9 @@
 //     (a route that ignores it, a 401) or that the handler marked `Connection: close` closes the
 //     connection (the transport's post-routing handler says so in the response: it is taken);
 //   - at most `max_connections` connections served at once, each on its own thread (created on
-//     demand, kept for reuse); one beyond gets a 503 with `Retry-After` and is closed, without
-//     waiting for its request. When three quarters are in use, responses close their connection
+//     demand, kept for reuse), and at most `max_connections_per_client` from one client address;
+//     one beyond either gets a 503 with `Retry-After` and is closed, without waiting for its
+//     request. When three quarters are in use, responses close their connection
 //     rather than keep it idle;
 //   - reads end at once when the server stops, so a shutdown never waits for slow clients.
 #pragma once
@@ -30,6 +31,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -89,11 +91,17 @@ class GuardedHttpServer : public httplib::Server {
 
   int open_connections() const { return open_.load(); }
   uint64_t refused_connections() const { return refused_.load(); }
+  // Of them, refused for their client address's share (max_connections_per_client).
+  uint64_t refused_per_client() const { return refused_per_client_.load(); }
   uint64_t timed_out_requests() const { return timed_out_.load(); }
 
  private:
   bool process_and_close_socket(socket_t sock) override;
-  void Refuse(socket_t sock);
+  void Refuse(socket_t sock, bool per_client);
+  // Counts a connection against its client address; false (nothing counted) when the address
+  // holds its share already. Release undoes a successful Claim.
+  bool Claim(const std::string& client);
+  void Release(const std::string& client);
   // Answers a request refused before the library saw it (status > 0; otherwise a 408).
   void Reject(httplib::Stream& stream, int status, const std::string& method,
               const std::string& target);
@@ -103,6 +111,9 @@ class GuardedHttpServer : public httplib::Server {
   std::atomic<bool> reads_ended_{false};
   std::atomic<int> open_{0};
   std::atomic<uint64_t> refused_{0};
+  std::atomic<uint64_t> refused_per_client_{0};
+  std::mutex clients_mu_;
+  std::map<std::string, int> clients_;  // open connections by client address
   std::atomic<uint64_t> timed_out_{0};
 };
 

@@ -5,6 +5,14 @@
 
 #include "grammar/json_depth.h"
 
+namespace promptcache {
+
+std::string Dump(const nlohmann::ordered_json& j) {
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+}  // namespace promptcache
+
 namespace promptcache::json_fields {
 
 ApiError Unsupported(const std::string& param, const std::string& what) {

@@ -1,7 +1,8 @@
 // Readers of a request body's JSON fields, shared by the API routes' parsers (OpenAI's
 // completions and chat, Anthropic's messages, tool definitions). Each returns the one
 // ApiError that names the field and what was wrong with it (a 400 the client can act on), never
-// throws, and reads absent and null fields alike as "not given", as both APIs do.
+// throws, and reads absent and null fields alike as "not given", as both APIs do. And Dump, the
+// one way the server writes JSON text.
 #pragma once
 
 #include <algorithm>
@@ -12,7 +13,15 @@
 #include <string>
 #include <string_view>
 
-#include "server/openai_request.h"
+#include "server/api_error.h"
+
+namespace promptcache {
+
+// `j` as compact JSON text. Generated text is valid UTF-8 by the engine's contract; a broken byte
+// is replaced rather than thrown on, so that no piece of text can become an exception here.
+std::string Dump(const nlohmann::ordered_json& j);
+
+}  // namespace promptcache
 
 namespace promptcache::json_fields {
 

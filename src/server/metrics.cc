@@ -143,6 +143,10 @@ std::string FormatMetrics(const EngineStats& s, const HistogramSnapshot& ttft,
         "Prompt tokens whose K/V came from the prefix cache.", s.cached_tokens);
   p.Add("promptcache_computed_tokens_total", "counter", "Prompt tokens computed (not cached).",
         s.prompt_tokens >= s.cached_tokens ? s.prompt_tokens - s.cached_tokens : 0);
+  p.Add("promptcache_prefix_shared_in_flight_tokens_total", "counter",
+        "Of the cached tokens, those another request's prefill was computing at the time: a "
+        "prefix shared by concurrent requests, computed once.",
+        s.shared_in_flight_tokens);
   p.Add("promptcache_generated_tokens_total", "counter", "Tokens generated.", s.generated_tokens);
   p.Add("promptcache_cache_lookups_total", "counter", "Prefix cache lookups.", s.cache_lookups);
   p.Add("promptcache_cache_hits_total", "counter", "Lookups that reused at least one block.",
@@ -224,7 +228,11 @@ std::string FormatMetrics(const EngineStats& s, const HistogramSnapshot& ttft,
   p.Add("promptcache_requests_queued", "gauge", "Requests waiting for a free slot.", s.queued);
   p.Add("promptcache_http_connections", "gauge", "Connections being served.", c.open);
   p.Add("promptcache_http_connections_refused_total", "counter",
-        "Connections refused (503) beyond --max-connections.", c.refused);
+        "Connections refused (503) beyond --max-connections or --max-connections-per-client.",
+        c.refused);
+  p.Add("promptcache_http_connections_refused_per_client_total", "counter",
+        "Of them, refused beyond --max-connections-per-client (one client address's share).",
+        c.refused_per_client);
   p.Add("promptcache_http_request_timeouts_total", "counter",
         "Requests whose headers or body missed --header-timeout or --body-timeout (408).",
         c.timed_out);

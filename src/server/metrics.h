@@ -53,8 +53,9 @@ class ServerMetrics {
 // What the connection layer saw (server/http_transport.h).
 struct ConnectionStats {
   int open = 0;
-  uint64_t refused = 0;    // beyond --max-connections
+  uint64_t refused = 0;    // beyond --max-connections or --max-connections-per-client
   uint64_t timed_out = 0;  // requests whose headers or body missed their deadline
+  uint64_t refused_per_client = 0;  // of `refused`, beyond --max-connections-per-client
 };
 
 // A tenant's page: its own counters under the names the whole page gives the server's.

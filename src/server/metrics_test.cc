@@ -31,6 +31,7 @@ TEST(Metrics, EngineStatsAndRatios) {
   s.requests_rejected = 2;
   s.prompt_tokens = 1000;
   s.cached_tokens = 640;
+  s.shared_in_flight_tokens = 480;
   s.generated_tokens = 77;
   s.cache_hits = 3;
   s.cache_lookups = 4;
@@ -47,6 +48,7 @@ TEST(Metrics, EngineStatsAndRatios) {
   EXPECT_EQ(m.at("promptcache_prompt_tokens_total"), "1000");
   EXPECT_EQ(m.at("promptcache_cached_tokens_total"), "640");
   EXPECT_EQ(m.at("promptcache_computed_tokens_total"), "360");
+  EXPECT_EQ(m.at("promptcache_prefix_shared_in_flight_tokens_total"), "480");
   EXPECT_EQ(m.at("promptcache_generated_tokens_total"), "77");
   EXPECT_EQ(m.at("promptcache_cache_hits_total"), "3");
   EXPECT_EQ(m.at("promptcache_cache_hit_ratio"), "0.75");

@@ -6,13 +6,15 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "grammar/grammar.h"
-#include "grammar/json_schema.h"
 #include "server/json_fields.h"
+#include "server/openai_request_parts.h"
 #include "server/tool_request.h"
 
 namespace promptcache {
 namespace {
+
+using openai_request::ReadModular;
+using openai_request::ReadStructuredOutput;
 
 using json_fields::Contains;
 using json_fields::Find;
@@ -98,113 +100,6 @@ MaybeError ReadChoicesAndLogprobs(const json& obj, ApiKind kind, ApiRequest* out
   PC_RETURN_IF_API_ERROR(ReadInt(obj, "best_of", 1, kMaxChoices, &v));
   if (v && *v != out->n) {
     return Unsupported("best_of", "'best_of' other than n");
-  }
-  return std::nullopt;
-}
-
-// A GBNF text compiled, or the 400 naming `param`.
-MaybeError CompileGrammar(const std::string& gbnf, const std::string& param, ApiRequest* out) {
-  Result<std::shared_ptr<const Grammar>> g = Grammar::Parse(gbnf);
-  if (!g.ok()) return ApiError::BadRequest("'" + param + "': " + g.status().message(), param);
-  out->grammar = *g;
-  return std::nullopt;
-}
-
-// A JSON schema given as an object or as its JSON text.
-MaybeError SchemaGrammar(const json& schema, const std::string& param, ApiRequest* out) {
-  if (!schema.is_object() && !schema.is_string() && !schema.is_boolean()) {
-    return WrongType(param, "a JSON schema (an object)", schema);
-  }
-  const std::string text = schema.is_string() ? schema.get<std::string>() : schema.dump();
-  Result<std::string> gbnf = JsonSchemaToGbnf(text);
-  if (!gbnf.ok()) {
-    return ApiError::BadRequest("'" + param + "': " + gbnf.status().message(), param,
-                                "unsupported");
-  }
-  return CompileGrammar(*gbnf, param, out);
-}
-
-// vLLM's guided_choice: one of the strings, exactly.
-MaybeError ChoiceGrammar(const json& v, const std::string& param, ApiRequest* out) {
-  if (!v.is_array() || v.empty()) return WrongType(param, "a non-empty array of strings", v);
-  std::string gbnf = "root ::= ";
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (!v[i].is_string())
-      return WrongType(param + "[" + std::to_string(i) + "]", "a string", v[i]);
-    gbnf += i ? " | \"" : "\"";
-    for (const char c : v[i].get<std::string>()) {
-      const unsigned char u = static_cast<unsigned char>(c);
-      if (c == '"' || c == '\\' || u < 0x20) {
-        char buf[8];
-        std::snprintf(buf, sizeof(buf), "\\x%02X", u);
-        gbnf += buf;
-      } else {
-        gbnf += c;
-      }
-    }
-    gbnf += "\"";
-  }
-  return CompileGrammar(gbnf, param, out);
-}
-
-MaybeError ResponseFormat(const json& v, ApiRequest* out) {
-  if (!v.is_object()) return WrongType("response_format", "an object", v);
-  const json* type = Find(v, "type");
-  if (type == nullptr || !type->is_string()) {
-    return ApiError::BadRequest("'response_format.type' must be a string", "response_format.type");
-  }
-  const std::string t = type->get<std::string>();
-  if (t == "text") return std::nullopt;
-  out->grammar_field = "response_format";
-  if (t == "json_object") return CompileGrammar(JsonObjectGbnf(), "response_format", out);
-  if (t != "json_schema") {
-    return ApiError::BadRequest(
-        "'response_format.type' is '" + t + "': text, json_object or json_schema",
-        "response_format.type", "unsupported");
-  }
-  const json* js = Find(v, "json_schema");
-  if (js == nullptr || !js->is_object()) {
-    return ApiError::BadRequest("'response_format.json_schema' must be an object",
-                                "response_format.json_schema");
-  }
-  for (const auto& [name, value] : js->items()) {
-    // strict: the schema is always enforced; name and description only label it.
-    if (name != "name" && name != "schema" && name != "strict" && name != "description") {
-      return ApiError::BadRequest(
-          "'response_format.json_schema." + name + "' is not supported by this server",
-          "response_format.json_schema." + name, "unsupported");
-    }
-  }
-  const json* schema = Find(*js, "schema");
-  if (schema == nullptr) {
-    return ApiError::BadRequest("'response_format.json_schema.schema' is required",
-                                "response_format.json_schema.schema");
-  }
-  return SchemaGrammar(*schema, "response_format.json_schema.schema", out);
-}
-
-// Structured output: at most one of response_format (json_object / json_schema), grammar,
-// json_schema, guided_json and guided_choice.
-MaybeError ReadStructuredOutput(const json& obj, ApiRequest* out) {
-  if (const json* rf = Find(obj, "response_format"))
-    PC_RETURN_IF_API_ERROR(ResponseFormat(*rf, out));
-  for (const char* key : {"grammar", "json_schema", "guided_json", "guided_choice"}) {
-    const json* v = Find(obj, key);
-    if (v == nullptr) continue;
-    const std::string k = key;
-    if (!out->grammar_field.empty()) {
-      return ApiError::BadRequest(
-          "'" + k + "' and '" + out->grammar_field + "' both constrain the output: give one", k);
-    }
-    out->grammar_field = k;
-    if (k == "grammar") {
-      if (!v->is_string()) return WrongType(k, "a string (GBNF)", *v);
-      PC_RETURN_IF_API_ERROR(CompileGrammar(v->get<std::string>(), k, out));
-    } else if (k == "guided_choice") {
-      PC_RETURN_IF_API_ERROR(ChoiceGrammar(*v, k, out));
-    } else {
-      PC_RETURN_IF_API_ERROR(SchemaGrammar(*v, k, out));
-    }
   }
   return std::nullopt;
 }
@@ -485,139 +380,6 @@ MaybeError ReadStreamAndExtensions(const json& obj, ApiRequest* out) {
   return std::nullopt;
 }
 
-// Module nesting deeper than this in "modules" is refused (schemas are rarely more than a few
-// levels deep; the bound keeps the recursion below shallow for any input).
-constexpr int kMaxModuleDepth = 16;
-
-// One "modules" item: "name", or {"name": ..., "args": {param: value}, "modules": [...]}.
-MaybeError ReadModuleRef(const json& v, const std::string& param, int depth, PmlModuleRef* out) {
-  if (v.is_string()) {
-    out->name = v.get<std::string>();
-  } else if (v.is_object()) {
-    for (const auto& [key, value] : v.items()) {
-      if (key != "name" && key != "args" && key != "modules") {
-        return ApiError::BadRequest(
-            "'" + param + "' has an unknown field '" + key + "' (expected name, args, modules)",
-            param + "." + key);
-      }
-    }
-    const json* name = Find(v, "name");
-    if (name == nullptr) return ApiError::BadRequest("'" + param + ".name' is required", param);
-    if (!name->is_string()) return WrongType(param + ".name", "a string", *name);
-    out->name = name->get<std::string>();
-    if (const json* args = Find(v, "args")) {
-      if (!args->is_object()) return WrongType(param + ".args", "an object", *args);
-      for (const auto& [key, value] : args->items()) {
-        if (!value.is_string()) return WrongType(param + ".args." + key, "a string", value);
-        out->arguments.emplace_back(key, value.get<std::string>());
-      }
-    }
-    if (const json* children = Find(v, "modules")) {
-      if (!children->is_array()) return WrongType(param + ".modules", "an array", *children);
-      if (depth + 1 >= kMaxModuleDepth) {
-        return ApiError::BadRequest("'" + param + "' nests modules too deeply", param);
-      }
-      for (size_t i = 0; i < children->size(); ++i) {
-        PmlModuleRef child;
-        PC_RETURN_IF_API_ERROR(ReadModuleRef(
-            (*children)[i], param + ".modules[" + std::to_string(i) + "]", depth + 1, &child));
-        out->children.push_back(std::move(child));
-      }
-    }
-  } else {
-    return WrongType(param, "a module name or an object", v);
-  }
-  if (out->name.empty()) return ApiError::BadRequest("'" + param + "' names no module", param);
-  return std::nullopt;
-}
-
-// The modular extension: "schema" and "modules", or a PML prompt string. Cache pinning is for
-// plain prompts: a loaded schema's modules stay cached anyway.
-MaybeError ReadModular(const json& obj, ApiRequest* out) {
-  bool detect_pml = true;
-  PC_RETURN_IF_API_ERROR(ReadBool(obj, "pml", &detect_pml));
-  if (const json* schema = Find(obj, "schema")) {
-    if (!schema->is_string()) return WrongType("schema", "a string (a schema's name)", *schema);
-    if (schema->get<std::string>().empty()) {
-      return ApiError::BadRequest("'schema' must name a loaded schema", "schema");
-    }
-    out->schema = schema->get<std::string>();
-  }
-  if (const json* modules = Find(obj, "modules")) {
-    if (out->schema.empty()) {
-      return ApiError::BadRequest("'modules' needs a 'schema' naming the schema they belong to",
-                                  "modules");
-    }
-    if (!modules->is_array()) return WrongType("modules", "an array", *modules);
-    for (size_t i = 0; i < modules->size(); ++i) {
-      PmlModuleRef ref;
-      PC_RETURN_IF_API_ERROR(
-          ReadModuleRef((*modules)[i], "modules[" + std::to_string(i) + "]", 0, &ref));
-      out->modules.push_back(std::move(ref));
-    }
-  }
-  if (const json* positions = Find(obj, "positions")) {
-    if (!positions->is_string()) {
-      return WrongType("positions", "a string (\"schema\" or \"contiguous\")", *positions);
-    }
-    Result<PmlPositions> p = ParsePmlPositions(positions->get<std::string>());
-    if (!p.ok()) return ApiError::BadRequest("'positions': " + p.status().message(), "positions");
-    out->positions = *p;
-  }
-  PC_RETURN_IF_API_ERROR(ReadBool(obj, "evaluate", &out->evaluate));
-  if (const json* recompute = Find(obj, "recompute")) {
-    if (!recompute->is_number() || !(recompute->get<double>() >= 0) ||
-        !(recompute->get<double>() <= 1)) {
-      return ApiError::BadRequest("'recompute' must be a share from 0 to 1", "recompute");
-    }
-    out->recompute = recompute->get<double>();
-  }
-  if (out->kind == ApiKind::kCompletion) {
-    if (!out->schema.empty() && out->prompt_is_tokens) {
-      return ApiError::BadRequest(
-          "with a 'schema', the prompt is the new text after the modules: a string, not token ids",
-          "prompt");
-    }
-    out->pml_xml = out->schema.empty() && !out->prompt_is_tokens && detect_pml &&
-                   LooksLikePml(out->prompt_text);
-  }
-  if (!out->modular()) {
-    const char* field = out->positions != PmlPositions::kDefault ? "positions"
-                        : out->recompute >= 0                    ? "recompute"
-                        : out->evaluate                          ? "evaluate"
-                                                                 : nullptr;
-    if (field != nullptr) {
-      return ApiError::BadRequest(
-          "'" + std::string(field) + "' applies to modular prompts (a 'schema' or a PML prompt)",
-          field);
-    }
-    return std::nullopt;
-  }
-  if (out->pin) {
-    return ApiError::BadRequest(
-        "'cache.pin' applies to plain prompts; a modular prompt's modules stay cached while "
-        "their schema is loaded",
-        "cache", "unsupported");
-  }
-  if (out->echo || out->n > 1 || out->logprobs >= 0) {
-    const char* field = out->echo ? "echo" : out->n > 1 ? "n" : "logprobs";
-    return ApiError::BadRequest(
-        "'" + std::string(field) + "' applies to plain prompts, not modular ones", field,
-        "unsupported");
-  }
-  if (out->evaluate && out->stream) {
-    return ApiError::BadRequest("'evaluate' needs a non-streamed request", "evaluate");
-  }
-  for (size_t i = 0; i < out->messages.size(); ++i) {
-    if (out->messages[i].cache_breakpoint) {
-      return ApiError::BadRequest(
-          "cache_control applies to plain prompts, not to a schema's messages",
-          "messages[" + std::to_string(i) + "].cache_control", "unsupported");
-    }
-  }
-  return std::nullopt;
-}
-
 // The body again with its keys in order, when it may have tool fields (tool definitions and
 // arguments are rendered in the client's order); null otherwise.
 ojson Ordered(std::string_view body) {
@@ -665,15 +427,6 @@ FieldSupport RequestFieldSupport(ApiKind kind, std::string_view field) {
   }
   if (Contains(kIgnoredFields, field)) return FieldSupport::kIgnored;
   return FieldSupport::kRefused;
-}
-
-ApiError ApiError::BadRequest(std::string message, std::string param, std::string code) {
-  ApiError e;
-  e.http_status = 400;
-  e.message = std::move(message);
-  e.param = std::move(param);
-  e.code = std::move(code);
-  return e;
 }
 
 std::optional<ApiError> ParseCompletionRequest(std::string_view body, const RequestLimits& limits,

@@ -21,21 +21,11 @@
 #include "sampling/sampler.h"
 #include "pml/pml.h"
 #include "promptcache/engine.h"
+#include "server/api_error.h"
 
 namespace promptcache {
 
 class Grammar;  // grammar/grammar.h
-
-// An OpenAI-style error: {"error": {"message", "type", "param", "code"}} with an HTTP status.
-struct ApiError {
-  int http_status = 400;
-  std::string message;
-  std::string type = "invalid_request_error";
-  std::string param;  // the offending field ("messages[2].content"), or "" for null
-  std::string code;   // e.g. "model_not_found", or "" for null
-
-  static ApiError BadRequest(std::string message, std::string param = "", std::string code = "");
-};
 
 struct ApiMessage {
   std::string role;     // "system", "user" or "assistant" ("developer" is read as "system")

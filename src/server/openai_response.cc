@@ -4,14 +4,12 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "server/json_fields.h"
+
 namespace promptcache {
 namespace {
 
 using ojson = nlohmann::ordered_json;
-
-// Generated text is valid UTF-8 by the engine's contract; replacing rather than throwing keeps a
-// broken piece from ever turning into an exception here.
-std::string Dump(const ojson& j) { return j.dump(-1, ' ', false, ojson::error_handler_t::replace); }
 
 ojson NullIfEmpty(const std::string& s) { return s.empty() ? ojson() : ojson(s); }
 

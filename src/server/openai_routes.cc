@@ -1,224 +1,129 @@
 // POST /v1/completions and /v1/chat/completions: a request checked, planned (plain or modular),
 // queued on the engine, and answered as one JSON body or as Server-Sent Events.
-#include "server/http_server_impl.h"
+#include <algorithm>
+#include <random>
+
+#include "engine/fidelity.h"
+#include "model/model.h"
+#include "server/cache_response.h"
+#include "server/json_fields.h"
+#include "server/openai_response.h"
+#include "server/routes.h"
+#include "server/schema_api.h"
+#include "server/tool_calls.h"
+#include "server/tool_request.h"
 
 namespace promptcache {
+namespace {
 
-using server_internal::Dump;
-using server_internal::FromStatus;
-using server_internal::kStreamPoll;
-using server_internal::ojson;
-using server_internal::RandomHex;
-using server_internal::UnixSeconds;
+using ojson = nlohmann::ordered_json;
 
-std::optional<ApiError> HttpServer::Impl::CheckLength(const ApiRequest& r, int n, int end,
-                                                      int* max_tokens) const {
+// Queues a prepared request: Engine::Submit for a token prompt, SubmitPrompt for a modular one.
+using Submitter = std::function<Result<std::shared_ptr<RequestHandle>>(CompletionRequest request)>;
+
+std::string RandomHex(int n) {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  static const char kHex[] = "0123456789abcdef";
+  std::string s;
+  for (int i = 0; i < n; ++i) s += kHex[rng() & 15];
+  return s;
+}
+
+int64_t UnixSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// `n` prompt tokens, generation continuing at position `end` (== n for a plain prompt; a modular
+// prompt's positions have gaps). Sets *max_tokens to what the completion may have.
+std::optional<ApiError> CheckLength(const ServerContext& server, const ApiRequest& r, int n,
+                                    int end, int* max_tokens) {
+  const ServerOptions& options = server.options();
+  const int context = server.context();
   const std::string param = r.kind == ApiKind::kChat && !r.modular() ? "messages" : "prompt";
-  if (options_.max_prompt_tokens > 0 && n > options_.max_prompt_tokens) {
+  if (options.max_prompt_tokens > 0 && n > options.max_prompt_tokens) {
     return ApiError::BadRequest(
         "the prompt has " + std::to_string(n) + " tokens, more than this server's limit of " +
-            std::to_string(options_.max_prompt_tokens) + " (--max-prompt-tokens)",
+            std::to_string(options.max_prompt_tokens) + " (--max-prompt-tokens)",
         param, "prompt_too_long");
   }
   // A modular prompt's length is where its text ends: the schema reserves the positions before.
   const std::string length = end == n ? "the prompt has " + std::to_string(n) + " tokens"
                                       : "the prompt ends at position " + std::to_string(end);
-  if (end >= context_) {
+  if (end >= context) {
     return ApiError::BadRequest("this model's maximum context length is " +
-                                    std::to_string(context_) + " tokens, but " + length,
+                                    std::to_string(context) + " tokens, but " + length,
                                 param, "context_length_exceeded");
   }
-  if (r.max_tokens && end + *r.max_tokens > context_) {
+  if (r.max_tokens && end + *r.max_tokens > context) {
     return ApiError::BadRequest(
-        "this model's maximum context length is " + std::to_string(context_) + " tokens, but " +
+        "this model's maximum context length is " + std::to_string(context) + " tokens, but " +
             std::to_string(end + *r.max_tokens) + " were requested (" +
             (end == n ? std::to_string(n) + " in the prompt, "
                       : "the prompt ends at position " + std::to_string(end) + ", ") +
             std::to_string(*r.max_tokens) + " for the completion)",
         "max_tokens", "context_length_exceeded");
   }
-  *max_tokens = r.max_tokens ? *r.max_tokens : context_ - end;
-  if (!r.max_tokens && options_.max_tokens_limit > 0) {
-    *max_tokens = std::min(*max_tokens, options_.max_tokens_limit);
+  *max_tokens = r.max_tokens ? *r.max_tokens : context - end;
+  if (!r.max_tokens && options.max_tokens_limit > 0) {
+    *max_tokens = std::min(*max_tokens, options.max_tokens_limit);
   }
   return std::nullopt;
 }
 
-size_t HttpServer::Impl::PromptLimit() const {
-  size_t limit = size_t(std::max(0, context_ - 1));
-  if (options_.max_prompt_tokens > 0) limit = std::min(limit, size_t(options_.max_prompt_tokens));
-  return limit;
-}
-
-ApiError HttpServer::Impl::PromptTooLong(const Status& st, const std::string& param) const {
-  if (options_.max_prompt_tokens > 0 && options_.max_prompt_tokens < context_) {
-    return ApiError::BadRequest(st.message() + ", more than this server's limit of " +
-                                    std::to_string(options_.max_prompt_tokens) +
-                                    " (--max-prompt-tokens)",
-                                param, "prompt_too_long");
-  }
-  return ApiError::BadRequest("this model's maximum context length is " + std::to_string(context_) +
-                                  " tokens, but " + st.message(),
-                              param, "context_length_exceeded");
-}
-
-void HttpServer::Impl::HandleCompletion(const httplib::Request& req, httplib::Response& res,
-                                        ApiKind kind) {
-  ApiRequest r;
-  std::optional<ApiError> err = kind == ApiKind::kChat
-                                    ? ParseChatRequest(req.body, limits_, &r)
-                                    : ParseCompletionRequest(req.body, limits_, &r);
-  if (!err) err = CheckModel(r.model);
-  if (!err && kind == ApiKind::kChat) err = ApplyToolChoice(encoder_.tool_format(), &r);
-  if (err) return SendError(res, *err);
-
-  CompletionRequest creq;
-  std::shared_ptr<CacheMapRequest> map;
-  if (r.cache_map) {
-    map = std::make_shared<CacheMapRequest>();
-    map->block_size = engine_->options().block_size;
-  }
-  creq.sampling = r.sampling;
-  creq.stop = r.stop;
-  creq.ignore_eos = r.ignore_eos;
-  creq.cache_namespace = Namespace(req, r.cache_salt);
-  creq.tenant = Tenant(req).value_or("");
-  creq.n = r.n;
-  creq.logprobs = r.logprobs;
-  creq.prompt_logprobs = r.echo && r.logprobs >= 0;
-  creq.grammar = r.grammar;
-  Submitter submit;
-  PmlPrompt modular;
-  if (r.modular()) {
-    if (!PrepareModular(r, res, &creq, &submit, &modular)) return;
-    if (map) {
-      // Planned once more for its tokens and positions: cheap next to serving.
-      Result<ExpandedPrompt> x = engine_->ExpandPrompt(modular);
-      if (x.ok()) {
-        map->prompt = std::move(x->tokens);
-        map->positions = std::move(x->positions);
-      }
-    }
-  } else {
-    Result<BuiltPrompt> prompt = encoder_.Build(r, PromptLimit());
-    if (!prompt.ok()) {
-      const std::string param = kind == ApiKind::kChat ? "messages" : "prompt";
-      if (prompt.status().code() == StatusCode::kOutOfRange) {
-        return SendError(res, PromptTooLong(prompt.status(), param));
-      }
-      return SendError(res, FromStatus(prompt.status(), param));
-    }
-    const int n = static_cast<int>(prompt->tokens.size());
-    if ((err = CheckLength(r, n, n, &creq.max_tokens))) return SendError(res, *err);
-    creq.prompt = std::move(prompt->tokens);
-    creq.pin_tokens = prompt->pin_tokens;
-    if (map) map->prompt = creq.prompt;
-    submit = [this](CompletionRequest c) { return engine_->Submit(std::move(c)); };
-  }
-
-  ResponseMeta meta;
-  meta.kind = kind;
-  meta.id = (kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-") + RandomHex(24);
-  meta.created = UnixSeconds();
-  meta.model = r.model;
-  meta.system_fingerprint = fingerprint_;
-  if (r.tools_offered()) meta.tool_format = encoder_.tool_format();
-  if (r.logprobs >= 0) {
-    meta.logprobs = true;
-    const Tokenizer& tok = engine_->model().tokenizer();
-    meta.token_text = [&tok](int32_t id) { return tok.TokenBytes(id); };
-  }
-  if (r.echo) {
-    meta.echo = true;
-    meta.prompt_tokens = creq.prompt;
-    meta.prompt_text = engine_->model().tokenizer().Decode(creq.prompt);
-  }
-  if (r.stream) return StartStream(res, meta, r.include_usage, std::move(creq), submit, map);
-  Respond(res, meta, std::move(creq), submit, r.evaluate ? &modular : nullptr, map);
-}
-
-bool HttpServer::Impl::PrepareModular(const ApiRequest& r, httplib::Response& res,
-                                      CompletionRequest* creq, Submitter* submit,
-                                      PmlPrompt* planned) {
+// Plans a modular request (schema + modules, or a PML prompt) and checks its length; false after
+// failing the call. *planned: the planned prompt.
+bool PrepareModular(Call& call, const ApiRequest& r, CompletionRequest* creq, Submitter* submit,
+                    PmlPrompt* planned) {
+  Engine& engine = call.engine();
   // Errors name the field the client wrote: the PML prompt, or the schema/modules fields.
   const std::string param = r.pml_xml ? "prompt" : "modules";
   if (!r.pml_xml) {
-    if (Result<SchemaInfo> s = engine_->GetSchema(r.schema); !s.ok()) {
-      SendError(res, FromStatus(s.status(), "schema"));
+    if (Result<SchemaInfo> s = engine.GetSchema(r.schema); !s.ok()) {
+      call.Fail(s.status(), "schema");
       return false;
     }
   }
   Result<PmlPrompt> prompt = ModularPrompt(r);
   if (!prompt.ok()) {
-    SendError(res, FromStatus(prompt.status(), param));
+    call.Fail(prompt.status(), param);
     return false;
   }
   // Plans the prompt against its schema (every PML error comes back here, before queueing) and
   // gives its length. SubmitPrompt plans it again; planning is cheap next to serving.
-  Result<ExpandedPrompt> expanded = engine_->ExpandPrompt(*prompt);
+  Result<ExpandedPrompt> expanded = engine.ExpandPrompt(*prompt);
   if (!expanded.ok()) {
-    SendError(res, FromStatus(expanded.status(), param));
+    call.Fail(expanded.status(), param);
     return false;
   }
   const int n = static_cast<int>(expanded->tokens.size());
-  if (std::optional<ApiError> err = CheckLength(r, n, expanded->end, &creq->max_tokens)) {
-    SendError(res, *err);
+  if (std::optional<ApiError> err =
+          CheckLength(call.server, r, n, expanded->end, &creq->max_tokens)) {
+    call.Fail(*err);
     return false;
   }
   *planned = *prompt;
-  *submit = [this, p = std::move(prompt).value()](CompletionRequest c) {
-    return engine_->SubmitPrompt(p, std::move(c));
+  *submit = [&engine, p = std::move(prompt).value()](CompletionRequest c) {
+    return engine.SubmitPrompt(p, std::move(c));
   };
   return true;
 }
 
-void HttpServer::Impl::Respond(httplib::Response& res, const ResponseMeta& meta,
-                               CompletionRequest creq, const Submitter& submit,
-                               const PmlPrompt* evaluate,
-                               std::shared_ptr<const CacheMapRequest> map) {
-  // No text callback is needed; this one only lets Stop() end the request early.
-  creq.on_text = [this](const std::string&) { return !stopping_.load(); };
-  const std::string tenant = creq.tenant;
-  auto logits = std::make_shared<std::vector<std::vector<float>>>();
-  if (evaluate != nullptr) {
-    creq.on_logits = [logits](std::span<const float> l) {
-      logits->emplace_back(l.begin(), l.end());
-    };
-  }
-  Result<std::shared_ptr<RequestHandle>> handle = submit(std::move(creq));
-  if (!handle.ok()) return SendError(res, FromStatus(handle.status()));
-  const uint64_t id = Track(*handle);
-  // A client that closes its connection is not waiting for the answer: its request stops.
-  const CompletionResult result =
-      WaitWatching(**handle, [this] { return stopping_.load() || RequestClientGone(); });
-  Untrack(id);
-  if (!result.status.ok()) return SendError(res, FromStatus(result.status));
-  Observe(tenant, result);
-  res.status = 200;
-  std::string body = CompletionBody(meta, result);
-  if (map) {
-    body =
-        AddJsonField(body, "cache_map", CacheMapJson(*map, result, engine_->model().tokenizer()));
-  }
-  if (evaluate != nullptr) {
-    body = AddJsonField(body, "fidelity", Fidelity(*evaluate, result, *logits));
-  }
-  res.set_content(body, "application/json");
-}
-
-ojson HttpServer::Impl::Fidelity(const PmlPrompt& prompt, const CompletionResult& result,
-                                 const std::vector<std::vector<float>>& logits) const {
+// {"contiguous": {...}, "gapped": {...}}: the run against both full recomputes.
+ojson Fidelity(Engine& engine, const PmlPrompt& prompt, const CompletionResult& result,
+               const std::vector<std::vector<float>>& logits) {
   PmlPrompt at_schema = prompt;  // the baselines' tokens, at the schema's positions
   at_schema.positions = PmlPositions::kSchema;
-  Result<ExpandedPrompt> x = engine_->ExpandPrompt(at_schema);
+  Result<ExpandedPrompt> x = engine.ExpandPrompt(at_schema);
   if (!x.ok()) return ojson{{"error", x.status().message()}};
-  SessionOptions so;
-  so.threads = engine_->options().threads;
-  so.kv_type = engine_->options().kv_type;
+  RunnerOptions so;
+  so.threads = engine.options().threads;
+  so.kv_type = engine.options().kv_type;
   ojson out;
   for (const bool contiguous : {true, false}) {
     Result<FidelityReport> rep = CompareWithFullRecompute(
-        engine_->model(), contiguous ? Contiguous(*x) : *x, result.tokens, logits, so);
+        engine.model(), contiguous ? Contiguous(*x) : *x, result.tokens, logits, so);
     if (!rep.ok()) return ojson{{"error", rep.status().message()}};
     out[contiguous ? "contiguous" : "gapped"] = {{"steps", rep->steps},
                                                  {"top1_agreement", rep->top1_agreement},
@@ -228,51 +133,84 @@ ojson HttpServer::Impl::Fidelity(const PmlPrompt& prompt, const CompletionResult
   return out;
 }
 
-void HttpServer::Impl::StartStream(httplib::Response& res, const ResponseMeta& meta,
-                                   bool include_usage, CompletionRequest creq,
-                                   const Submitter& submit,
-                                   std::shared_ptr<const CacheMapRequest> map) {
-  auto s = std::make_shared<Stream>();
-  s->meta = meta;
-  s->tenant = creq.tenant;
-  s->map = std::move(map);
-  s->include_usage = include_usage;
-  creq.on_piece = [ch = s->channel](const TextPiece& piece) { return ch->Push(piece); };
-  s->offsets.assign(creq.n, meta.echo ? meta.prompt_text.size() : 0);
-  s->texts.assign(creq.n, "");
-  s->sent.assign(creq.n, 0);
+// evaluate: the modular prompt whose fidelity the response reports ("evaluate": true).
+// map: what the cache map needs ("cache_map": true), or null.
+void Respond(Call& call, const ResponseMeta& meta, CompletionRequest creq, const Submitter& submit,
+             const PmlPrompt* evaluate, std::shared_ptr<const CacheMapRequest> map) {
+  creq.on_text = call.StopsWithServer();
+  const std::string tenant = creq.tenant;
+  auto logits = std::make_shared<std::vector<std::vector<float>>>();
+  if (evaluate != nullptr) {
+    creq.on_logits = [logits](std::span<const float> l) {
+      logits->emplace_back(l.begin(), l.end());
+    };
+  }
   Result<std::shared_ptr<RequestHandle>> handle = submit(std::move(creq));
-  if (!handle.ok()) return SendError(res, FromStatus(handle.status()));
-  s->handle = *handle;
-  s->track_id = Track(s->handle);
-  s->waiter = std::thread([h = s->handle, ch = s->channel] { ch->Finish(h->Wait()); });
+  if (!handle.ok()) return call.Fail(handle.status());
+  const CompletionResult result = call.Await(*handle);
+  if (!result.status.ok()) return call.Fail(result.status);
+  call.server.Observe(tenant, result);
+  std::string body = CompletionBody(meta, result);
+  if (map) {
+    body = AddJsonField(body, "cache_map",
+                        CacheMapJson(*map, result, call.engine().model().tokenizer()));
+  }
+  if (evaluate != nullptr) {
+    body = AddJsonField(body, "fidelity", Fidelity(call.engine(), *evaluate, result, *logits));
+  }
+  call.Send(std::move(body));
+}
 
-  res.status = 200;
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [this, s](size_t, httplib::DataSink& sink) {
-        try {
-          return WriteStream(*s, sink);
-        } catch (const std::exception& e) {  // nothing may escape into cpp-httplib's writer
-          PC_LOG_ERROR("server: stream failed: %s", e.what());
-          return false;
-        }
-      },
-      [this, s](bool success) {
-        // The client went away (or the server is stopping): free the sequence at once.
-        if (!success) {
-          s->channel->Cancel();
-          s->handle->Cancel();
-        }
-        Untrack(s->track_id);
-      });
+// One streaming request's state, as WriteStream needs it.
+struct Stream {
+  ServerContext* server = nullptr;
+  std::shared_ptr<TextChannel> channel;
+  ResponseMeta meta;
+  bool include_usage = false;
+  bool started = false;
+  std::shared_ptr<const CacheMapRequest> map;  // "cache_map": true
+  std::vector<size_t> offsets;  // each choice's text so far, in bytes (echo included)
+  // With tools: each choice's text so far and how much of it went out as content (the rest may
+  // be a tool call: held back until the end).
+  std::vector<std::string> texts;
+  std::vector<size_t> sent;
+  std::string tenant;  // what its result is counted for
+};
+
+// Tools: appends a piece to a choice's text and gives what may go out as content now.
+std::string ReleaseContent(Stream& s, int choice, const std::string& piece) {
+  std::string& text = s.texts[choice];
+  size_t& sent = s.sent[choice];
+  text += piece;
+  const size_t start = ToolCallStart(s.meta.tool_format, text);
+  sent = std::max(sent, ToolContentBegin(s.meta.tool_format, text));  // a marker, not content
+  if (start <= sent) return "";
+  std::string out = text.substr(sent, start - sent);
+  sent = start;
+  return out;
+}
+
+// Tools, at the end: each choice's held-back content, or its calls as deltas.
+std::string EndToolCalls(Stream& s, const CompletionResult& result) {
+  std::string out;
+  for (int c = 0; c < static_cast<int>(s.texts.size()); ++c) {
+    const std::string& text = result.choices.empty() ? result.text : result.choices[c].text;
+    const ParsedOutput parsed = ParseToolCalls(s.meta.tool_format, text);
+    // Content not sent yet: what precedes the calls, or all the text when there are none.
+    const size_t begin = ToolContentBegin(s.meta.tool_format, text);
+    s.sent[c] = std::max(s.sent[c], begin);
+    const size_t end = parsed.calls.empty() ? text.size() : begin + parsed.content.size();
+    if (end > s.sent[c]) {
+      out += StreamTextChunk(s.meta, text.substr(s.sent[c], end - s.sent[c]), s.include_usage, c);
+    }
+    out += StreamToolCallChunks(s.meta, parsed.calls, s.include_usage, c);
+  }
+  return out;
 }
 
 // One call writes whatever is ready: the role chunk, queued text, a keep-alive comment, or the
 // end of the stream. False (a failed write) makes cpp-httplib drop the connection.
-bool HttpServer::Impl::WriteStream(Stream& s, httplib::DataSink& sink) {
+bool WriteStream(Stream& s, httplib::DataSink& sink) {
   std::string out;
   std::vector<TextPiece> pieces;
   CompletionResult result;
@@ -323,12 +261,13 @@ bool HttpServer::Impl::WriteStream(Stream& s, httplib::DataSink& sink) {
       if (!result.status.ok()) {
         out += StreamErrorEvent(FromStatus(result.status));
       } else {
-        Observe(s.tenant, result);
+        s.server->Observe(s.tenant, result);
         if (s.meta.tool_format != ToolCallFormat::kNone) out += EndToolCalls(s, result);
         std::string finish = StreamFinishChunk(s.meta, result, s.include_usage);
         if (s.map) {
-          finish = AddEventField(finish, "cache_map",
-                                 CacheMapJson(*s.map, result, engine_->model().tokenizer()));
+          finish =
+              AddEventField(finish, "cache_map",
+                            CacheMapJson(*s.map, result, s.server->engine().model().tokenizer()));
         }
         out += finish;
         if (s.include_usage) out += StreamUsageChunk(s.meta, result);
@@ -344,38 +283,104 @@ bool HttpServer::Impl::WriteStream(Stream& s, httplib::DataSink& sink) {
   return sink.write(out.data(), out.size());
 }
 
-std::string HttpServer::Impl::ReleaseContent(Stream& s, int choice, const std::string& piece) {
-  std::string& text = s.texts[choice];
-  size_t& sent = s.sent[choice];
-  text += piece;
-  const size_t start = ToolCallStart(s.meta.tool_format, text);
-  sent = std::max(sent, ToolContentBegin(s.meta.tool_format, text));  // a marker, not content
-  if (start <= sent) return "";
-  std::string out = text.substr(sent, start - sent);
-  sent = start;
-  return out;
+void StartStream(Call& call, const ResponseMeta& meta, bool include_usage, CompletionRequest creq,
+                 const Submitter& submit, std::shared_ptr<const CacheMapRequest> map) {
+  auto s = std::make_shared<Stream>();
+  s->server = &call.server;
+  s->channel = std::make_shared<TextChannel>();
+  s->meta = meta;
+  s->tenant = creq.tenant;
+  s->map = std::move(map);
+  s->include_usage = include_usage;
+  creq.on_piece = [ch = s->channel](const TextPiece& piece) { return ch->Push(piece); };
+  s->offsets.assign(creq.n, meta.echo ? meta.prompt_text.size() : 0);
+  s->texts.assign(creq.n, "");
+  s->sent.assign(creq.n, 0);
+  Result<std::shared_ptr<RequestHandle>> handle = submit(std::move(creq));
+  if (!handle.ok()) return call.Fail(handle.status());
+  call.StreamEvents(*handle, s->channel,
+                    [s](httplib::DataSink& sink) { return WriteStream(*s, sink); });
 }
 
-std::string HttpServer::Impl::EndToolCalls(Stream& s, const CompletionResult& result) {
-  std::string out;
-  for (int c = 0; c < static_cast<int>(s.texts.size()); ++c) {
-    const std::string& text = result.choices.empty() ? result.text : result.choices[c].text;
-    const ParsedOutput parsed = ParseToolCalls(s.meta.tool_format, text);
-    // Content not sent yet: what precedes the calls, or all the text when there are none.
-    const size_t begin = ToolContentBegin(s.meta.tool_format, text);
-    s.sent[c] = std::max(s.sent[c], begin);
-    const size_t end = parsed.calls.empty() ? text.size() : begin + parsed.content.size();
-    if (end > s.sent[c]) {
-      out += StreamTextChunk(s.meta, text.substr(s.sent[c], end - s.sent[c]), s.include_usage, c);
-    }
-    out += StreamToolCallChunks(s.meta, parsed.calls, s.include_usage, c);
+void HandleCompletion(Call& call, ApiKind kind) {
+  ServerContext& server = call.server;
+  Engine& engine = call.engine();
+  ApiRequest r;
+  std::optional<ApiError> err = kind == ApiKind::kChat
+                                    ? ParseChatRequest(call.req.body, server.limits(), &r)
+                                    : ParseCompletionRequest(call.req.body, server.limits(), &r);
+  if (!err) err = server.CheckModel(r.model);
+  if (!err && kind == ApiKind::kChat) err = ApplyToolChoice(server.encoder().tool_format(), &r);
+  if (err) return call.Fail(*err);
+
+  CompletionRequest creq;
+  std::shared_ptr<CacheMapRequest> map;
+  if (r.cache_map) {
+    map = std::make_shared<CacheMapRequest>();
+    map->block_size = engine.options().block_size;
   }
-  return out;
+  creq.sampling = r.sampling;
+  creq.stop = r.stop;
+  creq.ignore_eos = r.ignore_eos;
+  creq.cache_namespace = call.Namespace(r.cache_salt);
+  creq.tenant = call.tenant();
+  creq.n = r.n;
+  creq.logprobs = r.logprobs;
+  creq.prompt_logprobs = r.echo && r.logprobs >= 0;
+  creq.grammar = r.grammar;
+  Submitter submit;
+  PmlPrompt modular;
+  if (r.modular()) {
+    if (!PrepareModular(call, r, &creq, &submit, &modular)) return;
+    if (map) {
+      // Planned once more for its tokens and positions: cheap next to serving.
+      Result<ExpandedPrompt> x = engine.ExpandPrompt(modular);
+      if (x.ok()) {
+        map->prompt = std::move(x->tokens);
+        map->positions = std::move(x->positions);
+      }
+    }
+  } else {
+    Result<BuiltPrompt> prompt = server.encoder().Build(r, server.PromptLimit());
+    if (!prompt.ok()) {
+      const std::string param = kind == ApiKind::kChat ? "messages" : "prompt";
+      if (prompt.status().code() == StatusCode::kOutOfRange) {
+        return call.Fail(server.PromptTooLong(prompt.status(), param));
+      }
+      return call.Fail(prompt.status(), param);
+    }
+    const int n = static_cast<int>(prompt->tokens.size());
+    if ((err = CheckLength(server, r, n, n, &creq.max_tokens))) return call.Fail(*err);
+    creq.prompt = std::move(prompt->tokens);
+    creq.pin_tokens = prompt->pin_tokens;
+    if (map) map->prompt = creq.prompt;
+    submit = [&engine](CompletionRequest c) { return engine.Submit(std::move(c)); };
+  }
+
+  ResponseMeta meta;
+  meta.kind = kind;
+  meta.id = (kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-") + RandomHex(24);
+  meta.created = UnixSeconds();
+  meta.model = r.model;
+  meta.system_fingerprint = server.fingerprint();
+  if (r.tools_offered()) meta.tool_format = server.encoder().tool_format();
+  if (r.logprobs >= 0) {
+    meta.logprobs = true;
+    const Tokenizer& tok = engine.model().tokenizer();
+    meta.token_text = [&tok](int32_t id) { return tok.TokenBytes(id); };
+  }
+  if (r.echo) {
+    meta.echo = true;
+    meta.prompt_tokens = creq.prompt;
+    meta.prompt_text = engine.model().tokenizer().Decode(creq.prompt);
+  }
+  if (r.stream) return StartStream(call, meta, r.include_usage, std::move(creq), submit, map);
+  Respond(call, meta, std::move(creq), submit, r.evaluate ? &modular : nullptr, map);
 }
 
-void HttpServer::Impl::Observe(const std::string& tenant, const CompletionResult& r) {
-  if (!r.tokens.empty()) metrics_.ObserveTtft(r.ttft_ms / 1000.0);
-  metrics_.ObserveTenant(tenant, r);
-}
+}  // namespace
+
+void HandleCompletions(Call& call) { HandleCompletion(call, ApiKind::kCompletion); }
+void HandleChatCompletions(Call& call) { HandleCompletion(call, ApiKind::kChat); }
 
 }  // namespace promptcache

@@ -10,8 +10,6 @@ namespace {
 using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;
 
-std::string Dump(const ojson& j) { return j.dump(-1, ' ', false, ojson::error_handler_t::replace); }
-
 ojson NameOrNull(const SchemaLayout& layout, int module) {
   return module >= 0 ? ojson(layout.modules[module].name) : ojson();
 }

@@ -480,11 +480,11 @@ TEST(ToolCalls, GrammarRefusesWhatTheSchemaConverterRefuses) {
   Result<std::string> g =
       ToolCallGbnf(ToolCallFormat::kHermes,
                    {kTools[0], {"f", R"({"type": "object", "properties": {"n": {"type": "integer",
-                            "minimum": 1}}})"}},
+                            "multipleOf": 2}}})"}},
                    &failed);
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(failed, 1);
-  EXPECT_NE(g.status().message().find("properties.n.minimum"), std::string::npos)
+  EXPECT_NE(g.status().message().find("properties.n.multipleOf"), std::string::npos)
       << g.status().message();
   EXPECT_FALSE(ToolCallGbnf(ToolCallFormat::kNone, kTools).ok());
   EXPECT_FALSE(ToolCallGbnf(ToolCallFormat::kHermes, {}).ok());

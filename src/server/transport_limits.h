@@ -6,6 +6,10 @@ namespace promptcache {
 
 struct TransportLimits {
   int max_connections = 512;
+  // Connections one client address may hold at once (0: max_connections / 2), so that one client
+  // cannot take every connection. Behind a reverse proxy every client has the proxy's address:
+  // raise it to max_connections there.
+  int max_connections_per_client = 0;
   double header_timeout_s = 10;  // request line and headers, in total
   double body_timeout_s = 60;    // the body, in total, from the end of the headers
   double idle_timeout_s = 2;     // a kept-alive connection waiting for its next request

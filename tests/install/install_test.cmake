@@ -7,8 +7,8 @@
 #      find_package(promptcache) from the prefix, and once more with the compiler and
 #      `pkg-config --cflags --libs --static promptcache`;
 #   4. both binaries' greedy continuation of a prompt on stories260K equals the installed CLI's
-#      (`promptcache run --temp 0`: Session, not the Engine, an independent path), and the
-#      second, cached run of the example equals its first.
+#      (`promptcache run --temp 0`, through the Engine the CLI builds over its own loaded model),
+#      and the second, cached run of the example equals its first.
 cmake_minimum_required(VERSION 3.25)
 
 foreach(var BUILD_DIR SOURCE_DIR WORK_DIR MODEL VERSION CXX GENERATOR PKG_CONFIG)

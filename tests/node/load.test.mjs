@@ -21,11 +21,16 @@ function rssKiB(pid) {
 // One raw HTTP/1.1 exchange on a fresh connection: resolves with the status (0 if none came)
 // and the socket error, if any.
 function rawRequest(url, text) {
+  return rawRequestFrom(url, text, undefined);
+}
+
+// rawRequest from a given local address (undefined: the system's choice).
+function rawRequestFrom(url, text, localAddress) {
   const { hostname, port } = new URL(url);
   return new Promise((resolve) => {
     let data = '';
     let error = null;
-    const sock = net.connect(Number(port), hostname, () => sock.write(text));
+    const sock = net.connect({ port: Number(port), host: hostname, localAddress }, () => sock.write(text));
     sock.setEncoding('latin1');
     sock.on('data', (d) => { data += d; });
     sock.on('error', (e) => { error = e; });
@@ -85,7 +90,8 @@ test('200 slow clients: /health and a completion still answer within a second; t
 
 test('connections beyond --max-connections get a 503 at once, not a hang or a reset', async () => {
   // A long header deadline: the idle connections must outlast the wait on a loaded machine.
-  const s = await startServer(['--max-connections', '20', '--header-timeout', '60']);
+  const s = await startServer(['--max-connections', '20', '--max-connections-per-client', '20',
+    '--header-timeout', '60']);
   const { hostname, port } = new URL(s.url);
   const probe = 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n';
   const idle = [];
@@ -128,8 +134,37 @@ test('connections beyond --max-connections get a 503 at once, not a hang or a re
   assert.ok((await s.metrics()).promptcache_http_connections_refused_total >= 1);
 });
 
+test('one client address gets at most --max-connections-per-client; others are still served', async () => {
+  const s = await startServer(['--max-connections', '20', '--max-connections-per-client', '5',
+    '--header-timeout', '60']);
+  const { hostname, port } = new URL(s.url);
+  const probe = 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n';
+  // Every 127.x.y.z address reaches the loopback interface: .2 plays the greedy client.
+  const from = (localAddress) => rawRequestFrom(s.url, probe, localAddress);
+  const idle = [];
+  try {
+    for (let i = 0; i < 5; i++) {
+      const sock = net.connect({ port: Number(port), host: hostname, localAddress: '127.0.0.2' });
+      sock.on('error', () => {});
+      idle.push(sock);
+    }
+    let last = null;
+    const refused = await waitFor(async () => (last = await from('127.0.0.2')).status === 503, { timeoutMs: 20000 });
+    assert.ok(refused, `no 503 for a sixth connection from 127.0.0.2; the last probe got ${last?.status}`);
+    assert.match(last.data, /--max-connections-per-client/);
+    // The server is far from its total: another address is served.
+    assert.equal((await from('127.0.0.1')).status, 200);
+  } finally {
+    for (const sock of idle) sock.destroy();
+  }
+  assert.ok(await waitFor(async () => (await from('127.0.0.2')).status === 200, { timeoutMs: 5000 }));
+  const m = await s.metrics();
+  assert.ok(m.promptcache_http_connections_refused_per_client_total >= 1);
+});
+
 test('500 connections in one burst: every one answered, no resets', async () => {
-  const s = await startServer();
+  // One client address: its share must cover the burst.
+  const s = await startServer(['--max-connections-per-client', '512']);
   const results = await Promise.all(Array.from({ length: 500 }, () =>
     rawRequest(s.url, 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')));
   const errors = results.filter((r) => r.error).map((r) => r.error.code);

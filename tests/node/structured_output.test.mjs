@@ -199,10 +199,10 @@ test('guided_choice (vLLM) on completions', async () => {
 
 test('unsupported schema keywords and bad grammars are 400s naming them', async () => {
   const bad = [
-    [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: 'a+' } } } },
+    [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '(?=a)' } } } },
       'response_format.json_schema.schema', 'pattern'],
-    [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', properties: { a: { type: 'number', minimum: 1 } } } } } },
-      'response_format.json_schema.schema', 'properties.a.minimum'],
+    [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', properties: { a: { type: 'number', multipleOf: 1 } } } } } },
+      'response_format.json_schema.schema', 'properties.a.multipleOf'],
     [{ grammar: 'root ::= foo' }, 'grammar', 'foo'],
     [{ grammar: 'root ::= root "a"' }, 'grammar', 'left-recursive'],
     [{ grammar: 'root ::= "a"', guided_json: {} }, 'guided_json', 'give one'],

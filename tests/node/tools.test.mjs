@@ -236,7 +236,7 @@ test('refusals name the field', async () => {
   await check(s, { function_call: { name: 'get_weather' } }, 'function_call');
   await check(s, { tools, tool_choice: 'required', response_format: { type: 'json_object' } }, 'tool_choice');
   await check(s, {
-    tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { n: { type: 'integer', minimum: 1 } } } } }],
+    tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { n: { type: 'integer', multipleOf: 2 } } } } }],
     tool_choice: 'required',
   }, 'tools[0].function.parameters');
   await check(s, { messages: [...ask, { role: 'tool', content: 'x' }] }, 'messages[1].tool_call_id');

@@ -1,4 +1,4 @@
-#include "jinja/utf8.h"
+#include "jinja/code_points.h"
 
 namespace promptcache::jinja {
 

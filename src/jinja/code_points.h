@@ -1,7 +1,8 @@
-// UTF-8 helpers for the Jinja interpreter: Python strings are sequences of code points, so
-// lengths, indices, slices, iteration and case changes count code points, while promptcache keeps
-// strings as UTF-8 bytes. Bytes that are not valid UTF-8 (a template file may hold any) count as
-// one code point each, so every byte string has a well-defined length and nothing is lost.
+// Python's view of a string for the Jinja interpreter: a sequence of code points. Lengths,
+// indices, slices, iteration and case changes count code points, while promptcache keeps strings
+// as UTF-8 bytes. Bytes that are not valid UTF-8 (a template file may hold any) count as one code
+// point each (Python's "surrogateescape"), so every byte string has a well-defined length and
+// nothing is lost. (Strict UTF-8 validation, which refuses such bytes, is tokenizer/utf8.h.)
 #pragma once
 
 #include <cstddef>

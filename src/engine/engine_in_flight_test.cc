@@ -1,0 +1,403 @@
+// Concurrent requests that share a prefix compute it once (engine/prefix_sharing.cc): a burst of
+// prompts admitted together computes each shared block once, by counts; greedy outputs equal a
+// cache-less reference token for token; a cancelled leader's follower takes over; the shared part
+// is computed first, and a request that shares nothing is delayed no more than the documented
+// bound; namespaces share nothing; modules are encoded once for a burst; sliding windows too.
+//
+// A Gate holds the engine thread inside a step while a burst is submitted, so that the burst is
+// admitted together, in order, at the next step (as clients arriving at once); its own request
+// then decodes one token per step, which numbers the steps. Nothing here is timed: bounds are
+// in steps, waits are liveness bounds.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <future>
+#include <string>
+#include <vector>
+
+#include "core/temp_files.h"
+#include "engine/engine_impl.h"
+#include "engine/runner.h"
+#include "model/synth.h"
+
+namespace promptcache {
+namespace {
+
+const std::string kStories = std::string(PC_SHARED_DIR) + "/models/stories260K.gguf";
+constexpr int kBlock = 16;
+constexpr double kLiveness = 120;  // seconds: a request that takes longer is stuck
+
+// n token ids of a seeded run (salts give runs that share no block).
+std::vector<int32_t> Ids(int n, int salt) {
+  std::vector<int32_t> t;
+  uint32_t x = 2654435761u * uint32_t(salt + 1);
+  for (int i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    t.push_back(int32_t(3 + (x >> 8) % 480));
+  }
+  return t;
+}
+
+std::vector<int32_t> Cat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::string SlidingModel() {
+  const std::filesystem::path p = RemoveAtExit(
+      (std::filesystem::temp_directory_path() /
+       ("pc_in_flight_test_" + std::to_string(getpid()) + ".gguf"))
+          .string());
+  if (!std::filesystem::exists(p)) {
+    SynthOptions o;
+    o.preset = "tiny-gemma3";  // sliding windows of 24 tokens on 7 of its 8 layers
+    o.vocab_path = kStories;
+    o.type = GgmlType::kQ8_0;
+    o.out_path = p.string();
+    PC_CHECK(Synthesize(o).ok());
+  }
+  return p.string();
+}
+
+std::unique_ptr<Engine> Make(EngineOptions o = {}, const std::string& model = kStories) {
+  o.model_path = model;
+  o.threads = 2;
+  o.parallel = 12;
+  o.batch_size = 32;  // a 160-token prefix takes several steps
+  auto e = Engine::Create(o);
+  PC_CHECK(e.ok());
+  return std::move(e).value();
+}
+
+// The greedy continuation with a fresh Runner and no cache at all: argmax of each step's logits
+// (the engine's greedy choice), one token per forward pass.
+std::vector<int32_t> Reference(const Model& m, const std::vector<int32_t>& prompt, int n) {
+  Runner runner(m, RunnerOptions{});
+  KvSequence* seq = runner.sequence();
+  std::vector<float> logits(m.config().n_vocab);
+  std::vector<int32_t> pos(prompt.size());
+  std::iota(pos.begin(), pos.end(), 0);
+  PC_CHECK(runner.Eval(prompt, pos, seq, logits.data()).ok());
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) {
+    const int32_t t =
+        static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    out.push_back(t);
+    const int32_t p = static_cast<int32_t>(prompt.size()) + i;
+    PC_CHECK(runner.Eval(std::span<const int32_t>(&t, 1), std::span<const int32_t>(&p, 1), seq,
+                         logits.data())
+                 .ok());
+  }
+  return out;
+}
+
+class Gate {
+ public:
+  // `at_step(k)` runs on the engine thread in step k after the burst's admission (1: its first).
+  explicit Gate(Engine& e, std::function<void(int)> at_step = nullptr)
+      : at_step_(std::move(at_step)), opened_(open_.get_future().share()) {
+    CompletionRequest r;
+    r.prompt = Ids(8, 999);
+    r.max_tokens = 400;
+    r.ignore_eos = true;
+    r.sampling.temperature = 0;
+    r.on_logits = [this](std::span<const float>) {
+      const int k = steps_++;
+      if (k == 0) {
+        held_.set_value();
+        opened_.wait();
+      } else if (at_step_) {
+        at_step_(k);
+      }
+    };
+    auto h = e.Submit(std::move(r));
+    PC_CHECK(h.ok());
+    handle_ = *h;
+    held_.get_future().wait();  // the engine thread is inside a step now
+  }
+  ~Gate() {
+    if (!opened_called_) Open();
+    handle_->Cancel();
+    handle_->Wait();
+  }
+  void Open() {
+    opened_called_ = true;
+    open_.set_value();
+  }
+  // The step running now (engine thread) or last run.
+  int Step() const { return steps_ - 1; }
+
+ private:
+  std::function<void(int)> at_step_;
+  std::promise<void> open_, held_;
+  std::shared_future<void> opened_;
+  std::atomic<int> steps_{0};
+  bool opened_called_ = false;
+  std::shared_ptr<RequestHandle> handle_;
+};
+
+struct Probe {
+  std::vector<int32_t> prompt;
+  std::string ns;
+  int n = 1;
+  std::shared_ptr<RequestHandle> h;
+  std::atomic<int> first_step{-1};  // the step that gave its first token
+  CompletionResult result;
+};
+
+void Submit(Engine& e, Gate& g, Probe& p, int max_tokens = 12) {
+  CompletionRequest r;
+  r.prompt = p.prompt;
+  r.max_tokens = max_tokens;
+  r.ignore_eos = true;
+  r.sampling.temperature = 0;
+  r.cache_namespace = p.ns;
+  r.n = p.n;
+  r.on_logits = [&g, &p](std::span<const float>) {
+    if (p.first_step < 0) p.first_step = g.Step();
+  };
+  auto h = e.Submit(std::move(r));
+  PC_CHECK(h.ok());
+  p.h = *h;
+}
+
+void Finish(Probe& p) {
+  ASSERT_TRUE(p.h->WaitFor(kLiveness)) << "a request of the burst never finished";
+  p.result = p.h->Wait();
+  ASSERT_TRUE(p.result.status.ok()) << p.result.status.message();
+}
+
+size_t CommonPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return n;
+}
+
+// What request i of a burst reuses when every shared block is computed once: the most whole
+// blocks it shares with an earlier request of its namespace (which computes them, or took them
+// in turn), never its last token.
+int ExpectedCached(const std::vector<std::unique_ptr<Probe>>& burst, size_t i) {
+  size_t best = 0;
+  for (size_t j = 0; j < i; ++j) {
+    if (burst[j]->ns == burst[i]->ns) {
+      best = std::max(best, CommonPrefix(burst[i]->prompt, burst[j]->prompt) / kBlock);
+    }
+  }
+  const size_t limit = (burst[i]->prompt.size() - 1) / kBlock;
+  return static_cast<int>(std::min(best, limit)) * kBlock;
+}
+
+// Identical and overlapping prompts arriving together: each request computes only what no
+// earlier request of the burst computes (a follower of a follower included), its cached_tokens
+// count what it took in flight (shared_tokens: all of it, the cache being cold), and every answer
+// is the cache-less reference. Mutations: with AttachPrefix never waiting, every request computes
+// its whole prompt and the counts fail; counting shared blocks as computed fails them too.
+TEST(InFlight, ABurstComputesEachSharedBlockOnce) {
+  auto e = Make();
+  const auto P = Ids(160, 1), Q = Ids(64, 2);
+  std::vector<std::unique_ptr<Probe>> burst;
+  auto add = [&](std::vector<int32_t> prompt, std::string ns = "", int n = 1) {
+    burst.push_back(std::make_unique<Probe>());
+    burst.back()->prompt = std::move(prompt);
+    burst.back()->ns = std::move(ns);
+    burst.back()->n = n;
+  };
+  add(Cat(P, Ids(8, 10)));              // the leader
+  add(Cat(P, Ids(8, 11)), "", 2);       // a follower with two choices
+  add(Cat(P, Ids(8, 10)));              // identical to the leader
+  add(Cat(Cat(P, Q), Ids(8, 12)));      // follows the leader for P, computes Q
+  add(Cat(Cat(P, Q), Ids(8, 13)));      // follows the one before for P and Q
+  add(Cat(P, Ids(8, 10)), "tenant-b");  // another namespace: shares nothing
+  add(Ids(40, 50));                     // shares nothing
+  {
+    Gate gate(*e);
+    for (auto& p : burst) Submit(*e, gate, *p);
+    gate.Open();
+    for (auto& p : burst) ASSERT_NO_FATAL_FAILURE(Finish(*p));
+  }
+  int computed = 0, naive = 0, shared = 0;
+  for (size_t i = 0; i < burst.size(); ++i) {
+    const Probe& p = *burst[i];
+    const int n = static_cast<int>(p.prompt.size());
+    EXPECT_EQ(p.result.cached_tokens, ExpectedCached(burst, i)) << "request " << i;
+    EXPECT_EQ(p.result.computed_tokens, n - p.result.cached_tokens) << "request " << i;
+    EXPECT_EQ(p.result.shared_tokens, p.result.cached_tokens) << "request " << i;
+    const std::vector<int32_t> want = Reference(e->model(), p.prompt, 12);
+    ASSERT_EQ(p.result.choices.size(), size_t(p.n));
+    for (const CompletionChoice& c : p.result.choices) {
+      EXPECT_EQ(c.tokens, want) << "request " << i;
+    }
+    computed += p.result.computed_tokens;
+    shared += p.result.shared_tokens;
+    naive += n;
+  }
+  // The shared 160 tokens once, P and Q once: leader 168, follower tails 8 + 8, Q's 72 and 8,
+  // the other namespace's 168 and the unrelated 40.
+  EXPECT_EQ(computed, 168 + 8 + 8 + 72 + 8 + 168 + 40);
+  EXPECT_EQ(naive - computed, 160 * 3 + 224);
+  const EngineStats st = e->Stats();
+  EXPECT_EQ(st.shared_in_flight_tokens, uint64_t(shared));
+  EXPECT_EQ(st.prompt_tokens - st.cached_tokens, uint64_t(computed + 8));  // + the gate's prompt
+}
+
+// The leader is cancelled after its first chunk: the first follower takes over from the block
+// that chunk completed, the second follows it, and both answer as they would alone. Mutation:
+// with Finish not releasing the leader's claims, the followers wait until their bound and then
+// compute everything (the counts fail).
+TEST(InFlight, ACancelledLeadersFollowerTakesOver) {
+  auto e = Make();
+  const auto P = Ids(160, 1);
+  Probe leader, f1, f2;
+  leader.prompt = Cat(P, Ids(8, 10));
+  f1.prompt = Cat(P, Ids(8, 11));
+  f2.prompt = Cat(P, Ids(8, 12));
+  {
+    Gate gate(*e, [&](int step) {
+      if (step == 1) leader.h->Cancel();  // after its first chunk: 31 tokens beside the gate's
+    });
+    Submit(*e, gate, leader);
+    Submit(*e, gate, f1);
+    Submit(*e, gate, f2);
+    gate.Open();
+    ASSERT_TRUE(leader.h->WaitFor(kLiveness));
+    EXPECT_EQ(leader.h->Wait().finish_reason, "cancelled");
+    ASSERT_NO_FATAL_FAILURE(Finish(f1));
+    ASSERT_NO_FATAL_FAILURE(Finish(f2));
+  }
+  const int first_chunk = (32 - 1) / kBlock * kBlock;
+  EXPECT_EQ(f1.result.cached_tokens, first_chunk);  // what the leader completed
+  EXPECT_EQ(f1.result.shared_tokens, first_chunk);
+  EXPECT_EQ(f2.result.cached_tokens, 160);  // from the follower that took over
+  EXPECT_EQ(f2.result.shared_tokens, 160);
+  EXPECT_EQ(f1.result.tokens, Reference(e->model(), f1.prompt, 12));
+  EXPECT_EQ(f2.result.tokens, Reference(e->model(), f2.prompt, 12));
+}
+
+// A long request that shares nothing (X) arrives just before a burst: the burst's leader, which
+// three others wait for, gets each step's prefill room first, so the shared prefix is cached
+// after the steps its 160 tokens take at 31 a step (the gate decodes the 32nd); X is then served
+// in its turn and is delayed by no more than those steps (docs/server.md, "Reading
+// cached_tokens"). Mutations: oldest-first order (no priority) leaves the shared prefix uncached
+// at that step; priority kept for the leader's whole prefill (its own 64-token question too)
+// delays X past the bound.
+TEST(InFlight, TheSharedPartGoesFirstAndARequestSharingNothingWaitsBoundedly) {
+  auto e = Make();
+  const auto P = Ids(160, 1);
+  Probe x, leader, f[3];
+  x.prompt = Ids(200, 60);
+  leader.prompt = Cat(P, Ids(64, 3));
+  for (int i = 0; i < 3; ++i) f[i].prompt = Cat(P, Ids(8, 20 + i));
+  const int room = 32 - 1;
+  const int shared_steps = (160 + room - 1) / room;  // 6
+  const int x_steps = (200 + room - 1) / room;       // 7
+  int cached_at = -1;
+  {
+    Gate gate(*e, [&](int step) {
+      // Before this step's forward pass: what the earlier steps published.
+      if (step == shared_steps + 1) cached_at = e->LookupCache(f[0].prompt, "").ram;
+    });
+    Submit(*e, gate, x);
+    Submit(*e, gate, leader);
+    for (Probe& p : f) Submit(*e, gate, p);
+    gate.Open();
+    ASSERT_NO_FATAL_FAILURE(Finish(x));
+    ASSERT_NO_FATAL_FAILURE(Finish(leader));
+    for (Probe& p : f) ASSERT_NO_FATAL_FAILURE(Finish(p));
+  }
+  EXPECT_GE(cached_at, 160) << "the shared prefix is computed first";
+  EXPECT_LE(x.first_step, x_steps + shared_steps) << "X is delayed by the shared part at most";
+  for (Probe& p : f) EXPECT_EQ(p.result.cached_tokens, 160);
+  EXPECT_EQ(x.result.tokens, Reference(e->model(), x.prompt, 12));
+  EXPECT_EQ(f[1].result.tokens, Reference(e->model(), f[1].prompt, 12));
+}
+
+// Sliding windows (tiny-gemma3, windows of 24 tokens, trimmed as the window passes): followers
+// take the leader's blocks with their windows complete, and answer as the reference does.
+TEST(InFlight, SlidingWindowFollowersMatchTheReference) {
+  auto e = Make({}, SlidingModel());
+  const auto P = Ids(160, 1);
+  std::vector<std::unique_ptr<Probe>> burst;
+  for (int i = 0; i < 3; ++i) {
+    burst.push_back(std::make_unique<Probe>());
+    burst.back()->prompt = Cat(P, Ids(8 + 8 * i, 30 + i));
+  }
+  {
+    Gate gate(*e);
+    for (auto& p : burst) Submit(*e, gate, *p);
+    gate.Open();
+    for (auto& p : burst) ASSERT_NO_FATAL_FAILURE(Finish(*p));
+  }
+  for (size_t i = 0; i < burst.size(); ++i) {
+    EXPECT_EQ(burst[i]->result.cached_tokens, i == 0 ? 0 : 160) << "request " << i;
+    EXPECT_EQ(burst[i]->result.tokens, Reference(e->model(), burst[i]->prompt, 12))
+        << "request " << i;
+  }
+}
+
+// Without the prefix cache nothing is shared, and nobody waits.
+TEST(InFlight, NothingIsSharedWithoutThePrefixCache) {
+  EngineOptions o;
+  o.prefix_cache = false;
+  auto e = Make(o);
+  const auto P = Ids(160, 1);
+  Probe a, b;
+  a.prompt = Cat(P, Ids(8, 10));
+  b.prompt = Cat(P, Ids(8, 11));
+  {
+    Gate gate(*e);
+    Submit(*e, gate, a);
+    Submit(*e, gate, b);
+    gate.Open();
+    ASSERT_NO_FATAL_FAILURE(Finish(a));
+    ASSERT_NO_FATAL_FAILURE(Finish(b));
+  }
+  EXPECT_EQ(a.result.cached_tokens + b.result.cached_tokens, 0);
+  EXPECT_EQ(b.result.tokens, Reference(e->model(), b.prompt, 12));
+}
+
+// Modules: a schema registered without encoding, two prompts for it arriving together. Encoding
+// runs on the engine thread one piece at a time to the end, so a piece is never half encoded
+// when the next prompt looks: the burst encodes each piece once, as one prompt alone does.
+TEST(InFlight, ModulesOfABurstAreEncodedOnce) {
+  const std::string schema = std::string(PC_SOURCE_DIR) + "/examples/story/story.xml";
+  const char* lily = R"(<prompt schema="story"><lily/><park/><![CDATA[
+One day,]]></prompt>)";
+  const char* lily2 = R"(<prompt schema="story"><lily/><park/><![CDATA[
+The next day,]]></prompt>)";
+  SchemaLoadOptions lo;
+  lo.encode = false;
+  lo.persist = false;
+  int alone = 0;
+  {
+    auto e = Make();
+    ASSERT_TRUE(e->LoadSchemaFile(schema, lo).ok());
+    CompletionRequest r;
+    r.max_tokens = 4;
+    auto h = e->SubmitPml(lily, r);
+    ASSERT_TRUE(h.ok());
+    alone = (*h)->Wait().encoded_tokens;
+    ASSERT_GT(alone, 0);
+  }
+  auto e = Make();
+  ASSERT_TRUE(e->LoadSchemaFile(schema, lo).ok());
+  std::shared_ptr<RequestHandle> a, b;
+  {
+    Gate gate(*e);
+    CompletionRequest r;
+    r.max_tokens = 4;
+    a = *e->SubmitPml(lily, r);
+    b = *e->SubmitPml(lily2, r);
+    gate.Open();
+    ASSERT_TRUE(a->WaitFor(kLiveness) && b->WaitFor(kLiveness));
+  }
+  const CompletionResult ra = a->Wait(), rb = b->Wait();
+  ASSERT_TRUE(ra.status.ok() && rb.status.ok());
+  EXPECT_EQ(ra.encoded_tokens + rb.encoded_tokens, alone);
+  EXPECT_EQ(rb.encoded_tokens, 0);
+}
+
+}  // namespace
+}  // namespace promptcache

@@ -1,0 +1,162 @@
+// A plain prompt's prefix (engine_impl.h): the longest cached prefix, and blocks shared in flight
+// (kv/in_flight.h), so that concurrent requests sharing a prefix compute it once.
+//
+// A prompt's prefill claims the full blocks it is about to compute (their chain keys, which
+// start from its namespace's root: claims never cross namespaces). After each forward pass its
+// completed full blocks go to the prefix cache and their claims are marked ready; the claims go
+// at the end of its prefill, or when it finishes (cancelled, failed) before that.
+//
+// A prompt admitted while blocks right after its cached prefix are claimed and not ready (a
+// "follower") computes nothing yet: it waits for the last of the claimed blocks it matches,
+// holding its first hit's blocks meanwhile, then looks the prefix up again, which now finds them
+// in the cache, and continues from there. Meanwhile it claims the blocks after its match, so a
+// third prompt sharing more of it follows it in turn. If the producer goes away before the
+// blocks are ready (cancelled), its claims are released: the follower finds them claimed by
+// nobody, claims and computes them itself (the first follower to wake takes over, the others
+// follow it). A follower only ever references blocks from the cache, and a block reaches the
+// cache only after the forward pass that filled it.
+//
+// Bounds (docs/server.md, "Reading cached_tokens"): admission is unchanged, first come first
+// served, so a request that shares nothing is admitted as soon as a slot is free. In each step
+// the sequences others wait for get their prefill chunks first, the one with the most awaited
+// tokens first; once nobody waits for them they go back to their place, so others' prefill is
+// delayed at most by the steps the awaited blocks take. A follower waits at most until the chunk
+// that completes its match is done; as a guard against a producer that makes no progress, after
+// 2 + 2 * ceil(awaited tokens / batch_size) steps it stops waiting and computes what is missing
+// itself.
+//
+// Prompts with segments (segment_admission.cc) neither wait nor claim: past their first reused
+// segment their K/V are an approximation, and only their exact prefix reaches the cache, when
+// they end (decode.cc) or trim sliding windows (scheduler.cc).
+//
+// Prompts with prompt_logprobs do not wait (the values of a prefix they did not compute come from
+// the log-probability memo, which a producer without them does not fill); they still claim
+// what they compute when their hit is whole blocks.
+#include <algorithm>
+#include <map>
+
+#include "engine/engine_slot.h"
+
+namespace promptcache {
+
+bool EngineImpl::AttachPrefix(Slot& s, bool may_wait) {
+  const int bs = options_.block_size;
+  CompletionResult& res = s.result;
+  // The new hit is taken before the previous one (a waiting slot's) is let go: its blocks stay.
+  KvSequence seq(&blocks_);
+  std::vector<BlockOrigin> origins;
+  if (UsesPrefixCache(*s.r)) {
+    cache_->LookupPrefix(s.tokens, s.n_prompt - 1, &seq, NamespaceKey(s.r->req.cache_namespace),
+                         &origins);
+  }
+  s.seq = std::move(seq);
+  const int hit = s.seq.size() / bs;
+  if (s.base_hit < 0) {
+    // Blocks of the first hit that a running producer computed were shared in flight too.
+    int own = 0;
+    while (own < hit && own < static_cast<int>(s.keys.size())) {
+      const InFlightBlocks::Holder h = claims_.Find(s.keys[own]);
+      if (h.owner != 0 && h.owner != s.owner) break;
+      ++own;
+    }
+    s.base_hit = own * bs;
+  }
+  if (may_wait) {
+    // The blocks after the hit that another sequence is computing now, as far as they go: the
+    // lookup would have matched them (at most the prompt minus its last token).
+    const int matchable = std::min<int>((s.n_prompt - 1) / bs, s.keys.size());
+    int m = hit;
+    while (m < matchable && claims_.ComputedByOther(s.keys[m], s.owner)) ++m;
+    if (m > hit) {
+      if (s.awaits < 0) s.waited = 0;
+      s.awaits = m - 1;
+      const int awaited = m * bs - s.seq.size();
+      s.wait_limit = 2 + 2 * ((awaited + options_.batch_size - 1) / options_.batch_size);
+      claims_.Claim(s.owner, std::span<const BlockKey>(s.keys).subspan(m));
+      return false;
+    }
+  }
+  s.awaits = -1;
+  if (s.r->req.prompt_logprobs) ReusePromptLogprobs(s);
+  const int cached = s.seq.size();
+  res.cached_tokens = cached;
+  res.shared_tokens = std::max(0, cached - std::max(0, s.base_hit));
+  res.computed_tokens = s.n_prompt - cached;
+  res.sources.clear();
+  for (size_t i = 0; i < origins.size() && static_cast<int>(i) * bs < cached; ++i) {
+    const BlockOrigin o = origins[i];
+    AddRun(&res.sources,
+           o == BlockOrigin::kDisk     ? TokenSource::kDisk
+           : o == BlockOrigin::kRemote ? TokenSource::kRemote
+                                       : TokenSource::kRam,
+           std::min(bs, cached - static_cast<int>(i) * bs));
+  }
+  // A prompt with segments: AdmitSegments plans the rest (it never waits, so is never woken).
+  if (UsesSegments(*s.r)) return true;
+  AddRun(&res.sources, TokenSource::kComputed, res.computed_tokens);
+  s.fill_tokens.clear();
+  s.fill_pos.clear();
+  for (int i = cached; i < s.n_prompt; ++i) {
+    s.fill_tokens.push_back(s.tokens[i]);
+    s.fill_pos.push_back(i);
+  }
+  // What it computes from here, in whole blocks (a prefix under cache_min_tokens is never
+  // published: nobody should wait for it).
+  if (s.owner != 0 && cached % bs == 0 && s.n_prompt >= cache_->options().min_tokens &&
+      cached / bs < static_cast<int>(s.keys.size())) {
+    claims_.Claim(s.owner, std::span<const BlockKey>(s.keys).subspan(cached / bs));
+  }
+  return true;
+}
+
+void EngineImpl::WakeWaiters() {
+  for (auto& sp : active_) {
+    Slot& s = *sp;
+    if (s.finished || s.awaits < 0 || s.r->cancelled) continue;
+    const bool done = !claims_.ComputedByOther(s.keys[s.awaits], s.owner);
+    const bool give_up = !done && ++s.waited > s.wait_limit;
+    if (done || give_up) AttachPrefix(s, /*may_wait=*/!give_up);
+  }
+}
+
+std::vector<EngineImpl::Slot*> EngineImpl::PrefillOrder() const {
+  std::map<uint64_t, Slot*> producers;
+  for (const auto& sp : active_) {
+    if (sp->owner != 0 && !sp->finished) producers[sp->owner] = sp.get();
+  }
+  // Each waiter's awaited tokens count for the sequence that will compute them: its producer,
+  // or the producer that one waits for in turn (chains go to lower blocks: no cycles).
+  std::map<const Slot*, int64_t> weight;
+  const int bs = options_.block_size;
+  for (const auto& sp : active_) {
+    const Slot& w = *sp;
+    if (w.finished || w.awaits < 0) continue;
+    const int64_t awaited = int64_t(w.awaits + 1) * bs - w.seq.size();
+    const Slot* p = &w;
+    for (size_t hop = 0; hop <= active_.size() && p != nullptr && p->awaits >= 0; ++hop) {
+      auto it = producers.find(claims_.Find(p->keys[p->awaits]).owner);
+      p = it == producers.end() ? nullptr : it->second;
+    }
+    if (p != nullptr && p->awaits < 0) weight[p] += awaited;
+  }
+  std::vector<Slot*> order;
+  for (const auto& sp : active_) order.push_back(sp.get());
+  std::stable_sort(order.begin(), order.end(), [&](const Slot* a, const Slot* b) {
+    auto wa = weight.find(a), wb = weight.find(b);
+    return (wa == weight.end() ? 0 : wa->second) > (wb == weight.end() ? 0 : wb->second);
+  });
+  return order;
+}
+
+void EngineImpl::PublishPrefill(Slot& s) {
+  if (s.finished || s.owner == 0 || s.awaits >= 0) return;
+  const int ready = cache_->InsertPrefix(std::span<const int32_t>(s.tokens).first(s.seq.size()),
+                                         s.seq, NamespaceKey(s.r->req.cache_namespace));
+  for (int b = s.published; b < ready && b < static_cast<int>(s.keys.size()); ++b) {
+    claims_.MarkReady(s.owner, s.keys[b]);
+  }
+  s.published = std::max(s.published, ready);
+  if (s.filled == static_cast<int>(s.fill_tokens.size())) claims_.ReleaseAll(s.owner);
+}
+
+}  // namespace promptcache

@@ -1,0 +1,312 @@
+// Ollama's API: POST /api/chat and /api/generate (NDJSON streams by default, one JSON object with
+// "stream": false), GET /api/tags, POST /api/show, GET /api/version and GET /api/ps. Requests are
+// translated into the chat and completions requests of the OpenAI routes (server/ollama_request.h)
+// and run the same way: the same prompt rendering, tools, grammars and prefix cache. Errors are
+// Ollama's {"error": "..."} (the routes' flavour, server/routes.cc).
+//
+// Durations are nanoseconds, as Ollama reports them: total_duration from the request's arrival,
+// load_duration 0 (the model is loaded when the server starts), prompt_eval_duration the prompt's
+// lookup and prefill, eval_duration the generation. prompt_eval_count is the whole prompt, cached
+// tokens included.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+
+#include "model/model.h"
+#include "promptcache/version.h"
+#include "server/json_fields.h"
+#include "server/ollama_request.h"
+#include "server/routes.h"
+#include "server/tool_calls.h"
+#include "server/tool_request.h"
+
+namespace promptcache {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+// What Ollama's clients see as the server's version (GET /api/version): this server's own.
+constexpr const char* kVersion = PROMPTCACHE_VERSION_STRING;
+
+// Now, as Ollama writes times: RFC 3339 in UTC with nanoseconds.
+std::string Rfc3339(std::chrono::system_clock::time_point t = std::chrono::system_clock::now()) {
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch());
+  const std::time_t secs = static_cast<std::time_t>(ns.count() / 1000000000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%09lldZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<long long>(ns.count() % 1000000000));
+  return buf;
+}
+
+int64_t Nanos(double ms) { return static_cast<int64_t>(ms * 1e6); }
+
+// The model as /api/tags, /api/show and /api/ps describe it.
+ojson Details(const ServerContext& server) {
+  const std::string arch = server.engine().model().config().architecture;
+  return {{"parent_model", ""},   {"format", "gguf"},
+          {"family", arch},       {"families", ojson::array({arch})},
+          {"parameter_size", ""}, {"quantization_level", ""}};
+}
+
+ojson ModelEntry(const ServerContext& server) {
+  return {{"name", server.model_id()},
+          {"model", server.model_id()},
+          {"modified_at", Rfc3339(std::chrono::system_clock::from_time_t(server.created()))},
+          {"size", 0},  // not known here
+          {"digest", server.fingerprint()},
+          {"details", Details(server)}};
+}
+
+// One reply object (a stream's chunk or the whole answer): the text (and, at the end, the calls)
+// as /api/chat's "message" or /api/generate's "response".
+ojson Reply(const std::string& model, bool chat, const std::string& text,
+            const std::vector<ToolCall>& calls = {}) {
+  ojson j = {{"model", model}, {"created_at", Rfc3339()}};
+  if (!chat) {
+    j["response"] = text;
+    return j;
+  }
+  ojson message = {{"role", "assistant"}, {"content", text}};
+  if (!calls.empty()) {
+    ojson out = ojson::array();
+    for (const ToolCall& c : calls) {
+      ojson args = ojson::parse(c.arguments, nullptr, false);
+      if (!args.is_object()) args = ojson::object();
+      out.push_back({{"function", {{"name", c.name}, {"arguments", std::move(args)}}}});
+    }
+    message["tool_calls"] = std::move(out);
+  }
+  j["message"] = std::move(message);
+  return j;
+}
+
+// The statistics that end a reply.
+void AddDone(ojson* j, const CompletionResult& r, Clock::time_point start) {
+  (*j)["done"] = true;
+  (*j)["done_reason"] = r.finish_reason == "length" ? "length" : "stop";
+  (*j)["total_duration"] =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+  (*j)["load_duration"] = 0;
+  (*j)["prompt_eval_count"] = r.prompt_tokens;
+  (*j)["prompt_eval_duration"] = Nanos(r.prompt_ms);
+  (*j)["eval_count"] = r.completion_tokens();
+  (*j)["eval_duration"] = Nanos(r.generation_ms);
+}
+
+std::string Line(const ojson& j) { return Dump(j) + "\n"; }
+
+// One streamed reply's state, as WriteOllamaStream needs it.
+struct OllamaStream {
+  ServerContext* server = nullptr;
+  std::shared_ptr<TextChannel> channel;
+  std::string model, tenant;
+  bool chat = true;
+  Clock::time_point start;
+  // With tools: the text so far and how much of it went out (the rest may be a call).
+  ToolCallFormat tool_format = ToolCallFormat::kNone;
+  std::string text;
+  size_t sent = 0;
+};
+
+// What of a new piece may go out now: all of it, or with tools the text before a possible call.
+std::string Release(OllamaStream& s, const std::string& piece) {
+  if (s.tool_format == ToolCallFormat::kNone) return piece;
+  s.text += piece;
+  const size_t start = ToolCallStart(s.tool_format, s.text);
+  s.sent = std::max(s.sent, ToolContentBegin(s.tool_format, s.text));
+  if (start <= s.sent) return "";
+  std::string out = s.text.substr(s.sent, start - s.sent);
+  s.sent = start;
+  return out;
+}
+
+bool WriteOllamaStream(OllamaStream& s, httplib::DataSink& sink) {
+  std::string out;
+  std::vector<std::string> pieces;
+  CompletionResult result;
+  switch (s.channel->Next(kStreamPoll, &pieces, &result)) {
+    case TextChannel::Event::kText:
+      for (const std::string& piece : pieces) {
+        const std::string text = Release(s, piece);
+        if (text.empty()) continue;
+        ojson chunk = Reply(s.model, s.chat, text);
+        chunk["done"] = false;
+        out += Line(chunk);
+      }
+      break;
+    case TextChannel::Event::kTimeout:
+      break;  // NDJSON has no comment line; the next write notices a client gone
+    case TextChannel::Event::kFinished: {
+      if (!result.status.ok()) {
+        out += Line(ojson{{"error", FromStatus(result.status).message}});
+      } else {
+        s.server->Observe(s.tenant, result);
+        std::string rest;
+        std::vector<ToolCall> calls;
+        if (s.tool_format != ToolCallFormat::kNone) {
+          ParsedOutput parsed = ParseToolCalls(s.tool_format, result.text);
+          const size_t begin = ToolContentBegin(s.tool_format, result.text);
+          s.sent = std::max(s.sent, begin);
+          const size_t end =
+              parsed.calls.empty() ? result.text.size() : begin + parsed.content.size();
+          if (end > s.sent) rest = result.text.substr(s.sent, end - s.sent);
+          calls = std::move(parsed.calls);
+        }
+        ojson last = Reply(s.model, s.chat, rest, calls);
+        AddDone(&last, result, s.start);
+        out += Line(last);
+      }
+      if (!sink.write(out.data(), out.size())) return false;
+      sink.done();
+      return true;
+    }
+  }
+  if (out.empty()) return true;  // an empty write would end the chunked body
+  return sink.write(out.data(), out.size());
+}
+
+// The prompt and its length checks, as the chat and completions routes make them; false after
+// failing the call.
+bool Prepare(Call& call, const ApiRequest& r, CompletionRequest* creq) {
+  const ServerContext& server = call.server;
+  Result<BuiltPrompt> prompt = server.encoder().Build(r, server.PromptLimit());
+  const std::string param = r.kind == ApiKind::kChat ? "messages" : "prompt";
+  if (!prompt.ok()) {
+    if (prompt.status().code() == StatusCode::kOutOfRange) {
+      call.Fail(server.PromptTooLong(prompt.status(), param));
+    } else {
+      call.Fail(prompt.status(), param);
+    }
+    return false;
+  }
+  const int n = static_cast<int>(prompt->tokens.size());
+  const int context = server.context();
+  if (n >= context || (r.max_tokens && n + *r.max_tokens > context)) {
+    call.Fail(ApiError::BadRequest(
+        "the prompt has " + std::to_string(n) + " tokens" +
+        (r.max_tokens ? " and num_predict is " + std::to_string(*r.max_tokens) : "") +
+        ": more than this model's context of " + std::to_string(context) + " tokens"));
+    return false;
+  }
+  creq->max_tokens = r.max_tokens ? *r.max_tokens : context - n;
+  if (!r.max_tokens && server.options().max_tokens_limit > 0) {
+    creq->max_tokens = std::min(creq->max_tokens, server.options().max_tokens_limit);
+  }
+  creq->prompt = std::move(prompt->tokens);
+  creq->pin_tokens = prompt->pin_tokens;
+  creq->sampling = r.sampling;
+  creq->stop = r.stop;
+  creq->grammar = r.grammar;
+  creq->cache_namespace = call.Namespace("");
+  creq->tenant = call.tenant();
+  return true;
+}
+
+void HandleOllama(Call& call, bool chat) {
+  const Clock::time_point start = Clock::now();
+  ServerContext& server = call.server;
+  OllamaRequest r;
+  std::optional<ApiError> err = chat ? ParseOllamaChat(call.req.body, server.limits(), &r)
+                                     : ParseOllamaGenerate(call.req.body, server.limits(), &r);
+  if (!err) err = server.CheckModel(r.model);
+  if (!err && chat) err = ApplyToolChoice(server.encoder().tool_format(), &r.api);
+  if (err) return call.Fail(*err);
+  if (r.load_only) {
+    ojson j = Reply(r.model, chat, "");
+    j["done"] = true;
+    j["done_reason"] = "load";
+    return call.SendJson(j);
+  }
+  CompletionRequest creq;
+  if (!Prepare(call, r.api, &creq)) return;
+  const ToolCallFormat format =
+      r.api.tools_offered() ? server.encoder().tool_format() : ToolCallFormat::kNone;
+  if (r.stream) {
+    auto s = std::make_shared<OllamaStream>();
+    s->server = &server;
+    s->channel = std::make_shared<TextChannel>();
+    s->model = r.model;
+    s->tenant = creq.tenant;
+    s->chat = chat;
+    s->start = start;
+    s->tool_format = format;
+    creq.on_text = [ch = s->channel](const std::string& piece) { return ch->Push(piece); };
+    Result<std::shared_ptr<RequestHandle>> handle = call.engine().Submit(std::move(creq));
+    if (!handle.ok()) return call.Fail(handle.status());
+    return call.StreamEvents(
+        *handle, s->channel, [s](httplib::DataSink& sink) { return WriteOllamaStream(*s, sink); },
+        "application/x-ndjson");
+  }
+  creq.on_text = call.StopsWithServer();
+  const std::string tenant = creq.tenant;
+  Result<std::shared_ptr<RequestHandle>> handle = call.engine().Submit(std::move(creq));
+  if (!handle.ok()) return call.Fail(handle.status());
+  const CompletionResult result = call.Await(*handle);
+  if (!result.status.ok()) return call.Fail(result.status);
+  server.Observe(tenant, result);
+  ParsedOutput parsed{result.text, {}};
+  if (format != ToolCallFormat::kNone) parsed = ParseToolCalls(format, result.text);
+  ojson j = Reply(r.model, chat, parsed.content, parsed.calls);
+  AddDone(&j, result, start);
+  call.SendJson(j);
+}
+
+}  // namespace
+
+void HandleOllamaChat(Call& call) { HandleOllama(call, true); }
+void HandleOllamaGenerate(Call& call) { HandleOllama(call, false); }
+
+void HandleOllamaTags(Call& call) {
+  call.SendJson(ojson{{"models", ojson::array({ModelEntry(call.server)})}});
+}
+
+void HandleOllamaPs(Call& call) {
+  ojson m = ModelEntry(call.server);
+  m.erase("modified_at");
+  // Loaded for as long as the server runs: no expiry, held in memory (no GPU).
+  m["expires_at"] = "9999-12-31T23:59:59Z";
+  m["size_vram"] = 0;
+  m["context_length"] = call.server.context();
+  call.SendJson(ojson{{"models", ojson::array({std::move(m)})}});
+}
+
+void HandleOllamaVersion(Call& call) { call.SendJson(ojson{{"version", kVersion}}); }
+
+// POST /api/show {"model"} (older clients: "name"): the model's details and what it can do
+// ("completion", and "tools" when the template shows a tool-call format).
+void HandleOllamaShow(Call& call) {
+  json_fields::json body;
+  if (std::optional<ApiError> err = json_fields::ParseObject(call.req.body, &body)) {
+    return call.Fail(*err);
+  }
+  const json_fields::json* model = json_fields::Find(body, "model");
+  if (model == nullptr) model = json_fields::Find(body, "name");
+  if (model == nullptr || !model->is_string()) {
+    return call.Fail(ApiError::BadRequest("'model' must be a string", "model"));
+  }
+  if (std::optional<ApiError> err = call.server.CheckModel(model->get<std::string>())) {
+    return call.Fail(*err);
+  }
+  const ServerContext& server = call.server;
+  ojson capabilities = ojson::array({"completion"});
+  if (server.encoder().tool_format() != ToolCallFormat::kNone) capabilities.push_back("tools");
+  const std::string arch = server.engine().model().config().architecture;
+  call.SendJson(
+      ojson{{"modelfile", ""},
+            {"parameters", ""},
+            {"template", ""},  // a Jinja template, not Ollama's Go template
+            {"details", Details(server)},
+            {"model_info",
+             {{"general.architecture", arch},
+              {"general.name", server.model_name()},
+              {arch + ".context_length", server.context()}}},
+            {"capabilities", std::move(capabilities)},
+            {"modified_at", Rfc3339(std::chrono::system_clock::from_time_t(server.created()))}});
+}
+
+}  // namespace promptcache

@@ -1,0 +1,27 @@
+// Parts of the OpenAI request parser (server/openai_request.cc) kept in files of their own:
+// the structured-output fields (structured_output_request.cc) and the modular extension
+// (modular_request.cc). Server-internal; each reads its fields of the parsed body into `out`
+// and returns the ApiError naming the first bad one.
+#pragma once
+
+#include "server/json_fields.h"
+#include "server/openai_request.h"
+
+namespace promptcache::openai_request {
+
+// The field readers these parts use (server/json_fields.h).
+using json_fields::Find;
+using json_fields::json;
+using json_fields::MaybeError;
+using json_fields::ReadBool;
+using json_fields::WrongType;
+
+// At most one of response_format (json_object / json_schema), grammar, json_schema,
+// guided_json and guided_choice, compiled into out->grammar.
+MaybeError ReadStructuredOutput(const json& obj, ApiRequest* out);
+
+// "schema" and "modules", or a PML prompt string, and the fields only modular prompts take;
+// read after every other field (it checks them against the modular prompt).
+MaybeError ReadModular(const json& obj, ApiRequest* out);
+
+}  // namespace promptcache::openai_request
