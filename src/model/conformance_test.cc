@@ -315,7 +315,9 @@ TEST_P(SynthReference, MatchesPeerLogits) {
   m->UseContext(fx.context);
   // Every matrix in the fixture's type (norms are F32): the test covers what it claims to.
   for (const GgufTensorInfo& t : m->file().tensors()) {
-    if (t.dims.size() > 1) EXPECT_EQ(t.type, fx.type) << t.name;
+    if (t.dims.size() > 1) {
+      EXPECT_EQ(t.type, fx.type) << t.name;
+    }
   }
 
   ThreadPool pool(2);

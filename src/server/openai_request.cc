@@ -166,9 +166,13 @@ MaybeError ReadTokenArray(const json& arr, const std::string& param, std::vector
   return std::nullopt;
 }
 
-// "prompt": a string, token ids, or a one-element array of either (batches are not supported).
+// The most prompts one batched completions request may hold.
+constexpr size_t kMaxBatch = 16;
+
+// "prompt": a string, token ids, or an array of either. A batch of more than one (`batch`
+// non-null: completions) fills *batch, its first prompt also *text / *tokens.
 MaybeError ReadPrompt(const json& v, std::string* text, std::vector<int32_t>* tokens,
-                      bool* is_tokens) {
+                      bool* is_tokens, std::vector<ApiRequest::BatchPrompt>* batch = nullptr) {
   if (v.is_string()) {
     *text = v.get<std::string>();
     *is_tokens = false;
@@ -176,9 +180,34 @@ MaybeError ReadPrompt(const json& v, std::string* text, std::vector<int32_t>* to
   }
   if (!v.is_array()) return WrongType("prompt", "a string or an array of token ids", v);
   if (!v.empty() && (v[0].is_string() || v[0].is_array())) {
-    if (v.size() != 1) {
-      return ApiError::BadRequest("batched prompts are not supported: send one prompt per request",
+    if (v.size() != 1 && batch == nullptr) {
+      return ApiError::BadRequest("a batch of prompts is not supported here: send one prompt",
                                   "prompt", "unsupported");
+    }
+    if (v.size() > kMaxBatch) {
+      return ApiError::BadRequest("'prompt' has " + std::to_string(v.size()) +
+                                      " prompts, at most " + std::to_string(kMaxBatch) +
+                                      " are allowed in one request",
+                                  "prompt");
+    }
+    if (v.size() > 1) {
+      for (size_t i = 0; i < v.size(); ++i) {
+        const std::string p = "prompt[" + std::to_string(i) + "]";
+        ApiRequest::BatchPrompt b;
+        if (v[i].is_string()) {
+          b.text = v[i].get<std::string>();
+        } else if (v[i].is_array()) {
+          b.is_tokens = true;
+          PC_RETURN_IF_API_ERROR(ReadTokenArray(v[i], p, &b.tokens));
+        } else {
+          return WrongType(p, "a string or an array of token ids", v[i]);
+        }
+        batch->push_back(std::move(b));
+      }
+      *text = batch->front().text;
+      *tokens = batch->front().tokens;
+      *is_tokens = batch->front().is_tokens;
+      return std::nullopt;
     }
     if (v[0].is_string()) return ReadPrompt(v[0], text, tokens, is_tokens);
     *is_tokens = true;
@@ -231,6 +260,8 @@ MaybeError ReadContent(const json& msg, const std::string& param, ApiMessage* ou
     if (text == nullptr || !text->is_string()) {
       return ApiError::BadRequest("'" + pp + ".text' must be a string", pp + ".text");
     }
+    // Parts are joined with a newline, as llama.cpp and vLLM join them.
+    if (i > 0) out->content += '\n';
     out->content += text->get<std::string>();
     PC_RETURN_IF_API_ERROR(ReadCacheControl(part, pp, &out->cache_breakpoint));
   }
@@ -381,17 +412,24 @@ MaybeError ReadStreamAndExtensions(const json& obj, ApiRequest* out) {
 }
 
 // The body again with its keys in order, when it may have tool fields (tool definitions and
-// arguments are rendered in the client's order); null otherwise.
+// arguments are rendered in the client's order) or a JSON schema (its properties are generated
+// in the client's order); null otherwise.
 ojson Ordered(std::string_view body) {
-  if (body.find("tool") == std::string_view::npos) return ojson();
+  if (body.find("tool") == std::string_view::npos &&
+      body.find("schema") == std::string_view::npos &&
+      body.find("guided_json") == std::string_view::npos) {
+    return ojson();
+  }
   return ojson::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
 }
 
-MaybeError ParseCommon(const json& obj, const RequestLimits& limits, ApiRequest* out) {
-  PC_RETURN_IF_API_ERROR(ReadModel(obj, /*required=*/true, &out->model));
+MaybeError ParseCommon(const json& obj, const ojson* ordered, const RequestLimits& limits,
+                       ApiRequest* out) {
+  // Without a model the served one answers (as vLLM does); a wrong name is still a 404.
+  PC_RETURN_IF_API_ERROR(ReadModel(obj, /*required=*/false, &out->model));
   PC_RETURN_IF_API_ERROR(CheckFields(obj, out->kind));
   PC_RETURN_IF_API_ERROR(ReadUnsupported(obj, out->kind));
-  PC_RETURN_IF_API_ERROR(ReadStructuredOutput(obj, out));
+  PC_RETURN_IF_API_ERROR(ReadStructuredOutput(obj, ordered, out));
   PC_RETURN_IF_API_ERROR(ReadChoicesAndLogprobs(obj, out->kind, out));
   // Scoring a prompt (echo with logprobs) needs no new token: max_tokens 0 is allowed then.
   PC_RETURN_IF_API_ERROR(
@@ -438,9 +476,26 @@ std::optional<ApiError> ParseCompletionRequest(std::string_view body, const Requ
     PC_RETURN_IF_API_ERROR(ParseObject(body, &obj));
     const json* prompt = Find(obj, "prompt");
     if (prompt == nullptr) return ApiError::BadRequest("'prompt' is required", "prompt");
-    PC_RETURN_IF_API_ERROR(
-        ReadPrompt(*prompt, &out->prompt_text, &out->prompt_tokens, &out->prompt_is_tokens));
-    return ParseCommon(obj, limits, out);
+    PC_RETURN_IF_API_ERROR(ReadPrompt(*prompt, &out->prompt_text, &out->prompt_tokens,
+                                      &out->prompt_is_tokens, &out->batch));
+    const ojson ordered = Ordered(body);
+    PC_RETURN_IF_API_ERROR(ParseCommon(obj, ordered.is_object() ? &ordered : nullptr, limits, out));
+    if (!out->batch.empty()) {
+      for (const ApiRequest::BatchPrompt& b : out->batch) {
+        if (!b.is_tokens && LooksLikePml(b.text)) {
+          return ApiError::BadRequest("a batch of prompts holds plain prompts, not PML ones",
+                                      "prompt", "unsupported");
+        }
+      }
+      const char* field = out->modular() ? "schema" : out->stream ? "stream" : nullptr;
+      if (field != nullptr) {
+        return ApiError::BadRequest("'" + std::string(field) +
+                                        "' is not supported with a batch of prompts: send one "
+                                        "prompt per request",
+                                    field, "unsupported");
+      }
+    }
+    return std::nullopt;
   });
 }
 
@@ -455,7 +510,7 @@ std::optional<ApiError> ParseChatRequest(std::string_view body, const RequestLim
     const ojson* o = ordered.is_object() ? &ordered : nullptr;
     PC_RETURN_IF_API_ERROR(ReadMessages(obj, o, &out->messages));
     if (o != nullptr) PC_RETURN_IF_API_ERROR(ReadTools(*o, out));
-    return ParseCommon(obj, limits, out);
+    return ParseCommon(obj, o, limits, out);
   });
 }
 
@@ -467,6 +522,8 @@ std::optional<ApiError> ParsePrefixRequest(std::string_view body, PrefixRequest*
     PC_RETURN_IF_API_ERROR(ReadModel(obj, /*required=*/false, &out->model));
     PC_RETURN_IF_API_ERROR(ReadBool(obj, "add_generation_prompt", &out->add_generation_prompt));
     PC_RETURN_IF_API_ERROR(ReadBool(obj, "pin", &out->pin));
+    PC_RETURN_IF_API_ERROR(ReadBool(obj, "add_special", &out->add_special));
+    PC_RETURN_IF_API_ERROR(ReadBool(obj, "with_pieces", &out->with_pieces));
     PC_RETURN_IF_API_ERROR(ReadCacheSalt(obj, &out->cache_salt));
     const json* prompt = Find(obj, "prompt");
     if (prompt == nullptr) prompt = Find(obj, "content");

@@ -54,6 +54,14 @@ struct ApiRequest {
   std::string prompt_text;
   std::vector<int32_t> prompt_tokens;
   bool prompt_is_tokens = false;
+  // Completions with a batch of prompts ("prompt": ["a", "b"] or [[1, 2], [3]]): every prompt,
+  // the first also in the fields above. Empty for a single prompt.
+  struct BatchPrompt {
+    std::string text;
+    std::vector<int32_t> tokens;
+    bool is_tokens = false;
+  };
+  std::vector<BatchPrompt> batch;
   // Chat completions.
   std::vector<ApiMessage> messages;
   // Tools offered (chat): the "tools" array as sent, keys in the client's order; null when none
@@ -124,6 +132,10 @@ struct PrefixRequest {
   bool add_generation_prompt = false;
   bool pin = false;        // /v1/cache/load: also pin it
   std::string cache_salt;  // the namespace's salt, as in completions
+  // /tokenize, as llama.cpp's: add_special false leaves out the BOS a text prompt gets;
+  // with_pieces answers [{id, piece}] instead of ids.
+  bool add_special = true;
+  bool with_pieces = false;
 };
 std::optional<ApiError> ParsePrefixRequest(std::string_view body, PrefixRequest* out);
 

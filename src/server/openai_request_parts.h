@@ -17,8 +17,10 @@ using json_fields::ReadBool;
 using json_fields::WrongType;
 
 // At most one of response_format (json_object / json_schema), grammar, json_schema,
-// guided_json and guided_choice, compiled into out->grammar.
-MaybeError ReadStructuredOutput(const json& obj, ApiRequest* out);
+// guided_json and guided_choice, compiled into out->grammar. `ordered`: the body with its keys
+// in order (null: none), whose schemas are compiled in the client's property order.
+MaybeError ReadStructuredOutput(const json& obj, const nlohmann::ordered_json* ordered,
+                                ApiRequest* out);
 
 // "schema" and "modules", or a PML prompt string, and the fields only modular prompts take;
 // read after every other field (it checks them against the modular prompt).

@@ -49,7 +49,7 @@ TEST(OpenAiRequest, ChatReadsEveryField) {
   })");
   ASSERT_EQ(r.messages.size(), 4u);
   EXPECT_EQ(r.messages[0].role, "system");
-  EXPECT_EQ(r.messages[1].content, "ab");
+  EXPECT_EQ(r.messages[1].content, "a\nb");  // text parts joined with "\n", as llama.cpp does
   EXPECT_TRUE(r.messages[1].cache_breakpoint);
   EXPECT_EQ(r.messages[2].role, "assistant");
   EXPECT_EQ(r.messages[2].content, "");
@@ -128,7 +128,7 @@ TEST(OpenAiRequest, BadChatRequestsAreClear400s) {
       {R"([1,2])", ""},
       {R"("text")", ""},
       {R"()", ""},
-      {R"({"messages":[{"role":"user","content":"x"}]})", "model"},
+      {R"({"model":7,"messages":[{"role":"user","content":"x"}]})", "model"},
       {R"({"model":5,"messages":[{"role":"user","content":"x"}]})", "model"},
       {R"({"model":"m"})", "messages"},
       {R"({"model":"m","messages":[]})", "messages"},
@@ -163,8 +163,14 @@ TEST(OpenAiRequest, BadChatRequestsAreClear400s) {
       {R"({"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":true,
            "top_logprobs":21})",
        "top_logprobs"},
-      {R"({"model":"m","messages":[{"role":"user","content":"x","name":"bob"}]})",
+      {R"({"model":"m","messages":[{"role":"user","content":"x","name":7}]})",
        "messages[0].name"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],
+           "response_format":{"type":"json_object","schema":{}}})",
+       "response_format.schema"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}],
+           "response_format":{"type":"json_schema","json_schema":{"schema":{}},"schema":123}})",
+       "response_format.schema"},
       {R"({"model":"m","messages":[{"role":"user","content":"x"}],"stream_options":{"x":1}})",
        "stream_options.x"},
       {R"({"model":"m","messages":[{"role":"user","content":"x"}],"stream":"yes"})", "stream"},
@@ -244,7 +250,7 @@ TEST(OpenAiRequest, BadCompletionRequests) {
       {R"({"model":"m"})", "prompt"},
       {R"({"model":"m","prompt":5})", "prompt"},
       {R"({"model":"m","prompt":{"a":1}})", "prompt"},
-      {R"({"model":"m","prompt":["a","b"]})", "prompt"},
+      {R"({"model":"m","prompt":["a",5]})", "prompt[1]"},
       {R"({"model":"m","prompt":[1,-2]})", "prompt[1]"},
       {R"({"model":"m","prompt":[1,"x"]})", "prompt[1]"},
       {R"({"model":"m","prompt":[1,3000000000]})", "prompt[1]"},
@@ -475,6 +481,15 @@ TEST(OpenAiRequest, EveryKnownFieldIsHonouredOrRefused) {
   EXPECT_EQ(echo.logprobs, 1);
   EXPECT_EQ(echo.max_tokens, 0);
   EXPECT_EQ(Completion(R"({"model":"m","prompt":"x","n":2,"best_of":2})").n, 2);
+}
+
+// Without a model the served one answers (the server fills it in); a user's name is legal.
+TEST(OpenAiRequest, ModelMayBeOmittedAndNamesAreLegal) {
+  ApiRequest r;
+  ASSERT_FALSE(ParseChatRequest(R"({"messages":[{"role":"user","content":"x","name":"bob"}]})",
+                                {}, &r));
+  EXPECT_EQ(r.model, "");
+  EXPECT_EQ(r.messages[0].content, "x");
 }
 
 }  // namespace

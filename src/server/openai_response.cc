@@ -157,8 +157,21 @@ ojson LogprobsJson(const ResponseMeta& meta, const std::vector<TokenLogprob>& lp
   }
   ojson tokens = ojson::array(), values = ojson::array(), tops = ojson::array(),
         offsets = ojson::array();
+  // Echo: the prompt's text is its decoded tokens, which drop SentencePiece's dummy-prefix space;
+  // the tokens' pieces drop it too, so that text[text_offset[i]:] starts with tokens[i].
+  size_t skip = 0;
+  if (prompt != nullptr) {
+    size_t bytes = 0;
+    for (int32_t id : meta.prompt_tokens) bytes += TokenString(meta, id).size();
+    if (bytes > meta.prompt_text.size()) skip = bytes - meta.prompt_text.size();
+  }
   auto add = [&](int32_t id, const TokenLogprob* lp) {
-    const std::string text = TokenString(meta, id);
+    std::string text = TokenString(meta, id);
+    if (skip > 0) {
+      const size_t cut = std::min(skip, text.size());
+      text.erase(0, cut);
+      skip -= cut;
+    }
     tokens.push_back(text);
     offsets.push_back(text_offset);
     text_offset += text.size();

@@ -302,6 +302,77 @@ void StartStream(Call& call, const ResponseMeta& meta, bool include_usage, Compl
                     [s](httplib::DataSink& sink) { return WriteStream(*s, sink); });
 }
 
+// Completions with a batch of prompts: each prompt is its own request, all queued before the
+// first is awaited; the choices of prompt p are indexed p * n + i, as OpenAI indexes them, and
+// the usage is summed.
+void RespondBatch(Call& call, const ApiRequest& r) {
+  ServerContext& server = call.server;
+  const Tokenizer& tok = call.engine().model().tokenizer();
+  const std::string id = "cmpl-" + RandomHex(24);
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  std::vector<ResponseMeta> metas;
+  auto cancel = [&handles] {
+    for (auto& h : handles) h->Cancel();
+  };
+  for (size_t p = 0; p < r.batch.size(); ++p) {
+    ApiRequest one = r;
+    one.batch.clear();
+    one.prompt_text = r.batch[p].text;
+    one.prompt_tokens = r.batch[p].tokens;
+    one.prompt_is_tokens = r.batch[p].is_tokens;
+    CompletionRequest creq;
+    if (!PrepareChat(call, one, &creq, "prompt[" + std::to_string(p) + "]")) return cancel();
+    ResponseMeta meta;
+    meta.kind = ApiKind::kCompletion;
+    meta.id = id;
+    meta.created = UnixSeconds();
+    meta.model = r.model.empty() ? server.model_id() : r.model;
+    meta.system_fingerprint = server.fingerprint();
+    if (r.logprobs >= 0) {
+      meta.logprobs = true;
+      meta.token_text = [&tok](int32_t t) { return tok.TokenBytes(t); };
+    }
+    if (r.echo) {
+      meta.echo = true;
+      meta.prompt_tokens = creq.prompt;
+      meta.prompt_text = tok.Decode(creq.prompt);
+    }
+    creq.on_text = call.StopsWithServer();
+    Result<std::shared_ptr<RequestHandle>> handle = call.engine().Submit(std::move(creq));
+    if (!handle.ok()) {
+      cancel();
+      return call.Fail(handle.status());
+    }
+    handles.push_back(*handle);
+    metas.push_back(std::move(meta));
+  }
+  ojson body;
+  for (size_t p = 0; p < handles.size(); ++p) {
+    const CompletionResult result = call.Await(handles[p]);
+    if (!result.status.ok()) {
+      cancel();
+      return call.Fail(result.status);
+    }
+    server.Observe(call.tenant(), result);
+    ojson one = ojson::parse(CompletionBody(metas[p], result));
+    for (ojson& c : one["choices"]) c["index"] = c["index"].get<int>() + int(p) * r.n;
+    if (p == 0) {
+      body = std::move(one);
+      body.erase("timings");  // per request; a batch is several
+      continue;
+    }
+    for (ojson& c : one["choices"]) body["choices"].push_back(std::move(c));
+    ojson& u = body["usage"];
+    for (const char* k : {"prompt_tokens", "completion_tokens", "total_tokens"}) {
+      u[k] = u[k].get<int64_t>() + one["usage"][k].get<int64_t>();
+    }
+    u["prompt_tokens_details"]["cached_tokens"] =
+        u["prompt_tokens_details"]["cached_tokens"].get<int64_t>() +
+        one["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+  }
+  call.SendJson(body);
+}
+
 void HandleCompletion(Call& call, ApiKind kind) {
   ServerContext& server = call.server;
   Engine& engine = call.engine();
@@ -309,9 +380,10 @@ void HandleCompletion(Call& call, ApiKind kind) {
   std::optional<ApiError> err = kind == ApiKind::kChat
                                     ? ParseChatRequest(call.req.body, server.limits(), &r)
                                     : ParseCompletionRequest(call.req.body, server.limits(), &r);
-  if (!err) err = server.CheckModel(r.model);
+  if (!err && !r.model.empty()) err = server.CheckModel(r.model);
   if (!err && kind == ApiKind::kChat) err = ApplyToolChoice(server.encoder().tool_format(), &r);
   if (err) return call.Fail(*err);
+  if (r.batch.size() > 1) return RespondBatch(call, r);
 
   CompletionRequest creq;
   std::shared_ptr<CacheMapRequest> map;
@@ -361,7 +433,7 @@ void HandleCompletion(Call& call, ApiKind kind) {
   meta.kind = kind;
   meta.id = (kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-") + RandomHex(24);
   meta.created = UnixSeconds();
-  meta.model = r.model;
+  meta.model = r.model.empty() ? server.model_id() : r.model;
   meta.system_fingerprint = server.fingerprint();
   if (r.tools_offered()) meta.tool_format = server.encoder().tool_format();
   if (r.logprobs >= 0) {
@@ -379,6 +451,37 @@ void HandleCompletion(Call& call, ApiKind kind) {
 }
 
 }  // namespace
+
+bool PrepareChat(Call& call, const ApiRequest& r, CompletionRequest* creq,
+                 const std::string& param) {
+  ServerContext& server = call.server;
+  creq->sampling = r.sampling;
+  creq->stop = r.stop;
+  creq->ignore_eos = r.ignore_eos;
+  creq->cache_namespace = call.Namespace(r.cache_salt);
+  creq->tenant = call.tenant();
+  creq->n = r.n;
+  creq->grammar = r.grammar;
+  creq->logprobs = r.logprobs;
+  creq->prompt_logprobs = r.echo && r.logprobs >= 0;
+  Result<BuiltPrompt> prompt = server.encoder().Build(r, server.PromptLimit());
+  if (!prompt.ok()) {
+    if (prompt.status().code() == StatusCode::kOutOfRange) {
+      call.Fail(server.PromptTooLong(prompt.status(), param));
+    } else {
+      call.Fail(prompt.status(), param);
+    }
+    return false;
+  }
+  const int n = static_cast<int>(prompt->tokens.size());
+  if (std::optional<ApiError> err = CheckLength(server, r, n, n, &creq->max_tokens)) {
+    call.Fail(*err);
+    return false;
+  }
+  creq->prompt = std::move(prompt->tokens);
+  creq->pin_tokens = prompt->pin_tokens;
+  return true;
+}
 
 void HandleCompletions(Call& call) { HandleCompletion(call, ApiKind::kCompletion); }
 void HandleChatCompletions(Call& call) { HandleCompletion(call, ApiKind::kChat); }

@@ -15,6 +15,8 @@ constexpr bool kAnyKey = false;
 const Route kRoutes[] = {
     {"/v1/completions", "POST", HandleCompletions, kOpenAi, kAnyKey},
     {"/v1/chat/completions", "POST", HandleChatCompletions, kOpenAi, kAnyKey},
+    {"/v1/responses", "POST", HandleResponses, kOpenAi, kAnyKey},
+    {"/v1/responses/([^/]+)", "GET", HandleResponseGet, kOpenAi, kAnyKey},
     {"/v1/messages", "POST", HandleMessages, kAnthropic, kAnyKey},
     {"/v1/messages/count_tokens", "POST", HandleCountTokens, kAnthropic, kAnyKey},
     {"/v1/embeddings", "POST", HandleEmbeddings, kOpenAi, kAnyKey},

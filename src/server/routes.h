@@ -41,6 +41,9 @@ ApiFlavour FlavourOf(const std::string& path);
 // openai_routes.cc: POST /v1/completions, /v1/chat/completions.
 void HandleCompletions(Call& call);
 void HandleChatCompletions(Call& call);
+// responses_routes.cc: POST /v1/responses, GET /v1/responses/{id}.
+void HandleResponses(Call& call);
+void HandleResponseGet(Call& call);
 // anthropic_routes.cc: POST /v1/messages, /v1/messages/count_tokens.
 void HandleMessages(Call& call);
 void HandleCountTokens(Call& call);
@@ -85,5 +88,11 @@ void HandleMetrics(Call& call);
 // Shared by the route files: parses a prefix body (server/openai_request.h PrefixRequest) and
 // turns it into tokens (`max_tokens`: as PromptEncoder::Build); false after failing the call.
 bool ReadPrefix(Call& call, PrefixRequest* r, BuiltPrompt* prompt, size_t max_tokens = SIZE_MAX);
+
+// openai_routes.cc, shared with the Responses route: a plain (not modular) request `r` as the
+// engine's request (sampling, stop, grammar, log-probabilities, namespace, the prompt built and
+// its length checked; errors about the prompt name `param`); false after failing the call.
+bool PrepareChat(Call& call, const ApiRequest& r, CompletionRequest* creq,
+                 const std::string& param);
 
 }  // namespace promptcache

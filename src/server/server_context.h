@@ -19,6 +19,7 @@
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/prompt_encoder.h"
+#include "server/response_store.h"
 
 namespace promptcache {
 
@@ -59,6 +60,8 @@ class ServerContext {
   bool AnyRunning();  // some request is still tracked
   // One /v1/bench/savings measurement at a time: two would time each other's work.
   std::mutex& savings_mu() { return savings_mu_; }
+  // The Responses API's stored responses (previous_response_id, GET /v1/responses/{id}).
+  ResponseStore& responses() { return responses_; }
 
  private:
   Engine* engine_;
@@ -72,6 +75,8 @@ class ServerContext {
   ServerMetrics metrics_;
   std::atomic<bool> stopping_{false};
   std::mutex savings_mu_;
+  // At most 1000 responses and 64 MiB of their JSON; the least recently used go first.
+  ResponseStore responses_{1000, size_t(64) << 20};
   std::mutex mu_;
   uint64_t next_id_ = 1;
   std::map<uint64_t, std::shared_ptr<RequestHandle>> running_;

@@ -9,6 +9,8 @@
 namespace promptcache::openai_request {
 namespace {
 
+using ojson = nlohmann::ordered_json;
+
 // A GBNF text compiled, or the 400 naming `param`.
 MaybeError CompileGrammar(const std::string& gbnf, const std::string& param, ApiRequest* out) {
   Result<std::shared_ptr<const Grammar>> g = Grammar::Parse(gbnf);
@@ -17,12 +19,17 @@ MaybeError CompileGrammar(const std::string& gbnf, const std::string& param, Api
   return std::nullopt;
 }
 
-// A JSON schema given as an object or as its JSON text.
-MaybeError SchemaGrammar(const json& schema, const std::string& param, ApiRequest* out) {
+// A JSON schema given as an object or as its JSON text. `ordered`: the same value with its keys
+// in the client's order (null: none), so that properties are generated in the schema's order
+// (zod's, pydantic's), not sorted.
+MaybeError SchemaGrammar(const json& schema, const ojson* ordered, const std::string& param,
+                         ApiRequest* out) {
   if (!schema.is_object() && !schema.is_string() && !schema.is_boolean()) {
     return WrongType(param, "a JSON schema (an object)", schema);
   }
-  const std::string text = schema.is_string() ? schema.get<std::string>() : schema.dump();
+  const std::string text = schema.is_string()   ? schema.get<std::string>()
+                           : ordered != nullptr ? ordered->dump()
+                                                : schema.dump();
   Result<std::string> gbnf = JsonSchemaToGbnf(text);
   if (!gbnf.ok()) {
     return ApiError::BadRequest("'" + param + "': " + gbnf.status().message(), param,
@@ -54,13 +61,28 @@ MaybeError ChoiceGrammar(const json& v, const std::string& param, ApiRequest* ou
   return CompileGrammar(gbnf, param, out);
 }
 
-MaybeError ResponseFormat(const json& v, ApiRequest* out) {
+// The value at `key` of `obj`, when both are objects (the ordered twin of a field).
+const ojson* OrderedAt(const ojson* obj, const char* key) {
+  if (obj == nullptr || !obj->is_object()) return nullptr;
+  auto it = obj->find(key);
+  return it == obj->end() ? nullptr : &*it;
+}
+
+MaybeError ResponseFormat(const json& v, const ojson* ov, ApiRequest* out) {
   if (!v.is_object()) return WrongType("response_format", "an object", v);
   const json* type = Find(v, "type");
   if (type == nullptr || !type->is_string()) {
     return ApiError::BadRequest("'response_format.type' must be a string", "response_format.type");
   }
   const std::string t = type->get<std::string>();
+  // Keys beyond the type's are refused, not ignored: llama.cpp's {"type": "json_object",
+  // "schema": {...}} would otherwise give unconstrained JSON.
+  for (const auto& [key, value] : v.items()) {
+    if (value.is_null() || key == "type" || (t == "json_schema" && key == "json_schema")) continue;
+    return ApiError::BadRequest("'response_format." + key + "' is not supported with type '" + t +
+                                    "' (give a json_schema response_format for a schema)",
+                                "response_format." + key, "unsupported");
+  }
   if (t == "text") return std::nullopt;
   out->grammar_field = "response_format";
   if (t == "json_object") return CompileGrammar(JsonObjectGbnf(), "response_format", out);
@@ -87,7 +109,8 @@ MaybeError ResponseFormat(const json& v, ApiRequest* out) {
     return ApiError::BadRequest("'response_format.json_schema.schema' is required",
                                 "response_format.json_schema.schema");
   }
-  return SchemaGrammar(*schema, "response_format.json_schema.schema", out);
+  return SchemaGrammar(*schema, OrderedAt(OrderedAt(ov, "json_schema"), "schema"),
+                       "response_format.json_schema.schema", out);
 }
 
 }  // namespace
@@ -95,9 +118,9 @@ MaybeError ResponseFormat(const json& v, ApiRequest* out) {
 // Structured output: at most one of response_format (json_object / json_schema), grammar,
 // json_schema, guided_json and guided_choice.
 
-MaybeError ReadStructuredOutput(const json& obj, ApiRequest* out) {
+MaybeError ReadStructuredOutput(const json& obj, const ojson* ordered, ApiRequest* out) {
   if (const json* rf = Find(obj, "response_format"))
-    PC_RETURN_IF_API_ERROR(ResponseFormat(*rf, out));
+    PC_RETURN_IF_API_ERROR(ResponseFormat(*rf, OrderedAt(ordered, "response_format"), out));
   for (const char* key : {"grammar", "json_schema", "guided_json", "guided_choice"}) {
     const json* v = Find(obj, key);
     if (v == nullptr) continue;
@@ -113,7 +136,7 @@ MaybeError ReadStructuredOutput(const json& obj, ApiRequest* out) {
     } else if (k == "guided_choice") {
       PC_RETURN_IF_API_ERROR(ChoiceGrammar(*v, k, out));
     } else {
-      PC_RETURN_IF_API_ERROR(SchemaGrammar(*v, k, out));
+      PC_RETURN_IF_API_ERROR(SchemaGrammar(*v, OrderedAt(ordered, key), k, out));
     }
   }
   return std::nullopt;

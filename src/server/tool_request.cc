@@ -156,7 +156,12 @@ MaybeError ReadMessageToolFields(const ojson& m, const std::string& p, ApiMessag
       out->name = name->get<std::string>();
     }
   } else {
-    for (const char* key : {"tool_call_id", "name"}) {
+    // OpenAI's participant name on other roles: legal, checked, and not rendered (the chat
+    // templates show no such field).
+    if (const ojson* name = Find(m, "name"); name != nullptr && !name->is_string()) {
+      return WrongType(p + ".name", "a string", *name);
+    }
+    for (const char* key : {"tool_call_id"}) {
       if (Find(m, key) != nullptr) {
         return ApiError::BadRequest("'" + p + "." + key + "' is not supported by this server",
                                     p + "." + key, "unsupported");

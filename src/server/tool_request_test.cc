@@ -88,7 +88,7 @@ TEST(ToolRequest, RefusalsNameTheField) {
   }
   const std::vector<std::pair<std::string, std::string>> messages = {
       {R"([{"role": "tool", "content": "x"}])", "messages[0].tool_call_id"},
-      {R"([{"role": "user", "content": "x", "name": "bob"}])", "messages[0].name"},
+      {R"([{"role": "user", "content": "x", "name": 7}])", "messages[0].name"},
       {R"([{"role": "user", "content": "x", "tool_calls": [{"id": "a"}]}])",
        "messages[0].tool_calls"},
       {R"([{"role": "assistant", "tool_calls": [{"type": "function"}]}])",

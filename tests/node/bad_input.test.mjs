@@ -40,7 +40,7 @@ test('malformed bodies and wrong types are 400s', async () => {
     ['/v1/chat/completions', '', null],
     ['/v1/chat/completions', '[]', null],
     ['/v1/chat/completions', '"just a string"', null],
-    ['/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }] }, 'model'],
+    // (Without `model` the served model answers: tests/node/openai_compat.test.mjs.)
     ['/v1/chat/completions', { model: 42, messages: [{ role: 'user', content: 'x' }] }, 'model'],
     ['/v1/chat/completions', { model: MODEL }, 'messages'],
     ['/v1/chat/completions', { model: MODEL, messages: [] }, 'messages'],
@@ -62,7 +62,8 @@ test('malformed bodies and wrong types are 400s', async () => {
     ['/v1/completions', { model: MODEL, prompt: { text: 'x' } }, 'prompt'],
     ['/v1/completions', { model: MODEL, prompt: [1, 99999] }, 'prompt'],
     ['/v1/completions', { model: MODEL, prompt: [1, -3] }, 'prompt[1]'],
-    ['/v1/completions', { model: MODEL, prompt: ['a', 'b'] }, 'prompt'],
+    ['/v1/completions', { model: MODEL, prompt: Array(17).fill('a') }, 'prompt'],
+    ['/v1/completions', { model: MODEL, prompt: ['a', 5] }, 'prompt[1]'],
   ];
   for (const [route, body, param] of cases) {
     const r = await server.json('POST', route, body);

@@ -41,9 +41,12 @@ test('70 pinning requests under --cache-ram 2 stay within the pin quota and the 
                                              messages: [{ role: 'user', content: 'Go on.' }] });
     return r.usage;
   });
-  // The first requests pinned their system prompts; once the quota was full, later ones were
-  // served without a pin, which their usage says (nothing created into a pinned prefix).
-  assert.ok(usages[0].cache_creation_input_tokens > 100, JSON.stringify(usages[0]));
+  // The first requests to finish pinned their system prompts (which ones depends on the order
+  // the six in flight finish in: they share their first block in flight); once the quota was
+  // full, later ones were served without a pin, which their usage says (nothing created into a
+  // pinned prefix).
+  assert.ok(usages.slice(0, 6).some((u) => u.cache_creation_input_tokens > 100),
+    JSON.stringify(usages.slice(0, 6)));
   assert.equal(usages[69].cache_creation_input_tokens, 0, JSON.stringify(usages[69]));
   let m = await s.metrics();
   const quota = m.promptcache_cache_pin_quota_bytes;

@@ -1,0 +1,360 @@
+#include "server/responses_request.h"
+
+#include <initializer_list>
+
+#include "server/json_fields.h"
+
+namespace promptcache {
+namespace {
+
+using json_fields::Find;
+using json_fields::Guarded;
+using json_fields::MaybeError;
+using json_fields::Unsupported;
+using json_fields::WrongType;
+using ojson = nlohmann::ordered_json;
+
+// Responses fields with no meaning on this server, accepted at any value.
+constexpr std::string_view kIgnored[] = {"metadata",          "user",
+                                         "service_tier",      "prompt_cache_key",
+                                         "safety_identifier", "parallel_tool_calls",
+                                         "stream_options"};
+// Chat completions fields that are not part of the Responses API (the Responses spelling, or
+// nothing, replaces them): a 400 rather than a silent second meaning.
+constexpr std::string_view kChatOnly[] = {"messages",
+                                          "max_tokens",
+                                          "max_completion_tokens",
+                                          "response_format",
+                                          "n",
+                                          "logprobs",
+                                          "top_logprobs",
+                                          "echo",
+                                          "stop",
+                                          "functions",
+                                          "function_call",
+                                          "best_of",
+                                          "prompt",
+                                          "schema",
+                                          "modules",
+                                          "pml",
+                                          "evaluate",
+                                          "positions",
+                                          "recompute"};
+
+MaybeError OnlyKeys(const ojson& obj, const std::string& param,
+                    std::initializer_list<std::string_view> keys) {
+  for (const auto& [key, value] : obj.items()) {
+    if (value.is_null() || std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
+    return ApiError::BadRequest("'" + param + "." + key + "' is not supported by this server",
+                                param + "." + key, "unsupported");
+  }
+  return std::nullopt;
+}
+
+const ojson* String(const ojson& obj, const char* key) {
+  const ojson* v = Find(obj, key);
+  return v != nullptr && v->is_string() ? v : nullptr;
+}
+
+// A message item's content: a string, or input_text / output_text parts.
+MaybeError ReadContent(const ojson& content, const std::string& p, ojson* out) {
+  if (content.is_string()) {
+    *out = content;
+    return std::nullopt;
+  }
+  if (!content.is_array()) return WrongType(p, "a string or an array of content parts", content);
+  *out = ojson::array();
+  for (size_t i = 0; i < content.size(); ++i) {
+    const ojson& part = content[i];
+    const std::string pp = p + "[" + std::to_string(i) + "]";
+    if (!part.is_object()) return WrongType(pp, "an object", part);
+    const ojson* type = String(part, "type");
+    if (type == nullptr) return ApiError::BadRequest("'" + pp + ".type' must be a string", pp);
+    const std::string t = type->get<std::string>();
+    if (t != "input_text" && t != "output_text") {
+      return ApiError::BadRequest(
+          "content parts of type '" + t + "' are not supported (only input_text and output_text)",
+          pp + ".type", "unsupported");
+    }
+    PC_RETURN_IF_API_ERROR(OnlyKeys(part, pp, {"type", "text", "annotations", "logprobs"}));
+    const ojson* text = String(part, "text");
+    if (text == nullptr) return ApiError::BadRequest("'" + pp + ".text' must be a string", pp);
+    out->push_back({{"type", "text"}, {"text", *text}});
+  }
+  return std::nullopt;
+}
+
+// Appends a function_call item to the assistant turn it belongs to (the last message when that
+// is an assistant's, else a new one).
+MaybeError AddFunctionCall(const ojson& item, const std::string& p, ojson* messages) {
+  PC_RETURN_IF_API_ERROR(
+      OnlyKeys(item, p, {"type", "id", "call_id", "name", "arguments", "status"}));
+  for (const char* key : {"call_id", "name", "arguments"}) {
+    if (String(item, key) == nullptr) {
+      return ApiError::BadRequest("'" + p + "." + key + "' must be a string", p + "." + key);
+    }
+  }
+  if (messages->empty() || messages->back()["role"] != "assistant") {
+    messages->push_back({{"role", "assistant"}, {"content", nullptr}});
+  }
+  ojson& turn = messages->back();
+  if (!turn.contains("tool_calls")) turn["tool_calls"] = ojson::array();
+  turn["tool_calls"].push_back(
+      {{"id", item["call_id"]},
+       {"type", "function"},
+       {"function", {{"name", item["name"]}, {"arguments", item["arguments"]}}}});
+  return std::nullopt;
+}
+
+// The name of the call `call_id` among the messages so far ("" when none names it).
+std::string CallName(const ojson& messages, const std::string& call_id) {
+  for (const ojson& m : messages) {
+    if (!m.contains("tool_calls")) continue;
+    for (const ojson& c : m["tool_calls"]) {
+      if (c["id"] == call_id) return c["function"]["name"].get<std::string>();
+    }
+  }
+  return "";
+}
+
+MaybeError AddItem(const ojson& item, const std::string& p, const ojson& history, ojson* messages) {
+  if (!item.is_object()) return WrongType(p, "an object", item);
+  const ojson* type = Find(item, "type");
+  if (type != nullptr && !type->is_string()) return WrongType(p + ".type", "a string", *type);
+  const std::string t = type != nullptr ? type->get<std::string>() : "message";
+  if (t == "function_call") return AddFunctionCall(item, p, messages);
+  if (t == "function_call_output") {
+    PC_RETURN_IF_API_ERROR(OnlyKeys(item, p, {"type", "id", "call_id", "output", "status"}));
+    const ojson* call_id = String(item, "call_id");
+    if (call_id == nullptr) {
+      return ApiError::BadRequest("'" + p + ".call_id' must be a string", p + ".call_id");
+    }
+    const ojson* output = Find(item, "output");
+    if (output == nullptr) return ApiError::BadRequest("'" + p + ".output' is required", p);
+    ojson content;
+    PC_RETURN_IF_API_ERROR(ReadContent(*output, p + ".output", &content));
+    ojson m = {{"role", "tool"}, {"tool_call_id", *call_id}, {"content", content}};
+    std::string name = CallName(*messages, call_id->get<std::string>());
+    if (name.empty()) name = CallName(history, call_id->get<std::string>());
+    if (!name.empty()) m["name"] = name;
+    messages->push_back(std::move(m));
+    return std::nullopt;
+  }
+  if (t != "message") {
+    return ApiError::BadRequest("input items of type '" + t +
+                                    "' are not supported (message, function_call and "
+                                    "function_call_output are)",
+                                p + ".type", "unsupported");
+  }
+  PC_RETURN_IF_API_ERROR(OnlyKeys(item, p, {"type", "id", "role", "content", "status"}));
+  const ojson* role = String(item, "role");
+  if (role == nullptr) return ApiError::BadRequest("'" + p + ".role' must be a string", p);
+  const ojson* content = Find(item, "content");
+  if (content == nullptr) return ApiError::BadRequest("'" + p + ".content' is required", p);
+  ojson c;
+  PC_RETURN_IF_API_ERROR(ReadContent(*content, p + ".content", &c));
+  messages->push_back({{"role", *role}, {"content", std::move(c)}});
+  return std::nullopt;
+}
+
+// Function tools into the chat shape: {"type": "function", "function": {...}}.
+MaybeError ReadTools(const ojson& tools, ojson* out) {
+  if (!tools.is_array()) return WrongType("tools", "an array", tools);
+  *out = ojson::array();
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const ojson& t = tools[i];
+    const std::string p = "tools[" + std::to_string(i) + "]";
+    if (!t.is_object()) return WrongType(p, "an object", t);
+    const ojson* type = String(t, "type");
+    if (type == nullptr || *type != "function") {
+      return ApiError::BadRequest(
+          "'" + p + ".type' must be \"function\" (built-in tools are not supported)", p + ".type",
+          "unsupported");
+    }
+    PC_RETURN_IF_API_ERROR(OnlyKeys(t, p, {"type", "name", "description", "parameters", "strict"}));
+    ojson f = ojson::object();
+    for (const char* key : {"name", "description", "parameters", "strict"}) {
+      if (const ojson* v = Find(t, key)) f[key] = *v;
+    }
+    out->push_back({{"type", "function"}, {"function", std::move(f)}});
+  }
+  return std::nullopt;
+}
+
+MaybeError ReadToolChoice(const ojson& v, ojson* out) {
+  if (v.is_string()) {
+    *out = v;
+    return std::nullopt;
+  }
+  if (!v.is_object()) return WrongType("tool_choice", "a string or an object", v);
+  const ojson* type = String(v, "type");
+  const ojson* name = String(v, "name");
+  if (type == nullptr || *type != "function" || name == nullptr) {
+    return ApiError::BadRequest(
+        "'tool_choice' must be none, auto, required or {\"type\": \"function\", \"name\": ...}",
+        "tool_choice", "unsupported");
+  }
+  PC_RETURN_IF_API_ERROR(OnlyKeys(v, "tool_choice", {"type", "name"}));
+  *out = {{"type", "function"}, {"function", {{"name", *name}}}};
+  return std::nullopt;
+}
+
+// text: {"format": {...}, "verbosity"} into response_format.
+MaybeError ReadText(const ojson& text, ResponsesRequest* out) {
+  if (!text.is_object()) return WrongType("text", "an object", text);
+  PC_RETURN_IF_API_ERROR(OnlyKeys(text, "text", {"format", "verbosity"}));
+  const ojson* format = Find(text, "format");
+  if (format == nullptr) return std::nullopt;
+  if (!format->is_object()) return WrongType("text.format", "an object", *format);
+  out->text_format = *format;
+  const ojson* type = String(*format, "type");
+  if (type == nullptr) {
+    return ApiError::BadRequest("'text.format.type' must be a string", "text.format.type");
+  }
+  if (*type == "text" || *type == "json_object") {
+    PC_RETURN_IF_API_ERROR(OnlyKeys(*format, "text.format", {"type"}));
+    if (*type == "json_object") out->chat["response_format"] = {{"type", "json_object"}};
+    return std::nullopt;
+  }
+  if (*type != "json_schema") {
+    return ApiError::BadRequest("'text.format.type' is '" + type->get<std::string>() +
+                                    "': text, json_object or json_schema",
+                                "text.format.type", "unsupported");
+  }
+  PC_RETURN_IF_API_ERROR(
+      OnlyKeys(*format, "text.format", {"type", "name", "schema", "strict", "description"}));
+  ojson js = ojson::object();
+  for (const char* key : {"name", "schema", "strict", "description"}) {
+    if (const ojson* v = Find(*format, key)) js[key] = *v;
+  }
+  if (!js.contains("schema")) {
+    return ApiError::BadRequest("'text.format.schema' is required", "text.format.schema");
+  }
+  out->chat["response_format"] = {{"type", "json_schema"}, {"json_schema", std::move(js)}};
+  return std::nullopt;
+}
+
+// Fields of the Responses API that have no chat spelling, or a different one.
+MaybeError ReadResponsesFields(const ojson& obj, ResponsesRequest* out) {
+  if (const ojson* v = Find(obj, "previous_response_id")) {
+    if (!v->is_string()) return WrongType("previous_response_id", "a string", *v);
+    out->previous_response_id = v->get<std::string>();
+  }
+  for (const auto& [key, ptr] : {std::pair{"store", &out->store}, {"stream", &out->stream}}) {
+    if (const ojson* v = Find(obj, key)) {
+      if (!v->is_boolean()) return WrongType(key, "a boolean", *v);
+      *ptr = v->get<bool>();
+    }
+  }
+  if (const ojson* v = Find(obj, "background"); v != nullptr && *v != false) {
+    return Unsupported("background", "'background'");
+  }
+  if (const ojson* v = Find(obj, "truncation"); v != nullptr && *v != "disabled") {
+    return Unsupported("truncation", "'truncation' other than \"disabled\"");
+  }
+  if (const ojson* v = Find(obj, "include"); v != nullptr && !(v->is_array() && v->empty())) {
+    return Unsupported("include", "'include'");
+  }
+  if (const ojson* v = Find(obj, "reasoning"); v != nullptr && !(v->is_object() && v->empty())) {
+    return Unsupported("reasoning", "'reasoning' (this model does not reason)");
+  }
+  if (const ojson* v = Find(obj, "top_logprobs"); v != nullptr && *v != 0) {
+    return Unsupported("top_logprobs", "'top_logprobs'");
+  }
+  return std::nullopt;
+}
+
+MaybeError Translate(const ojson& obj, ResponsesRequest* out) {
+  out->chat = ojson::object();
+  for (const auto& [key, value] : obj.items()) {
+    if (value.is_null()) continue;
+    if (std::find(std::begin(kChatOnly), std::end(kChatOnly), key) != std::end(kChatOnly)) {
+      return Unsupported(key, "'" + key + "' (a chat completions field; see the Responses API)");
+    }
+  }
+  PC_RETURN_IF_API_ERROR(ReadResponsesFields(obj, out));
+  static constexpr std::string_view kHandled[] = {
+      "input",       "instructions", "previous_response_id", "store",      "stream",     "tools",
+      "tool_choice", "text",         "max_output_tokens",    "background", "truncation", "include",
+      "reasoning",   "top_logprobs"};
+  // Everything else goes to the chat parser as it is: model, temperature, top_p, seed and the
+  // extensions are read there, and an unknown field is its 400.
+  for (const auto& [key, value] : obj.items()) {
+    if (value.is_null()) continue;
+    if (std::find(std::begin(kHandled), std::end(kHandled), key) != std::end(kHandled)) continue;
+    if (std::find(std::begin(kIgnored), std::end(kIgnored), key) != std::end(kIgnored)) continue;
+    out->chat[key] = value;
+  }
+  if (out->stream) out->chat["stream"] = true;
+  if (const ojson* v = Find(obj, "max_output_tokens")) {
+    out->max_output_tokens = *v;
+    out->chat["max_completion_tokens"] = *v;
+  }
+  if (const ojson* v = Find(obj, "tools")) {
+    out->tools = *v;
+    ojson tools;
+    PC_RETURN_IF_API_ERROR(ReadTools(*v, &tools));
+    if (!tools.empty()) out->chat["tools"] = std::move(tools);
+  }
+  if (const ojson* v = Find(obj, "tool_choice")) {
+    out->tool_choice = *v;
+    ojson choice;
+    PC_RETURN_IF_API_ERROR(ReadToolChoice(*v, &choice));
+    if (out->chat.contains("tools") || choice != "none") out->chat["tool_choice"] = choice;
+  }
+  if (const ojson* v = Find(obj, "text")) PC_RETURN_IF_API_ERROR(ReadText(*v, out));
+  if (const ojson* v = Find(obj, "metadata")) out->metadata = *v;
+  if (const ojson* v = Find(obj, "temperature")) out->temperature = *v;
+  if (const ojson* v = Find(obj, "top_p")) out->top_p = *v;
+  if (const ojson* v = Find(obj, "instructions")) {
+    if (!v->is_string()) return WrongType("instructions", "a string", *v);
+    out->instructions = *v;
+  }
+  const ojson* input = Find(obj, "input");
+  if (input == nullptr) return ApiError::BadRequest("'input' is required", "input");
+  if (input->is_string()) {
+    out->input_messages.push_back({{"role", "user"}, {"content", *input}});
+  } else if (input->is_array()) {
+    for (size_t i = 0; i < input->size(); ++i) {
+      PC_RETURN_IF_API_ERROR(AddItem((*input)[i], "input[" + std::to_string(i) + "]",
+                                     ojson::array(), &out->input_messages));
+    }
+  } else {
+    return WrongType("input", "a string or an array of items", *input);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ApiError> ParseResponsesRequest(std::string_view body, ResponsesRequest* out) {
+  return Guarded([&]() -> MaybeError {
+    *out = ResponsesRequest();
+    PC_RETURN_IF_API_ERROR(json_fields::CheckNesting(body));
+    ojson obj = ojson::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+    if (obj.is_discarded()) return ApiError::BadRequest("the body is not valid JSON");
+    if (!obj.is_object()) return WrongType("body", "a JSON object", obj);
+    return Translate(obj, out);
+  });
+}
+
+nlohmann::ordered_json SpliceHistory(const ResponsesRequest& r, const ojson& history) {
+  ojson chat = r.chat;
+  ojson messages = ojson::array();
+  if (r.instructions.is_string()) {
+    messages.push_back({{"role", "system"}, {"content", r.instructions}});
+  }
+  for (const ojson& m : history) messages.push_back(m);
+  for (ojson m : r.input_messages) {
+    // A tool result answering a call of an earlier response: its name is there.
+    if (m["role"] == "tool" && !m.contains("name")) {
+      const std::string name = CallName(history, m["tool_call_id"].get<std::string>());
+      if (!name.empty()) m["name"] = name;
+    }
+    messages.push_back(std::move(m));
+  }
+  chat["messages"] = std::move(messages);
+  return chat;
+}
+
+}  // namespace promptcache

@@ -1,0 +1,130 @@
+#include "server/responses_response.h"
+
+#include "server/json_fields.h"
+
+namespace promptcache {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+bool Blank(const std::string& s) { return s.find_first_not_of(" \t\r\n") == std::string::npos; }
+
+// The ToolCallId scheme, with the response's id.
+ResponseMeta ChatMeta(const ResponsesMeta& meta) {
+  ResponseMeta m;
+  m.kind = ApiKind::kChat;
+  m.id = meta.id;
+  m.tool_format = meta.tool_format;
+  return m;
+}
+
+ojson Or(const ojson& v, ojson fallback) { return v.is_null() ? fallback : v; }
+
+}  // namespace
+
+ResponsesOutput SplitOutput(ToolCallFormat format, const std::string& text) {
+  ResponsesOutput out;
+  if (format == ToolCallFormat::kNone) {
+    out.text = text;
+    return out;
+  }
+  ParsedOutput parsed = ParseToolCalls(format, text);
+  out.calls = std::move(parsed.calls);
+  out.text = out.calls.empty() ? text.substr(ToolContentBegin(format, text)) : parsed.content;
+  // Beside calls, text that is only whitespace is no message (as chat's content is then null).
+  out.has_message = out.calls.empty() || !Blank(out.text);
+  return out;
+}
+
+std::string MessageItemId(const ResponsesMeta& meta) { return "msg_" + meta.id.substr(5); }
+
+ojson MessageItem(const ResponsesMeta& meta, const std::string& text, const char* status) {
+  ojson content = ojson::array();
+  if (std::string(status) != "in_progress") {
+    content.push_back({{"type", "output_text"}, {"text", text}, {"annotations", ojson::array()}});
+  }
+  return {{"type", "message"},
+          {"id", MessageItemId(meta)},
+          {"status", status},
+          {"role", "assistant"},
+          {"content", std::move(content)}};
+}
+
+ojson FunctionCallItem(const ResponsesMeta& meta, int i, const ToolCall& call, const char* status) {
+  const bool done = std::string(status) != "in_progress";
+  return {{"type", "function_call"},
+          {"id", "fc_" + meta.id.substr(5) + "_" + std::to_string(i)},
+          {"call_id", ToolCallId(ChatMeta(meta), 0, i)},
+          {"name", call.name},
+          {"arguments", done ? call.arguments : ""},
+          {"status", status}};
+}
+
+ojson ResponseObject(const ResponsesMeta& meta, const CompletionResult* result) {
+  const ResponsesRequest& r = *meta.request;
+  ojson j;
+  j["id"] = meta.id;
+  j["object"] = "response";
+  j["created_at"] = meta.created;
+  const bool length = result != nullptr && result->finish_reason == "length";
+  j["status"] = result == nullptr ? "in_progress" : length ? "incomplete" : "completed";
+  j["error"] = nullptr;
+  j["incomplete_details"] = length ? ojson{{"reason", "max_output_tokens"}} : ojson(nullptr);
+  j["instructions"] = r.instructions;
+  j["max_output_tokens"] = r.max_output_tokens;
+  j["model"] = meta.model;
+  ojson output = ojson::array();
+  if (result != nullptr) {
+    const ResponsesOutput out = SplitOutput(meta.tool_format, result->text);
+    // Cut short, the message is too (as OpenAI marks it).
+    if (out.has_message) {
+      output.push_back(MessageItem(meta, out.text, length ? "incomplete" : "completed"));
+    }
+    for (size_t i = 0; i < out.calls.size(); ++i) {
+      output.push_back(FunctionCallItem(meta, static_cast<int>(i), out.calls[i], "completed"));
+    }
+  }
+  j["output"] = std::move(output);
+  j["parallel_tool_calls"] = true;
+  j["previous_response_id"] =
+      r.previous_response_id.empty() ? ojson(nullptr) : ojson(r.previous_response_id);
+  j["store"] = r.store;
+  j["temperature"] = Or(r.temperature, 1.0);
+  j["text"] = {{"format", Or(r.text_format, {{"type", "text"}})}};
+  j["tool_choice"] = Or(r.tool_choice, "auto");
+  j["tools"] = Or(r.tools, ojson::array());
+  j["top_p"] = Or(r.top_p, 1.0);
+  j["truncation"] = "disabled";
+  j["metadata"] = Or(r.metadata, ojson::object());
+  if (result == nullptr) {
+    j["usage"] = nullptr;
+  } else {
+    const int output_tokens = result->completion_tokens();
+    j["usage"] = {{"input_tokens", result->prompt_tokens},
+                  {"input_tokens_details", {{"cached_tokens", result->cached_tokens}}},
+                  {"output_tokens", output_tokens},
+                  {"output_tokens_details", {{"reasoning_tokens", 0}}},
+                  {"total_tokens", result->prompt_tokens + output_tokens}};
+  }
+  return j;
+}
+
+ojson AssistantMessage(const ResponsesMeta& meta, const CompletionResult& result) {
+  const ResponsesOutput out = SplitOutput(meta.tool_format, result.text);
+  ojson m = {{"role", "assistant"}};
+  m["content"] = out.has_message ? ojson(out.text) : ojson(nullptr);
+  if (!out.calls.empty()) {
+    m["tool_calls"] = ToolCallsJson(ChatMeta(meta), 0, out.calls);
+  }
+  return m;
+}
+
+std::string ResponsesEvent(const std::string& type, ojson data, int* sequence) {
+  ojson j;
+  j["type"] = type;
+  j["sequence_number"] = (*sequence)++;
+  for (auto& [key, value] : data.items()) j[key] = std::move(value);
+  return "event: " + type + "\ndata: " + Dump(j) + "\n\n";
+}
+
+}  // namespace promptcache

@@ -1,0 +1,282 @@
+// POST /v1/responses and GET /v1/responses/{id}: OpenAI's Responses API over the chat route's
+// machinery. The request is read as a chat request (server/responses_request.h), the stored
+// conversation of previous_response_id spliced in, and the result answered as a response
+// object or as its typed event stream (server/responses_response.h).
+#include <random>
+
+#include "server/json_fields.h"
+#include "server/responses_response.h"
+#include "server/routes.h"
+#include "server/tool_calls.h"
+#include "server/tool_request.h"
+
+namespace promptcache {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+std::string RandomHex(int n) {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  static const char kHex[] = "0123456789abcdef";
+  std::string s;
+  for (int i = 0; i < n; ++i) s += kHex[rng() & 15];
+  return s;
+}
+
+bool Blank(const std::string& s) { return s.find_first_not_of(" \t\r\n") == std::string::npos; }
+
+// What a finished response leaves in the store: its conversation and its object.
+void Remember(ServerContext& server, const std::string& tenant, const ResponsesMeta& meta,
+              const ojson& chat, const CompletionResult& result, const ojson& response) {
+  if (!meta.request->store) return;
+  ojson messages = ojson::array();
+  const ojson& sent = chat["messages"];
+  // The instructions are not carried over: a continuation gives its own.
+  for (size_t i = meta.request->instructions.is_string() ? 1 : 0; i < sent.size(); ++i) {
+    messages.push_back(sent[i]);
+  }
+  messages.push_back(AssistantMessage(meta, result));
+  server.responses().Put(meta.id, {std::move(messages), response, tenant});
+}
+
+// One streamed response: its events as the text arrives.
+struct ResponsesStream {
+  ServerContext* server = nullptr;
+  std::shared_ptr<TextChannel> channel;
+  ResponsesMeta meta;
+  std::shared_ptr<ResponsesRequest> request;
+  ojson chat;
+  std::string tenant;
+  int sequence = 0;
+  bool started = false;
+  bool message_open = false;
+  std::string text;      // all the text so far
+  std::string streamed;  // what went out as output_text deltas
+};
+
+std::string OpenMessage(ResponsesStream& s) {
+  s.message_open = true;
+  std::string out = ResponsesEvent(
+      "response.output_item.added",
+      {{"output_index", 0}, {"item", MessageItem(s.meta, "", "in_progress")}}, &s.sequence);
+  out += ResponsesEvent(
+      "response.content_part.added",
+      {{"item_id", MessageItemId(s.meta)},
+       {"output_index", 0},
+       {"content_index", 0},
+       {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", ojson::array()}}}},
+      &s.sequence);
+  return out;
+}
+
+std::string Delta(ResponsesStream& s, const std::string& delta) {
+  if (delta.empty()) return "";
+  std::string out = s.message_open ? "" : OpenMessage(s);
+  s.streamed += delta;
+  return out + ResponsesEvent("response.output_text.delta",
+                              {{"item_id", MessageItemId(s.meta)},
+                               {"output_index", 0},
+                               {"content_index", 0},
+                               {"delta", delta},
+                               {"logprobs", ojson::array()}},
+                              &s.sequence);
+}
+
+// Text that may go out now: with tools, what precedes a call that may be starting, and only
+// once it is more than whitespace (whitespace before calls is no message).
+std::string Release(ResponsesStream& s) {
+  if (s.meta.tool_format == ToolCallFormat::kNone)
+    return Delta(s, s.text.substr(s.streamed.size()));
+  const size_t begin = ToolContentBegin(s.meta.tool_format, s.text);
+  const size_t start = ToolCallStart(s.meta.tool_format, s.text);
+  if (start <= begin) return "";
+  const std::string content = s.text.substr(begin, start - begin);
+  if (!s.message_open && Blank(content)) return "";
+  if (content.size() <= s.streamed.size()) return "";
+  return Delta(s, content.substr(s.streamed.size()));
+}
+
+std::string Finish(ResponsesStream& s, const CompletionResult& result) {
+  const ResponsesOutput out = SplitOutput(s.meta.tool_format, result.text);
+  std::string events;
+  if (out.has_message) {
+    if (out.text.rfind(s.streamed, 0) == 0) events += Delta(s, out.text.substr(s.streamed.size()));
+    if (!s.message_open) events += OpenMessage(s);
+    const ojson done_part = {
+        {"type", "output_text"}, {"text", out.text}, {"annotations", ojson::array()}};
+    const ojson where = {
+        {"item_id", MessageItemId(s.meta)}, {"output_index", 0}, {"content_index", 0}};
+    ojson text_done = where;
+    text_done["text"] = out.text;
+    text_done["logprobs"] = ojson::array();
+    events += ResponsesEvent("response.output_text.done", text_done, &s.sequence);
+    ojson part_done = where;
+    part_done["part"] = done_part;
+    events += ResponsesEvent("response.content_part.done", part_done, &s.sequence);
+    events += ResponsesEvent(
+        "response.output_item.done",
+        {{"output_index", 0},
+         {"item", MessageItem(s.meta, out.text,
+                              result.finish_reason == "length" ? "incomplete" : "completed")}},
+        &s.sequence);
+  }
+  for (size_t i = 0; i < out.calls.size(); ++i) {
+    const int index = static_cast<int>(i) + (out.has_message ? 1 : 0);
+    const ojson item = FunctionCallItem(s.meta, static_cast<int>(i), out.calls[i], "completed");
+    events += ResponsesEvent(
+        "response.output_item.added",
+        {{"output_index", index},
+         {"item", FunctionCallItem(s.meta, static_cast<int>(i), out.calls[i], "in_progress")}},
+        &s.sequence);
+    const ojson where = {{"item_id", item["id"]}, {"output_index", index}};
+    ojson delta = where;
+    delta["delta"] = out.calls[i].arguments;
+    events += ResponsesEvent("response.function_call_arguments.delta", delta, &s.sequence);
+    ojson done = where;
+    done["arguments"] = out.calls[i].arguments;
+    events += ResponsesEvent("response.function_call_arguments.done", done, &s.sequence);
+    events += ResponsesEvent("response.output_item.done", {{"output_index", index}, {"item", item}},
+                             &s.sequence);
+  }
+  const ojson response = ResponseObject(s.meta, &result);
+  const bool incomplete = response["status"] == "incomplete";
+  events += ResponsesEvent(incomplete ? "response.incomplete" : "response.completed",
+                           {{"response", response}}, &s.sequence);
+  Remember(*s.server, s.tenant, s.meta, s.chat, result, response);
+  return events;
+}
+
+bool WriteResponses(ResponsesStream& s, httplib::DataSink& sink) {
+  std::string out;
+  std::vector<TextPiece> pieces;
+  CompletionResult result;
+  const TextChannel::Event event = s.channel->Next(kStreamPoll, &pieces, &result);
+  if (!s.started) {
+    s.started = true;
+    const ojson response = ResponseObject(s.meta, nullptr);
+    out += ResponsesEvent("response.created", {{"response", response}}, &s.sequence);
+    out += ResponsesEvent("response.in_progress", {{"response", response}}, &s.sequence);
+  }
+  switch (event) {
+    case TextChannel::Event::kText:
+      for (const TextPiece& piece : pieces) s.text += piece.text;
+      out += Release(s);
+      break;
+    case TextChannel::Event::kTimeout:
+      if (out.empty()) out = ": keep-alive\n\n";
+      break;
+    case TextChannel::Event::kFinished: {
+      if (!result.status.ok()) {
+        const ApiError e = FromStatus(result.status);
+        out += ResponsesEvent("error",
+                              {{"code", e.code.empty() ? ojson(nullptr) : ojson(e.code)},
+                               {"message", e.message},
+                               {"param", e.param.empty() ? ojson(nullptr) : ojson(e.param)}},
+                              &s.sequence);
+      } else {
+        s.server->Observe(s.tenant, result);
+        out += Finish(s, result);
+      }
+      if (!sink.write(out.data(), out.size())) return false;
+      sink.done();
+      return true;
+    }
+  }
+  if (out.empty()) return true;
+  return sink.write(out.data(), out.size());
+}
+
+// An error of the chat parser, its param spelled as the Responses request spells the field.
+ApiError AsResponsesError(ApiError e) {
+  static const std::pair<std::string_view, std::string_view> kNames[] = {
+      {"max_completion_tokens", "max_output_tokens"},
+      {"response_format.json_schema.", "text.format."},
+      {"response_format", "text.format"},
+      {"messages", "input"}};
+  for (const auto& [chat, responses] : kNames) {
+    if (e.param.rfind(chat, 0) == 0) {
+      // A message's index counts the instructions and stored turns: only the field is named.
+      e.param = chat == "messages" ? std::string(responses)
+                                   : std::string(responses) + e.param.substr(chat.size());
+      break;
+    }
+  }
+  return e;
+}
+
+}  // namespace
+
+void HandleResponses(Call& call) {
+  ServerContext& server = call.server;
+  auto rr = std::make_shared<ResponsesRequest>();
+  if (std::optional<ApiError> err = ParseResponsesRequest(call.req.body, rr.get())) {
+    return call.Fail(*err);
+  }
+  ojson history = ojson::array();
+  if (!rr->previous_response_id.empty()) {
+    std::optional<ResponseStore::Entry> prev =
+        server.responses().Get(rr->previous_response_id, call.tenant());
+    if (!prev) {
+      return call.Fail(MakeError(
+          404, "Previous response with id '" + rr->previous_response_id + "' not found.",
+          "invalid_request_error", "previous_response_not_found", "previous_response_id"));
+    }
+    history = std::move(prev->messages);
+  }
+  const ojson chat = SpliceHistory(*rr, history);
+  ApiRequest r;
+  std::optional<ApiError> err = ParseChatRequest(Dump(chat), server.limits(), &r);
+  if (err) return call.Fail(AsResponsesError(*err));
+  if (!r.model.empty()) err = server.CheckModel(r.model);
+  if (!err) err = ApplyToolChoice(server.encoder().tool_format(), &r);
+  if (err) return call.Fail(*err);
+
+  CompletionRequest creq;
+  if (!PrepareChat(call, r, &creq, "input")) return;
+  ResponsesMeta meta;
+  meta.id = "resp_" + RandomHex(32);
+  meta.created = std::chrono::duration_cast<std::chrono::seconds>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count();
+  meta.model = r.model.empty() ? server.model_id() : r.model;
+  meta.request = rr.get();
+  if (r.tools_offered()) meta.tool_format = server.encoder().tool_format();
+  Engine& engine = call.engine();
+  if (rr->stream) {
+    auto s = std::make_shared<ResponsesStream>();
+    s->server = &server;
+    s->channel = std::make_shared<TextChannel>();
+    s->request = rr;
+    s->meta = meta;
+    s->chat = chat;
+    s->tenant = creq.tenant;
+    creq.on_piece = [ch = s->channel](const TextPiece& piece) { return ch->Push(piece); };
+    Result<std::shared_ptr<RequestHandle>> handle = engine.Submit(std::move(creq));
+    if (!handle.ok()) return call.Fail(handle.status());
+    call.StreamEvents(*handle, s->channel,
+                      [s](httplib::DataSink& sink) { return WriteResponses(*s, sink); });
+    return;
+  }
+  creq.on_text = call.StopsWithServer();
+  const std::string tenant = creq.tenant;
+  Result<std::shared_ptr<RequestHandle>> handle = engine.Submit(std::move(creq));
+  if (!handle.ok()) return call.Fail(handle.status());
+  const CompletionResult result = call.Await(*handle);
+  if (!result.status.ok()) return call.Fail(result.status);
+  server.Observe(tenant, result);
+  const ojson response = ResponseObject(meta, &result);
+  Remember(server, tenant, meta, chat, result, response);
+  call.SendJson(response);
+}
+
+void HandleResponseGet(Call& call) {
+  std::optional<ResponseStore::Entry> e =
+      call.server.responses().Get(call.PathParam(), call.tenant());
+  if (!e) {
+    return call.Fail(MakeError(404, "Response with id '" + call.PathParam() + "' not found.",
+                               "invalid_request_error", "not_found"));
+  }
+  call.SendJson(e->response);
+}
+
+}  // namespace promptcache
