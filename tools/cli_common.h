@@ -105,6 +105,7 @@ std::unique_ptr<Command> MakeServeCommand();
 std::unique_ptr<Command> MakeSchemaCommand();
 std::unique_ptr<Command> MakePromptCommand();
 std::unique_ptr<Command> MakeEvalModulesCommand();
+std::unique_ptr<Command> MakeEvalSegmentsCommand();
 std::unique_ptr<Command> MakeEvalKvCommand();
 std::unique_ptr<Command> MakeLogitsCommand();
 std::unique_ptr<Command> MakeEmbedCommand();

@@ -1,7 +1,8 @@
 // `promptcache eval-modules`: how far serving prompts from cached modules is from computing them
 // in full (the fidelity report of engine/fidelity.h), per prompt and on average: against the
 // contiguous prompt (the headline: the same text sent plainly) and against the recompute at the
-// schema's positions (gapped).
+// schema's positions (gapped). The headline figure is margin-aware top-1 agreement: over the
+// steps where the full recompute's two best tokens are at least 0.1 logit apart.
 //
 // --prompts FILE names the prompts: a text file with one PML prompt file per line (paths relative
 // to FILE's folder; blank lines and lines starting with '#' are skipped), or a single PML prompt.
@@ -11,8 +12,8 @@
 #include <sstream>
 
 #include "core/log.h"
-#include "nlohmann/json.hpp"
 #include "engine/fidelity.h"
+#include "nlohmann/json.hpp"
 #include "tools/cli_common.h"
 
 namespace promptcache::cli {
@@ -77,10 +78,11 @@ class EvalModulesCommand : public Command {
     nlohmann::json rows = nlohmann::json::array();
     Means contiguous, gapped;
     if (!json_) {
-      std::printf("%-28s %6s %5s | %-26s | %s\n", "", "", "", "contiguous (plain prompt)",
+      std::printf("%-28s %6s %5s | %-34s | %s\n", "", "", "", "contiguous (plain prompt)",
                   "gapped (schema positions)");
-      std::printf("%-28s %6s %5s | %7s %11s %6s | %7s %11s %6s\n", "prompt", "reused", "new",
-                  "top1", "KL(first)", "equal", "top1", "KL(first)", "equal");
+      std::printf("%-28s %6s %5s | %7s %7s %11s %6s | %7s %7s %11s %6s\n", "prompt", "reused",
+                  "new", "m-top1", "top1", "KL(first)", "equal", "m-top1", "top1", "KL(first)",
+                  "equal");
     }
     for (const std::string& file : *files) {
       Result<nlohmann::json> row = EvalOne(e, file);
@@ -89,13 +91,14 @@ class EvalModulesCommand : public Command {
       gapped.Add((*row)["gapped"]);
       if (!json_) {
         const nlohmann::json& g = (*row)["gapped"];
-        std::printf("%-28s %6d %5d | %6.1f%% %11.3g %6s | %6.1f%% %11.3g %6s\n", file.c_str(),
-                    (*row)["reused_tokens"].get<int>(), (*row)["computed_tokens"].get<int>(),
-                    100 * (*row)["top1_agreement"].get<double>(),
-                    (*row)["first_token_kl"].get<double>(),
-                    (*row)["greedy_equal"].get<bool>() ? "yes" : "no",
-                    100 * g["top1_agreement"].get<double>(), g["first_token_kl"].get<double>(),
-                    g["greedy_equal"].get<bool>() ? "yes" : "no");
+        std::printf(
+            "%-28s %6d %5d | %6.1f%% %6.1f%% %11.3g %6s | %6.1f%% %6.1f%% %11.3g %6s\n",
+            file.c_str(), (*row)["reused_tokens"].get<int>(), (*row)["computed_tokens"].get<int>(),
+            100 * (*row)["margin_top1_agreement"].get<double>(),
+            100 * (*row)["top1_agreement"].get<double>(), (*row)["first_token_kl"].get<double>(),
+            (*row)["greedy_equal"].get<bool>() ? "yes" : "no",
+            100 * g["margin_top1_agreement"].get<double>(), 100 * g["top1_agreement"].get<double>(),
+            g["first_token_kl"].get<double>(), g["greedy_equal"].get<bool>() ? "yes" : "no");
       }
       rows.push_back(std::move(row).value());
     }
@@ -152,6 +155,9 @@ class EvalModulesCommand : public Command {
 
   static nlohmann::json ReportJson(Engine& e, const FidelityReport& rep) {
     return nlohmann::json{{"steps", rep.steps},
+                          {"margin_top1_agreement", rep.margin_top1_agreement},
+                          {"margin_steps", rep.margin_steps},
+                          {"margin_agreements", rep.margin_agreements},
                           {"top1_agreement", rep.top1_agreement},
                           {"first_token_kl", rep.first_token_kl},
                           {"mean_kl", rep.mean_kl},
@@ -164,7 +170,13 @@ class EvalModulesCommand : public Command {
   struct Means {
     double agree = 0, kl = 0, all_kl = 0;
     int equal = 0, steps = 0, disagreements = 0, near_ties = 0;
+    int margin_steps = 0, margin_agreements = 0;  // pooled over the prompts' steps
+    double MarginAgreement() const {
+      return margin_steps > 0 ? double(margin_agreements) / margin_steps : 1;
+    }
     void Add(const nlohmann::json& r) {
+      margin_steps += r["margin_steps"].get<int>();
+      margin_agreements += r["margin_agreements"].get<int>();
       agree += r["top1_agreement"].get<double>();
       kl += r["first_token_kl"].get<double>();
       all_kl += r["mean_kl"].get<double>();
@@ -176,7 +188,10 @@ class EvalModulesCommand : public Command {
       }
     }
     nlohmann::json Summary(size_t n) const {
-      return {{"mean_top1_agreement", agree / double(n)},
+      return {{"margin_top1_agreement", MarginAgreement()},
+              {"margin_steps", margin_steps},
+              {"margin_agreements", margin_agreements},
+              {"mean_top1_agreement", agree / double(n)},
               {"mean_first_token_kl", kl / double(n)},
               {"mean_kl", all_kl / double(n)},
               {"steps", steps},
@@ -194,10 +209,12 @@ class EvalModulesCommand : public Command {
       return buf;
     }
     std::string Line(size_t n) const {
-      char buf[160];
+      char buf[320];
       std::snprintf(buf, sizeof buf,
-                    "top-1 agreement %.1f%%, first-token KL %.3g, greedy continuations equal in "
-                    "%d of %zu prompts",
+                    "margin-aware top-1 agreement %.1f%% (%d of %d steps whose full-recompute "
+                    "top two are >= %.1f logit apart), top-1 agreement %.1f%%, first-token KL "
+                    "%.3g, greedy continuations equal in %d of %zu prompts",
+                    100 * MarginAgreement(), margin_agreements, margin_steps, kNearTieMargin,
                     100 * agree / double(n), kl / double(n), equal, n);
       return buf;
     }

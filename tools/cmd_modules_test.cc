@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -177,11 +178,18 @@ TEST_F(ModulesCli, EvalModulesReportsEveryPrompt) {
       EXPECT_GE(r["top1_agreement"].get<double>(), 0.0);
       EXPECT_LE(r["top1_agreement"].get<double>(), 1.0);
       EXPECT_GE(r["first_token_kl"].get<double>(), 0.0);
+      // The headline counts only the steps whose top two are clearly apart: a subset.
+      EXPECT_LE(r["margin_steps"].get<int>(), 8);
+      EXPECT_LE(r["margin_agreements"].get<int>(), r["margin_steps"].get<int>());
+      EXPECT_GE(r["margin_agreements"].get<int>(),
+                r["margin_steps"].get<int>() -
+                    (8 - int(std::lround(8 * r["top1_agreement"].get<double>()))));
     }
     // The story prompts leave modules out: the gaps change the contiguous baseline's logits.
     EXPECT_NE(row["first_token_kl"].get<double>(), row["gapped"]["first_token_kl"].get<double>());
   }
   EXPECT_TRUE(j["gapped"].contains("mean_first_token_kl"));
+  EXPECT_TRUE(j.contains("margin_top1_agreement"));
 }
 
 TEST_F(ModulesCli, BadInputIsOneErrorLine) {
@@ -217,6 +225,37 @@ TEST_F(ModulesCli, BadInputIsOneErrorLine) {
   ExpectError("eval-modules -m " + kModel + " --schema " + kStory + "/story.xml --prompts " +
                   Write("empty.txt", "# nothing\n"),
               "names no prompt files");
+}
+
+// eval-segments on the scaled RAG workload: every setting reported, fidelity scored only where a
+// segment was reused, and at recompute 1 (f32 K/V) the reused requests equal their full
+// recompute. Mutation tried: the fidelity scored on every request (the `segment_hits == 0`
+// skip removed): scored_requests then equals requests, which the first request's misses forbid.
+TEST_F(ModulesCli, EvalSegmentsReportsEachSetting) {
+  const std::string rag = std::string(PC_SOURCE_DIR) + "/examples/rag/stories";
+  const Output o = RunCli("eval-segments -m " + kModel + " -t 1 --kv-type f32 --rag " + rag +
+                          " --requests 6 -n 4 --recompute 0,1 --encoding in-context --json");
+  ASSERT_EQ(o.code, 0) << o.err;
+  const nlohmann::json j = nlohmann::json::parse(o.out);
+  ASSERT_EQ(j["settings"].size(), 2u);
+  for (const nlohmann::json& s : j["settings"]) {
+    EXPECT_EQ(s["requests"].get<int>(), 6);
+    EXPECT_GT(s["segment_hits"].get<int>(), 0);
+    EXPECT_LE(s["segment_hits"].get<int>(), s["segment_lookups"].get<int>());
+    // The first request has nothing cached: never scored.
+    EXPECT_GT(s["scored_requests"].get<int>(), 0);
+    EXPECT_LT(s["scored_requests"].get<int>(), 6);
+    EXPECT_LE(s["margin_agreements"].get<int>(), s["margin_steps"].get<int>());
+    EXPECT_LE(s["margin_steps"].get<int>(), 4 * s["scored_requests"].get<int>());
+  }
+  const nlohmann::json& all = j["settings"][1];
+  EXPECT_EQ(all["recomputed_tokens"].get<int>(), all["recompute_candidates"].get<int>());
+  EXPECT_EQ(all["margin_top1_agreement"].get<double>(), 1.0);
+  EXPECT_LT(all["mean_first_token_kl"].get<double>(), 1e-9);
+  ExpectError("eval-segments -m " + kModel, "give one of --rag DIR and --synthetic");
+  ExpectError("eval-segments -m " + kModel + " --rag " + rag + " --recompute 2",
+              "--recompute shares must be from 0 to 1");
+  ExpectError("eval-segments -m " + kModel + " --rag " + dir_.string(), "cannot open file");
 }
 
 }  // namespace

@@ -47,6 +47,9 @@ int main(int argc, char** argv) {
       {"prompt", "serve PML prompts from cached prompt modules", MakePromptCommand()});
   commands.push_back({"eval-modules", "compare modular prompts with their full recompute",
                       MakeEvalModulesCommand()});
+  commands.push_back({"eval-segments",
+                      "measure the segment cache on a retrieval workload: fidelity, hits, time",
+                      MakeEvalSegmentsCommand()});
   commands.push_back({"eval-kv",
                       "compare a quantized KV cache's next-token distributions with f16's",
                       MakeEvalKvCommand()});

@@ -15,6 +15,12 @@
 // text; serving it gathers the picked modules' cached blocks by reference and computes only what
 // is new. Schemas registered with an engine that has a cache_dir persist there and come back
 // (with their modules, from the disk tier) when an engine is created on that folder again.
+//
+// Segments (docs/modules.md "Segments"; EngineOptions::segment_cache, off by default): reuse
+// beyond the prefix without a schema. A request marks token ranges of its prompt that are
+// reusable on their own (a chat message, a retrieved document); each is cached by the hash of its
+// own tokens and, found again anywhere in a later prompt of the same namespace, laid in at its
+// position (keys rotated) and repaired by recomputing a share of its tokens.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +44,18 @@ namespace promptcache {
 // pass them along (promptcache/text.h reads the model's tokenizer for you).
 class Model;
 class Grammar;  // grammar/grammar.h
+
+// How a stored segment's K/V were encoded (EngineOptions::segment_encoding; docs/modules.md
+// "Segments" measures both).
+enum class SegmentEncoding {
+  // As computed in place in the first request that missed it, attending to that request's text
+  // before it (nothing more to compute).
+  kInContext,
+  // Alone after a fixed preamble (the vocabulary's BOS token, else its EOS, else nothing), as
+  // CacheBlend precomputes chunks: the same K/V whichever request stores it, at the cost of
+  // computing a missed segment twice (in place for its request, and alone).
+  kAlone,
+};
 
 // How an embedding is made of an input's final hidden states (the model's last layer, after its
 // final norm, before the output matrix): llama.cpp's pooling types, with the numbers its GGUF
@@ -87,6 +105,21 @@ struct EngineOptions {
   // prompt's context and are recomputed with it, chosen by how far their K/V move (CacheBlend;
   // <prompt recompute="..."> overrides it per prompt). 0: reuse them all, as the paper does.
   double module_recompute = 0;
+  // Segment cache (docs/modules.md "Segments"). Off by default: a segment reused elsewhere than it
+  // was computed never attended to what now precedes it, an approximation. When on, each of a
+  // request's segments (CompletionRequest::segments) of at least segment_min_tokens tokens that
+  // its prefix-cache hit does not cover is looked up by its own tokens (whatever its position and
+  // whatever precedes it; within the request's namespace, model and KV type). A hit is laid in at
+  // its position by key rotation (module_shared_moves: shared by reference or copied), then
+  // repaired: its first segment_border_tokens tokens are always recomputed, and segment_recompute
+  // of its tokens (CompletionRequest::segment_recompute overrides it), chosen as for modules
+  // (CacheBlend). A miss is computed in place and stored for later requests, encoded as
+  // segment_encoding says.
+  bool segment_cache = false;
+  int segment_min_tokens = 64;
+  SegmentEncoding segment_encoding = SegmentEncoding::kInContext;
+  double segment_recompute = 0.15;
+  int segment_border_tokens = 4;
   // Prefix cache.
   bool prefix_cache = true;  // false: plain prompts reuse nothing (schema modules still do)
   size_t cache_ram_bytes = size_t(1) << 30;  // bound on cached (unreferenced) blocks in RAM
@@ -164,6 +197,12 @@ struct TextPiece {
   std::vector<TokenLogprob> logprobs;
 };
 
+// A run of prompt tokens [begin, end) reusable on its own (CompletionRequest::segments).
+struct PromptSegment {
+  int begin = 0, end = 0;
+  int size() const { return end - begin; }
+};
+
 // One request to Engine::Submit: a prompt of token ids (promptcache/text.h makes them from text)
 // and how to continue it.
 struct CompletionRequest {
@@ -220,12 +259,20 @@ struct CompletionRequest {
   // JSON schemas are converted to one). A token the grammar refuses is never generated; the
   // request stops ("stop") once the grammar admits nothing more. Null: free text.
   std::shared_ptr<const Grammar> grammar;
+  // Segments: ranges of `prompt` reusable on their own, wherever they appear (a chat message, a
+  // content part, a document between separators; EngineOptions::segment_cache). Ascending and
+  // not overlapping, within the prompt (else Submit refuses the request). Ignored while the
+  // engine's segment cache is off, and with prompt_logprobs (a reused segment has no logits).
+  std::vector<PromptSegment> segments;
+  // The share of reused segments' tokens recomputed; unset: EngineOptions::segment_recompute.
+  std::optional<double> segment_recompute;
 };
 
 // Where the K/V of a run of prompt tokens came from: a prefix hit in RAM, a prefix block read
-// back from the disk tier, the remote tier, a schema module's cached blocks, or computed
-// for this request. The cache map of a response (docs/server.md) is these runs.
-enum class TokenSource { kRam, kDisk, kRemote, kModule, kComputed };
+// back from the disk tier, the remote tier, a schema module's cached blocks, computed for this
+// request, or a cached segment (CompletionRequest::segments) from any tier. The cache map of a
+// response (docs/server.md) is these runs.
+enum class TokenSource { kRam, kDisk, kRemote, kModule, kComputed, kSegment };
 struct SourceRun {
   TokenSource source = TokenSource::kComputed;
   int length = 0;
@@ -272,16 +319,24 @@ struct CompletionResult {
   double gather_ms = 0;    // finding the modules' blocks and sharing them (disk loads too)
   double encode_ms = 0;    // encoding missing modules
   double prefill_ms = 0;   // computing the new tokens, up to the first token's logits
-  // Selective recompute (EngineOptions::module_recompute): cached tokens recomputed with the
-  // prompt's context (counted in computed_tokens, not cached_tokens), out of the candidates
-  // (tokens encoded without part of it), and the time the selection and recompute took (part
-  // of gather_ms).
+  // Selective recompute (EngineOptions::module_recompute, segment_recompute): cached tokens
+  // recomputed with the prompt's context (counted in computed_tokens, not cached_tokens), out of
+  // the candidates (tokens encoded without part of it: for segments, every reused one), and the
+  // time the selection and recompute took (part of gather_ms).
   int recompute_candidates = 0;
   int recomputed_tokens = 0;
   double recompute_ms = 0;
+  // Segments (CompletionRequest::segments). Looked up (beyond the prefix hit and long enough),
+  // found cached, and missed and stored for later requests; reused segment tokens count in
+  // cached_tokens, less those recomputed, of which border_recomputed are the first tokens of a
+  // reused segment (EngineOptions::segment_border_tokens). With segments reused, gather_ms is
+  // the lookups, laying them in, computing the text between them and the recompute;
+  // encode_ms encoding missed segments alone (SegmentEncoding::kAlone); prefill_ms the rest.
+  int segment_lookups = 0, segment_hits = 0, segment_stores = 0;
+  int border_recomputed = 0;
   // The prompt's tokens in order (by position for modular prompts), run-length encoded by where
   // their K/V came from; the lengths sum to prompt_tokens. Tokens recomputed by selective
-  // recompute still show as their module's.
+  // recompute still show as their module's or segment's.
   std::vector<SourceRun> sources;
   // Constrained decoding (a grammar): time spent checking tokens against it and masking the
   // logits, over all choices (part of generation_ms and prompt_ms).
@@ -343,10 +398,11 @@ struct CacheBlockInfo {
   int depth = 0;            // tokens before the block in its chain
   std::vector<int32_t> tokens;
   bool on_disk = false, pinned = false;
-  bool prefix = true;  // false: a schema module's block
+  bool prefix = true;  // false: a schema module's block, or a segment's
   uint64_t hits = 0;   // prefix lookups that reused it
   double idle_seconds = 0;
   bool in_ram = true;  // false: on the disk tier only (`prefix` is then not known: true)
+  bool segment = false;  // a segment's block (CompletionRequest::segments); `prefix` is false
 };
 
 // How many leading tokens of a prompt each cache tier holds (Engine::LookupCache). For a modular
@@ -356,7 +412,12 @@ struct CacheTierCounts {
   int ram = 0, disk = 0, remote = 0;
   int prompt_tokens = 0;  // LookupPrompt: every token the prompt includes
   int reusable = 0;  // what a request would reuse now: the prefix found in RAM, then disk, then
-                     // remote, in whole blocks, at most the prompt minus its last token
+                     // remote, in whole blocks, at most the prompt minus its last token; and
+                     // the tokens of `segments`
+  // LookupCache with segments (and the engine's segment cache on): the tokens of the segments
+  // beyond `reusable`'s prefix found cached whole in some tier, as a request would look them
+  // up (those shorter than segment_min_tokens are not).
+  int segments = 0;
 };
 
 // Generating `tokens` tokens with and without the KV cache (Engine::MeasureGeneration).
@@ -387,6 +448,9 @@ struct EngineStats {
   // (CompletionResult::shared_tokens): a prefix concurrent requests computed once.
   uint64_t shared_in_flight_tokens = 0;
   uint64_t cache_hits = 0, cache_lookups = 0;  // lookups that reused >= 1 block
+  // Segments (CompletionRequest::segments): looked up, found cached, their tokens reused (not
+  // recomputed), and stored after a miss.
+  uint64_t segment_lookups = 0, segment_hits = 0, segment_tokens_reused = 0, segment_stores = 0;
   uint64_t evictions = 0, disk_writes = 0, disk_loads = 0, disk_errors = 0;
   size_t cache_ram_bytes = 0;  // distinct cached blocks in RAM (shared blocks counted once)
   size_t cache_disk_bytes = 0;
@@ -565,9 +629,11 @@ class Engine {
   virtual Result<int> WarmPrefix(const std::vector<int32_t>& tokens,
                                  const std::string& cache_namespace = "") = 0;
   // How many leading tokens of `tokens` (in `cache_namespace`, see CompletionRequest) each tier
-  // holds, without loading or computing anything: for a cache-aware router.
+  // holds, without loading or computing anything: for a cache-aware router. With `segments`
+  // (as in CompletionRequest), also how many tokens of them are cached as segments.
   virtual CacheTierCounts LookupCache(const std::vector<int32_t>& tokens,
-                                      const std::string& cache_namespace) const = 0;
+                                      const std::string& cache_namespace,
+                                      const std::vector<PromptSegment>& segments = {}) const = 0;
   // The same for a modular prompt, planned against its schema as SubmitPrompt would (its errors
   // come back here) but neither loaded nor computed: `reusable` is the tokens of its cached
   // pieces found in some tier; the rest (parameters, cache="false" modules, new text, pieces

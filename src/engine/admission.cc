@@ -1,7 +1,8 @@
 // Admitting a request from the queue (engine_impl.h): its slot, and for a plain prompt the
 // longest cached prefix (RAM, disk or the remote tier, bounded in time) and what is left to
-// prefill, or a wait for the blocks of it another sequence is computing (prefix_sharing.cc).
-// Modular prompts are admitted by modular_admission.cc.
+// prefill, or a wait for the blocks of it another sequence is computing (prefix_sharing.cc);
+// a prompt with segments plans the rest in segment_admission.cc. Modular prompts are admitted by
+// modular_admission.cc.
 #include <algorithm>
 
 #include "engine/engine_slot.h"
@@ -23,13 +24,20 @@ void EngineImpl::Admit(std::shared_ptr<Request> r) {
     s->tokens = s->r->req.prompt;
     s->n_prompt = static_cast<int>(s->tokens.size());
     s->result.prompt_tokens = s->n_prompt;
+    // A prompt with segments shares no prefix in flight (engine_slot.h): it neither claims the
+    // blocks it computes nor waits for others', and its exact prefix reaches the cache when it
+    // ends. (Its keys still tell which blocks of its hit another prefill computed.)
+    const bool segments = UsesSegments(*s->r);
+    const bool shares = UsesPrefixCache(*s->r) && !segments;
     if (UsesPrefixCache(*s->r)) {
-      s->owner = next_owner_++;
+      if (shares) s->owner = next_owner_++;
       s->keys = cache_->ChainKeys(s->tokens, NamespaceKey(s->r->req.cache_namespace));
     }
     // Its prefill, or a wait for blocks another sequence is computing (prefix_sharing.cc).
-    AttachPrefix(*s, /*may_wait=*/UsesPrefixCache(*s->r) && !s->r->req.prompt_logprobs);
+    AttachPrefix(*s, /*may_wait=*/shares && !s->r->req.prompt_logprobs);
     s->next_pos = s->n_prompt;
+    // After its prefix hit, its segments are looked up and the rest planned (segment_admission.cc).
+    if (segments && !AdmitSegments(*s)) return;
   }
   s->prefill_start = Clock::now();
   if (options_.kv_ram_bytes > 0) s->reserved = Reservation(*s->r);

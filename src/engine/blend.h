@@ -11,8 +11,9 @@
 // values on the last of them; the three times `ratio` share that moved most go through three
 // layers and are ranked again (CacheBlend's gradual filtering), and the `ratio` share that moved
 // most is run through every layer in place. A recomputed token attends to everything before it in
-// the sequence, the tokens recomputed before it included. ratio 0: nothing; 1: every candidate
-// (equal to the full computation of those tokens, up to what the non-candidates hold).
+// the sequence, the tokens recomputed before it included. ratio 0: nothing (but the forced
+// tokens); 1: every candidate (equal to the full computation of those tokens, up to what the
+// non-candidates hold).
 #pragma once
 
 #include <cstdint>
@@ -26,18 +27,30 @@ namespace promptcache {
 
 struct BlendStats {
   int candidates = 0;  // tokens that could have been recomputed
-  int recomputed = 0;  // tokens recomputed in every layer
+  int recomputed = 0;  // tokens recomputed in every layer (the forced ones included)
+  int forced = 0;      // of them, recomputed whatever the share (BlendInput::forced)
   double ms = 0;       // selection and recompute
 };
 
-// `slots`: the candidates' slots in `seq` (ascending, in blocks seq owns alone); `tokens`: their
-// token ids. Positions are read from seq. `computed_slots`/`computed_tokens`: tokens computed
-// at request time among them (arguments, cache="false" text), which attended to the
-// candidates before the recompute: when anything is recomputed they are run again with it, in
-// the same in-place pass, so every token sees the recomputed tokens before it.
-Status Blend(const Model& model, KvSequence* seq, const std::vector<int>& slots,
-             const std::vector<int32_t>& tokens, const std::vector<int>& computed_slots,
-             const std::vector<int32_t>& computed_tokens, double ratio, int batch_size,
-             ThreadPool* pool, ForwardScratch* scratch, BlendStats* stats);
+// What Blend works on, by slot of the sequence.
+struct BlendInput {
+  // The candidates' slots (ascending, in blocks seq owns alone) and token ids. Positions are read
+  // from seq.
+  std::vector<int> slots;
+  std::vector<int32_t> tokens;
+  // Of those slots, the ones recomputed whatever the share (ascending): the first tokens of a
+  // reused segment (EngineOptions::segment_border_tokens), where most of its error sits (EPIC,
+  // Hu et al. 2024). The share is of all candidates, picked among the others.
+  std::vector<int> forced;
+  // Tokens computed at request time among them (arguments, cache="false" text, a segment's
+  // neighbours), which attended to the candidates before the recompute: those after the first
+  // slot the recompute rewrites are run again with it, in the same in-place pass, so every token
+  // sees the recomputed tokens before it.
+  std::vector<int> computed_slots;
+  std::vector<int32_t> computed_tokens;
+};
+
+Status Blend(const Model& model, KvSequence* seq, const BlendInput& in, double ratio,
+             int batch_size, ThreadPool* pool, ForwardScratch* scratch, BlendStats* stats);
 
 }  // namespace promptcache

@@ -23,7 +23,7 @@ std::vector<CacheBlockInfo> EngineImpl::ListCacheBlocks() const {
     for (CachedBlockInfo& b : cache_->ListBlocks()) {
       out.push_back({b.key.Hex(), b.parent.empty() ? "" : b.parent.Hex(), b.depth,
                      std::move(b.tokens), b.on_disk, b.pinned, b.prefix, b.hits, b.idle_seconds,
-                     b.in_ram});
+                     b.in_ram, b.segment});
     }
   });
   return out;
@@ -85,13 +85,33 @@ Status EngineImpl::SaveCache() {
 }
 
 CacheTierCounts EngineImpl::LookupCache(const std::vector<int32_t>& tokens,
-                                        const std::string& cache_namespace) const {
+                                        const std::string& cache_namespace,
+                                        const std::vector<PromptSegment>& segments) const {
   CacheTierCounts out;
   if (tokens.empty()) return out;
   const BlockKey ns = NamespaceKey(cache_namespace);
   const std::vector<BlockKey> keys = cache_->ChainKeys(tokens, ns);
   TierCounts local;
-  RunOnEngineThread([&] { local = cache_->Probe(keys); });
+  // Segments a request would look up (Submit's rules; bad ranges are skipped): whether each is
+  // in RAM or on disk; those that are not are asked of the remote tier below.
+  std::vector<PromptSegment> valid;
+  for (const PromptSegment& g : segments) {
+    if (!options_.segment_cache) break;
+    if (g.begin >= (valid.empty() ? 0 : valid.back().end) && g.begin < g.end &&
+        g.end <= static_cast<int>(tokens.size())) {
+      valid.push_back(g);
+    }
+  }
+  std::vector<bool> present(valid.size());
+  const auto segment_tokens = [&](const PromptSegment& g) {
+    return std::span<const int32_t>(tokens).subspan(g.begin, g.size());
+  };
+  RunOnEngineThread([&] {
+    local = cache_->Probe(keys);
+    for (size_t i = 0; i < valid.size(); ++i) {
+      present[i] = segments_->Present(segment_tokens(valid[i]), ns);
+    }
+  });
   out.ram = local.ram;
   out.disk = local.disk;
   const int bs = blocks_.layout().block_size;
@@ -105,6 +125,24 @@ CacheTierCounts EngineImpl::LookupCache(const std::vector<int32_t>& tokens,
   const int usable = std::max(local.local, out.remote) / bs;
   const int limit = (static_cast<int>(tokens.size()) - 1) / bs;
   out.reusable = std::min(usable, limit) * bs;
+  // The segments beyond that prefix, found whole in some tier.
+  std::vector<PromptSegment> looked = LookedUp(valid, out.reusable);
+  for (const PromptSegment& g : looked) {
+    const size_t i = std::find_if(valid.begin(), valid.end(),
+                                  [&](const PromptSegment& v) { return v.begin == g.begin; }) -
+                     valid.begin();
+    bool found = present[i];
+    if (!found && cache_->remote() != nullptr) {
+      std::vector<std::string> names;
+      for (const BlockKey& k : segments_->Keys(segment_tokens(g), ns)) {
+        names.push_back(cache_->RemoteKeyOf({}, k));
+      }
+      found = cache_->remote()->CountLeading(names) == static_cast<int>(names.size());
+    }
+    // A request recomputes the prompt's last token.
+    if (found) out.segments += std::min(g.end, static_cast<int>(tokens.size()) - 1) - g.begin;
+  }
+  out.reusable += out.segments;
   return out;
 }
 

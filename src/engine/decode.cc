@@ -164,6 +164,7 @@ void EngineImpl::HandleLogits(Slot& s, const float* logits) {
     s.result.prompt_ms = MsBetween(s.admitted, s.first_token);
     s.result.prefill_ms = MsBetween(s.prefill_start, s.first_token);
     s.result.ttft_ms = MsBetween(s.r->submitted, s.first_token);
+    if (!s.segment_misses.empty()) StoreSegments(s);  // the prompt's K/V are complete
   }
   const int n_vocab = model_->config().n_vocab;
   if (req.on_logits) req.on_logits(std::span<const float>(logits, n_vocab));
@@ -238,7 +239,8 @@ void EngineImpl::Finish(Slot& s, const std::string& reason, Status status) {
   // Whatever this sequence computed stays reusable, also when the client went away.
   if (UsesPrefixCache(*s.r) && status.ok()) {
     const BlockKey ns = NamespaceKey(s.r->req.cache_namespace);
-    cache_->InsertPrefix(std::span<const int32_t>(s.tokens).first(s.seq.size()), s.seq, ns);
+    const int exact = std::min(s.seq.size(), s.r->exact_prefix);
+    cache_->InsertPrefix(std::span<const int32_t>(s.tokens).first(exact), s.seq, ns);
     const int pin =
         s.r->req.pin_tokens < 0 ? s.n_prompt : std::min(s.r->req.pin_tokens, s.n_prompt);
     const std::string& tenant = s.r->req.tenant;

@@ -61,6 +61,12 @@ Status CheckOptions(const EngineOptions& options) {
   if (!(options.module_recompute >= 0 && options.module_recompute <= 1)) {
     return InvalidArgument("module_recompute must be a share from 0 to 1");
   }
+  if (!(options.segment_recompute >= 0 && options.segment_recompute <= 1)) {
+    return InvalidArgument("segment_recompute must be a share from 0 to 1");
+  }
+  if (options.segment_min_tokens < 1 || options.segment_border_tokens < 0) {
+    return InvalidArgument("segment_min_tokens must be >= 1 and segment_border_tokens >= 0");
+  }
   return CheckPinQuotas(options);
 }
 
@@ -142,6 +148,8 @@ EngineImpl::EngineImpl(const EngineOptions& options, std::unique_ptr<Model> mode
                                         std::move(remote));
   store_ = std::make_unique<ModuleStore>(*model_, cache_.get(), &pool_, &scratch_,
                                          options.batch_size, options.module_shared_moves);
+  segments_ =
+      std::make_unique<SegmentStore>(*model_, cache_.get(), &pool_, options.segment_encoding);
   if (options.prefault_kv) {
     const size_t per_block = std::max<size_t>(1, blocks_.layout().bytes_per_token()) *
                              size_t(blocks_.layout().block_size);
@@ -179,6 +187,19 @@ Status EngineImpl::ValidateRequest(const CompletionRequest& request) const {
   if (request.logprobs > kMaxTopLogprobs) {
     return InvalidArgument("logprobs must be at most " + std::to_string(kMaxTopLogprobs));
   }
+  if (request.segment_recompute &&
+      !(*request.segment_recompute >= 0 && *request.segment_recompute <= 1)) {
+    return InvalidArgument("segment_recompute must be a share from 0 to 1");
+  }
+  int end = 0;
+  for (const PromptSegment& g : request.segments) {
+    if (g.begin < end || g.end <= g.begin || g.end > static_cast<int>(request.prompt.size())) {
+      return InvalidArgument(
+          "segment [" + std::to_string(g.begin) + ", " + std::to_string(g.end) +
+          ") is not a non-empty range of the prompt after the segment before it");
+    }
+    end = g.end;
+  }
   if (request.recompute_each_step && request.prompt_logprobs) {
     return InvalidArgument("recompute_each_step does not report prompt log-probabilities");
   }
@@ -206,6 +227,9 @@ Result<std::shared_ptr<RequestHandle>> EngineImpl::EnqueueModular(CompletionRequ
                                                                   Planned planned) {
   if (request.prompt_logprobs) {
     return InvalidArgument("prompt log-probabilities are for plain prompts, not modular ones");
+  }
+  if (!request.segments.empty()) {
+    return InvalidArgument("segments are for plain prompts, not modular ones");
   }
   if (request.recompute_each_step) {
     return InvalidArgument("recompute_each_step is for plain prompts, not modular ones");
@@ -297,6 +321,10 @@ void EngineImpl::UpdateStatsSnapshot() {
   std::lock_guard<std::mutex> lock(mu_);
   stats_.cache_hits = c.hits;
   stats_.cache_lookups = c.lookups;
+  stats_.segment_lookups = segment_counters_.lookups;
+  stats_.segment_hits = segment_counters_.hits;
+  stats_.segment_tokens_reused = segment_counters_.tokens_reused;
+  stats_.segment_stores = segment_counters_.stores;
   stats_.evictions = c.evictions + c.expirations;
   stats_.disk_writes = c.disk_writes;
   stats_.disk_loads = c.disk_loads;

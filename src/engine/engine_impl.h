@@ -22,7 +22,8 @@
 // The implementation by responsibility: engine.cc (Create, Submit and the queue, stats),
 // scheduler.cc (the engine thread's loop, each batched step, K/V reservations), admission.cc
 // (a plain prompt's admission and prefix lookup), modular_admission.cc (modular prompts'
-// gathering and selective recompute), decode.cc (per-token handling, choices, log-probabilities),
+// gathering and selective recompute), segment_admission.cc (a plain prompt's segments: looked
+// up, laid in, repaired, stored), decode.cc (per-token handling, choices, log-probabilities),
 // cache_admin.cc (list, pin, drop, save, lookup, warm), engine_schemas.cc (schema loading),
 // savings.cc (MeasureGeneration), embedding.cc (embedding requests: prefill-only sequences
 // whose final hidden states are pooled) and prefix_sharing.cc (a plain prompt's prefix shared
@@ -49,6 +50,7 @@
 #include "engine/modular.h"
 #include "engine/module_store.h"
 #include "engine/pml_encoder.h"
+#include "engine/segment_store.h"
 
 namespace promptcache {
 
@@ -76,7 +78,8 @@ class EngineImpl : public Engine {
   Result<int> WarmPrefix(const std::vector<int32_t>& tokens,
                          const std::string& cache_namespace) override;
   CacheTierCounts LookupCache(const std::vector<int32_t>& tokens,
-                              const std::string& cache_namespace) const override;
+                              const std::string& cache_namespace,
+                              const std::vector<PromptSegment>& segments) const override;
   Result<CacheTierCounts> LookupPrompt(const PmlPrompt& prompt) const override;
   Result<std::vector<GenerationTiming>> MeasureGeneration(int max_tokens) override;
 
@@ -106,6 +109,7 @@ class EngineImpl : public Engine {
   ThreadPool* pool() { return &pool_; }
   ForwardScratch* scratch() { return &scratch_; }
   ModuleStore* modules() { return store_.get(); }
+  SegmentStore* segments() { return segments_.get(); }
 
  private:
   struct Request;
@@ -166,6 +170,18 @@ class EngineImpl : public Engine {
   // now, then Blend recomputes a share of the inexact pieces' tokens.
   Status GatherBlended(Slot& s, const SchemaLayout& layout, GatherStats* gs, BlendStats* bs,
                        bool* last_reused, bool* dropped, std::vector<bool>* reused);
+  // Segments (segment_admission.cc). Whether the request's segments are served: the segment
+  // cache is on, and the request is a token prompt with segments, no prompt log-probabilities and
+  // not the recompute_each_step baseline.
+  bool UsesSegments(const Request& r) const;
+  // The segments of s's prompt that a lookup would consider: beyond the first `from` tokens and
+  // at least segment_min_tokens long.
+  std::vector<PromptSegment> LookedUp(const std::vector<PromptSegment>& segments, int from) const;
+  // After s's prefix hit: looks its segments up and plans the rest of its prefill (hits laid in,
+  // repaired at once when anything is to be recomputed); false: the request failed (finished).
+  bool AdmitSegments(Slot& s);
+  // Stores the segments s missed, now that its prompt's K/V are complete.
+  void StoreSegments(Slot& s);
   bool Step();  // one forward pass over all active slots; false if there was nothing to do
   // A recompute_each_step request's decode step: its whole sequence computed again, alone.
   void RecomputeStep(Slot& s);
@@ -213,6 +229,11 @@ class EngineImpl : public Engine {
   uint64_t next_owner_ = 1;  // engine thread: the next producer id for claims_
   ForwardScratch scratch_;
   std::unique_ptr<ModuleStore> store_;
+  std::unique_ptr<SegmentStore> segments_;
+  // Engine thread: EngineStats' segment counters, copied by UpdateStatsSnapshot.
+  struct SegmentCounters {
+    uint64_t lookups = 0, hits = 0, tokens_reused = 0, stores = 0;
+  } segment_counters_;
   ModelPmlEncoder encoder_;
   std::unique_ptr<LogprobMemo> memo_;  // engine thread
   // The vocabulary's token bytes as a trie, for grammars; built at the first constrained

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <limits>
 #include <mutex>
 
 #include "engine/engine_impl.h"
@@ -84,6 +85,9 @@ struct EngineImpl::Request : RequestHandle {
   int open = 1;
   bool forked = false;
   double grammar_ms = 0;  // every choice's grammar work
+  // The leading prompt tokens whose K/V are the full computation's: only those enter the prefix
+  // cache (a reused segment, and all after it, are an approximation).
+  int exact_prefix = std::numeric_limits<int>::max();
 
   CompletionResult Wait() override {
     std::unique_lock<std::mutex> lock(mu);
@@ -125,13 +129,23 @@ struct EngineImpl::Slot {
   std::vector<TokenLogprob> unsent;               // of them, not yet passed to on_piece
   std::vector<uint64_t> prefix_hashes;            // of the prompt, for its log-probabilities
   std::unique_ptr<GrammarConstraint> constraint;  // the request's grammar, at this choice's text
+  // Segments: those missed, stored once the prompt's K/V are complete (StoreSegments), each with
+  // whether a partial copy of it must be replaced; and whether the slot reuses or stores
+  // segments (its sliding parts are then released only after its prefill, as a modular one's).
+  struct SegmentMiss {
+    PromptSegment range;
+    bool replace = false;
+  };
+  std::vector<SegmentMiss> segment_misses;
+  bool segmented = false;
   // In-flight sharing of a plain prompt's prefix (prefix_sharing.cc, kv/in_flight.h), with the
   // prefix cache on: the sequence's id as a producer of blocks (0: it claims nothing), the chain
   // keys of the prompt's full blocks, and while it waits for another sequence to compute blocks
   // it matched, the index in `keys` of the last of them (-1: not waiting), the steps it waited
   // and the most it will. base_hit: the tokens of its first lookup that no running producer
   // computed (what it reuses beyond them was shared in flight); published: leading blocks it
-  // has put in the cache.
+  // has put in the cache. A prompt with segments (UsesSegments) neither claims nor waits: its
+  // K/V past its first reused segment are an approximation nobody should take in flight.
   uint64_t owner = 0;
   std::vector<BlockKey> keys;
   int awaits = -1;

@@ -93,6 +93,20 @@ double KlDivergence(std::span<const float> p_logits, std::span<const float> q_lo
   return std::max(0.0, kl);
 }
 
+float TopTwoMargin(std::span<const float> logits) {
+  if (logits.size() < 2) return 0;
+  float best = -INFINITY, second = -INFINITY;
+  for (const float v : logits) {
+    if (v > best) {
+      second = best;
+      best = v;
+    } else if (v > second) {
+      second = v;
+    }
+  }
+  return best - second;
+}
+
 int32_t ArgMax(std::span<const float> logits) {
   return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
@@ -114,14 +128,19 @@ Result<FidelityReport> CompareWithFullRecompute(
   const int with_logits = static_cast<int>(std::min<size_t>(rep.steps, modular_logits.size()));
   for (int i = 0; i < rep.steps; ++i) {
     const int32_t top = ArgMax(tf.logits[i]);
+    const bool clear = TopTwoMargin(tf.logits[i]) >= kNearTieMargin;
+    rep.margin_steps += clear;
     if (top == modular_tokens[i]) {
       ++rep.agreements;
+      rep.margin_agreements += clear;
     } else {
       rep.disagreement_margins.push_back(tf.logits[i][top] - tf.logits[i][modular_tokens[i]]);
     }
     if (i < with_logits) rep.mean_kl += KlDivergence(tf.logits[i], modular_logits[i]);
   }
   rep.top1_agreement = rep.steps > 0 ? double(rep.agreements) / rep.steps : 0;
+  if (rep.margin_steps > 0)
+    rep.margin_top1_agreement = double(rep.margin_agreements) / rep.margin_steps;
   rep.mean_kl = with_logits > 0 ? rep.mean_kl / with_logits : 0;
   rep.first_token_kl = KlDivergence(tf.logits[0], modular_logits[0]);
   FullRunOptions greedy;

@@ -8,7 +8,12 @@
 //   - gapped: the same tokens at the schema's positions, generation continuing where the engine
 //     does. Only the missing cross-module attention differs: the approximation the Prompt Cache
 //     paper measures.
+// The same comparison measures segment reuse (CompletionRequest::segments) against the full
+// recompute of the same tokens, which is the contiguous baseline.
 // `promptcache eval-modules` reports, against each:
+//   - margin-aware top-1 agreement (the headline): top-1 agreement over the steps where the full
+//     recompute's two best tokens are at least kNearTieMargin apart, where a flip is an error and
+//     not a near tie that any rounding may turn;
 //   - top-1 agreement: teacher-forced on the modular run's greedy continuation, the fraction of
 //     steps where the full recompute's most likely next token is the one the modular run chose;
 //   - KL(full || modular) of the first generated token's distributions;
@@ -66,13 +71,21 @@ double KlDivergence(std::span<const float> p_logits, std::span<const float> q_lo
 // Index of the largest logit (lowest index on ties).
 int32_t ArgMax(std::span<const float> logits);
 
-// A disagreement whose margin is below this (in logits) is counted as a near tie.
+// A disagreement whose margin is below this (in logits) is counted as a near tie, and a step
+// whose two best logits are closer than this is left out of margin-aware agreement.
 inline constexpr float kNearTieMargin = 0.1f;
+
+// The largest logit minus the second largest (0 with fewer than two).
+float TopTwoMargin(std::span<const float> logits);
 
 struct FidelityReport {
   int steps = 0;       // teacher-forced steps compared
   int agreements = 0;  // steps whose full-recompute top-1 equals the modular token
   double top1_agreement = 0;
+  // The same over the steps whose full-recompute top-2 margin is at least kNearTieMargin (1 when
+  // there are none).
+  int margin_steps = 0, margin_agreements = 0;
+  double margin_top1_agreement = 1;
   double first_token_kl = 0;
   double mean_kl = 0;  // KL(full || modular) averaged over the teacher-forced steps
   // Per step where the top-1 differs: the full recompute's logit of its own top-1 minus its

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 
 namespace promptcache {
@@ -38,6 +39,17 @@ class Fidelity : public testing::Test {
     return r->logits;
   }
 
+  // Steps of `logits` whose two best logits are at least kNearTieMargin apart (by a sort, not by
+  // TopTwoMargin).
+  static std::vector<bool> Clear(const std::vector<std::vector<float>>& logits) {
+    std::vector<bool> out;
+    for (std::vector<float> l : logits) {
+      std::partial_sort(l.begin(), l.begin() + 2, l.end(), std::greater<float>());
+      out.push_back(l[0] - l[1] >= kNearTieMargin);
+    }
+    return out;
+  }
+
   std::unique_ptr<Model> model_;
   ExpandedPrompt prompt_;
   RunnerOptions runner_;
@@ -57,6 +69,10 @@ TEST_F(Fidelity, TheFullRunItselfAgreesEverywhere) {
   ASSERT_TRUE(rep.ok());
   EXPECT_EQ(rep->steps, 12);
   EXPECT_EQ(rep->agreements, 12);
+  const std::vector<bool> clear = Clear(greedy->logits);
+  EXPECT_EQ(rep->margin_steps, std::count(clear.begin(), clear.end(), true));
+  EXPECT_EQ(rep->margin_agreements, rep->margin_steps);
+  EXPECT_EQ(rep->margin_top1_agreement, 1);
   EXPECT_TRUE(rep->disagreement_margins.empty());
   EXPECT_EQ(rep->mean_kl, 0);
   EXPECT_TRUE(rep->greedy_equal);
@@ -92,6 +108,12 @@ TEST_F(Fidelity, ASecondChoiceIsOneDisagreementByItsMargin) {
   auto rep = CompareWithFullRecompute(*model_, prompt_, tokens, logits, runner_);
   ASSERT_TRUE(rep.ok());
   EXPECT_EQ(rep->agreements, 11);
+  // Margin-aware: step 5 counts only when the full recompute's top two were clearly apart.
+  const std::vector<bool> clear = Clear(logits);
+  const int clear_steps = static_cast<int>(std::count(clear.begin(), clear.end(), true));
+  EXPECT_EQ(rep->margin_steps, clear_steps);
+  EXPECT_EQ(rep->margin_agreements, clear_steps - (clear[5] ? 1 : 0));
+  EXPECT_DOUBLE_EQ(rep->margin_top1_agreement, double(rep->margin_agreements) / clear_steps);
   ASSERT_EQ(rep->disagreement_margins.size(), 1u);
   EXPECT_EQ(rep->disagreement_margins[0], at5[order[0]] - at5[order[1]]);
   EXPECT_GT(rep->disagreement_margins[0], 0);

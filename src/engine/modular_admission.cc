@@ -93,10 +93,11 @@ Status EngineImpl::GatherBlended(Slot& s, const SchemaLayout& layout, GatherStat
                                  BlendStats* bs, bool* last_reused, bool* dropped,
                                  std::vector<bool>* reused) {
   const ModularPrefill& pf = s.r->modular->prefill;
-  std::vector<int> slots;  // the candidates, in blocks s.seq owns
-  std::vector<int32_t> tokens;
-  std::vector<int> computed_slots;  // tokens computed here, before the last stage
-  std::vector<int32_t> computed_tokens;
+  BlendInput in;
+  std::vector<int>& slots = in.slots;  // the candidates, in blocks s.seq owns
+  std::vector<int32_t>& tokens = in.tokens;
+  std::vector<int>& computed_slots = in.computed_slots;  // computed here, before the last stage
+  std::vector<int32_t>& computed_tokens = in.computed_tokens;
   for (size_t k = 0; k < pf.stages.size(); ++k) {
     const PrefillStage& stage = pf.stages[k];
     for (const PrefillGather& g : stage.gather) {
@@ -132,8 +133,8 @@ Status EngineImpl::GatherBlended(Slot& s, const SchemaLayout& layout, GatherStat
       s.fill_pos = stage.positions;
     }
   }
-  return Blend(*model_, &s.seq, slots, tokens, computed_slots, computed_tokens,
-               s.r->modular->recompute, options_.batch_size, &pool_, &scratch_, bs);
+  return Blend(*model_, &s.seq, in, s.r->modular->recompute, options_.batch_size, &pool_, &scratch_,
+               bs);
 }
 
 }  // namespace promptcache

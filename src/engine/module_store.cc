@@ -20,6 +20,9 @@ struct Item {
   bool cached;
   PmlTextRef ref;                      // cached pieces
   const std::vector<int32_t>* tokens;  // computed runs
+  // Nothing to compute, but the context differs from what the pieces after it were encoded
+  // with: an empty argument in a slot whose scaffold default stood there while encoding.
+  bool changes_context = false;
 };
 
 }  // namespace
@@ -34,7 +37,11 @@ ModularPrefill BuildPrefill(const SchemaLayout& schema, const PmlPlan& plan,
     items.push_back({p.start, false, r, &p.tokens});
   }
   for (const PmlArgument& a : plan.arguments) {
-    if (!a.tokens.tokens.empty()) items.push_back({a.tokens.start, false, {}, &a.tokens.tokens});
+    if (!a.tokens.tokens.empty()) {
+      items.push_back({a.tokens.start, false, {}, &a.tokens.tokens});
+    } else if (!schema.modules[a.module].parameters[a.parameter].scaffold_tokens.empty()) {
+      items.push_back({a.tokens.start, false, {}, &a.tokens.tokens, /*changes_context=*/true});
+    }
   }
   if (!plan.new_text.tokens.empty()) {
     items.push_back({plan.new_text.start, false, {}, &plan.new_text.tokens});
@@ -47,6 +54,10 @@ ModularPrefill BuildPrefill(const SchemaLayout& schema, const PmlPlan& plan,
   ModularPrefill out;
   out.end = plan.end;
   for (const Item& it : items) {
+    if (it.changes_context) {  // the pieces after it are candidates for recompute
+      computed_before = true;
+      continue;
+    }
     const std::vector<int32_t>& toks = it.cached ? schema.Piece(it.ref).tokens : *it.tokens;
     const int start = contiguous ? static_cast<int>(out.tokens.size()) : it.start;
     for (size_t i = 0; i < toks.size(); ++i) {

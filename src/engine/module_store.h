@@ -50,7 +50,8 @@ struct PrefillGather {
   PmlTextRef ref;
   int at = 0;  // where it starts in the prompt
   // Encoded with exactly what precedes it in the prompt (its Dependencies are every piece
-  // gathered before it, and nothing computed comes first): its K/V are the full computation's.
+  // gathered before it, nothing computed comes first, and no slot before it lost the scaffold
+  // default it held while encoding): its K/V are the full computation's.
   // The others are candidates for recompute (engine/blend.h).
   bool exact = false;
   // Set when its span includes pieces this prompt leaves out (scaffold peers): it is served

@@ -25,6 +25,10 @@
 // 2 + 2 * ceil(awaited tokens / batch_size) steps it stops waiting and computes what is missing
 // itself.
 //
+// Prompts with segments (segment_admission.cc) neither wait nor claim: past their first reused
+// segment their K/V are an approximation, and only their exact prefix reaches the cache, when
+// they end (decode.cc) or trim sliding windows (scheduler.cc).
+//
 // Prompts with prompt_logprobs do not wait (the values of a prefix they did not compute come from
 // the log-probability memo, which a producer without them does not fill); they still claim
 // what they compute when their hit is whole blocks.
@@ -87,6 +91,8 @@ bool EngineImpl::AttachPrefix(Slot& s, bool may_wait) {
                                        : TokenSource::kRam,
            std::min(bs, cached - static_cast<int>(i) * bs));
   }
+  // A prompt with segments: AdmitSegments plans the rest (it never waits, so is never woken).
+  if (UsesSegments(*s.r)) return true;
   AddRun(&res.sources, TokenSource::kComputed, res.computed_tokens);
   s.fill_tokens.clear();
   s.fill_pos.clear();

@@ -13,9 +13,11 @@
 namespace promptcache {
 
 bool EngineImpl::Trims(const Request& r) const {
-  // A modular prompt's prefill recomputes slots in place and gathers pieces between its stages;
-  // it trims only once that is done, so its reservation covers the whole prefill.
-  return options_.trim_sliding_kv && blocks_.layout().has_sliding() && !r.modular;
+  // A modular prompt's prefill recomputes slots in place and gathers pieces between its stages,
+  // and one with segments may do the same, or store segments from its K/V once it is complete;
+  // they trim only once that is done, so their reservation covers the whole prefill.
+  return options_.trim_sliding_kv && blocks_.layout().has_sliding() && !r.modular &&
+         !UsesSegments(r);
 }
 
 size_t EngineImpl::Reservation(const Request& r) const {
@@ -269,7 +271,7 @@ void EngineImpl::TrimSliding(Slot& s) {
     return;
   if (s.r->embedding) return;  // its inputs' sequences live for a step or two
   const int total = static_cast<int>(s.fill_tokens.size());
-  if (s.r->modular && (s.filled < total || !s.gathers.empty())) return;
+  if ((s.r->modular || s.segmented) && (s.filled < total || !s.gathers.empty())) return;
   // The sequence only moves forward: its next query is the next prefill token's, or the token
   // to decode next.
   const int32_t next = s.filled < total ? s.fill_pos[s.filled] : s.next_pos;
@@ -279,8 +281,9 @@ void EngineImpl::TrimSliding(Slot& s) {
   // reference): a later prompt sharing this prefix finds its last window complete, however far
   // this request runs past it.
   if (UsesPrefixCache(*s.r)) {
-    cache_->InsertPrefix(std::span<const int32_t>(s.tokens).first(dead), s.seq,
-                         NamespaceKey(s.r->req.cache_namespace));
+    cache_->InsertPrefix(
+        std::span<const int32_t>(s.tokens).first(std::min(dead, s.r->exact_prefix)), s.seq,
+        NamespaceKey(s.r->req.cache_namespace));
   }
   s.seq.ReleaseSliding(dead);
   s.released = dead;

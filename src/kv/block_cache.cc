@@ -544,10 +544,11 @@ Result<int> BlockCache::Unpin(const std::string& key_hex) {
   return n;
 }
 
-bool BlockCache::AppendCached(const BlockKey& key, KvSequence* seq) {
+bool BlockCache::AppendCached(const BlockKey& key, KvSequence* seq, bool segment) {
   Entry* e = Find(key);
   if (e == nullptr && LoadFromDisk(key, /*prefix=*/false)) e = Find(key);
   if (e == nullptr && LoadFromRemote(key)) e = Find(key);
+  if (e != nullptr && segment) e->segment = true;
   // A module is read at any position: without its sliding part it is a miss (re-encoded).
   if (e == nullptr || !MakeComplete(key, *e)) return false;
   seq->AppendBlock(e->block, e->begin, e->count);
@@ -556,7 +557,7 @@ bool BlockCache::AppendCached(const BlockKey& key, KvSequence* seq) {
 }
 
 void BlockCache::Insert(const BlockKey& key, const BlockKey& parent, const KvSequence& seq,
-                        int slot_begin, std::span<const int32_t> tokens) {
+                        int slot_begin, std::span<const int32_t> tokens, bool segment) {
   const KvSpan first = seq.Locate(slot_begin);
   PC_CHECK(first.begin + static_cast<int>(tokens.size()) <= pool_->layout().block_size);
   if (Entry* e = Find(key)) {
@@ -572,6 +573,7 @@ void BlockCache::Insert(const BlockKey& key, const BlockKey& parent, const KvSeq
   const Entry* p = parent.empty() ? nullptr : Find(parent);
   e.depth = p ? p->depth + p->count : 0;
   e.sliding = first.sliding;
+  e.segment = segment;
   pool_->Ref(e.block, e.sliding);
   AddEntry(key, std::move(e));
   WriteRemote(key, entries_.at(key));
@@ -735,6 +737,7 @@ std::vector<CachedBlockInfo> BlockCache::ListBlocks(size_t max_disk_only) const 
     b.on_disk = disk_ && disk_->Contains(key);
     b.pinned = Pinned(e);
     b.prefix = e.prefix;
+    b.segment = e.segment;
     b.hits = e.hits;
     b.idle_seconds = std::chrono::duration<double>(now - e.last_used).count();
     out.push_back(std::move(b));

@@ -5,7 +5,8 @@
 // this block's token ids, and a namespace: the model fingerprint), as vLLM does, so a lookup
 // walks a new prompt block by block and stops at the first miss. The modular prompt cache stores
 // module blocks here too under its own keys (chained the same way from a module's content key),
-// so both share one RAM budget and one disk tier.
+// and so does the segment cache (engine/segment_store.h), so all share one RAM budget and one
+// disk tier.
 //
 // The cache holds one reference on each cached block. A block some sequence still uses has a
 // higher count and is never evicted; unreferenced blocks go least-recently-used first, and only
@@ -118,9 +119,10 @@ struct CachedBlockInfo {
   int depth = 0;         // tokens before this block in its chain
   std::vector<int32_t> tokens;
   bool in_ram = true, on_disk = false, pinned = false;
-  // A prefix chain's block (false: a schema module's). Blocks on disk only don't record which:
-  // listed as prefixes.
+  // A prefix chain's block (false: a schema module's or a segment's). Blocks on disk only don't
+  // record which: listed as prefixes.
   bool prefix = false;
+  bool segment = false;  // a segment's block (engine/segment_store.h)
   uint64_t hits = 0;  // prefix lookups that reused it (since it was last loaded into RAM)
   double idle_seconds = 0;
 };
@@ -202,12 +204,14 @@ class BlockCache {
   // The clock every idle time, TTL and timed pin is read from (tests move it by hand).
   void SetClockForTesting(std::function<Clock::time_point()> now) { now_ = std::move(now); }
 
-  // Generic keyed entries (module blocks): a block's slots [begin, begin+count) under `key`.
+  // Generic keyed entries (module and segment blocks): a block's slots [begin, begin+count)
+  // under `key`. `segment` marks a segment's entries (CachedBlockInfo::segment), also when
+  // loaded from a lower tier.
   bool Contains(const BlockKey& key) const;
   // Adds a reference to the cached span under `key` to seq; loads from disk if needed.
-  bool AppendCached(const BlockKey& key, KvSequence* seq);
+  bool AppendCached(const BlockKey& key, KvSequence* seq, bool segment = false);
   void Insert(const BlockKey& key, const BlockKey& parent, const KvSequence& seq, int slot_begin,
-              std::span<const int32_t> tokens);
+              std::span<const int32_t> tokens, bool segment = false);
 
   // Evicts unreferenced leaves, and sliding parts of prefix entries only the cache holds, least
   // recently used first (writing them to the disk tier first) until the RAM budget holds, and
@@ -247,6 +251,7 @@ class BlockCache {
     bool on_disk = false;
     bool sliding = true;     // holds the block's sliding part (a full reference)
     bool prefix = false;     // a prefix chain's block: its sliding part may go on its own
+    bool segment = false;    // a segment's block
     uint64_t hits = 0;       // prefix lookups that reused it
     BlockKey ns;             // the namespace its chain starts from
     bool on_remote = false;  // written (queued) to the remote tier, or read from it

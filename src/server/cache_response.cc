@@ -23,6 +23,8 @@ const char* TokenSourceName(TokenSource source) {
       return "module";
     case TokenSource::kComputed:
       return "computed";
+    case TokenSource::kSegment:
+      return "segment";
   }
   return "computed";
 }

@@ -1,0 +1,191 @@
+// Admitting a token prompt with segments (engine_impl.h; docs/modules.md "Segments"): after its
+// prefix hit, each segment beyond it is looked up in the segment cache (engine/segment_store.h).
+// Hits are laid in at their positions with their keys rotated: by reference with a shift
+// (module_shared_moves) or copied. With nothing to recompute they join the prefill as a modular
+// prompt's cached pieces do, between its computed tokens; else everything up to the last hit is
+// gathered and computed now and Blend repairs the hits: the first segment_border_tokens tokens
+// of each, and the share segment_recompute of their tokens. Misses are computed in place and
+// stored once the prompt's K/V are complete, at its first token (StoreSegments).
+#include <algorithm>
+
+#include "core/log.h"
+#include "engine/engine_slot.h"
+#include "model/kv_shift.h"
+
+namespace promptcache {
+namespace {
+
+// A segment found cached: its range in the prompt, its blocks (by reference) and where they were
+// encoded.
+struct Hit {
+  PromptSegment range;
+  KvSequence held;
+  int32_t start;
+  bool exact;  // encoded with exactly the prompt's text before it, at its position
+};
+
+}  // namespace
+
+bool EngineImpl::UsesSegments(const Request& r) const {
+  // The recompute_each_step baseline computes everything, and an embedding request has no prompt.
+  return options_.segment_cache && !r.modular && !r.embedding && !r.req.segments.empty() &&
+         !r.req.prompt_logprobs && !r.req.recompute_each_step;
+}
+
+std::vector<PromptSegment> EngineImpl::LookedUp(const std::vector<PromptSegment>& segments,
+                                                int from) const {
+  std::vector<PromptSegment> out;
+  for (const PromptSegment& g : segments) {
+    if (g.begin >= from && g.size() >= std::max(1, options_.segment_min_tokens)) out.push_back(g);
+  }
+  return out;
+}
+
+bool EngineImpl::AdmitSegments(Slot& s) {
+  const CompletionRequest& req = s.r->req;
+  const BlockKey ns = NamespaceKey(req.cache_namespace);
+  CompletionResult& res = s.result;
+  const int n = s.n_prompt;
+  const int prefix = s.seq.size();
+  const std::span<const int32_t> prompt(s.tokens);
+  std::vector<Hit> hits;
+  for (const PromptSegment& g : LookedUp(req.segments, prefix)) {
+    ++res.segment_lookups;
+    Hit h{g, KvSequence(&blocks_), 0, false};
+    const auto tokens = prompt.subspan(g.begin, g.size());
+    const SegmentStore::Lookup l = segments_->Find(tokens, ns, &h.held);
+    if (!l.found) {
+      s.segment_misses.push_back({g, l.partial});
+      continue;
+    }
+    h.start = l.start;
+    // kAlone: exact where the prompt before it is the preamble it was encoded after.
+    const std::vector<int32_t>& pre = segments_->preamble();
+    h.exact = segments_->encoding() == SegmentEncoding::kAlone && h.start == g.begin &&
+              g.begin == static_cast<int>(pre.size()) &&
+              std::equal(pre.begin(), pre.end(), prompt.begin());
+    hits.push_back(std::move(h));
+  }
+  segment_counters_.lookups += res.segment_lookups;
+  segment_counters_.hits += hits.size();
+  res.segment_hits = static_cast<int>(hits.size());
+  s.segmented = !hits.empty() || !s.segment_misses.empty();
+  const double ratio = req.segment_recompute.value_or(options_.segment_recompute);
+  const int border = std::max(0, options_.segment_border_tokens);
+  const bool repair =
+      std::any_of(hits.begin(), hits.end(), [](const Hit& h) { return !h.exact; }) &&
+      (ratio > 0 || border > 0);
+  if (!hits.empty()) s.r->exact_prefix = hits.front().range.begin;
+  BlendInput in;
+  int next = prefix;  // the first prompt token not yet placed
+  bool now = repair;  // computing before the recompute: at once
+  // The prompt's tokens [next, end) to compute: now, or in the prefill.
+  auto compute = [&](int end) -> Status {
+    if (end <= next) return Status::Ok();
+    std::vector<int32_t> positions(end - next);
+    for (int i = next; i < end; ++i) positions[i - next] = i;
+    if (now) {
+      for (int i = next; i < end; ++i) {
+        in.computed_slots.push_back(i);
+        in.computed_tokens.push_back(prompt[i]);
+      }
+      PC_RETURN_IF_ERROR(
+          store_->Compute(prompt.subspan(next, end - next), positions, &s.seq, nullptr));
+    } else {
+      s.fill_tokens.insert(s.fill_tokens.end(), prompt.begin() + next, prompt.begin() + end);
+      s.fill_pos.insert(s.fill_pos.end(), positions.begin(), positions.end());
+    }
+    next = end;
+    return Status::Ok();
+  };
+  int reused = 0;  // hit tokens laid in (the last prompt token excepted)
+  Status st;
+  for (Hit& h : hits) {
+    if (st = compute(h.range.begin); !st.ok()) break;
+    const int shift = h.range.begin - h.start;
+    // The prompt's last token is computed again: its logits start generation.
+    const int size = std::min(h.range.end, n - 1) - h.range.begin;
+    KvSequence moved(&blocks_);
+    KvSequence* target = repair ? &s.seq : &moved;
+    const int base = target->size();
+    if (h.exact || (options_.module_shared_moves && !repair)) {
+      target->AppendSegment(h.held, 0, size, shift);
+    } else if (st = AppendShifted(model_->config(), h.held, 0, size, shift, target, &pool_);
+               !st.ok()) {
+      break;
+    }
+    if (!repair) {
+      s.gathers.push_back({static_cast<int>(s.fill_tokens.size()), std::move(moved)});
+    } else if (!h.exact) {  // a candidate, in blocks the sequence owns
+      for (int i = 0; i < size; ++i) {
+        in.slots.push_back(base + i);
+        in.tokens.push_back(prompt[h.range.begin + i]);
+        if (i < border) in.forced.push_back(base + i);
+      }
+    }
+    reused += size;
+    next = h.range.begin + size;
+  }
+  BlendStats bs;
+  if (st.ok() && repair) {
+    st = Blend(*model_, &s.seq, in, ratio, options_.batch_size, &pool_, &scratch_, &bs);
+  }
+  now = false;  // the rest is the prefill's, after the repaired segments
+  if (st.ok()) st = compute(n);
+  if (!st.ok()) {
+    Finish(s, "error", st);
+    return false;
+  }
+  res.cached_tokens += reused - bs.recomputed;
+  res.computed_tokens = n - res.cached_tokens;
+  res.recompute_candidates = bs.candidates;
+  res.recomputed_tokens = bs.recomputed;
+  res.border_recomputed = bs.forced;
+  res.recompute_ms = bs.ms;
+  segment_counters_.tokens_reused += reused - bs.recomputed;
+  int at = prefix;
+  for (const Hit& h : hits) {
+    AddRun(&res.sources, TokenSource::kComputed, h.range.begin - at);
+    at = std::min(h.range.end, n - 1);
+    AddRun(&res.sources, TokenSource::kSegment, at - h.range.begin);
+  }
+  AddRun(&res.sources, TokenSource::kComputed, n - at);
+  if (!hits.empty()) res.gather_ms = MsBetween(s.admitted, Clock::now());
+  return true;
+}
+
+void EngineImpl::StoreSegments(Slot& s) {
+  const BlockKey ns = NamespaceKey(s.r->req.cache_namespace);
+  const std::span<const int32_t> prompt(s.tokens.data(), s.n_prompt);
+  const std::vector<int32_t>& pre = segments_->preamble();
+  const Clock::time_point t0 = Clock::now();
+  for (const Slot::SegmentMiss& m : s.segment_misses) {
+    const auto tokens = prompt.subspan(m.range.begin, m.range.size());
+    Status st;
+    if (segments_->encoding() == SegmentEncoding::kInContext) {
+      st = segments_->Store(tokens, ns, s.seq, m.range.begin, m.replace);
+    } else {
+      // Alone after the preamble: its own sequence, from position 0.
+      KvSequence alone(&blocks_);
+      std::vector<int32_t> ids = pre, positions;
+      ids.insert(ids.end(), tokens.begin(), tokens.end());
+      for (size_t i = 0; i < ids.size(); ++i) positions.push_back(static_cast<int32_t>(i));
+      st = store_->Compute(ids, positions, &alone, nullptr);
+      if (st.ok())
+        st = segments_->Store(tokens, ns, alone, static_cast<int>(pre.size()), m.replace);
+    }
+    if (!st.ok()) {
+      PC_LOG_WARN("segment cache: a segment of %d tokens was not stored: %s", m.range.size(),
+                  st.message().c_str());
+      continue;
+    }
+    ++s.result.segment_stores;
+    ++segment_counters_.stores;
+  }
+  if (segments_->encoding() == SegmentEncoding::kAlone) {
+    s.result.encode_ms += MsBetween(t0, Clock::now());
+  }
+  s.segment_misses.clear();
+}
+
+}  // namespace promptcache
