@@ -183,21 +183,23 @@ Mom asked, "Do you want to go home now?"]]></module>
   }
 }
 
+// One module with a parameter whose scaffold default fills its slot while it is encoded.
+constexpr const char* kGiftSchema = R"(<schema name="gift"> Once upon a time, there was a girl named Lily.
+  <module name="gift"><![CDATA[
+Her mom gave her a]]><parameter name="what" length="6" scaffold=" red ball"/><![CDATA[. She was very happy and played with it all day.]]></module>
+</schema>)";
+
 // A parameter's scaffold default stands in its slot while the module is encoded, as in the
 // paper: a prompt that leaves the parameter to its default holds exactly the tokens the module
 // was encoded with, and equals its full recompute bit for bit; one with an argument differs
 // from the encoding only in the slot.
 TEST(Modular, ScaffoldDefaultStandsInTheSlotWhileEncoding) {
-  const char* schema = R"(<schema name="gift"> Once upon a time, there was a girl named Lily.
-  <module name="gift"><![CDATA[
-Her mom gave her a]]><parameter name="what" length="6" scaffold=" red ball"/><![CDATA[. She was very happy and played with it all day.]]></module>
-</schema>)";
   EngineOptions eo;
   eo.kv_type = KvType::kF32;
   for (PmlPositions positions : {PmlPositions::kSchema, PmlPositions::kContiguous}) {
     eo.module_positions = positions;
     auto e = Make(eo);
-    ASSERT_TRUE(e->LoadSchemaText(schema, "gift.xml").ok());
+    ASSERT_TRUE(e->LoadSchemaText(kGiftSchema, "gift.xml").ok());
     const std::string xml = "<prompt schema=\"gift\"><gift/><![CDATA[\nOne day,]]></prompt>";
     auto x = e->ExpandPrompt(Parse(xml));
     ASSERT_TRUE(x.ok());
@@ -212,16 +214,12 @@ Her mom gave her a]]><parameter name="what" length="6" scaffold=" red ball"/><![
 // any other changed context, so recomputing every candidate equals the plain prompt bit for bit.
 // (Taken as exact before, recompute 1 left a first-token KL of 2.2e-4: the test failed.)
 TEST(Modular, EmptyArgumentMakesTheTextAfterTheSlotACandidate) {
-  const char* schema = R"(<schema name="gift"> Once upon a time, there was a girl named Lily.
-  <module name="gift"><![CDATA[
-Her mom gave her a]]><parameter name="what" length="6" scaffold=" red ball"/><![CDATA[. She was very happy and played with it all day.]]></module>
-</schema>)";
   EngineOptions eo;
   eo.kv_type = KvType::kF32;
   for (PmlPositions positions : {PmlPositions::kSchema, PmlPositions::kContiguous}) {
     eo.module_positions = positions;
     auto e = Make(eo);
-    ASSERT_TRUE(e->LoadSchemaText(schema, "gift.xml").ok());
+    ASSERT_TRUE(e->LoadSchemaText(kGiftSchema, "gift.xml").ok());
     const std::string xml =
         "<prompt schema=\"gift\" recompute=\"1\"><gift what=\"\"/><![CDATA[\nOne day,]]></prompt>";
     auto x = e->ExpandPrompt(Parse(xml));

@@ -13,25 +13,12 @@
 
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
+#include "grammar/json_schema_test_util.h"
 
 namespace promptcache {
 namespace {
 
 using i128 = __int128;
-
-std::shared_ptr<const Grammar> Compile(const std::string& schema) {
-  auto text = JsonSchemaToGbnf(schema);
-  EXPECT_TRUE(text.ok()) << schema << ": " << text.status().message();
-  if (!text.ok()) return nullptr;
-  auto g = Grammar::Parse(*text);
-  EXPECT_TRUE(g.ok()) << schema << ": " << g.status().message();
-  return g.ok() ? *g : nullptr;
-}
-
-bool Matches(const std::shared_ptr<const Grammar>& g, std::string_view s) {
-  GrammarState st(g);
-  return st.Advance(s) && st.Complete();
-}
 
 std::string Str(i128 v) {
   if (v == 0) return "0";

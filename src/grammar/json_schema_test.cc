@@ -17,26 +17,10 @@
 #include <vector>
 
 #include "grammar/grammar.h"
+#include "grammar/json_schema_test_util.h"
 
 namespace promptcache {
 namespace {
-
-std::shared_ptr<const Grammar> Compile(const std::string& schema) {
-  auto text = JsonSchemaToGbnf(schema);
-  EXPECT_TRUE(text.ok()) << schema << ": " << text.status().message();
-  if (!text.ok()) return nullptr;
-  auto g = Grammar::Parse(*text);
-  EXPECT_TRUE(g.ok()) << schema << ": " << g.status().message();
-  return g.ok() ? *g : nullptr;
-}
-
-bool Matches(const std::shared_ptr<const Grammar>& g, std::string_view s) {
-  if (!g) return false;
-  GrammarState st(g);
-  const bool ok = st.Advance(s) && st.Complete();
-  EXPECT_FALSE(st.overflowed()) << s;
-  return ok;
-}
 
 // Every `yes` text is accepted and every `no` text refused.
 void Check(const std::string& schema, const std::vector<std::string>& yes,
