@@ -4,7 +4,7 @@
 // there; recomputing every reused token equals the plain prompt bit for bit, recomputing none
 // stays within a fidelity bound; the first tokens of each reused segment are recomputed; what is
 // reused is counted; namespaces never share a segment; segments are evicted least recently used
-// first. (The disk and remote tiers are the block cache's, tested there; not here.)
+// first; a segment written to the disk tier is found again by an engine started afresh on it.
 //
 // Mutations tried (each a one-line change, each failing the tests named): the namespace left out
 // of the segment key (SegmentStore::Keys: NamespacesNeverShareASegment and the LookupCache check
@@ -14,7 +14,8 @@
 // ReusedElsewhereIsAHitCountedAsCached, both models); Blend picking one
 // candidate fewer than the share (same test); the block cache evicting the most recently used
 // block first (LeastRecentlyUsedSegmentIsEvictedUnderTheBudget); recomputed segment tokens
-// counted as cached (TheFirstTokensOfEachReusedSegmentAreRecomputed).
+// counted as cached (TheFirstTokensOfEachReusedSegmentAreRecomputed); the disk tier loading a
+// block's positions one off (ASegmentOnTheDiskTierIsFoundByAnEngineStartedAgain: the logits).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -317,5 +318,40 @@ TEST(Segments, ShortSegmentsAreSkippedAndBadRangesRefused) {
   }
 }
 
+// A segment's blocks go to the disk tier like any others': an engine started again on the same
+// cache_dir finds the segments the first one stored (with the prefix cache off, so nothing else
+// could serve them) and lays them in with the same K/V: its logits equal those of the first
+// engine reusing the same segments from RAM, bit for bit.
+TEST(Segments, ASegmentOnTheDiskTierIsFoundByAnEngineStartedAgain) {
+  const std::string dir = RemoveAtExit(
+      (fs::temp_directory_path() / ("pc_segment_disk_" + std::to_string(getpid()))).string());
+  fs::remove_all(dir);
+  EngineOptions o = SegmentOptions();
+  o.prefix_cache = false;
+  o.cache_dir = dir;
+  std::vector<float> from_ram;
+  RagPrompt p;
+  int reused = 0;
+  {
+    auto e = Make(o);
+    (void)Serve(*e, Rag(*e, {0, 3}, "\nOne day,"));
+    p = Rag(*e, {2, 3, 0}, "\nThen");
+    for (const PromptSegment& g : p.segments) reused += g.size();
+    EXPECT_EQ(Serve(*e, p, 0.0).result.segment_hits, 2);  // sue is stored here
+    const Served again = Serve(*e, p, 0.0);
+    EXPECT_EQ(again.result.segment_hits, 3);
+    EXPECT_EQ(SettledStats(*e).disk_loads, 0u);
+    from_ram = again.first;
+  }
+  auto e = Make(o);
+  EXPECT_EQ(e->LookupCache(p.tokens, "", p.segments).segments, reused);
+  EXPECT_EQ(e->LookupCache(p.tokens, "other", p.segments).segments, 0);
+  const Served s = Serve(*e, p, 0.0);
+  EXPECT_EQ(s.result.segment_hits, 3);
+  EXPECT_GT(SettledStats(*e).disk_loads, 0u);
+  EXPECT_EQ(Sum(s.result.sources, TokenSource::kSegment), reused);
+  EXPECT_EQ(s.result.cached_tokens, reused - 3 * o.segment_border_tokens);
+  EXPECT_EQ(s.first, from_ram);
+}
 }  // namespace
 }  // namespace promptcache
