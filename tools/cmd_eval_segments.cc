@@ -343,8 +343,9 @@ class EvalSegmentsCommand : public Command {
                 no_fidelity_ ? "timing only"
                              : "fidelity over the requests that reused a segment, against "
                                "the full recompute of the same text");
-    std::printf("%-36s %6s %7s %7s | %8s %7s %10s | %9s %9s %10s\n", "setting", "scored", "hits",
-                "reused", "m-top1", "top1", "KL(first)", "TTFT mean", "TTFT p95", "K/V MiB");
+    std::printf("%-36s %6s %7s %7s | %8s %7s %10s | %9s %9s %9s %10s\n", "setting", "scored",
+                "hits", "reused", "m-top1", "top1", "KL(first)", "TTFT mean", "TTFT p50", "TTFT p95",
+                "K/V MiB");
   }
 
   void PrintRow(const Setting& s, const Outcome& o) const {
@@ -355,10 +356,10 @@ class EvalSegmentsCommand : public Command {
           fid, sizeof fid, "%7.1f%% %6.1f%% %10.3g", 100 * j["margin_top1_agreement"].get<double>(),
           100 * j["top1_agreement"].get<double>(), j["mean_first_token_kl"].get<double>());
     }
-    std::printf("%-36s %6d %6.1f%% %6.1f%% | %s | %9.1f %9.1f %10.2f\n", s.name.c_str(), o.scored,
-                100 * j["hit_rate"].get<double>(),
+    std::printf("%-36s %6d %6.1f%% %6.1f%% | %s | %9.1f %9.1f %9.1f %10.2f\n", s.name.c_str(),
+                o.scored, 100 * j["hit_rate"].get<double>(),
                 o.prompt_tokens > 0 ? 100.0 * o.cached_tokens / o.prompt_tokens : 0, fid,
-                o.TtftMean(), o.Ttft(0.95), o.kv_bytes / 1048576.0);
+                o.TtftMean(), o.Ttft(0.5), o.Ttft(0.95), o.kv_bytes / 1048576.0);
   }
 
   ModelOptions model_;
