@@ -7,6 +7,8 @@
 #include <cstring>
 #include <string>
 
+#include "core/enum_names.h"
+
 #if defined(__SANITIZE_ADDRESS__)
 #define PC_ASAN 1
 #elif defined(__has_feature)
@@ -55,28 +57,17 @@ void SetPoisoned(const uint8_t* p, size_t n, bool poisoned) {
 
 }  // namespace
 
+constexpr EnumName<KvType> kKvTypeNames[] = {
+    {KvType::kF16, "f16"}, {KvType::kF32, "f32"}, {KvType::kQ8_0, "q8_0"}, {KvType::kQ4_0, "q4_0"}};
+static_assert(NamesEach(kKvTypeNames, KvType::kF16, KvType::kQ4_0));
+
 Result<KvType> ParseKvType(std::string_view name) {
-  if (name == "f16") return KvType::kF16;
-  if (name == "f32") return KvType::kF32;
-  if (name == "q8_0") return KvType::kQ8_0;
-  if (name == "q4_0") return KvType::kQ4_0;
+  if (std::optional<KvType> type = ValueOf(kKvTypeNames, name)) return *type;
   return InvalidArgument("--kv-type must be f16, f32, q8_0 or q4_0, not '" + std::string(name) +
                          "'");
 }
 
-const char* KvTypeName(KvType type) {
-  switch (type) {
-    case KvType::kF16:
-      return "f16";
-    case KvType::kF32:
-      return "f32";
-    case KvType::kQ8_0:
-      return "q8_0";
-    case KvType::kQ4_0:
-      return "q4_0";
-  }
-  return "?";
-}
+const char* KvTypeName(KvType type) { return NameOf(kKvTypeNames, type, "?"); }
 
 Status CheckKvType(KvType type, int kv_dim) {
   if (KvTypeQuantized(type) && kv_dim % 32 != 0) {

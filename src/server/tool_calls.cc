@@ -3,6 +3,7 @@
 #include <cctype>
 #include <nlohmann/json.hpp>
 
+#include "core/enum_names.h"
 #include "grammar/grammar.h"
 #include "grammar/json_depth.h"
 #include "grammar/json_schema.h"
@@ -242,30 +243,21 @@ bool ParseDeepSeekR1(std::string_view rest, std::vector<ToolCall>* calls) {
 
 }  // namespace
 
+constexpr EnumName<ToolCallFormat> kToolCallFormatNames[] = {
+    {ToolCallFormat::kNone, "none"},
+    {ToolCallFormat::kHermes, "hermes"},
+    {ToolCallFormat::kLlama3, "llama3_json"},
+    {ToolCallFormat::kMistral, "mistral"},
+    {ToolCallFormat::kFunctionaryV32, "functionary_v3_2"},
+    {ToolCallFormat::kFunctionaryV31, "functionary_v3_1"},
+    {ToolCallFormat::kFireFunction, "firefunction_v2"},
+    {ToolCallFormat::kCommandRPlus, "command_r_plus"},
+    {ToolCallFormat::kCommandR7B, "command_r7b"},
+    {ToolCallFormat::kDeepSeekR1, "deepseek_r1"}};
+static_assert(NamesEach(kToolCallFormatNames, ToolCallFormat::kNone, ToolCallFormat::kDeepSeekR1));
+
 std::string_view ToolCallFormatName(ToolCallFormat format) {
-  switch (format) {
-    case ToolCallFormat::kHermes:
-      return "hermes";
-    case ToolCallFormat::kLlama3:
-      return "llama3_json";
-    case ToolCallFormat::kMistral:
-      return "mistral";
-    case ToolCallFormat::kFunctionaryV32:
-      return "functionary_v3_2";
-    case ToolCallFormat::kFunctionaryV31:
-      return "functionary_v3_1";
-    case ToolCallFormat::kFireFunction:
-      return "firefunction_v2";
-    case ToolCallFormat::kCommandRPlus:
-      return "command_r_plus";
-    case ToolCallFormat::kCommandR7B:
-      return "command_r7b";
-    case ToolCallFormat::kDeepSeekR1:
-      return "deepseek_r1";
-    case ToolCallFormat::kNone:
-      break;
-  }
-  return "none";
+  return NameOf(kToolCallFormatNames, format, "none");
 }
 
 ToolCallFormat DetectToolCallFormat(std::string_view t) {
