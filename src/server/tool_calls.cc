@@ -1,6 +1,7 @@
 #include "server/tool_calls.h"
 
 #include <cctype>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "core/enum_names.h"
@@ -80,22 +81,33 @@ bool ReadCall(const ojson& j, ToolCall* out, const char* name_key = "name") {
   return true;
 }
 
-// <tool_call>{...}</tool_call>, one or more, whitespace between; the last may lack its closing
-// tag (generation stopped at the end of the turn).
-bool ParseHermes(std::string_view rest, std::vector<ToolCall>* calls) {
+// Calls that each start with `open`, one or more, whitespace between. `read` takes the text after
+// one call's `open` and returns how much of it the call used (through its closing tag, or all of
+// it for a last call without one), or npos where the call is malformed.
+bool ParseOpenedCalls(std::string_view rest, std::string_view open, std::vector<ToolCall>* calls,
+                      const std::function<size_t(std::string_view, ToolCall*)>& read) {
   while (true) {
     const size_t b = rest.find_first_not_of(kSpace);
     if (b == std::string_view::npos) return !calls->empty();
     rest.remove_prefix(b);
-    if (rest.substr(0, kHermesOpen.size()) != kHermesOpen) return false;
-    rest.remove_prefix(kHermesOpen.size());
-    const size_t close = rest.find(kHermesClose);
+    if (rest.substr(0, open.size()) != open) return false;
+    rest.remove_prefix(open.size());
     ToolCall call;
-    if (!ReadCall(ParseJson(Trim(rest.substr(0, close))), &call)) return false;
+    const size_t used = read(rest, &call);
+    if (used == std::string_view::npos) return false;
     calls->push_back(std::move(call));
-    if (close == std::string_view::npos) return true;
-    rest.remove_prefix(close + kHermesClose.size());
+    rest.remove_prefix(used);
   }
+}
+
+// <tool_call>{...}</tool_call>, one or more, whitespace between; the last may lack its closing
+// tag (generation stopped at the end of the turn).
+bool ParseHermes(std::string_view rest, std::vector<ToolCall>* calls) {
+  return ParseOpenedCalls(rest, kHermesOpen, calls, [](std::string_view rest, ToolCall* call) {
+    const size_t close = rest.find(kHermesClose);
+    if (!ReadCall(ParseJson(Trim(rest.substr(0, close))), call)) return std::string_view::npos;
+    return close == std::string_view::npos ? rest.size() : close + kHermesClose.size();
+  });
 }
 
 bool ParseArray(std::string_view rest, std::vector<ToolCall>* calls,
@@ -166,22 +178,18 @@ bool ReadArgumentsUntil(std::string_view rest, std::string_view end, ToolCall* c
 // Functionary v3.1: <function=name>{...}</function>, one or more, whitespace between; the last
 // may lack its closing tag.
 bool ParseFunctionaryV31(std::string_view rest, std::vector<ToolCall>* calls) {
-  while (true) {
-    const size_t b = rest.find_first_not_of(kSpace);
-    if (b == std::string_view::npos) return !calls->empty();
-    rest.remove_prefix(b);
-    if (rest.substr(0, kFunctionOpen.size()) != kFunctionOpen) return false;
-    rest.remove_prefix(kFunctionOpen.size());
+  return ParseOpenedCalls(rest, kFunctionOpen, calls, [](std::string_view rest, ToolCall* call) {
     const size_t gt = rest.find('>');
-    if (gt == std::string_view::npos || !IsToolName(rest.substr(0, gt))) return false;
-    ToolCall call;
-    call.name = std::string(rest.substr(0, gt));
-    rest.remove_prefix(gt + 1);
+    if (gt == std::string_view::npos || !IsToolName(rest.substr(0, gt))) {
+      return std::string_view::npos;
+    }
+    call->name = std::string(rest.substr(0, gt));
     size_t used = 0;
-    if (!ReadArgumentsUntil(rest, kFunctionClose, &call, &used)) return false;
-    calls->push_back(std::move(call));
-    rest.remove_prefix(used);
-  }
+    if (!ReadArgumentsUntil(rest.substr(gt + 1), kFunctionClose, call, &used)) {
+      return std::string_view::npos;
+    }
+    return gt + 1 + used;
+  });
 }
 
 // `s` without `suffix` (and the whitespace before it) where it ends with it.
