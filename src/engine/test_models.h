@@ -19,10 +19,10 @@ inline const std::string kStories = std::string(PC_SHARED_DIR) + "/models/storie
 // The path of model `name`: "stories" (stories260K), else synth's preset "tiny-<name>".
 inline std::string ModelPath(const std::string& name) {
   if (name == "stories") return kStories;
-  const std::filesystem::path p = RemoveAtExit(
-      (std::filesystem::temp_directory_path() /
-       ("pc_test_model_" + std::to_string(getpid()) + "_" + name + ".gguf"))
-          .string());
+  const std::filesystem::path p =
+      RemoveAtExit((std::filesystem::temp_directory_path() /
+                    ("pc_test_model_" + std::to_string(getpid()) + "_" + name + ".gguf"))
+                       .string());
   if (!std::filesystem::exists(p)) {
     SynthOptions o;
     o.preset = "tiny-" + name;
