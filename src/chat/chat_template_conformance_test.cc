@@ -8,15 +8,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "chat/chat_template.h"
+#include "chat/chat_test_templates.h"
 #include "jinja/testing/jinja2_reference.h"
 
 namespace promptcache {
@@ -145,50 +143,16 @@ std::vector<Conversation> Conversations() {
   return out;
 }
 
-// The BOS and EOS spellings of each model's vocabulary.
-std::pair<std::string, std::string> SpecialTokens(const std::string& file) {
-  if (file.find("Qwen") != std::string::npos) return {"", "<|im_end|>"};
-  if (file.find("gemma") != std::string::npos) return {"<bos>", "<eos>"};
-  if (file.find("Mistral") != std::string::npos) return {"<s>", "</s>"};
-  if (file.find("Phi") != std::string::npos) return {"<s>", "<|endoftext|>"};
-  if (file.find("Hermes") != std::string::npos) return {"<|begin_of_text|>", "<|im_end|>"};
-  if (file.find("CohereForAI") != std::string::npos)
-    return {"<BOS_TOKEN>", "<|END_OF_TURN_TOKEN|>"};
-  if (file.find("deepseek") != std::string::npos) {
-    return {"<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"};
-  }
-  return {"<|begin_of_text|>", "<|eot_id|>"};  // Llama 3.x, Functionary, FireFunction
-}
-
-struct Template {
-  std::string file;
-  std::string source;
-};
-
-std::vector<Template> LoadTemplates() {
-  std::vector<Template> out;
-  const std::filesystem::path dir = std::filesystem::path(PC_SHARED_DIR) / "templates";
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    if (entry.path().extension() != ".jinja") continue;
-    std::ifstream in(entry.path(), std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    out.push_back({entry.path().filename().string(), text.str()});
-  }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.file < b.file; });
-  return out;
-}
-
 TEST(ChatTemplateConformance, EveryTemplateMatchesJinja2) {
-  const std::vector<Template> templates = LoadTemplates();
+  const std::vector<chat_testing::TestTemplate> templates = chat_testing::LoadTestTemplates();
   ASSERT_EQ(templates.size(), 17u)
       << "expected the 17 templates of " << PC_SHARED_DIR << "/templates";
   const std::vector<Conversation> conversations = Conversations();
   std::vector<jinja::testing::Case> cases;
   std::vector<ChatTemplate> renderers;
-  for (const Template& t : templates) {
+  for (const chat_testing::TestTemplate& t : templates) {
     ChatTemplate::Options options;
-    std::tie(options.bos_text, options.eos_text) = SpecialTokens(t.file);
+    std::tie(options.bos_text, options.eos_text) = chat_testing::SpecialTokens(t.file);
     options.include_leading_bos = true;  // the template's exact output
     options.now = jinja::testing::FixedNow;
     renderers.emplace_back(t.source, options);
@@ -301,15 +265,15 @@ std::vector<ChatInput> RandomConversations(std::mt19937& rng, int n) {
 
 TEST(ChatTemplateConformance, RandomConversationsMatchJinja2) {
   constexpr int kPerTemplate = 40;
-  const std::vector<Template> templates = LoadTemplates();
+  const std::vector<chat_testing::TestTemplate> templates = chat_testing::LoadTestTemplates();
   ASSERT_EQ(templates.size(), 17u);
   std::mt19937 rng(20240726);
   std::vector<jinja::testing::Case> cases;
   std::vector<ChatTemplate> renderers;
   std::vector<std::vector<ChatInput>> inputs;
-  for (const Template& t : templates) {
+  for (const chat_testing::TestTemplate& t : templates) {
     ChatTemplate::Options options;
-    std::tie(options.bos_text, options.eos_text) = SpecialTokens(t.file);
+    std::tie(options.bos_text, options.eos_text) = chat_testing::SpecialTokens(t.file);
     options.include_leading_bos = true;
     options.now = jinja::testing::FixedNow;
     renderers.emplace_back(t.source, options);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/enum_names.h"
 #include "core/fp16.h"
 #include "core/hash.h"
 #include "core/marked_text.h"
@@ -10,6 +11,40 @@
 
 namespace promptcache {
 namespace {
+
+enum class Fruit { kApple = -1, kPear, kPlum };
+constexpr EnumName<Fruit> kFruitNames[] = {
+    {Fruit::kApple, "apple"}, {Fruit::kPear, "pear"}, {Fruit::kPlum, "plum"}};
+static_assert(NamesEach(kFruitNames, Fruit::kApple, Fruit::kPlum));
+static_assert(NameOf(kFruitNames, Fruit::kPlum, "?")[1] == 'l');  // usable in constant expressions
+
+TEST(EnumNames, NamesValuesBothWaysWithTheSitesFallback) {
+  for (const auto& [fruit, name] : kFruitNames) {
+    EXPECT_STREQ(NameOf(kFruitNames, fruit, "?"), name);
+    EXPECT_EQ(ValueOf(kFruitNames, name), fruit);
+  }
+  EXPECT_STREQ(NameOf(kFruitNames, Fruit{7}, "unknown"), "unknown");
+  constexpr EnumName<Fruit> kSome[] = {{Fruit::kPear, "pear"}};
+  EXPECT_STREQ(NameOf(kSome, Fruit::kApple, ""), "");
+  EXPECT_EQ(ValueOf(kFruitNames, "plums"), std::nullopt);
+  EXPECT_EQ(ValueOf(kFruitNames, "pea"), std::nullopt);
+  EXPECT_EQ(ValueOf(kFruitNames, ""), std::nullopt);
+}
+
+// NamesEach refuses a table that misses a value, names one twice, or names one outside the range.
+TEST(EnumNames, NamesEachWantsEveryValueOnce) {
+  constexpr EnumName<Fruit> kMissing[] = {{Fruit::kApple, "apple"}, {Fruit::kPlum, "plum"}};
+  constexpr EnumName<Fruit> kTwice[] = {
+      {Fruit::kApple, "apple"}, {Fruit::kPear, "pear"}, {Fruit::kPear, "pear2"}};
+  constexpr EnumName<Fruit> kOutside[] = {
+      {Fruit::kApple, "apple"}, {Fruit::kPear, "pear"}, {Fruit{2}, "fig"}};
+  EXPECT_TRUE(NamesEach(kFruitNames, Fruit::kApple, Fruit::kPlum));
+  EXPECT_FALSE(NamesEach(kFruitNames, Fruit::kPear, Fruit::kPlum));  // one too many
+  EXPECT_FALSE(NamesEach(kFruitNames, Fruit::kPlum, Fruit::kApple));
+  EXPECT_FALSE(NamesEach(kMissing, Fruit::kApple, Fruit::kPlum));
+  EXPECT_FALSE(NamesEach(kTwice, Fruit::kApple, Fruit::kPlum));
+  EXPECT_FALSE(NamesEach(kOutside, Fruit::kApple, Fruit::kPlum));
+}
 
 TEST(Fp16, RoundTripsEveryHalf) {
   for (uint32_t h = 0; h < 65536; ++h) {

@@ -5,26 +5,16 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "core/enum_names.h"
 
 namespace promptcache {
 
-const char* OpKindName(OpKind kind) {
-  switch (kind) {
-    case OpKind::kMatMul:
-      return "matmul";
-    case OpKind::kAttention:
-      return "attention";
-    case OpKind::kNorm:
-      return "norm";
-    case OpKind::kRope:
-      return "rope";
-    case OpKind::kActivation:
-      return "activation";
-    case OpKind::kOther:
-      return "other";
-  }
-  return "other";
-}
+constexpr EnumName<OpKind> kOpKindNames[] = {
+    {OpKind::kMatMul, "matmul"}, {OpKind::kAttention, "attention"},   {OpKind::kNorm, "norm"},
+    {OpKind::kRope, "rope"},     {OpKind::kActivation, "activation"}, {OpKind::kOther, "other"}};
+static_assert(NamesEach(kOpKindNames, OpKind::kMatMul, OpKind::kOther));
+
+const char* OpKindName(OpKind kind) { return NameOf(kOpKindNames, kind, "other"); }
 
 int64_t ProfileNowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(

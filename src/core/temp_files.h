@@ -5,6 +5,8 @@
 #ifndef PROMPTCACHE_CORE_TEMP_FILES_H_
 #define PROMPTCACHE_CORE_TEMP_FILES_H_
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
@@ -45,6 +47,15 @@ inline std::string RemoveAtExit(std::string path) {
   if (r.paths.empty()) std::atexit(temp_files_internal::RemoveAll);
   r.paths.push_back(path);
   return path;
+}
+
+// A path under the temporary directory named `name` and the process id, with nothing there now
+// (whatever an earlier run left is removed) and removed at exit: a test's cache directory.
+inline std::string EmptyTempPathAtExit(const std::string& name) {
+  const std::filesystem::path p =
+      std::filesystem::temp_directory_path() / (name + "_" + std::to_string(getpid()));
+  std::filesystem::remove_all(p);
+  return RemoveAtExit(p.string());
 }
 
 }  // namespace promptcache

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/enum_names.h"
 #include "engine/engine_slot.h"
 
 namespace promptcache {
@@ -41,27 +42,17 @@ void NormalizeL2(float* v, int n) {
 
 }  // namespace
 
-std::string PoolingName(Pooling pooling) {
-  switch (pooling) {
-    case Pooling::kDefault:
-      return "default";
-    case Pooling::kNone:
-      return "none";
-    case Pooling::kMean:
-      return "mean";
-    case Pooling::kCls:
-      return "cls";
-    case Pooling::kLast:
-      return "last";
-  }
-  return "unknown";
-}
+constexpr EnumName<Pooling> kPoolingNames[] = {{Pooling::kDefault, "default"},
+                                               {Pooling::kNone, "none"},
+                                               {Pooling::kMean, "mean"},
+                                               {Pooling::kCls, "cls"},
+                                               {Pooling::kLast, "last"}};
+static_assert(NamesEach(kPoolingNames, Pooling::kDefault, Pooling::kLast));
+
+std::string PoolingName(Pooling pooling) { return NameOf(kPoolingNames, pooling, "unknown"); }
 
 Result<Pooling> ParsePooling(std::string_view name) {
-  for (Pooling p :
-       {Pooling::kDefault, Pooling::kNone, Pooling::kMean, Pooling::kCls, Pooling::kLast}) {
-    if (name == PoolingName(p)) return p;
-  }
+  if (std::optional<Pooling> pooling = ValueOf(kPoolingNames, name)) return *pooling;
   return InvalidArgument("unknown pooling '" + std::string(name) +
                          "' (mean, last, cls, none or default)");
 }

@@ -220,9 +220,7 @@ TEST(Engine, CancelAndQueueLimit) {
 }
 
 TEST(Engine, DiskTierSurvivesRestartAndCorruptionIsAMiss) {
-  const fs::path dir = RemoveAtExit(
-      (fs::temp_directory_path() / ("pc_engine_test_" + std::to_string(getpid()))).string());
-  fs::remove_all(dir);
+  const fs::path dir = EmptyTempPathAtExit("pc_engine_test");
   EngineOptions o;
   o.cache_dir = dir.string();
   const auto prompt = [&] {

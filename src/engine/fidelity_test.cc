@@ -39,6 +39,18 @@ class Fidelity : public testing::Test {
     return r->logits;
   }
 
+  // A greedy run of 12 tokens, past any end-of-generation token, without a repeat penalty.
+  FullRunOptions Greedy(bool keep_logits) const {
+    FullRunOptions o;
+    o.runner = runner_;
+    o.max_tokens = 12;
+    o.ignore_eos = true;
+    o.sampling.temperature = 0;
+    o.sampling.repeat_penalty = 1;
+    o.keep_logits = keep_logits;
+    return o;
+  }
+
   // Steps of `logits` whose two best logits are at least kNearTieMargin apart (by a sort, not by
   // TopTwoMargin).
   static std::vector<bool> Clear(const std::vector<std::vector<float>>& logits) {
@@ -56,14 +68,7 @@ class Fidelity : public testing::Test {
 };
 
 TEST_F(Fidelity, TheFullRunItselfAgreesEverywhere) {
-  FullRunOptions o;
-  o.runner = runner_;
-  o.max_tokens = 12;
-  o.ignore_eos = true;
-  o.sampling.temperature = 0;
-  o.sampling.repeat_penalty = 1;
-  o.keep_logits = true;
-  auto greedy = RunFull(*model_, prompt_, o);
+  auto greedy = RunFull(*model_, prompt_, Greedy(/*keep_logits=*/true));
   ASSERT_TRUE(greedy.ok());
   auto rep = CompareWithFullRecompute(*model_, prompt_, greedy->tokens, greedy->logits, runner_);
   ASSERT_TRUE(rep.ok());
@@ -79,13 +84,7 @@ TEST_F(Fidelity, TheFullRunItselfAgreesEverywhere) {
 }
 
 TEST_F(Fidelity, ASecondChoiceIsOneDisagreementByItsMargin) {
-  FullRunOptions o;
-  o.runner = runner_;
-  o.max_tokens = 12;
-  o.ignore_eos = true;
-  o.sampling.temperature = 0;
-  o.sampling.repeat_penalty = 1;
-  auto greedy = RunFull(*model_, prompt_, o);
+  auto greedy = RunFull(*model_, prompt_, Greedy(/*keep_logits=*/false));
   ASSERT_TRUE(greedy.ok());
   // Step 5 takes the full recompute's second-best token; the later steps follow it greedily.
   std::vector<int32_t> tokens(greedy->tokens.begin(), greedy->tokens.begin() + 5);

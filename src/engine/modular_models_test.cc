@@ -189,17 +189,24 @@ constexpr const char* kGiftSchema = R"(<schema name="gift"> Once upon a time, th
 Her mom gave her a]]><parameter name="what" length="6" scaffold=" red ball"/><![CDATA[. She was very happy and played with it all day.]]></module>
 </schema>)";
 
+// An engine with f32 K/V (bit-for-bit comparisons) that lays modules out by `positions`, with
+// the gift schema loaded.
+std::unique_ptr<Engine> GiftEngine(PmlPositions positions) {
+  EngineOptions eo;
+  eo.kv_type = KvType::kF32;
+  eo.module_positions = positions;
+  auto e = Make(eo);
+  PC_CHECK(e->LoadSchemaText(kGiftSchema, "gift.xml").ok());
+  return e;
+}
+
 // A parameter's scaffold default stands in its slot while the module is encoded, as in the
 // paper: a prompt that leaves the parameter to its default holds exactly the tokens the module
 // was encoded with, and equals its full recompute bit for bit; one with an argument differs
 // from the encoding only in the slot.
 TEST(Modular, ScaffoldDefaultStandsInTheSlotWhileEncoding) {
-  EngineOptions eo;
-  eo.kv_type = KvType::kF32;
   for (PmlPositions positions : {PmlPositions::kSchema, PmlPositions::kContiguous}) {
-    eo.module_positions = positions;
-    auto e = Make(eo);
-    ASSERT_TRUE(e->LoadSchemaText(kGiftSchema, "gift.xml").ok());
+    auto e = GiftEngine(positions);
     const std::string xml = "<prompt schema=\"gift\"><gift/><![CDATA[\nOne day,]]></prompt>";
     auto x = e->ExpandPrompt(Parse(xml));
     ASSERT_TRUE(x.ok());
@@ -214,12 +221,8 @@ TEST(Modular, ScaffoldDefaultStandsInTheSlotWhileEncoding) {
 // any other changed context, so recomputing every candidate equals the plain prompt bit for bit.
 // (Taken as exact before, recompute 1 left a first-token KL of 2.2e-4: the test failed.)
 TEST(Modular, EmptyArgumentMakesTheTextAfterTheSlotACandidate) {
-  EngineOptions eo;
-  eo.kv_type = KvType::kF32;
   for (PmlPositions positions : {PmlPositions::kSchema, PmlPositions::kContiguous}) {
-    eo.module_positions = positions;
-    auto e = Make(eo);
-    ASSERT_TRUE(e->LoadSchemaText(kGiftSchema, "gift.xml").ok());
+    auto e = GiftEngine(positions);
     const std::string xml =
         "<prompt schema=\"gift\" recompute=\"1\"><gift what=\"\"/><![CDATA[\nOne day,]]></prompt>";
     auto x = e->ExpandPrompt(Parse(xml));

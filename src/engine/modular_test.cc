@@ -112,12 +112,8 @@ TEST(Modular, AlwaysTextAndOneModuleEqualsFullRecompute) {
   ASSERT_TRUE(e->LoadSchemaText(kPets, "pets.xml").ok());
   for (const std::string xml : {R"(<prompt schema="pets"><cat/></prompt>)",
                                 "<prompt schema=\"pets\"><cat/><![CDATA[\nOne day,]]></prompt>"}) {
-    CompletionRequest req = Greedy(32);
-    std::vector<float> first;
-    req.on_logits = [&](std::span<const float> l) {
-      if (first.empty()) first.assign(l.begin(), l.end());
-    };
-    const CompletionResult r = Serve(*e, xml, std::move(req));
+    CompletionResult r;
+    const std::vector<float> first = FirstLogits(*e, xml, 32, &r);
     EXPECT_TRUE(r.modular);
     EXPECT_EQ(r.tokens, FullRecompute(*e, xml, 32)) << xml;
     EXPECT_EQ(r.cached_tokens + r.computed_tokens, r.prompt_tokens);
@@ -138,9 +134,7 @@ TEST(Modular, AlwaysTextAndOneModuleEqualsFullRecompute) {
 }
 
 TEST(Modular, OutputSameWhenEncodedFromDiskOrShared) {
-  const fs::path dir = RemoveAtExit(
-      (fs::temp_directory_path() / ("pc_modular_test_" + std::to_string(getpid()))).string());
-  fs::remove_all(dir);
+  const fs::path dir = EmptyTempPathAtExit("pc_modular_test");
   EngineOptions o;
   o.cache_dir = dir.string();
   o.parallel = 4;
@@ -282,12 +276,8 @@ TEST(Modular, PrefillStagesAreCausalByPosition) {
   }
   EXPECT_EQ(pf.cached_tokens + pf.computed_tokens, static_cast<int>(pf.tokens.size()));
   // The engine's batched stages give what a sequential gather-then-compute gives.
-  CompletionRequest req = Greedy(8);
-  std::vector<float> first;
-  req.on_logits = [&](std::span<const float> l) {
-    if (first.empty()) first.assign(l.begin(), l.end());
-  };
-  const CompletionResult r = Serve(*e, kTim, std::move(req));
+  CompletionResult r;
+  const std::vector<float> first = FirstLogits(*e, kTim, 8, &r);
   EXPECT_EQ(r.computed_tokens, pf.computed_tokens);
   auto& impl = dynamic_cast<EngineImpl&>(*e);
   std::vector<float> reference(e->model().config().n_vocab);
@@ -337,12 +327,8 @@ TEST(Modular, GenerationStartsFromTheLastTokenWhereverItComesFrom) {
             << xml;
         EXPECT_EQ(pf.cached_tokens + pf.computed_tokens, static_cast<int>(pf.tokens.size()));
 
-        CompletionRequest req = Greedy(8);
-        std::vector<float> first;
-        req.on_logits = [&](std::span<const float> l) {
-          if (first.empty()) first.assign(l.begin(), l.end());
-        };
-        const CompletionResult r = Serve(*e, xml, std::move(req));
+        CompletionResult r;
+        const std::vector<float> first = FirstLogits(*e, xml, 8, &r);
         EXPECT_EQ(r.cached_tokens + r.computed_tokens, r.prompt_tokens) << xml;
         FullRunOptions o;
         o.max_tokens = 1;

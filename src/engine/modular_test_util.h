@@ -3,9 +3,6 @@
 // prompts computed in full without any cache; the story and pets schemas' prompts.
 #pragma once
 
-#include <unistd.h>
-
-#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <span>
@@ -13,15 +10,13 @@
 #include <string>
 #include <vector>
 
-#include "core/temp_files.h"
 #include "core/check.h"
 #include "engine/engine_impl.h"
 #include "engine/fidelity.h"
-#include "model/synth.h"
+#include "engine/test_models.h"
 
 namespace promptcache {
 
-inline const std::string kStories = std::string(PC_SHARED_DIR) + "/models/stories260K.gguf";
 inline const std::string kStorySchema = std::string(PC_SOURCE_DIR) + "/examples/story/story.xml";
 
 inline std::string Slurp(const std::string& path) {
@@ -29,25 +24,6 @@ inline std::string Slurp(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-// "stories" (stories260K) or synth's tiny fixture of an architecture with sliding windows
-// ("gemma3": 24-token windows, shorter than the schemas here), with stories260K's vocabulary.
-inline std::string ModelPath(const std::string& name) {
-  if (name == "stories") return kStories;
-  const std::filesystem::path p = RemoveAtExit(
-      (std::filesystem::temp_directory_path() /
-       ("pc_modular_test_" + std::to_string(getpid()) + "_" + name + ".gguf"))
-          .string());
-  if (!std::filesystem::exists(p)) {
-    SynthOptions o;
-    o.preset = "tiny-" + name;
-    o.vocab_path = kStories;
-    o.type = GgmlType::kQ8_0;
-    o.out_path = p.string();
-    PC_CHECK(Synthesize(o).ok());
-  }
-  return p.string();
 }
 
 inline std::unique_ptr<Engine> Make(EngineOptions o = {}, const std::string& model = "stories") {
@@ -124,14 +100,16 @@ She also had a cat. The cat liked to sleep in the sun all day long.]]></module>
 Her favorite toy was a]]><parameter name="what" length="8"/><![CDATA[.]]></module>
 </schema>)";
 
-// First-token logits of a served PML prompt.
-inline std::vector<float> FirstLogits(Engine& e, const std::string& xml) {
-  CompletionRequest req = Greedy(1);
+// First-token logits of a PML prompt served for `n` greedy tokens (the result in *result).
+inline std::vector<float> FirstLogits(Engine& e, const std::string& xml, int n = 1,
+                                      CompletionResult* result = nullptr) {
+  CompletionRequest req = Greedy(n);
   std::vector<float> first;
   req.on_logits = [&](std::span<const float> l) {
     if (first.empty()) first.assign(l.begin(), l.end());
   };
-  Serve(e, xml, std::move(req));
+  CompletionResult r = Serve(e, xml, std::move(req));
+  if (result != nullptr) *result = std::move(r);
   return first;
 }
 

@@ -289,15 +289,30 @@ void EngineImpl::TrimSliding(Slot& s) {
   s.released = dead;
 }
 
-void EngineImpl::Abandon(Request& r, const std::string& why) {
+namespace {
+
+// Ends a request that did not run to its end: its result as `set_result` writes it, under its
+// lock, and its waiters woken. False, doing nothing, where it had ended already.
+template <typename R, typename F>
+bool EndUnfinished(R& r, const F& set_result) {
   {
     std::lock_guard<std::mutex> lock(r.mu);
-    if (r.done) return;  // Admit finished it before it threw
-    r.result.status = Internal(why);
-    r.result.finish_reason = "error";
+    if (r.done) return false;
+    set_result(r.result);
     r.done = true;
   }
   r.cv.notify_all();
+  return true;
+}
+
+}  // namespace
+
+void EngineImpl::Abandon(Request& r, const std::string& why) {
+  const bool ended = EndUnfinished(r, [&](CompletionResult& result) {
+    result.status = Internal(why);
+    result.finish_reason = "error";
+  });
+  if (!ended) return;  // Admit finished it before it threw
   std::lock_guard<std::mutex> lock(mu_);
   --in_flight_;
   stats_.requests++;
@@ -306,15 +321,12 @@ void EngineImpl::Abandon(Request& r, const std::string& why) {
 }
 
 void EngineImpl::CancelQueued(Request& r) {
-  {
-    std::lock_guard<std::mutex> lock(r.mu);
-    if (r.done) return;
-    r.result.finish_reason = "cancelled";
-    r.result.prompt_tokens = static_cast<int>(r.req.prompt.size());
-    r.result.queue_ms = MsBetween(r.submitted, Clock::now());
-    r.done = true;
-  }
-  r.cv.notify_all();
+  const bool ended = EndUnfinished(r, [&](CompletionResult& result) {
+    result.finish_reason = "cancelled";
+    result.prompt_tokens = static_cast<int>(r.req.prompt.size());
+    result.queue_ms = MsBetween(r.submitted, Clock::now());
+  });
+  if (!ended) return;
   std::lock_guard<std::mutex> lock(mu_);
   --in_flight_;
   stats_.requests++;

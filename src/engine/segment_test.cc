@@ -25,31 +25,13 @@
 #include "core/temp_files.h"
 #include "engine/engine_impl.h"
 #include "engine/fidelity.h"
+#include "engine/test_models.h"
 #include "model/synth.h"
 
 namespace promptcache {
 namespace {
 
 namespace fs = std::filesystem;
-const std::string kStories = std::string(PC_SHARED_DIR) + "/models/stories260K.gguf";
-
-// "stories" (stories260K) or synth's tiny gemma3 with stories260K's vocabulary.
-std::string ModelPath(const std::string& name) {
-  if (name == "stories") return kStories;
-  const fs::path p =
-      RemoveAtExit((fs::temp_directory_path() /
-                    ("pc_segment_test_" + std::to_string(getpid()) + "_" + name + ".gguf"))
-                       .string());
-  if (!fs::exists(p)) {
-    SynthOptions o;
-    o.preset = "tiny-" + name;
-    o.vocab_path = kStories;
-    o.type = GgmlType::kQ8_0;
-    o.out_path = p.string();
-    PC_CHECK(Synthesize(o).ok());
-  }
-  return p.string();
-}
 
 // Segments on, 16 tokens at least, f32 K/V (bit-for-bit comparisons).
 EngineOptions SegmentOptions() {

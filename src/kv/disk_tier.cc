@@ -60,37 +60,26 @@ size_t PayloadBytes(const KvLayout& l, int count, uint32_t version, bool complet
          layers / l.block_size * count;
 }
 
-// The KV type's code in format 3 flags: stable numbers, never reused.
-uint32_t KvTypeCode(KvType t) {
-  switch (t) {
-    case KvType::kF16:
-      return 0;
-    case KvType::kF32:
-      return 1;
-    case KvType::kQ8_0:
-      return 2;
-    case KvType::kQ4_0:
-      return 3;
+// Each KV type's code in format 3 flags (stable numbers, never reused) and its header elem_bytes
+// field: the element size of f16 and f32, the bytes of one 32-value block of a quantized type.
+// Readers from before the quantized types compare elem_bytes with 2 or 4, so they refuse a
+// quantized record as "KV layout differs" without knowing its type code.
+struct KvTypeOnDisk {
+  KvType type;
+  uint32_t code, elem_field;
+};
+constexpr KvTypeOnDisk kKvTypesOnDisk[] = {
+    {KvType::kF16, 0, 2}, {KvType::kF32, 1, 4}, {KvType::kQ8_0, 2, 34}, {KvType::kQ4_0, 3, 18}};
+
+const KvTypeOnDisk* TypeOnDisk(KvType t) {
+  for (const KvTypeOnDisk& d : kKvTypesOnDisk) {
+    if (d.type == t) return &d;
   }
-  return 0xff;
+  return nullptr;
 }
 
-// The header's elem_bytes field: the element size of f16 and f32, the bytes of one 32-value
-// block of a quantized type. Readers from before the quantized types compare it with 2 or 4, so
-// they refuse a quantized record as "KV layout differs" without knowing its type code.
-uint32_t ElemField(KvType t) {
-  switch (t) {
-    case KvType::kF16:
-      return 2;
-    case KvType::kF32:
-      return 4;
-    case KvType::kQ8_0:
-      return 34;
-    case KvType::kQ4_0:
-      return 18;
-  }
-  return 0;
-}
+uint32_t KvTypeCode(KvType t) { return TypeOnDisk(t) ? TypeOnDisk(t)->code : 0xff; }
+uint32_t ElemField(KvType t) { return TypeOnDisk(t) ? TypeOnDisk(t)->elem_field : 0; }
 
 // What a record of `version` says its KV type is.
 uint32_t RecordTypeCode(uint32_t version, uint32_t flags, uint32_t elem_bytes) {

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <string>
 
+#include "core/enum_names.h"
+
 #if defined(__SANITIZE_ADDRESS__)
 #define PC_ASAN 1
 #elif defined(__has_feature)
@@ -41,45 +43,31 @@ uint8_t* AllocAligned(size_t bytes) {
 // A freed sliding part is poisoned under AddressSanitizer: a read through a pointer taken before
 // it was released (which the attention kernel must never do) is reported, not silently served
 // another block's data.
-void Poison(const uint8_t* p, size_t n) {
+void SetPoisoned(const uint8_t* p, size_t n, bool poisoned) {
 #ifdef PC_ASAN
-  ASAN_POISON_MEMORY_REGION(p, n);
+  if (poisoned) {
+    ASAN_POISON_MEMORY_REGION(p, n);
+  } else {
+    ASAN_UNPOISON_MEMORY_REGION(p, n);
+  }
 #else
-  (void)p, (void)n;
-#endif
-}
-void Unpoison(const uint8_t* p, size_t n) {
-#ifdef PC_ASAN
-  ASAN_UNPOISON_MEMORY_REGION(p, n);
-#else
-  (void)p, (void)n;
+  (void)p, (void)n, (void)poisoned;
 #endif
 }
 
 }  // namespace
 
+constexpr EnumName<KvType> kKvTypeNames[] = {
+    {KvType::kF16, "f16"}, {KvType::kF32, "f32"}, {KvType::kQ8_0, "q8_0"}, {KvType::kQ4_0, "q4_0"}};
+static_assert(NamesEach(kKvTypeNames, KvType::kF16, KvType::kQ4_0));
+
 Result<KvType> ParseKvType(std::string_view name) {
-  if (name == "f16") return KvType::kF16;
-  if (name == "f32") return KvType::kF32;
-  if (name == "q8_0") return KvType::kQ8_0;
-  if (name == "q4_0") return KvType::kQ4_0;
+  if (std::optional<KvType> type = ValueOf(kKvTypeNames, name)) return *type;
   return InvalidArgument("--kv-type must be f16, f32, q8_0 or q4_0, not '" + std::string(name) +
                          "'");
 }
 
-const char* KvTypeName(KvType type) {
-  switch (type) {
-    case KvType::kF16:
-      return "f16";
-    case KvType::kF32:
-      return "f32";
-    case KvType::kQ8_0:
-      return "q8_0";
-    case KvType::kQ4_0:
-      return "q4_0";
-  }
-  return "?";
-}
+const char* KvTypeName(KvType type) { return NameOf(kKvTypeNames, type, "?"); }
 
 Status CheckKvType(KvType type, int kv_dim) {
   if (KvTypeQuantized(type) && kv_dim % 32 != 0) {
@@ -182,7 +170,7 @@ Status BlockPool::Prefault(int64_t blocks) {
   }
   constexpr size_t kPage = 4096;
   auto touch = [](uint8_t* p, size_t n) {
-    Unpoison(p, n);
+    SetPoisoned(p, n, /*poisoned=*/false);
     for (size_t i = 0; i < n; i += kPage) p[i] = 0;
   };
   for (size_t c = first_chunk; c < chunks_.size(); ++c) {
@@ -191,7 +179,7 @@ Status BlockPool::Prefault(int64_t blocks) {
   for (size_t c = first_sliding; c < sliding_chunks_.size(); ++c) {
     const size_t n = kChunkBlocks * layout_.sliding_bytes_per_block();
     touch(sliding_chunks_[c].get(), n);
-    Poison(sliding_chunks_[c].get(), n);
+    SetPoisoned(sliding_chunks_[c].get(), n, /*poisoned=*/true);
   }
   return Status::Ok();
 }
@@ -200,7 +188,7 @@ Status BlockPool::GrowSliding() {
   const size_t part = layout_.sliding_bytes_per_block();
   uint8_t* mem = AllocAligned(kChunkBlocks * part);
   if (mem == nullptr) return ResourceExhausted("out of memory growing the KV cache");
-  Poison(mem, kChunkBlocks * part);
+  SetPoisoned(mem, kChunkBlocks * part, /*poisoned=*/true);
   const int32_t first = static_cast<int32_t>(sliding_chunks_.size() * kChunkBlocks);
   sliding_chunks_.emplace_back(mem, &FreeAligned);
   for (int32_t p = first + kChunkBlocks - 1; p >= first; --p) sliding_free_.push_back(p);
@@ -212,7 +200,8 @@ Result<int32_t> BlockPool::TakeSlidingPart() {
   const int32_t part = sliding_free_.back();
   sliding_free_.pop_back();
   const size_t bytes = layout_.sliding_bytes_per_block();
-  Unpoison(sliding_chunks_[part / kChunkBlocks].get() + (part % kChunkBlocks) * bytes, bytes);
+  SetPoisoned(sliding_chunks_[part / kChunkBlocks].get() + (part % kChunkBlocks) * bytes, bytes,
+              /*poisoned=*/false);
   ++sliding_in_use_;
   return part;
 }
@@ -220,7 +209,8 @@ Result<int32_t> BlockPool::TakeSlidingPart() {
 void BlockPool::FreeSlidingPart(BlockId id) {
   const int32_t part = sliding_part_[id];
   const size_t bytes = layout_.sliding_bytes_per_block();
-  Poison(sliding_chunks_[part / kChunkBlocks].get() + (part % kChunkBlocks) * bytes, bytes);
+  SetPoisoned(sliding_chunks_[part / kChunkBlocks].get() + (part % kChunkBlocks) * bytes, bytes,
+              /*poisoned=*/true);
   sliding_free_.push_back(part);
   sliding_part_[id] = -1;
   --sliding_in_use_;

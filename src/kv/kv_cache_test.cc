@@ -7,18 +7,13 @@
 #include <numeric>
 #include <set>
 
+#include "kv/testing_blocks.h"
+
 namespace promptcache {
 namespace {
 
-KvLayout SmallLayout(KvType type = KvType::kF32) {
-  KvLayout l;
-  l.n_layers = 2;
-  l.n_kv_heads = 2;
-  l.head_dim = 4;
-  l.type = type;
-  l.block_size = 4;
-  return l;
-}
+// Two layers, two KV heads of 4, blocks of 4 tokens.
+KvLayout SmallLayout(KvType type = KvType::kF32) { return testing_blocks::Layout(type, 2); }
 
 std::vector<int32_t> Range(int begin, int end) {
   std::vector<int32_t> v(end - begin);

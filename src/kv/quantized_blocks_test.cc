@@ -18,15 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // Two layers, two KV heads of 64, blocks of 4 tokens.
-KvLayout Layout(KvType type) {
-  KvLayout l;
-  l.n_layers = 2;
-  l.n_kv_heads = 2;
-  l.head_dim = 64;
-  l.type = type;
-  l.block_size = 4;
-  return l;
-}
+KvLayout Layout(KvType type) { return testing_blocks::Layout(type, 2, 64); }
 
 // A sequence of `tokens` whose every K/V byte is derived from its token, layer and offset (any
 // bytes are a valid block of either quantized type).
@@ -139,13 +131,9 @@ TEST(QuantizedKv, RecordsRoundTripAndAreNeverReadAsAnotherType) {
   }
 }
 
-class QuantizedDiskTier : public ::testing::Test {
+class QuantizedDiskTier : public testing_blocks::ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("pc_quantized_disk_" + std::to_string(getpid()));
-    fs::remove_all(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  QuantizedDiskTier() : ScratchDirTest("pc_quantized_disk_") {}
 
   std::unique_ptr<BlockCache> Open(BlockPool* pool) {
     auto disk = DiskTier::Open(dir_.string(), "fp", pool->layout(), 1 << 20);
@@ -154,7 +142,6 @@ class QuantizedDiskTier : public ::testing::Test {
     o.ram_bytes = 0;  // everything spills to disk
     return std::make_unique<BlockCache>(pool, "fp", o, std::move(disk).value());
   }
-  fs::path dir_;
 };
 
 // Blocks spilled to disk come back byte for byte after a restart; a tier of another type on the

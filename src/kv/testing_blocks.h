@@ -1,9 +1,14 @@
-// Test fixtures of the cache tests (block_cache_test, remote_tier_test): a small KV layout,
-// token runs, and sequences whose K/V elements carry their token id, so a test can tell which
-// prompt's K/V a hit returned.
+// Test fixtures of the KV tests (kv_cache_test, block_cache_test, quantized_blocks_test,
+// remote_tier_test): a small KV layout, token runs, sequences whose K/V elements carry their
+// token id, so a test can tell which prompt's K/V a hit returned, and a scratch folder.
 #pragma once
 
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "core/check.h"
@@ -11,12 +16,12 @@
 
 namespace promptcache::testing_blocks {
 
-// Two layers, one KV head of 4, blocks of 4 tokens.
-inline KvLayout Layout(KvType type = KvType::kF32) {
+// Two layers, `n_kv_heads` KV heads of `head_dim`, blocks of 4 tokens.
+inline KvLayout Layout(KvType type = KvType::kF32, int n_kv_heads = 1, int head_dim = 4) {
   KvLayout l;
   l.n_layers = 2;
-  l.n_kv_heads = 1;
-  l.head_dim = 4;
+  l.n_kv_heads = n_kv_heads;
+  l.head_dim = head_dim;
   l.type = type;
   l.block_size = 4;
   return l;
@@ -45,5 +50,17 @@ inline KvSequence Computed(BlockPool* pool, const std::vector<int32_t>& tokens) 
   }
   return seq;
 }
+
+// A test with a scratch folder of its own, `dir_` (`name` and the process id), absent when the
+// test starts and removed when it ends.
+class ScratchDirTest : public ::testing::Test {
+ protected:
+  explicit ScratchDirTest(const std::string& name)
+      : dir_(std::filesystem::temp_directory_path() / (name + std::to_string(getpid()))) {}
+  void SetUp() override { std::filesystem::remove_all(dir_); }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::filesystem::path dir_;
+};
 
 }  // namespace promptcache::testing_blocks

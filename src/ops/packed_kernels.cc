@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/enum_names.h"
 #include "hwy/highway.h"
 #include "ops/matmul_internal.h"
 #include "ops/packed.h"
@@ -170,16 +171,12 @@ void PackedMatMulRowsImpl(const MatMulJob& job, int64_t r0, int64_t r1) {
 
 const char* PackedKernelNameImpl(GgmlType type) {
   if (FindPackedFormat(type) == nullptr) return "unsupported";
+  static constexpr EnumName<DotKind> kNames[] = {{DotKind::kUnsigned, "packed_int8_maddubs"},
+                                                 {DotKind::kSigned, "packed_int8_maddubs_sign"},
+                                                 {DotKind::kVnni, "packed_int8_vpdpbusd"}};
+  static_assert(NamesEach(kNames, DotKind::kUnsigned, DotKind::kVnni));
   return VisitPackedType(type, [](auto t) {
-    switch (ChooseDot<decltype(t)::value>()) {
-      case DotKind::kVnni:
-        return "packed_int8_vpdpbusd";
-      case DotKind::kSigned:
-        return "packed_int8_maddubs_sign";
-      case DotKind::kUnsigned:
-        break;
-    }
-    return "packed_int8_maddubs";
+    return NameOf(kNames, ChooseDot<decltype(t)::value>(), "packed_int8_maddubs");
   });
 }
 

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <unordered_map>
 
+#include "core/enum_names.h"
 #include "pml/pml.h"
 #include "pml/pml_internal.h"
 
@@ -406,16 +407,13 @@ Result<PmlPlan> Planner::Plan() {
 
 }  // namespace
 
+constexpr EnumName<PmlPositions> kPmlPositionsNames[] = {{PmlPositions::kDefault, "default"},
+                                                         {PmlPositions::kSchema, "schema"},
+                                                         {PmlPositions::kContiguous, "contiguous"}};
+static_assert(NamesEach(kPmlPositionsNames, PmlPositions::kDefault, PmlPositions::kContiguous));
+
 std::string_view PmlPositionsName(PmlPositions positions) {
-  switch (positions) {
-    case PmlPositions::kSchema:
-      return "schema";
-    case PmlPositions::kContiguous:
-      return "contiguous";
-    case PmlPositions::kDefault:
-      break;
-  }
-  return "default";
+  return NameOf(kPmlPositionsNames, positions, "default");
 }
 
 Result<PmlPositions> ParsePmlPositions(std::string_view name) {

@@ -372,6 +372,30 @@ Status SchemaBuilder::ModuleBody(const pugi::xml_node& node, int index, const Co
   return Status::Ok();
 }
 
+// The children of a <union> or <scaffold> (`group`): <module> elements, each added by
+// `add_member` one level deeper, and space between them; any other text or element is an error.
+Status SchemaBuilder::AddMembers(
+    const pugi::xml_node& node, const Context& ctx, const char* group,
+    const std::function<Status(const pugi::xml_node&, const Context&)>& add_member) {
+  const std::string only =
+      std::string(" inside <") + group + "> (only <module> elements belong there)";
+  Context inner{ctx.owner, ctx.in_role, ctx.depth + 1};
+  for (pugi::xml_node child : node.children()) {
+    if (child.type() == pugi::node_pcdata || child.type() == pugi::node_cdata) {
+      if (!IsAllSpace(child.value())) {
+        return Error(child, "text " + Quote(NormalizeText(child.value())) + only);
+      }
+    } else if (child.type() == pugi::node_element) {
+      PC_RETURN_IF_ERROR(CheckDepth(child, inner.depth));
+      if (std::string_view(child.name()) != "module") {
+        return Error(child, "<" + std::string(child.name()) + ">" + only);
+      }
+      PC_RETURN_IF_ERROR(add_member(child, inner));
+    }
+  }
+  return Status::Ok();
+}
+
 Status SchemaBuilder::AddUnion(const pugi::xml_node& node, const Context& ctx) {
   PC_RETURN_IF_ERROR(CheckAttributes(node, {"scaffold"}, "<union>"));
   const int index = static_cast<int>(out_.unions.size());
@@ -381,26 +405,15 @@ Status SchemaBuilder::AddUnion(const pugi::xml_node& node, const Context& ctx) {
   out_.unions[index].start = static_cast<int>(pos_);
   const int64_t start = pos_;
   int64_t longest = 0;
-  Context inner{ctx.owner, ctx.in_role, ctx.depth + 1};
-  for (pugi::xml_node child : node.children()) {
-    if (child.type() == pugi::node_pcdata || child.type() == pugi::node_cdata) {
-      if (!IsAllSpace(child.value())) {
-        return Error(child, "text " + Quote(NormalizeText(child.value())) +
-                                " inside <union> (only <module> elements belong there)");
-      }
-    } else if (child.type() == pugi::node_element) {
-      PC_RETURN_IF_ERROR(CheckDepth(child, inner.depth));
-      if (std::string_view(child.name()) != "module") {
-        return Error(child, "<" + std::string(child.name()) +
-                                "> inside <union> (only <module> elements belong there)");
-      }
-      pos_ = start;  // every member starts at the union's start
-      const int member = static_cast<int>(out_.modules.size());
-      PC_RETURN_IF_ERROR(AddModule(child, inner, index, -1));
-      out_.unions[index].members.push_back(member);
-      longest = std::max<int64_t>(longest, out_.modules[member].length);
-    }
-  }
+  auto add_member = [&](const pugi::xml_node& child, const Context& inner) -> Status {
+    pos_ = start;  // every member starts at the union's start
+    const int member = static_cast<int>(out_.modules.size());
+    PC_RETURN_IF_ERROR(AddModule(child, inner, index, -1));
+    out_.unions[index].members.push_back(member);
+    longest = std::max<int64_t>(longest, out_.modules[member].length);
+    return Status::Ok();
+  };
+  PC_RETURN_IF_ERROR(AddMembers(node, ctx, "union", add_member));
   PmlUnion& u = out_.unions[index];
   if (u.members.empty()) return Error(node, "<union> without any <module>");
   u.length = static_cast<int>(longest);
@@ -425,24 +438,13 @@ Status SchemaBuilder::AddScaffold(const pugi::xml_node& node, const Context& ctx
   out_.scaffolds.emplace_back();
   out_.scaffolds[index].pos = xml_.PosOf(node);
   out_.scaffolds[index].parent = ctx.owner;
-  Context inner{ctx.owner, ctx.in_role, ctx.depth + 1};
-  for (pugi::xml_node child : node.children()) {
-    if (child.type() == pugi::node_pcdata || child.type() == pugi::node_cdata) {
-      if (!IsAllSpace(child.value())) {
-        return Error(child, "text " + Quote(NormalizeText(child.value())) +
-                                " inside <scaffold> (only <module> elements belong there)");
-      }
-    } else if (child.type() == pugi::node_element) {
-      PC_RETURN_IF_ERROR(CheckDepth(child, inner.depth));
-      if (std::string_view(child.name()) != "module") {
-        return Error(child, "<" + std::string(child.name()) +
-                                "> inside <scaffold> (only <module> elements belong there)");
-      }
-      const int member = static_cast<int>(out_.modules.size());
-      PC_RETURN_IF_ERROR(AddModule(child, inner, -1, index));
-      out_.scaffolds[index].members.push_back(member);
-    }
-  }
+  auto add_member = [&](const pugi::xml_node& child, const Context& inner) -> Status {
+    const int member = static_cast<int>(out_.modules.size());
+    PC_RETURN_IF_ERROR(AddModule(child, inner, -1, index));
+    out_.scaffolds[index].members.push_back(member);
+    return Status::Ok();
+  };
+  PC_RETURN_IF_ERROR(AddMembers(node, ctx, "scaffold", add_member));
   if (out_.scaffolds[index].members.empty()) return Error(node, "<scaffold> without any <module>");
   return Status::Ok();
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <pugixml.hpp>
 #include <string>
@@ -53,6 +54,8 @@ class SchemaBuilder {
   Status AddModule(const pugi::xml_node& node, const Context& ctx, int union_index,
                    int scaffold_index);
   Status ModuleBody(const pugi::xml_node& node, int index, const Context& ctx);
+  Status AddMembers(const pugi::xml_node& node, const Context& ctx, const char* group,
+                    const std::function<Status(const pugi::xml_node&, const Context&)>& add_member);
   Status AddUnion(const pugi::xml_node& node, const Context& ctx);
   Status AddScaffold(const pugi::xml_node& node, const Context& ctx);
   Status AddParameter(const pugi::xml_node& node, const Context& ctx);

@@ -464,19 +464,22 @@ TEST(PmlLayout, SrcThroughSymlinkInsideFolderIsFine) {
 TEST(PmlLayout, FormatLayoutShowsRangesFlagsAndSpans) {
   PML_ASSERT_OK_AND_ASSIGN(SchemaLayout s, LoadSchema(PmlTestData() + "/support.xml", kWords));
   const std::string text = FormatLayout(s);
-  EXPECT_TRUE(HasText(text, "schema 'support'"));
-  EXPECT_TRUE(HasText(text, "total length 95 positions of a 4096 context"));
-  EXPECT_TRUE(HasText(text, "always-included text: 14 tokens at [0, 14)"));
-  EXPECT_TRUE(HasText(text, "new prompt text starts at 95"));
-  EXPECT_TRUE(HasText(text, "union #0 [38, 58), length 20, default doc-en"));
-  EXPECT_TRUE(HasText(text, "[14, 38)"));
-  EXPECT_TRUE(HasText(text, "reserved 24"));
-  EXPECT_TRUE(HasText(text, "cached, length=24"));
-  EXPECT_TRUE(HasText(text, "union #0 default, src=docs/manual-en.txt"));
-  EXPECT_TRUE(HasText(text, "parameter name [64, 70) length 6, scaffold 'friend'"));
-  EXPECT_TRUE(HasText(text, "scaffold #0"));
-  EXPECT_TRUE(HasText(text, "attends to: always [0, 14), example-q [71, 78)"));
-  EXPECT_TRUE(HasText(text, "not cached, requires greeting, excludes tone"));
+  const char* const kLines[] = {
+      "schema 'support'",
+      "total length 95 positions of a 4096 context",
+      "always-included text: 14 tokens at [0, 14)",
+      "new prompt text starts at 95",
+      "union #0 [38, 58), length 20, default doc-en",
+      "[14, 38)",
+      "reserved 24",
+      "cached, length=24",
+      "union #0 default, src=docs/manual-en.txt",
+      "parameter name [64, 70) length 6, scaffold 'friend'",
+      "scaffold #0",
+      "attends to: always [0, 14), example-q [71, 78)",
+      "not cached, requires greeting, excludes tone",
+  };
+  for (const char* line : kLines) EXPECT_TRUE(HasText(text, line)) << line;
   // Modules appear in document order.
   EXPECT_LT(text.find("tone"), text.find("doc-en"));
   EXPECT_LT(text.find("example-a"), text.find("ticket"));

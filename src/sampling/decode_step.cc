@@ -1,20 +1,16 @@
 #include "sampling/decode_step.h"
 
+#include "core/enum_names.h"
+
 namespace promptcache {
 
-const char* FinishReason(DecodeEnd end) {
-  switch (end) {
-    case DecodeEnd::kStop:
-      return "stop";
-    case DecodeEnd::kLength:
-      return "length";
-    case DecodeEnd::kCancelled:
-      return "cancelled";
-    case DecodeEnd::kNone:
-      break;
-  }
-  return "";
-}
+// kNone has no name: "".
+constexpr EnumName<DecodeEnd> kFinishReasons[] = {{DecodeEnd::kStop, "stop"},
+                                                  {DecodeEnd::kLength, "length"},
+                                                  {DecodeEnd::kCancelled, "cancelled"}};
+static_assert(NamesEach(kFinishReasons, DecodeEnd::kStop, DecodeEnd::kCancelled));
+
+const char* FinishReason(DecodeEnd end) { return NameOf(kFinishReasons, end, ""); }
 
 DecodeStep::DecodeStep(const Tokenizer& tok, const SamplingParams& sampling, DecodeOptions options)
     : tok_(tok), options_(std::move(options)), sampler_(sampling), stream_(tok, options_.stop) {}

@@ -31,6 +31,14 @@ std::string Body(const std::string& extra = "") {
          (extra.empty() ? "" : "," + extra) + "}";
 }
 
+// The sampling a request asks for; min_p, which Anthropic's API does not have, stays off.
+void ExpectSampling(const SamplingParams& s, float temperature, float top_p, int top_k) {
+  EXPECT_FLOAT_EQ(s.temperature, temperature);
+  EXPECT_FLOAT_EQ(s.top_p, top_p);
+  EXPECT_EQ(s.top_k, top_k);
+  EXPECT_FLOAT_EQ(s.min_p, 0.0f);
+}
+
 TEST(AnthropicRequest, MinimalRequestGetsAnthropicDefaults) {
   const AnthropicRequest r = Parse(Body());
   EXPECT_EQ(r.model, "m");
@@ -38,10 +46,7 @@ TEST(AnthropicRequest, MinimalRequestGetsAnthropicDefaults) {
   ASSERT_EQ(r.messages.size(), 1u);
   EXPECT_EQ(r.messages[0].role, "user");
   EXPECT_EQ(r.messages[0].content, "hi");
-  EXPECT_FLOAT_EQ(r.sampling.temperature, 1.0f);
-  EXPECT_FLOAT_EQ(r.sampling.top_p, 1.0f);
-  EXPECT_EQ(r.sampling.top_k, 0);
-  EXPECT_FLOAT_EQ(r.sampling.min_p, 0.0f);
+  ExpectSampling(r.sampling, 1.0f, 1.0f, 0);
   EXPECT_FALSE(r.stream);
   EXPECT_TRUE(r.breakpoints.empty());
 }
@@ -55,9 +60,7 @@ TEST(AnthropicRequest, SystemBlocksSamplingAndStops) {
   ASSERT_EQ(r.messages.size(), 2u);
   EXPECT_EQ(r.messages[0].role, "system");
   EXPECT_EQ(r.messages[0].content, "You are terse.");
-  EXPECT_FLOAT_EQ(r.sampling.temperature, 0.0f);
-  EXPECT_FLOAT_EQ(r.sampling.top_p, 0.5f);
-  EXPECT_EQ(r.sampling.top_k, 7);
+  ExpectSampling(r.sampling, 0.0f, 0.5f, 7);
   EXPECT_EQ(r.stop_sequences, std::vector<std::string>{"END"});
   EXPECT_TRUE(r.stream);
   const AnthropicRequest s = Parse(Body(R"("system":"Be kind.")"));

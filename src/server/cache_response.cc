@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/enum_names.h"
 #include "server/json_fields.h"
 
 namespace promptcache {
@@ -11,22 +12,14 @@ using ojson = nlohmann::ordered_json;
 
 }  // namespace
 
+constexpr EnumName<TokenSource> kTokenSourceNames[] = {
+    {TokenSource::kRam, "ram"},           {TokenSource::kDisk, "disk"},
+    {TokenSource::kRemote, "remote"},     {TokenSource::kModule, "module"},
+    {TokenSource::kComputed, "computed"}, {TokenSource::kSegment, "segment"}};
+static_assert(NamesEach(kTokenSourceNames, TokenSource::kRam, TokenSource::kSegment));
+
 const char* TokenSourceName(TokenSource source) {
-  switch (source) {
-    case TokenSource::kRam:
-      return "ram";
-    case TokenSource::kDisk:
-      return "disk";
-    case TokenSource::kRemote:
-      return "remote";
-    case TokenSource::kModule:
-      return "module";
-    case TokenSource::kComputed:
-      return "computed";
-    case TokenSource::kSegment:
-      return "segment";
-  }
-  return "computed";
+  return NameOf(kTokenSourceNames, source, "computed");
 }
 
 ojson CacheMapJson(const CacheMapRequest& request, const CompletionResult& result,

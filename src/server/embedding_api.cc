@@ -107,6 +107,16 @@ MaybeError ReadModelAndDimensions(const json& body, EmbeddingsApiRequest* out) {
   return std::nullopt;
 }
 
+// What both APIs' requests share: no field outside `known`, the input (token ids too where
+// `tokens`), the model and the dimensions.
+template <size_t N>
+MaybeError ReadCommonFields(const json& body, const std::string_view (&known)[N], bool tokens,
+                            EmbeddingsApiRequest* out) {
+  PC_RETURN_IF_API_ERROR(CheckFields(body, known));
+  PC_RETURN_IF_API_ERROR(ReadInput(body, tokens, out));
+  return ReadModelAndDimensions(body, out);
+}
+
 void AppendFloat(std::string* out, float f) {
   if (!std::isfinite(f)) {  // JSON has no NaN; a hidden state should never be one
     *out += "null";
@@ -136,9 +146,7 @@ std::optional<ApiError> ParseEmbeddingsRequest(std::string_view body, Embeddings
   return Guarded([&]() -> MaybeError {
     json j;
     PC_RETURN_IF_API_ERROR(ParseObject(body, &j));
-    PC_RETURN_IF_API_ERROR(CheckFields(j, kOpenAiFields));
-    PC_RETURN_IF_API_ERROR(ReadInput(j, true, out));
-    PC_RETURN_IF_API_ERROR(ReadModelAndDimensions(j, out));
+    PC_RETURN_IF_API_ERROR(ReadCommonFields(j, kOpenAiFields, /*tokens=*/true, out));
     if (const json* f = Find(j, "encoding_format")) {
       if (!f->is_string()) return WrongType("encoding_format", "a string", *f);
       const std::string& format = f->get_ref<const std::string&>();
@@ -160,9 +168,7 @@ std::optional<ApiError> ParseOllamaEmbedRequest(std::string_view body, Embedding
   return Guarded([&]() -> MaybeError {
     json j;
     PC_RETURN_IF_API_ERROR(ParseObject(body, &j));
-    PC_RETURN_IF_API_ERROR(CheckFields(j, kOllamaFields));
-    PC_RETURN_IF_API_ERROR(ReadInput(j, false, out));
-    PC_RETURN_IF_API_ERROR(ReadModelAndDimensions(j, out));
+    PC_RETURN_IF_API_ERROR(ReadCommonFields(j, kOllamaFields, /*tokens=*/false, out));
     PC_RETURN_IF_API_ERROR(ReadBool(j, "truncate", &out->truncate));
     if (const json* o = Find(j, "options"); o != nullptr && !o->is_object()) {
       return WrongType("options", "an object", *o);

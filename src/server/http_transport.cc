@@ -58,13 +58,21 @@ void Address(const sockaddr_storage& addr, std::string* ip, int* port) {
   *ip = buf;
 }
 
-// The client's IP address (no port), or "" when it cannot be read.
-std::string PeerAddress(socket_t sock) {
+// The address and port of `sock` that `get` (getpeername or getsockname) reads: port 0, and `ip`
+// left as it was, where it cannot be read.
+void SocketAddress(socket_t sock, int (*get)(int, sockaddr*, socklen_t*), std::string* ip,
+                   int* port) {
   sockaddr_storage addr{};
   socklen_t len = sizeof(addr);
+  *port = 0;
+  if (get(sock, reinterpret_cast<sockaddr*>(&addr), &len) == 0) Address(addr, ip, port);
+}
+
+// The client's IP address (no port), or "" when it cannot be read.
+std::string PeerAddress(socket_t sock) {
   std::string ip;
   int port = 0;
-  if (::getpeername(sock, reinterpret_cast<sockaddr*>(&addr), &len) == 0) Address(addr, &ip, &port);
+  SocketAddress(sock, ::getpeername, &ip, &port);
   return ip;
 }
 
@@ -197,20 +205,10 @@ class DeadlineStream : public httplib::Stream {
   }
 
   void get_remote_ip_and_port(std::string& ip, int& port) const override {
-    sockaddr_storage addr{};
-    socklen_t len = sizeof(addr);
-    port = 0;
-    if (::getpeername(sock_, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-      Address(addr, &ip, &port);
-    }
+    SocketAddress(sock_, ::getpeername, &ip, &port);
   }
   void get_local_ip_and_port(std::string& ip, int& port) const override {
-    sockaddr_storage addr{};
-    socklen_t len = sizeof(addr);
-    port = 0;
-    if (::getsockname(sock_, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-      Address(addr, &ip, &port);
-    }
+    SocketAddress(sock_, ::getsockname, &ip, &port);
   }
   socket_t socket() const override { return sock_; }
 

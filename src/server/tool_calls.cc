@@ -1,8 +1,10 @@
 #include "server/tool_calls.h"
 
 #include <cctype>
+#include <functional>
 #include <nlohmann/json.hpp>
 
+#include "core/enum_names.h"
 #include "grammar/grammar.h"
 #include "grammar/json_depth.h"
 #include "grammar/json_schema.h"
@@ -79,22 +81,33 @@ bool ReadCall(const ojson& j, ToolCall* out, const char* name_key = "name") {
   return true;
 }
 
-// <tool_call>{...}</tool_call>, one or more, whitespace between; the last may lack its closing
-// tag (generation stopped at the end of the turn).
-bool ParseHermes(std::string_view rest, std::vector<ToolCall>* calls) {
+// Calls that each start with `open`, one or more, whitespace between. `read` takes the text after
+// one call's `open` and returns how much of it the call used (through its closing tag, or all of
+// it for a last call without one), or npos where the call is malformed.
+bool ParseOpenedCalls(std::string_view rest, std::string_view open, std::vector<ToolCall>* calls,
+                      const std::function<size_t(std::string_view, ToolCall*)>& read) {
   while (true) {
     const size_t b = rest.find_first_not_of(kSpace);
     if (b == std::string_view::npos) return !calls->empty();
     rest.remove_prefix(b);
-    if (rest.substr(0, kHermesOpen.size()) != kHermesOpen) return false;
-    rest.remove_prefix(kHermesOpen.size());
-    const size_t close = rest.find(kHermesClose);
+    if (rest.substr(0, open.size()) != open) return false;
+    rest.remove_prefix(open.size());
     ToolCall call;
-    if (!ReadCall(ParseJson(Trim(rest.substr(0, close))), &call)) return false;
+    const size_t used = read(rest, &call);
+    if (used == std::string_view::npos) return false;
     calls->push_back(std::move(call));
-    if (close == std::string_view::npos) return true;
-    rest.remove_prefix(close + kHermesClose.size());
+    rest.remove_prefix(used);
   }
+}
+
+// <tool_call>{...}</tool_call>, one or more, whitespace between; the last may lack its closing
+// tag (generation stopped at the end of the turn).
+bool ParseHermes(std::string_view rest, std::vector<ToolCall>* calls) {
+  return ParseOpenedCalls(rest, kHermesOpen, calls, [](std::string_view rest, ToolCall* call) {
+    const size_t close = rest.find(kHermesClose);
+    if (!ReadCall(ParseJson(Trim(rest.substr(0, close))), call)) return std::string_view::npos;
+    return close == std::string_view::npos ? rest.size() : close + kHermesClose.size();
+  });
 }
 
 bool ParseArray(std::string_view rest, std::vector<ToolCall>* calls,
@@ -165,22 +178,18 @@ bool ReadArgumentsUntil(std::string_view rest, std::string_view end, ToolCall* c
 // Functionary v3.1: <function=name>{...}</function>, one or more, whitespace between; the last
 // may lack its closing tag.
 bool ParseFunctionaryV31(std::string_view rest, std::vector<ToolCall>* calls) {
-  while (true) {
-    const size_t b = rest.find_first_not_of(kSpace);
-    if (b == std::string_view::npos) return !calls->empty();
-    rest.remove_prefix(b);
-    if (rest.substr(0, kFunctionOpen.size()) != kFunctionOpen) return false;
-    rest.remove_prefix(kFunctionOpen.size());
+  return ParseOpenedCalls(rest, kFunctionOpen, calls, [](std::string_view rest, ToolCall* call) {
     const size_t gt = rest.find('>');
-    if (gt == std::string_view::npos || !IsToolName(rest.substr(0, gt))) return false;
-    ToolCall call;
-    call.name = std::string(rest.substr(0, gt));
-    rest.remove_prefix(gt + 1);
+    if (gt == std::string_view::npos || !IsToolName(rest.substr(0, gt))) {
+      return std::string_view::npos;
+    }
+    call->name = std::string(rest.substr(0, gt));
     size_t used = 0;
-    if (!ReadArgumentsUntil(rest, kFunctionClose, &call, &used)) return false;
-    calls->push_back(std::move(call));
-    rest.remove_prefix(used);
-  }
+    if (!ReadArgumentsUntil(rest.substr(gt + 1), kFunctionClose, call, &used)) {
+      return std::string_view::npos;
+    }
+    return gt + 1 + used;
+  });
 }
 
 // `s` without `suffix` (and the whitespace before it) where it ends with it.
@@ -242,30 +251,21 @@ bool ParseDeepSeekR1(std::string_view rest, std::vector<ToolCall>* calls) {
 
 }  // namespace
 
+constexpr EnumName<ToolCallFormat> kToolCallFormatNames[] = {
+    {ToolCallFormat::kNone, "none"},
+    {ToolCallFormat::kHermes, "hermes"},
+    {ToolCallFormat::kLlama3, "llama3_json"},
+    {ToolCallFormat::kMistral, "mistral"},
+    {ToolCallFormat::kFunctionaryV32, "functionary_v3_2"},
+    {ToolCallFormat::kFunctionaryV31, "functionary_v3_1"},
+    {ToolCallFormat::kFireFunction, "firefunction_v2"},
+    {ToolCallFormat::kCommandRPlus, "command_r_plus"},
+    {ToolCallFormat::kCommandR7B, "command_r7b"},
+    {ToolCallFormat::kDeepSeekR1, "deepseek_r1"}};
+static_assert(NamesEach(kToolCallFormatNames, ToolCallFormat::kNone, ToolCallFormat::kDeepSeekR1));
+
 std::string_view ToolCallFormatName(ToolCallFormat format) {
-  switch (format) {
-    case ToolCallFormat::kHermes:
-      return "hermes";
-    case ToolCallFormat::kLlama3:
-      return "llama3_json";
-    case ToolCallFormat::kMistral:
-      return "mistral";
-    case ToolCallFormat::kFunctionaryV32:
-      return "functionary_v3_2";
-    case ToolCallFormat::kFunctionaryV31:
-      return "functionary_v3_1";
-    case ToolCallFormat::kFireFunction:
-      return "firefunction_v2";
-    case ToolCallFormat::kCommandRPlus:
-      return "command_r_plus";
-    case ToolCallFormat::kCommandR7B:
-      return "command_r7b";
-    case ToolCallFormat::kDeepSeekR1:
-      return "deepseek_r1";
-    case ToolCallFormat::kNone:
-      break;
-  }
-  return "none";
+  return NameOf(kToolCallFormatNames, format, "none");
 }
 
 ToolCallFormat DetectToolCallFormat(std::string_view t) {

@@ -5,12 +5,10 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <random>
-#include <sstream>
 
+#include "chat/chat_test_templates.h"
 #include "grammar/grammar.h"
 
 namespace promptcache {
@@ -35,192 +33,138 @@ TEST(ToolCalls, DetectsTheFormatOfEachRealTemplate) {
       {"llama-cpp-deepseek-r1.jinja", ToolCallFormat::kDeepSeekR1},
   };
   int seen = 0;
-  const std::filesystem::path dir = std::filesystem::path(PC_SHARED_DIR) / "templates";
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    if (entry.path().extension() != ".jinja") continue;
-    std::ifstream in(entry.path(), std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    const std::string file = entry.path().filename().string();
+  for (const auto& [file, source] : chat_testing::LoadTestTemplates()) {
     auto it = expected.find(file);
     const ToolCallFormat want = it == expected.end() ? ToolCallFormat::kNone : it->second;
-    EXPECT_EQ(ToolCallFormatName(DetectToolCallFormat(text.str())), ToolCallFormatName(want))
-        << file;
+    EXPECT_EQ(ToolCallFormatName(DetectToolCallFormat(source)), ToolCallFormatName(want)) << file;
     ++seen;
   }
   EXPECT_EQ(seen, 17);
   EXPECT_EQ(DetectToolCallFormat(""), ToolCallFormat::kNone);
 }
 
-TEST(ToolCalls, ParsesHermes) {
-  ParsedOutput p = ParseToolCalls(
-      ToolCallFormat::kHermes,
-      "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
-      "\"Paris\", \"unit\": \"celsius\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"time\", "
-      "\"arguments\": \"{\\\"zone\\\": \\\"CET\\\"}\"}\n</tool_call>");
-  EXPECT_EQ(p.content, "Let me check.\n");
-  ASSERT_EQ(p.calls.size(), 2u);
-  EXPECT_EQ(p.calls[0].name, "get_weather");
-  EXPECT_EQ(p.calls[0].arguments, R"({"city":"Paris","unit":"celsius"})");
-  EXPECT_EQ(p.calls[1].name, "time");
-  EXPECT_EQ(p.calls[1].arguments, R"({"zone":"CET"})");
-  // The turn may end before the closing tag.
-  p = ParseToolCalls(ToolCallFormat::kHermes, "<tool_call>{\"name\": \"f\", \"arguments\": {}}");
-  ASSERT_EQ(p.calls.size(), 1u);
-  EXPECT_EQ(p.content, "");
-  EXPECT_EQ(p.calls[0].arguments, "{}");
+struct Call {
+  std::string name, arguments;
+};
+
+// Well-formed output in each format: the content before the calls, and each call's name and
+// arguments (as compact JSON).
+struct ParseCase {
+  ToolCallFormat format;
+  std::string text, content;
+  std::vector<Call> calls;
+};
+
+const ParseCase kParseCases[] = {
+    {ToolCallFormat::kHermes,
+     "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+     "\"Paris\", \"unit\": \"celsius\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"time\", "
+     "\"arguments\": \"{\\\"zone\\\": \\\"CET\\\"}\"}\n</tool_call>",
+     "Let me check.\n",
+     {{"get_weather", R"({"city":"Paris","unit":"celsius"})"}, {"time", R"({"zone":"CET"})"}}},
+    // The turn may end before the closing tag.
+    {ToolCallFormat::kHermes, "<tool_call>{\"name\": \"f\", \"arguments\": {}}", "", {{"f", "{}"}}},
+    {ToolCallFormat::kLlama3,
+     "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}",
+     "",
+     {{"get_weather", R"({"city":"Oslo"})"}}},
+    {ToolCallFormat::kLlama3,
+     "\n<|python_tag|>{\"name\": \"f\", \"arguments\": {\"x\": [1, 2.5]}}\n",
+     "\n",
+     {{"f", R"({"x":[1,2.5]})"}}},
+    {ToolCallFormat::kMistral,
+     "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {\"q\": \"x\"}, \"id\": \"abcdefghi\"}, "
+     "{\"name\": \"b\", \"arguments\": {}}]",
+     "",
+     {{"a", R"({"q":"x"})"}, {"b", "{}"}}},
+    // Without the control token (a grammar-forced call, or a decoder that drops it).
+    {ToolCallFormat::kMistral, " [{\"name\": \"a\", \"arguments\": {}}]", " ", {{"a", "{}"}}},
+    // The generation prompt ends in ">>>": the output starts with the recipient, "all" for text.
+    {ToolCallFormat::kFunctionaryV32,
+     "get_weather\n{\"city\": \"Paris\"}>>>search\n{\"query\": \"a >>> b\", \"n\": 2}\n",
+     "",
+     {{"get_weather", R"({"city":"Paris"})"}, {"search", R"({"query":"a >>> b","n":2})"}}},
+    // Text first, then a call; the "all\n" marker is not content.
+    {ToolCallFormat::kFunctionaryV32,
+     "all\nLet me look.\n>>>now\n{}",
+     "Let me look.\n",
+     {{"now", "{}"}}},
+    // Text only, with the model writing its own ">>>" too.
+    {ToolCallFormat::kFunctionaryV32, ">>>all\nOnce upon a time", "Once upon a time", {}},
+    {ToolCallFormat::kFunctionaryV32, ">>>f\n{\"a\": 1}", "", {{"f", R"({"a":1})"}}},
+    {ToolCallFormat::kFunctionaryV31,
+     "Let me see. <function=get_weather>{\"city\": \"Oslo\"}</function>"
+     "\n<function=search>{\"query\": \"</function>\"}</function>",
+     "Let me see. ",
+     {{"get_weather", R"({"city":"Oslo"})"}, {"search", R"({"query":"</function>"})"}}},
+    // The turn may end before the closing tag.
+    {ToolCallFormat::kFunctionaryV31, "<function=now>{}", "", {{"now", "{}"}}},
+    {ToolCallFormat::kFireFunction,
+     "Checking. functools[{\"name\": \"a\", \"arguments\": {\"q\": \"]\"}}, "
+     "{\"name\": \"b\", \"arguments\": {}}]",
+     "Checking. ",
+     {{"a", R"({"q":"]"})"}, {"b", "{}"}}},
+    {ToolCallFormat::kFireFunction,
+     " functools[{\"name\": \"a\", \"arguments\": {}}]",
+     " ",
+     {{"a", "{}"}}},
+    // As the template renders an assistant turn's calls (after its content).
+    {ToolCallFormat::kCommandRPlus,
+     "I will look.\nAction:\n```json\n[\n    {\n        \"tool_name\": "
+     "\"a\",\n        \"parameters\": {\n            \"q\": \"```\"\n"
+     "        }\n    },\n    {\"tool_name\": \"b\", \"parameters\": "
+     "{}}\n]```\n",
+     "I will look.\n",
+     {{"a", R"({"q":"```"})"}, {"b", "{}"}}},
+    {ToolCallFormat::kCommandRPlus,
+     "Action: [{\"tool_name\": \"a\", \"parameters\": {\"x\": 1}}]",
+     "",
+     {{"a", R"({"x":1})"}}},
+    {ToolCallFormat::kCommandR7B,
+     "<|START_THINKING|>Look it up.<|END_THINKING|><|START_ACTION|>[\n    {\"tool_call_id\": "
+     "\"0\", \"tool_name\": \"a\", \"parameters\": {\"q\": \"]\"}},\n    {\"tool_call_id\": "
+     "\"1\", \"tool_name\": \"b\", \"parameters\": {}}\n]<|END_ACTION|>",
+     "<|START_THINKING|>Look it up.<|END_THINKING|>",
+     {{"a", R"({"q":"]"})"}, {"b", "{}"}}},
+    // The control token left out of the text, as constrained decoding writes it.
+    {ToolCallFormat::kCommandR7B,
+     "[{\"tool_call_id\": \"0\", \"tool_name\": \"a\", \"parameters\": {}}]",
+     "",
+     {{"a", "{}"}}},
+    {ToolCallFormat::kDeepSeekR1,
+     "<think>\nhm\n</"
+     "think>\n\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>a\n"
+     "```json\n{\"q\": "
+     "\"```\"}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>"
+     "b\n```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+     "<think>\nhm\n</think>\n\n",
+     {{"a", R"({"q":"```"})"}, {"b", "{}"}}},
+    // Without the outer markers, and cut off after the arguments' fence.
+    {ToolCallFormat::kDeepSeekR1,
+     "<｜tool▁call▁begin｜>function<｜tool▁sep｜>a\n```json\n{\"x\": 1}\n```",
+     "",
+     {{"a", R"({"x":1})"}}},
+};
+
+TEST(ToolCalls, ParsesEachFormat) {
+  for (const ParseCase& c : kParseCases) {
+    SCOPED_TRACE(std::string(ToolCallFormatName(c.format)) + ": " + c.text);
+    const ParsedOutput p = ParseToolCalls(c.format, c.text);
+    EXPECT_EQ(p.content, c.content);
+    ASSERT_EQ(p.calls.size(), c.calls.size());
+    for (size_t i = 0; i < c.calls.size(); ++i) {
+      EXPECT_EQ(p.calls[i].name, c.calls[i].name);
+      EXPECT_EQ(p.calls[i].arguments, c.calls[i].arguments);
+    }
+  }
 }
 
-TEST(ToolCalls, ParsesLlama3) {
-  ParsedOutput p = ParseToolCalls(
-      ToolCallFormat::kLlama3, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}");
-  ASSERT_EQ(p.calls.size(), 1u);
-  EXPECT_EQ(p.calls[0].name, "get_weather");
-  EXPECT_EQ(p.calls[0].arguments, R"({"city":"Oslo"})");
-  EXPECT_EQ(p.content, "");
-  p = ParseToolCalls(ToolCallFormat::kLlama3,
-                     "\n<|python_tag|>{\"name\": \"f\", \"arguments\": {\"x\": [1, 2.5]}}\n");
-  ASSERT_EQ(p.calls.size(), 1u);
-  EXPECT_EQ(p.calls[0].arguments, R"({"x":[1,2.5]})");
-  EXPECT_EQ(p.content, "\n");
-}
-
-TEST(ToolCalls, ParsesMistral) {
-  ParsedOutput p = ParseToolCalls(
-      ToolCallFormat::kMistral,
-      "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {\"q\": \"x\"}, \"id\": \"abcdefghi\"}, "
-      "{\"name\": \"b\", \"arguments\": {}}]");
-  ASSERT_EQ(p.calls.size(), 2u);
-  EXPECT_EQ(p.calls[0].name, "a");
-  EXPECT_EQ(p.calls[0].arguments, R"({"q":"x"})");
-  EXPECT_EQ(p.calls[1].name, "b");
-  EXPECT_EQ(p.content, "");
-  // Without the control token (a grammar-forced call, or a decoder that drops it).
-  p = ParseToolCalls(ToolCallFormat::kMistral, " [{\"name\": \"a\", \"arguments\": {}}]");
-  ASSERT_EQ(p.calls.size(), 1u);
-  EXPECT_EQ(p.content, " ");
-}
-
-// The generation prompt ends in ">>>": the output starts with the recipient, "all" for text.
-TEST(ToolCalls, ParsesFunctionaryV32) {
-  const ToolCallFormat f = ToolCallFormat::kFunctionaryV32;
-  ParsedOutput p = ParseToolCalls(
-      f, "get_weather\n{\"city\": \"Paris\"}>>>search\n{\"query\": \"a >>> b\", \"n\": 2}\n");
-  ASSERT_EQ(p.calls.size(), 2u);
-  EXPECT_EQ(p.calls[0].name, "get_weather");
-  EXPECT_EQ(p.calls[0].arguments, R"({"city":"Paris"})");
-  EXPECT_EQ(p.calls[1].name, "search");
-  EXPECT_EQ(p.calls[1].arguments, R"({"query":"a >>> b","n":2})");
-  EXPECT_EQ(p.content, "");
-  // Text first, then a call; the "all\n" marker is not content.
-  p = ParseToolCalls(f, "all\nLet me look.\n>>>now\n{}");
-  ASSERT_EQ(p.calls.size(), 1u);
-  EXPECT_EQ(p.calls[0].name, "now");
-  EXPECT_EQ(p.calls[0].arguments, "{}");
-  EXPECT_EQ(p.content, "Let me look.\n");
-  EXPECT_EQ(ToolContentBegin(f, "all\nLet me look."), 4u);
-  // Text only, with the model writing its own ">>>" too.
-  p = ParseToolCalls(f, ">>>all\nOnce upon a time");
-  EXPECT_TRUE(p.calls.empty());
-  EXPECT_EQ(p.content, "Once upon a time");
-  EXPECT_EQ(ToolContentBegin(f, ">>>all\nOnce"), 7u);
+// Where the content of Functionary v3.2's output begins: after its "all\n" marker (and a ">>>"
+// the model wrote before it).
+TEST(ToolCalls, FunctionaryV32ContentBeginsAfterItsMarker) {
+  EXPECT_EQ(ToolContentBegin(ToolCallFormat::kFunctionaryV32, "all\nLet me look."), 4u);
+  EXPECT_EQ(ToolContentBegin(ToolCallFormat::kFunctionaryV32, ">>>all\nOnce"), 7u);
   EXPECT_EQ(ToolContentBegin(ToolCallFormat::kHermes, "all\nOnce"), 0u);
-  p = ParseToolCalls(f, ">>>f\n{\"a\": 1}");
-  ASSERT_EQ(p.calls.size(), 1u);
-  EXPECT_EQ(p.calls[0].arguments, R"({"a":1})");
-}
-
-TEST(ToolCalls, ParsesFunctionaryV31) {
-  const ToolCallFormat f = ToolCallFormat::kFunctionaryV31;
-  ParsedOutput p =
-      ParseToolCalls(f,
-                     "Let me see. <function=get_weather>{\"city\": \"Oslo\"}</function>"
-                     "\n<function=search>{\"query\": \"</function>\"}</function>");
-  ASSERT_EQ(p.calls.size(), 2u);
-  EXPECT_EQ(p.content, "Let me see. ");
-  EXPECT_EQ(p.calls[0].name, "get_weather");
-  EXPECT_EQ(p.calls[0].arguments, R"({"city":"Oslo"})");
-  EXPECT_EQ(p.calls[1].name, "search");
-  EXPECT_EQ(p.calls[1].arguments, R"({"query":"</function>"})");
-  // The turn may end before the closing tag.
-  p = ParseToolCalls(f, "<function=now>{}");
-  ASSERT_EQ(p.calls.size(), 1u);
-  EXPECT_EQ(p.calls[0].arguments, "{}");
-}
-
-TEST(ToolCalls, ParsesFireFunction) {
-  const ToolCallFormat f = ToolCallFormat::kFireFunction;
-  ParsedOutput p =
-      ParseToolCalls(f,
-                     "Checking. functools[{\"name\": \"a\", \"arguments\": {\"q\": \"]\"}}, "
-                     "{\"name\": \"b\", \"arguments\": {}}]");
-  ASSERT_EQ(p.calls.size(), 2u);
-  EXPECT_EQ(p.content, "Checking. ");
-  EXPECT_EQ(p.calls[0].name, "a");
-  EXPECT_EQ(p.calls[0].arguments, R"({"q":"]"})");
-  EXPECT_EQ(p.calls[1].name, "b");
-  p = ParseToolCalls(f, " functools[{\"name\": \"a\", \"arguments\": {}}]");
-  ASSERT_EQ(p.calls.size(), 1u);
-  EXPECT_EQ(p.content, " ");
-}
-
-// As the template renders an assistant turn's calls (after its content).
-TEST(ToolCalls, ParsesCommandRPlus) {
-  const ToolCallFormat f = ToolCallFormat::kCommandRPlus;
-  ParsedOutput p =
-      ParseToolCalls(f,
-                     "I will look.\nAction:\n```json\n[\n    {\n        \"tool_name\": "
-                     "\"a\",\n        \"parameters\": {\n            \"q\": \"```\"\n"
-                     "        }\n    },\n    {\"tool_name\": \"b\", \"parameters\": "
-                     "{}}\n]```\n");
-  ASSERT_EQ(p.calls.size(), 2u);
-  EXPECT_EQ(p.content, "I will look.\n");
-  EXPECT_EQ(p.calls[0].name, "a");
-  EXPECT_EQ(p.calls[0].arguments, R"({"q":"```"})");
-  EXPECT_EQ(p.calls[1].name, "b");
-  EXPECT_EQ(p.calls[1].arguments, "{}");
-  p = ParseToolCalls(f, "Action: [{\"tool_name\": \"a\", \"parameters\": {\"x\": 1}}]");
-  ASSERT_EQ(p.calls.size(), 1u);
-  EXPECT_EQ(p.content, "");
-}
-
-TEST(ToolCalls, ParsesCommandR7B) {
-  const ToolCallFormat f = ToolCallFormat::kCommandR7B;
-  ParsedOutput p = ParseToolCalls(
-      f,
-      "<|START_THINKING|>Look it up.<|END_THINKING|><|START_ACTION|>[\n    {\"tool_call_id\": "
-      "\"0\", \"tool_name\": \"a\", \"parameters\": {\"q\": \"]\"}},\n    {\"tool_call_id\": "
-      "\"1\", \"tool_name\": \"b\", \"parameters\": {}}\n]<|END_ACTION|>");
-  ASSERT_EQ(p.calls.size(), 2u);
-  EXPECT_EQ(p.content, "<|START_THINKING|>Look it up.<|END_THINKING|>");
-  EXPECT_EQ(p.calls[0].name, "a");
-  EXPECT_EQ(p.calls[0].arguments, R"({"q":"]"})");
-  EXPECT_EQ(p.calls[1].name, "b");
-  // The control token left out of the text, as constrained decoding writes it.
-  p = ParseToolCalls(f, "[{\"tool_call_id\": \"0\", \"tool_name\": \"a\", \"parameters\": {}}]");
-  ASSERT_EQ(p.calls.size(), 1u);
-  EXPECT_EQ(p.content, "");
-}
-
-TEST(ToolCalls, ParsesDeepSeekR1) {
-  const ToolCallFormat f = ToolCallFormat::kDeepSeekR1;
-  ParsedOutput p = ParseToolCalls(
-      f,
-      "<think>\nhm\n</"
-      "think>\n\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>a\n"
-      "```json\n{\"q\": "
-      "\"```\"}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>"
-      "b\n```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>");
-  ASSERT_EQ(p.calls.size(), 2u);
-  EXPECT_EQ(p.content, "<think>\nhm\n</think>\n\n");
-  EXPECT_EQ(p.calls[0].name, "a");
-  EXPECT_EQ(p.calls[0].arguments, R"({"q":"```"})");
-  EXPECT_EQ(p.calls[1].name, "b");
-  EXPECT_EQ(p.calls[1].arguments, "{}");
-  // Without the outer markers, and cut off after the arguments' fence.
-  p = ParseToolCalls(f, "<｜tool▁call▁begin｜>function<｜tool▁sep｜>a\n```json\n{\"x\": 1}\n```");
-  ASSERT_EQ(p.calls.size(), 1u);
-  EXPECT_EQ(p.calls[0].arguments, R"({"x":1})");
 }
 
 TEST(ToolCalls, MalformedOutputIsContent) {

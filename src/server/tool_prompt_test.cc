@@ -8,11 +8,10 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "chat/chat_template.h"
+#include "chat/chat_test_templates.h"
 #include "jinja/testing/jinja2_reference.h"
 #include "server/openai_request.h"
 #include "server/prompt_encoder.h"
@@ -83,20 +82,6 @@ std::vector<std::string> Bodies() {
   };
 }
 
-std::pair<std::string, std::string> SpecialTokens(const std::string& file) {
-  if (file.find("Qwen") != std::string::npos) return {"", "<|im_end|>"};
-  if (file.find("gemma") != std::string::npos) return {"<bos>", "<eos>"};
-  if (file.find("Mistral") != std::string::npos) return {"<s>", "</s>"};
-  if (file.find("Phi") != std::string::npos) return {"<s>", "<|endoftext|>"};
-  if (file.find("Hermes") != std::string::npos) return {"<|begin_of_text|>", "<|im_end|>"};
-  if (file.find("CohereForAI") != std::string::npos)
-    return {"<BOS_TOKEN>", "<|END_OF_TURN_TOKEN|>"};
-  if (file.find("deepseek") != std::string::npos) {
-    return {"<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"};
-  }
-  return {"<|begin_of_text|>", "<|eot_id|>"};
-}
-
 // Jinja2's renderings of every case, through scripts/reference/openai_chat_render.py.
 std::vector<jinja::testing::Rendered> Reference(const json& cases) {
   char path[] = "/tmp/pc_tool_prompt_XXXXXX";
@@ -126,20 +111,12 @@ std::vector<jinja::testing::Rendered> Reference(const json& cases) {
 }
 
 TEST(ToolPrompt, ServerRenderingMatchesJinja2) {
-  const std::filesystem::path dir = std::filesystem::path(PC_SHARED_DIR) / "templates";
-  std::vector<std::pair<std::string, std::string>> templates;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    if (entry.path().extension() != ".jinja") continue;
-    std::ifstream in(entry.path(), std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    templates.push_back({entry.path().filename().string(), text.str()});
-  }
+  const std::vector<chat_testing::TestTemplate> templates = chat_testing::LoadTestTemplates();
   ASSERT_EQ(templates.size(), 17u);
   const std::vector<std::string> bodies = Bodies();
   json cases = json::array();
   for (const auto& [file, source] : templates) {
-    const auto [bos, eos] = SpecialTokens(file);
+    const auto [bos, eos] = chat_testing::SpecialTokens(file);
     for (const std::string& body : bodies) {
       cases.push_back({{"template", source},
                        {"body", json::parse(body)},
@@ -153,7 +130,7 @@ TEST(ToolPrompt, ServerRenderingMatchesJinja2) {
   size_t i = 0;
   for (const auto& [file, source] : templates) {
     ChatTemplate::Options options;
-    std::tie(options.bos_text, options.eos_text) = SpecialTokens(file);
+    std::tie(options.bos_text, options.eos_text) = chat_testing::SpecialTokens(file);
     options.include_leading_bos = true;
     options.now = jinja::testing::FixedNow;
     const ChatTemplate chat(source, options);

@@ -1,0 +1,159 @@
+// The block cache's tiers below RAM (kv/block_cache.h): what is written to the disk and remote
+// tiers (spilled on eviction, written through once to the remote tier, saved on demand), and how
+// a block file or a remote value comes back into RAM, checked against the chain that asks for it.
+
+#include <algorithm>
+#include <optional>
+#include <string>
+
+#include "core/log.h"
+#include "kv/block_cache.h"
+
+namespace promptcache {
+
+void BlockCache::WriteRemote(const BlockKey& key, Entry& e) {
+  if (!remote_ || e.on_remote) return;
+  BlockRecord r{key, e.parent, e.tokens, {}};
+  r.positions.assign(pool_->Positions(e.block) + e.begin,
+                     pool_->Positions(e.block) + e.begin + e.count);
+  // Encoded here (a copy of the block): the writer thread never touches the pool.
+  e.on_remote =
+      remote_->Put(RemoteKeyOf(e.ns, key), EncodeBlock(r, fingerprint_, *pool_, e.block, e.begin),
+                   e.pins > 0 ? 0 : options_.remote_ttl_seconds);
+}
+
+bool BlockCache::AdoptRemote(const BlockKey& key, std::string_view value, const BlockKey& ns,
+                             const BlockKey* parent, std::span<const int32_t> tokens) {
+  Result<BlockId> block = pool_->Allocate();
+  if (!block.ok()) return false;
+  Result<BlockRecord> r = DecodeBlock(value, key, fingerprint_, pool_, *block);
+  std::string why = r.ok() ? "" : r.status().message();
+  if (r.ok() && parent != nullptr &&
+      (!(r->parent == *parent) || r->tokens.size() != tokens.size() ||
+       !std::equal(tokens.begin(), tokens.end(), r->tokens.begin()))) {
+    why = "its tokens or parent are not the prompt's";
+  }
+  if (!why.empty()) {
+    pool_->Unref(*block);
+    remote_->CountInvalid();
+    if (remote_->Stats().invalid % 1000 == 1) {
+      PC_LOG_WARN("cache: remote value %s skipped: %s", RemoteKeyOf(ns, key).c_str(), why.c_str());
+    }
+    return false;
+  }
+  Entry e;
+  e.prefix = parent != nullptr;
+  e.ns = ns;
+  e.on_remote = true;
+  AddLoaded(key, *block, std::move(*r), std::move(e));
+  stats_.remote_loads++;
+  return true;
+}
+
+void BlockCache::LoadRemoteChain(std::span<const int32_t> tokens, int limit, const BlockKey& ns,
+                                 std::vector<BlockKey>* chain) {
+  const int bs = pool_->layout().block_size;
+  // Every key the chain could continue with, asked for a window at a time (pipelined) until the
+  // first miss. About 1 MiB in flight, at least 2 values: measured on loopback with 360 KiB
+  // values (smollm2-135m's f16 blocks), windows of 2 to 4 read 35% faster than 8 or than round
+  // trips of 2 (the values are used while still in cache), and 1 waits on every round trip.
+  const size_t per_window = (size_t(1) << 20) / pool_->layout().bytes_per_block();
+  const int window =
+      static_cast<int>(std::clamp<size_t>(per_window, 2, std::max(2, options_.remote_batch)));
+  std::vector<BlockKey> keys;
+  std::vector<std::string> names;
+  BlockKey parent = chain->empty() ? ns : chain->back();
+  for (int b = static_cast<int>(chain->size()); (b + 1) * bs <= limit; ++b) {
+    parent = ChainKey(parent, tokens.subspan(size_t(b) * bs, bs));
+    keys.push_back(parent);
+    names.push_back(RemoteKeyOf(ns, parent));
+  }
+  size_t i = 0;
+  const int first = static_cast<int>(chain->size());
+  remote_->Stream(names, window, [&](std::optional<RemoteValue> value) {
+    const BlockKey expect_parent = chain->empty() ? ns : chain->back();
+    const auto block_tokens = tokens.subspan(size_t(first + i) * bs, bs);
+    if (!value || !AdoptRemote(keys[i], value->data, ns, &expect_parent, block_tokens)) {
+      return false;
+    }
+    chain->push_back(keys[i++]);
+    return true;
+  });
+}
+
+bool BlockCache::LoadFromRemote(const BlockKey& key) {
+  if (!remote_) return false;
+  const auto values = remote_->Get({RemoteKeyOf({}, key)});
+  return values[0] && AdoptRemote(key, values[0]->data, {}, nullptr, {});
+}
+
+Status BlockCache::WriteEntry(const BlockKey& key, const Entry& e) {
+  BlockRecord r{key, e.parent, e.tokens, {}};
+  r.positions.assign(pool_->Positions(e.block) + e.begin,
+                     pool_->Positions(e.block) + e.begin + e.count);
+  PC_RETURN_IF_ERROR(disk_->Write(r, *pool_, e.block, e.begin));
+  stats_.disk_writes++;
+  return Status::Ok();
+}
+
+bool BlockCache::OnDisk(const BlockKey& key, BlockId block) const {
+  // A global-only file is not enough where the block is complete now (a sequence may hold the
+  // sliding part the entry gave up).
+  return disk_->Contains(key) && !(disk_->Partial(key) && pool_->Complete(block));
+}
+
+void BlockCache::Spill(const BlockKey& key, Entry& e) {
+  WriteRemote(key, e);
+  if (!disk_ || OnDisk(key, e.block)) return;
+  Status st = WriteEntry(key, e);
+  // A failing disk (read-only, full) fails every write: say so on the first and then on every
+  // thousandth, not once per evicted block.
+  if (!st.ok() && stats_.disk_errors++ % 1000 == 0) {
+    PC_LOG_WARN("cache: %s (%llu disk write errors so far)", st.message().c_str(),
+                static_cast<unsigned long long>(stats_.disk_errors));
+  }
+}
+
+// Loads a block file into a fresh block and indexes it. Its parent must already be cached (the
+// lookup walks chains from the root), so `depth` follows from the parent.
+bool BlockCache::LoadFromDisk(const BlockKey& key, bool prefix, const BlockKey& ns) {
+  if (!disk_ || !disk_->Contains(key)) return false;
+  Result<BlockId> block = pool_->Allocate();
+  if (!block.ok()) return false;
+  Result<BlockRecord> r = disk_->Read(key, pool_, *block);
+  if (!r.ok()) {
+    stats_.disk_errors++;
+    pool_->Unref(*block);
+    return false;
+  }
+  Entry e;
+  e.on_disk = true;
+  e.prefix = prefix;
+  e.ns = ns;
+  AddLoaded(key, *block, std::move(*r), std::move(e));
+  stats_.disk_loads++;
+  return true;
+}
+
+void BlockCache::AddLoaded(const BlockKey& key, BlockId block, BlockRecord&& r, Entry e) {
+  e.block = block;
+  e.begin = 0;
+  e.count = static_cast<int>(r.tokens.size());
+  e.parent = r.parent;
+  e.tokens = std::move(r.tokens);
+  const Entry* parent = r.parent.empty() ? nullptr : Find(r.parent);
+  e.depth = parent ? parent->depth + parent->count : 0;
+  e.sliding = r.complete;
+  if (!r.complete) pool_->ReleaseSliding(block);  // written global-only
+  AddEntry(key, std::move(e));                    // the allocation's reference becomes the cache's
+}
+
+Status BlockCache::SaveAll() {
+  if (!disk_) return InvalidArgument("no disk tier configured (--cache-dir)");
+  for (auto& [key, e] : entries_) {
+    if (!OnDisk(key, e.block)) PC_RETURN_IF_ERROR(WriteEntry(key, e));
+  }
+  return Status::Ok();
+}
+
+}  // namespace promptcache
