@@ -36,8 +36,9 @@ void EngineImpl::Admit(std::shared_ptr<Request> r) {
     // Its prefill, or a wait for blocks another sequence is computing (prefix_sharing.cc).
     AttachPrefix(*s, /*may_wait=*/shares && !s->r->req.prompt_logprobs);
     s->next_pos = s->n_prompt;
-    // After its prefix hit, its segments are looked up and the rest planned (segment_admission.cc).
-    if (segments && !AdmitSegments(*s)) return;
+    // After its prefix hit, its segments are looked up and the rest planned, or it waits for
+    // segments another sequence is computing (segment_admission.cc).
+    if (segments && !AdmitSegments(*s, /*may_wait=*/true)) return;
   }
   s->prefill_start = Clock::now();
   if (options_.kv_ram_bytes > 0) s->reserved = Reservation(*s->r);
@@ -45,6 +46,7 @@ void EngineImpl::Admit(std::shared_ptr<Request> r) {
     active_.push_back(std::move(s));
   } catch (...) {
     claims_.ReleaseAll(s->owner);  // a slot that never ran computes nothing for anyone
+    segment_claims_.ReleaseAll(s->segment_owner);
     throw;
   }
   if (options_.kv_ram_bytes > 0) {

@@ -138,6 +138,17 @@ struct EngineImpl::Slot {
   };
   std::vector<SegmentMiss> segment_misses;
   bool segmented = false;
+  // In-flight sharing of segments (segment_admission.cc): the id under which the slot claims
+  // the misses it computes and will store (segment_claims_; 0: none), and while it waits for
+  // segments other sequences are computing, their first keys and sizes (empty: not waiting;
+  // waited and wait_limit below count its steps). A waiting slot has nothing planned: no
+  // prefill tokens, no gathers, no claims, so nobody ever waits for a waiting slot (no cycles).
+  struct AwaitedSegment {
+    BlockKey key;
+    int tokens = 0;
+  };
+  uint64_t segment_owner = 0;
+  std::vector<AwaitedSegment> awaited_segments;
   // In-flight sharing of a plain prompt's prefix (prefix_sharing.cc, kv/in_flight.h), with the
   // prefix cache on: the sequence's id as a producer of blocks (0: it claims nothing), the chain
   // keys of the prompt's full blocks, and while it waits for another sequence to compute blocks
@@ -152,6 +163,9 @@ struct EngineImpl::Slot {
   int waited = 0, wait_limit = 0;
   int base_hit = -1;
   int published = 0;
+
+  // Waiting for blocks or segments another sequence is computing: nothing to prefill yet.
+  bool Waiting() const { return awaits >= 0 || !awaited_segments.empty(); }
 
   Slot(std::shared_ptr<Request> req, BlockPool* blocks, const Tokenizer& tok,
        const SamplingParams& sampling)

@@ -25,9 +25,11 @@
 // 2 + 2 * ceil(awaited tokens / batch_size) steps it stops waiting and computes what is missing
 // itself.
 //
-// Prompts with segments (segment_admission.cc) neither wait nor claim: past their first reused
-// segment their K/V are an approximation, and only their exact prefix reaches the cache, when
-// they end (decode.cc) or trim sliding windows (scheduler.cc).
+// Prompts with segments (segment_admission.cc) neither wait for prefix blocks nor claim them:
+// past their first reused segment their K/V are an approximation, and only their exact prefix
+// reaches the cache, when they end (decode.cc) or trim sliding windows (scheduler.cc). They share
+// the segments they miss instead: one waits for a segment another sequence is computing and will
+// store (Slot::awaited_segments), under the same priority and bound; WakeWaiters admits it again.
 //
 // Prompts with prompt_logprobs do not wait (the values of a prefix they did not compute come from
 // the log-probability memo, which a producer without them does not fill); they still claim
@@ -91,7 +93,7 @@ bool EngineImpl::AttachPrefix(Slot& s, bool may_wait) {
                                        : TokenSource::kRam,
            std::min(bs, cached - static_cast<int>(i) * bs));
   }
-  // A prompt with segments: AdmitSegments plans the rest (it never waits, so is never woken).
+  // A prompt with segments: AdmitSegments plans the rest (or has it wait for segments).
   if (UsesSegments(*s.r)) return true;
   AddRun(&res.sources, TokenSource::kComputed, res.computed_tokens);
   s.fill_tokens.clear();
@@ -112,7 +114,19 @@ bool EngineImpl::AttachPrefix(Slot& s, bool may_wait) {
 void EngineImpl::WakeWaiters() {
   for (auto& sp : active_) {
     Slot& s = *sp;
-    if (s.finished || s.awaits < 0 || s.r->cancelled) continue;
+    if (s.finished || s.r->cancelled) continue;
+    if (!s.awaited_segments.empty()) {
+      const bool done = std::none_of(
+          s.awaited_segments.begin(), s.awaited_segments.end(), [&](const auto& a) {
+            return segment_claims_.ComputedByOther(a.key, s.segment_owner);
+          });
+      const bool give_up = !done && ++s.waited > s.wait_limit;
+      // In admission order: the first waiter of a segment whose producer went away claims it,
+      // and those after it wait for it in turn.
+      if (done || give_up) ReadmitSegments(s, /*may_wait=*/!give_up);
+      continue;
+    }
+    if (s.awaits < 0) continue;
     const bool done = !claims_.ComputedByOther(s.keys[s.awaits], s.owner);
     const bool give_up = !done && ++s.waited > s.wait_limit;
     if (done || give_up) AttachPrefix(s, /*may_wait=*/!give_up);
@@ -120,9 +134,10 @@ void EngineImpl::WakeWaiters() {
 }
 
 std::vector<EngineImpl::Slot*> EngineImpl::PrefillOrder() const {
-  std::map<uint64_t, Slot*> producers;
+  std::map<uint64_t, Slot*> producers, segment_producers;
   for (const auto& sp : active_) {
     if (sp->owner != 0 && !sp->finished) producers[sp->owner] = sp.get();
+    if (sp->segment_owner != 0 && !sp->finished) segment_producers[sp->segment_owner] = sp.get();
   }
   // Each waiter's awaited tokens count for the sequence that will compute them: its producer,
   // or the producer that one waits for in turn (chains go to lower blocks: no cycles).
@@ -138,6 +153,15 @@ std::vector<EngineImpl::Slot*> EngineImpl::PrefillOrder() const {
       p = it == producers.end() ? nullptr : it->second;
     }
     if (p != nullptr && p->awaits < 0) weight[p] += awaited;
+  }
+  // A segment's waiters count its tokens for the sequence that will store it (which never waits
+  // itself: a waiting slot claims nothing).
+  for (const auto& sp : active_) {
+    if (sp->finished) continue;
+    for (const Slot::AwaitedSegment& a : sp->awaited_segments) {
+      auto it = segment_producers.find(segment_claims_.Find(a.key).owner);
+      if (it != segment_producers.end()) weight[it->second] += a.tokens;
+    }
   }
   std::vector<Slot*> order;
   for (const auto& sp : active_) order.push_back(sp.get());
