@@ -156,6 +156,9 @@ class EngineImpl : public Engine {
   // prefill of the rest (claiming its blocks: returns true) or, when blocks right after the hit
   // are being computed by another sequence and `may_wait`, a wait for them (false).
   bool AttachPrefix(Slot& s, bool may_wait);
+  // Claims the full blocks of s's prompt within [from, end) that it is about to compute (from:
+  // its prefix hit, whole blocks), unless another sequence holds them.
+  void ClaimPrefix(Slot& s, int from, int end);
   // Slots whose awaited blocks or segments are done (or whose producer went away, or that
   // waited their bound) attach again.
   void WakeWaiters();

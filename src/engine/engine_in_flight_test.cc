@@ -2,9 +2,9 @@
 // prompts admitted together computes each shared block once, by counts; greedy outputs equal a
 // cache-less reference token for token; a cancelled leader's follower takes over; the shared part
 // is computed first, and a request that shares nothing is delayed no more than the documented
-// bound; namespaces share nothing; modules are encoded once for a burst; sliding windows too; a
-// prompt with segments neither waits for a prefix nor is waited for (segments in flight:
-// segment_in_flight_test.cc). The Gate and the other helpers: in_flight_test_util.h.
+// bound; namespaces share nothing; modules are encoded once for a burst; sliding windows too.
+// Prompts with segments: segment_in_flight_test.cc. The Gate and the other helpers:
+// in_flight_test_util.h.
 #include "engine/in_flight_test_util.h"
 
 namespace promptcache {
@@ -178,43 +178,6 @@ TEST(InFlight, NothingIsSharedWithoutThePrefixCache) {
   }
   EXPECT_EQ(a.result.cached_tokens + b.result.cached_tokens, 0);
   EXPECT_EQ(b.result.tokens, Reference(e->model(), b.prompt, 12));
-}
-
-// A prompt with segments (segment_admission.cc) neither waits for blocks in flight nor claims
-// the ones it computes (past a reused segment its K/V are an approximation): admitted with a
-// leader sharing its first 160 tokens, it computes all of its prompt, while a plain follower of
-// the same burst still takes the leader's blocks in flight, and one that also shares the segment
-// follows the leader for P only and computes the segment itself. Mutation: letting it share like
-// a plain prompt (`shares` = UsesPrefixCache in Admit) makes it follow the leader (cached 160),
-// the last prompt take the segment's blocks from it (cached 192), and that prompt's answer then
-// differs from the reference: four checks fail.
-TEST(InFlight, APromptWithSegmentsNeitherWaitsNorIsWaitedFor) {
-  EngineOptions o;
-  o.segment_cache = true;
-  o.segment_min_tokens = 16;
-  auto e = Make(o);
-  const auto P = Ids(160, 1), G = Ids(32, 3);
-  Probe leader, segmented, plain, after;
-  leader.prompt = Cat(P, Ids(8, 10));
-  segmented.prompt = Cat(Cat(P, G), Ids(8, 11));
-  segmented.segments = {{160, 192}};
-  plain.prompt = Cat(P, Ids(8, 12));
-  after.prompt = Cat(Cat(P, G), Ids(8, 13));
-  {
-    Gate gate(*e);
-    for (Probe* p : {&leader, &segmented, &plain, &after}) Submit(*e, gate, *p);
-    gate.Open();
-    for (Probe* p : {&leader, &segmented, &plain, &after}) ASSERT_NO_FATAL_FAILURE(Finish(*p));
-  }
-  EXPECT_EQ(segmented.result.cached_tokens, 0);
-  EXPECT_EQ(segmented.result.shared_tokens, 0);
-  EXPECT_EQ(segmented.result.segment_lookups, 1);
-  EXPECT_EQ(segmented.result.segment_hits, 0);  // a cold segment cache: computed, then stored
-  EXPECT_EQ(segmented.result.tokens, Reference(e->model(), segmented.prompt, 12));
-  EXPECT_EQ(plain.result.cached_tokens, 160);
-  EXPECT_EQ(plain.result.shared_tokens, 160);
-  EXPECT_EQ(after.result.cached_tokens, 160);  // not the segment's blocks: nobody claimed them
-  EXPECT_EQ(after.result.tokens, Reference(e->model(), after.prompt, 12));
 }
 
 // Modules: a schema registered without encoding, two prompts for it arriving together. Encoding

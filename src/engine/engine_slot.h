@@ -155,8 +155,9 @@ struct EngineImpl::Slot {
   // it matched, the index in `keys` of the last of them (-1: not waiting), the steps it waited
   // and the most it will. base_hit: the tokens of its first lookup that no running producer
   // computed (what it reuses beyond them was shared in flight); published: leading blocks it
-  // has put in the cache. A prompt with segments (UsesSegments) neither claims nor waits: its
-  // K/V past its first reused segment are an approximation nobody should take in flight.
+  // has put in the cache. A prompt with segments (UsesSegments) waits as a plain prompt does but
+  // claims and publishes only its exact prefix (Request::exact_prefix), once its segments are
+  // planned: its K/V past its first reused segment are an approximation nobody should take.
   uint64_t owner = 0;
   std::vector<BlockKey> keys;
   int awaits = -1;

@@ -200,6 +200,10 @@ bool EngineImpl::AdmitSegments(Slot& s, bool may_wait) {
   }
   AddRun(&res.sources, TokenSource::kComputed, n - at);
   if (!hits.empty()) res.gather_ms = MsBetween(s.admitted, Clock::now());
+  // Its exact prefix (up to the first hit) is shared in flight as a plain prompt's: claimed,
+  // and what is computed of it already (with repair: all of it) published now.
+  ClaimPrefix(s, prefix, std::min(n, s.r->exact_prefix));
+  PublishPrefill(s);
   return true;
 }
 

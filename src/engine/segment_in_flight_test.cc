@@ -3,8 +3,9 @@
 // once, stores it once, and answers as the same requests run one after another once it is
 // cached; a cancelled leader's waiter computes the segment itself and the next waiter follows
 // it; namespaces never wait for each other's segments; the leader's prefill goes first and a
-// request sharing nothing is delayed no more than the documented bound. The Gate and the other
-// helpers: in_flight_test_util.h.
+// request sharing nothing is delayed no more than the documented bound; a prompt with segments
+// shares its exact prefix in flight with plain prompts, and nothing past it. The Gate and the
+// other helpers: in_flight_test_util.h.
 #include <cmath>
 
 #include "engine/in_flight_test_util.h"
@@ -107,9 +108,9 @@ TEST(SegmentsInFlight, ABurstCarryingANewDocumentComputesItOnce) {
 // The leader is cancelled after its first prefill chunk, before it stores the document: the
 // first waiter is woken, computes the document itself (its answer is the cache-less
 // reference) and stores it; the second, finding it claimed by the first, goes on waiting and
-// reuses it, answering as it does after the first alone. Nobody fails. Mutation: Finish not releasing
-// the segment claims (decode.cc) leaves both waiting until their bound, then computing the
-// document each: the hits, stores and waits fail.
+// reuses it, answering as it does after the first alone. Nobody fails. Mutation: Finish not
+// releasing the segment claims (decode.cc) leaves both waiting until their bound, then computing
+// the document each: the hits, stores and waits fail.
 TEST(SegmentsInFlight, ACancelledLeadersWaiterComputesTheSegment) {
   const auto D = Ids(kDoc, 3);
   Probe leader, f1, f2;
@@ -211,6 +212,49 @@ TEST(SegmentsInFlight, TheLeaderGoesFirstAndARequestSharingNothingWaitsBoundedly
   EXPECT_EQ(x.result.tokens, Reference(e->model(), x.prompt, 12));
   for (Probe& p : w) EXPECT_EQ(p.result.segment_hits, 1);
   EXPECT_EQ(e->Stats().in_flight_segment_waits, 3u);
+}
+
+// A prompt with segments shares its exact prefix (up to its first reused segment) in flight as
+// a plain prompt does, and nothing past it. With segment G cached beforehand: `seg` waits for a
+// plain leader computing its first 160 tokens and takes them from it; `seg2` reuses G behind a
+// new Q, computing Q at admission (repair), and publishes Q's blocks at once; a plain prompt with
+// the same Q + G takes Q from it but not G's blocks (approximate: reused behind other text), and
+// answers as the cache-less reference. Mutations: prompts with segments never waiting for a prefix
+// (may_wait false for them in Admit) leaves seg's shared_tokens 0; PublishPrefill without its
+// exact-prefix cap publishes seg2's reused G as a prefix: the cache lookup at step 1 finds 64
+// tokens, the plain prompt takes them and its answer differs from the reference.
+TEST(SegmentsInFlight, APromptWithSegmentsSharesOnlyItsExactPrefix) {
+  const auto P = Ids(160, 1), Q = Ids(32, 7), G = Ids(32, 3);
+  auto e = Make(SegmentOptions());
+  Probe warm;
+  Carry(warm, G, 8, 8, 5);
+  ASSERT_EQ(Alone(*e, warm).segment_stores, 1);
+  Probe leader, seg, seg2, plain;
+  leader.prompt = Cat(P, Ids(8, 10));
+  seg.prompt = Cat(Cat(P, G), Ids(8, 11));
+  seg.segments = {{160, 192}};
+  seg2.prompt = Cat(Cat(Q, G), Ids(8, 12));
+  seg2.segments = {{32, 64}};
+  plain.prompt = Cat(Cat(Q, G), Ids(8, 13));
+  int cached_at_start = -1;
+  {
+    Gate gate(*e, [&](int step) {
+      // Before any prefill of the burst is published: what admissions published.
+      if (step == 1) cached_at_start = e->LookupCache(Cat(Cat(Q, G), Ids(8, 14)), "").ram;
+    });
+    for (Probe* p : {&leader, &seg, &seg2, &plain}) Submit(*e, gate, *p);
+    gate.Open();
+    for (Probe* p : {&leader, &seg, &seg2, &plain}) ASSERT_NO_FATAL_FAILURE(Finish(*p));
+  }
+  EXPECT_EQ(seg.result.shared_tokens, 160);  // from the leader, in flight
+  EXPECT_EQ(seg.result.segment_hits, 1);
+  EXPECT_EQ(seg.result.cached_tokens, 160 + 32 - seg.result.recomputed_tokens);
+  EXPECT_EQ(seg2.result.segment_hits, 1);
+  EXPECT_EQ(cached_at_start, 32) << "seg2's exact prefix, and only it";
+  EXPECT_EQ(plain.result.cached_tokens, 32);
+  EXPECT_EQ(plain.result.shared_tokens, 32);  // seg2 was computing it
+  EXPECT_EQ(plain.result.tokens, Reference(e->model(), plain.prompt, 12));
+  EXPECT_EQ(leader.result.tokens, Reference(e->model(), leader.prompt, 12));
 }
 
 }  // namespace
