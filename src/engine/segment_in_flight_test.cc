@@ -19,10 +19,11 @@ constexpr int kDoc = 48;         // the shared document's tokens: three blocks
 constexpr int kBorder = 4;       // EngineOptions::segment_border_tokens' default
 constexpr double kShare = 0.15;  // EngineOptions::segment_recompute's default
 
-EngineOptions SegmentOptions() {
+EngineOptions SegmentOptions(SegmentEncoding encoding = SegmentEncoding::kInContext) {
   EngineOptions o;
   o.segment_cache = true;
   o.segment_min_tokens = 16;
+  o.segment_encoding = encoding;
   return o;
 }
 
@@ -51,19 +52,20 @@ CompletionResult Alone(Engine& e, const Probe& p, int max_tokens = 12) {
 }
 
 // Four prompts carrying the same new document behind texts of their own, arriving together:
-// the first computes and stores it, the three others wait for that store and reuse it (each
+// the first computes and stores it (in context: from its K/V at its first token; alone: encoded
+// again after the preamble, then), the three others wait for that store and reuse it (each
 // computing its own text and the repaired tokens only), and every answer equals the same request
 // served after the others, one at a time, the document cached by the first. Mutation:
 // AwaitSegments never waiting (return false) has all four compute and store the document:
-// the stores, hits, waits and token counts fail.
-TEST(SegmentsInFlight, ABurstCarryingANewDocumentComputesItOnce) {
+// the stores, hits, waits and token counts fail (both encodings).
+void ABurstComputesTheDocumentOnce(SegmentEncoding encoding) {
   const auto D = Ids(kDoc, 3);
   std::vector<std::unique_ptr<Probe>> burst;
   for (int i = 0; i < 4; ++i) {
     burst.push_back(std::make_unique<Probe>());
     Carry(*burst.back(), D, 8 + 8 * i, 8, 40 + i);
   }
-  auto e = Make(SegmentOptions());
+  auto e = Make(SegmentOptions(encoding));
   {
     Gate gate(*e);
     for (auto& p : burst) Submit(*e, gate, *p);
@@ -95,7 +97,7 @@ TEST(SegmentsInFlight, ABurstCarryingANewDocumentComputesItOnce) {
   EXPECT_EQ(st.in_flight_segment_waits, 3u);
   // One after another on a fresh engine: the first stores the document, the others reuse the
   // same K/V, so each answer and count is the burst's.
-  auto seq = Make(SegmentOptions());
+  auto seq = Make(SegmentOptions(encoding));
   for (size_t i = 0; i < burst.size(); ++i) {
     const CompletionResult r = Alone(*seq, *burst[i]);
     EXPECT_EQ(r.tokens, burst[i]->result.tokens) << "request " << i;
@@ -103,6 +105,14 @@ TEST(SegmentsInFlight, ABurstCarryingANewDocumentComputesItOnce) {
     EXPECT_EQ(r.segment_hits, burst[i]->result.segment_hits) << "request " << i;
   }
   EXPECT_EQ(seq->Stats().in_flight_segment_waits, 0u);
+}
+
+TEST(SegmentsInFlight, ABurstCarryingANewDocumentComputesItOnce) {
+  ABurstComputesTheDocumentOnce(SegmentEncoding::kInContext);
+}
+
+TEST(SegmentsInFlight, ABurstCarryingANewDocumentComputesItOnceEncodedAlone) {
+  ABurstComputesTheDocumentOnce(SegmentEncoding::kAlone);
 }
 
 // The leader is cancelled after its first prefill chunk, before it stores the document: the
