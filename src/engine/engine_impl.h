@@ -13,7 +13,9 @@
 // A plain prompt's full blocks also go to the cache after each forward pass of its prefill, and
 // the blocks a prefill is about to compute are claimed (kv/in_flight.h): a prompt admitted while
 // another computes blocks it matches waits for them and reuses them instead of computing them
-// again (prefix_sharing.cc).
+// again (prefix_sharing.cc). Likewise the segments a prompt misses are claimed until it stores
+// them, and a prompt missing a segment another sequence is computing waits for that store
+// (segment_admission.cc).
 //
 // Schemas (engine_schemas.cc) are parsed and planned on the calling thread with the model's
 // tokenizer; their modules are encoded on the engine thread, one text piece per task, between
@@ -23,11 +25,11 @@
 // scheduler.cc (the engine thread's loop, each batched step, K/V reservations), admission.cc
 // (a plain prompt's admission and prefix lookup), modular_admission.cc (modular prompts'
 // gathering and selective recompute), segment_admission.cc (a plain prompt's segments: looked
-// up, laid in, repaired, stored), decode.cc (per-token handling, choices, log-probabilities),
+// up, laid in, repaired, stored, shared in flight), decode.cc (per-token handling, choices, log-probabilities),
 // cache_admin.cc (list, pin, drop, save, lookup, warm), engine_schemas.cc (schema loading),
 // savings.cc (MeasureGeneration), embedding.cc (embedding requests: prefill-only sequences
-// whose final hidden states are pooled) and prefix_sharing.cc (a plain prompt's prefix shared
-// in flight).
+// whose final hidden states are pooled) and prefix_sharing.cc (a prompt's prefix shared in
+// flight, and the order of prefill chunks that puts awaited ones first).
 #pragma once
 
 #include <atomic>
