@@ -451,6 +451,9 @@ struct EngineStats {
   // Segments (CompletionRequest::segments): looked up, found cached, their tokens reused (not
   // recomputed), and stored after a miss.
   uint64_t segment_lookups = 0, segment_hits = 0, segment_tokens_reused = 0, segment_stores = 0;
+  // Times a request waited, at admission, for a segment another running request was computing
+  // and about to store (docs/modules.md "Segments", in flight): it then reused it as a hit.
+  uint64_t in_flight_segment_waits = 0;
   uint64_t evictions = 0, disk_writes = 0, disk_loads = 0, disk_errors = 0;
   size_t cache_ram_bytes = 0;  // distinct cached blocks in RAM (shared blocks counted once)
   size_t cache_disk_bytes = 0;

@@ -24,20 +24,21 @@ void EngineImpl::Admit(std::shared_ptr<Request> r) {
     s->tokens = s->r->req.prompt;
     s->n_prompt = static_cast<int>(s->tokens.size());
     s->result.prompt_tokens = s->n_prompt;
-    // A prompt with segments shares no prefix in flight (engine_slot.h): it neither claims the
-    // blocks it computes nor waits for others', and its exact prefix reaches the cache when it
-    // ends. (Its keys still tell which blocks of its hit another prefill computed.)
+    // A prompt with segments shares in flight only its exact prefix, up to its first reused
+    // segment (prefix_sharing.cc), and the segments it misses (segment_admission.cc).
     const bool segments = UsesSegments(*s->r);
-    const bool shares = UsesPrefixCache(*s->r) && !segments;
-    if (UsesPrefixCache(*s->r)) {
-      if (shares) s->owner = next_owner_++;
+    const bool shares = UsesPrefixCache(*s->r);
+    if (shares) {
+      s->owner = next_owner_++;
       s->keys = cache_->ChainKeys(s->tokens, NamespaceKey(s->r->req.cache_namespace));
     }
     // Its prefill, or a wait for blocks another sequence is computing (prefix_sharing.cc).
-    AttachPrefix(*s, /*may_wait=*/shares && !s->r->req.prompt_logprobs);
+    const bool attached = AttachPrefix(*s, /*may_wait=*/shares && !s->r->req.prompt_logprobs);
     s->next_pos = s->n_prompt;
-    // After its prefix hit, its segments are looked up and the rest planned (segment_admission.cc).
-    if (segments && !AdmitSegments(*s)) return;
+    // After its prefix hit, its segments are looked up and the rest planned, or it waits for
+    // segments another sequence is computing (segment_admission.cc); after a wait for its
+    // prefix, WakeWaiters does this.
+    if (segments && attached && !AdmitSegments(*s, /*may_wait=*/true)) return;
   }
   s->prefill_start = Clock::now();
   if (options_.kv_ram_bytes > 0) s->reserved = Reservation(*s->r);
@@ -45,6 +46,7 @@ void EngineImpl::Admit(std::shared_ptr<Request> r) {
     active_.push_back(std::move(s));
   } catch (...) {
     claims_.ReleaseAll(s->owner);  // a slot that never ran computes nothing for anyone
+    segment_claims_.ReleaseAll(s->segment_owner);
     throw;
   }
   if (options_.kv_ram_bytes > 0) {

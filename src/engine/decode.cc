@@ -261,7 +261,9 @@ void EngineImpl::Finish(Slot& s, const std::string& reason, Status status) {
   s.seq.Clear();
   s.gathers.clear();
   claims_.ReleaseAll(s.owner);  // what it did not complete, a sequence waiting for it computes
+  segment_claims_.ReleaseAll(s.segment_owner);  // segments it did not store, likewise
   s.awaits = -1;
+  s.awaited_segments.clear();
   Request& r = *s.r;
   r.choices[s.choice] = {res.tokens, res.text, res.finish_reason, std::move(s.logprobs)};
   if (s.choice == 0) {

@@ -325,6 +325,7 @@ void EngineImpl::UpdateStatsSnapshot() {
   stats_.segment_hits = segment_counters_.hits;
   stats_.segment_tokens_reused = segment_counters_.tokens_reused;
   stats_.segment_stores = segment_counters_.stores;
+  stats_.in_flight_segment_waits = segment_counters_.in_flight_waits;
   stats_.evictions = c.evictions + c.expirations;
   stats_.disk_writes = c.disk_writes;
   stats_.disk_loads = c.disk_loads;

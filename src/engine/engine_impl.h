@@ -13,7 +13,9 @@
 // A plain prompt's full blocks also go to the cache after each forward pass of its prefill, and
 // the blocks a prefill is about to compute are claimed (kv/in_flight.h): a prompt admitted while
 // another computes blocks it matches waits for them and reuses them instead of computing them
-// again (prefix_sharing.cc).
+// again (prefix_sharing.cc). Likewise the segments a prompt misses are claimed until it stores
+// them, and a prompt missing a segment another sequence is computing waits for that store
+// (segment_admission.cc).
 //
 // Schemas (engine_schemas.cc) are parsed and planned on the calling thread with the model's
 // tokenizer; their modules are encoded on the engine thread, one text piece per task, between
@@ -23,11 +25,11 @@
 // scheduler.cc (the engine thread's loop, each batched step, K/V reservations), admission.cc
 // (a plain prompt's admission and prefix lookup), modular_admission.cc (modular prompts'
 // gathering and selective recompute), segment_admission.cc (a plain prompt's segments: looked
-// up, laid in, repaired, stored), decode.cc (per-token handling, choices, log-probabilities),
+// up, laid in, repaired, stored, shared in flight), decode.cc (per-token handling, choices, log-probabilities),
 // cache_admin.cc (list, pin, drop, save, lookup, warm), engine_schemas.cc (schema loading),
 // savings.cc (MeasureGeneration), embedding.cc (embedding requests: prefill-only sequences
-// whose final hidden states are pooled) and prefix_sharing.cc (a plain prompt's prefix shared
-// in flight).
+// whose final hidden states are pooled) and prefix_sharing.cc (a prompt's prefix shared in
+// flight, and the order of prefill chunks that puts awaited ones first).
 #pragma once
 
 #include <atomic>
@@ -156,8 +158,11 @@ class EngineImpl : public Engine {
   // prefill of the rest (claiming its blocks: returns true) or, when blocks right after the hit
   // are being computed by another sequence and `may_wait`, a wait for them (false).
   bool AttachPrefix(Slot& s, bool may_wait);
-  // Slots whose awaited blocks are done (or whose producer went away, or that waited their
-  // bound) attach again.
+  // Claims the full blocks of s's prompt within [from, end) that it is about to compute (from:
+  // its prefix hit, whole blocks), unless another sequence holds them.
+  void ClaimPrefix(Slot& s, int from, int end);
+  // Slots whose awaited blocks or segments are done (or whose producer went away, or that
+  // waited their bound) attach again.
   void WakeWaiters();
   // The order of prefill chunks in a step: sequences others wait for first, most awaited tokens
   // first, then the rest as admitted.
@@ -178,9 +183,18 @@ class EngineImpl : public Engine {
   // at least segment_min_tokens long.
   std::vector<PromptSegment> LookedUp(const std::vector<PromptSegment>& segments, int from) const;
   // After s's prefix hit: looks its segments up and plans the rest of its prefill (hits laid in,
-  // repaired at once when anything is to be recomputed); false: the request failed (finished).
-  bool AdmitSegments(Slot& s);
-  // Stores the segments s missed, now that its prompt's K/V are complete.
+  // repaired at once when anything is to be recomputed), claiming the misses it will store;
+  // false: the request failed (finished). With `may_wait`, when a segment it misses is one
+  // another sequence is computing and will store, s plans nothing yet and waits for it
+  // (Slot::awaited_segments; WakeWaiters admits it again).
+  bool AdmitSegments(Slot& s, bool may_wait);
+  // Whether s waits for segments of `looked` (its lookup-eligible ones) that other sequences
+  // are computing now; if so it is set waiting, with its bound.
+  bool AwaitSegments(Slot& s, const std::vector<PromptSegment>& looked);
+  // A slot that waited for segments: its prefix and segments looked up again, and planned (or
+  // waiting again, with `may_wait`).
+  void ReadmitSegments(Slot& s, bool may_wait);
+  // Stores the segments s missed, now that its prompt's K/V are complete, and drops its claims.
   void StoreSegments(Slot& s);
   bool Step();  // one forward pass over all active slots; false if there was nothing to do
   // A recompute_each_step request's decode step: its whole sequence computed again, alone.
@@ -226,13 +240,16 @@ class EngineImpl : public Engine {
   BlockPool blocks_;
   std::unique_ptr<BlockCache> cache_;
   InFlightBlocks claims_;    // engine thread: blocks running sequences compute now
+  // Engine thread: segments running sequences compute now and will store, each by its first
+  // block's key (SegmentStore::Keys: its tokens, encoding, KV type and namespace).
+  InFlightBlocks segment_claims_;
   uint64_t next_owner_ = 1;  // engine thread: the next producer id for claims_
   ForwardScratch scratch_;
   std::unique_ptr<ModuleStore> store_;
   std::unique_ptr<SegmentStore> segments_;
   // Engine thread: EngineStats' segment counters, copied by UpdateStatsSnapshot.
   struct SegmentCounters {
-    uint64_t lookups = 0, hits = 0, tokens_reused = 0, stores = 0;
+    uint64_t lookups = 0, hits = 0, tokens_reused = 0, stores = 0, in_flight_waits = 0;
   } segment_counters_;
   ModelPmlEncoder encoder_;
   std::unique_ptr<LogprobMemo> memo_;  // engine thread

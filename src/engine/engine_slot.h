@@ -138,20 +138,35 @@ struct EngineImpl::Slot {
   };
   std::vector<SegmentMiss> segment_misses;
   bool segmented = false;
+  // In-flight sharing of segments (segment_admission.cc): the id under which the slot claims
+  // the misses it computes and will store (segment_claims_; 0: none), and while it waits for
+  // segments other sequences are computing, their first keys and sizes (empty: not waiting;
+  // waited and wait_limit below count its steps). A waiting slot has nothing planned: no
+  // prefill tokens, no gathers, no claims, so nobody ever waits for a waiting slot (no cycles).
+  struct AwaitedSegment {
+    BlockKey key;
+    int tokens = 0;
+  };
+  uint64_t segment_owner = 0;
+  std::vector<AwaitedSegment> awaited_segments;
   // In-flight sharing of a plain prompt's prefix (prefix_sharing.cc, kv/in_flight.h), with the
   // prefix cache on: the sequence's id as a producer of blocks (0: it claims nothing), the chain
   // keys of the prompt's full blocks, and while it waits for another sequence to compute blocks
   // it matched, the index in `keys` of the last of them (-1: not waiting), the steps it waited
   // and the most it will. base_hit: the tokens of its first lookup that no running producer
   // computed (what it reuses beyond them was shared in flight); published: leading blocks it
-  // has put in the cache. A prompt with segments (UsesSegments) neither claims nor waits: its
-  // K/V past its first reused segment are an approximation nobody should take in flight.
+  // has put in the cache. A prompt with segments (UsesSegments) waits as a plain prompt does but
+  // claims and publishes only its exact prefix (Request::exact_prefix), once its segments are
+  // planned: its K/V past its first reused segment are an approximation nobody should take.
   uint64_t owner = 0;
   std::vector<BlockKey> keys;
   int awaits = -1;
   int waited = 0, wait_limit = 0;
   int base_hit = -1;
   int published = 0;
+
+  // Waiting for blocks or segments another sequence is computing: nothing to prefill yet.
+  bool Waiting() const { return awaits >= 0 || !awaited_segments.empty(); }
 
   Slot(std::shared_ptr<Request> req, BlockPool* blocks, const Tokenizer& tok,
        const SamplingParams& sampling)

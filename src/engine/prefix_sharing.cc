@@ -25,9 +25,13 @@
 // 2 + 2 * ceil(awaited tokens / batch_size) steps it stops waiting and computes what is missing
 // itself.
 //
-// Prompts with segments (segment_admission.cc) neither wait nor claim: past their first reused
-// segment their K/V are an approximation, and only their exact prefix reaches the cache, when
-// they end (decode.cc) or trim sliding windows (scheduler.cc).
+// Prompts with segments (segment_admission.cc) share only their exact prefix, up to their first
+// reused segment (past it their K/V are an approximation): they wait for prefix blocks as plain
+// prompts do (claiming nothing while they wait), and once their segments are planned they claim
+// and publish the blocks of their exact prefix alone (with selective recompute it is computed at
+// admission, so published at once). They also share the segments they miss: one waits for a
+// segment another sequence is computing and will store (Slot::awaited_segments), under the same
+// priority and bound; WakeWaiters admits it again.
 //
 // Prompts with prompt_logprobs do not wait (the values of a prefix they did not compute come from
 // the log-probability memo, which a producer without them does not fill); they still claim
@@ -72,7 +76,8 @@ bool EngineImpl::AttachPrefix(Slot& s, bool may_wait) {
       s.awaits = m - 1;
       const int awaited = m * bs - s.seq.size();
       s.wait_limit = 2 + 2 * ((awaited + options_.batch_size - 1) / options_.batch_size);
-      claims_.Claim(s.owner, std::span<const BlockKey>(s.keys).subspan(m));
+      // A prompt with segments does not know yet how much of it will be exact: it claims none.
+      if (!UsesSegments(*s.r)) claims_.Claim(s.owner, std::span<const BlockKey>(s.keys).subspan(m));
       return false;
     }
   }
@@ -91,7 +96,7 @@ bool EngineImpl::AttachPrefix(Slot& s, bool may_wait) {
                                        : TokenSource::kRam,
            std::min(bs, cached - static_cast<int>(i) * bs));
   }
-  // A prompt with segments: AdmitSegments plans the rest (it never waits, so is never woken).
+  // A prompt with segments: AdmitSegments plans the rest (or has it wait for segments).
   if (UsesSegments(*s.r)) return true;
   AddRun(&res.sources, TokenSource::kComputed, res.computed_tokens);
   s.fill_tokens.clear();
@@ -100,29 +105,50 @@ bool EngineImpl::AttachPrefix(Slot& s, bool may_wait) {
     s.fill_tokens.push_back(s.tokens[i]);
     s.fill_pos.push_back(i);
   }
+  ClaimPrefix(s, cached, s.n_prompt);
+  return true;
+}
+
+void EngineImpl::ClaimPrefix(Slot& s, int from, int end) {
   // What it computes from here, in whole blocks (a prefix under cache_min_tokens is never
   // published: nobody should wait for it).
-  if (s.owner != 0 && cached % bs == 0 && s.n_prompt >= cache_->options().min_tokens &&
-      cached / bs < static_cast<int>(s.keys.size())) {
-    claims_.Claim(s.owner, std::span<const BlockKey>(s.keys).subspan(cached / bs));
+  const int bs = options_.block_size;
+  const int last = std::min<int>(end / bs, s.keys.size());
+  if (s.owner != 0 && from % bs == 0 && s.n_prompt >= cache_->options().min_tokens &&
+      from / bs < last) {
+    claims_.Claim(s.owner, std::span<const BlockKey>(s.keys).subspan(from / bs, last - from / bs));
   }
-  return true;
 }
 
 void EngineImpl::WakeWaiters() {
   for (auto& sp : active_) {
     Slot& s = *sp;
-    if (s.finished || s.awaits < 0 || s.r->cancelled) continue;
+    if (s.finished || s.r->cancelled) continue;
+    if (!s.awaited_segments.empty()) {
+      const bool done = std::none_of(
+          s.awaited_segments.begin(), s.awaited_segments.end(),
+          [&](const auto& a) { return segment_claims_.ComputedByOther(a.key, s.segment_owner); });
+      const bool give_up = !done && ++s.waited > s.wait_limit;
+      // In admission order: the first waiter of a segment whose producer went away claims it,
+      // and those after it wait for it in turn.
+      if (done || give_up) ReadmitSegments(s, /*may_wait=*/!give_up);
+      continue;
+    }
+    if (s.awaits < 0) continue;
     const bool done = !claims_.ComputedByOther(s.keys[s.awaits], s.owner);
     const bool give_up = !done && ++s.waited > s.wait_limit;
-    if (done || give_up) AttachPrefix(s, /*may_wait=*/!give_up);
+    if (!done && !give_up) continue;
+    // A prompt with segments then plans its segments (and may wait for some: a failure
+    // finishes it).
+    if (AttachPrefix(s, /*may_wait=*/!give_up) && UsesSegments(*s.r)) AdmitSegments(s, true);
   }
 }
 
 std::vector<EngineImpl::Slot*> EngineImpl::PrefillOrder() const {
-  std::map<uint64_t, Slot*> producers;
+  std::map<uint64_t, Slot*> producers, segment_producers;
   for (const auto& sp : active_) {
     if (sp->owner != 0 && !sp->finished) producers[sp->owner] = sp.get();
+    if (sp->segment_owner != 0 && !sp->finished) segment_producers[sp->segment_owner] = sp.get();
   }
   // Each waiter's awaited tokens count for the sequence that will compute them: its producer,
   // or the producer that one waits for in turn (chains go to lower blocks: no cycles).
@@ -139,6 +165,15 @@ std::vector<EngineImpl::Slot*> EngineImpl::PrefillOrder() const {
     }
     if (p != nullptr && p->awaits < 0) weight[p] += awaited;
   }
+  // A segment's waiters count its tokens for the sequence that will store it (which never waits
+  // itself: a waiting slot claims nothing).
+  for (const auto& sp : active_) {
+    if (sp->finished) continue;
+    for (const Slot::AwaitedSegment& a : sp->awaited_segments) {
+      auto it = segment_producers.find(segment_claims_.Find(a.key).owner);
+      if (it != segment_producers.end()) weight[it->second] += a.tokens;
+    }
+  }
   std::vector<Slot*> order;
   for (const auto& sp : active_) order.push_back(sp.get());
   std::stable_sort(order.begin(), order.end(), [&](const Slot* a, const Slot* b) {
@@ -149,9 +184,11 @@ std::vector<EngineImpl::Slot*> EngineImpl::PrefillOrder() const {
 }
 
 void EngineImpl::PublishPrefill(Slot& s) {
-  if (s.finished || s.owner == 0 || s.awaits >= 0) return;
-  const int ready = cache_->InsertPrefix(std::span<const int32_t>(s.tokens).first(s.seq.size()),
-                                         s.seq, NamespaceKey(s.r->req.cache_namespace));
+  if (s.finished || s.owner == 0 || s.Waiting()) return;
+  // Only the exact prefix: a prompt with segments holds reused (approximate) K/V past it.
+  const int exact = std::min(s.seq.size(), s.r->exact_prefix);
+  const int ready = cache_->InsertPrefix(std::span<const int32_t>(s.tokens).first(exact), s.seq,
+                                         NamespaceKey(s.r->req.cache_namespace));
   for (int b = s.published; b < ready && b < static_cast<int>(s.keys.size()); ++b) {
     claims_.MarkReady(s.owner, s.keys[b]);
   }

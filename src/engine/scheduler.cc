@@ -186,7 +186,7 @@ bool EngineImpl::Step() {
   std::vector<Slot*> prefilled;
   for (Slot* sp : PrefillOrder()) {
     Slot& s = *sp;
-    if (s.finished || s.pending >= 0 || s.r->cancelled || s.awaits >= 0) continue;
+    if (s.finished || s.pending >= 0 || s.r->cancelled || s.Waiting()) continue;
     const int room = options_.batch_size - static_cast<int>(batch.size());
     if (room <= 0) break;
     if (s.r->embedding) {
@@ -267,7 +267,7 @@ void EngineImpl::RecomputeStep(Slot& s) {
 }
 
 void EngineImpl::TrimSliding(Slot& s) {
-  if (s.finished || s.awaits >= 0 || !options_.trim_sliding_kv || !blocks_.layout().has_sliding())
+  if (s.finished || s.Waiting() || !options_.trim_sliding_kv || !blocks_.layout().has_sliding())
     return;
   if (s.r->embedding) return;  // its inputs' sequences live for a step or two
   const int total = static_cast<int>(s.fill_tokens.size());

@@ -6,6 +6,17 @@
 // gathered and computed now and Blend repairs the hits: the first segment_border_tokens tokens
 // of each, and the share segment_recompute of their tokens. Misses are computed in place and
 // stored once the prompt's K/V are complete, at its first token (StoreSegments).
+//
+// In flight: a miss the slot will store is claimed (segment_claims_, by the segment's first
+// block key, which hashes its tokens, encoding, KV type and namespace) from its admission until
+// it is stored or the slot ends. A prompt admitted while a segment it would look up is claimed
+// by another sequence waits (AwaitSegments) instead of computing it again: it plans nothing and
+// claims nothing meanwhile, and once every segment it waits for is stored, or its producer went
+// away (cancelled, failed: the claim goes unstored), it is admitted again (ReadmitSegments) and
+// finds a hit, or computes and claims the segment itself. The bound is prefix sharing's
+// (prefix_sharing.cc): its producer's prefill goes first while it is awaited, and after
+// 2 + 2 * ceil(tokens the producer has left to prefill / batch_size) steps the waiter stops
+// waiting and computes what it misses itself.
 #include <algorithm>
 
 #include "core/log.h"
@@ -41,21 +52,59 @@ std::vector<PromptSegment> EngineImpl::LookedUp(const std::vector<PromptSegment>
   return out;
 }
 
-bool EngineImpl::AdmitSegments(Slot& s) {
+bool EngineImpl::AwaitSegments(Slot& s, const std::vector<PromptSegment>& looked) {
+  const BlockKey ns = NamespaceKey(s.r->req.cache_namespace);
+  const std::span<const int32_t> prompt(s.tokens);
+  s.awaited_segments.clear();
+  int left = 0;  // the most prefill tokens a producer it waits for has left
+  for (const PromptSegment& g : looked) {
+    const BlockKey key = segments_->Keys(prompt.subspan(g.begin, g.size()), ns).front();
+    const InFlightBlocks::Holder h = segment_claims_.Find(key);
+    if (!segment_claims_.ComputedByOther(key, s.segment_owner)) continue;
+    s.awaited_segments.push_back({key, g.size()});
+    for (const auto& p : active_) {
+      if (p->segment_owner == h.owner && !p->finished) {
+        left = std::max(left, static_cast<int>(p->fill_tokens.size()) - p->filled);
+      }
+    }
+  }
+  if (s.awaited_segments.empty()) return false;
+  s.waited = 0;
+  s.wait_limit = 2 + 2 * ((left + options_.batch_size - 1) / options_.batch_size);
+  ++segment_counters_.in_flight_waits;
+  return true;
+}
+
+void EngineImpl::ReadmitSegments(Slot& s, bool may_wait) {
+  s.awaited_segments.clear();
+  // The prefix cache may hold more of the prompt now; a failure finishes the request.
+  AttachPrefix(s, /*may_wait=*/false);
+  AdmitSegments(s, may_wait);
+}
+
+bool EngineImpl::AdmitSegments(Slot& s, bool may_wait) {
   const CompletionRequest& req = s.r->req;
   const BlockKey ns = NamespaceKey(req.cache_namespace);
   CompletionResult& res = s.result;
   const int n = s.n_prompt;
   const int prefix = s.seq.size();
   const std::span<const int32_t> prompt(s.tokens);
+  const std::vector<PromptSegment> looked = LookedUp(req.segments, prefix);
+  // A segment another sequence is computing now: wait for it (nothing planned, nothing counted).
+  if (may_wait && AwaitSegments(s, looked)) return true;
   std::vector<Hit> hits;
-  for (const PromptSegment& g : LookedUp(req.segments, prefix)) {
+  for (const PromptSegment& g : looked) {
     ++res.segment_lookups;
     Hit h{g, KvSequence(&blocks_), 0, false};
     const auto tokens = prompt.subspan(g.begin, g.size());
     const SegmentStore::Lookup l = segments_->Find(tokens, ns, &h.held);
     if (!l.found) {
       s.segment_misses.push_back({g, l.partial});
+      // Stored by this slot once its K/V are complete: others wait for it meanwhile (a key
+      // another sequence holds stays its: this slot then stores it too, as before).
+      if (s.segment_owner == 0) s.segment_owner = next_owner_++;
+      const BlockKey key = segments_->Keys(tokens, ns).front();
+      segment_claims_.Claim(s.segment_owner, std::span<const BlockKey>(&key, 1));
       continue;
     }
     h.start = l.start;
@@ -151,6 +200,10 @@ bool EngineImpl::AdmitSegments(Slot& s) {
   }
   AddRun(&res.sources, TokenSource::kComputed, n - at);
   if (!hits.empty()) res.gather_ms = MsBetween(s.admitted, Clock::now());
+  // Its exact prefix (up to the first hit) is shared in flight as a plain prompt's: claimed,
+  // and what is computed of it already (with repair: all of it) published now.
+  ClaimPrefix(s, prefix, std::min(n, s.r->exact_prefix));
+  PublishPrefill(s);
   return true;
 }
 
@@ -186,6 +239,8 @@ void EngineImpl::StoreSegments(Slot& s) {
     s.result.encode_ms += MsBetween(t0, Clock::now());
   }
   s.segment_misses.clear();
+  // Stored (or not, after a warning): those waiting for them look them up again.
+  segment_claims_.ReleaseAll(s.segment_owner);
 }
 
 }  // namespace promptcache

@@ -147,6 +147,10 @@ std::string FormatMetrics(const EngineStats& s, const HistogramSnapshot& ttft,
         "Of the cached tokens, those another request's prefill was computing at the time: a "
         "prefix shared by concurrent requests, computed once.",
         s.shared_in_flight_tokens);
+  p.Add("promptcache_in_flight_segment_waits_total", "counter",
+        "Times a request waited for a segment another request was computing, then reused it: a "
+        "segment shared by concurrent requests, computed once.",
+        s.in_flight_segment_waits);
   p.Add("promptcache_generated_tokens_total", "counter", "Tokens generated.", s.generated_tokens);
   p.Add("promptcache_cache_lookups_total", "counter", "Prefix cache lookups.", s.cache_lookups);
   p.Add("promptcache_cache_hits_total", "counter", "Lookups that reused at least one block.",

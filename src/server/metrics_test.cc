@@ -32,6 +32,7 @@ TEST(Metrics, EngineStatsAndRatios) {
   s.prompt_tokens = 1000;
   s.cached_tokens = 640;
   s.shared_in_flight_tokens = 480;
+  s.in_flight_segment_waits = 6;
   s.generated_tokens = 77;
   s.cache_hits = 3;
   s.cache_lookups = 4;
@@ -49,6 +50,7 @@ TEST(Metrics, EngineStatsAndRatios) {
   EXPECT_EQ(m.at("promptcache_cached_tokens_total"), "640");
   EXPECT_EQ(m.at("promptcache_computed_tokens_total"), "360");
   EXPECT_EQ(m.at("promptcache_prefix_shared_in_flight_tokens_total"), "480");
+  EXPECT_EQ(m.at("promptcache_in_flight_segment_waits_total"), "6");
   EXPECT_EQ(m.at("promptcache_generated_tokens_total"), "77");
   EXPECT_EQ(m.at("promptcache_cache_hits_total"), "3");
   EXPECT_EQ(m.at("promptcache_cache_hit_ratio"), "0.75");

@@ -1,0 +1,197 @@
+// Helpers of the in-flight sharing tests (engine_in_flight_test.cc, segment_in_flight_test.cc):
+// seeded token runs, an engine on stories260K (or synth's tiny gemma3), the cache-less greedy
+// reference, and a Gate that holds the engine thread inside a step while a burst is submitted,
+// so that the burst is admitted together, in order, at the next step (as clients arriving at
+// once); its own request then decodes one token per step, which numbers the steps. Nothing here
+// is timed: bounds are in steps, waits are liveness bounds.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <future>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "core/temp_files.h"
+#include "engine/engine_impl.h"
+#include "engine/runner.h"
+#include "model/synth.h"
+
+namespace promptcache {
+namespace in_flight_test {
+
+inline const std::string kStories = std::string(PC_SHARED_DIR) + "/models/stories260K.gguf";
+inline constexpr int kBlock = 16;
+inline constexpr double kLiveness = 120;  // seconds: a request that takes longer is stuck
+
+// n token ids of a seeded run (salts give runs that share no block).
+inline std::vector<int32_t> Ids(int n, int salt) {
+  std::vector<int32_t> t;
+  uint32_t x = 2654435761u * uint32_t(salt + 1);
+  for (int i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    t.push_back(int32_t(3 + (x >> 8) % 480));
+  }
+  return t;
+}
+
+inline std::vector<int32_t> Cat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+inline std::string SlidingModel() {
+  const std::filesystem::path p =
+      RemoveAtExit((std::filesystem::temp_directory_path() /
+                    ("pc_in_flight_test_" + std::to_string(getpid()) + ".gguf"))
+                       .string());
+  if (!std::filesystem::exists(p)) {
+    SynthOptions o;
+    o.preset = "tiny-gemma3";  // sliding windows of 24 tokens on 7 of its 8 layers
+    o.vocab_path = kStories;
+    o.type = GgmlType::kQ8_0;
+    o.out_path = p.string();
+    PC_CHECK(Synthesize(o).ok());
+  }
+  return p.string();
+}
+
+inline std::unique_ptr<Engine> Make(EngineOptions o = {}, const std::string& model = kStories) {
+  o.model_path = model;
+  o.threads = 2;
+  o.parallel = 12;
+  o.batch_size = 32;  // a 160-token prefix takes several steps
+  auto e = Engine::Create(o);
+  PC_CHECK(e.ok());
+  return std::move(e).value();
+}
+
+// The greedy continuation with a fresh Runner and no cache at all: argmax of each step's logits
+// (the engine's greedy choice), one token per forward pass.
+inline std::vector<int32_t> Reference(const Model& m, const std::vector<int32_t>& prompt, int n) {
+  Runner runner(m, RunnerOptions{});
+  KvSequence* seq = runner.sequence();
+  std::vector<float> logits(m.config().n_vocab);
+  std::vector<int32_t> pos(prompt.size());
+  std::iota(pos.begin(), pos.end(), 0);
+  PC_CHECK(runner.Eval(prompt, pos, seq, logits.data()).ok());
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) {
+    const int32_t t =
+        static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    out.push_back(t);
+    const int32_t p = static_cast<int32_t>(prompt.size()) + i;
+    PC_CHECK(runner
+                 .Eval(std::span<const int32_t>(&t, 1), std::span<const int32_t>(&p, 1), seq,
+                       logits.data())
+                 .ok());
+  }
+  return out;
+}
+
+class Gate {
+ public:
+  // `at_step(k)` runs on the engine thread in step k after the burst's admission (1: its first).
+  explicit Gate(Engine& e, std::function<void(int)> at_step = nullptr)
+      : at_step_(std::move(at_step)), opened_(open_.get_future().share()) {
+    CompletionRequest r;
+    r.prompt = Ids(8, 999);
+    r.max_tokens = 400;
+    r.ignore_eos = true;
+    r.sampling.temperature = 0;
+    r.on_logits = [this](std::span<const float>) {
+      const int k = steps_++;
+      if (k == 0) {
+        held_.set_value();
+        opened_.wait();
+      } else if (at_step_) {
+        at_step_(k);
+      }
+    };
+    auto h = e.Submit(std::move(r));
+    PC_CHECK(h.ok());
+    handle_ = *h;
+    held_.get_future().wait();  // the engine thread is inside a step now
+  }
+  ~Gate() {
+    if (!opened_called_) Open();
+    handle_->Cancel();
+    handle_->Wait();
+  }
+  void Open() {
+    opened_called_ = true;
+    open_.set_value();
+  }
+  // The step running now (engine thread) or last run.
+  int Step() const { return steps_ - 1; }
+
+ private:
+  std::function<void(int)> at_step_;
+  std::promise<void> open_, held_;
+  std::shared_future<void> opened_;
+  std::atomic<int> steps_{0};
+  bool opened_called_ = false;
+  std::shared_ptr<RequestHandle> handle_;
+};
+
+struct Probe {
+  std::vector<int32_t> prompt;
+  std::string ns;
+  int n = 1;
+  std::vector<PromptSegment> segments;
+  std::shared_ptr<RequestHandle> h;
+  std::atomic<int> first_step{-1};  // the step that gave its first token
+  CompletionResult result;
+};
+
+inline void Submit(Engine& e, Gate& g, Probe& p, int max_tokens = 12) {
+  CompletionRequest r;
+  r.prompt = p.prompt;
+  r.max_tokens = max_tokens;
+  r.ignore_eos = true;
+  r.sampling.temperature = 0;
+  r.cache_namespace = p.ns;
+  r.n = p.n;
+  r.segments = p.segments;
+  r.on_logits = [&g, &p](std::span<const float>) {
+    if (p.first_step < 0) p.first_step = g.Step();
+  };
+  auto h = e.Submit(std::move(r));
+  PC_CHECK(h.ok());
+  p.h = *h;
+}
+
+inline void Finish(Probe& p) {
+  ASSERT_TRUE(p.h->WaitFor(kLiveness)) << "a request of the burst never finished";
+  p.result = p.h->Wait();
+  ASSERT_TRUE(p.result.status.ok()) << p.result.status.message();
+}
+
+inline size_t CommonPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return n;
+}
+
+// What request i of a burst reuses when every shared block is computed once: the most whole
+// blocks it shares with an earlier request of its namespace (which computes them, or took them
+// in turn), never its last token.
+inline int ExpectedCached(const std::vector<std::unique_ptr<Probe>>& burst, size_t i) {
+  size_t best = 0;
+  for (size_t j = 0; j < i; ++j) {
+    if (burst[j]->ns == burst[i]->ns) {
+      best = std::max(best, CommonPrefix(burst[i]->prompt, burst[j]->prompt) / kBlock);
+    }
+  }
+  const size_t limit = (burst[i]->prompt.size() - 1) / kBlock;
+  return static_cast<int>(std::min(best, limit)) * kBlock;
+}
+
+}  // namespace in_flight_test
+}  // namespace promptcache
