@@ -30,9 +30,6 @@ class Grammar;  // grammar/grammar.h
 struct ApiMessage {
   std::string role;     // "system", "user" or "assistant" ("developer" is read as "system")
   std::string content;  // text parts joined
-  // The byte range of each text part (content part, Anthropic content block) within `content`,
-  // in order; empty for a string content. Segments (PromptEncoder) cut the prompt at them.
-  std::vector<std::pair<size_t, size_t>> parts;
   // A `cache_control` breakpoint on the message or one of its parts: pin the prompt up to the
   // end of this message.
   bool cache_breakpoint = false;
@@ -43,6 +40,9 @@ struct ApiMessage {
   bool content_null = false;
   std::string tool_call_id;  // role "tool": the call it answers
   std::string name;          // role "tool": the function's name, when given
+  // The byte range of each text part (content part, Anthropic content block) within `content`,
+  // in order; empty for a string content. Segments (PromptEncoder) cut the prompt at them.
+  std::vector<std::pair<size_t, size_t>> parts;
 };
 
 // tool_choice: "none" (tools are not offered), "auto", "required" or one named function.
