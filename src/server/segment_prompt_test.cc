@@ -92,8 +92,9 @@ class SegmentPrompt : public ::testing::TestWithParam<const char*> {
 };
 
 // Document A as the first part after the system prompt, then as the second part after another
-// document: its token ids are the same (mutation tried: EncodeCut not cutting at the segment's
-// start, so that it merges with what precedes it, fails this on both vocabularies).
+// document: its token ids are the same (mutations tried: EncodeCut not cutting at a segment's
+// start, so that it merges with what precedes it, and a segment's range starting one token
+// early, each fail this on both vocabularies).
 TEST_P(SegmentPrompt, TheSameDocumentHasTheSameTokensAtAnotherPosition) {
   const Tokenizer& tok = *v_.tok;
   auto one = encoder_->FromMessages(
@@ -136,8 +137,7 @@ TEST_P(SegmentPrompt, TheSameDocumentHasTheSameTokensAtAnotherPosition) {
 }
 
 // The separator cuts a completion prompt and a message alike, and a document found after a
-// separator has the tokens it has after a part boundary (mutation tried: AddSegmentTexts
-// ignoring the separator fails the counts).
+// separator has the tokens it has after a part boundary.
 TEST_P(SegmentPrompt, SeparatorsCut) {
   const Tokenizer& tok = *v_.tok;
   const std::string sep = "\n\n---\n\n";

@@ -5,10 +5,11 @@
 // evaluated against the full recompute ("evaluate"); counted in /metrics and /v1/cache/lookup.
 // The documents are examples/rag/stories (77 to 100 tokens each, written for stories260K).
 //
-// Mutations tried (each made one of these tests fail, then reverted): hashing the segment's
-// position into its key (engine/segment_store.cc) fails (a), (b), (d); dropping the namespace
-// from the segment key fails (c); tokenizing a segment with what precedes it (EncodeCut not
-// cutting at a segment's start) fails (a), (b); not passing prompt->segments on fails (a).
+// Mutations tried (each made these tests fail, then reverted): tokenizing a segment with what
+// precedes it (Tokenizer::EncodeCut not cutting at a segment's start) fails (a) to (f); a
+// segment's range starting one token early (the token before it, its context, in its key) fails
+// (a) to (f); dropping the namespace from the segment key (engine/segment_store.cc) fails (c);
+// an evaluate baseline with one prompt token changed fails (e) (KL > 0 at recompute 1).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
