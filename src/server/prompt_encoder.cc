@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <functional>
 
 namespace promptcache {
 
@@ -61,13 +62,27 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
-// Whether bytes [begin, end) lie inside one range the client wrote.
-bool InUserRange(const MarkedText& text, size_t begin, size_t end) {
-  for (const auto& [b, e] : text.user_ranges()) {
-    if (b <= begin && end <= e) return true;
-    if (b >= end) break;
+// At most this many segments per prompt: finding each costs a search of the rendered text.
+constexpr size_t kMaxSegments = 512;
+
+// The first occurrence of `t` at or after byte `from` that lies inside one range the client
+// wrote, or npos. Only those ranges are searched (a template's text, which a client's tool
+// definitions may fill, never is), each in linear time (Boyer-Moore).
+size_t FindInUserText(const MarkedText& text, std::string_view t, size_t from) {
+  const std::string& s = text.text();
+  const auto& ranges = text.user_ranges();
+  const std::boyer_moore_searcher searcher(t.begin(), t.end());
+  auto range = std::lower_bound(
+      ranges.begin(), ranges.end(), from,
+      [](const std::pair<size_t, size_t>& r, size_t at) { return r.second <= at; });
+  for (; range != ranges.end(); ++range) {
+    const size_t begin = std::max(range->first, from);
+    if (range->second - begin < t.size()) continue;
+    const auto end = s.begin() + static_cast<ptrdiff_t>(range->second);
+    const auto it = std::search(s.begin() + static_cast<ptrdiff_t>(begin), end, searcher);
+    if (it != end) return static_cast<size_t>(it - s.begin());
   }
-  return false;
+  return std::string::npos;
 }
 
 // Token ranges from the token counts at each cut (pairs: a segment's begin and end).
@@ -86,7 +101,7 @@ void PromptEncoder::AddSegmentTexts(std::string_view text,
   const size_t min_bytes = static_cast<size_t>(std::max(cut_.min_tokens, 1));
   auto add = [&](std::string_view piece) {
     piece = Trim(piece);
-    if (piece.size() >= min_bytes) out->push_back(piece);
+    if (piece.size() >= min_bytes && out->size() < kMaxSegments) out->push_back(piece);
   };
   if (cut_.separator.empty()) return add(text);
   for (size_t at; (at = text.find(cut_.separator)) != std::string_view::npos;) {
@@ -117,14 +132,11 @@ std::vector<int32_t> PromptEncoder::EncodeChatSegments(const MarkedText& text,
   std::vector<size_t> cuts;
   size_t cursor = 0;
   for (std::string_view t : texts) {
-    for (size_t at = rendered.find(t, cursor); at != std::string::npos;
-         at = rendered.find(t, at + 1)) {
-      if (!InUserRange(text, at, at + t.size())) continue;
-      cuts.push_back(at);
-      cuts.push_back(at + t.size());
-      cursor = at + t.size();
-      break;
-    }
+    const size_t at = FindInUserText(text, t, cursor);
+    if (at == std::string::npos) continue;
+    cuts.push_back(at);
+    cuts.push_back(at + t.size());
+    cursor = at + t.size();
   }
   std::vector<int> token_at;
   std::vector<int32_t> tokens = tok_.EncodeCut(rendered, /*add_bos=*/true, /*parse_special=*/true,

@@ -228,6 +228,28 @@ TEST_P(SegmentPrompt, AnthropicBlocksCut) {
   EXPECT_TRUE(off->segments.empty());
 }
 
+// A prompt of thousands of documents is cut at its first 512 (each costs a search of the
+// rendered text), and a chat whose messages are all alike is cut once per message: each found
+// after the one before, never twice at one place.
+TEST_P(SegmentPrompt, ManyDocumentsAreBounded) {
+  std::string text;
+  std::vector<ApiMessage> msgs;
+  for (int i = 0; i < 3000; ++i) {
+    text += "Document " + std::to_string(i) +
+            ": the cat sat on the mat and looked at the sea.\n\n---\n\n";
+  }
+  for (int i = 0; i < 40; ++i) msgs.push_back(Text(i % 2 ? "assistant" : "user", kDocA));
+  auto p = encoder_->FromPromptSegments(text, {}, false);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->segments.size(), 512u);
+  auto chat = encoder_->FromMessages(msgs, true, nullptr, SIZE_MAX, /*segments=*/true);
+  ASSERT_TRUE(chat.ok());
+  ASSERT_EQ(chat->segments.size(), 40u);
+  for (const PromptSegment& s : chat->segments) {
+    EXPECT_EQ(Range(chat->tokens, s), Range(chat->tokens, chat->segments[0]));
+  }
+}
+
 // stories260K (SentencePiece, the model the server tests run) and GPT-2's byte-level BPE.
 INSTANTIATE_TEST_SUITE_P(Vocabularies, SegmentPrompt,
                          ::testing::Values("models/stories260K.gguf",

@@ -252,12 +252,12 @@ std::vector<int32_t> Tokenizer::EncodeCut(std::string_view text, bool add_bos, b
   }
   std::vector<size_t> ends;
   EncodeFragments(pieces, &out, &ends);
+  // Per cut (ascending, so one sweep): the tokens of the plain pieces ending at or before it and
+  // of the special tokens between them; a piece starting at the cut starts its count.
   token_at->clear();
+  size_t i = 0, at = base;
   for (size_t cut : cuts) {
-    // Tokens of the plain pieces ending at or before the cut, and of the special tokens between
-    // them; a piece starting at the cut starts its count.
-    size_t at = base;
-    for (size_t i = 0; i < pieces.size(); ++i) {
+    for (; i < pieces.size(); ++i) {
       if (spans[i].first == SIZE_MAX) continue;
       if (spans[i].first >= cut) {
         if (spans[i].first == cut) at = i == 0 ? base : ends[i - 1];
