@@ -3,6 +3,7 @@
 #include <strings.h>
 #include <sys/resource.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -153,6 +154,32 @@ EngineOptions ModelOptions::ToEngineOptions() const {
   o.trim_sliding_kv = !no_trim_sliding;
   o.special_tokens_in_text = special;
   return o;
+}
+
+Result<std::string> UnescapeC(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\\') {
+      out += text[i];
+      continue;
+    }
+    if (++i == text.size()) return InvalidArgument("a '\\' ends the text (write \\\\)");
+    const char c = text[i];
+    static constexpr std::string_view kFrom = "ntrfvab\\\"'", kTo = "\n\t\r\f\v\a\b\\\"'";
+    if (const size_t k = kFrom.find(c); k != std::string_view::npos) {
+      out += kTo[k];
+      continue;
+    }
+    if (c == 'x' && i + 2 < text.size() && std::isxdigit(static_cast<unsigned char>(text[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(text[i + 2]))) {
+      out += static_cast<char>(std::stoi(std::string(text.substr(i + 1, 2)), nullptr, 16));
+      i += 2;
+      continue;
+    }
+    return InvalidArgument("unknown escape '\\" + std::string(1, c) +
+                           "' (known: \\n \\t \\r \\f \\v \\a \\b \\\\ \\\" \\' \\xHH)");
+  }
+  return out;
 }
 
 int Fail(const Status& status) { return Fail(status.message()); }

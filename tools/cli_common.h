@@ -75,6 +75,11 @@ void AddIsaOption(CLI::App* sub, std::string* isa);
 Status SelectIsa(const std::string& isa);
 
 // Prints "promptcache: error: <message>" on stderr and returns 1.
+// `text` with C-style escapes replaced (\n \t \r \f \v \a \b \\ \" \' \xHH), so that a flag
+// can give a separator such as "\n\n---\n\n" on a command line. InvalidArgument names an
+// unknown escape or one cut short.
+Result<std::string> UnescapeC(std::string_view text);
+
 int Fail(const Status& status);
 int Fail(const std::string& message);
 

@@ -203,11 +203,31 @@ class ServeCommand : public Command {
                     "that read them)")
         ->default_val("shared")
         ->check(CLI::IsMember({"copy", "shared"}));
-    sub->add_option("--recompute", engine_.module_recompute,
-                    "share (0 to 1) of a modular prompt's cached tokens encoded without part of "
-                    "its context that is recomputed with it (CacheBlend; requests may override)")
-        ->default_val(0.0)
-        ->check(CLI::Range(0.0, 1.0));
+    recompute_given_ =
+        sub->add_option("--recompute", engine_.module_recompute,
+                        "share (0 to 1) of a modular prompt's cached tokens encoded without part "
+                        "of its context, and of reused segments' tokens, that is recomputed with "
+                        "it (CacheBlend; requests may override; unset: 0 for modules, 0.15 for "
+                        "segments)")
+            ->default_val(0.0)
+            ->check(CLI::Range(0.0, 1.0));
+    sub->add_flag("--segment-cache", server_.segment_cache,
+                  "cut every chat and completion prompt into segments (messages, content parts, "
+                  "documents between --segment-separator) reused wherever they appear, unless a "
+                  "request says \"cache_segments\": false (docs/server.md \"Segments\")");
+    sub->add_option("--segment-min-tokens", engine_.segment_min_tokens,
+                    "segments shorter than this are not looked up nor stored")
+        ->default_val(64);
+    sub->add_option("--segment-separator", segment_separator_,
+                    "a delimiter between documents that also cuts a text into segments, with C "
+                    "escapes (\"\\n\\n---\\n\\n\"); empty: none");
+    sub->add_option("--segment-border", engine_.segment_border_tokens,
+                    "first tokens of every reused segment always recomputed")
+        ->default_val(4);
+    sub->add_option("--segment-encoding", segment_encoding_,
+                    "what a stored segment attended to: in-context (the request that stored it) "
+                    "or alone (computed again after BOS)")
+        ->default_val("in-context");
     sub->add_flag("--special", engine_.special_tokens_in_text,
                   "trust clients: special-token spellings (<|im_end|>, </s>) in chat messages, "
                   "prompts, PML arguments and new text become special tokens (default: they "
@@ -255,6 +275,14 @@ class ServeCommand : public Command {
     engine_.pooling = *ParsePooling(pooling_);
     engine_.module_positions = *ParsePmlPositions(positions_);
     engine_.module_shared_moves = moved_keys_ == "shared";
+    // The engine's segment capability is always on: a request may ask for segments
+    // ("cache_segments": true) on a server started without --segment-cache, which only sets
+    // the default. A prompt without segments is served as before.
+    engine_.segment_cache = true;
+    engine_.segment_encoding =
+        segment_encoding_ == "alone" ? SegmentEncoding::kAlone : SegmentEncoding::kInContext;
+    if (recompute_given_->count() > 0) engine_.segment_recompute = engine_.module_recompute;
+    server_.segment_separator = *UnescapeC(segment_separator_);
     server_.max_body_bytes = static_cast<size_t>(max_body_bytes_);
     engine_.cache_ram_bytes = size_t(cache_ram_mib_ * double(kMiB));
     const bool kv_ram_default = kv_ram_given_->count() == 0;
@@ -390,6 +418,19 @@ class ServeCommand : public Command {
                                "' is not an origin (scheme://host[:port]) nor *");
       }
     }
+    if (engine_.segment_min_tokens < 1) {
+      return InvalidArgument("--segment-min-tokens must be >= 1");
+    }
+    if (engine_.segment_border_tokens < 0) {
+      return InvalidArgument("--segment-border must be >= 0");
+    }
+    if (segment_encoding_ != "in-context" && segment_encoding_ != "alone") {
+      return InvalidArgument("--segment-encoding must be in-context or alone, not '" +
+                             segment_encoding_ + "'");
+    }
+    if (Result<std::string> sep = UnescapeC(segment_separator_); !sep.ok()) {
+      return InvalidArgument("--segment-separator: " + sep.status().message());
+    }
     if (engine_.max_queue < 0) return InvalidArgument("--max-queue must be >= 0");
     if (engine_.batch_size < 1) return InvalidArgument("--batch-size must be >= 1");
     if (engine_.block_size < 1 || engine_.block_size > 1024) {
@@ -428,6 +469,8 @@ class ServeCommand : public Command {
   std::string pooling_ = "default";
   std::string positions_ = "schema";
   std::string moved_keys_ = "shared";
+  std::string segment_separator_, segment_encoding_ = "in-context";
+  CLI::Option* recompute_given_ = nullptr;
   int64_t max_body_bytes_ = int64_t(8) << 20;
   double kv_ram_mib_ = 0, pin_ram_mib_ = 0, pin_ram_tenant_mib_ = 0;
   CLI::Option *kv_ram_given_ = nullptr, *pin_ram_given_ = nullptr, *pin_ram_tenant_given_ = nullptr;

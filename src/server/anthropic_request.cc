@@ -25,9 +25,11 @@ using json_fields::Unsupported;
 using json_fields::WrongType;
 
 // Top-level fields (MessagesFieldSupport). count_tokens reads a subset of the implemented ones.
+// "cache_segments" and "recompute" are this server's extensions (segments, docs/server.md).
 constexpr std::string_view kImplemented[] = {
-    "model", "max_tokens",     "messages", "system",   "temperature", "top_p",
-    "top_k", "stop_sequences", "stream",   "metadata", "tools",       "tool_choice"};
+    "model", "max_tokens",  "messages",       "system",   "temperature",
+    "top_p", "top_k",       "stop_sequences", "stream",   "metadata",
+    "tools", "tool_choice", "cache_segments", "recompute"};
 constexpr std::string_view kCountTokensFields[] = {"model", "messages", "system", "tools",
                                                    "tool_choice"};
 // Meaningless here: the service tier of Anthropic's capacity.
@@ -317,7 +319,9 @@ MaybeError ReadBlock(const json& block, const std::string& param, size_t message
   if (text == nullptr || !text->is_string()) {
     return ApiError::BadRequest("'" + param + ".text' must be a string", param + ".text");
   }
+  const size_t begin = msg->content.size();
   msg->content += text->get<std::string>();
+  msg->parts.emplace_back(begin, msg->content.size());
   if (const json* cc = Find(block, "cache_control")) {
     AnthropicBreakpoint b;
     PC_RETURN_IF_API_ERROR(ReadCacheControl(*cc, param + ".cache_control", &b.ttl_seconds));
@@ -465,6 +469,22 @@ MaybeError ReadModel(const json& obj, std::string* out) {
   return std::nullopt;
 }
 
+// The segment extension: "cache_segments" (a boolean) and "recompute" (a share from 0 to 1).
+MaybeError ReadSegmentFields(const json& obj, AnthropicRequest* out) {
+  if (Find(obj, "cache_segments") != nullptr) {
+    bool on = false;
+    PC_RETURN_IF_API_ERROR(json_fields::ReadBool(obj, "cache_segments", &on));
+    out->cache_segments = on;
+  }
+  if (const json* v = Find(obj, "recompute")) {
+    if (!v->is_number() || !(v->get<double>() >= 0) || !(v->get<double>() <= 1)) {
+      return ApiError::BadRequest("'recompute' must be a share from 0 to 1", "recompute");
+    }
+    out->recompute = v->get<double>();
+  }
+  return std::nullopt;
+}
+
 MaybeError Parse(std::string_view body, const RequestLimits* limits, AnthropicRequest* out) {
   *out = AnthropicRequest();
   json obj;
@@ -483,6 +503,7 @@ MaybeError Parse(std::string_view body, const RequestLimits* limits, AnthropicRe
   if (limits == nullptr) return std::nullopt;  // count_tokens
   const int64_t hi = limits->max_tokens_limit > 0 ? limits->max_tokens_limit : (1 << 30);
   PC_RETURN_IF_API_ERROR(ReadInt(obj, "max_tokens", 1, hi, true, &out->max_tokens));
+  PC_RETURN_IF_API_ERROR(ReadSegmentFields(obj, out));
   return ReadSamplingAndStops(obj, out);
 }
 
@@ -506,20 +527,22 @@ std::optional<ApiError> ParseCountTokensRequest(std::string_view body, Anthropic
 
 Result<AnthropicPrompt> BuildMessagesPrompt(const PromptEncoder& encoder,
                                             const AnthropicRequest& request, double ttl_scale,
-                                            size_t max_tokens) {
+                                            size_t max_tokens, bool segments) {
   AnthropicPrompt out;
   const ojson tools = request.tools_offered() ? request.tools : ojson();
-  PC_ASSIGN_OR_RETURN(
-      BuiltPrompt whole,
-      encoder.FromMessages(request.messages, /*add_generation_prompt=*/true, tools, max_tokens));
+  PC_ASSIGN_OR_RETURN(BuiltPrompt whole,
+                      encoder.FromMessages(request.messages, /*add_generation_prompt=*/true, tools,
+                                           max_tokens, segments));
   out.tokens = std::move(whole.tokens);
+  out.segments = std::move(whole.segments);
   for (const AnthropicBreakpoint& b : request.breakpoints) {
     // The conversation cut at the end of the block, rendered: the tokens it shares with the
     // whole prompt are the breakpoint's prefix (as PromptEncoder finds a chat breakpoint's).
     std::vector<ApiMessage> prefix(request.messages.begin(),
                                    request.messages.begin() + b.message + 1);
     prefix.back().content.resize(b.content_end);
-    Result<BuiltPrompt> cut = encoder.FromMessages(prefix, /*add_generation_prompt=*/false, tools);
+    Result<BuiltPrompt> cut =
+        encoder.FromMessages(prefix, /*add_generation_prompt=*/false, tools, SIZE_MAX, segments);
     // A template may refuse a conversation cut short: that breakpoint then pins nothing.
     if (!cut.ok()) continue;
     const size_t n = std::min(cut->tokens.size(), out.tokens.size());

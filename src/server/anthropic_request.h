@@ -58,6 +58,11 @@ struct AnthropicRequest {
   ToolChoice tool_choice = ToolChoice::kAuto;
   std::string tool_function;
   bool tools_offered() const { return !tools.is_null() && tool_choice != ToolChoice::kNone; }
+  // Extensions (docs/server.md "Segments"): "cache_segments" (unset: the server's
+  // --segment-cache) and "recompute", the share of reused segment tokens recomputed (< 0: the
+  // server's; refused when segments are off).
+  std::optional<bool> cache_segments;
+  double recompute = -1;
 };
 
 // POST /v1/messages. Returns the error to send, or nullopt when *out is valid.
@@ -81,13 +86,15 @@ struct AnthropicPrompt {
   // One per breakpoint the template could render: the tokens it covers (those its rendering
   // shares with the whole prompt) and its TTL, already scaled.
   std::vector<CompletionRequest::TimedPin> pins;
+  std::vector<PromptSegment> segments;  // with segments on
 };
 
 // Renders the request as the chat route renders its messages. `ttl_scale` multiplies each
 // breakpoint's TTL (1 in production; tests shorten them). `max_tokens`: as
 // PromptEncoder::FromMessages (a prompt that surely has more is refused before tokenizing).
+// `segments`: also cut it into segments (PromptEncoder), the breakpoints' prefixes too.
 Result<AnthropicPrompt> BuildMessagesPrompt(const PromptEncoder& encoder,
                                             const AnthropicRequest& request, double ttl_scale = 1,
-                                            size_t max_tokens = SIZE_MAX);
+                                            size_t max_tokens = SIZE_MAX, bool segments = false);
 
 }  // namespace promptcache

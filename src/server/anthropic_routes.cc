@@ -35,8 +35,9 @@ std::optional<AnthropicPrompt> Prompt(Call& call, const AnthropicRequest& r) {
   const int context = server.context();
   const int max_prompt_tokens = server.options().max_prompt_tokens;
   // A prompt that surely exceeds the limits is refused before it is tokenized.
-  Result<AnthropicPrompt> p = BuildMessagesPrompt(
-      server.encoder(), r, server.options().cache_control_ttl_scale, server.PromptLimit());
+  Result<AnthropicPrompt> p =
+      BuildMessagesPrompt(server.encoder(), r, server.options().cache_control_ttl_scale,
+                          server.PromptLimit(), server.Segments(r.cache_segments));
   if (!p.ok() && p.status().code() == StatusCode::kOutOfRange) {
     call.Fail(ApiError::BadRequest("prompt is too long: " + p.status().message() +
                                    ", this model's context is " + std::to_string(context) +
@@ -216,6 +217,11 @@ void HandleMessages(Call& call) {
       r.tools_offered() ? call.server.encoder().tool_format() : ToolCallFormat::kNone;
   std::shared_ptr<const Grammar> grammar;
   if (!err) err = ApplyMessagesToolChoice(tool_format, r, &grammar);
+  const bool segments = call.server.Segments(r.cache_segments);
+  if (!err && r.recompute >= 0 && !segments) {
+    err = ApiError::BadRequest(
+        "'recompute' applies to prompts with segments (\"cache_segments\": true)", "recompute");
+  }
   if (err) return call.Fail(*err);
   std::optional<AnthropicPrompt> prompt = Prompt(call, r);
   if (!prompt) return;
@@ -223,6 +229,8 @@ void HandleMessages(Call& call) {
   CompletionRequest creq;
   creq.prompt = std::move(prompt->tokens);
   creq.timed_pins = std::move(prompt->pins);
+  creq.segments = std::move(prompt->segments);
+  if (segments && r.recompute >= 0) creq.segment_recompute = r.recompute;
   creq.max_tokens = r.max_tokens;
   creq.sampling = r.sampling;
   creq.stop = r.stop_sequences;
@@ -252,8 +260,10 @@ void HandleCountTokens(Call& call) {
   std::optional<ApiError> err = ParseCountTokensRequest(call.req.body, &r);
   if (!err) err = call.server.CheckModel(r.model);
   if (err) return call.Fail(*err);
+  // Cut as /v1/messages would cut it (cutting may change a merge at a segment's ends).
   Result<AnthropicPrompt> p =
-      BuildMessagesPrompt(call.server.encoder(), r, call.server.options().cache_control_ttl_scale);
+      BuildMessagesPrompt(call.server.encoder(), r, call.server.options().cache_control_ttl_scale,
+                          SIZE_MAX, call.server.Segments(std::nullopt));
   if (!p.ok()) return call.Fail(p.status());
   call.Send("{\"input_tokens\":" + std::to_string(p->tokens.size()) + "}");
 }

@@ -32,14 +32,16 @@ void LookupModular(Call& call, const PrefixRequest& r) {
 
 }  // namespace
 
-bool ReadPrefix(Call& call, PrefixRequest* r, BuiltPrompt* prompt, size_t max_tokens) {
+bool ReadPrefix(Call& call, PrefixRequest* r, BuiltPrompt* prompt, size_t max_tokens, bool lookup) {
   std::optional<ApiError> err = ParsePrefixRequest(call.req.body, r);
   if (!err && !r->model.empty()) err = call.server.CheckModel(r->model);
   if (err) {
     call.Fail(*err);
     return false;
   }
-  Result<BuiltPrompt> built = call.server.encoder().Build(*r, max_tokens);
+  // Only the lookup cuts a prompt into segments (as a completion of it would be cut).
+  const bool segments = lookup && call.server.Segments(r->cache_segments);
+  Result<BuiltPrompt> built = call.server.encoder().Build(*r, max_tokens, segments);
   if (!built.ok()) {
     const std::string param = r->messages.empty() ? "prompt" : "messages";
     call.Fail(built.status().code() == StatusCode::kOutOfRange
@@ -182,11 +184,13 @@ void HandleCacheLookup(Call& call) {
     return LookupModular(call, r);
   }
   BuiltPrompt p;
-  if (!ReadPrefix(call, &r, &p, call.server.PromptLimit())) return;
-  const CacheTierCounts c = call.engine().LookupCache(p.tokens, call.Namespace(r.cache_salt));
+  if (!ReadPrefix(call, &r, &p, call.server.PromptLimit(), /*lookup=*/true)) return;
+  const CacheTierCounts c =
+      call.engine().LookupCache(p.tokens, call.Namespace(r.cache_salt), p.segments);
   const EngineStats s = call.engine().Stats();
   call.SendJson(ojson{{"prompt_tokens", p.tokens.size()},
                       {"cached_tokens", c.reusable},
+                      {"segment_tokens", c.segments},
                       {"tiers", ojson{{"ram", c.ram}, {"disk", c.disk}, {"remote", c.remote}}},
                       {"block_tokens", call.engine().options().block_size},
                       {"active", s.active},

@@ -59,6 +59,11 @@ struct ServerOptions {
   // /health answers 503 while the engine thread has spent longer than this on one piece of
   // work (a step, or a task between steps): requests are then not moving.
   double stall_seconds = 30;
+  // Segments (docs/server.md "Segments"; the engine's segment cache is on): whether a request
+  // that does not say ("cache_segments") has its prompt cut into segments (--segment-cache),
+  // and the separator that also cuts a text (--segment-separator; empty: none).
+  bool segment_cache = false;
+  std::string segment_separator;
 };
 
 class HttpServer {

@@ -155,6 +155,16 @@ std::string FormatMetrics(const EngineStats& s, const HistogramSnapshot& ttft,
   p.Add("promptcache_cache_lookups_total", "counter", "Prefix cache lookups.", s.cache_lookups);
   p.Add("promptcache_cache_hits_total", "counter", "Lookups that reused at least one block.",
         s.cache_hits);
+  p.Add("promptcache_segment_lookups_total", "counter",
+        "Segments looked up (beyond the prefix hit, at least --segment-min-tokens long).",
+        s.segment_lookups);
+  p.Add("promptcache_segment_hits_total", "counter", "Segment lookups found cached.",
+        s.segment_hits);
+  p.Add("promptcache_segment_tokens_reused_total", "counter",
+        "Tokens of reused segments whose K/V came from the cache (not recomputed).",
+        s.segment_tokens_reused);
+  p.Add("promptcache_segment_stores_total", "counter",
+        "Segments stored after a miss, for later requests.", s.segment_stores);
   p.Add("promptcache_cache_hit_ratio", "gauge", "cache_hits_total / cache_lookups_total.",
         s.cache_lookups > 0 ? double(s.cache_hits) / double(s.cache_lookups) : 0.0);
   p.Add("promptcache_cached_token_ratio", "gauge", "cached_tokens_total / prompt_tokens_total.",

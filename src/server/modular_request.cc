@@ -90,6 +90,11 @@ MaybeError ReadModular(const json& obj, ApiRequest* out) {
     out->positions = *p;
   }
   PC_RETURN_IF_API_ERROR(ReadBool(obj, "evaluate", &out->evaluate));
+  if (Find(obj, "cache_segments") != nullptr) {
+    bool on = false;
+    PC_RETURN_IF_API_ERROR(ReadBool(obj, "cache_segments", &on));
+    out->cache_segments = on;
+  }
   if (const json* recompute = Find(obj, "recompute")) {
     if (!recompute->is_number() || !(recompute->get<double>() >= 0) ||
         !(recompute->get<double>() <= 1)) {
@@ -107,10 +112,16 @@ MaybeError ReadModular(const json& obj, ApiRequest* out) {
                    LooksLikePml(out->prompt_text);
   }
   if (!out->modular()) {
+    // "recompute" and "evaluate" apply to segments too: refused here only when the request
+    // turns them off, else once the server's default is known (CheckSegmentFields).
+    const bool segments_off = out->cache_segments == false;
     const char* field = out->positions != PmlPositions::kDefault ? "positions"
-                        : out->recompute >= 0                    ? "recompute"
-                        : out->evaluate                          ? "evaluate"
+                        : out->recompute >= 0 && segments_off    ? "recompute"
+                        : out->evaluate && segments_off          ? "evaluate"
                                                                  : nullptr;
+    if (field == nullptr && out->evaluate && out->stream) {
+      return ApiError::BadRequest("'evaluate' needs a non-streamed request", "evaluate");
+    }
     if (field != nullptr) {
       return ApiError::BadRequest(
           "'" + std::string(field) + "' applies to modular prompts (a 'schema' or a PML prompt)",
@@ -144,3 +155,19 @@ MaybeError ReadModular(const json& obj, ApiRequest* out) {
 }
 
 }  // namespace promptcache::openai_request
+
+namespace promptcache {
+
+std::optional<ApiError> CheckSegmentFields(const ApiRequest& request, bool segments) {
+  if (request.modular() || segments) return std::nullopt;
+  const char* field = request.recompute >= 0 ? "recompute"
+                      : request.evaluate     ? "evaluate"
+                                             : nullptr;
+  if (field == nullptr) return std::nullopt;
+  return ApiError::BadRequest("'" + std::string(field) +
+                                  "' applies to modular prompts (a 'schema' or a PML prompt) and "
+                                  "to prompts with segments (\"cache_segments\": true)",
+                              field);
+}
+
+}  // namespace promptcache

@@ -93,8 +93,11 @@ TEST(OpenAiRequest, SchemaExtensionErrors) {
       {R"({"model":"m","positions":"contiguous",)" + msgs + "}", "positions"},
       {R"({"model":"m","schema":"s","recompute":1.5,)" + msgs + "}", "recompute"},
       {R"({"model":"m","schema":"s","recompute":"all",)" + msgs + "}", "recompute"},
-      {R"({"model":"m","recompute":0.1,)" + msgs + "}", "recompute"},
-      {R"({"model":"m","evaluate":true,)" + msgs + "}", "evaluate"},
+      {R"({"model":"m","recompute":0.1,"cache_segments":false,)" + msgs + "}", "recompute"},
+      {R"({"model":"m","evaluate":true,"cache_segments":false,)" + msgs + "}", "evaluate"},
+      {R"({"model":"m","evaluate":true,"stream":true,)" + msgs + "}", "evaluate"},
+      {R"({"model":"m","cache_segments":"yes",)" + msgs + "}", "cache_segments"},
+      {R"({"model":"m","cache_segments":1,)" + msgs + "}", "cache_segments"},
       {R"({"model":"m","schema":"s","evaluate":1,)" + msgs + "}", "evaluate"},
       {R"({"model":"m","schema":"s","evaluate":true,"stream":true,)" + msgs + "}", "evaluate"},
   };
@@ -115,6 +118,29 @@ TEST(OpenAiRequest, SchemaExtensionErrors) {
       CompletionError(R"({"model":"m","prompt":"<prompt schema=\"s\"/>","cache":{"pin":true}})")
           .param,
       "cache");
+}
+
+// "recompute" and "evaluate" on a plain prompt wait for the server's segment default: refused
+// when segments end up off, accepted (and read) when they are on.
+TEST(ModularRequest, RecomputeAndEvaluateApplyToSegments) {
+  const std::string body =
+      R"({"model":"m","recompute":0.25,"evaluate":true,"messages":[{"role":"user","content":"q"}]})";
+  ApiRequest r;
+  ASSERT_FALSE(ParseChatRequest(body, RequestLimits(), &r).has_value());
+  EXPECT_FALSE(r.cache_segments.has_value());
+  EXPECT_DOUBLE_EQ(r.recompute, 0.25);
+  EXPECT_TRUE(r.evaluate);
+  EXPECT_FALSE(CheckSegmentFields(r, /*segments=*/true).has_value());
+  std::optional<ApiError> off = CheckSegmentFields(r, /*segments=*/false);
+  ASSERT_TRUE(off.has_value());
+  EXPECT_EQ(off->param, "recompute");
+  ApiRequest on;
+  ASSERT_FALSE(
+      ParseChatRequest(
+          R"({"model":"m","cache_segments":true,"messages":[{"role":"user","content":"q"}]})",
+          RequestLimits(), &on)
+          .has_value());
+  EXPECT_EQ(on.cache_segments, std::optional<bool>(true));
 }
 
 }  // namespace

@@ -51,7 +51,7 @@ constexpr std::string_view kCommonFields[] = {
     "grammar", "json_schema", "guided_json", "guided_choice",
     // Extensions.
     "top_k", "min_p", "repeat_penalty", "repeat_last_n", "ignore_eos", "cache", "cache_map",
-    "schema", "modules", "pml", "positions", "recompute", "evaluate",
+    "schema", "modules", "pml", "positions", "recompute", "evaluate", "cache_segments",
     // vLLM's: the prefix cache's namespace (server/tenants.h).
     "cache_salt"};
 constexpr std::string_view kChatFields[] = {"messages", "max_completion_tokens", "top_logprobs",
@@ -262,7 +262,9 @@ MaybeError ReadContent(const json& msg, const std::string& param, ApiMessage* ou
     }
     // Parts are joined with a newline, as llama.cpp and vLLM join them.
     if (i > 0) out->content += '\n';
+    const size_t begin = out->content.size();
     out->content += text->get<std::string>();
+    out->parts.emplace_back(begin, out->content.size());
     PC_RETURN_IF_API_ERROR(ReadCacheControl(part, pp, &out->cache_breakpoint));
   }
   return std::nullopt;
@@ -522,6 +524,11 @@ std::optional<ApiError> ParsePrefixRequest(std::string_view body, PrefixRequest*
     PC_RETURN_IF_API_ERROR(ReadBool(obj, "pin", &out->pin));
     PC_RETURN_IF_API_ERROR(ReadBool(obj, "add_special", &out->add_special));
     PC_RETURN_IF_API_ERROR(ReadBool(obj, "with_pieces", &out->with_pieces));
+    if (Find(obj, "cache_segments") != nullptr) {
+      bool on = false;
+      PC_RETURN_IF_API_ERROR(ReadBool(obj, "cache_segments", &on));
+      out->cache_segments = on;
+    }
     PC_RETURN_IF_API_ERROR(ReadCacheSalt(obj, &out->cache_salt));
     const json* prompt = Find(obj, "prompt");
     if (prompt == nullptr) prompt = Find(obj, "content");

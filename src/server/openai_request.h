@@ -40,6 +40,9 @@ struct ApiMessage {
   bool content_null = false;
   std::string tool_call_id;  // role "tool": the call it answers
   std::string name;          // role "tool": the function's name, when given
+  // The byte range of each text part (content part, Anthropic content block) within `content`,
+  // in order; empty for a string content. Segments (PromptEncoder) cut the prompt at them.
+  std::vector<std::pair<size_t, size_t>> parts;
 };
 
 // tool_choice: "none" (tools are not offered), "auto", "required" or one named function.
@@ -106,6 +109,10 @@ struct ApiRequest {
   // "cache_map": true: the response carries where each prompt token's K/V came from
   // (server/cache_response.h).
   bool cache_map = false;
+  // "cache_segments": true | false (docs/server.md "Segments"); unset: the server's
+  // --segment-cache. "recompute" and "evaluate" also apply to a plain prompt whose segments are
+  // on: the server checks them once it knows (CheckSegmentFields).
+  std::optional<bool> cache_segments;
   bool modular() const { return pml_xml || !schema.empty(); }
 };
 
@@ -136,12 +143,17 @@ struct PrefixRequest {
   // with_pieces answers [{id, piece}] instead of ids.
   bool add_special = true;
   bool with_pieces = false;
+  std::optional<bool> cache_segments;  // /v1/cache/lookup: as in completions
 };
 std::optional<ApiError> ParsePrefixRequest(std::string_view body, PrefixRequest* out);
 
 // A prompt string that is a PML prompt: `<prompt` (after whitespace) followed by a space, '>'
 // or '/'.
 bool LooksLikePml(std::string_view text);
+
+// With segments resolved (the request's cache_segments, else the server's default): the error for
+// "recompute" or "evaluate" on a plain prompt without segments, which they do not apply to.
+std::optional<ApiError> CheckSegmentFields(const ApiRequest& request, bool segments);
 
 // How this server treats a top-level request field (documented in docs/server.md).
 enum class FieldSupport {

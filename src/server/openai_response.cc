@@ -45,6 +45,19 @@ ojson Timings(const CompletionResult& r) {
   t["generated_tokens"] = generated;
   t["generation_tokens_per_second"] = PerSecond(generated, r.generation_ms);
   if (r.grammar_ms > 0) t["grammar_ms"] = r.grammar_ms;
+  if (r.segment_lookups > 0) {
+    // Segments: reused tokens are those of the cache map's "segment" runs, less the recomputed.
+    int reused = 0;
+    for (const SourceRun& run : r.sources) {
+      if (run.source == TokenSource::kSegment) reused += run.length;
+    }
+    t["segment_lookups"] = r.segment_lookups;
+    t["segment_hits"] = r.segment_hits;
+    t["segment_stores"] = r.segment_stores;
+    t["segment_tokens_reused"] = std::max(0, reused - r.recomputed_tokens);
+    t["recomputed_tokens"] = r.recomputed_tokens;
+    t["border_recomputed"] = r.border_recomputed;
+  }
   if (r.modular) {
     // cached_tokens are the tokens reused from the schema's modules; prompt_ms is the sum of
     // the three phases.

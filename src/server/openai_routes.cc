@@ -20,6 +20,9 @@ using ojson = nlohmann::ordered_json;
 
 // Queues a prepared request: Engine::Submit for a token prompt, SubmitPrompt for a modular one.
 using Submitter = std::function<Result<std::shared_ptr<RequestHandle>>(CompletionRequest request)>;
+using Logits = std::vector<std::vector<float>>;
+// "evaluate": the fidelity a response reports, from its result and the logits of its tokens.
+using Evaluator = std::function<ojson(const CompletionResult&, const Logits&)>;
 
 std::string RandomHex(int n) {
   static thread_local std::mt19937_64 rng(std::random_device{}());
@@ -110,6 +113,18 @@ bool PrepareModular(Call& call, const ApiRequest& r, CompletionRequest* creq, Su
   return true;
 }
 
+// One comparison with a full recompute (engine/fidelity.h): top-1 agreement over every step and
+// over the steps whose top two tokens are at least kNearTieMargin apart (margin-aware), the
+// first token's KL and whether the greedy continuations are equal.
+ojson FidelityJson(const FidelityReport& rep) {
+  return ojson{{"steps", rep.steps},
+               {"top1_agreement", rep.top1_agreement},
+               {"margin_steps", rep.margin_steps},
+               {"margin_top1_agreement", rep.margin_top1_agreement},
+               {"first_token_kl", rep.first_token_kl},
+               {"greedy_equal", rep.greedy_equal}};
+}
+
 // {"contiguous": {...}, "gapped": {...}}: the run against both full recomputes.
 ojson Fidelity(Engine& engine, const PmlPrompt& prompt, const CompletionResult& result,
                const std::vector<std::vector<float>>& logits) {
@@ -125,22 +140,39 @@ ojson Fidelity(Engine& engine, const PmlPrompt& prompt, const CompletionResult& 
     Result<FidelityReport> rep = CompareWithFullRecompute(
         engine.model(), contiguous ? Contiguous(*x) : *x, result.tokens, logits, so);
     if (!rep.ok()) return ojson{{"error", rep.status().message()}};
-    out[contiguous ? "contiguous" : "gapped"] = {{"steps", rep->steps},
-                                                 {"top1_agreement", rep->top1_agreement},
-                                                 {"first_token_kl", rep->first_token_kl},
-                                                 {"greedy_equal", rep->greedy_equal}};
+    out[contiguous ? "contiguous" : "gapped"] = FidelityJson(*rep);
   }
   return out;
 }
 
-// evaluate: the modular prompt whose fidelity the response reports ("evaluate": true).
+// {"contiguous": {...}}: a prompt with segments against the full recompute of its tokens, laid
+// end to end as it was served (segments have no other baseline).
+ojson SegmentFidelity(Engine& engine, const std::vector<int32_t>& prompt,
+                      const CompletionResult& result,
+                      const std::vector<std::vector<float>>& logits) {
+  ExpandedPrompt x;
+  x.tokens = prompt;
+  x.positions.resize(prompt.size());
+  for (size_t i = 0; i < prompt.size(); ++i) x.positions[i] = static_cast<int32_t>(i);
+  x.end = static_cast<int>(prompt.size());
+  RunnerOptions so;
+  so.threads = engine.options().threads;
+  so.kv_type = engine.options().kv_type;
+  Result<FidelityReport> rep =
+      CompareWithFullRecompute(engine.model(), x, result.tokens, logits, so);
+  if (!rep.ok()) return ojson{{"error", rep.status().message()}};
+  return ojson{{"contiguous", FidelityJson(*rep)}};
+}
+
+// evaluate: what the response reports as its fidelity ("evaluate": true; null: nothing), given
+// the result and the logits each generated token was sampled from.
 // map: what the cache map needs ("cache_map": true), or null.
 void Respond(Call& call, const ResponseMeta& meta, CompletionRequest creq, const Submitter& submit,
-             const PmlPrompt* evaluate, std::shared_ptr<const CacheMapRequest> map) {
+             const Evaluator& evaluate, std::shared_ptr<const CacheMapRequest> map) {
   creq.on_text = call.StopsWithServer();
   const std::string tenant = creq.tenant;
   auto logits = std::make_shared<std::vector<std::vector<float>>>();
-  if (evaluate != nullptr) {
+  if (evaluate) {
     creq.on_logits = [logits](std::span<const float> l) {
       logits->emplace_back(l.begin(), l.end());
     };
@@ -155,9 +187,7 @@ void Respond(Call& call, const ResponseMeta& meta, CompletionRequest creq, const
     body = AddJsonField(body, "cache_map",
                         CacheMapJson(*map, result, call.engine().model().tokenizer()));
   }
-  if (evaluate != nullptr) {
-    body = AddJsonField(body, "fidelity", Fidelity(call.engine(), *evaluate, result, *logits));
-  }
+  if (evaluate) body = AddJsonField(body, "fidelity", evaluate(result, *logits));
   call.Send(std::move(body));
 }
 
@@ -477,6 +507,11 @@ void HandleCompletion(Call& call, ApiKind kind) {
                                     : ParseCompletionRequest(call.req.body, server.limits(), &r);
   if (!err && !r.model.empty()) err = server.CheckModel(r.model);
   if (!err && kind == ApiKind::kChat) err = ApplyToolChoice(server.encoder().tool_format(), &r);
+  const bool segments = !r.modular() && server.Segments(r.cache_segments);
+  if (!err) err = CheckSegmentFields(r, segments);
+  if (!err && r.evaluate && r.batch.size() > 1) {
+    err = ApiError::BadRequest("'evaluate' applies to a single prompt, not a batch", "evaluate");
+  }
   if (err) return call.Fail(*err);
   if (r.batch.size() > 1) return r.stream ? StreamBatch(call, r) : RespondBatch(call, r);
 
@@ -508,7 +543,7 @@ void HandleCompletion(Call& call, ApiKind kind) {
       }
     }
   } else {
-    Result<BuiltPrompt> prompt = server.encoder().Build(r, server.PromptLimit());
+    Result<BuiltPrompt> prompt = server.encoder().Build(r, server.PromptLimit(), segments);
     if (!prompt.ok()) {
       const std::string param = kind == ApiKind::kChat ? "messages" : "prompt";
       if (prompt.status().code() == StatusCode::kOutOfRange) {
@@ -520,6 +555,8 @@ void HandleCompletion(Call& call, ApiKind kind) {
     if ((err = CheckLength(server, r, n, n, &creq.max_tokens))) return call.Fail(*err);
     creq.prompt = std::move(prompt->tokens);
     creq.pin_tokens = prompt->pin_tokens;
+    creq.segments = std::move(prompt->segments);
+    if (segments && r.recompute >= 0) creq.segment_recompute = r.recompute;
     if (map) map->prompt = creq.prompt;
     submit = [&engine](CompletionRequest c) { return engine.Submit(std::move(c)); };
   }
@@ -542,7 +579,18 @@ void HandleCompletion(Call& call, ApiKind kind) {
     meta.prompt_text = engine.model().tokenizer().Decode(creq.prompt);
   }
   if (r.stream) return StartStream(call, meta, r.include_usage, std::move(creq), submit, map);
-  Respond(call, meta, std::move(creq), submit, r.evaluate ? &modular : nullptr, map);
+  Evaluator evaluate;
+  if (r.evaluate && r.modular()) {
+    evaluate = [&engine, &modular](const CompletionResult& result, const Logits& logits) {
+      return Fidelity(engine, modular, result, logits);
+    };
+  } else if (r.evaluate) {
+    evaluate = [&engine, prompt = creq.prompt](const CompletionResult& result,
+                                               const Logits& logits) {
+      return SegmentFidelity(engine, prompt, result, logits);
+    };
+  }
+  Respond(call, meta, std::move(creq), submit, evaluate, map);
 }
 
 }  // namespace
@@ -559,7 +607,12 @@ bool PrepareChat(Call& call, const ApiRequest& r, CompletionRequest* creq,
   creq->grammar = r.grammar;
   creq->logprobs = r.logprobs;
   creq->prompt_logprobs = r.echo && r.logprobs >= 0;
-  Result<BuiltPrompt> prompt = server.encoder().Build(r, server.PromptLimit());
+  const bool segments = !r.modular() && server.Segments(r.cache_segments);
+  if (std::optional<ApiError> err = CheckSegmentFields(r, segments)) {
+    call.Fail(*err);
+    return false;
+  }
+  Result<BuiltPrompt> prompt = server.encoder().Build(r, server.PromptLimit(), segments);
   if (!prompt.ok()) {
     if (prompt.status().code() == StatusCode::kOutOfRange) {
       call.Fail(server.PromptTooLong(prompt.status(), param));
@@ -575,6 +628,8 @@ bool PrepareChat(Call& call, const ApiRequest& r, CompletionRequest* creq,
   }
   creq->prompt = std::move(prompt->tokens);
   creq->pin_tokens = prompt->pin_tokens;
+  creq->segments = std::move(prompt->segments);
+  if (segments && r.recompute >= 0) creq->segment_recompute = r.recompute;
   return true;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <functional>
 
 namespace promptcache {
 
@@ -47,6 +48,124 @@ Result<std::vector<int32_t>> PromptEncoder::FromPrompt(const std::string& text,
 std::vector<int32_t> PromptEncoder::EncodeChat(const MarkedText& text) const {
   if (trust_clients_) return tok_.Encode(text.text(), /*add_bos=*/true, /*parse_special=*/true);
   return tok_.Encode(text, /*add_bos=*/true);
+}
+
+namespace {
+
+bool IsSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && IsSpace(s.front())) s.remove_prefix(1);
+  while (!s.empty() && IsSpace(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// At most this many segments per prompt: finding each costs a search of the rendered text.
+constexpr size_t kMaxSegments = 512;
+
+// The first occurrence of `t` at or after byte `from` that lies inside one range the client
+// wrote, or npos. Only those ranges are searched (a template's text, which a client's tool
+// definitions may fill, never is), each in linear time (Boyer-Moore).
+size_t FindInUserText(const MarkedText& text, std::string_view t, size_t from) {
+  const std::string& s = text.text();
+  const auto& ranges = text.user_ranges();
+  const std::boyer_moore_searcher searcher(t.begin(), t.end());
+  auto range = std::lower_bound(
+      ranges.begin(), ranges.end(), from,
+      [](const std::pair<size_t, size_t>& r, size_t at) { return r.second <= at; });
+  for (; range != ranges.end(); ++range) {
+    const size_t begin = std::max(range->first, from);
+    if (range->second - begin < t.size()) continue;
+    const auto end = s.begin() + static_cast<ptrdiff_t>(range->second);
+    const auto it = std::search(s.begin() + static_cast<ptrdiff_t>(begin), end, searcher);
+    if (it != end) return static_cast<size_t>(it - s.begin());
+  }
+  return std::string::npos;
+}
+
+// Token ranges from the token counts at each cut (pairs: a segment's begin and end).
+std::vector<PromptSegment> SegmentsAt(const std::vector<int>& token_at) {
+  std::vector<PromptSegment> out;
+  for (size_t k = 0; k + 1 < token_at.size(); k += 2) {
+    if (token_at[k + 1] > token_at[k]) out.push_back({token_at[k], token_at[k + 1]});
+  }
+  return out;
+}
+
+}  // namespace
+
+void PromptEncoder::AddSegmentTexts(std::string_view text,
+                                    std::vector<std::string_view>* out) const {
+  const size_t min_bytes = static_cast<size_t>(std::max(cut_.min_tokens, 1));
+  auto add = [&](std::string_view piece) {
+    piece = Trim(piece);
+    if (piece.size() >= min_bytes && out->size() < kMaxSegments) out->push_back(piece);
+  };
+  if (cut_.separator.empty()) return add(text);
+  for (size_t at; (at = text.find(cut_.separator)) != std::string_view::npos;) {
+    add(text.substr(0, at));
+    text.remove_prefix(at + cut_.separator.size());
+  }
+  add(text);
+}
+
+std::vector<int32_t> PromptEncoder::EncodeChatSegments(const MarkedText& text,
+                                                       const std::vector<ApiMessage>& messages,
+                                                       std::vector<PromptSegment>* segments) const {
+  std::vector<std::string_view> texts;
+  for (const ApiMessage& m : messages) {
+    if (m.parts.empty()) {
+      AddSegmentTexts(m.content, &texts);
+      continue;
+    }
+    const std::string_view content = m.content;
+    for (const auto& [begin, end] : m.parts) {
+      if (begin >= content.size()) break;  // a breakpoint's prefix keeps part of the content
+      AddSegmentTexts(content.substr(begin, std::min(end, content.size()) - begin), &texts);
+    }
+  }
+  // Each text where the template put it: the next occurrence inside text the client wrote (a
+  // template that rewrites a message, trimming or escaping it, leaves that text uncut).
+  const std::string& rendered = text.text();
+  std::vector<size_t> cuts;
+  size_t cursor = 0;
+  for (std::string_view t : texts) {
+    const size_t at = FindInUserText(text, t, cursor);
+    if (at == std::string::npos) continue;
+    cuts.push_back(at);
+    cuts.push_back(at + t.size());
+    cursor = at + t.size();
+  }
+  std::vector<int> token_at;
+  std::vector<int32_t> tokens = tok_.EncodeCut(rendered, /*add_bos=*/true, /*parse_special=*/true,
+                                               trust_clients_ ? nullptr : &text, cuts, &token_at);
+  *segments = SegmentsAt(token_at);
+  return tokens;
+}
+
+Result<BuiltPrompt> PromptEncoder::FromPromptSegments(const std::string& text,
+                                                      const std::vector<int32_t>& ids,
+                                                      bool is_tokens, size_t max_tokens) const {
+  BuiltPrompt out;
+  if (is_tokens) {
+    PC_ASSIGN_OR_RETURN(out.tokens, FromPrompt(text, ids, is_tokens, max_tokens));
+    return out;
+  }
+  PC_RETURN_IF_ERROR(CheckBound(text, max_tokens));
+  std::vector<std::string_view> texts;
+  AddSegmentTexts(text, &texts);
+  std::vector<size_t> cuts;
+  for (std::string_view t : texts) {
+    cuts.push_back(static_cast<size_t>(t.data() - text.data()));
+    cuts.push_back(cuts.back() + t.size());
+  }
+  std::vector<int> token_at;
+  out.tokens = tok_.EncodeCut(text, /*add_bos=*/true, trust_clients_, nullptr, cuts, &token_at);
+  if (out.tokens.empty()) return InvalidArgument("'prompt' is empty");
+  out.segments = SegmentsAt(token_at);
+  return out;
 }
 
 namespace {
@@ -112,7 +231,7 @@ ChatInput RequestChatInput(const std::vector<ApiMessage>& messages, bool add_gen
 Result<BuiltPrompt> PromptEncoder::FromMessages(const std::vector<ApiMessage>& messages,
                                                 bool add_generation_prompt,
                                                 const nlohmann::ordered_json& tools,
-                                                size_t max_tokens) const {
+                                                size_t max_tokens, bool segments) const {
   if (messages.empty()) return InvalidArgument("'messages' must not be empty");
   ChatInput chat = RequestChatInput(messages, add_generation_prompt, tools, arguments_as_text_);
   if (tool_format_ == ToolCallFormat::kFireFunction) {
@@ -132,7 +251,7 @@ Result<BuiltPrompt> PromptEncoder::FromMessages(const std::vector<ApiMessage>& m
   if (!text.ok()) return text.status();
   PC_RETURN_IF_ERROR(CheckBound(text->text(), max_tokens));
   BuiltPrompt out;
-  out.tokens = EncodeChat(*text);
+  out.tokens = segments ? EncodeChatSegments(*text, messages, &out.segments) : EncodeChat(*text);
   if (out.tokens.empty()) return InvalidArgument("the rendered conversation is empty");
   if (last_breakpoint >= 0) {
     ChatInput prefix = chat;
@@ -142,7 +261,13 @@ Result<BuiltPrompt> PromptEncoder::FromMessages(const std::vector<ApiMessage>& m
     // the breakpoint then pins nothing rather than failing the request.
     Result<MarkedText> prefix_text = template_.Render(prefix);
     if (!prefix_text.ok()) return out;
-    const std::vector<int32_t> prefix_tokens = EncodeChat(*prefix_text);
+    // With segments, cut as the whole prompt is cut (else a cut would end the shared run early).
+    std::vector<PromptSegment> unused;
+    const std::vector<ApiMessage> prefix_messages(messages.begin(),
+                                                  messages.begin() + last_breakpoint + 1);
+    const std::vector<int32_t> prefix_tokens =
+        segments ? EncodeChatSegments(*prefix_text, prefix_messages, &unused)
+                 : EncodeChat(*prefix_text);
     const size_t n = std::min(prefix_tokens.size(), out.tokens.size());
     const auto mismatch =
         std::mismatch(prefix_tokens.begin(), prefix_tokens.begin() + n, out.tokens.begin());
@@ -151,12 +276,16 @@ Result<BuiltPrompt> PromptEncoder::FromMessages(const std::vector<ApiMessage>& m
   return out;
 }
 
-Result<BuiltPrompt> PromptEncoder::Build(const ApiRequest& request, size_t max_tokens) const {
+Result<BuiltPrompt> PromptEncoder::Build(const ApiRequest& request, size_t max_tokens,
+                                         bool segments) const {
   BuiltPrompt out;
   if (request.kind == ApiKind::kChat) {
     PC_ASSIGN_OR_RETURN(
         out, FromMessages(request.messages, /*add_generation_prompt=*/true,
-                          request.tools_offered() ? request.tools : nullptr, max_tokens));
+                          request.tools_offered() ? request.tools : nullptr, max_tokens, segments));
+  } else if (segments) {
+    PC_ASSIGN_OR_RETURN(out, FromPromptSegments(request.prompt_text, request.prompt_tokens,
+                                                request.prompt_is_tokens, max_tokens));
   } else {
     PC_ASSIGN_OR_RETURN(out.tokens, FromPrompt(request.prompt_text, request.prompt_tokens,
                                                request.prompt_is_tokens, max_tokens));
@@ -165,9 +294,15 @@ Result<BuiltPrompt> PromptEncoder::Build(const ApiRequest& request, size_t max_t
   return out;
 }
 
-Result<BuiltPrompt> PromptEncoder::Build(const PrefixRequest& request, size_t max_tokens) const {
+Result<BuiltPrompt> PromptEncoder::Build(const PrefixRequest& request, size_t max_tokens,
+                                         bool segments) const {
   if (!request.messages.empty()) {
-    return FromMessages(request.messages, request.add_generation_prompt, nullptr, max_tokens);
+    return FromMessages(request.messages, request.add_generation_prompt, nullptr, max_tokens,
+                        segments);
+  }
+  if (segments) {
+    return FromPromptSegments(request.prompt_text, request.prompt_tokens, request.prompt_is_tokens,
+                              max_tokens);
   }
   BuiltPrompt out;
   PC_ASSIGN_OR_RETURN(out.tokens, FromPrompt(request.prompt_text, request.prompt_tokens,

@@ -8,6 +8,19 @@
 // tokens that rendering shares with the full prompt (a boundary merge may make the two
 // encodings differ in their last token or so; the engine rounds pins down to whole blocks
 // anyway).
+//
+// Segments (docs/server.md "Segments"): with segments on, the prompt is also cut into ranges the
+// engine may reuse wherever they appear (CompletionRequest::segments): each message's content,
+// each content part or content block of it, and within those (and in a completion prompt) the
+// text between occurrences of the server's separator, trimmed of surrounding whitespace. Each
+// such text is found in the rendered prompt (in order, inside text the client wrote) and the
+// rendered prompt is tokenized in pieces at those places (Tokenizer::EncodeCut), so that a
+// segment's token ids are those of its text alone, the same after any other text. What this
+// changes against tokenizing the whole text at once is only the merges across a segment's two
+// ends (a word or a run of spaces that would have joined the text beside it); a segment right
+// after a special token or at the very start of a completion prompt still gets SentencePiece's
+// dummy-prefix space there, as in a plain encoding. With segments off the prompt is tokenized
+// as one text, exactly as before.
 #pragma once
 
 #include <cstddef>
@@ -15,10 +28,11 @@
 #include <ctime>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
-#include "core/status.h"
 #include "chat/chat_template.h"
+#include "core/status.h"
 #include "server/openai_request.h"
 #include "server/tool_calls.h"
 #include "tokenizer/tokenizer.h"
@@ -30,6 +44,16 @@ struct BuiltPrompt {
   // Leading tokens to pin: 0 none, -1 the whole prompt, else the length covered by the last
   // cache_control breakpoint.
   int pin_tokens = 0;
+  // With segments on: the token ranges of the prompt's segments, ascending (empty otherwise).
+  std::vector<PromptSegment> segments;
+};
+
+// How a prompt is cut into segments (the server's --segment-separator and --segment-min-tokens).
+struct SegmentCut {
+  std::string separator;  // cuts inside a text too; empty: none
+  // Texts with fewer bytes than this cannot have this many tokens and are not made segments
+  // (the engine would not look them up; cutting at them would only change merges).
+  int min_tokens = 64;
 };
 
 // A request's conversation as the chat template sees it: each message's role and content, an
@@ -62,6 +86,8 @@ class PromptEncoder {
                 bool trust_clients = false);
 
   const ChatTemplate& chat_template() const { return template_; }
+  void set_segment_cut(SegmentCut cut) { cut_ = std::move(cut); }
+  const SegmentCut& segment_cut() const { return cut_; }
   // How the template's model writes tool calls (kNone when it is not rendered as Jinja).
   ToolCallFormat tool_format() const { return tool_format_; }
 
@@ -72,21 +98,35 @@ class PromptEncoder {
   // bytes, not the tokenizer's memory and time. Here and below.
   Result<std::vector<int32_t>> FromPrompt(const std::string& text, const std::vector<int32_t>& ids,
                                           bool is_tokens, size_t max_tokens = SIZE_MAX) const;
+  // The same for a text prompt cut into segments at the separator (token ids are not cut).
+  Result<BuiltPrompt> FromPromptSegments(const std::string& text, const std::vector<int32_t>& ids,
+                                         bool is_tokens, size_t max_tokens = SIZE_MAX) const;
   // The conversation through the chat template (the model's own Jinja template, or the
   // fallback family with its default system prompt), ready for the assistant's turn when
   // add_generation_prompt is set. pin_tokens covers the last cache_control breakpoint. `tools`:
   // the tools offered (the template's `tools` variable), null for none.
+  // `segments`: also cut it into segments (the header comment).
   Result<BuiltPrompt> FromMessages(const std::vector<ApiMessage>& messages,
                                    bool add_generation_prompt,
                                    const nlohmann::ordered_json& tools = nullptr,
-                                   size_t max_tokens = SIZE_MAX) const;
+                                   size_t max_tokens = SIZE_MAX, bool segments = false) const;
 
-  // The whole request: its prompt and what to pin (the `cache.pin` field pins everything).
-  Result<BuiltPrompt> Build(const ApiRequest& request, size_t max_tokens = SIZE_MAX) const;
-  Result<BuiltPrompt> Build(const PrefixRequest& request, size_t max_tokens = SIZE_MAX) const;
+  // The whole request: its prompt and what to pin (the `cache.pin` field pins everything), and
+  // its segments when `segments` is set.
+  Result<BuiltPrompt> Build(const ApiRequest& request, size_t max_tokens = SIZE_MAX,
+                            bool segments = false) const;
+  Result<BuiltPrompt> Build(const PrefixRequest& request, size_t max_tokens = SIZE_MAX,
+                            bool segments = false) const;
 
  private:
   std::vector<int32_t> EncodeChat(const MarkedText& text) const;
+  // The rendered conversation tokenized in pieces at its messages' segment texts (*segments:
+  // their token ranges).
+  std::vector<int32_t> EncodeChatSegments(const MarkedText& text,
+                                          const std::vector<ApiMessage>& messages,
+                                          std::vector<PromptSegment>* segments) const;
+  // Appends the segment texts of `text` (cut at the separator, trimmed, long enough).
+  void AddSegmentTexts(std::string_view text, std::vector<std::string_view>* out) const;
   // OutOfRange when `text` (with BOS) surely has more than max_tokens tokens.
   Status CheckBound(std::string_view text, size_t max_tokens) const;
 
@@ -95,6 +135,7 @@ class PromptEncoder {
   bool trust_clients_;
   ToolCallFormat tool_format_;
   bool arguments_as_text_;  // TakesArgumentsAsText
+  SegmentCut cut_;
 };
 
 }  // namespace promptcache

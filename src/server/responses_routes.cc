@@ -229,6 +229,10 @@ void HandleResponses(Call& call) {
   if (err) return call.Fail(AsResponsesError(*err));
   if (!r.model.empty()) err = server.CheckModel(r.model);
   if (!err) err = ApplyToolChoice(server.encoder().tool_format(), &r);
+  if (!err && r.evaluate) {
+    err = ApiError::BadRequest("'evaluate' applies to /v1/chat/completions and /v1/completions",
+                               "evaluate");
+  }
   if (err) return call.Fail(*err);
 
   CompletionRequest creq;

@@ -87,7 +87,9 @@ void HandleMetrics(Call& call);
 
 // Shared by the route files: parses a prefix body (server/openai_request.h PrefixRequest) and
 // turns it into tokens (`max_tokens`: as PromptEncoder::Build); false after failing the call.
-bool ReadPrefix(Call& call, PrefixRequest* r, BuiltPrompt* prompt, size_t max_tokens = SIZE_MAX);
+// `lookup`: cut the prompt into segments as a completion would be (/v1/cache/lookup).
+bool ReadPrefix(Call& call, PrefixRequest* r, BuiltPrompt* prompt, size_t max_tokens = SIZE_MAX,
+                bool lookup = false);
 
 // openai_routes.cc, shared with the Responses route: a plain (not modular) request `r` as the
 // engine's request (sampling, stop, grammar, log-probabilities, namespace, the prompt built and

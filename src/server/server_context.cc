@@ -25,6 +25,7 @@ ServerContext::ServerContext(Engine* engine, ServerOptions options, const Guarde
   model_name_ = model.config().name;
   fingerprint_ = "fp_" + model.fingerprint().substr(0, 12);
   limits_.max_tokens_limit = options_.max_tokens_limit;
+  encoder_.set_segment_cut({options_.segment_separator, engine_->options().segment_min_tokens});
   if (std::optional<std::string> warning = encoder_.chat_template().Warning()) {
     PC_LOG_WARN("%s", warning->c_str());
   }

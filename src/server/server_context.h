@@ -36,6 +36,11 @@ class ServerContext {
   const std::string& fingerprint() const { return fingerprint_; }  // "fp_" + 12 hex digits
   int64_t created() const { return created_; }                     // Unix seconds
   const PromptEncoder& encoder() const { return encoder_; }
+  // Whether a request's prompt is cut into segments: what it asked ("cache_segments"), else the
+  // server's --segment-cache; never when the engine's segment cache is off.
+  bool Segments(std::optional<bool> asked) const {
+    return engine_->options().segment_cache && asked.value_or(options_.segment_cache);
+  }
   const RequestLimits& limits() const { return limits_; }
   ServerMetrics& metrics() { return metrics_; }
   ConnectionStats connections() const;

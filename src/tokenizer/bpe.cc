@@ -124,12 +124,13 @@ Status BpeTokenizer::LoadMerges(const GgufFile& file) {
 }
 
 void BpeTokenizer::EncodeFragments(const std::vector<Fragment>& fragments,
-                                   std::vector<int32_t>* out) const {
+                                   std::vector<int32_t>* out, std::vector<size_t>* ends) const {
   std::vector<std::string_view> words;
   std::string normalized;
   for (const Fragment& f : fragments) {
     if (f.token >= 0) {
       out->push_back(f.token);
+      if (ends != nullptr) ends->push_back(out->size());
       continue;
     }
     words.clear();
@@ -140,6 +141,7 @@ void BpeTokenizer::EncodeFragments(const std::vector<Fragment>& fragments,
       pre_->Split(f.text, &words);
     }
     for (std::string_view word : words) EncodeWord(word, out);
+    if (ends != nullptr) ends->push_back(out->size());
   }
 }
 

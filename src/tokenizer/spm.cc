@@ -113,19 +113,21 @@ Result<std::unique_ptr<Tokenizer>> SpmTokenizer::Create(const GgufFile& file) {
 }
 
 void SpmTokenizer::EncodeFragments(const std::vector<Fragment>& fragments,
-                                   std::vector<int32_t>* out) const {
+                                   std::vector<int32_t>* out, std::vector<size_t>* ends) const {
   // The dummy prefix goes before the text, and again after each special token (llama.cpp).
   bool after_special = true;
   for (const Fragment& f : fragments) {
     if (f.token >= 0) {
       out->push_back(f.token);
       after_special = true;
+      if (ends != nullptr) ends->push_back(out->size());
       continue;
     }
     std::string escaped = EscapeSpaces(f.text);
     if (add_space_prefix_ && after_special) escaped.insert(0, kSpace);
     EncodeText(escaped, out);
     after_special = false;
+    if (ends != nullptr) ends->push_back(out->size());
   }
 }
 

@@ -207,7 +207,7 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_bos,
   if (add_bos && add_bos_ && bos_ >= 0) out.push_back(bos_);
   std::vector<Fragment> fragments;
   SplitSpecial(text, parse_special, nullptr, &fragments);
-  EncodeFragments(fragments, &out);
+  EncodeFragments(fragments, &out, nullptr);
   return out;
 }
 
@@ -216,7 +216,57 @@ std::vector<int32_t> Tokenizer::Encode(const MarkedText& text, bool add_bos) con
   if (add_bos && add_bos_ && bos_ >= 0) out.push_back(bos_);
   std::vector<Fragment> fragments;
   SplitSpecial(text.text(), /*parse_special=*/true, &text, &fragments);
-  EncodeFragments(fragments, &out);
+  EncodeFragments(fragments, &out, nullptr);
+  return out;
+}
+
+std::vector<int32_t> Tokenizer::EncodeCut(std::string_view text, bool add_bos, bool parse_special,
+                                          const MarkedText* marks, const std::vector<size_t>& cuts,
+                                          std::vector<int>* token_at) const {
+  std::vector<int32_t> out;
+  if (add_bos && add_bos_ && bos_ >= 0) out.push_back(bos_);
+  const size_t base = out.size();
+  std::vector<Fragment> fragments;
+  SplitSpecial(text, parse_special || marks != nullptr, marks, &fragments);
+  // Plain fragments split at the cuts inside them; each piece's byte range (special tokens:
+  // none, begin == end == SIZE_MAX).
+  std::vector<Fragment> pieces;
+  std::vector<std::pair<size_t, size_t>> spans;
+  size_t next = 0;
+  for (const Fragment& f : fragments) {
+    if (f.token >= 0) {
+      pieces.push_back(f);
+      spans.emplace_back(SIZE_MAX, SIZE_MAX);
+      continue;
+    }
+    size_t begin = static_cast<size_t>(f.text.data() - text.data());
+    const size_t end = begin + f.text.size();
+    while (next < cuts.size() && cuts[next] <= begin) ++next;
+    for (; next < cuts.size() && cuts[next] < end; ++next) {
+      pieces.push_back({text.substr(begin, cuts[next] - begin), -1});
+      spans.emplace_back(begin, cuts[next]);
+      begin = cuts[next];
+    }
+    pieces.push_back({text.substr(begin, end - begin), -1});
+    spans.emplace_back(begin, end);
+  }
+  std::vector<size_t> ends;
+  EncodeFragments(pieces, &out, &ends);
+  // Per cut (ascending, so one sweep): the tokens of the plain pieces ending at or before it and
+  // of the special tokens between them; a piece starting at the cut starts its count.
+  token_at->clear();
+  size_t i = 0, at = base;
+  for (size_t cut : cuts) {
+    for (; i < pieces.size(); ++i) {
+      if (spans[i].first == SIZE_MAX) continue;
+      if (spans[i].first >= cut) {
+        if (spans[i].first == cut) at = i == 0 ? base : ends[i - 1];
+        break;
+      }
+      if (spans[i].second <= cut) at = ends[i];
+    }
+    token_at->push_back(static_cast<int>(at));
+  }
   return out;
 }
 

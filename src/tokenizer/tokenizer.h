@@ -51,6 +51,17 @@ class Tokenizer {
   // Plain text runs across the marks as if they were not there, so text without special
   // spellings tokenizes exactly as Encode(text.text(), add_bos, true) does.
   std::vector<int32_t> Encode(const MarkedText& text, bool add_bos) const;
+  // Encode (of `marks` when given, else of `text` with parse_special) with the plain text also
+  // cut at each byte offset of `cuts` (ascending): each piece is encoded on its own, as if a
+  // special token stood at the cut but without one and without the dummy-prefix space a piece
+  // after a special token gets (SentencePiece). So the tokens of a piece between two cuts are
+  // the same whatever text surrounds it, as long as what precedes it is not a special token or
+  // the start (those get the dummy prefix as Encode gives it). Only the merges across a cut
+  // differ from Encode. token_at[k]: how many tokens (BOS included) come before cut k; a cut
+  // inside a special token's spelling counts the plain text before it.
+  std::vector<int32_t> EncodeCut(std::string_view text, bool add_bos, bool parse_special,
+                                 const MarkedText* marks, const std::vector<size_t>& cuts,
+                                 std::vector<int>* token_at) const;
   // A lower bound on the tokens Encode makes of `text` (BOS aside), in one pass over its bytes:
   // no token stands for more input than the longest token's bytes (times what normalization
   // may compose into one byte), and whitespace a stripping special token may swallow is not
@@ -92,9 +103,10 @@ class Tokenizer {
   // is given, only where marks->IsTrusted.
   void SplitSpecial(std::string_view text, bool parse_special, const MarkedText* marks,
                     std::vector<Fragment>* out) const;
-  // Appends the tokens of `fragments` (the kinds differ in how plain stretches are encoded).
-  virtual void EncodeFragments(const std::vector<Fragment>& fragments,
-                               std::vector<int32_t>* out) const = 0;
+  // Appends the tokens of `fragments` (the kinds differ in how plain stretches are encoded);
+  // `ends` (may be null): out->size() after each fragment.
+  virtual void EncodeFragments(const std::vector<Fragment>& fragments, std::vector<int32_t>* out,
+                               std::vector<size_t>* ends) const = 0;
   // Reads the keys both kinds share: tokens, token types, special ids, add_bos, and the
   // whitespace-stripping attributes of added tokens.
   Status LoadCommon(const GgufFile& file);

@@ -24,8 +24,8 @@ class SpmTokenizer final : public Tokenizer {
 
  private:
   SpmTokenizer() = default;
-  void EncodeFragments(const std::vector<Fragment>& fragments,
-                       std::vector<int32_t>* out) const override;
+  void EncodeFragments(const std::vector<Fragment>& fragments, std::vector<int32_t>* out,
+                       std::vector<size_t>* ends) const override;
   // Appends the tokens of one stretch of plain text ("▁" already substituted for spaces).
   void EncodeText(std::string_view text, std::vector<int32_t>* out) const;
 
@@ -44,8 +44,8 @@ class BpeTokenizer final : public Tokenizer {
   }
 
  private:
-  void EncodeFragments(const std::vector<Fragment>& fragments,
-                       std::vector<int32_t>* out) const override;
+  void EncodeFragments(const std::vector<Fragment>& fragments, std::vector<int32_t>* out,
+                       std::vector<size_t>* ends) const override;
   struct Merge {
     int32_t rank;
     int32_t result;  // symbol id of the merged text
