@@ -3,8 +3,8 @@
 // fallback for odd elements.
 #pragma once
 
+#include <bit>
 #include <cstdint>
-#include <cstring>
 
 namespace promptcache {
 
@@ -29,15 +29,12 @@ inline float F16ToF32(uint16_t h) {
   } else {
     bits = sign | (exp + 127 - 15) << 23 | mant << 13;
   }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
+  return std::bit_cast<float>(bits);
 }
 
 // Round to nearest even, with overflow to infinity, as the hardware conversion does.
 inline uint16_t F32ToF16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
+  const uint32_t x = std::bit_cast<uint32_t>(f);
   const uint32_t sign = (x >> 16) & 0x8000;
   const uint32_t abs = x & 0x7fffffff;
   if (abs >= 0x7f800000u)
@@ -61,16 +58,10 @@ inline uint16_t F32ToF16(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
-inline float BF16ToF32(uint16_t b) {
-  const uint32_t bits = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
+inline float BF16ToF32(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
 
 inline uint16_t F32ToBF16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
+  uint32_t x = std::bit_cast<uint32_t>(f);
   if ((x & 0x7fffffff) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40);  // NaN
   x += 0x7fff + ((x >> 16) & 1);
   return static_cast<uint16_t>(x >> 16);

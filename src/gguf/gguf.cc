@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 namespace promptcache {
 
@@ -83,6 +84,21 @@ class Reader {
     std::memcpy(out, data_ + pos_, sizeof(T));  // x86/ARM little-endian hosts only
     pos_ += sizeof(T);
     return true;
+  }
+  // Reads a T into a metadata scalar, widened as GgufValue holds numbers: unsigned integers as
+  // uint64_t, signed ones as int64_t, floats as double.
+  template <typename T>
+  bool ReadNumber(GgufValue* out) {
+    T v = 0;
+    const bool ok = Read(&v);
+    if constexpr (std::is_floating_point_v<T>) {
+      out->scalar = double{v};
+    } else if constexpr (std::is_signed_v<T>) {
+      out->scalar = int64_t{v};
+    } else {
+      out->scalar = uint64_t{v};
+    }
+    return ok;
   }
   bool ReadBytes(size_t n, std::string* out) {
     if (remaining() < n) return false;
@@ -180,66 +196,36 @@ Status Parser::ReadScalar(GgufValueType type, const std::string& what, GgufValue
   out->type = type;
   bool ok = true;
   switch (type) {
-    case GgufValueType::kU8: {
-      uint8_t v = 0;
-      ok = r_.Read(&v);
-      out->scalar = uint64_t{v};
+    case GgufValueType::kU8:
+      ok = r_.ReadNumber<uint8_t>(out);
       break;
-    }
-    case GgufValueType::kI8: {
-      int8_t v = 0;
-      ok = r_.Read(&v);
-      out->scalar = int64_t{v};
+    case GgufValueType::kI8:
+      ok = r_.ReadNumber<int8_t>(out);
       break;
-    }
-    case GgufValueType::kU16: {
-      uint16_t v = 0;
-      ok = r_.Read(&v);
-      out->scalar = uint64_t{v};
+    case GgufValueType::kU16:
+      ok = r_.ReadNumber<uint16_t>(out);
       break;
-    }
-    case GgufValueType::kI16: {
-      int16_t v = 0;
-      ok = r_.Read(&v);
-      out->scalar = int64_t{v};
+    case GgufValueType::kI16:
+      ok = r_.ReadNumber<int16_t>(out);
       break;
-    }
-    case GgufValueType::kU32: {
-      uint32_t v = 0;
-      ok = r_.Read(&v);
-      out->scalar = uint64_t{v};
+    case GgufValueType::kU32:
+      ok = r_.ReadNumber<uint32_t>(out);
       break;
-    }
-    case GgufValueType::kI32: {
-      int32_t v = 0;
-      ok = r_.Read(&v);
-      out->scalar = int64_t{v};
+    case GgufValueType::kI32:
+      ok = r_.ReadNumber<int32_t>(out);
       break;
-    }
-    case GgufValueType::kU64: {
-      uint64_t v = 0;
-      ok = r_.Read(&v);
-      out->scalar = v;
+    case GgufValueType::kU64:
+      ok = r_.ReadNumber<uint64_t>(out);
       break;
-    }
-    case GgufValueType::kI64: {
-      int64_t v = 0;
-      ok = r_.Read(&v);
-      out->scalar = v;
+    case GgufValueType::kI64:
+      ok = r_.ReadNumber<int64_t>(out);
       break;
-    }
-    case GgufValueType::kF32: {
-      float v = 0;
-      ok = r_.Read(&v);
-      out->scalar = double{v};
+    case GgufValueType::kF32:
+      ok = r_.ReadNumber<float>(out);
       break;
-    }
-    case GgufValueType::kF64: {
-      double v = 0;
-      ok = r_.Read(&v);
-      out->scalar = v;
+    case GgufValueType::kF64:
+      ok = r_.ReadNumber<double>(out);
       break;
-    }
     case GgufValueType::kBool: {
       uint8_t v = 0;
       ok = r_.Read(&v);
@@ -456,7 +442,6 @@ Status Parser::Run(uint32_t* version, size_t* alignment,
 }
 
 }  // namespace
-
 
 Result<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

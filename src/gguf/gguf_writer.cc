@@ -18,6 +18,14 @@ namespace {
 
 constexpr uint32_t kGgufMagic = 0x46554747;
 
+// A metadata value of a scalar type, holding `v` as GgufValue holds that type.
+GgufValue Scalar(GgufValueType type, decltype(GgufValue::scalar) v) {
+  GgufValue value;
+  value.type = type;
+  value.scalar = std::move(v);
+  return value;
+}
+
 class ByteSink {
  public:
   template <typename T>
@@ -172,38 +180,23 @@ void GgufWriter::SetValue(const std::string& key, GgufValue value) {
 }
 
 void GgufWriter::SetString(const std::string& key, const std::string& v) {
-  GgufValue value;
-  value.type = GgufValueType::kString;
-  value.scalar = v;
-  SetValue(key, std::move(value));
+  SetValue(key, Scalar(GgufValueType::kString, v));
 }
 
 void GgufWriter::SetU32(const std::string& key, uint32_t v) {
-  GgufValue value;
-  value.type = GgufValueType::kU32;
-  value.scalar = uint64_t{v};
-  SetValue(key, std::move(value));
+  SetValue(key, Scalar(GgufValueType::kU32, uint64_t{v}));
 }
 
 void GgufWriter::SetI32(const std::string& key, int32_t v) {
-  GgufValue value;
-  value.type = GgufValueType::kI32;
-  value.scalar = int64_t{v};
-  SetValue(key, std::move(value));
+  SetValue(key, Scalar(GgufValueType::kI32, int64_t{v}));
 }
 
 void GgufWriter::SetF32(const std::string& key, float v) {
-  GgufValue value;
-  value.type = GgufValueType::kF32;
-  value.scalar = double{v};
-  SetValue(key, std::move(value));
+  SetValue(key, Scalar(GgufValueType::kF32, double{v}));
 }
 
 void GgufWriter::SetBool(const std::string& key, bool v) {
-  GgufValue value;
-  value.type = GgufValueType::kBool;
-  value.scalar = v;
-  SetValue(key, std::move(value));
+  SetValue(key, Scalar(GgufValueType::kBool, v));
 }
 
 void GgufWriter::AddTensor(const std::string& name, std::vector<int64_t> dims, GgmlType type,

@@ -7,9 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "grammar/grammar.h"
 #include "grammar/json_depth.h"
@@ -20,7 +22,7 @@ namespace promptcache {
 namespace {
 
 bool Matches(const std::shared_ptr<const Grammar>& g, std::string_view s) {
-  GrammarState st(g);
+  GrammarState st(std::move(g));
   return st.Advance(s) && st.Complete();
 }
 
@@ -87,13 +89,20 @@ TEST(GrammarLimits, AmbiguityGrowingWithTheTextOverflows) {
   EXPECT_TRUE(s2.overflowed());
 }
 
+// Advances a fresh state over '(' until it overflows, `most` of them at the most; expects the
+// overflow and returns how many it took.
+int ParensUntilOverflow(std::shared_ptr<const Grammar> g, int most) {
+  GrammarState st(std::move(g));
+  int depth = 0;
+  while (depth < most && st.Advance("(")) ++depth;
+  EXPECT_TRUE(st.overflowed());
+  return depth;
+}
+
 TEST(GrammarLimits, StacksDeeperThanTheBoundOverflow) {
   auto g = Grammar::Parse("root ::= \"(\" root \")\" | \"x\"");
   ASSERT_TRUE(g.ok());
-  GrammarState st(*g);
-  int depth = 0;
-  while (depth < 5000 && st.Advance("(")) ++depth;
-  EXPECT_TRUE(st.overflowed());
+  const int depth = ParensUntilOverflow(*g, 5000);
   EXPECT_GE(depth, 4000);
   EXPECT_LT(depth, 5000);
   GrammarState ok(*g);
@@ -129,10 +138,7 @@ TEST(GrammarLimits, StepWorkIsBounded) {
   for (int i = 1; i < 4000; ++i) alts += " | \"z" + std::to_string(i) + "\"";
   auto g = Grammar::Parse("root ::= \"(\" root \")\" | z\n" + alts);
   ASSERT_TRUE(g.ok()) << g.status().message();
-  GrammarState st(*g);
-  int depth = 0;
-  while (depth < 1000 && st.Advance("(")) ++depth;
-  EXPECT_TRUE(st.overflowed());
+  const int depth = ParensUntilOverflow(*g, 1000);
   EXPECT_GT(depth, 100);
   EXPECT_LT(depth, 300);
 }

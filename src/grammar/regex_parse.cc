@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <utility>
 
 #include "grammar/regex_nfa.h"
 
@@ -55,6 +56,27 @@ const CharSet& LineTerminators() {
   static const CharSet s = Set({{0x0A, 0x0A}, {0x0D, 0x0D}, {0x2028, 0x2029}});
   return s;
 }
+
+// \d \w \s, and \D \W \S for their complements: true and the set in *out for one of them.
+bool ClassEscape(uint32_t e, CharSet* out) {
+  static constexpr std::pair<char, const CharSet& (*)()> kClasses[] = {
+      {'d', Digits}, {'w', Word}, {'s', Space}};
+  for (const auto& [letter, set] : kClasses) {
+    if (e == static_cast<uint32_t>(letter)) {
+      *out = set();
+      return true;
+    }
+    if (e == static_cast<uint32_t>(letter - 'a' + 'A')) {
+      *out = Complement(set());
+      return true;
+    }
+  }
+  return false;
+}
+
+// The escapes that name a control character.
+constexpr std::pair<char, uint32_t> kControlEscapes[] = {
+    {'n', '\n'}, {'r', '\r'}, {'t', '\t'}, {'v', 0x0B}, {'f', 0x0C}};
 
 class RegexParser {
  public:
@@ -235,40 +257,14 @@ class RegexParser {
     if (pos_ >= t_.size()) return Error("'\\' at the end");
     const uint32_t e = t_[pos_++];
     uint32_t cp = 0;
+    if (ClassEscape(e, out)) return Status::Ok();
+    for (const auto& [letter, control] : kControlEscapes) {
+      if (e == static_cast<uint32_t>(letter)) {
+        *out = {{control, control}};
+        return Status::Ok();
+      }
+    }
     switch (e) {
-      case 'd':
-        *out = Digits();
-        return Status::Ok();
-      case 'D':
-        *out = Complement(Digits());
-        return Status::Ok();
-      case 'w':
-        *out = Word();
-        return Status::Ok();
-      case 'W':
-        *out = Complement(Word());
-        return Status::Ok();
-      case 's':
-        *out = Space();
-        return Status::Ok();
-      case 'S':
-        *out = Complement(Space());
-        return Status::Ok();
-      case 'n':
-        cp = '\n';
-        break;
-      case 'r':
-        cp = '\r';
-        break;
-      case 't':
-        cp = '\t';
-        break;
-      case 'v':
-        cp = 0x0B;
-        break;
-      case 'f':
-        cp = 0x0C;
-        break;
       case 'b':
         if (!in_class) return Refuse("word boundary '\\b'");
         cp = 0x08;

@@ -2,19 +2,14 @@
 #include <algorithm>
 
 #include "jinja/builtins.h"
-#include "jinja/interpreter.h"
 #include "jinja/code_points.h"
+#include "jinja/interpreter.h"
 
 namespace promptcache::jinja {
 
 Result<Value> Interpreter::Eval(const Expr& e) {
   DepthGuard guard(this);
-  if (guard.too_deep()) {
-    return Locate(ResourceExhausted("template calls nest deeper than " +
-                                    std::to_string(limits_.max_depth) + " levels"),
-                  e.line);
-  }
-  PC_RETURN_IF_ERROR(Locate(Charge(1), e.line));
+  PC_RETURN_IF_ERROR(Enter(guard, e.line));
   Result<Value> v = EvalInner(e);
   if (!v.ok()) return Locate(v.status(), e.line);
   return v;

@@ -7,11 +7,11 @@
 #include <unordered_map>
 
 #include "jinja/builtins.h"
+#include "jinja/code_points.h"
+#include "jinja/filter_helpers.h"
 #include "jinja/interpreter.h"
 #include "jinja/json.h"
 #include "jinja/str_ops.h"
-#include "jinja/code_points.h"
-#include "jinja/filter_helpers.h"
 
 namespace promptcache::jinja {
 namespace {
@@ -77,6 +77,17 @@ Result<Value> Case(Interpreter& in, const Value& v, CallArgs args) {
   PC_RETURN_IF_ERROR(BindArgs("case", std::move(args), {}).status());
   PC_ASSIGN_OR_RETURN(Text s, SoftStr(in, v));
   return StrResult(in, ChangeCase(s, kChange));
+}
+
+// select/reject(attr) and min/max as plain filter functions, for the table below.
+template <bool kAttr, bool kKeep>
+Result<Value> Select(Interpreter& in, const Value& v, CallArgs args) {
+  return SelectFilter(in, v, std::move(args), kAttr, kKeep);
+}
+
+template <bool kMax>
+Result<Value> MinMax(Interpreter& in, const Value& v, CallArgs args) {
+  return MinMaxFilter(in, v, std::move(args), kMax);
 }
 
 Result<Value> Replace(Interpreter& in, const Value& v, CallArgs args) {
@@ -504,22 +515,16 @@ const std::unordered_map<std::string_view, FilterFn>& Filters() {
       {"list", List},
       {"lower", Case<CaseChange::kLower>},
       {"map", MapFilter},
-      {"max", [](Interpreter& in, const Value& v,
-                 CallArgs a) { return MinMaxFilter(in, v, std::move(a), true); }},
-      {"min", [](Interpreter& in, const Value& v,
-                 CallArgs a) { return MinMaxFilter(in, v, std::move(a), false); }},
-      {"reject", [](Interpreter& in, const Value& v,
-                    CallArgs a) { return SelectFilter(in, v, std::move(a), false, false); }},
-      {"rejectattr", [](Interpreter& in, const Value& v,
-                        CallArgs a) { return SelectFilter(in, v, std::move(a), true, false); }},
+      {"max", MinMax<true>},
+      {"min", MinMax<false>},
+      {"reject", Select<false, false>},
+      {"rejectattr", Select<true, false>},
       {"replace", Replace},
       {"reverse", Reverse},
       {"round", Round},
       {"safe", Safe},
-      {"select", [](Interpreter& in, const Value& v,
-                    CallArgs a) { return SelectFilter(in, v, std::move(a), false, true); }},
-      {"selectattr", [](Interpreter& in, const Value& v,
-                        CallArgs a) { return SelectFilter(in, v, std::move(a), true, true); }},
+      {"select", Select<false, true>},
+      {"selectattr", Select<true, true>},
       {"sort", SortFilter},
       {"string", String},
       {"sum", SumFilter},

@@ -260,14 +260,18 @@ Status Interpreter::Exec(const Body& body) {
   return Status::Ok();
 }
 
+Status Interpreter::Enter(const DepthGuard& guard, int line) {
+  if (guard.too_deep()) {
+    return Locate(ResourceExhausted("template calls nest deeper than " +
+                                    std::to_string(limits_.max_depth) + " levels"),
+                  line);
+  }
+  return Locate(Charge(1), line);
+}
+
 Status Interpreter::Exec(const Stmt& s) {
   DepthGuard guard(this);
-  if (guard.too_deep()) {
-    return Locate(ResourceExhausted("templates calls nest deeper than " +
-                                    std::to_string(limits_.max_depth) + " levels"),
-                  s.line);
-  }
-  PC_RETURN_IF_ERROR(Locate(Charge(1), s.line));
+  PC_RETURN_IF_ERROR(Enter(guard, s.line));
   switch (s.kind) {
     case StmtKind::kText:
       out_->AppendTrusted(s.text);

@@ -134,6 +134,10 @@ class Interpreter {
     Interpreter* in_;
   };
 
+  // What entering an expression or statement at `line` checks: the depth `guard` counts, within
+  // the limit, and one step of work charged.
+  Status Enter(const DepthGuard& guard, int line);
+
   enum class Control { kNone, kBreak, kContinue };
 
   Status Exec(const Body& body);

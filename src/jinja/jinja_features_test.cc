@@ -358,6 +358,10 @@ const char* const kTemplates[] = {
     "{{ [1) }}",
     "{% macro m(a=1, b) %}{% endmacro %}",
     "{% break %}",
+    // A macro's or call block's body is outside the loop it is written in.
+    "{% for x in [1] %}{% macro m() %}{% break %}{% endmacro %}{% endfor %}",
+    "{% macro f() %}{{ caller() }}{% endmacro %}"
+    "{% for x in [1] %}{% call f() %}{% continue %}{% endcall %}{% endfor %}",
     "{% set 1 = 2 %}",
     "{% include 'other.html' %}",
     "{{ a is defined is defined }}",

@@ -54,42 +54,35 @@ Result<ExprPtr> Parser::ParseCondExpr() {
     if (SkipName("else")) {
       PC_ASSIGN_OR_RETURN(expr3, ParseCondExpr());
     }
-    std::vector<ExprPtr> args;
-    args.push_back(std::move(expr2));
-    args.push_back(std::move(expr1));
-    args.push_back(std::move(expr3));
-    PC_ASSIGN_OR_RETURN(expr1, Node(ExprKind::kCond, line, std::move(args)));
+    PC_ASSIGN_OR_RETURN(expr1, Node(ExprKind::kCond, line,
+                                    Args(std::move(expr2), std::move(expr1), std::move(expr3))));
     line = Cur().line;
   }
   return expr1;
 }
 
-Result<ExprPtr> Parser::ParseOr() {
-  PC_ASSIGN_OR_RETURN(ExprPtr left, ParseAnd());
-  while (IsName(Cur(), "or")) {
+// One left-associative level of binary operators: operands parsed by `operand`, joined while the
+// cursor is on one of `ops`. kBinary nodes keep their operator as their name.
+template <typename Operand>
+Result<ExprPtr> Parser::ParseChain(ExprKind kind, Names ops, Operand operand) {
+  PC_ASSIGN_OR_RETURN(ExprPtr left, operand());
+  while (IsOneOf(Cur(), ops)) {
     const int line = Cur().line;
+    std::string op = kind == ExprKind::kBinary ? Cur().value : "";
     Advance();
-    PC_ASSIGN_OR_RETURN(ExprPtr right, ParseAnd());
-    std::vector<ExprPtr> args;
-    args.push_back(std::move(left));
-    args.push_back(std::move(right));
-    PC_ASSIGN_OR_RETURN(left, Node(ExprKind::kOr, line, std::move(args)));
+    PC_ASSIGN_OR_RETURN(ExprPtr right, operand());
+    PC_ASSIGN_OR_RETURN(left,
+                        Node(kind, line, Args(std::move(left), std::move(right)), std::move(op)));
   }
   return left;
 }
 
+Result<ExprPtr> Parser::ParseOr() {
+  return ParseChain(ExprKind::kOr, {"or"}, [this] { return ParseAnd(); });
+}
+
 Result<ExprPtr> Parser::ParseAnd() {
-  PC_ASSIGN_OR_RETURN(ExprPtr left, ParseNot());
-  while (IsName(Cur(), "and")) {
-    const int line = Cur().line;
-    Advance();
-    PC_ASSIGN_OR_RETURN(ExprPtr right, ParseNot());
-    std::vector<ExprPtr> args;
-    args.push_back(std::move(left));
-    args.push_back(std::move(right));
-    PC_ASSIGN_OR_RETURN(left, Node(ExprKind::kAnd, line, std::move(args)));
-  }
-  return left;
+  return ParseChain(ExprKind::kAnd, {"and"}, [this] { return ParseNot(); });
 }
 
 Result<ExprPtr> Parser::ParseNot() {
@@ -99,9 +92,7 @@ Result<ExprPtr> Parser::ParseNot() {
     const int line = Cur().line;
     Advance();
     PC_ASSIGN_OR_RETURN(ExprPtr operand, ParseNot());
-    std::vector<ExprPtr> args;
-    args.push_back(std::move(operand));
-    return Node(ExprKind::kNot, line, std::move(args));
+    return Node(ExprKind::kNot, line, Args(std::move(operand)));
   }
   return ParseCompare();
 }
@@ -141,18 +132,7 @@ Result<ExprPtr> Parser::ParseCompare() {
 }
 
 Result<ExprPtr> Parser::ParseMath1() {
-  PC_ASSIGN_OR_RETURN(ExprPtr left, ParseConcat());
-  while (IsOp(Cur(), "+") || IsOp(Cur(), "-")) {
-    const int line = Cur().line;
-    std::string op = Cur().value;
-    Advance();
-    PC_ASSIGN_OR_RETURN(ExprPtr right, ParseConcat());
-    std::vector<ExprPtr> args;
-    args.push_back(std::move(left));
-    args.push_back(std::move(right));
-    PC_ASSIGN_OR_RETURN(left, Node(ExprKind::kBinary, line, std::move(args), std::move(op)));
-  }
-  return left;
+  return ParseChain(ExprKind::kBinary, {"+", "-"}, [this] { return ParseConcat(); });
 }
 
 Result<ExprPtr> Parser::ParseConcat() {
@@ -169,32 +149,11 @@ Result<ExprPtr> Parser::ParseConcat() {
 }
 
 Result<ExprPtr> Parser::ParseMath2() {
-  PC_ASSIGN_OR_RETURN(ExprPtr left, ParsePow());
-  while (IsOp(Cur(), "*") || IsOp(Cur(), "/") || IsOp(Cur(), "//") || IsOp(Cur(), "%")) {
-    const int line = Cur().line;
-    std::string op = Cur().value;
-    Advance();
-    PC_ASSIGN_OR_RETURN(ExprPtr right, ParsePow());
-    std::vector<ExprPtr> args;
-    args.push_back(std::move(left));
-    args.push_back(std::move(right));
-    PC_ASSIGN_OR_RETURN(left, Node(ExprKind::kBinary, line, std::move(args), std::move(op)));
-  }
-  return left;
+  return ParseChain(ExprKind::kBinary, {"*", "/", "//", "%"}, [this] { return ParsePow(); });
 }
 
 Result<ExprPtr> Parser::ParsePow() {
-  PC_ASSIGN_OR_RETURN(ExprPtr left, ParseUnary(true));
-  while (IsOp(Cur(), "**")) {
-    const int line = Cur().line;
-    Advance();
-    PC_ASSIGN_OR_RETURN(ExprPtr right, ParseUnary(true));
-    std::vector<ExprPtr> args;
-    args.push_back(std::move(left));
-    args.push_back(std::move(right));
-    PC_ASSIGN_OR_RETURN(left, Node(ExprKind::kBinary, line, std::move(args), "**"));
-  }
-  return left;
+  return ParseChain(ExprKind::kBinary, {"**"}, [this] { return ParseUnary(true); });
 }
 
 Result<ExprPtr> Parser::ParseUnary(bool with_filter) {
@@ -206,9 +165,7 @@ Result<ExprPtr> Parser::ParseUnary(bool with_filter) {
     const ExprKind kind = Cur().value == "-" ? ExprKind::kNeg : ExprKind::kPos;
     Advance();
     PC_ASSIGN_OR_RETURN(ExprPtr operand, ParseUnary(false));
-    std::vector<ExprPtr> args;
-    args.push_back(std::move(operand));
-    PC_ASSIGN_OR_RETURN(node, Node(kind, line, std::move(args)));
+    PC_ASSIGN_OR_RETURN(node, Node(kind, line, Args(std::move(operand))));
   } else {
     PC_ASSIGN_OR_RETURN(node, ParsePrimary());
   }
@@ -465,9 +422,7 @@ Result<ExprPtr> Parser::ParseTest(ExprPtr node) {
   }
   PC_RETURN_IF_ERROR(Seal(*test));
   if (!negated) return test;
-  std::vector<ExprPtr> args;
-  args.push_back(std::move(test));
-  return Node(ExprKind::kNot, line, std::move(args));
+  return Node(ExprKind::kNot, line, Args(std::move(test)));
 }
 
 }  // namespace promptcache::jinja::internal

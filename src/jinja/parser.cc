@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <utility>
 
 #include "jinja/builtins.h"
 #include "jinja/lexer.h"
@@ -11,24 +12,20 @@ namespace promptcache::jinja {
 namespace internal {
 
 std::string Parser::Describe(const Token& t) {
-  switch (t.type) {
-    case TokenType::kEof:
-      return "end of template";
-    case TokenType::kBlockEnd:
-      return "end of statement block";
-    case TokenType::kVarEnd:
-      return "end of print statement";
-    case TokenType::kBlockBegin:
-      return "begin of statement block";
-    case TokenType::kVarBegin:
-      return "begin of print statement";
-    case TokenType::kData:
-      return "template data";
-    case TokenType::kString:
-      return "string";
-    default:
-      return "'" + t.value + "'";
+  // Jinja2's descriptions of the tokens that have no text of their own.
+  static constexpr std::pair<TokenType, const char*> kNames[] = {
+      {TokenType::kEof, "end of template"},
+      {TokenType::kBlockEnd, "end of statement block"},
+      {TokenType::kVarEnd, "end of print statement"},
+      {TokenType::kBlockBegin, "begin of statement block"},
+      {TokenType::kVarBegin, "begin of print statement"},
+      {TokenType::kData, "template data"},
+      {TokenType::kString, "string"},
+  };
+  for (const auto& [type, name] : kNames) {
+    if (t.type == type) return name;
   }
+  return "'" + t.value + "'";
 }
 
 Status Parser::ExpectOp(std::string_view op) {
@@ -76,6 +73,14 @@ Result<ExprPtr> Parser::Node(ExprKind kind, int line, std::vector<ExprPtr> args,
   e->name = std::move(name);
   PC_RETURN_IF_ERROR(Seal(*e));
   return e;
+}
+
+StmtPtr Parser::StartStmt(StmtKind kind) {
+  auto s = std::make_unique<Stmt>();
+  s->kind = kind;
+  s->line = Cur().line;
+  Advance();
+  return s;
 }
 
 // ---- Statements ------------------------------------------------------------------------------
@@ -173,10 +178,7 @@ Result<StmtPtr> Parser::ParseStatement() {
 }
 
 Result<StmtPtr> Parser::ParseFor() {
-  auto s = std::make_unique<Stmt>();
-  s->kind = StmtKind::kFor;
-  s->line = Cur().line;
-  Advance();
+  StmtPtr s = StartStmt(StmtKind::kFor);
   PC_ASSIGN_OR_RETURN(s->target, ParseAssignTarget(true, false, {"in"}, false));
   if (!SkipName("in")) return Fail("expected 'in', got " + Describe(Cur()));
   PC_ASSIGN_OR_RETURN(s->expr, ParseTuple(false, false, {"recursive"}, false));
@@ -198,10 +200,7 @@ Result<StmtPtr> Parser::ParseFor() {
 }
 
 Result<StmtPtr> Parser::ParseIf() {
-  auto s = std::make_unique<Stmt>();
-  s->kind = StmtKind::kIf;
-  s->line = Cur().line;
-  Advance();
+  StmtPtr s = StartStmt(StmtKind::kIf);
   while (true) {
     PC_ASSIGN_OR_RETURN(ExprPtr cond, ParseTuple(false, false, {}, false));
     s->exprs.push_back(std::move(cond));
@@ -283,62 +282,50 @@ Status Parser::ParseSignature(MacroDef& macro) {
   return ExpectOp(")");
 }
 
+// The body of a macro or call block, up to `end_name`: outside any enclosing loop (break and
+// continue cannot reach out of it), with the varargs and kwargs it reads noted.
+Status Parser::ParseMacroBody(std::string_view end_name, MacroDef& macro) {
+  const int loops = loop_depth_;
+  loop_depth_ = 0;
+  Result<Body> body = ParseStatements({end_name}, true);
+  loop_depth_ = loops;
+  if (!body.ok()) return body.status();
+  macro.body = std::move(*body);
+  macro.uses_varargs = Reads(macro.body, "varargs");
+  macro.uses_kwargs = Reads(macro.body, "kwargs");
+  return Status::Ok();
+}
+
 Result<StmtPtr> Parser::ParseMacro() {
-  auto s = std::make_unique<Stmt>();
-  s->kind = StmtKind::kMacro;
-  s->line = Cur().line;
-  Advance();
+  StmtPtr s = StartStmt(StmtKind::kMacro);
   s->macro = std::make_shared<MacroDef>();
   PC_ASSIGN_OR_RETURN(s->macro->name, ExpectName());
   PC_RETURN_IF_ERROR(ParseSignature(*s->macro));
-  const int loops = loop_depth_;
-  loop_depth_ = 0;
-  Result<Body> body = ParseStatements({"endmacro"}, true);
-  loop_depth_ = loops;
-  if (!body.ok()) return body.status();
-  s->macro->body = std::move(*body);
-  s->macro->uses_varargs = Reads(s->macro->body, "varargs");
-  s->macro->uses_kwargs = Reads(s->macro->body, "kwargs");
+  PC_RETURN_IF_ERROR(ParseMacroBody("endmacro", *s->macro));
   s->macro->uses_caller = Reads(s->macro->body, "caller");
   return s;
 }
 
 Result<StmtPtr> Parser::ParseCallBlock() {
-  auto s = std::make_unique<Stmt>();
-  s->kind = StmtKind::kCallBlock;
-  s->line = Cur().line;
-  Advance();
+  StmtPtr s = StartStmt(StmtKind::kCallBlock);
   s->macro = std::make_shared<MacroDef>();
   s->macro->name = "caller";
   if (IsOp(Cur(), "(")) PC_RETURN_IF_ERROR(ParseSignature(*s->macro));
   PC_ASSIGN_OR_RETURN(s->expr, ParseExpression());
   if (s->expr->kind != ExprKind::kCall) return Fail("expected call", s->line);
-  const int loops = loop_depth_;
-  loop_depth_ = 0;
-  Result<Body> body = ParseStatements({"endcall"}, true);
-  loop_depth_ = loops;
-  if (!body.ok()) return body.status();
-  s->macro->body = std::move(*body);
-  s->macro->uses_varargs = Reads(s->macro->body, "varargs");
-  s->macro->uses_kwargs = Reads(s->macro->body, "kwargs");
+  PC_RETURN_IF_ERROR(ParseMacroBody("endcall", *s->macro));
   return s;
 }
 
 Result<StmtPtr> Parser::ParseFilterBlock() {
-  auto s = std::make_unique<Stmt>();
-  s->kind = StmtKind::kFilterBlock;
-  s->line = Cur().line;
-  Advance();
+  StmtPtr s = StartStmt(StmtKind::kFilterBlock);
   PC_ASSIGN_OR_RETURN(s->expr, ParseFilter(nullptr, true));
   PC_ASSIGN_OR_RETURN(s->body, ParseStatements({"endfilter"}, true));
   return s;
 }
 
 Result<StmtPtr> Parser::ParseWith() {
-  auto s = std::make_unique<Stmt>();
-  s->kind = StmtKind::kWith;
-  s->line = Cur().line;
-  Advance();
+  StmtPtr s = StartStmt(StmtKind::kWith);
   while (Cur().type != TokenType::kBlockEnd) {
     if (!s->targets.empty()) PC_RETURN_IF_ERROR(ExpectOp(","));
     PC_ASSIGN_OR_RETURN(Target t, ParseAssignTarget(true, false, {}, false));
@@ -352,10 +339,7 @@ Result<StmtPtr> Parser::ParseWith() {
 }
 
 Result<StmtPtr> Parser::ParsePrint() {
-  auto s = std::make_unique<Stmt>();
-  s->kind = StmtKind::kOutput;
-  s->line = Cur().line;
-  Advance();
+  StmtPtr s = StartStmt(StmtKind::kOutput);
   while (Cur().type != TokenType::kBlockEnd) {
     if (!s->exprs.empty()) PC_RETURN_IF_ERROR(ExpectOp(","));
     PC_ASSIGN_OR_RETURN(ExprPtr e, ParseExpression());

@@ -18,6 +18,15 @@ inline bool IsConstantName(std::string_view n) {
   return n == "true" || n == "false" || n == "True" || n == "False" || n == "none" || n == "None";
 }
 
+// A node's argument list from its operands (a braced list cannot hold move-only ExprPtrs).
+template <typename... Operands>
+std::vector<ExprPtr> Args(Operands... operands) {
+  std::vector<ExprPtr> args;
+  args.reserve(sizeof...(operands));
+  (args.push_back(std::move(operands)), ...);
+  return args;
+}
+
 class Parser {
  public:
   explicit Parser(std::vector<Token> tokens) : tokens_(std::move(tokens)) {}
@@ -54,6 +63,11 @@ class Parser {
     Advance();
     return true;
   }
+  // An operator or a name (and, or) that is one of `ops`.
+  static bool IsOneOf(const Token& t, Names ops) {
+    return (t.type == TokenType::kOperator || t.type == TokenType::kName) &&
+           std::find(ops.begin(), ops.end(), t.value) != ops.end();
+  }
   bool SkipOp(std::string_view op) {
     if (!IsOp(Cur(), op)) return false;
     Advance();
@@ -70,6 +84,8 @@ class Parser {
   // Sets e's depth from its children; fails past kMaxExprDepth.
   Status Seal(Expr& e) const;
   Result<ExprPtr> Node(ExprKind kind, int line, std::vector<ExprPtr> args, std::string name = {});
+  // A statement of `kind` at the tag under the cursor, with the cursor moved past the tag.
+  StmtPtr StartStmt(StmtKind kind);
 
   // Statements.
   Result<Body> Subparse(Names end_names, bool has_end);
@@ -84,6 +100,7 @@ class Parser {
   Result<StmtPtr> ParseWith();
   Result<StmtPtr> ParsePrint();
   Status ParseSignature(MacroDef& macro);
+  Status ParseMacroBody(std::string_view end_name, MacroDef& macro);
   Result<Target> ParseAssignTarget(bool with_tuple, bool name_only, Names extra_end,
                                    bool with_namespace);
   Result<Target> ToTarget(const Expr& e) const;
@@ -94,6 +111,8 @@ class Parser {
                              bool explicit_parens);
   Result<ExprPtr> ParseExpression(bool with_condexpr = true);
   Result<ExprPtr> ParseCondExpr();
+  template <typename Operand>
+  Result<ExprPtr> ParseChain(ExprKind kind, Names ops, Operand operand);
   Result<ExprPtr> ParseOr();
   Result<ExprPtr> ParseAnd();
   Result<ExprPtr> ParseNot();

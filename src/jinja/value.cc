@@ -10,45 +10,21 @@
 namespace promptcache::jinja {
 
 Value Value::Undefined(std::string hint) {
-  Value v;
-  v.ptr_ = std::make_shared<std::string>(std::move(hint));
-  return v;
+  return Value(Kind::kUndefined, std::make_shared<std::string>(std::move(hint)));
 }
 
-Value Value::None() {
-  Value v;
-  v.kind_ = Kind::kNone;
-  return v;
-}
+Value Value::None() { return Value(Kind::kNone, nullptr); }
 
-Value Value::Bool(bool b) {
-  Value v;
-  v.kind_ = Kind::kBool;
-  v.b_ = b;
-  return v;
-}
+Value Value::Bool(bool b) { return Value(Kind::kBool, b); }
 
-Value Value::Int(int64_t i) {
-  Value v;
-  v.kind_ = Kind::kInt;
-  v.i_ = i;
-  return v;
-}
+Value Value::Int(int64_t i) { return Value(Kind::kInt, i); }
 
-Value Value::Float(double f) {
-  Value v;
-  v.kind_ = Kind::kFloat;
-  v.f_ = f;
-  return v;
-}
+Value Value::Float(double f) { return Value(Kind::kFloat, f); }
 
 Value Value::String(Text text) { return String(std::make_shared<const Text>(std::move(text))); }
 
 Value Value::String(std::shared_ptr<const Text> text) {
-  Value v;
-  v.kind_ = Kind::kString;
-  v.ptr_ = std::const_pointer_cast<Text>(std::move(text));
-  return v;
+  return Value(Kind::kString, std::const_pointer_cast<Text>(std::move(text)));
 }
 
 Result<Value> Value::List(std::vector<Value> items, bool tuple) {
@@ -58,21 +34,14 @@ Result<Value> Value::List(std::vector<Value> items, bool tuple) {
     return ResourceExhausted("lists and dicts nest deeper than " + std::to_string(kMaxNesting));
   }
   data->items = std::move(items);
-  Value v;
-  v.kind_ = Kind::kList;
-  v.b_ = tuple;
-  v.ptr_ = std::move(data);
-  return v;
+  return Value(Kind::kList, std::move(data), tuple);
 }
 
 Value Value::Range(std::vector<Value> items, std::string repr) {
   auto data = std::make_shared<ListData>();
   data->items = std::move(items);
   data->range_repr = std::move(repr);
-  Value v;
-  v.kind_ = Kind::kList;
-  v.ptr_ = std::move(data);
-  return v;
+  return Value(Kind::kList, std::move(data));
 }
 
 bool Value::is_range() const {
@@ -92,24 +61,15 @@ Result<Value> Value::Dict(DictData dict) {
   if (dict.nesting > kMaxNesting) {
     return ResourceExhausted("lists and dicts nest deeper than " + std::to_string(kMaxNesting));
   }
-  Value v;
-  v.kind_ = Kind::kDict;
-  v.ptr_ = std::make_shared<DictData>(std::move(dict));
-  return v;
+  return Value(Kind::kDict, std::make_shared<DictData>(std::move(dict)));
 }
 
 Value Value::MakeObject(std::shared_ptr<Object> object) {
-  Value v;
-  v.kind_ = Kind::kObject;
-  v.ptr_ = std::move(object);
-  return v;
+  return Value(Kind::kObject, std::move(object));
 }
 
 Value Value::MakeCallable(std::shared_ptr<const Callable> callable) {
-  Value v;
-  v.kind_ = Kind::kCallable;
-  v.ptr_ = std::const_pointer_cast<Callable>(std::move(callable));
-  return v;
+  return Value(Kind::kCallable, std::const_pointer_cast<Callable>(std::move(callable)));
 }
 
 const Text& Value::text() const {

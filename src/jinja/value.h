@@ -105,6 +105,13 @@ class Value {
   size_t Footprint() const;
 
  private:
+  // The factories' constructors: a kind with its payload.
+  Value(Kind kind, bool b) : kind_(kind), b_(b) {}
+  Value(Kind kind, int64_t i) : kind_(kind), i_(i) {}
+  Value(Kind kind, double f) : kind_(kind), f_(f) {}
+  Value(Kind kind, std::shared_ptr<void> ptr, bool b = false)
+      : kind_(kind), b_(b), ptr_(std::move(ptr)) {}
+
   Kind kind_;
   bool b_ = false;  // kBool: the value; kList: a tuple
   union {

@@ -34,32 +34,17 @@
 
 #include "core/profile.h"
 #include "model/attention_items.h"
+#include "model/kv_rows.h"
 #include "model/model.h"
 
 namespace promptcache {
 namespace {
 
-using attention_items::ItemKeys;
 using attention_items::kChunkRows;
 using attention_items::kItemTokens;
-using attention_items::SameFirstBlock;
 using Item = attention_items::Item;
 
 constexpr int kTileRows = kAttnTileRows;
-
-AttnRowType RowType(KvType t) {
-  switch (t) {
-    case KvType::kF16:
-      return AttnRowType::kF16;
-    case KvType::kF32:
-      return AttnRowType::kF32;
-    case KvType::kQ8_0:
-      return AttnRowType::kQ8_0;
-    case KvType::kQ4_0:
-      return AttnRowType::kQ4_0;
-  }
-  return AttnRowType::kF16;
-}
 
 // Walks one KV head's K and V rows of a sequence, tile by tile, in key order.
 class TileCursor {
@@ -68,7 +53,7 @@ class TileCursor {
       : seq_(seq), spans_(seq.spans()), layer_(layer) {
     const KvLayout& l = seq.pool()->layout();
     row_bytes_ = l.row_bytes();
-    type_ = RowType(l.type);
+    type_ = KvRowAttnType(l.type);
     sliding_ = l.Sliding(layer);
     while (span_ < spans_.size() && spans_[span_].count <= key) key -= spans_[span_++].count;
     off_ = key;
@@ -428,7 +413,6 @@ class LayerAttention {
 };
 
 }  // namespace
-
 
 void Model::Attention(std::span<const BatchToken> batch, const std::vector<int>& slot, int layer,
                       ThreadPool* pool, ForwardScratch* s) const {

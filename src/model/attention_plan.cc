@@ -13,10 +13,8 @@
 namespace promptcache {
 namespace {
 
-using attention_items::ItemKeys;
 using attention_items::kChunkRows;
 using attention_items::kItemTokens;
-using attention_items::SameFirstBlock;
 using Item = attention_items::Item;
 
 // Items (after the chunk split) per thread below which they are split by KV heads as well.
@@ -108,7 +106,7 @@ void Model::PlanAttention(std::span<const BatchToken> batch, const std::vector<i
     int count = 1;
     while (first + count < T && batch[order[first + count]].seq == seq) ++count;
     if (joinable && count <= share_cap && items.back().count + count <= share_cap &&
-        SameFirstBlock(*items.back().seq, *seq)) {
+        attention_items::SameFirstBlock(*items.back().seq, *seq)) {
       Item& it = items.back();
       it.count += count;
       it.cost += int64_t(count) * (slot[order[first + count - 1]] + 1);
@@ -132,7 +130,7 @@ void Model::PlanAttention(std::span<const BatchToken> batch, const std::vector<i
   if (as.split) {
     std::vector<Item> chunked;
     for (const Item& it : items) {
-      const int keys = ItemKeys(it, order, slot);
+      const int keys = attention_items::ItemKeys(it, order, slot);
       for (int ch = 0; ch * kChunkRows < keys; ++ch) {
         const int n_keys = std::min(kChunkRows, keys - ch * kChunkRows);
         chunked.push_back({it.seq, it.first, it.count, ch, int64_t(it.count) * n_keys});

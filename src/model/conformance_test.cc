@@ -35,6 +35,7 @@
 
 #include "model/model.h"
 #include "model/synth.h"
+#include "ops/ops_test_util.h"
 
 namespace promptcache {
 namespace {
@@ -130,15 +131,6 @@ std::unique_ptr<Model> SynthModel(const std::string& preset, GgmlType type, floa
   std::filesystem::remove(path);
   EXPECT_TRUE(m.ok()) << m.status().message();
   return m.ok() ? std::move(*m) : nullptr;
-}
-
-std::vector<float> ReadFloats(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  EXPECT_TRUE(f.good()) << path;
-  std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  std::vector<float> v(bytes.size() / 4);
-  std::memcpy(v.data(), bytes.data(), v.size() * 4);
-  return v;
 }
 
 // Feeds kIds into a fresh sequence in batches of the given sizes (summing to 64); all logits.

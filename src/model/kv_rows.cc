@@ -1,33 +1,45 @@
 #include "model/kv_rows.h"
 
-#include "gguf/gguf.h"
+#include "core/check.h"
 #include "ops/quant.h"
 
 namespace promptcache {
 namespace {
 
-GgmlType RowGgmlType(KvType type) {
-  switch (type) {
-    case KvType::kF16:
-      return GgmlType::kF16;
-    case KvType::kF32:
-      return GgmlType::kF32;
-    case KvType::kQ8_0:
-      return GgmlType::kQ8_0;
-    case KvType::kQ4_0:
-      return GgmlType::kQ4_0;
+// Each KV row type with its names in ggml and in the attention kernels.
+struct KvRowNames {
+  KvType kv;
+  GgmlType ggml;
+  AttnRowType attn;
+};
+
+constexpr KvRowNames kKvRowNames[] = {
+    {KvType::kF16, GgmlType::kF16, AttnRowType::kF16},
+    {KvType::kF32, GgmlType::kF32, AttnRowType::kF32},
+    {KvType::kQ8_0, GgmlType::kQ8_0, AttnRowType::kQ8_0},
+    {KvType::kQ4_0, GgmlType::kQ4_0, AttnRowType::kQ4_0},
+};
+
+const KvRowNames& NamesOf(KvType type) {
+  for (const KvRowNames& n : kKvRowNames) {
+    if (n.kv == type) return n;
   }
-  return GgmlType::kF32;
+  PC_CHECK(false && "unknown KvType");
+  return kKvRowNames[0];
 }
 
 }  // namespace
 
+GgmlType KvRowGgmlType(KvType type) { return NamesOf(type).ggml; }
+
+AttnRowType KvRowAttnType(KvType type) { return NamesOf(type).attn; }
+
 void StoreKvRow(KvType type, const float* x, int n, uint8_t* dst) {
-  QuantizeRow(RowGgmlType(type), x, n, dst);
+  QuantizeRow(KvRowGgmlType(type), x, n, dst);
 }
 
 void LoadKvRow(KvType type, const uint8_t* src, int n, float* x) {
-  DequantizeRow(RowGgmlType(type), src, n, x);
+  DequantizeRow(KvRowGgmlType(type), src, n, x);
 }
 
 }  // namespace promptcache

@@ -7,9 +7,15 @@
 
 #include <cstdint>
 
+#include "gguf/gguf.h"
 #include "kv/kv_cache.h"
+#include "ops/attention.h"
 
 namespace promptcache {
+
+// A KV row type as the row conversions (ggml's types) and the attention kernels name it.
+GgmlType KvRowGgmlType(KvType type);
+AttnRowType KvRowAttnType(KvType type);
 
 // n values (a whole row: for the quantized types a multiple of 32) into dst, in `type`.
 void StoreKvRow(KvType type, const float* x, int n, uint8_t* dst);

@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include <cstdio>
+#include <utility>
 
 namespace promptcache {
 namespace {
@@ -197,24 +198,14 @@ GgmlType MixTensorType(const QuantFileType& ftype, const QuantMixModel& model,
 
 GgmlType FallbackForWidth(GgmlType type, int64_t cols) {
   if (cols % BlockOf(type) == 0) return type;
+  // The 32-element type each 256-element one falls back to (others: F16).
+  static constexpr std::pair<GgmlType, GgmlType> kFallbacks[] = {
+      {GgmlType::kQ2_K, GgmlType::kIQ4_NL},   {GgmlType::kQ3_K, GgmlType::kIQ4_NL},
+      {GgmlType::kIQ4_XS, GgmlType::kIQ4_NL}, {GgmlType::kQ4_K, GgmlType::kQ5_0},
+      {GgmlType::kQ5_K, GgmlType::kQ5_1},     {GgmlType::kQ6_K, GgmlType::kQ8_0}};
   GgmlType t = GgmlType::kF16;
-  switch (type) {
-    case GgmlType::kQ2_K:
-    case GgmlType::kQ3_K:
-    case GgmlType::kIQ4_XS:
-      t = GgmlType::kIQ4_NL;
-      break;
-    case GgmlType::kQ4_K:
-      t = GgmlType::kQ5_0;
-      break;
-    case GgmlType::kQ5_K:
-      t = GgmlType::kQ5_1;
-      break;
-    case GgmlType::kQ6_K:
-      t = GgmlType::kQ8_0;
-      break;
-    default:
-      break;
+  for (const auto& [from, to] : kFallbacks) {
+    if (from == type) t = to;
   }
   return cols % BlockOf(t) == 0 ? t : GgmlType::kF16;
 }

@@ -22,246 +22,117 @@ namespace {
 constexpr float kWeightStd = 0.02f;
 constexpr float kRmsEps = 1e-5f;
 
-const SynthShape kPresets[] = {
-    {.name = "smollm2-135m",
-     .display_name = "SmolLM2-135M",
-     .n_embd = 576,
-     .n_layer = 30,
-     .n_head = 9,
-     .n_head_kv = 3,
-     .n_ff = 1536,
-     .n_ctx = 8192,
-     .rope_base = 100000.0f},
-    {.name = "smollm2-360m",
-     .display_name = "SmolLM2-360M",
-     .n_embd = 960,
-     .n_layer = 32,
-     .n_head = 15,
-     .n_head_kv = 5,
-     .n_ff = 2560,
-     .n_ctx = 8192,
-     .rope_base = 100000.0f},
-    {.name = "tinyllama-1.1b",
-     .display_name = "TinyLlama-1.1B",
-     .n_embd = 2048,
-     .n_layer = 22,
-     .n_head = 32,
-     .n_head_kv = 4,
-     .n_ff = 5632,
-     .n_ctx = 2048,
-     .tied_embeddings = false},
-    {.name = "llama3.2-1b",
-     .display_name = "Llama-3.2-1B",
-     .n_embd = 2048,
-     .n_layer = 16,
-     .n_head = 32,
-     .n_head_kv = 8,
-     .n_ff = 8192,
-     .n_ctx = 131072,
-     .rope_base = 500000.0f,
-     .rope_scale_factor = 32.0f},
+// What sets a preset apart besides its dimensions and architecture: SynthShape's fields of the
+// same names, with its defaults.
+struct Extras {
+  int head_dim = 0;
+  float rope_base = SynthShape().rope_base;
+  bool tied_embeddings = SynthShape().tied_embeddings;
+  float rope_scale_factor = 0.0f;
+  int rope_original_ctx = SynthShape().rope_original_ctx;
+  int sliding_window = 0;
+  float attn_softcap = 0.0f;
+  float final_softcap = 0.0f;
+  float rope_linear_factor = 0.0f;
+};
+
+struct Preset {
+  const char* name;
+  const char* display_name;
+  const char* architecture;
+  int n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx;
+  Extras extras = {};
+};
+
+// One preset a row: name, display name, architecture, n_embd, n_layer, n_head, n_head_kv, n_ff,
+// n_ctx, then its extras. The optional tensors follow from the architecture (ShapeOf).
+const Preset kPresets[] = {
+    {"smollm2-135m", "SmolLM2-135M", "llama", 576, 30, 9, 3, 1536, 8192,
+     Extras{.rope_base = 100000.0f}},
+    {"smollm2-360m", "SmolLM2-360M", "llama", 960, 32, 15, 5, 2560, 8192,
+     Extras{.rope_base = 100000.0f}},
+    {"tinyllama-1.1b", "TinyLlama-1.1B", "llama", 2048, 22, 32, 4, 5632, 2048,
+     Extras{.tied_embeddings = false}},
+    {"llama3.2-1b", "Llama-3.2-1B", "llama", 2048, 16, 32, 8, 8192, 131072,
+     Extras{.rope_base = 500000.0f, .rope_scale_factor = 32.0f}},
     // Mistral 7B v0.1: a llama file with a 4096-token sliding window on every layer.
-    {.name = "mistral-7b",
-     .display_name = "Mistral-7B-v0.1",
-     .n_embd = 4096,
-     .n_layer = 32,
-     .n_head = 32,
-     .n_head_kv = 8,
-     .n_ff = 14336,
-     .n_ctx = 32768,
-     .tied_embeddings = false,
-     .sliding_window = 4096},
-    {.name = "qwen2.5-0.5b",
-     .display_name = "Qwen2.5-0.5B",
-     .architecture = "qwen2",
-     .n_embd = 896,
-     .n_layer = 24,
-     .n_head = 14,
-     .n_head_kv = 2,
-     .n_ff = 4864,
-     .n_ctx = 32768,
-     .rope_base = 1000000.0f,
-     .qkv_bias = true},
+    {"mistral-7b", "Mistral-7B-v0.1", "llama", 4096, 32, 32, 8, 14336, 32768,
+     Extras{.tied_embeddings = false, .sliding_window = 4096}},
+    {"qwen2.5-0.5b", "Qwen2.5-0.5B", "qwen2", 896, 24, 14, 2, 4864, 32768,
+     Extras{.rope_base = 1000000.0f}},
     // Qwen3's heads are 128 wide: q_dim 2048 against n_embd 1024.
-    {.name = "qwen3-0.6b",
-     .display_name = "Qwen3-0.6B",
-     .architecture = "qwen3",
-     .n_embd = 1024,
-     .n_layer = 28,
-     .n_head = 16,
-     .n_head_kv = 8,
-     .n_ff = 3072,
-     .n_ctx = 40960,
-     .head_dim = 128,
-     .rope_base = 1000000.0f,
-     .qk_norm = true},
-    {.name = "gemma2-2b",
-     .display_name = "Gemma-2-2B",
-     .architecture = "gemma2",
-     .n_embd = 2304,
-     .n_layer = 26,
-     .n_head = 8,
-     .n_head_kv = 4,
-     .n_ff = 9216,
-     .n_ctx = 8192,
-     .head_dim = 256,
-     .post_norms = true,
-     .sliding_window = 4096,
-     .attn_softcap = 50.0f,
-     .final_softcap = 30.0f},
-    {.name = "gemma3-1b",
-     .display_name = "Gemma-3-1B",
-     .architecture = "gemma3",
-     .n_embd = 1152,
-     .n_layer = 26,
-     .n_head = 4,
-     .n_head_kv = 1,
-     .n_ff = 6912,
-     .n_ctx = 32768,
-     .head_dim = 256,
-     .rope_base = 1000000.0f,
-     .qk_norm = true,
-     .post_norms = true,
-     .sliding_window = 512},
-    {.name = "phi3.5-mini",
-     .display_name = "Phi-3.5-mini",
-     .architecture = "phi3",
-     .n_embd = 3072,
-     .n_layer = 32,
-     .n_head = 32,
-     .n_head_kv = 32,
-     .n_ff = 8192,
-     .n_ctx = 131072,
-     .tied_embeddings = false,
-     .rope_original_ctx = 4096,
-     .sliding_window = 262144,
-     .fused = true,
-     .longrope = true},
-    {.name = "tiny-test",
-     .display_name = "tiny-test",
-     .n_embd = 64,
-     .n_layer = 2,
-     .n_head = 4,
-     .n_head_kv = 2,
-     .n_ff = 128,
-     .n_ctx = 256,
-     .tied_embeddings = false},
+    {"qwen3-0.6b", "Qwen3-0.6B", "qwen3", 1024, 28, 16, 8, 3072, 40960,
+     Extras{.head_dim = 128, .rope_base = 1000000.0f}},
+    {"gemma2-2b", "Gemma-2-2B", "gemma2", 2304, 26, 8, 4, 9216, 8192,
+     Extras{
+         .head_dim = 256, .sliding_window = 4096, .attn_softcap = 50.0f, .final_softcap = 30.0f}},
+    {"gemma3-1b", "Gemma-3-1B", "gemma3", 1152, 26, 4, 1, 6912, 32768,
+     Extras{.head_dim = 256, .rope_base = 1000000.0f, .sliding_window = 512}},
+    {"phi3.5-mini", "Phi-3.5-mini", "phi3", 3072, 32, 32, 32, 8192, 131072,
+     Extras{.tied_embeddings = false, .rope_original_ctx = 4096, .sliding_window = 262144}},
+    {"tiny-test", "tiny-test", "llama", 64, 2, 4, 2, 128, 256, Extras{.tied_embeddings = false}},
     // The shape of the llama.cpp conformance fixtures (shared/models/conformance): rows that
     // 256-element blocks divide, so K-quant files need no fallback types.
-    {.name = "tiny-256",
-     .display_name = "tiny-256",
-     .n_embd = 256,
-     .n_layer = 4,
-     .n_head = 4,
-     .n_head_kv = 2,
-     .n_ff = 768,
-     .n_ctx = 8192},
+    {"tiny-256", "tiny-256", "llama", 256, 4, 4, 2, 768, 8192},
     // tiny-256 with Llama-3's RoPE (base 500000, frequency factors for a 131072-token context
     // from 8192): the end-to-end reference fixture of src/model/testdata/llama3-tied.
-    {.name = "tiny-256-llama3",
-     .display_name = "tiny-256-llama3",
-     .n_embd = 256,
-     .n_layer = 4,
-     .n_head = 4,
-     .n_head_kv = 2,
-     .n_ff = 768,
-     .n_ctx = 131072,
-     .rope_base = 500000.0f,
-     .rope_scale_factor = 32.0f},
+    {"tiny-256-llama3", "tiny-256-llama3", "llama", 256, 4, 4, 2, 768, 131072,
+     Extras{.rope_base = 500000.0f, .rope_scale_factor = 32.0f}},
     // The conformance shape in the other architectures (src/model/testdata/architectures).
     // Windows are shorter than the 64-token reference prompt, so the masks are exercised, and
     // soft-caps near the random weights' scores (about 0.1 for attention, 0.3 for logits), so
     // that they matter. llama.cpp runs Gemma 2 only in its real layer counts (26 is 2B's).
-    {.name = "tiny-qwen2",
-     .display_name = "tiny-qwen2",
-     .architecture = "qwen2",
-     .n_embd = 256,
-     .n_layer = 4,
-     .n_head = 4,
-     .n_head_kv = 2,
-     .n_ff = 768,
-     .n_ctx = 8192,
-     .rope_base = 1000000.0f,
-     .qkv_bias = true},
-    {.name = "tiny-qwen3",
-     .display_name = "tiny-qwen3",
-     .architecture = "qwen3",
-     .n_embd = 256,
-     .n_layer = 4,
-     .n_head = 4,
-     .n_head_kv = 2,
-     .n_ff = 768,
-     .n_ctx = 8192,
-     .head_dim = 128,
-     .rope_base = 1000000.0f,
-     .qk_norm = true},
-    {.name = "tiny-gemma2",
-     .display_name = "tiny-gemma2",
-     .architecture = "gemma2",
-     .n_embd = 256,
-     .n_layer = 26,
-     .n_head = 4,
-     .n_head_kv = 2,
-     .n_ff = 768,
-     .n_ctx = 8192,
-     .head_dim = 128,
-     .post_norms = true,
-     .sliding_window = 24,
-     .attn_softcap = 0.1f,
-     .final_softcap = 0.5f},
-    {.name = "tiny-gemma3",
-     .display_name = "tiny-gemma3",
-     .architecture = "gemma3",
-     .n_embd = 256,
-     .n_layer = 8,
-     .n_head = 4,
-     .n_head_kv = 2,
-     .n_ff = 768,
-     .n_ctx = 32768,
-     .head_dim = 128,
-     .rope_base = 1000000.0f,
-     .qk_norm = true,
-     .post_norms = true,
-     .sliding_window = 24,
-     .rope_linear_factor = 4.0f},
+    {"tiny-qwen2", "tiny-qwen2", "qwen2", 256, 4, 4, 2, 768, 8192, Extras{.rope_base = 1000000.0f}},
+    {"tiny-qwen3", "tiny-qwen3", "qwen3", 256, 4, 4, 2, 768, 8192,
+     Extras{.head_dim = 128, .rope_base = 1000000.0f}},
+    {"tiny-gemma2", "tiny-gemma2", "gemma2", 256, 26, 4, 2, 768, 8192,
+     Extras{.head_dim = 128, .sliding_window = 24, .attn_softcap = 0.1f, .final_softcap = 0.5f}},
+    {"tiny-gemma3", "tiny-gemma3", "gemma3", 256, 8, 4, 2, 768, 32768,
+     Extras{.head_dim = 128,
+            .rope_base = 1000000.0f,
+            .sliding_window = 24,
+            .rope_linear_factor = 4.0f}},
     // (Not named "phi3" inside: llama.cpp then expects Phi-3's own <|endoftext|> token.)
-    {.name = "tiny-phi3",
-     .display_name = "tiny-phi",
-     .architecture = "phi3",
-     .n_embd = 256,
-     .n_layer = 4,
-     .n_head = 4,
-     .n_head_kv = 4,
-     .n_ff = 768,
-     .n_ctx = 8192,
-     .tied_embeddings = false,
-     .rope_original_ctx = 256,
-     .sliding_window = 8192,
-     .fused = true,
-     .longrope = true},
-    {.name = "tiny-mistral",
-     .display_name = "tiny-mistral",
-     .n_embd = 256,
-     .n_layer = 4,
-     .n_head = 4,
-     .n_head_kv = 2,
-     .n_ff = 768,
-     .n_ctx = 8192,
-     .tied_embeddings = false,
-     .sliding_window = 4096},
+    {"tiny-phi3", "tiny-phi", "phi3", 256, 4, 4, 4, 768, 8192,
+     Extras{.tied_embeddings = false, .rope_original_ctx = 256, .sliding_window = 8192}},
+    {"tiny-mistral", "tiny-mistral", "llama", 256, 4, 4, 2, 768, 8192,
+     Extras{.tied_embeddings = false, .sliding_window = 4096}},
     // tiny-mistral with a 20-token window: every layer slides and a short prompt passes it
     // (the sliding-window cache tests: blocks then have no global layers at all).
-    {.name = "tiny-mistral-w20",
-     .display_name = "tiny-mistral-w20",
-     .n_embd = 256,
-     .n_layer = 4,
-     .n_head = 4,
-     .n_head_kv = 2,
-     .n_ff = 768,
-     .n_ctx = 8192,
-     .tied_embeddings = false,
-     .sliding_window = 20},
+    {"tiny-mistral-w20", "tiny-mistral-w20", "llama", 256, 4, 4, 2, 768, 8192,
+     Extras{.tied_embeddings = false, .sliding_window = 20}},
 };
+
+// The preset's shape, with the layout its architecture's converter writes: Q/K/V biases
+// (qwen2), per-head Q/K norms (qwen3, gemma3), post-norms (gemma2, gemma3), fused QKV and
+// gate/up tensors with LongRoPE factors (phi3).
+SynthShape ShapeOf(const Preset& p) {
+  const Extras& e = p.extras;
+  const std::string arch = p.architecture;
+  return {.name = p.name,
+          .display_name = p.display_name,
+          .architecture = arch,
+          .n_embd = p.n_embd,
+          .n_layer = p.n_layer,
+          .n_head = p.n_head,
+          .n_head_kv = p.n_head_kv,
+          .n_ff = p.n_ff,
+          .n_ctx = p.n_ctx,
+          .head_dim = e.head_dim,
+          .rope_base = e.rope_base,
+          .tied_embeddings = e.tied_embeddings,
+          .rope_scale_factor = e.rope_scale_factor,
+          .rope_original_ctx = e.rope_original_ctx,
+          .qkv_bias = arch == "qwen2",
+          .qk_norm = arch == "qwen3" || arch == "gemma3",
+          .post_norms = arch == "gemma2" || arch == "gemma3",
+          .sliding_window = e.sliding_window,
+          .attn_softcap = e.attn_softcap,
+          .final_softcap = e.final_softcap,
+          .rope_linear_factor = e.rope_linear_factor,
+          .fused = arch == "phi3",
+          .longrope = arch == "phi3"};
+}
 
 // SplitMix64 finaliser: a strong 64-bit mix, used both to derive seeds and as the generator
 // (state advanced by a Weyl increment).
@@ -455,16 +326,16 @@ void AddLayer(const SynthShape& shape, int l, const SynthOptions& o, ThreadPool*
 
 std::vector<std::string> SynthPresets() {
   std::vector<std::string> names;
-  for (const SynthShape& s : kPresets) names.push_back(s.name);
+  for (const Preset& p : kPresets) names.push_back(p.name);
   return names;
 }
 
 Result<SynthShape> SynthPresetShape(const std::string& preset) {
-  for (const SynthShape& s : kPresets) {
-    if (s.name == preset) return s;
+  for (const Preset& p : kPresets) {
+    if (p.name == preset) return ShapeOf(p);
   }
   std::string known;
-  for (const SynthShape& s : kPresets) known += (known.empty() ? "" : ", ") + s.name;
+  for (const Preset& p : kPresets) known += (known.empty() ? "" : ", ") + std::string(p.name);
   return NotFound("unknown synth preset '" + preset + "' (known: " + known + ")");
 }
 

@@ -84,6 +84,30 @@ TEST(Synth, Presets) {
   EXPECT_EQ(SynthPresetShape("gpt-5").status().code(), StatusCode::kNotFound);
 }
 
+// The optional tensors each preset gets follow from its architecture, as the real models have
+// them: Qwen2's Q/K/V biases, Qwen3's and Gemma 3's per-head Q/K norms, Gemma's post-norms,
+// Phi-3's fused tensors and LongRoPE; llama and Mistral files have none.
+TEST(Synth, PresetLayoutsFollowTheArchitecture) {
+  struct Want {
+    const char* preset;
+    bool qkv_bias, qk_norm, post_norms, fused;
+  };
+  for (const Want& w :
+       {Want{"qwen2.5-0.5b", true, false, false, false},
+        Want{"tiny-qwen3", false, true, false, false}, Want{"gemma2-2b", false, false, true, false},
+        Want{"tiny-gemma3", false, true, true, false},
+        Want{"phi3.5-mini", false, false, false, true},
+        Want{"mistral-7b", false, false, false, false}}) {
+    const Result<SynthShape> s = SynthPresetShape(w.preset);
+    ASSERT_TRUE(s.ok()) << w.preset;
+    EXPECT_EQ(s->qkv_bias, w.qkv_bias) << w.preset;
+    EXPECT_EQ(s->qk_norm, w.qk_norm) << w.preset;
+    EXPECT_EQ(s->post_norms, w.post_norms) << w.preset;
+    EXPECT_EQ(s->fused, w.fused) << w.preset;
+    EXPECT_EQ(s->longrope, w.fused) << w.preset;  // only Phi-3 has either
+  }
+}
+
 TEST(Synth, Llama3RopeFactors) {
   const SynthShape s = *SynthPresetShape("llama3.2-1b");
   const std::vector<float> f = Llama3RopeFactors(s);

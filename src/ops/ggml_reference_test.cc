@@ -23,6 +23,7 @@
 #include "core/fp16.h"
 #include "gguf/gguf.h"
 #include "ops/matmul.h"
+#include "ops/ops_test_util.h"
 #include "ops/packed.h"
 #include "ops/quant.h"
 #include "ops/targets.h"
@@ -195,15 +196,6 @@ TEST(GgmlReference, Q8_0IsInt8TimesScale) {
           << "Q8_0 column " << t << " on " << OpsTargetName(target);
     }
   }
-}
-
-std::vector<float> ReadFloats(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  EXPECT_TRUE(f.good()) << path;
-  std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  std::vector<float> v(bytes.size() / 4);
-  std::memcpy(v.data(), bytes.data(), v.size() * 4);
-  return v;
 }
 
 // The first 512 values of blk.0.attn_k.weight of a conformance fixture (written by llama.cpp's

@@ -146,6 +146,22 @@ void ForEachVariant(const WeightMatrix& w, const float* x, int64_t n_tokens, Thr
   }
 }
 
+// Every variant's product of `m` and n_tokens rows of activations drawn from `seed` equals the
+// scalar integer-form reference, bit for bit (a fatal failure at the first mismatch).
+void ExpectVariantsEqualIntForm(const TestMatrix& m, int64_t n_tokens, uint32_t seed,
+                                ThreadPool* pool) {
+  const int64_t rows = m.w.rows, cols = m.w.cols;
+  Activations x = MakeActivations(n_tokens, cols, seed);
+  std::vector<float> want(n_tokens * rows);
+  MatMulIntFormReference(m.w, x.data(), n_tokens, want.data());
+  const std::string what = Describe(m.w.type, rows, cols, n_tokens);
+  ForEachVariant(m.w, x.data(), n_tokens, pool, [&](const auto& got, const auto& how) {
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i], want[i]) << what << " on " << how << " output " << i;
+    }
+  });
+}
+
 TEST(MatMul, SupportedTypes) {
   for (GgmlType t : kQuantizedTypes) EXPECT_TRUE(MatMulSupports(t)) << GgmlTypeName(t);
   for (GgmlType t : kFloatTypes) EXPECT_TRUE(MatMulSupports(t));
@@ -184,15 +200,7 @@ TEST(MatMul, QuantizedEqualsIntFormReferenceExactly) {
       for (int64_t cols : col_counts) {
         const TestMatrix m = MakeMatrix(type, rows, cols, ++seed, /*pad=*/rows % 3);
         for (int64_t n_tokens : {1, 2, 3, 5, 9}) {
-          Activations x = MakeActivations(n_tokens, cols, ++seed);
-          std::vector<float> want(n_tokens * rows);
-          MatMulIntFormReference(m.w, x.data(), n_tokens, want.data());
-          const std::string what = Describe(type, rows, cols, n_tokens);
-          ForEachVariant(m.w, x.data(), n_tokens, &pool, [&](const auto& got, const auto& how) {
-            for (size_t i = 0; i < got.size(); ++i) {
-              ASSERT_EQ(got[i], want[i]) << what << " on " << how << " output " << i;
-            }
-          });
+          ExpectVariantsEqualIntForm(m, n_tokens, ++seed, &pool);
           if (HasFatalFailure()) return;
         }
       }
@@ -212,15 +220,7 @@ TEST(MatMul, RealModelRowWidthsEqualIntFormReference) {
       const int64_t rows = 9;
       const TestMatrix m = MakeMatrix(type, rows, cols, ++seed, /*pad=*/1);
       for (int64_t n_tokens : {1, 4, 6}) {
-        Activations x = MakeActivations(n_tokens, cols, ++seed);
-        std::vector<float> want(n_tokens * rows);
-        MatMulIntFormReference(m.w, x.data(), n_tokens, want.data());
-        const std::string what = Describe(type, rows, cols, n_tokens);
-        ForEachVariant(m.w, x.data(), n_tokens, &pool, [&](const auto& got, const auto& how) {
-          for (size_t i = 0; i < got.size(); ++i) {
-            ASSERT_EQ(got[i], want[i]) << what << " on " << how << " output " << i;
-          }
-        });
+        ExpectVariantsEqualIntForm(m, n_tokens, ++seed, &pool);
         if (HasFatalFailure()) return;
       }
     }

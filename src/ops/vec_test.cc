@@ -160,16 +160,23 @@ TEST(Vec, Softmax) {
   });
 }
 
+// Random gate values (Random's `scale`) with -200 and 200 at `off` when n > 2: exp(200)
+// overflows and tanh saturates there, yet silu and gelu must go to 0 and g, not NaN.
+std::vector<float> GateWithExtremes(int64_t n, int off, std::mt19937& rng, float scale) {
+  std::vector<float> g = Random(n + off, rng, scale);
+  if (n > 2) {
+    g[off] = -200.0f;
+    g[off + 1] = 200.0f;
+  }
+  return g;
+}
+
 TEST(Vec, SwiGlu) {
   ForEachTarget([] {
     std::mt19937 rng(4);
     for (int64_t n : kSizes) {
       for (int off : kOffsets) {
-        auto g = Random(n + off, rng, 4.0f), up = Random(n + off, rng);
-        if (n > 2) {
-          g[off] = -200.0f;  // exp(200) overflows: silu must go to 0, not NaN
-          g[off + 1] = 200.0f;
-        }
+        auto g = GateWithExtremes(n, off, rng, 4.0f), up = Random(n + off, rng);
         auto want = g;
         SwiGlu(g.data() + off, up.data() + off, n);
         reference::SwiGlu(want.data() + off, up.data() + off, n);
@@ -187,11 +194,7 @@ TEST(Vec, GeluGluAndSoftcap) {
     std::mt19937 rng(14);
     for (int64_t n : kSizes) {
       for (int off : kOffsets) {
-        auto g = Random(n + off, rng, 6.0f), up = Random(n + off, rng);
-        if (n > 2) {
-          g[off] = -200.0f;  // tanh saturates: gelu goes to 0 and g, not NaN
-          g[off + 1] = 200.0f;
-        }
+        auto g = GateWithExtremes(n, off, rng, 6.0f), up = Random(n + off, rng);
         auto want = g, capped = g, capped_want = g;
         GeluGlu(g.data() + off, up.data() + off, n);
         reference::GeluGlu(want.data() + off, up.data() + off, n);

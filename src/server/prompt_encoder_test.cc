@@ -7,25 +7,13 @@
 #include <string>
 
 #include "gguf/gguf.h"
+#include "tokenizer/tokenizer_test_util.h"
 
 namespace promptcache {
 namespace {
 
-struct Vocab {
-  std::unique_ptr<GgufFile> file;
-  std::unique_ptr<Tokenizer> tok;
-};
-
-Vocab Load(const std::string& relative) {
-  Vocab v;
-  auto file = GgufFile::Open(std::string(PC_SHARED_DIR) + "/" + relative);
-  EXPECT_TRUE(file.ok()) << file.status().message();
-  if (!file.ok()) return v;
-  v.file = std::move(file).value();
-  auto tok = Tokenizer::FromGguf(*v.file);
-  EXPECT_TRUE(tok.ok()) << tok.status().message();
-  if (tok.ok()) v.tok = std::move(tok).value();
-  return v;
+LoadedTokenizer Load(const std::string& relative) {
+  return LoadTokenizer(std::string(PC_SHARED_DIR) + "/" + relative);
 }
 
 ApiMessage Msg(std::string role, std::string content, bool breakpoint = false) {
@@ -58,7 +46,7 @@ class Stories : public ::testing::Test {
     v_ = Load("models/stories260K.gguf");
     ASSERT_TRUE(v_.tok);
   }
-  Vocab v_;
+  LoadedTokenizer v_;
 };
 
 TEST_F(Stories, CompletionTextGetsBos) {
@@ -163,7 +151,7 @@ TEST_F(Stories, CachePinFieldPinsEverything) {
 }
 
 TEST(PromptEncoder, ChatMlDefaultSystemPromptCountsInThePin) {
-  Vocab v = Load("tokenizers/ggml-vocab-gpt-2.gguf");
+  LoadedTokenizer v = Load("tokenizers/ggml-vocab-gpt-2.gguf");
   ASSERT_TRUE(v.tok);
   PromptEncoder b(*v.tok, kSmolLm2Template);
   // Rendered by the template itself (Jinja), which writes what the ChatML family does.
@@ -193,7 +181,7 @@ int Count(const std::vector<int32_t>& ids, int32_t id) {
 // Special tokens come from the template only: "</s>" in a message or a completion prompt stays
 // text, unless the encoder trusts its clients.
 TEST(PromptEncoder, ClientTextWritesNoSpecialTokens) {
-  Vocab v = Load("tokenizers/ggml-vocab-llama-spm.gguf");
+  LoadedTokenizer v = Load("tokenizers/ggml-vocab-llama-spm.gguf");
   ASSERT_TRUE(v.tok);
   const int32_t eos = v.tok->eos();
   ASSERT_EQ(v.tok->Piece(eos), "</s>");
@@ -224,7 +212,7 @@ TEST(PromptEncoder, ClientTextWritesNoSpecialTokens) {
 }
 
 TEST(PromptEncoder, Llama2AlternationErrorsAreReported) {
-  Vocab v = Load("tokenizers/ggml-vocab-llama-spm.gguf");
+  LoadedTokenizer v = Load("tokenizers/ggml-vocab-llama-spm.gguf");
   ASSERT_TRUE(v.tok);
   PromptEncoder b(*v.tok, kLlama2Template);
   EXPECT_TRUE(b.chat_template().uses_jinja());

@@ -173,20 +173,8 @@ void BpeTokenizer::EncodeWord(std::string_view word, std::vector<int32_t>* out) 
   };
   for (int32_t i = 1; i < n; ++i) try_add(i - 1, i);
 
-  while (!queue.empty()) {
-    const Bigram b = queue.top();
-    queue.pop();
-    Symbol& l = symbols[b.left];
-    Symbol& r = symbols[b.right];
-    if (l.n == 0 || r.n == 0 || l.n + r.n != b.size) continue;  // stale
-    l.n += r.n;
-    l.id = b.result;
-    r.n = 0;
-    l.next = r.next;
-    if (r.next >= 0) symbols[r.next].prev = b.left;
-    try_add(l.prev, b.left);
-    try_add(b.left, l.next);
-  }
+  MergePairs(
+      symbols, queue, [](Symbol& l, const Bigram& b) { l.id = b.result; }, try_add);
 
   const int32_t vocab = vocab_size();
   for (int32_t i = n > 0 ? 0 : -1; i >= 0; i = symbols[i].next) {

@@ -157,19 +157,8 @@ void SpmTokenizer::EncodeText(std::string_view text, std::vector<int32_t>* out) 
   };
   for (int32_t i = 1; i < static_cast<int32_t>(symbols.size()); ++i) try_add(i - 1, i);
 
-  while (!queue.empty()) {
-    const Bigram b = queue.top();
-    queue.pop();
-    Symbol& l = symbols[b.left];
-    Symbol& r = symbols[b.right];
-    if (l.n == 0 || r.n == 0 || l.n + r.n != b.size) continue;  // stale
-    l.n += r.n;
-    r.n = 0;
-    l.next = r.next;
-    if (r.next >= 0) symbols[r.next].prev = b.left;
-    try_add(l.prev, b.left);
-    try_add(b.left, l.next);
-  }
+  MergePairs(
+      symbols, queue, [](Symbol&, const Bigram&) {}, try_add);
 
   for (int32_t i = 0; i >= 0; i = symbols[i].next) {
     const Symbol& s = symbols[i];

@@ -358,7 +358,7 @@ int32_t Tokenizer::FindText(std::string_view text) const {
   }
 }
 
-std::string Tokenizer::TableBytes(int32_t id, bool special) const {
+std::string Tokenizer::TokenBytes(int32_t id, bool special) const {
   if (id < 0 || id >= vocab_size()) return std::string();
   const TokenType t = types_[id];
   if (t == TokenType::kControl || t == TokenType::kUnknown || t == TokenType::kUnused) {

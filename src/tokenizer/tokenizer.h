@@ -71,7 +71,7 @@ class Tokenizer {
   // The bytes a token stands for: "▁" becomes a space, byte tokens their byte, byte-level BPE's
   // printable stand-ins their original bytes. Control tokens (BOS/EOS) decode to "" unless
   // `special` is set. May be an incomplete UTF-8 sequence: see StreamDecoder.
-  virtual std::string TokenBytes(int32_t id, bool special = false) const = 0;
+  std::string TokenBytes(int32_t id, bool special = false) const;
   // The text of a whole sequence. Unlike concatenated TokenBytes, the SentencePiece dummy-prefix
   // space at the very start is dropped, so Decode(Encode(text)) == text.
   std::string Decode(const std::vector<int32_t>& ids, bool special = false) const;
@@ -115,8 +115,6 @@ class Tokenizer {
   // The id of `text` among tokens that plain text may produce (not control, byte, unknown or
   // unused ones), or -1.
   int32_t FindText(std::string_view text) const;
-  // TokenBytes from decoded_ (which each kind fills).
-  std::string TableBytes(int32_t id, bool special) const;
 
   TokenizerKind kind_ = TokenizerKind::kSpm;
   std::vector<std::string> pieces_;

@@ -12,15 +12,36 @@
 
 namespace promptcache {
 
+// The merge loop both kinds share. `symbols` is a linked list of adjacent symbols (n bytes, 0 once
+// merged into the left neighbour; prev and next indices, -1 at the ends) and `queue` holds
+// candidate pairs (left, right, size), best first. Each pair still current when it comes up is
+// merged: `merged(left_symbol, pair)` makes whatever change the kind needs besides the size and
+// the links, and `try_add(left, right)` queues the pairs the merged symbol forms with its
+// neighbours.
+template <typename Symbol, typename Queue, typename Merged, typename TryAdd>
+void MergePairs(std::vector<Symbol>& symbols, Queue& queue, Merged merged, TryAdd try_add) {
+  while (!queue.empty()) {
+    const auto b = queue.top();
+    queue.pop();
+    Symbol& l = symbols[b.left];
+    Symbol& r = symbols[b.right];
+    if (l.n == 0 || r.n == 0 || l.n + r.n != b.size) continue;  // stale
+    l.n += r.n;
+    merged(l, b);
+    r.n = 0;
+    l.next = r.next;
+    if (r.next >= 0) symbols[r.next].prev = b.left;
+    try_add(l.prev, b.left);
+    try_add(b.left, l.next);
+  }
+}
+
 // SentencePiece-style BPE (`llama`): starting from single characters, repeatedly merge the
 // adjacent pair whose concatenation is the highest-scoring piece; characters left without a
 // piece fall back to <0xXX> byte tokens.
 class SpmTokenizer final : public Tokenizer {
  public:
   static Result<std::unique_ptr<Tokenizer>> Create(const GgufFile& file);
-  std::string TokenBytes(int32_t id, bool special = false) const override {
-    return TableBytes(id, special);
-  }
 
  private:
   SpmTokenizer() = default;
@@ -39,9 +60,6 @@ class SpmTokenizer final : public Tokenizer {
 class BpeTokenizer final : public Tokenizer {
  public:
   static Result<std::unique_ptr<Tokenizer>> Create(const GgufFile& file);
-  std::string TokenBytes(int32_t id, bool special = false) const override {
-    return TableBytes(id, special);
-  }
 
  private:
   void EncodeFragments(const std::vector<Fragment>& fragments, std::vector<int32_t>* out,

@@ -9,6 +9,7 @@
 
 #include "gguf/gguf.h"
 #include "tokenizer/pretokenizer.h"
+#include "tokenizer/tokenizer_test_util.h"
 #include "tokenizer/utf8.h"
 
 namespace promptcache {
@@ -27,23 +28,6 @@ std::string ReadFile(const std::string& path) {
 }
 
 // A loaded vocabulary; the GgufFile is kept alive beside its tokenizer.
-struct Loaded {
-  std::unique_ptr<GgufFile> file;
-  std::unique_ptr<Tokenizer> tok;
-};
-
-Loaded Load(const std::string& path) {
-  Loaded l;
-  auto file = GgufFile::Open(path);
-  EXPECT_TRUE(file.ok()) << file.status().message();
-  if (!file.ok()) return l;
-  l.file = std::move(file).value();
-  auto tok = Tokenizer::FromGguf(*l.file);
-  EXPECT_TRUE(tok.ok()) << tok.status().message();
-  if (tok.ok()) l.tok = std::move(tok).value();
-  return l;
-}
-
 // The conformance data: strings separated by "\n__ggml_vocab_test__\n" (the file ends with one),
 // and one line of ids per string.
 struct Case {
@@ -78,7 +62,7 @@ std::vector<Case> ReadCases(const std::string& vocab) {
 bool IsValidUtf8(std::string_view s) { return utf8::Sanitize(s) == s; }
 
 void ExpectConformance(const std::string& vocab, size_t expected_cases) {
-  Loaded l = Load(vocab);
+  LoadedTokenizer l = LoadTokenizer(vocab);
   ASSERT_NE(l.tok, nullptr);
   const std::vector<Case> cases = ReadCases(vocab);
   ASSERT_EQ(cases.size(), expected_cases);
@@ -100,7 +84,7 @@ TEST(TokenizerConformance, LlamaSpm) { ExpectConformance(kLlamaSpm, 46); }
 // longest token's bytes makes the repeated-longest-token case fail.)
 TEST(TokenizerMinTokens, NeverMoreThanEncodeGives) {
   for (const std::string& vocab : {kGpt2, kLlamaSpm, kStories}) {
-    Loaded l = Load(vocab);
+    LoadedTokenizer l = LoadTokenizer(vocab);
     ASSERT_NE(l.tok, nullptr);
     const Tokenizer& t = *l.tok;
     std::vector<std::string> texts;
@@ -130,7 +114,7 @@ TEST(TokenizerMinTokens, NeverMoreThanEncodeGives) {
 }
 
 TEST(TokenizerConformance, RoundTripBpe) {
-  Loaded l = Load(kGpt2);
+  LoadedTokenizer l = LoadTokenizer(kGpt2);
   ASSERT_NE(l.tok, nullptr);
   for (const Case& c : ReadCases(kGpt2)) {
     EXPECT_EQ(l.tok->Decode(l.tok->Encode(c.text, false)), c.text);
@@ -138,7 +122,7 @@ TEST(TokenizerConformance, RoundTripBpe) {
 }
 
 TEST(TokenizerConformance, RoundTripSpmDropsDummyPrefix) {
-  Loaded l = Load(kLlamaSpm);
+  LoadedTokenizer l = LoadTokenizer(kLlamaSpm);
   ASSERT_NE(l.tok, nullptr);
   for (const Case& c : ReadCases(kLlamaSpm)) {
     EXPECT_EQ(l.tok->Decode(l.tok->Encode(c.text, true)), c.text);
@@ -146,7 +130,7 @@ TEST(TokenizerConformance, RoundTripSpmDropsDummyPrefix) {
 }
 
 TEST(Stories260K, ReferenceIdsAndDecode) {
-  Loaded l = Load(kStories);
+  LoadedTokenizer l = LoadTokenizer(kStories);
   ASSERT_NE(l.tok, nullptr);
   EXPECT_EQ(l.tok->kind(), TokenizerKind::kSpm);
   EXPECT_EQ(l.tok->vocab_size(), 512);
@@ -155,16 +139,7 @@ TEST(Stories260K, ReferenceIdsAndDecode) {
   EXPECT_EQ(l.tok->eos(), 2);
   EXPECT_EQ(l.tok->Encode("Once upon a time", true), (std::vector<int32_t>{1, 403, 407, 261, 378}));
   EXPECT_EQ(l.tok->Encode("Once upon a time", false), (std::vector<int32_t>{403, 407, 261, 378}));
-  const std::vector<int32_t> greedy = {
-      1,   403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338,
-      401, 396, 267, 337, 410, 408, 419, 292, 411, 322, 265, 282, 295, 433, 426, 385, 328,
-      432, 358, 394, 261, 370, 432, 352, 266, 268, 388, 426, 338, 391, 266, 267, 337, 335,
-      312, 432, 398, 312, 286, 267, 414, 270, 333, 415, 426, 13,  438, 310, 439, 419, 357,
-      336, 432, 313, 438, 310, 432, 278, 316, 439, 419, 298, 414, 267};
-  EXPECT_EQ(l.tok->Decode(greedy),
-            "Once upon a time, there was a little girl named Lily. She loved to play outside in "
-            "the park. One day, she saw a big, red ball. She wanted to play with it, but it was "
-            "too high.\nLily's mom said, \"Lily, let's go to");
+  EXPECT_EQ(l.tok->Decode(kStoriesGreedyIds), kStoriesGreedyText);
   EXPECT_EQ(l.tok->Decode({1, 403}, /*special=*/true), "<s> Once");
   EXPECT_TRUE(l.tok->IsEndOfGeneration(2));
   EXPECT_FALSE(l.tok->IsEndOfGeneration(1));
@@ -175,7 +150,7 @@ TEST(Stories260K, ReferenceIdsAndDecode) {
 }
 
 TEST(Stories260K, ByteFallbackAndStreamDecoding) {
-  Loaded l = Load(kStories);
+  LoadedTokenizer l = LoadTokenizer(kStories);
   ASSERT_NE(l.tok, nullptr);
   // A 512-token vocabulary has no pieces for emoji or CJK: they become byte tokens.
   const std::string text = "Hi 🦙 你好, Việt! é";
@@ -197,7 +172,7 @@ TEST(Stories260K, ByteFallbackAndStreamDecoding) {
 }
 
 TEST(StreamDecoder, HoldsBackSplitCharactersAndReplacesInvalidBytes) {
-  Loaded l = Load(kLlamaSpm);
+  LoadedTokenizer l = LoadTokenizer(kLlamaSpm);
   ASSERT_NE(l.tok, nullptr);
   auto byte = [&](int b) {
     char name[8];
@@ -222,7 +197,7 @@ TEST(StreamDecoder, HoldsBackSplitCharactersAndReplacesInvalidBytes) {
 }
 
 TEST(SpecialTokens, ParsedOnlyWhenAsked) {
-  Loaded l = Load(kGpt2);
+  LoadedTokenizer l = LoadTokenizer(kGpt2);
   ASSERT_NE(l.tok, nullptr);
   const int32_t eot = l.tok->Find("<|endoftext|>");
   ASSERT_EQ(eot, 50256);
@@ -244,7 +219,7 @@ TEST(SpecialTokens, ParsedOnlyWhenAsked) {
 }
 
 TEST(SpecialTokens, SpmDummyPrefixAfterSpecialToken) {
-  Loaded l = Load(kLlamaSpm);
+  LoadedTokenizer l = LoadTokenizer(kLlamaSpm);
   ASSERT_NE(l.tok, nullptr);
   // As llama.cpp: the text after a special token gets the dummy prefix again.
   EXPECT_EQ(l.tok->Encode("Hello</s>world", true, true), (std::vector<int32_t>{1, 15043, 2, 3186}));
@@ -258,7 +233,7 @@ TEST(SpecialTokens, SpmDummyPrefixAfterSpecialToken) {
 TEST(SpecialTokens, OnlyTrustedTextWritesControlTokens) {
   for (const std::string& vocab : {kGpt2, kLlamaSpm}) {
     SCOPED_TRACE(vocab);
-    Loaded l = Load(vocab);
+    LoadedTokenizer l = LoadTokenizer(vocab);
     ASSERT_NE(l.tok, nullptr);
     const bool spm = l.tok->kind() == TokenizerKind::kSpm;
     const std::string special = spm ? "</s>" : "<|endoftext|>";
@@ -291,8 +266,8 @@ TEST(SpecialTokens, OnlyTrustedTextWritesControlTokens) {
 
 // Long inputs must stay linear-ish: a quadratic merge loop would take minutes here.
 TEST(TokenizerSpeed, LongWordsWithoutSpaces) {
-  Loaded bpe = Load(kGpt2);
-  Loaded spm = Load(kLlamaSpm);
+  LoadedTokenizer bpe = LoadTokenizer(kGpt2);
+  LoadedTokenizer spm = LoadTokenizer(kLlamaSpm);
   ASSERT_NE(bpe.tok, nullptr);
   ASSERT_NE(spm.tok, nullptr);
   std::string word;
@@ -308,8 +283,8 @@ TEST(TokenizerSpeed, LongWordsWithoutSpaces) {
 }
 
 TEST(Tokenizer, InvalidUtf8RoundTripsThroughBothKinds) {
-  Loaded bpe = Load(kGpt2);
-  Loaded spm = Load(kLlamaSpm);
+  LoadedTokenizer bpe = LoadTokenizer(kGpt2);
+  LoadedTokenizer spm = LoadTokenizer(kLlamaSpm);
   ASSERT_NE(bpe.tok, nullptr);
   ASSERT_NE(spm.tok, nullptr);
   const std::string bad = std::string("ab\xFF\xC3 cd\xE4\xBD", 9) + "é\x80";
