@@ -208,6 +208,13 @@ class ServeCommand : public Command {
                     "its context that is recomputed with it (CacheBlend; requests may override)")
         ->default_val(0.0)
         ->check(CLI::Range(0.0, 1.0));
+    sub->add_option("--fidelity-sample", engine_.fidelity_sample,
+                    "evaluate one request in N among those that reused approximate K/V (schema "
+                    "modules, segments) against the full recompute, in the background after it "
+                    "answered and only while the server is idle; /metrics promptcache_fidelity_* "
+                    "(0: off)")
+        ->default_val(0)
+        ->check(CLI::Range(0, 1000000));
     sub->add_flag("--special", engine_.special_tokens_in_text,
                   "trust clients: special-token spellings (<|im_end|>, </s>) in chat messages, "
                   "prompts, PML arguments and new text become special tokens (default: they "

@@ -460,7 +460,17 @@ struct FidelityTally {
   double first_token_kl_sum = 0;  // KL(full || served) of the first token's distributions
   double first_token_kl_max = 0;  // the worst sample's
   double mean_kl_sum = 0;         // each sample's KL averaged over its steps, summed
-  void Add(const FidelityTally& o);
+  void Add(const FidelityTally& o) {
+    samples += o.samples;
+    steps += o.steps;
+    agreements += o.agreements;
+    margin_steps += o.margin_steps;
+    margin_agreements += o.margin_agreements;
+    first_token_kl_sum += o.first_token_kl_sum;
+    first_token_kl_max = first_token_kl_max > o.first_token_kl_max ? first_token_kl_max
+                                                                   : o.first_token_kl_max;
+    mean_kl_sum += o.mean_kl_sum;
+  }
 };
 inline constexpr int kFidelitySampleSteps = 16;  // generated steps a sampled request keeps
 inline constexpr int kFidelityQueue = 4;         // sampled requests waiting at most
@@ -471,7 +481,11 @@ struct FidelityStats {
   uint64_t dropped = 0;    // sampled, not evaluated: kFidelityQueue were waiting already
   uint64_t failed = 0;     // evaluations that failed (the recompute could not run)
   int pending = 0;         // waiting or being evaluated
-  FidelityTally Total() const;
+  FidelityTally Total() const {
+    FidelityTally t = modules;
+    t.Add(segments);
+    return t;
+  }
 };
 
 // Counters since the engine started, and its current load (Engine::Stats).

@@ -192,7 +192,10 @@ void EngineImpl::HandleLogits(Slot& s, const float* logits) {
   }
   const int n_vocab = model_->config().n_vocab;
   if (req.on_logits) req.on_logits(std::span<const float>(logits, n_vocab));
-  if (first && s.choice == 0) s.fidelity = SampleFidelity(s);
+  if (first && s.choice == 0 && !s.fidelity_decided) {
+    s.fidelity_decided = true;
+    s.fidelity = SampleFidelity(s);
+  }
   if (s.fidelity && s.fidelity_logits.size() < size_t(kFidelitySampleSteps)) {
     s.fidelity_logits.emplace_back(logits, logits + n_vocab);
   }

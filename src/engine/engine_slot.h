@@ -132,6 +132,7 @@ struct EngineImpl::Slot {
   // Sampled for fidelity (EngineOptions::fidelity_sample): the logits of its first
   // kFidelitySampleSteps generated tokens.
   bool fidelity = false;
+  bool fidelity_decided = false;  // Pick asked once per request, at its first logits
   std::vector<std::vector<float>> fidelity_logits;
   // Segments: those missed, stored once the prompt's K/V are complete (StoreSegments), each with
   // whether a partial copy of it must be replaced; and whether the slot reuses or stores

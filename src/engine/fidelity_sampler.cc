@@ -22,23 +22,6 @@ constexpr auto kIdlePoll = std::chrono::milliseconds(20);
 
 }  // namespace
 
-void FidelityTally::Add(const FidelityTally& o) {
-  samples += o.samples;
-  steps += o.steps;
-  agreements += o.agreements;
-  margin_steps += o.margin_steps;
-  margin_agreements += o.margin_agreements;
-  first_token_kl_sum += o.first_token_kl_sum;
-  first_token_kl_max = std::max(first_token_kl_max, o.first_token_kl_max);
-  mean_kl_sum += o.mean_kl_sum;
-}
-
-FidelityTally FidelityStats::Total() const {
-  FidelityTally t = modules;
-  t.Add(segments);
-  return t;
-}
-
 FidelitySampler::FidelitySampler(const Model& model, const RunnerOptions& runner, int every,
                                  std::function<bool()> idle)
     : model_(model), runner_(runner), every_(std::max(1, every)), idle_(std::move(idle)) {
