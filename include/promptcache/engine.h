@@ -467,8 +467,8 @@ struct FidelityTally {
     margin_steps += o.margin_steps;
     margin_agreements += o.margin_agreements;
     first_token_kl_sum += o.first_token_kl_sum;
-    first_token_kl_max = first_token_kl_max > o.first_token_kl_max ? first_token_kl_max
-                                                                   : o.first_token_kl_max;
+    first_token_kl_max =
+        first_token_kl_max > o.first_token_kl_max ? first_token_kl_max : o.first_token_kl_max;
     mean_kl_sum += o.mean_kl_sum;
   }
 };

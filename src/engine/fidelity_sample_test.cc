@@ -6,12 +6,13 @@
 // while any request runs (the response does not wait for it), and samples past the queue's
 // bound are dropped and counted.
 //
-// Mutations tried (each failing the tests named): Pick sampling every request (`% 1`:
-// EveryNthEligibleRequestIsSampled); a prefix hit counted as approximate (`cached_tokens > 0`
-// for every prompt in SampleFidelity: APlainPrefixHitIsNeverSampled); Idle() always true
-// (EvaluationWaitsForServingAndDropsPastTheQueue); the sampler comparing with the served token's
-// logit rank off by one step (logits[i + 1] for step i: SampledSegmentRequest...MatchesTheDirect
-// Comparison); the queue bound one larger (EvaluationWaitsForServingAndDropsPastTheQueue).
+// Mutations tried (each alone, each failing the test named): Pick sampling every eligible request
+// (`% 1`: EveryNthEligibleRequestIsSampled); any cached token counted as approximate, a prefix
+// hit included (SampleFidelity: APlainPrefixHitIsNeverSampled); Idle() always true
+// (EvaluationWaitsForServingAndDropsPastTheQueue: evaluated while B runs); the queue bound one
+// larger (the same test: 5 pending, none dropped); the first token's logits not kept, so that
+// each step is compared with the next step's logits
+// (SampledSegmentRequestIsEvaluatedAfterItAndMatchesTheDirectComparison).
 #include <gtest/gtest.h>
 
 #include <chrono>

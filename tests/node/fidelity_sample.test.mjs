@@ -5,9 +5,8 @@
 // comparison: the contiguous baseline). A plain prompt is never sampled, and a bad flag value is
 // refused at start with a one-line error.
 //
-// Mutations tried: the metric's ratio computed over all steps instead of the margin-aware ones
-// (promptcache_fidelity_top1_margin_aware != the evaluate report's); every request sampled
-// whatever it reused (the plain-prompt check fails).
+// Mutation tried: modular prompts left out of the sampling (only segment hits eligible): no
+// sample comes and the second test fails. (The metrics' arithmetic is metrics_test's.)
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';

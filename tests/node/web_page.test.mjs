@@ -5,7 +5,8 @@
 // metrics panel follows (with its fidelity line: the server without a key runs --fidelity-sample 1,
 // so the composed modular prompt is evaluated against the full recompute; the other reports none)
 // and the savings panel draws what the server measured; the cache map's legend has every source
-// the API reports, the segment one included. Once against a server with --api-key (the page asks for the key) and
+// the API reports, the segment one included (mutation tried: the segment entry removed from
+// web/cachemap.js's SOURCES fails both runs). Once against a server with --api-key (the page asks for the key) and
 // once without. Screenshots go to BUILD/web-screenshots/. A missing browser is a failure, not a
 // skip: the test would otherwise shrink to nothing unnoticed.
 import { test, before, after } from 'node:test';
