@@ -228,6 +228,13 @@ class ServeCommand : public Command {
                     "what a stored segment attended to: in-context (the request that stored it) "
                     "or alone (computed again after BOS)")
         ->default_val("in-context");
+    sub->add_option("--fidelity-sample", engine_.fidelity_sample,
+                    "evaluate one request in N among those that reused approximate K/V (schema "
+                    "modules, segments) against the full recompute, in the background after it "
+                    "answered and only while the server is idle; /metrics promptcache_fidelity_* "
+                    "(0: off)")
+        ->default_val(0)
+        ->check(CLI::Range(0, 1000000));
     sub->add_flag("--special", engine_.special_tokens_in_text,
                   "trust clients: special-token spellings (<|im_end|>, </s>) in chat messages, "
                   "prompts, PML arguments and new text become special tokens (default: they "

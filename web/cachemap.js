@@ -9,6 +9,7 @@ export const SOURCES = [
   ['disk', 'prefix hit (disk tier)'],
   ['remote', 'remote tier'],
   ['module', 'schema module'],
+  ['segment', 'cached segment (reused after other text)'],
   ['computed', 'computed'],
   ['generated', 'generated'],
 ];

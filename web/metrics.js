@@ -1,6 +1,7 @@
 // The live metrics panel: /metrics (Prometheus text) polled each second, the last five minutes
 // kept in this tab: hit ratio, cached and computed prompt tokens per second, the TTFT
-// histogram, cache bytes in RAM and on disk, requests active and queued.
+// histogram, cache bytes in RAM and on disk, requests active and queued; and the fidelity of
+// reused modules and segments that --fidelity-sample measures (promptcache_fidelity_*).
 import { api, el, fmtBytes } from './util.js';
 import { lineChart, barChart } from './svg.js';
 
@@ -51,6 +52,27 @@ function tile(id, label, value) {
             el('div', { class: 'k', text: label }));
 }
 
+const pct = (v) => (100 * v).toFixed(1) + '%';
+
+// One line: the sampled requests' margin-aware top-1 agreement against the full recompute (the
+// headline), beside plain top-1 and the first token's KL; or why there is none.
+export function fidelityLine(s) {
+  const n = get(s, 'promptcache_fidelity_samples_total');
+  const dropped = get(s, 'promptcache_fidelity_dropped_total');
+  const pending = get(s, 'promptcache_fidelity_pending');
+  if (!s?.m.has('promptcache_fidelity_samples_total')) return 'Fidelity: not reported by this server.';
+  if (!(n > 0)) {
+    return 'Fidelity: no sampled request evaluated yet' +
+        (pending > 0 ? ` (${pending} waiting for the server to be idle)` : '') +
+        ' (serve with --fidelity-sample N to evaluate one request in N that reused modules or segments).';
+  }
+  return `Fidelity: ${pct(get(s, 'promptcache_fidelity_top1_margin_aware'))} margin-aware top-1 ` +
+      `agreement against the full recompute, over ${n} sampled request${n === 1 ? '' : 's'}` +
+      ` (plain top-1 ${pct(get(s, 'promptcache_fidelity_top1'))}, first-token KL ` +
+      `${get(s, 'promptcache_fidelity_first_token_kl_mean').toPrecision(3)} nats mean` +
+      `${dropped > 0 ? `, ${dropped} dropped` : ''}${pending > 0 ? `, ${pending} waiting` : ''}).`;
+}
+
 function chart(title, svgNode) {
   return el('div', { class: 'chart' }, el('h3', { text: title }), svgNode);
 }
@@ -72,6 +94,9 @@ function render() {
       tile('m-active', 'active / queued',
            `${get(s, 'promptcache_requests_active')} / ${get(s, 'promptcache_requests_queued')}`));
   document.getElementById('m-requests').dataset.value = requests;
+  const fidelity = document.getElementById('metric-fidelity');
+  fidelity.textContent = fidelityLine(s);
+  fidelity.dataset.samples = get(s, 'promptcache_fidelity_samples_total');
   const series = (key) => samples.map((x) => get(x, key));
   const x = `last ${Math.round((samples.length * POLL_MS) / 1000)} s`;
   document.getElementById('metric-charts').replaceChildren(

@@ -1,7 +1,9 @@
 // The prefix tree panel: every cached block (GET /v1/cache/tree) as an icicle chart. A block is
 // a rectangle from its first token to its last along x; blocks that continue it sit to its right
 // and share its height, split between them by how many chains (leaves) each leads to. Colour
-// says RAM only, also on disk, or a schema module's block; a dark border marks pinned blocks.
+// says RAM only, also on disk, a schema module's block, or a segment's (CompletionRequest's
+// segments: a chain of its own, found by its tokens wherever it comes again, labelled
+// "segment"); a dark border marks pinned blocks.
 // Selecting one shows its text and lets the user pin, unpin or evict it.
 import { api, apiJson, el, fmtBytes } from './util.js';
 import { svg } from './svg.js';
@@ -98,12 +100,13 @@ function draw(roots, blockSize) {
     g.append(svg('text', { x: x + 2, y: 12 }, String(t)));
   }
   const fill = (n) => !n.in_ram ? 'url(#disk-only)'
-      : css.getPropertyValue(n.kind === 'module' ? '--module' : n.on_disk ? '--disk' : '--ram');
+      : css.getPropertyValue(n.kind === 'module' ? '--module' : n.kind === 'segment' ? '--segment'
+                             : n.on_disk ? '--disk' : '--ram');
   const place = (n, row) => {
     const x = L + n.depth * scale, w = Math.max(2, n.tokens.length * scale - 1);
     const r = svg('rect', { x, y: T + row * rowH, width: w, height: n.leaves * rowH - 2,
                             fill: fill(n), tabindex: 0, role: 'treeitem', 'data-key': n.key,
-                            class: `node${n.pinned ? ' pinned' : ''}${n.in_ram ? '' : ' disk-only'}${n.key === selected ? ' sel' : ''}`,
+                            class: `node ${n.kind}${n.pinned ? ' pinned' : ''}${n.in_ram ? '' : ' disk-only'}${n.key === selected ? ' sel' : ''}`,
                             'aria-label': `${n.kind} block, tokens ${n.depth} to ${n.depth + n.tokens.length - 1}, ${n.hits} hits${n.pinned ? ', pinned' : ''}` });
     r.append(svg('title', {}, `${n.text}\n${n.hits} hits, idle ${n.idle_seconds.toFixed(0)} s`));
     const pick = () => {
@@ -122,7 +125,8 @@ function draw(roots, blockSize) {
     g.append(r);
     const fit = Math.floor((w - 6) / 6);  // characters of the block's text that fit
     if (fit >= 3) {
-      const t = n.text.replace(/\s+/g, ' ');
+      // A segment's first block says so: its chain is a segment, not a prefix from token 0.
+      const t = (n.kind === 'segment' && !n.parent ? 'segment: ' : '') + n.text.replace(/\s+/g, ' ');
       g.append(svg('text', { class: 'label', x: x + 3, y: T + row * rowH + 14 },
                    t.length > fit ? t.slice(0, fit - 1) + '…' : t));
     }
@@ -150,8 +154,10 @@ export async function refreshTree() {
     const diskOnly = tree.data.length - ram.length;
     const bytes = (await api('/v1/models').then((r) => r.json())).data[0].meta.kv_bytes_per_token;
     const tokens = ram.reduce((a, b) => a + b.tokens.length, 0);
+    const segments = ram.filter((b) => b.kind === 'segment').length;
     summary.textContent = `${ram.length} blocks in RAM (${tokens} tokens, ${fmtBytes(tokens * bytes)})` +
         `, ${list.data.filter((e) => e.in_ram).length} chains` +
+        (segments ? `, ${segments} segment blocks` : '') +
         (diskOnly ? `, ${diskOnly} blocks on disk only (hatched)` : '');
     draw(roots, tree.block_size);
   } catch (e) {

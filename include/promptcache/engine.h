@@ -120,6 +120,16 @@ struct EngineOptions {
   SegmentEncoding segment_encoding = SegmentEncoding::kInContext;
   double segment_recompute = 0.15;
   int segment_border_tokens = 4;
+  // Fidelity in production (docs/modules.md): 0 (the default) off; N > 0 evaluates one request
+  // in N among those whose prompt reused approximate K/V (cached schema modules, or segments
+  // found cached; a plain prefix hit is exact and never counts) against the full recompute of
+  // the same tokens, as `promptcache eval-segments` does, into EngineStats::fidelity. Only a
+  // sampled request keeps anything: the logits of its first kFidelitySampleSteps generated
+  // tokens (choice 0). The evaluation is never on a request's latency path: it is queued when
+  // the request has finished (at most kFidelityQueue waiting, more are dropped and counted) and
+  // run by one background thread at the lowest CPU priority, one thread of compute, that starts
+  // an evaluation only while the engine has no request running or queued.
+  int fidelity_sample = 0;
   // Prefix cache.
   bool prefix_cache = true;  // false: plain prompts reuse nothing (schema modules still do)
   size_t cache_ram_bytes = size_t(1) << 30;  // bound on cached (unreferenced) blocks in RAM
@@ -437,6 +447,47 @@ struct RemoteTierStats {
   bool breaker_open = false;     // not being asked now
 };
 
+// Sampled fidelity evaluations (EngineOptions::fidelity_sample) of one kind of reuse: each
+// teacher-forces the full recompute of the request's prompt on the tokens it generated and
+// compares, step by step, the full recompute's top-1 with the top-1 of the logits the served
+// request had (FidelityReport, engine/fidelity.h). Steps and agreements are summed over samples.
+struct FidelityTally {
+  uint64_t samples = 0;  // requests evaluated
+  uint64_t steps = 0, agreements = 0;
+  // Over the steps whose full-recompute top-2 margin is at least 0.1 logit (kNearTieMargin): a
+  // flip there is an error, not a near tie.
+  uint64_t margin_steps = 0, margin_agreements = 0;
+  double first_token_kl_sum = 0;  // KL(full || served) of the first token's distributions
+  double first_token_kl_max = 0;  // the worst sample's
+  double mean_kl_sum = 0;         // each sample's KL averaged over its steps, summed
+  void Add(const FidelityTally& o) {
+    samples += o.samples;
+    steps += o.steps;
+    agreements += o.agreements;
+    margin_steps += o.margin_steps;
+    margin_agreements += o.margin_agreements;
+    first_token_kl_sum += o.first_token_kl_sum;
+    first_token_kl_max =
+        first_token_kl_max > o.first_token_kl_max ? first_token_kl_max : o.first_token_kl_max;
+    mean_kl_sum += o.mean_kl_sum;
+  }
+};
+inline constexpr int kFidelitySampleSteps = 16;  // generated steps a sampled request keeps
+inline constexpr int kFidelityQueue = 4;         // sampled requests waiting at most
+
+struct FidelityStats {
+  FidelityTally modules;   // modular (PML) prompts that reused cached modules
+  FidelityTally segments;  // prompts that reused cached segments
+  uint64_t dropped = 0;    // sampled, not evaluated: kFidelityQueue were waiting already
+  uint64_t failed = 0;     // evaluations that failed (the recompute could not run)
+  int pending = 0;         // waiting or being evaluated
+  FidelityTally Total() const {
+    FidelityTally t = modules;
+    t.Add(segments);
+    return t;
+  }
+};
+
 // Counters since the engine started, and its current load (Engine::Stats).
 struct EngineStats {
   uint64_t requests = 0, requests_failed = 0, requests_rejected = 0;
@@ -470,6 +521,7 @@ struct EngineStats {
   double step_seconds = 0;
   double step_max_seconds = 0;
   RemoteTierStats remote;
+  FidelityStats fidelity;
   int active = 0, queued = 0;
   std::vector<double> ttft_ms;  // recent times to first token, for histograms
 };

@@ -130,6 +130,29 @@ bool EngineImpl::Emit(Slot& s, const std::string& text) {
   return !req.on_text || req.on_text(text);
 }
 
+bool EngineImpl::SampleFidelity(const Slot& s) {
+  if (!fidelity_) return false;
+  // Approximate K/V only: modules encoded apart from the prompt, or segments computed after other
+  // text. A prefix hit is the full computation's own K/V.
+  const bool approximate =
+      (s.r->modular && s.result.cached_tokens > 0) || s.result.segment_hits > 0;
+  return approximate && fidelity_->Pick();
+}
+
+void EngineImpl::HandOverFidelity(Slot& s) {
+  const CompletionResult& res = s.result;
+  s.fidelity = false;
+  if (!res.status.ok() || res.finish_reason == "cancelled" || res.tokens.empty()) return;
+  FidelitySample sample;
+  sample.segment = !s.r->modular;
+  sample.prompt.assign(s.tokens.begin(), s.tokens.begin() + s.n_prompt);
+  const size_t n = std::min(res.tokens.size(), s.fidelity_logits.size());
+  sample.tokens.assign(res.tokens.begin(), res.tokens.begin() + n);
+  s.fidelity_logits.resize(n);
+  sample.logits = std::move(s.fidelity_logits);
+  fidelity_->Add(std::move(sample));
+}
+
 void EngineImpl::CompleteRequest(Request& r) {
   CompletionResult res = std::move(r.base);
   if (res.status.ok() && !r.failure.ok()) res.status = r.failure;
@@ -138,6 +161,7 @@ void EngineImpl::CompleteRequest(Request& r) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     --in_flight_;
+    if (in_flight_ == 0 && fidelity_) fidelity_->Wake();
     stats_.requests++;
     if (!res.status.ok()) stats_.requests_failed++;
     if (res.finish_reason == "cancelled") stats_.requests_cancelled++;
@@ -168,6 +192,13 @@ void EngineImpl::HandleLogits(Slot& s, const float* logits) {
   }
   const int n_vocab = model_->config().n_vocab;
   if (req.on_logits) req.on_logits(std::span<const float>(logits, n_vocab));
+  if (first && s.choice == 0 && !s.fidelity_decided) {
+    s.fidelity_decided = true;
+    s.fidelity = SampleFidelity(s);
+  }
+  if (s.fidelity && s.fidelity_logits.size() < size_t(kFidelitySampleSteps)) {
+    s.fidelity_logits.emplace_back(logits, logits + n_vocab);
+  }
   if (first && s.choice == 0 && req.prompt_logprobs && req.on_piece) {
     // A stream gets the prompt's log-probabilities first, as a piece of choice -1.
     if (!req.on_piece(TextPiece{-1, "", s.result.prompt_logprobs})) {
@@ -235,6 +266,7 @@ void EngineImpl::Finish(Slot& s, const std::string& reason, Status status) {
     }
   }
   res.text = s.decode.text();
+  if (s.fidelity) HandOverFidelity(s);
   if (!res.tokens.empty()) res.generation_ms = MsBetween(s.first_token, Clock::now());
   // Whatever this sequence computed stays reusable, also when the client went away.
   if (UsesPrefixCache(*s.r) && status.ok()) {

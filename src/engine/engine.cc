@@ -67,6 +67,7 @@ Status CheckOptions(const EngineOptions& options) {
   if (options.segment_min_tokens < 1 || options.segment_border_tokens < 0) {
     return InvalidArgument("segment_min_tokens must be >= 1 and segment_border_tokens >= 0");
   }
+  if (options.fidelity_sample < 0) return InvalidArgument("fidelity_sample must be >= 0");
   return CheckPinQuotas(options);
 }
 
@@ -157,6 +158,16 @@ EngineImpl::EngineImpl(const EngineOptions& options, std::unique_ptr<Model> mode
       PC_LOG_WARN("engine: prefaulting the K/V memory stopped early: %s", st.message().c_str());
     }
   }
+  if (options.fidelity_sample > 0) {
+    RunnerOptions ro;
+    ro.context = context_;
+    ro.kv_type = options.kv_type;
+    ro.block_size = options.block_size;
+    ro.batch_size = options.batch_size;
+    ro.trim_sliding_kv = options.trim_sliding_kv;
+    fidelity_ = std::make_unique<FidelitySampler>(*model_, ro, options.fidelity_sample,
+                                                  [this] { return Idle(); });
+  }
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -167,6 +178,12 @@ EngineImpl::~EngineImpl() {
   }
   cv_.notify_all();
   thread_.join();
+  fidelity_.reset();  // cancels the evaluation under way; drops those waiting
+}
+
+bool EngineImpl::Idle() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return in_flight_ == 0 && queue_.empty() && tasks_.empty();
 }
 
 BlockKey EngineImpl::NamespaceKey(const std::string& cache_namespace) const {
@@ -353,6 +370,7 @@ EngineStats EngineImpl::Stats() const {
   }
   s.step_max_seconds =
       std::max({step_max_ms_.load(), step_max_prev_ms_.load(), s.step_seconds * 1000}) / 1000;
+  if (fidelity_) s.fidelity = fidelity_->Stats();
   // The remote tier's counters move on its writer thread too, also while the engine sleeps.
   if (const RemoteTier* remote = cache_->remote()) {
     const RemoteStats r = remote->Stats();

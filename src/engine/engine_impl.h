@@ -48,6 +48,7 @@
 #include "model/model.h"
 #include "promptcache/engine.h"
 #include "engine/blend.h"
+#include "engine/fidelity_sampler.h"
 #include "sampling/logprobs.h"
 #include "engine/modular.h"
 #include "engine/module_store.h"
@@ -247,6 +248,16 @@ class EngineImpl : public Engine {
   ForwardScratch scratch_;
   std::unique_ptr<ModuleStore> store_;
   std::unique_ptr<SegmentStore> segments_;
+  // Fidelity in production (EngineOptions::fidelity_sample > 0; null when off): reset first in
+  // the destructor, after the engine thread ends (its worker reads model_ and asks mu_).
+  std::unique_ptr<FidelitySampler> fidelity_;
+  // Whether the engine serves nothing now (no request running or queued, no task): when the
+  // fidelity sampler may evaluate.
+  bool Idle() const;
+  // Engine thread, at a request's first logits: whether its choice 0 is sampled for fidelity.
+  bool SampleFidelity(const Slot& s);
+  // At the end of a sampled slot: its sample goes to the sampler.
+  void HandOverFidelity(Slot& s);
   // Engine thread: EngineStats' segment counters, copied by UpdateStatsSnapshot.
   struct SegmentCounters {
     uint64_t lookups = 0, hits = 0, tokens_reused = 0, stores = 0, in_flight_waits = 0;

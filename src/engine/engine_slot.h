@@ -129,6 +129,11 @@ struct EngineImpl::Slot {
   std::vector<TokenLogprob> unsent;               // of them, not yet passed to on_piece
   std::vector<uint64_t> prefix_hashes;            // of the prompt, for its log-probabilities
   std::unique_ptr<GrammarConstraint> constraint;  // the request's grammar, at this choice's text
+  // Sampled for fidelity (EngineOptions::fidelity_sample): the logits of its first
+  // kFidelitySampleSteps generated tokens.
+  bool fidelity = false;
+  bool fidelity_decided = false;  // Pick asked once per request, at its first logits
+  std::vector<std::vector<float>> fidelity_logits;
   // Segments: those missed, stored once the prompt's K/V are complete (StoreSegments), each with
   // whether a partial copy of it must be replaced; and whether the slot reuses or stores
   // segments (its sliding parts are then released only after its prefill, as a modular one's).

@@ -57,6 +57,7 @@ Result<FullRunResult> RunFull(const Model& model, const ExpandedPrompt& prompt,
   int pos = prompt.end;
   DecodeEnd end = decode.Exhausted() ? DecodeEnd::kLength : DecodeEnd::kNone;
   for (int step = 0; end == DecodeEnd::kNone; ++step) {
+    if (o.cancelled && o.cancelled()) return Internal("the full recompute was cancelled");
     if (o.keep_logits) r.logits.push_back(logits);
     const int32_t next = forced ? o.forced[step] : decode.Sample(logits.data(), n_vocab, history);
     end = decode.Take({next, pos + 1 < runner.context(), forced}, emit, keep);
@@ -113,7 +114,8 @@ int32_t ArgMax(std::span<const float> logits) {
 
 Result<FidelityReport> CompareWithFullRecompute(
     const Model& model, const ExpandedPrompt& prompt, const std::vector<int32_t>& modular_tokens,
-    const std::vector<std::vector<float>>& modular_logits, const RunnerOptions& runner) {
+    const std::vector<std::vector<float>>& modular_logits, const RunnerOptions& runner,
+    const CompareOptions& options) {
   if (modular_tokens.empty() || modular_logits.empty()) {
     return InvalidArgument("the modular run generated nothing to compare");
   }
@@ -123,18 +125,22 @@ Result<FidelityReport> CompareWithFullRecompute(
   forced.runner = runner;
   forced.forced = modular_tokens;
   forced.keep_logits = true;
+  forced.cancelled = options.cancelled;
   PC_ASSIGN_OR_RETURN(FullRunResult tf, RunFull(model, prompt, forced));
   rep.steps = static_cast<int>(std::min(tf.logits.size(), modular_tokens.size()));
   const int with_logits = static_cast<int>(std::min<size_t>(rep.steps, modular_logits.size()));
+  if (options.against_logits_top1) rep.steps = with_logits;  // no logits, no top-1 to compare
   for (int i = 0; i < rep.steps; ++i) {
     const int32_t top = ArgMax(tf.logits[i]);
     const bool clear = TopTwoMargin(tf.logits[i]) >= kNearTieMargin;
+    const int32_t mine =
+        options.against_logits_top1 ? ArgMax(modular_logits[i]) : modular_tokens[i];
     rep.margin_steps += clear;
-    if (top == modular_tokens[i]) {
+    if (top == mine) {
       ++rep.agreements;
       rep.margin_agreements += clear;
     } else {
-      rep.disagreement_margins.push_back(tf.logits[i][top] - tf.logits[i][modular_tokens[i]]);
+      rep.disagreement_margins.push_back(tf.logits[i][top] - tf.logits[i][mine]);
     }
     if (i < with_logits) rep.mean_kl += KlDivergence(tf.logits[i], modular_logits[i]);
   }
@@ -143,12 +149,14 @@ Result<FidelityReport> CompareWithFullRecompute(
     rep.margin_top1_agreement = double(rep.margin_agreements) / rep.margin_steps;
   rep.mean_kl = with_logits > 0 ? rep.mean_kl / with_logits : 0;
   rep.first_token_kl = KlDivergence(tf.logits[0], modular_logits[0]);
+  if (!options.greedy) return rep;
   FullRunOptions greedy;
   greedy.runner = runner;
   greedy.max_tokens = static_cast<int>(modular_tokens.size());
   greedy.sampling.temperature = 0;
   greedy.sampling.repeat_penalty = 1;
   greedy.ignore_eos = true;
+  greedy.cancelled = options.cancelled;
   PC_ASSIGN_OR_RETURN(FullRunResult g, RunFull(model, prompt, greedy));
   rep.full_tokens = g.tokens;
   rep.greedy_equal = g.tokens == modular_tokens;

@@ -48,6 +48,9 @@ struct FullRunOptions {
   std::vector<int32_t> forced;
   bool keep_logits = false;  // keep the logits of every step
   std::function<bool(const std::string&)> on_text;
+  // Polled before each generation step: true stops the run with an error (an engine shutting
+  // down stops its background evaluation this way).
+  std::function<bool()> cancelled;
 };
 
 struct FullRunResult {
@@ -95,10 +98,23 @@ struct FidelityReport {
   std::vector<int32_t> modular_tokens, full_tokens;  // the two greedy continuations
 };
 
+// How CompareWithFullRecompute compares.
+struct CompareOptions {
+  // false: a step agrees when the full recompute's top-1 is the modular token (the modular run
+  // was greedy). true: when it is the top-1 of the modular run's logits at that step, whatever
+  // token the run chose from them (sampled, or masked by a grammar): what the engine's sampled
+  // evaluation of served requests (EngineOptions::fidelity_sample) compares. Either way the
+  // recompute is teacher-forced on the modular tokens.
+  bool against_logits_top1 = false;
+  bool greedy = true;  // also run the full recompute greedily (greedy_equal, full_tokens)
+  std::function<bool()> cancelled;  // FullRunOptions::cancelled
+};
+
 // Compares a modular run (its greedy tokens and the logits each was chosen from) with the full
 // recompute of `prompt`: teacher-forced on the modular tokens, and greedy on its own.
 Result<FidelityReport> CompareWithFullRecompute(
     const Model& model, const ExpandedPrompt& prompt, const std::vector<int32_t>& modular_tokens,
-    const std::vector<std::vector<float>>& modular_logits, const RunnerOptions& runner);
+    const std::vector<std::vector<float>>& modular_logits, const RunnerOptions& runner,
+    const CompareOptions& options = {});
 
 }  // namespace promptcache

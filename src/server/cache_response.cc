@@ -73,7 +73,11 @@ ojson CacheTreeJson(std::vector<CacheBlockInfo> blocks, int block_size,
                     {"depth", b.depth},
                     {"tokens", b.tokens},
                     {"text", text},
-                    {"kind", !b.in_ram ? "disk" : b.prefix ? "prefix" : "module"},
+                    {"kind", !b.in_ram   ? "disk"
+                             : b.prefix  ? "prefix"
+                             : b.segment ? "segment"
+                                         : "module"},
+                    {"segment", b.segment},
                     {"pinned", b.pinned},
                     {"in_ram", b.in_ram},
                     {"on_disk", b.on_disk},

@@ -94,5 +94,21 @@ TEST_F(CacheMapTest, TreeListsParentsFirst) {
   EXPECT_EQ(t["block_size"], 16);
 }
 
+// A segment's block (CacheBlockInfo::segment) is a kind of its own, for the page's tree.
+TEST_F(CacheMapTest, TreeMarksSegmentBlocks) {
+  CacheBlockInfo module{"cc", "", 0, {3}, false, false, false, 0, 2};
+  CacheBlockInfo segment = module;
+  segment.key = "dd";
+  segment.segment = true;
+  const ojson t = CacheTreeJson({module, segment}, 16, *tok_);
+  ASSERT_EQ(t["data"].size(), 2u);
+  EXPECT_EQ(t["data"][0]["kind"], "module");
+  EXPECT_EQ(t["data"][0]["segment"], false);
+  EXPECT_EQ(t["data"][1]["kind"], "segment");
+  EXPECT_EQ(t["data"][1]["segment"], true);
+  segment.in_ram = false;  // disk only: its file does not say
+  EXPECT_EQ(CacheTreeJson({segment}, 16, *tok_)["data"][0]["kind"], "disk");
+}
+
 }  // namespace
 }  // namespace promptcache

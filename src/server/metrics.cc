@@ -58,6 +58,41 @@ class Page {
   std::string out_;
 };
 
+// --fidelity-sample: the sampled requests' evaluations against the full recompute. Ratios pool
+// the steps of every sample; with no sample yet they are NaN (nothing measured), not a value.
+void AddFidelity(Page& p, const FidelityStats& f) {
+  const FidelityTally t = f.Total();
+  const double none = std::nan("");
+  p.Add("promptcache_fidelity_samples_total", "counter",
+        "Requests that reused approximate K/V (schema modules, segments) evaluated against the "
+        "full recompute of their prompt (--fidelity-sample), in the background.",
+        double(t.samples));
+  p.Add("promptcache_fidelity_dropped_total", "counter",
+        "Requests sampled for fidelity and not evaluated: the queue of pending evaluations was "
+        "full.",
+        double(f.dropped));
+  p.Add("promptcache_fidelity_pending", "gauge",
+        "Sampled requests waiting for their evaluation (it runs while the server is idle).",
+        double(f.pending));
+  p.Add("promptcache_fidelity_top1_margin_aware", "gauge",
+        "Margin-aware top-1 agreement against the full recompute over the sampled requests' "
+        "generated steps (teacher-forced) whose full-recompute top-2 margin is at least 0.1 "
+        "logit: the headline fidelity (NaN before the first sample).",
+        t.margin_steps > 0 ? double(t.margin_agreements) / double(t.margin_steps)
+                           : (t.samples > 0 ? 1.0 : none));
+  p.Add("promptcache_fidelity_top1", "gauge",
+        "Top-1 agreement against the full recompute over every generated step of the sampled "
+        "requests (teacher-forced; near ties included).",
+        t.steps > 0 ? double(t.agreements) / double(t.steps) : none);
+  p.Add("promptcache_fidelity_first_token_kl_mean", "gauge",
+        "KL(full recompute || served) of the first generated token's distributions, in nats, "
+        "averaged over the sampled requests.",
+        t.samples > 0 ? t.first_token_kl_sum / double(t.samples) : none);
+  p.Add("promptcache_fidelity_first_token_kl_max", "gauge",
+        "The largest first-token KL(full recompute || served) of any sampled request, in nats.",
+        t.samples > 0 ? t.first_token_kl_max : none);
+}
+
 }  // namespace
 
 void ServerMetrics::ObserveTtft(double seconds) {
@@ -232,6 +267,7 @@ std::string FormatMetrics(const EngineStats& s, const HistogramSnapshot& ttft,
            "Lookups not sent to a cache tier while its breaker was open (misses).",
            double(r.skipped));
   }
+  AddFidelity(p, s.fidelity);
   p.Add("promptcache_requests_active", "gauge", "Requests being served.", s.active);
   p.Add("promptcache_engine_step_seconds", "gauge",
         "How long the engine thread's current step (or task between steps) has run; 0 while "

@@ -73,6 +73,30 @@ TEST(Metrics, NoLookupsGiveZeroRatio) {
   EXPECT_EQ(m.at("promptcache_time_to_first_token_seconds_count"), "0");
 }
 
+// --fidelity-sample: ratios pool the steps of both kinds; NaN before the first sample.
+TEST(Metrics, FidelityPoolsStepsOfBothKinds) {
+  const auto none = Samples(FormatMetrics(EngineStats(), {}, {}, "x"));
+  EXPECT_EQ(none.at("promptcache_fidelity_samples_total"), "0");
+  EXPECT_EQ(none.at("promptcache_fidelity_top1_margin_aware"), "NaN");
+  EXPECT_EQ(none.at("promptcache_fidelity_first_token_kl_mean"), "NaN");
+  EngineStats s;
+  FidelityStats& f = s.fidelity;
+  f.modules = {.samples = 1, .steps = 16, .agreements = 12, .margin_steps = 10,
+               .margin_agreements = 9, .first_token_kl_sum = 0.5, .first_token_kl_max = 0.5};
+  f.segments = {.samples = 3, .steps = 48, .agreements = 36, .margin_steps = 30,
+                .margin_agreements = 27, .first_token_kl_sum = 0.3, .first_token_kl_max = 0.25};
+  f.dropped = 2;
+  f.pending = 1;
+  const auto m = Samples(FormatMetrics(s, {}, {}, "x"));
+  EXPECT_EQ(m.at("promptcache_fidelity_samples_total"), "4");
+  EXPECT_EQ(m.at("promptcache_fidelity_dropped_total"), "2");
+  EXPECT_EQ(m.at("promptcache_fidelity_pending"), "1");
+  EXPECT_EQ(m.at("promptcache_fidelity_top1_margin_aware"), "0.9");  // 36 / 40
+  EXPECT_EQ(m.at("promptcache_fidelity_top1"), "0.75");               // 48 / 64
+  EXPECT_EQ(m.at("promptcache_fidelity_first_token_kl_mean"), "0.2");  // 0.8 / 4
+  EXPECT_EQ(m.at("promptcache_fidelity_first_token_kl_max"), "0.5");
+}
+
 TEST(Metrics, TtftHistogramIsCumulative) {
   ServerMetrics sm;
   sm.ObserveTtft(0.003);   // first bucket

@@ -2,7 +2,11 @@
 // puppeteer-core, both installed by scripts/setup.sh): it loads with no console errors, a chat
 // sent twice with the same system prompt shows cached tokens in the second cache map, the prefix
 // tree draws and pins, a schema loads and a composed prompt is served from its modules, the
-// metrics panel follows and the savings panel draws what the server measured. Once against a server with --api-key (the page asks for the key) and
+// metrics panel follows (with its fidelity line: the server without a key runs --fidelity-sample 1,
+// so the composed modular prompt is evaluated against the full recompute; the other reports none)
+// and the savings panel draws what the server measured; the cache map's legend has every source
+// the API reports, the segment one included (mutation tried: the segment entry removed from
+// web/cachemap.js's SOURCES fails both runs). Once against a server with --api-key (the page asks for the key) and
 // once without. Screenshots go to BUILD/web-screenshots/. A missing browser is a failure, not a
 // skip: the test would otherwise shrink to nothing unnoticed.
 import { test, before, after } from 'node:test';
@@ -71,7 +75,7 @@ async function chat(page, text) {
   }));
 }
 
-async function drive(name, serverArgs, key) {
+async function drive(name, serverArgs, key, { fidelity = false } = {}) {
   const server = await startServer(serverArgs);
   const errors = [];
   const page = await openPage(server.url + '/', errors);
@@ -83,6 +87,14 @@ async function drive(name, serverArgs, key) {
   }
   await page.waitForSelector('body[data-ready="1"]', WAIT);
   assert.match(await page.$eval('#model-info', (e) => e.textContent), /stories260K/);
+  // The cache map's legend: every source the API's cache_map reports, each with its own colour.
+  const legend = await page.$$eval('#legend .sw', (l) => l.map((e) => ({
+    source: e.className.replace('sw ', ''), colour: getComputedStyle(e).backgroundColor,
+    label: e.parentElement.textContent })));
+  assert.deepEqual(legend.map((x) => x.source),
+                   ['ram', 'disk', 'remote', 'module', 'segment', 'computed', 'generated']);
+  assert.match(legend[4].label, /segment/);
+  assert.equal(new Set(legend.map((x) => x.colour)).size, legend.length, JSON.stringify(legend));
 
   // Chat twice with the same system prompt: the second answer's map starts with a RAM run.
   const first = await chat(page, 'Tell me about Lily.');
@@ -141,6 +153,17 @@ async function drive(name, serverArgs, key) {
   await page.waitForFunction((n) => Number(document.getElementById('m-requests')?.dataset.value) > n,
                              WAIT, requestsBefore);
   await page.waitForSelector('#metric-charts svg polyline', WAIT);
+  // Fidelity: the composed prompt reused modules; with --fidelity-sample 1 it is evaluated once
+  // the server is idle, and the line says how it compares with the full recompute.
+  if (fidelity) {
+    await page.waitForFunction(() => Number(document.getElementById('metric-fidelity').dataset.samples) >= 1,
+                               { timeout: 60000 });
+    assert.match(await page.$eval('#metric-fidelity', (e) => e.textContent),
+                 /^Fidelity: \d+(\.\d)?% margin-aware top-1 agreement against the full recompute, over \d+ sampled requests?/);
+  } else {
+    assert.match(await page.$eval('#metric-fidelity', (e) => e.textContent),
+                 /^Fidelity: no sampled request evaluated yet .*--fidelity-sample/);
+  }
   await shot('metrics');
 
   // Savings: the bench charts, measured by the server on request.
@@ -174,7 +197,7 @@ async function drive(name, serverArgs, key) {
 }
 
 test('the page works against a server without an API key', async () => {
-  await drive('open', [], null);
+  await drive('open', ['--fidelity-sample', '1'], null, { fidelity: true });
 });
 
 test('the page asks for the key of a server with --api-key and works with it', async () => {
