@@ -144,24 +144,8 @@ void RowDots(const Load* load, const float* x, int64_t cols, int64_t col_chunk, 
       HWY_UNROLL(8)
       for (int t = 0; t < T; ++t) a[i][t] = zero;
     }
-    int64_t k = 0;
-    for (; k + 4 * n <= len; k += 4 * n) {
-      HWY_UNROLL(8)
-      for (int i = 0; i < NR; ++i) load[i].Prefetch(c0 + k);
-      HWY_UNROLL(4)
-      for (int v = 0; v < 4; ++v) {
-        const int64_t j = c0 + k + v * n;
-        HWY_UNROLL(8)
-        for (int i = 0; i < NR; ++i) {
-          const VM w = load[i](d, j);
-          HWY_UNROLL(8)
-          for (int t = 0; t < T; ++t)
-            a[i][t] = hn::MulAdd(w, hn::LoadU(d, x + t * cols + j), a[i][t]);
-        }
-      }
-    }
-    for (; k + n <= len; k += n) {
-      const int64_t j = c0 + k;
+    // One vector of columns at j into every row's and token's accumulator.
+    auto columns = [&](int64_t j) __attribute__((always_inline)) {
       HWY_UNROLL(8)
       for (int i = 0; i < NR; ++i) {
         const VM w = load[i](d, j);
@@ -169,7 +153,15 @@ void RowDots(const Load* load, const float* x, int64_t cols, int64_t col_chunk, 
         for (int t = 0; t < T; ++t)
           a[i][t] = hn::MulAdd(w, hn::LoadU(d, x + t * cols + j), a[i][t]);
       }
+    };
+    int64_t k = 0;
+    for (; k + 4 * n <= len; k += 4 * n) {
+      HWY_UNROLL(8)
+      for (int i = 0; i < NR; ++i) load[i].Prefetch(c0 + k);
+      HWY_UNROLL(4)
+      for (int v = 0; v < 4; ++v) columns(c0 + k + v * n);
     }
+    for (; k + n <= len; k += n) columns(c0 + k);
     HWY_UNROLL(8)
     for (int i = 0; i < NR; ++i) {
       float sums[4];

@@ -187,6 +187,37 @@ HWY_INLINE V SumSplit(const V* v) {
   }
 }
 
+// Every part of every (vector, token) sum set to 0.
+template <class VI, int H, int T, int kSplit>
+HWY_INLINE void ZeroSums(VI (&I)[H][T][kSplit]) {
+  const hn::DFromV<VI> di;
+  HWY_UNROLL(8)
+  for (int h = 0; h < H; ++h) {
+    HWY_UNROLL(8)
+    for (int t = 0; t < T; ++t) {
+      HWY_UNROLL(4)
+      for (int a = 0; a < kSplit; ++a) I[h][t][a] = hn::Zero(di);
+    }
+  }
+}
+
+// Dword group G of H vectors of panels (g[kP h + k]: vector h's panel k), of the block at column
+// col, times each token's 4 activations there, into part a of the (vector, token) sums.
+template <class F, DotKind K, class W, int H, int T, int kSplit>
+HWY_INLINE void GroupDots(const uint8_t* const* g, int G, const TokenActs* tok, int col,
+                          typename W::VI (&I)[H][T][kSplit], int a) {
+  const typename W::DI di;
+  typename W::V8 w[H];
+  HWY_UNROLL(8)
+  for (int h = 0; h < H; ++h) w[h] = F::template Group<W>(g + W::kPanels * h, G);
+  HWY_UNROLL(8)
+  for (int t = 0; t < T; ++t) {
+    const auto x = Broadcast4(di, tok[t].q + col + 4 * G);
+    HWY_UNROLL(8)
+    for (int h = 0; h < H; ++h) I[h][t][a] = Dot<K>(I[h][t][a], w[h], x);
+  }
+}
+
 // A tile's output: vector h's rows for token t start at P(h, t); mask[h] keeps the real ones.
 // (Addresses computed where used: an array of them kept T * H registers busy across the tile.)
 template <class W, int H, int T>
@@ -231,26 +262,9 @@ HWY_INLINE void Blocks32(const uint8_t* const* g, int n, int64_t skip, const Tok
         hwy::Prefetch(Ahead(g[i], b * kGB + kPf32 + o, n * kGB, skip));
     }
     typename W::VI I[H][T][kSplit];
+    ZeroSums(I);
     HWY_UNROLL(8)
-    for (int h = 0; h < H; ++h) {
-      HWY_UNROLL(8)
-      for (int t = 0; t < T; ++t) {
-        HWY_UNROLL(4)
-        for (int a = 0; a < kSplit; ++a) I[h][t][a] = hn::Zero(di);
-      }
-    }
-    HWY_UNROLL(8)
-    for (int G = 0; G < 8; ++G) {
-      typename W::V8 w[H];
-      HWY_UNROLL(8)
-      for (int h = 0; h < H; ++h) w[h] = F::template Group<W>(gb + kP * h, G);
-      HWY_UNROLL(8)
-      for (int t = 0; t < T; ++t) {
-        const auto x = Broadcast4(di, tok[t].q + 32 * b + 4 * G);
-        HWY_UNROLL(8)
-        for (int h = 0; h < H; ++h) I[h][t][G % kSplit] = Dot<K>(I[h][t][G % kSplit], w[h], x);
-      }
-    }
+    for (int G = 0; G < 8; ++G) GroupDots<F, K, W>(gb, G, tok, 32 * b, I, G % kSplit);
     // The rows' scales (and minimums) once per vector, for all the tokens.
     typename W::VF rd[H], rm[H];
     HWY_UNROLL(8)
@@ -397,14 +411,7 @@ HWY_INLINE void Blocks256(const uint8_t* const* g, int n, int64_t skip, const To
         }
       }
       typename W::VI I[H][T][kSplit];
-      HWY_UNROLL(8)
-      for (int h = 0; h < H; ++h) {
-        HWY_UNROLL(8)
-        for (int t = 0; t < T; ++t) {
-          HWY_UNROLL(4)
-          for (int a = 0; a < kSplit; ++a) I[h][t][a] = hn::Zero(di);
-        }
-      }
+      ZeroSums(I);
       // Unrolled, the groups' addresses hidden from the compiler per sub-block: sub-blocks j and
       // j + 256 / kSub / 2 of 4-bit types read the same bytes (low and high nibbles), and where
       // both are in one body, merging their loads kept the second half's bytes live across it,
@@ -418,15 +425,7 @@ HWY_INLINE void Blocks256(const uint8_t* const* g, int n, int64_t skip, const To
       HWY_UNROLL(8)
       for (int i = 0; i < kSub / 4; ++i) {
         const int G = j * (kSub / 4) + i;
-        typename W::V8 w[H];
-        HWY_UNROLL(8)
-        for (int h = 0; h < H; ++h) w[h] = F::template Group<W>(gj + kP * h, G);
-        HWY_UNROLL(8)
-        for (int t = 0; t < T; ++t) {
-          const auto x = Broadcast4(di, tok[t].q + 256 * s + 4 * G);
-          HWY_UNROLL(8)
-          for (int h = 0; h < H; ++h) I[h][t][i % kSplit] = Dot<K>(I[h][t][i % kSplit], w[h], x);
-        }
+        GroupDots<F, K, W>(gj, G, tok, 256 * s, I, i % kSplit);
       }
       HWY_UNROLL(8)
       for (int h = 0; h < H; ++h) {
