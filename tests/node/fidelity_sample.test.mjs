@@ -5,8 +5,9 @@
 // comparison: the contiguous baseline). A plain prompt is never sampled, and a bad flag value is
 // refused at start with a one-line error.
 //
-// Mutation tried: modular prompts left out of the sampling (only segment hits eligible): no
-// sample comes and the second test fails. (The metrics' arithmetic is metrics_test's.)
+// Mutations tried: modular prompts left out of the sampling (only segment hits eligible): no
+// sample comes and the second test fails; segment hits left out (only modules eligible): the
+// segment test fails. (The metrics' arithmetic is metrics_test's.)
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -15,6 +16,8 @@ import { fileURLToPath } from 'node:url';
 import { startServer, parseMetrics, waitFor, MODEL } from './server.mjs';
 
 const EXAMPLES = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../examples/story');
+const RAG = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../examples/rag/stories');
+const DOCS = fs.readFileSync(path.join(RAG, 'docs.txt'), 'utf8').split(/\n---\n/).map((d) => d.trim());
 const STORY_XML = fs.readFileSync(path.join(EXAMPLES, 'story.xml'), 'utf8');
 const LILY_XML = fs.readFileSync(path.join(EXAMPLES, 'lily.xml'), 'utf8');
 
@@ -86,6 +89,33 @@ test('modular requests are sampled and /metrics shows their fidelity', async () 
     assert.ok(m[k] >= 0 && m[k] <= 1, `${k} = ${m[k]}`);
   }
   assert.ok(m.promptcache_fidelity_first_token_kl_mean >= 0);
+});
+
+test('a chat request reusing a segment is sampled; its figures match its evaluate report', async () => {
+  // Through the official openai client, segments asked for by the request ("cache_segments"),
+  // the server started without --segment-cache; "recompute": 0 so that the reuse is inexact.
+  const seg = await startServer(['--fidelity-sample', '1', '--segment-min-tokens', '16']);
+  const ask = (docs, evaluate) => seg.client().chat.completions.create({
+    ...greedy, cache_segments: true, recompute: 0, evaluate,
+    messages: [{ role: 'user', content: [...docs.map((d) => ({ type: 'text', text: d })),
+                                         { type: 'text', text: 'Who was in the park?' }] }],
+  });
+  await ask([DOCS[0], DOCS[1]], false);  // stores both documents; nothing reused: not sampled
+  let m = await metrics(seg);
+  assert.equal(m.promptcache_fidelity_samples_total + m.promptcache_fidelity_pending, 0);
+  const r = await ask([DOCS[2], DOCS[0]], true);  // document 0 at another position
+  assert.ok(r.timings.segment_hits >= 1, JSON.stringify(r.timings));
+  const ev = r.fidelity.contiguous;
+  assert.equal(ev.steps, 16, JSON.stringify(r.fidelity));
+  assert.ok(await waitFor(async () => (m = await metrics(seg)).promptcache_fidelity_samples_total >= 1,
+                          { timeoutMs: 60000 }), 'the sample was evaluated within 60 s');
+  assert.equal(m.promptcache_fidelity_samples_total, 1);
+  assert.ok(Math.abs(m.promptcache_fidelity_top1 - ev.top1_agreement) < 1e-6,
+            `${m.promptcache_fidelity_top1} vs evaluate ${ev.top1_agreement}`);
+  assert.ok(Math.abs(m.promptcache_fidelity_top1_margin_aware - ev.margin_top1_agreement) < 1e-6,
+            `${m.promptcache_fidelity_top1_margin_aware} vs evaluate ${ev.margin_top1_agreement}`);
+  assert.ok(Math.abs(m.promptcache_fidelity_first_token_kl_mean - ev.first_token_kl) <= 1e-6 * (1 + ev.first_token_kl));
+  assert.ok(ev.first_token_kl > 0, 'a reused segment is an approximation');
 });
 
 test('a bad --fidelity-sample is refused at start', async () => {
