@@ -1,6 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "core/enum_names.h"
@@ -8,6 +14,7 @@
 #include "core/hash.h"
 #include "core/marked_text.h"
 #include "core/status.h"
+#include "core/stop_thread.h"
 
 namespace promptcache {
 namespace {
@@ -115,6 +122,40 @@ TEST(Status, ResultCarriesValueOrError) {
   EXPECT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(), "nope");
   EXPECT_EQ(bad.status().WithContext("file").message(), "file: nope");
+}
+
+// A worker asleep on its condition variable until told to stop is woken and joined. (Mutation
+// tried: StopAndJoin without notify_all leaves the worker asleep and `stopped` unset here.)
+TEST(StopAndJoin, WakesASleepingWorkerAndJoinsIt) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;
+  std::promise<void> asleep;
+  std::thread worker([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    asleep.set_value();
+    cv.wait(lock, [&] { return stop; });
+  });
+  asleep.get_future().wait();
+  // Run on a thread of its own, so that a worker never woken fails the test instead of hanging it.
+  std::promise<void> stopped;
+  std::thread stopper([&] {
+    StopAndJoin(mu, stop, cv, worker);
+    stopped.set_value();
+  });
+  const bool woken =
+      stopped.get_future().wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  EXPECT_TRUE(woken) << "the worker was never woken";
+  if (!woken) cv.notify_all();  // so that the test ends
+  stopper.join();
+  EXPECT_FALSE(worker.joinable());
+  std::atomic<bool> atomic_stop{false};  // the flag may be atomic too (FidelitySampler's)
+  std::thread idle([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return atomic_stop.load(); });
+  });
+  StopAndJoin(mu, atomic_stop, cv, idle);
+  EXPECT_TRUE(atomic_stop);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "core/hash.h"
 #include "core/log.h"
+#include "core/stop_thread.h"
 #include "engine/create_engine.h"
 #include "engine/engine_impl.h"
 #include "engine/engine_slot.h"
@@ -172,12 +173,7 @@ EngineImpl::EngineImpl(const EngineOptions& options, std::unique_ptr<Model> mode
 }
 
 EngineImpl::~EngineImpl() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  thread_.join();
+  StopAndJoin(mu_, stop_, cv_, thread_);
   fidelity_.reset();  // cancels the evaluation under way; drops those waiting
 }
 

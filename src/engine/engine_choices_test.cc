@@ -28,6 +28,11 @@ CompletionRequest Sampled(std::vector<int32_t> prompt, int n, uint64_t seed, int
   return r;
 }
 
+// A greedy request for `max_tokens` tokens after "Once upon a time" (BOS first).
+CompletionRequest OnceUponATime(const Engine& e, int max_tokens) {
+  return Greedy(e.model().tokenizer().Encode("Once upon a time", true), max_tokens);
+}
+
 TEST(EngineChoices, ForkFromOnePrefillAndSeedReproduces) {
   EngineOptions o;
   o.prefix_cache = false;  // the peak below is this request's K/V alone
@@ -62,18 +67,16 @@ TEST(EngineChoices, ForkFromOnePrefillAndSeedReproduces) {
 
 TEST(EngineChoices, GreedyChoicesAreTheReference) {
   auto e = Make();
-  const auto prompt = e->model().tokenizer().Encode("Once upon a time", true);
-  CompletionRequest r = Greedy(prompt, 16);
+  CompletionRequest r = OnceUponATime(*e, 16);
   r.n = 3;
   const CompletionResult res = Complete(*e, r);
   ASSERT_EQ(res.choices.size(), 3u);
-  for (const auto& c : res.choices) EXPECT_EQ(c.tokens, Reference(e->model(), prompt, 16));
+  for (const auto& c : res.choices) EXPECT_EQ(c.tokens, Reference(e->model(), r.prompt, 16));
 }
 
 TEST(EngineLogprobs, GeneratedTokensReportTheirLogSoftmax) {
   auto e = Make();
-  const auto prompt = e->model().tokenizer().Encode("Once upon a time", true);
-  CompletionRequest r = Greedy(prompt, 8);
+  CompletionRequest r = OnceUponATime(*e, 8);
   r.logprobs = 5;
   const CompletionResult res = Complete(*e, r);
   ASSERT_EQ(res.choices[0].logprobs.size(), res.tokens.size());
@@ -177,10 +180,9 @@ TEST(EngineGrammar, SchemaOutputAlwaysParsesAndValidates) {
 
 TEST(EngineGrammar, StopsWhereTheGrammarEnds) {
   auto e = Make();
-  const auto prompt = e->model().tokenizer().Encode("Once upon a time", true);
   auto g = Grammar::Parse(R"g(root ::= " there was " ("a dog" | "a cat" | "Lily") ".")g");
   ASSERT_TRUE(g.ok());
-  CompletionRequest r = Greedy(prompt, 100);
+  CompletionRequest r = OnceUponATime(*e, 100);
   r.grammar = *g;
   r.n = 3;
   r.sampling.temperature = 1.0f;

@@ -121,13 +121,7 @@ TEST(InFlight, TheSharedPartGoesFirstAndARequestSharingNothingWaitsBoundedly) {
       // Before this step's forward pass: what the earlier steps published.
       if (step == shared_steps + 1) cached_at = e->LookupCache(f[0].prompt, "").ram;
     });
-    Submit(*e, gate, x);
-    Submit(*e, gate, leader);
-    for (Probe& p : f) Submit(*e, gate, p);
-    gate.Open();
-    ASSERT_NO_FATAL_FAILURE(Finish(x));
-    ASSERT_NO_FATAL_FAILURE(Finish(leader));
-    for (Probe& p : f) ASSERT_NO_FATAL_FAILURE(Finish(p));
+    ASSERT_NO_FATAL_FAILURE(RunBurst(*e, gate, {&x, &leader, &f[0], &f[1], &f[2]}));
   }
   EXPECT_GE(cached_at, 160) << "the shared prefix is computed first";
   EXPECT_LE(x.first_step, x_steps + shared_steps) << "X is delayed by the shared part at most";
@@ -170,11 +164,7 @@ TEST(InFlight, NothingIsSharedWithoutThePrefixCache) {
   b.prompt = Cat(P, Ids(8, 11));
   {
     Gate gate(*e);
-    Submit(*e, gate, a);
-    Submit(*e, gate, b);
-    gate.Open();
-    ASSERT_NO_FATAL_FAILURE(Finish(a));
-    ASSERT_NO_FATAL_FAILURE(Finish(b));
+    ASSERT_NO_FATAL_FAILURE(RunBurst(*e, gate, {&a, &b}));
   }
   EXPECT_EQ(a.result.cached_tokens + b.result.cached_tokens, 0);
   EXPECT_EQ(b.result.tokens, Reference(e->model(), b.prompt, 12));

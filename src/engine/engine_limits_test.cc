@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <optional>
 #include <thread>
 
 #include "engine/engine_impl.h"
@@ -24,16 +25,26 @@ EngineStats Settled(Engine& e) {
 
 size_t BlockBytes() { return Make()->model().MakeKvLayout(KvType::kF16).bytes_per_block(); }
 
+// Byte budgets counted in K/V blocks; those left unset keep their defaults.
+struct BlockBudgets {
+  std::optional<size_t> kv_ram, cache_ram, pin_ram, tenant_pin_ram;
+};
+EngineOptions InBlocks(size_t block, const BlockBudgets& b) {
+  EngineOptions o;
+  if (b.kv_ram) o.kv_ram_bytes = *b.kv_ram * block;
+  if (b.cache_ram) o.cache_ram_bytes = *b.cache_ram * block;
+  if (b.pin_ram) o.pin_ram_bytes = *b.pin_ram * block;
+  if (b.tenant_pin_ram) o.tenant_pin_ram_bytes = *b.tenant_pin_ram * block;
+  return o;
+}
+
 // A request asking to pin its whole prompt gets as many blocks as the quotas leave, and says
 // it stopped short; the engine's pinned bytes never pass the quota, and the operator can list
 // the pins and drop them. (Mutation tried: Finish not passing the request's tenant makes the
 // tenant's pin take the whole rest of the total quota and fails.)
 TEST(EngineLimits, PinsStayWithinTheirQuotasAndSaySo) {
   const size_t block = BlockBytes();
-  EngineOptions o;
-  o.pin_ram_bytes = 3 * block;
-  o.tenant_pin_ram_bytes = 1 * block;
-  auto e = Make(o);
+  auto e = Make(InBlocks(block, {.pin_ram = 3, .tenant_pin_ram = 1}));
   const auto prompt = e->model().tokenizer().Encode(std::string(kStory) + " " + kStory, true);
   ASSERT_GT(prompt.size(), 5u * 16);
   CompletionRequest r = Greedy(prompt, 2);
@@ -92,10 +103,7 @@ TEST(EngineLimits, PinsStayWithinTheirQuotasAndSaySo) {
 // refused at creation.
 TEST(EngineLimits, KvRamLeavesRoomForAFullPinQuota) {
   const size_t block = BlockBytes();
-  EngineOptions o;
-  o.kv_ram_bytes = 8 * block;
-  o.pin_ram_bytes = 4 * block;
-  auto e = Make(o);
+  auto e = Make(InBlocks(block, {.kv_ram = 8, .pin_ram = 4}));
   const auto prompt = e->model().tokenizer().Encode("Once upon a time", true);  // 5 tokens
   auto too_big = e->Submit(Greedy(prompt, 5 * 16 - 5));                         // 5 blocks
   ASSERT_FALSE(too_big.ok());
@@ -104,10 +112,8 @@ TEST(EngineLimits, KvRamLeavesRoomForAFullPinQuota) {
   ASSERT_TRUE(fits.ok());
   EXPECT_TRUE((*fits)->Wait().status.ok());
 
-  EngineOptions bad;
+  EngineOptions bad = InBlocks(block, {.cache_ram = 4, .pin_ram = 5});
   bad.model_path = kStories;
-  bad.cache_ram_bytes = 4 * block;
-  bad.pin_ram_bytes = 5 * block;
   EXPECT_FALSE(Engine::Create(bad).ok());
   bad.pin_ram_bytes = 2 * block;
   bad.tenant_pin_ram_bytes = 3 * block;

@@ -22,12 +22,11 @@
 #include <thread>
 
 #include "engine/fidelity.h"
+#include "engine/test_models.h"
 #include "promptcache/engine.h"
 
 namespace promptcache {
 namespace {
-
-const std::string kStories = std::string(PC_SHARED_DIR) + "/models/stories260K.gguf";
 
 std::unique_ptr<Engine> Make(int sample, int parallel = 4) {
   EngineOptions o;
@@ -44,14 +43,6 @@ std::unique_ptr<Engine> Make(int sample, int parallel = 4) {
   return std::move(e).value();
 }
 
-const char* kDocs[] = {
-    "\nLily was a happy girl who lived near the park. She had a red ball and a little dog named "
-    "Max. Every morning, Lily and Max ran to the park to play.",
-    "\nTim was a small boy with a big smile. He loved trucks and cars. He had a blue truck that "
-    "he took everywhere he went.",
-    "\nSue was a shy girl who liked to read books. She had a book about a brave bird. She sat "
-    "under a tall tree in the park and read her book every day.",
-};
 
 // BOS, a short text, the documents `docs` (each a segment), then `tail`.
 CompletionRequest Rag(const Engine& e, const std::vector<int>& docs, const std::string& tail,
@@ -62,7 +53,7 @@ CompletionRequest Rag(const Engine& e, const std::vector<int>& docs, const std::
   for (int32_t t : tok.Encode(" Once upon a time, there was a park.", false)) r.prompt.push_back(t);
   for (int d : docs) {
     const int begin = static_cast<int>(r.prompt.size());
-    for (int32_t t : tok.Encode(kDocs[d], false)) r.prompt.push_back(t);
+    for (int32_t t : tok.Encode(kStoryDocs[d], false)) r.prompt.push_back(t);
     r.segments.push_back({begin, static_cast<int>(r.prompt.size())});
   }
   for (int32_t t : tok.Encode(tail, false)) r.prompt.push_back(t);

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "core/log.h"
+#include "core/stop_thread.h"
 #include "engine/fidelity.h"
 
 #ifdef __linux__
@@ -29,14 +30,7 @@ FidelitySampler::FidelitySampler(const Model& model, const RunnerOptions& runner
   thread_ = std::thread([this] { Loop(); });
 }
 
-FidelitySampler::~FidelitySampler() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  thread_.join();
-}
+FidelitySampler::~FidelitySampler() { StopAndJoin(mu_, stop_, cv_, thread_); }
 
 bool FidelitySampler::Pick() { return eligible_++ % uint64_t(every_) == 0; }
 

@@ -16,6 +16,7 @@
 #include <future>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/temp_files.h"
@@ -171,6 +172,19 @@ inline void Finish(Probe& p) {
   ASSERT_TRUE(p.h->WaitFor(kLiveness)) << "a request of the burst never finished";
   p.result = p.h->Wait();
   ASSERT_TRUE(p.result.status.ok()) << p.result.status.message();
+}
+
+// Submits `burst` to the engine `g` holds, in that order, opens the gate and waits for each
+// request to finish (call it in ASSERT_NO_FATAL_FAILURE).
+inline void RunBurst(Engine& e, Gate& g, const std::vector<Probe*>& burst) {
+  for (Probe* p : burst) Submit(e, g, *p);
+  g.Open();
+  for (Probe* p : burst) ASSERT_NO_FATAL_FAILURE(Finish(*p));
+}
+
+// A finished request's segment hits and stores, as one pair to compare.
+inline std::pair<int, int> HitsAndStores(const Probe& p) {
+  return {p.result.segment_hits, p.result.segment_stores};
 }
 
 inline size_t CommonPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {

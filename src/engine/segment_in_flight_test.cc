@@ -140,12 +140,10 @@ TEST(SegmentsInFlight, ACancelledLeadersWaiterComputesTheSegment) {
     ASSERT_NO_FATAL_FAILURE(Finish(f1));
     ASSERT_NO_FATAL_FAILURE(Finish(f2));
   }
-  EXPECT_EQ(f1.result.segment_hits, 0);
-  EXPECT_EQ(f1.result.segment_stores, 1);
+  EXPECT_EQ(HitsAndStores(f1), std::pair(0, 1));
   EXPECT_EQ(f1.result.cached_tokens, 0);
   EXPECT_EQ(f1.result.tokens, Reference(e->model(), f1.prompt, 12));
-  EXPECT_EQ(f2.result.segment_hits, 1);
-  EXPECT_EQ(f2.result.segment_stores, 0);
+  EXPECT_EQ(HitsAndStores(f2), std::pair(1, 0));
   // f1 and f2 waited for the leader; f2 went on waiting once f1 had claimed the segment.
   EXPECT_EQ(e->Stats().in_flight_segment_waits, 2u);
   EXPECT_EQ(e->Stats().segment_stores, 1u);
@@ -171,17 +169,12 @@ TEST(SegmentsInFlight, NamespacesNeverWaitForEachOthersSegments) {
   auto e = Make(SegmentOptions());
   {
     Gate gate(*e);
-    for (Probe* p : {&a, &b, &c}) Submit(*e, gate, *p);
-    gate.Open();
-    for (Probe* p : {&a, &b, &c}) ASSERT_NO_FATAL_FAILURE(Finish(*p));
+    ASSERT_NO_FATAL_FAILURE(RunBurst(*e, gate, {&a, &b, &c}));
   }
-  EXPECT_EQ(a.result.segment_hits, 0);
-  EXPECT_EQ(a.result.segment_stores, 1);
-  EXPECT_EQ(b.result.segment_hits, 0);
-  EXPECT_EQ(b.result.segment_stores, 1);
+  EXPECT_EQ(HitsAndStores(a), std::pair(0, 1));
+  EXPECT_EQ(HitsAndStores(b), std::pair(0, 1));
   EXPECT_EQ(b.result.tokens, Reference(e->model(), b.prompt, 12));
-  EXPECT_EQ(c.result.segment_hits, 1);
-  EXPECT_EQ(c.result.segment_stores, 0);
+  EXPECT_EQ(HitsAndStores(c), std::pair(1, 0));
   EXPECT_EQ(e->Stats().in_flight_segment_waits, 1u);  // c, for b
 }
 
@@ -209,13 +202,7 @@ TEST(SegmentsInFlight, TheLeaderGoesFirstAndARequestSharingNothingWaitsBoundedly
         stored_at = e->LookupCache(w[0].prompt, "", w[0].segments).segments;
       }
     });
-    Submit(*e, gate, x);
-    Submit(*e, gate, leader);
-    for (Probe& p : w) Submit(*e, gate, p);
-    gate.Open();
-    ASSERT_NO_FATAL_FAILURE(Finish(x));
-    ASSERT_NO_FATAL_FAILURE(Finish(leader));
-    for (Probe& p : w) ASSERT_NO_FATAL_FAILURE(Finish(p));
+    ASSERT_NO_FATAL_FAILURE(RunBurst(*e, gate, {&x, &leader, &w[0], &w[1], &w[2]}));
   }
   EXPECT_EQ(stored_at, kDoc) << "the awaited document is computed first";
   EXPECT_LE(x.first_step, x_steps + leader_steps) << "X is delayed by the leader at most";
@@ -252,9 +239,7 @@ TEST(SegmentsInFlight, APromptWithSegmentsSharesOnlyItsExactPrefix) {
       // Before any prefill of the burst is published: what admissions published.
       if (step == 1) cached_at_start = e->LookupCache(Cat(Cat(Q, G), Ids(8, 14)), "").ram;
     });
-    for (Probe* p : {&leader, &seg, &seg2, &plain}) Submit(*e, gate, *p);
-    gate.Open();
-    for (Probe* p : {&leader, &seg, &seg2, &plain}) ASSERT_NO_FATAL_FAILURE(Finish(*p));
+    ASSERT_NO_FATAL_FAILURE(RunBurst(*e, gate, {&leader, &seg, &seg2, &plain}));
   }
   EXPECT_EQ(seg.result.shared_tokens, 160);  // from the leader, in flight
   EXPECT_EQ(seg.result.segment_hits, 1);

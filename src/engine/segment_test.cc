@@ -54,18 +54,6 @@ std::unique_ptr<Engine> Make(EngineOptions o, const std::string& model = "storie
 const char* kSystem =
     " Once upon a time, there was a little town with a big park. Many kids liked to play there "
     "every day.";
-const char* kDocs[] = {
-    "\nLily was a happy girl who lived near the park. She had a red ball and a little dog named "
-    "Max. Every morning, Lily and Max ran to the park to play.",
-    "\nTim was a small boy with a big smile. He loved trucks and cars. He had a blue truck that "
-    "he took everywhere he went.",
-    "\nSue was a shy girl who liked to read books. She had a book about a brave bird. She sat "
-    "under a tall tree in the park and read her book every day.",
-    "\nIn the park, there was a big slide and a swing. The kids took turns on the slide. They "
-    "laughed and had fun together.",
-    "\nNear the park, there was a small lake with ducks. The ducks swam in the water and said "
-    "quack. The kids gave them bread.",
-};
 
 // A retrieval-style prompt: BOS, the system text, the documents `docs` (each a segment) in that
 // order, then `tail`.
@@ -83,7 +71,7 @@ RagPrompt Rag(const Engine& e, const std::vector<int>& docs, const std::string& 
   }
   for (int d : docs) {
     const int begin = static_cast<int>(p.tokens.size());
-    for (int32_t t : tok.Encode(kDocs[d], false)) p.tokens.push_back(t);
+    for (int32_t t : tok.Encode(kStoryDocs[d], false)) p.tokens.push_back(t);
     p.segments.push_back({begin, static_cast<int>(p.tokens.size())});
   }
   for (int32_t t : tok.Encode(tail, false)) p.tokens.push_back(t);

@@ -11,116 +11,105 @@ namespace promptcache::block_cache_test {
 namespace {
 
 TEST(BlockCache, LongestPrefixInWholeBlocksSharedNotCopied) {
-  BlockPool pool(Layout(), 0, false);
-  BlockCache cache(&pool, "fp", Options(100), nullptr);
   const auto a = Tokens(10);
-  CacheFinished(&cache, &pool, a);
-  EXPECT_EQ(cache.Stats().ram_blocks, 2u);  // 2 full blocks; the partial third is not cached
-  auto b = Tokens(14);                      // same first 10 tokens, longer
-  KvSequence hit(&pool);
-  EXPECT_EQ(cache.LookupPrefix(b, b.size() - 1, &hit), 8);
+  RamCache rc(Options(100), {a});
+  EXPECT_EQ(rc.cache.Stats().ram_blocks, 2u);  // 2 full blocks; the partial third is not cached
+  auto b = Tokens(14);                         // same first 10 tokens, longer
+  KvSequence hit(&rc.pool);
+  EXPECT_EQ(rc.cache.LookupPrefix(b, b.size() - 1, &hit), 8);
   EXPECT_EQ(hit.size(), 8);
   EXPECT_EQ(KAt(hit, 7), 107.5f);
   EXPECT_EQ(hit.Position(7), 7);
-  EXPECT_EQ(pool.RefCount(hit.spans()[0].block), 2);  // the cache's and this sequence's
+  EXPECT_EQ(rc.pool.RefCount(hit.spans()[0].block), 2);  // the cache's and this sequence's
   // A prompt differing inside the second block reuses only the first.
   auto c = Tokens(12);
   c[5] = 9;
-  KvSequence partial(&pool);
-  EXPECT_EQ(cache.LookupPrefix(c, c.size() - 1, &partial), 4);
+  KvSequence partial(&rc.pool);
+  EXPECT_EQ(rc.cache.LookupPrefix(c, c.size() - 1, &partial), 4);
   // The last token is always left to compute.
-  KvSequence capped(&pool);
-  EXPECT_EQ(cache.LookupPrefix(Tokens(8), 7, &capped), 4);
-  EXPECT_EQ(cache.Stats().hits, 3u);
+  KvSequence capped(&rc.pool);
+  EXPECT_EQ(rc.cache.LookupPrefix(Tokens(8), 7, &capped), 4);
+  EXPECT_EQ(rc.cache.Stats().hits, 3u);
 }
 
 // A shifted span's keys are not those of its positions: a sequence holding one is cached only
 // up to it.
 TEST(BlockCache, PrefixStopsAtAShiftedSpan) {
-  BlockPool pool(Layout(), 0, false);
-  BlockCache cache(&pool, "fp", Options(100), nullptr);
+  RamCache rc(Options(100));
   const auto a = Tokens(12);
-  KvSequence computed = Computed(&pool, a);
-  KvSequence moved(&pool);
+  KvSequence computed = Computed(&rc.pool, a);
+  KvSequence moved(&rc.pool);
   moved.AppendSegment(computed, 0, 4);
   moved.AppendSegment(computed, 4, 12, /*shift=*/0);
-  KvSequence shifted(&pool);
+  KvSequence shifted(&rc.pool);
   shifted.AppendSegment(computed, 0, 4);
   shifted.AppendSegment(computed, 4, 12, /*shift=*/3);
-  cache.InsertPrefix(a, shifted);
-  EXPECT_EQ(cache.Stats().ram_blocks, 1u);
-  cache.InsertPrefix(a, moved);
-  EXPECT_EQ(cache.Stats().ram_blocks, 3u);
+  rc.cache.InsertPrefix(a, shifted);
+  EXPECT_EQ(rc.cache.Stats().ram_blocks, 1u);
+  rc.cache.InsertPrefix(a, moved);
+  EXPECT_EQ(rc.cache.Stats().ram_blocks, 3u);
 }
 
 TEST(BlockCache, EvictsLeastRecentlyUsedLeavesFirstAndNeverBlocksInUse) {
-  BlockPool pool(Layout(), 0, false);
-  BlockCache cache(&pool, "fp", Options(3), nullptr);
+  RamCache rc(Options(3));
   const auto a = Tokens(12, 1), b = Tokens(8, 2);
-  KvSequence in_use = Computed(&pool, b);
-  cache.InsertPrefix(b, in_use);    // 2 blocks, still held by a running sequence
-  CacheFinished(&cache, &pool, a);  // 3 blocks
-  cache.Maintain();
+  KvSequence in_use = Computed(&rc.pool, b);
+  rc.cache.InsertPrefix(b, in_use);       // 2 blocks, still held by a running sequence
+  CacheFinished(&rc.cache, &rc.pool, a);  // 3 blocks
+  rc.cache.Maintain();
   // Over budget by 2: a's leaves go (its third block, then its second); b's are in use.
-  EXPECT_EQ(cache.Stats().ram_blocks, 3u);
-  EXPECT_EQ(cache.Stats().evictions, 2u);
-  KvSequence probe(&pool);
-  EXPECT_EQ(cache.LookupPrefix(a, 12, &probe), 4);
-  KvSequence probe_b(&pool);
-  EXPECT_EQ(cache.LookupPrefix(b, 8, &probe_b), 8);
+  EXPECT_EQ(rc.cache.Stats().ram_blocks, 3u);
+  EXPECT_EQ(rc.cache.Stats().evictions, 2u);
+  KvSequence probe(&rc.pool);
+  EXPECT_EQ(rc.cache.LookupPrefix(a, 12, &probe), 4);
+  KvSequence probe_b(&rc.pool);
+  EXPECT_EQ(rc.cache.LookupPrefix(b, 8, &probe_b), 8);
 }
 
 TEST(BlockCache, MinTokensAndGranularity) {
-  BlockPool pool(Layout(), 0, false);
   BlockCacheOptions o = Options(100);
   o.min_tokens = 10;
   o.granularity = 8;
-  BlockCache cache(&pool, "fp", o, nullptr);
-  CacheFinished(&cache, &pool, Tokens(8));  // shorter than min_tokens: not cached
-  EXPECT_EQ(cache.Stats().ram_blocks, 0u);
-  CacheFinished(&cache, &pool, Tokens(13));
-  KvSequence hit(&pool);
-  EXPECT_EQ(cache.LookupPrefix(Tokens(20), 19, &hit), 8);  // 12 cached, reused in steps of 8
+  RamCache rc(o);
+  CacheFinished(&rc.cache, &rc.pool, Tokens(8));  // shorter than min_tokens: not cached
+  EXPECT_EQ(rc.cache.Stats().ram_blocks, 0u);
+  CacheFinished(&rc.cache, &rc.pool, Tokens(13));
+  KvSequence hit(&rc.pool);
+  EXPECT_EQ(rc.cache.LookupPrefix(Tokens(20), 19, &hit), 8);  // 12 cached, reused in steps of 8
 }
 
 TEST(BlockCache, TtlExpiresIdleEntries) {
-  BlockPool pool(Layout(), 0, false);
   BlockCacheOptions o = Options(100);
   o.ttl_seconds = 1e-9;
-  BlockCache cache(&pool, "fp", o, nullptr);
-  CacheFinished(&cache, &pool, Tokens(8));
-  cache.Maintain();
-  EXPECT_EQ(cache.Stats().ram_blocks, 0u);
-  EXPECT_EQ(cache.Stats().expirations, 2u);
+  RamCache rc(o, {Tokens(8)});
+  rc.cache.Maintain();
+  EXPECT_EQ(rc.cache.Stats().ram_blocks, 0u);
+  EXPECT_EQ(rc.cache.Stats().expirations, 2u);
 }
 
 TEST(BlockCache, DropRemovesAnEntryAndItsContinuations) {
-  BlockPool pool(Layout(), 0, false);
-  BlockCache cache(&pool, "fp", Options(100), nullptr);
   const auto a = Tokens(12);
-  CacheFinished(&cache, &pool, a);
-  auto list = cache.List();
+  RamCache rc(Options(100), {a});
+  auto list = rc.cache.List();
   ASSERT_EQ(list.size(), 1u);
   EXPECT_EQ(list[0].tokens, 12);
-  EXPECT_FALSE(cache.Drop("00000000000000000000000000000000").ok());
-  EXPECT_FALSE(cache.Drop("nonsense").ok());
-  ASSERT_TRUE(cache.Drop("").ok());
-  EXPECT_EQ(cache.Stats().ram_blocks, 0u);
-  EXPECT_EQ(pool.blocks_in_use(), 0);
+  EXPECT_FALSE(rc.cache.Drop("00000000000000000000000000000000").ok());
+  EXPECT_FALSE(rc.cache.Drop("nonsense").ok());
+  ASSERT_TRUE(rc.cache.Drop("").ok());
+  EXPECT_EQ(rc.cache.Stats().ram_blocks, 0u);
+  EXPECT_EQ(rc.pool.blocks_in_use(), 0);
 }
 
 TEST(BlockCacheSliding, HitsHandOutGlobalReferencesBeforeTheWindow) {
-  BlockPool pool(SlidingLayout(), 0, false);
-  BlockCache cache(&pool, "fp", Options(100), nullptr);
   const auto a = Tokens(16);
-  CacheFinished(&cache, &pool, a);
-  KvSequence hit(&pool);
-  ASSERT_EQ(cache.LookupPrefix(a, 15, &hit), 12);
+  RamCache rc(Options(100), {a}, SlidingLayout());
+  KvSequence hit(&rc.pool);
+  ASSERT_EQ(rc.cache.LookupPrefix(a, 15, &hit), 12);
   // A query at 12 sees positions 7..11: blocks 4-7 and 8-11 come whole, block 0-3 global.
   EXPECT_FALSE(hit.spans()[0].sliding);
   EXPECT_TRUE(hit.spans()[1].sliding);
   EXPECT_TRUE(hit.spans()[2].sliding);
-  EXPECT_EQ(pool.SlidingRefCount(hit.spans()[0].block), 1);  // the cache's
+  EXPECT_EQ(rc.pool.SlidingRefCount(hit.spans()[0].block), 1);  // the cache's
   EXPECT_EQ(KAt(hit, 1), 101.5f);
 }
 
@@ -163,21 +152,20 @@ TEST(BlockCacheSliding, SlidingPartsGoOnTheirOwnAndHitsWalkBack) {
 // A sequence that trimmed before its prefix was registered (or whose entries were evicted
 // meanwhile) leaves global-only entries; a later complete copy of the same tokens replaces them.
 TEST(BlockCacheSliding, GlobalOnlyEntriesAreCompletedByALaterCopy) {
-  BlockPool pool(SlidingLayout(), 0, false);
-  BlockCache cache(&pool, "fp", Options(100), nullptr);
+  RamCache rc(Options(100), {}, SlidingLayout());
   const auto a = Tokens(16);
   {
-    KvSequence seq = Computed(&pool, a);
+    KvSequence seq = Computed(&rc.pool, a);
     Trim(&seq, 16);  // blocks 0 and 1 (positions < 10)
-    cache.InsertPrefix(a, seq);
+    rc.cache.InsertPrefix(a, seq);
   }
-  EXPECT_EQ(cache.Stats().ram_bytes, 4 * pool.layout().global_bytes_per_block() +
-                                         2 * pool.layout().sliding_bytes_per_block());
-  KvSequence hit(&pool);
-  EXPECT_EQ(cache.LookupPrefix(a, 15, &hit), 0);  // a hit of 4 or 8 needs block 0 or 1 whole
-  CacheFinished(&cache, &pool, a);
-  EXPECT_EQ(cache.Stats().ram_bytes, 4 * pool.layout().bytes_per_block());
-  EXPECT_EQ(cache.LookupPrefix(a, 15, &hit), 12);
+  EXPECT_EQ(rc.cache.Stats().ram_bytes, 4 * rc.pool.layout().global_bytes_per_block() +
+                                            2 * rc.pool.layout().sliding_bytes_per_block());
+  KvSequence hit(&rc.pool);
+  EXPECT_EQ(rc.cache.LookupPrefix(a, 15, &hit), 0);  // a hit of 4 or 8 needs block 0 or 1 whole
+  CacheFinished(&rc.cache, &rc.pool, a);
+  EXPECT_EQ(rc.cache.Stats().ram_bytes, 4 * rc.pool.layout().bytes_per_block());
+  EXPECT_EQ(rc.cache.LookupPrefix(a, 15, &hit), 12);
   EXPECT_EQ(KAt(hit, 9), 109.5f);
 }
 

@@ -1,7 +1,7 @@
 // Helpers of the block cache's tests (block_cache_test.cc, block_cache_pin_test.cc,
 // block_cache_disk_test.cc): a RAM budget in blocks, a sequence's K/V read back, a sliding
-// layout, and a prompt cached as a finished request leaves it; the tests live in namespace
-// block_cache_test to use them by their short names.
+// layout, a prompt cached as a finished request leaves it, and a pool with a RAM-only cache; the
+// tests live in namespace block_cache_test to use them by their short names.
 #pragma once
 
 #include <vector>
@@ -32,6 +32,19 @@ inline void CacheFinished(BlockCache* cache, BlockPool* pool, const std::vector<
   KvSequence seq = Computed(pool, tokens);
   cache->InsertPrefix(tokens, seq, ns);
 }
+
+// The start of most cache tests: a pool of `layout`'s blocks and a cache on it with options `o`
+// and no tier below, holding each prompt of `finished` as a finished request leaves it.
+struct RamCache {
+  explicit RamCache(const BlockCacheOptions& o,
+                    const std::vector<std::vector<int32_t>>& finished = {},
+                    const KvLayout& layout = Layout())
+      : pool(layout, 0, false), cache(&pool, "fp", o, nullptr) {
+    for (const auto& tokens : finished) CacheFinished(&cache, &pool, tokens);
+  }
+  BlockPool pool;
+  BlockCache cache;
+};
 
 // Layout() with layer 0 sliding, a window of 6 positions: a query at L sees positions above
 // L - 6, so a hit of L tokens needs the sliding parts of its last two blocks (of 4).

@@ -10,25 +10,14 @@
 #include "gguf/gguf.h"
 #include "server/anthropic_request.h"
 #include "server/prompt_encoder.h"
+#include "tokenizer/tokenizer_test_util.h"
 
 namespace promptcache {
 namespace {
 
-struct Vocab {
-  std::unique_ptr<GgufFile> file;
-  std::unique_ptr<Tokenizer> tok;
-};
-
-Vocab Load(const std::string& relative) {
-  Vocab v;
-  auto file = GgufFile::Open(std::string(PC_SHARED_DIR) + "/" + relative);
-  EXPECT_TRUE(file.ok()) << file.status().message();
-  if (!file.ok()) return v;
-  v.file = std::move(file).value();
-  auto tok = Tokenizer::FromGguf(*v.file);
-  EXPECT_TRUE(tok.ok()) << tok.status().message();
-  if (tok.ok()) v.tok = std::move(tok).value();
-  return v;
+// A vocabulary of ../shared, by its path there.
+LoadedTokenizer Load(const std::string& relative) {
+  return LoadTokenizer(std::string(PC_SHARED_DIR) + "/" + relative);
 }
 
 // Documents of examples/rag/stories (text written for stories260K).
@@ -87,7 +76,7 @@ class SegmentPrompt : public ::testing::TestWithParam<const char*> {
     encoder_ = std::make_unique<PromptEncoder>(*v_.tok, "");
     encoder_->set_segment_cut({"\n\n---\n\n", 16});
   }
-  Vocab v_;
+  LoadedTokenizer v_;
   std::unique_ptr<PromptEncoder> encoder_;
 };
 
@@ -258,7 +247,7 @@ INSTANTIATE_TEST_SUITE_P(Vocabularies, SegmentPrompt,
 // On byte-level BPE (no dummy prefix) a segment's ids are exactly the tokenizer's ids of its
 // text alone: the reference is Tokenizer::Encode, not the encoder's cutting.
 TEST(SegmentPromptBpe, ASegmentIsItsTextTokenizedAlone) {
-  Vocab v = Load("tokenizers/ggml-vocab-gpt-2.gguf");
+  LoadedTokenizer v = Load("tokenizers/ggml-vocab-gpt-2.gguf");
   ASSERT_TRUE(v.tok);
   PromptEncoder encoder(*v.tok, "");
   encoder.set_segment_cut({"", 16});
@@ -271,7 +260,7 @@ TEST(SegmentPromptBpe, ASegmentIsItsTextTokenizedAlone) {
 
 // EncodeCut without cuts is Encode; with cuts the pieces' texts are unchanged.
 TEST(SegmentPromptBpe, EncodeCutWithoutCutsIsEncode) {
-  Vocab v = Load("models/stories260K.gguf");
+  LoadedTokenizer v = Load("models/stories260K.gguf");
   ASSERT_TRUE(v.tok);
   const std::string text = std::string(kDocA) + " " + kDocB;
   std::vector<int> at;
