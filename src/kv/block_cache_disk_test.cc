@@ -118,7 +118,9 @@ TEST_F(DiskTierTest, DiskOnlyBlocksAreListedWithParentsAndDepths) {
     EXPECT_TRUE(blocks[i].on_disk);
     EXPECT_EQ(blocks[i].depth, 4 * i);
     EXPECT_EQ(blocks[i].tokens, std::vector<int32_t>(a.begin() + 4 * i, a.begin() + 4 * i + 4));
-    if (i > 0) EXPECT_EQ(blocks[i].parent, blocks[i - 1].key);
+    if (i > 0) {
+      EXPECT_EQ(blocks[i].parent, blocks[i - 1].key);
+    }
   }
   EXPECT_TRUE(blocks[0].parent.empty());
   EXPECT_EQ(cache->ListBlocks(/*max_disk_only=*/1).size(), 1u);
