@@ -6,7 +6,8 @@
 // so the composed modular prompt is evaluated against the full recompute; the other reports none)
 // and the savings panel draws what the server measured; the cache map's legend has every source
 // the API reports, the segment one included (mutation tried: the segment entry removed from
-// web/cachemap.js's SOURCES fails both runs). Once against a server with --api-key (the page asks for the key) and
+// web/cachemap.js's SOURCES fails both runs); the prefix tree draws a segment's blocks in the
+// segment colour with a "segment: " label. Once against a server with --api-key (the page asks for the key) and
 // once without. Screenshots go to BUILD/web-screenshots/. A missing browser is a failure, not a
 // skip: the test would otherwise shrink to nothing unnoticed.
 import { test, before, after } from 'node:test';
@@ -19,6 +20,9 @@ import { startServer } from './server.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const STORY_SCHEMA = fs.readFileSync(path.join(here, '..', '..', 'examples', 'story', 'story.xml'), 'utf8');
+// A retrieved document (77 to 100 tokens, above the default --segment-min-tokens of 64).
+const DOC = fs.readFileSync(path.join(here, '..', '..', 'examples', 'rag', 'stories', 'docs.txt'), 'utf8')
+  .split(/\n---\n/)[0].trim();
 const SHOTS = path.join(process.env.PC_BINARY_DIR || path.join(here, '..', '..', 'build'), 'web-screenshots');
 const WAIT = { timeout: 20000 };
 
@@ -112,10 +116,28 @@ async function drive(name, serverArgs, key, { fidelity = false } = {}) {
                /prompt token 0 · ram · block 0/);
   await shot('chat');
 
+  // A request with segments (through the API): its document is stored as a segment, which the
+  // tree draws in the segment colour, its first block labelled "segment: ".
+  const auth = key ? { authorization: `Bearer ${key}` } : {};
+  const seg = await server.json('POST', '/v1/chat/completions', {
+    messages: [{ role: 'user', content: [{ type: 'text', text: DOC }, { type: 'text', text: 'Who is it?' }] }],
+    cache_segments: true, max_tokens: 1 }, auth);
+  assert.equal(seg.status, 200, seg.text);
+  assert.ok(seg.body.timings.segment_stores >= 1, JSON.stringify(seg.body.timings));
+
   // The prefix tree: blocks drawn, one selected and pinned.
   await page.click('#tab-tree');
   await page.waitForSelector('#tree-chart rect.node', WAIT);
-  await page.$eval('#tree-chart rect.node', (e) => e.focus());  // keyboard: an SVG block takes focus
+  await page.waitForSelector('#tree-chart rect.node.segment', WAIT);
+  const tree = await page.$eval('#tree-chart', (g) => {
+    const r = g.querySelector('rect.node.segment');
+    const css = getComputedStyle(document.documentElement);
+    return { fill: r.getAttribute('fill').trim(), colour: css.getPropertyValue('--segment').trim(),
+             labels: [...g.querySelectorAll('text.label')].map((t) => t.textContent) };
+  });
+  assert.equal(tree.fill, tree.colour, 'a segment block has the segment colour');
+  assert.ok(tree.labels.some((t) => t.startsWith('segment: ')), JSON.stringify(tree.labels));
+  await page.$eval('#tree-chart rect.node.prefix', (e) => e.focus());  // keyboard: an SVG block takes focus
   await page.keyboard.press('Enter');
   await page.waitForSelector('#tree-pin', WAIT);
   await page.click('#tree-pin');
