@@ -177,11 +177,7 @@ bool Prepare(Call& call, const ApiRequest& r, CompletionRequest* creq) {
   Result<BuiltPrompt> prompt = server.encoder().Build(r, server.PromptLimit());
   const std::string param = r.kind == ApiKind::kChat ? "messages" : "prompt";
   if (!prompt.ok()) {
-    if (prompt.status().code() == StatusCode::kOutOfRange) {
-      call.Fail(server.PromptTooLong(prompt.status(), param));
-    } else {
-      call.Fail(prompt.status(), param);
-    }
+    call.Fail(server.PromptError(prompt.status(), param));
     return false;
   }
   const int n = static_cast<int>(prompt->tokens.size());

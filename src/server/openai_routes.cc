@@ -546,10 +546,7 @@ void HandleCompletion(Call& call, ApiKind kind) {
     Result<BuiltPrompt> prompt = server.encoder().Build(r, server.PromptLimit(), segments);
     if (!prompt.ok()) {
       const std::string param = kind == ApiKind::kChat ? "messages" : "prompt";
-      if (prompt.status().code() == StatusCode::kOutOfRange) {
-        return call.Fail(server.PromptTooLong(prompt.status(), param));
-      }
-      return call.Fail(prompt.status(), param);
+      return call.Fail(server.PromptError(prompt.status(), param));
     }
     const int n = static_cast<int>(prompt->tokens.size());
     if ((err = CheckLength(server, r, n, n, &creq.max_tokens))) return call.Fail(*err);
@@ -614,11 +611,7 @@ bool PrepareChat(Call& call, const ApiRequest& r, CompletionRequest* creq,
   }
   Result<BuiltPrompt> prompt = server.encoder().Build(r, server.PromptLimit(), segments);
   if (!prompt.ok()) {
-    if (prompt.status().code() == StatusCode::kOutOfRange) {
-      call.Fail(server.PromptTooLong(prompt.status(), param));
-    } else {
-      call.Fail(prompt.status(), param);
-    }
+    call.Fail(server.PromptError(prompt.status(), param));
     return false;
   }
   const int n = static_cast<int>(prompt->tokens.size());
