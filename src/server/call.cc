@@ -127,6 +127,12 @@ void Call::StreamEvents(std::vector<std::shared_ptr<RequestHandle>> handles,
   StartFeed(server, res, f, "text/event-stream");
 }
 
+bool WriteStreamPart(httplib::DataSink& sink, const std::string& out, bool last) {
+  if (!out.empty() && !sink.write(out.data(), out.size())) return false;
+  if (last) sink.done();
+  return true;
+}
+
 std::function<bool(const std::string&)> Call::StopsWithServer() const {
   const ServerContext* s = &server;
   return [s](const std::string&) { return !s->stopping(); };

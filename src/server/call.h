@@ -25,6 +25,11 @@ namespace promptcache {
 // ping): the write is how a client that went away during a long prefill is noticed.
 constexpr std::chrono::milliseconds kStreamPoll(250);
 
+// Writes `out`, what one `write` callback of Call::StreamEvents made ready, ending the body after
+// it when `last`. Nothing is written for "" (text held back, a tool call may be starting): an empty
+// write would end the chunked body. False (a failed write) makes cpp-httplib drop the connection.
+bool WriteStreamPart(httplib::DataSink& sink, const std::string& out, bool last);
+
 class Call {
  public:
   Call(ServerContext& server, const httplib::Request& req, httplib::Response& res,

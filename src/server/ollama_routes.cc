@@ -161,13 +161,10 @@ bool WriteOllamaStream(OllamaStream& s, httplib::DataSink& sink) {
         AddDone(&last, result, s.start);
         out += Line(last);
       }
-      if (!sink.write(out.data(), out.size())) return false;
-      sink.done();
-      return true;
+      return WriteStreamPart(sink, out, /*last=*/true);
     }
   }
-  if (out.empty()) return true;  // an empty write would end the chunked body
-  return sink.write(out.data(), out.size());
+  return WriteStreamPart(sink, out, /*last=*/false);
 }
 
 // The prompt and its length checks, as the chat and completions routes make them; false after

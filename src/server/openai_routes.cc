@@ -311,14 +311,9 @@ bool WriteStream(Stream& s, httplib::DataSink& sink) {
         if (s.include_usage) out += StreamUsageChunk(s.meta, result);
       }
       out += SseDone();
-      if (!sink.write(out.data(), out.size())) return false;
-      sink.done();
-      return true;
+      return WriteStreamPart(sink, out, /*last=*/true);
   }
-  // Text held back (a tool call may be starting) leaves nothing to write: an empty write would
-  // end the chunked body.
-  if (out.empty()) return true;
-  return sink.write(out.data(), out.size());
+  return WriteStreamPart(sink, out, /*last=*/false);
 }
 
 // A stream of `prompts.size()` prompts with n choices each (choice p * n + i).

@@ -177,13 +177,10 @@ bool WriteResponses(ResponsesStream& s, httplib::DataSink& sink) {
         s.server->Observe(s.tenant, result);
         out += Finish(s, result);
       }
-      if (!sink.write(out.data(), out.size())) return false;
-      sink.done();
-      return true;
+      return WriteStreamPart(sink, out, /*last=*/true);
     }
   }
-  if (out.empty()) return true;
-  return sink.write(out.data(), out.size());
+  return WriteStreamPart(sink, out, /*last=*/false);
 }
 
 // An error of the chat parser, its param spelled as the Responses request spells the field.
