@@ -89,6 +89,23 @@ MaybeError ReadCacheControl(const json& v, const std::string& param, double* ttl
   return std::nullopt;
 }
 
+// A block's cache_control `cc`, if it has one: a breakpoint at `content_end` bytes of message
+// `message`'s content, at most kMaxCacheBreakpoints of them.
+MaybeError AddBreakpoint(const json* cc, const std::string& param, size_t message,
+                         size_t content_end, AnthropicRequest* out) {
+  if (cc == nullptr) return std::nullopt;
+  AnthropicBreakpoint b;
+  PC_RETURN_IF_API_ERROR(ReadCacheControl(*cc, param + ".cache_control", &b.ttl_seconds));
+  if (out->breakpoints.size() == kMaxCacheBreakpoints) {
+    return ApiError::BadRequest("at most 4 content blocks may have cache_control",
+                                param + ".cache_control");
+  }
+  b.message = message;
+  b.content_end = content_end;
+  out->breakpoints.push_back(b);
+  return std::nullopt;
+}
+
 MaybeError OnlyKeys(const json& obj, const std::string& param,
                     std::initializer_list<std::string_view> keys) {
   for (const auto& [key, value] : obj.items()) {
@@ -257,17 +274,8 @@ MaybeError ReadToolResult(const json& block, const std::string& param, Anthropic
   }
   PC_RETURN_IF_API_ERROR(
       ReadToolResultContent(Find(block, "content"), param + ".content", &msg.content));
-  if (const json* cc = Find(block, "cache_control")) {
-    AnthropicBreakpoint b;
-    PC_RETURN_IF_API_ERROR(ReadCacheControl(*cc, param + ".cache_control", &b.ttl_seconds));
-    if (out->breakpoints.size() == kMaxCacheBreakpoints) {
-      return ApiError::BadRequest("at most 4 content blocks may have cache_control",
-                                  param + ".cache_control");
-    }
-    b.message = out->messages.size();
-    b.content_end = msg.content.size();
-    out->breakpoints.push_back(b);
-  }
+  PC_RETURN_IF_API_ERROR(AddBreakpoint(Find(block, "cache_control"), param, out->messages.size(),
+                                       msg.content.size(), out));
   out->messages.push_back(std::move(msg));
   return std::nullopt;
 }
@@ -322,17 +330,8 @@ MaybeError ReadBlock(const json& block, const std::string& param, size_t message
   const size_t begin = msg->content.size();
   msg->content += text->get<std::string>();
   msg->parts.emplace_back(begin, msg->content.size());
-  if (const json* cc = Find(block, "cache_control")) {
-    AnthropicBreakpoint b;
-    PC_RETURN_IF_API_ERROR(ReadCacheControl(*cc, param + ".cache_control", &b.ttl_seconds));
-    if (out->breakpoints.size() == kMaxCacheBreakpoints) {
-      return ApiError::BadRequest("at most 4 content blocks may have cache_control",
-                                  param + ".cache_control");
-    }
-    b.message = message;
-    b.content_end = msg->content.size();
-    out->breakpoints.push_back(b);
-  }
+  PC_RETURN_IF_API_ERROR(
+      AddBreakpoint(Find(block, "cache_control"), param, message, msg->content.size(), out));
   return std::nullopt;
 }
 
