@@ -15,10 +15,8 @@ namespace {
 
 using json_fields::Contains;
 using json_fields::Find;
-using json_fields::Guarded;
 using json_fields::json;
 using json_fields::MaybeError;
-using json_fields::ParseObject;
 using json_fields::ReadFloat;
 using json_fields::ReadInt;
 using json_fields::Unsupported;
@@ -227,27 +225,21 @@ MaybeError ReadToolChoice(const json& obj, const std::vector<std::string>& names
 // A tool_result block's content: a string, or text blocks (joined).
 MaybeError ReadToolResultContent(const json* v, const std::string& param, std::string* out) {
   if (v == nullptr) return std::nullopt;
-  if (v->is_string()) {
-    *out = v->get<std::string>();
-    return std::nullopt;
-  }
-  if (!v->is_array()) return WrongType(param, "a string or an array of text blocks", *v);
-  for (size_t i = 0; i < v->size(); ++i) {
-    const json& b = (*v)[i];
-    const std::string p = param + "[" + std::to_string(i) + "]";
-    if (!b.is_object()) return WrongType(p, "an object (a content block)", b);
-    const json* type = Find(b, "type");
-    if (type == nullptr || *type != "text") {
-      return Unsupported(p + ".type", "tool_result content other than text blocks");
-    }
-    PC_RETURN_IF_API_ERROR(OnlyKeys(b, p, {"type", "text", "cache_control", "citations"}));
-    const json* text = Find(b, "text");
-    if (text == nullptr || !text->is_string()) {
-      return ApiError::BadRequest("'" + p + ".text' must be a string", p + ".text");
-    }
-    *out += text->get<std::string>();
-  }
-  return std::nullopt;
+  return json_fields::ReadStringOrObjects(
+      *v, param, "a string or an array of text blocks", "an object (a content block)", out,
+      [&](const json& b, const std::string& p, size_t) -> MaybeError {
+        const json* type = Find(b, "type");
+        if (type == nullptr || *type != "text") {
+          return Unsupported(p + ".type", "tool_result content other than text blocks");
+        }
+        PC_RETURN_IF_API_ERROR(OnlyKeys(b, p, {"type", "text", "cache_control", "citations"}));
+        const json* text = Find(b, "text");
+        if (text == nullptr || !text->is_string()) {
+          return ApiError::BadRequest("'" + p + ".text' must be a string", p + ".text");
+        }
+        *out += text->get<std::string>();
+        return std::nullopt;
+      });
 }
 
 // A user's tool_result block: a `tool` message before the user's text (Anthropic requires the
@@ -487,7 +479,7 @@ MaybeError ReadSegmentFields(const json& obj, AnthropicRequest* out) {
 MaybeError Parse(std::string_view body, const RequestLimits* limits, AnthropicRequest* out) {
   *out = AnthropicRequest();
   json obj;
-  PC_RETURN_IF_API_ERROR(ParseObject(body, &obj));
+  PC_RETURN_IF_API_ERROR(json_fields::ParseObject(body, &obj));
   PC_RETURN_IF_API_ERROR(CheckFields(obj, limits == nullptr));
   PC_RETURN_IF_API_ERROR(ReadModel(obj, &out->model));
   PC_RETURN_IF_API_ERROR(ReadOffValues(obj));
@@ -517,11 +509,11 @@ FieldSupport MessagesFieldSupport(std::string_view field) {
 
 std::optional<ApiError> ParseMessagesRequest(std::string_view body, const RequestLimits& limits,
                                              AnthropicRequest* out) {
-  return Guarded([&] { return Parse(body, &limits, out); });
+  return json_fields::Guarded([&] { return Parse(body, &limits, out); });
 }
 
 std::optional<ApiError> ParseCountTokensRequest(std::string_view body, AnthropicRequest* out) {
-  return Guarded([&] { return Parse(body, nullptr, out); });
+  return json_fields::Guarded([&] { return Parse(body, nullptr, out); });
 }
 
 Result<AnthropicPrompt> BuildMessagesPrompt(const PromptEncoder& encoder,

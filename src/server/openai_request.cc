@@ -238,36 +238,30 @@ MaybeError ReadContent(const json& msg, const std::string& param, ApiMessage* ou
     if (out->role == "assistant") return std::nullopt;
     return ApiError::BadRequest("'" + p + "' is required", p);
   }
-  if (content->is_string()) {
-    out->content = content->get<std::string>();
-    return std::nullopt;
-  }
-  if (!content->is_array()) return WrongType(p, "a string or an array of content parts", *content);
-  for (size_t i = 0; i < content->size(); ++i) {
-    const json& part = (*content)[i];
-    const std::string pp = p + "[" + std::to_string(i) + "]";
-    if (!part.is_object()) return WrongType(pp, "an object", part);
-    const json* type = Find(part, "type");
-    if (type == nullptr || !type->is_string()) {
-      return ApiError::BadRequest("'" + pp + ".type' must be a string", pp + ".type");
-    }
-    if (type->get<std::string>() != "text") {
-      return ApiError::BadRequest(
-          "content parts of type '" + type->get<std::string>() + "' are not supported (only text)",
-          pp + ".type", "unsupported");
-    }
-    const json* text = Find(part, "text");
-    if (text == nullptr || !text->is_string()) {
-      return ApiError::BadRequest("'" + pp + ".text' must be a string", pp + ".text");
-    }
-    // Parts are joined with a newline, as llama.cpp and vLLM join them.
-    if (i > 0) out->content += '\n';
-    const size_t begin = out->content.size();
-    out->content += text->get<std::string>();
-    out->parts.emplace_back(begin, out->content.size());
-    PC_RETURN_IF_API_ERROR(ReadCacheControl(part, pp, &out->cache_breakpoint));
-  }
-  return std::nullopt;
+  return json_fields::ReadStringOrObjects(
+      *content, p, "a string or an array of content parts", "an object", &out->content,
+      [&](const json& part, const std::string& pp, size_t i) -> MaybeError {
+        const json* type = Find(part, "type");
+        if (type == nullptr || !type->is_string()) {
+          return ApiError::BadRequest("'" + pp + ".type' must be a string", pp + ".type");
+        }
+        if (type->get<std::string>() != "text") {
+          return ApiError::BadRequest("content parts of type '" + type->get<std::string>() +
+                                          "' are not supported (only text)",
+                                      pp + ".type", "unsupported");
+        }
+        const json* text = Find(part, "text");
+        if (text == nullptr || !text->is_string()) {
+          return ApiError::BadRequest("'" + pp + ".text' must be a string", pp + ".text");
+        }
+        // Parts are joined with a newline, as llama.cpp and vLLM join them.
+        if (i > 0) out->content += '\n';
+        const size_t begin = out->content.size();
+        out->content += text->get<std::string>();
+        out->parts.emplace_back(begin, out->content.size());
+        PC_RETURN_IF_API_ERROR(ReadCacheControl(part, pp, &out->cache_breakpoint));
+        return std::nullopt;
+      });
 }
 
 // `ordered`: the body with its keys in order, for the tool fields (null: no tool fields).
