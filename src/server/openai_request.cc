@@ -463,49 +463,55 @@ FieldSupport RequestFieldSupport(ApiKind kind, std::string_view field) {
   return FieldSupport::kRefused;
 }
 
-std::optional<ApiError> ParseCompletionRequest(std::string_view body, const RequestLimits& limits,
-                                               ApiRequest* out) {
+// Parses `body` into a fresh `out` of `kind`: `read(obj, o)` fills it from the body's object (`o`:
+// the same object keeping the client's key order, null where Ordered() did not keep it).
+template <typename F>
+std::optional<ApiError> ParseApiRequest(std::string_view body, ApiKind kind, ApiRequest* out,
+                                        F read) {
   return Guarded([&]() -> MaybeError {
     *out = ApiRequest();
-    out->kind = ApiKind::kCompletion;
+    out->kind = kind;
     json obj;
     PC_RETURN_IF_API_ERROR(ParseObject(body, &obj));
-    const json* prompt = Find(obj, "prompt");
-    if (prompt == nullptr) return ApiError::BadRequest("'prompt' is required", "prompt");
-    PC_RETURN_IF_API_ERROR(ReadPrompt(*prompt, &out->prompt_text, &out->prompt_tokens,
-                                      &out->prompt_is_tokens, &out->batch));
     const ojson ordered = Ordered(body);
-    PC_RETURN_IF_API_ERROR(ParseCommon(obj, ordered.is_object() ? &ordered : nullptr, limits, out));
-    if (!out->batch.empty()) {
-      for (const ApiRequest::BatchPrompt& b : out->batch) {
-        if (!b.is_tokens && LooksLikePml(b.text)) {
-          return ApiError::BadRequest("a batch of prompts holds plain prompts, not PML ones",
-                                      "prompt", "unsupported");
-        }
-      }
-      if (out->modular()) {
-        return ApiError::BadRequest(
-            "'schema' is not supported with a batch of prompts: send one prompt per request",
-            "schema", "unsupported");
-      }
-    }
-    return std::nullopt;
+    return read(obj, ordered.is_object() ? &ordered : nullptr);
   });
+}
+
+std::optional<ApiError> ParseCompletionRequest(std::string_view body, const RequestLimits& limits,
+                                               ApiRequest* out) {
+  return ParseApiRequest(
+      body, ApiKind::kCompletion, out, [&](const json& obj, const ojson* o) -> MaybeError {
+        const json* prompt = Find(obj, "prompt");
+        if (prompt == nullptr) return ApiError::BadRequest("'prompt' is required", "prompt");
+        PC_RETURN_IF_API_ERROR(ReadPrompt(*prompt, &out->prompt_text, &out->prompt_tokens,
+                                          &out->prompt_is_tokens, &out->batch));
+        PC_RETURN_IF_API_ERROR(ParseCommon(obj, o, limits, out));
+        if (!out->batch.empty()) {
+          for (const ApiRequest::BatchPrompt& b : out->batch) {
+            if (!b.is_tokens && LooksLikePml(b.text)) {
+              return ApiError::BadRequest("a batch of prompts holds plain prompts, not PML ones",
+                                          "prompt", "unsupported");
+            }
+          }
+          if (out->modular()) {
+            return ApiError::BadRequest(
+                "'schema' is not supported with a batch of prompts: send one prompt per request",
+                "schema", "unsupported");
+          }
+        }
+        return std::nullopt;
+      });
 }
 
 std::optional<ApiError> ParseChatRequest(std::string_view body, const RequestLimits& limits,
                                          ApiRequest* out) {
-  return Guarded([&]() -> MaybeError {
-    *out = ApiRequest();
-    out->kind = ApiKind::kChat;
-    json obj;
-    PC_RETURN_IF_API_ERROR(ParseObject(body, &obj));
-    const ojson ordered = Ordered(body);
-    const ojson* o = ordered.is_object() ? &ordered : nullptr;
-    PC_RETURN_IF_API_ERROR(ReadMessages(obj, o, &out->messages));
-    if (o != nullptr) PC_RETURN_IF_API_ERROR(ReadTools(*o, out));
-    return ParseCommon(obj, o, limits, out);
-  });
+  return ParseApiRequest(body, ApiKind::kChat, out,
+                         [&](const json& obj, const ojson* o) -> MaybeError {
+                           PC_RETURN_IF_API_ERROR(ReadMessages(obj, o, &out->messages));
+                           if (o != nullptr) PC_RETURN_IF_API_ERROR(ReadTools(*o, out));
+                           return ParseCommon(obj, o, limits, out);
+                         });
 }
 
 std::optional<ApiError> ParsePrefixRequest(std::string_view body, PrefixRequest* out) {
