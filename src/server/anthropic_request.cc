@@ -194,12 +194,8 @@ MaybeError ReadToolChoice(const json& obj, const std::vector<std::string>& names
   }
   const json* type = Find(*choice, "type");
   const std::string t = type != nullptr && type->is_string() ? type->get<std::string>() : "";
-  if (t == "auto") {
-    out->tool_choice = ToolChoice::kAuto;
-  } else if (t == "any") {
-    out->tool_choice = ToolChoice::kRequired;
-  } else if (t == "none") {
-    out->tool_choice = ToolChoice::kNone;
+  if (const std::optional<ToolChoice> word = ToolChoiceWord(t, "any")) {
+    out->tool_choice = *word;
   } else if (t == "tool") {
     out->tool_choice = ToolChoice::kFunction;
     const json* name = Find(*choice, "name");
