@@ -15,10 +15,8 @@ namespace {
 
 using json_fields::Contains;
 using json_fields::Find;
-using json_fields::Guarded;
 using json_fields::json;
 using json_fields::MaybeError;
-using json_fields::ParseObject;
 using json_fields::ReadFloat;
 using json_fields::ReadInt;
 using json_fields::Unsupported;
@@ -86,6 +84,23 @@ MaybeError ReadCacheControl(const json& v, const std::string& param, double* ttl
       return ApiError::BadRequest("'" + param + ".ttl' must be \"5m\" or \"1h\"", param + ".ttl");
     }
   }
+  return std::nullopt;
+}
+
+// A block's cache_control `cc`, if it has one: a breakpoint at `content_end` bytes of message
+// `message`'s content, at most kMaxCacheBreakpoints of them.
+MaybeError AddBreakpoint(const json* cc, const std::string& param, size_t message,
+                         size_t content_end, AnthropicRequest* out) {
+  if (cc == nullptr) return std::nullopt;
+  AnthropicBreakpoint b;
+  PC_RETURN_IF_API_ERROR(ReadCacheControl(*cc, param + ".cache_control", &b.ttl_seconds));
+  if (out->breakpoints.size() == kMaxCacheBreakpoints) {
+    return ApiError::BadRequest("at most 4 content blocks may have cache_control",
+                                param + ".cache_control");
+  }
+  b.message = message;
+  b.content_end = content_end;
+  out->breakpoints.push_back(b);
   return std::nullopt;
 }
 
@@ -179,12 +194,8 @@ MaybeError ReadToolChoice(const json& obj, const std::vector<std::string>& names
   }
   const json* type = Find(*choice, "type");
   const std::string t = type != nullptr && type->is_string() ? type->get<std::string>() : "";
-  if (t == "auto") {
-    out->tool_choice = ToolChoice::kAuto;
-  } else if (t == "any") {
-    out->tool_choice = ToolChoice::kRequired;
-  } else if (t == "none") {
-    out->tool_choice = ToolChoice::kNone;
+  if (const std::optional<ToolChoice> word = ToolChoiceWord(t, "any")) {
+    out->tool_choice = *word;
   } else if (t == "tool") {
     out->tool_choice = ToolChoice::kFunction;
     const json* name = Find(*choice, "name");
@@ -210,27 +221,21 @@ MaybeError ReadToolChoice(const json& obj, const std::vector<std::string>& names
 // A tool_result block's content: a string, or text blocks (joined).
 MaybeError ReadToolResultContent(const json* v, const std::string& param, std::string* out) {
   if (v == nullptr) return std::nullopt;
-  if (v->is_string()) {
-    *out = v->get<std::string>();
-    return std::nullopt;
-  }
-  if (!v->is_array()) return WrongType(param, "a string or an array of text blocks", *v);
-  for (size_t i = 0; i < v->size(); ++i) {
-    const json& b = (*v)[i];
-    const std::string p = param + "[" + std::to_string(i) + "]";
-    if (!b.is_object()) return WrongType(p, "an object (a content block)", b);
-    const json* type = Find(b, "type");
-    if (type == nullptr || *type != "text") {
-      return Unsupported(p + ".type", "tool_result content other than text blocks");
-    }
-    PC_RETURN_IF_API_ERROR(OnlyKeys(b, p, {"type", "text", "cache_control", "citations"}));
-    const json* text = Find(b, "text");
-    if (text == nullptr || !text->is_string()) {
-      return ApiError::BadRequest("'" + p + ".text' must be a string", p + ".text");
-    }
-    *out += text->get<std::string>();
-  }
-  return std::nullopt;
+  return json_fields::ReadStringOrObjects(
+      *v, param, "a string or an array of text blocks", "an object (a content block)", out,
+      [&](const json& b, const std::string& p, size_t) -> MaybeError {
+        const json* type = Find(b, "type");
+        if (type == nullptr || *type != "text") {
+          return Unsupported(p + ".type", "tool_result content other than text blocks");
+        }
+        PC_RETURN_IF_API_ERROR(OnlyKeys(b, p, {"type", "text", "cache_control", "citations"}));
+        const json* text = Find(b, "text");
+        if (text == nullptr || !text->is_string()) {
+          return ApiError::BadRequest("'" + p + ".text' must be a string", p + ".text");
+        }
+        *out += text->get<std::string>();
+        return std::nullopt;
+      });
 }
 
 // A user's tool_result block: a `tool` message before the user's text (Anthropic requires the
@@ -257,17 +262,8 @@ MaybeError ReadToolResult(const json& block, const std::string& param, Anthropic
   }
   PC_RETURN_IF_API_ERROR(
       ReadToolResultContent(Find(block, "content"), param + ".content", &msg.content));
-  if (const json* cc = Find(block, "cache_control")) {
-    AnthropicBreakpoint b;
-    PC_RETURN_IF_API_ERROR(ReadCacheControl(*cc, param + ".cache_control", &b.ttl_seconds));
-    if (out->breakpoints.size() == kMaxCacheBreakpoints) {
-      return ApiError::BadRequest("at most 4 content blocks may have cache_control",
-                                  param + ".cache_control");
-    }
-    b.message = out->messages.size();
-    b.content_end = msg.content.size();
-    out->breakpoints.push_back(b);
-  }
+  PC_RETURN_IF_API_ERROR(AddBreakpoint(Find(block, "cache_control"), param, out->messages.size(),
+                                       msg.content.size(), out));
   out->messages.push_back(std::move(msg));
   return std::nullopt;
 }
@@ -322,17 +318,8 @@ MaybeError ReadBlock(const json& block, const std::string& param, size_t message
   const size_t begin = msg->content.size();
   msg->content += text->get<std::string>();
   msg->parts.emplace_back(begin, msg->content.size());
-  if (const json* cc = Find(block, "cache_control")) {
-    AnthropicBreakpoint b;
-    PC_RETURN_IF_API_ERROR(ReadCacheControl(*cc, param + ".cache_control", &b.ttl_seconds));
-    if (out->breakpoints.size() == kMaxCacheBreakpoints) {
-      return ApiError::BadRequest("at most 4 content blocks may have cache_control",
-                                  param + ".cache_control");
-    }
-    b.message = message;
-    b.content_end = msg->content.size();
-    out->breakpoints.push_back(b);
-  }
+  PC_RETURN_IF_API_ERROR(
+      AddBreakpoint(Find(block, "cache_control"), param, message, msg->content.size(), out));
   return std::nullopt;
 }
 
@@ -488,7 +475,7 @@ MaybeError ReadSegmentFields(const json& obj, AnthropicRequest* out) {
 MaybeError Parse(std::string_view body, const RequestLimits* limits, AnthropicRequest* out) {
   *out = AnthropicRequest();
   json obj;
-  PC_RETURN_IF_API_ERROR(ParseObject(body, &obj));
+  PC_RETURN_IF_API_ERROR(json_fields::ParseObject(body, &obj));
   PC_RETURN_IF_API_ERROR(CheckFields(obj, limits == nullptr));
   PC_RETURN_IF_API_ERROR(ReadModel(obj, &out->model));
   PC_RETURN_IF_API_ERROR(ReadOffValues(obj));
@@ -518,11 +505,11 @@ FieldSupport MessagesFieldSupport(std::string_view field) {
 
 std::optional<ApiError> ParseMessagesRequest(std::string_view body, const RequestLimits& limits,
                                              AnthropicRequest* out) {
-  return Guarded([&] { return Parse(body, &limits, out); });
+  return json_fields::Guarded([&] { return Parse(body, &limits, out); });
 }
 
 std::optional<ApiError> ParseCountTokensRequest(std::string_view body, AnthropicRequest* out) {
-  return Guarded([&] { return Parse(body, nullptr, out); });
+  return json_fields::Guarded([&] { return Parse(body, nullptr, out); });
 }
 
 Result<AnthropicPrompt> BuildMessagesPrompt(const PromptEncoder& encoder,

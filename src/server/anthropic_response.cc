@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "server/json_fields.h"
 
@@ -27,23 +28,14 @@ ojson UsageJson(const MessagesUsage& u) {
 }
 
 const char* ErrorType(int status) {
-  switch (status) {
-    case 401:
-      return "authentication_error";
-    case 403:
-      return "permission_error";
-    case 404:
-      return "not_found_error";
-    case 413:
-      return "request_too_large";
-    case 429:
-      return "rate_limit_error";
-    case 503:
-    case 529:
-      return "overloaded_error";
-    default:
-      return status >= 500 ? "api_error" : "invalid_request_error";
+  static constexpr std::pair<int, const char*> kTypes[] = {
+      {401, "authentication_error"}, {403, "permission_error"}, {404, "not_found_error"},
+      {413, "request_too_large"},    {429, "rate_limit_error"}, {503, "overloaded_error"},
+      {529, "overloaded_error"}};
+  for (const auto& [code, type] : kTypes) {
+    if (code == status) return type;
   }
+  return status >= 500 ? "api_error" : "invalid_request_error";
 }
 
 }  // namespace

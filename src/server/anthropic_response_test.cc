@@ -126,7 +126,10 @@ TEST(AnthropicResponse, ErrorsInAnthropicsShape) {
                                                 {403, "permission_error"},
                                                 {404, "not_found_error"},
                                                 {413, "request_too_large"},
+                                                {429, "rate_limit_error"},
                                                 {503, "overloaded_error"},
+                                                {529, "overloaded_error"},
+                                                {422, "invalid_request_error"},
                                                 {500, "api_error"}}) {
     e.http_status = status;
     EXPECT_EQ(json::parse(AnthropicErrorBody(e))["error"]["type"], type) << status;

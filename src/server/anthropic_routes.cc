@@ -180,14 +180,9 @@ bool WriteMessagesStream(MessagesStream& s, httplib::DataSink& sink) {
         const StopInfo stop = StopOf(result, generated, s.stops);
         out += tools ? EndWithTools(s, result, stop) : MessageEndEvents(result, stop);
       }
-      if (!sink.write(out.data(), out.size())) return false;
-      sink.done();
-      return true;
+      return WriteStreamPart(sink, out, /*last=*/true);
   }
-  // Text held back (a call may be starting) leaves nothing to write: an empty write would end
-  // the chunked body.
-  if (out.empty()) return true;
-  return sink.write(out.data(), out.size());
+  return WriteStreamPart(sink, out, /*last=*/false);
 }
 
 void StartStream(Call& call, MessageMeta meta, const AnthropicRequest& r, CompletionRequest creq,

@@ -44,9 +44,7 @@ bool ReadPrefix(Call& call, PrefixRequest* r, BuiltPrompt* prompt, size_t max_to
   Result<BuiltPrompt> built = call.server.encoder().Build(*r, max_tokens, segments);
   if (!built.ok()) {
     const std::string param = r->messages.empty() ? "prompt" : "messages";
-    call.Fail(built.status().code() == StatusCode::kOutOfRange
-                  ? call.server.PromptTooLong(built.status(), param)
-                  : FromStatus(built.status(), param));
+    call.Fail(call.server.PromptError(built.status(), param));
     return false;
   }
   *prompt = std::move(built).value();

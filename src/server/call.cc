@@ -1,5 +1,6 @@
 #include "server/call.h"
 
+#include <random>
 #include <thread>
 
 #include "core/log.h"
@@ -125,6 +126,20 @@ void Call::StreamEvents(std::vector<std::shared_ptr<RequestHandle>> handles,
     ch->Finish(merge(WaitAll(hs)));
   });
   StartFeed(server, res, f, "text/event-stream");
+}
+
+std::string RandomHex(int n) {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  static const char kHex[] = "0123456789abcdef";
+  std::string s;
+  for (int i = 0; i < n; ++i) s += kHex[rng() & 15];
+  return s;
+}
+
+bool WriteStreamPart(httplib::DataSink& sink, const std::string& out, bool last) {
+  if (!out.empty() && !sink.write(out.data(), out.size())) return false;
+  if (last) sink.done();
+  return true;
 }
 
 std::function<bool(const std::string&)> Call::StopsWithServer() const {

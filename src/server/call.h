@@ -25,6 +25,36 @@ namespace promptcache {
 // ping): the write is how a client that went away during a long prefill is noticed.
 constexpr std::chrono::milliseconds kStreamPoll(250);
 
+// `n` random hex digits: the unique part of a response's id ("chatcmpl-...", "resp_...").
+std::string RandomHex(int n);
+
+// Writes `out`, what one `write` callback of Call::StreamEvents made ready, ending the body after
+// it when `last`. Nothing is written for "" (text held back, a tool call may be starting): an empty
+// write would end the chunked body. False (a failed write) makes cpp-httplib drop the connection.
+bool WriteStreamPart(httplib::DataSink& sink, const std::string& out, bool last);
+
+// The rest of such a callback, once `out` holds what it sends first: polls `channel` for up to
+// kStreamPoll, then `on_text(pieces)` or, at the end, `on_end(result)` add to `out`; a poll that
+// timed out with nothing to send sends `keep_alive` (an SSE comment). Then WriteStreamPart.
+template <typename Piece, typename OnText, typename OnEnd>
+bool PollAndWrite(TextChannel& channel, std::string& out, const char* keep_alive,
+                  httplib::DataSink& sink, OnText on_text, OnEnd on_end) {
+  std::vector<Piece> pieces;
+  CompletionResult result;
+  switch (channel.Next(kStreamPoll, &pieces, &result)) {
+    case TextChannel::Event::kText:
+      on_text(pieces);
+      break;
+    case TextChannel::Event::kTimeout:
+      if (out.empty()) out = keep_alive;
+      break;
+    case TextChannel::Event::kFinished:
+      on_end(result);
+      return WriteStreamPart(sink, out, /*last=*/true);
+  }
+  return WriteStreamPart(sink, out, /*last=*/false);
+}
+
 class Call {
  public:
   Call(ServerContext& server, const httplib::Request& req, httplib::Response& res,

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "server/http_framing.h"
 
@@ -283,24 +284,17 @@ void CloseGently(socket_t sock, double linger_s, size_t max_drain = size_t(1) <<
 constexpr double kLingerSeconds = 1;
 
 const char* StatusText(int status) {
-  switch (status) {
-    case 400:
-      return "Bad Request";
-    case 408:
-      return "Request Timeout";
-    case 413:
-      return "Payload Too Large";
-    case 414:
-      return "URI Too Long";
-    case 431:
-      return "Request Header Fields Too Large";
-    case 501:
-      return "Not Implemented";
-    case 505:
-      return "HTTP Version Not Supported";
-    default:
-      return "Error";
+  static constexpr std::pair<int, const char*> kTexts[] = {{400, "Bad Request"},
+                                                           {408, "Request Timeout"},
+                                                           {413, "Payload Too Large"},
+                                                           {414, "URI Too Long"},
+                                                           {431, "Request Header Fields Too Large"},
+                                                           {501, "Not Implemented"},
+                                                           {505, "HTTP Version Not Supported"}};
+  for (const auto& [code, text] : kTexts) {
+    if (code == status) return text;
   }
+  return "Error";
 }
 
 }  // namespace

@@ -79,6 +79,25 @@ MaybeError ReadInt(const json& obj, const char* key, int64_t lo, int64_t hi,
                    std::optional<int64_t>* out);
 MaybeError ReadFloat(const json& obj, const char* key, double lo, double hi, float* out);
 
+// A field holding a string or an array of objects (a message's content parts): the string is
+// copied to *text, else `item(element, its param "param[i]", i)` reads each element in order.
+// `expected` and `element` say what the field and each element must be, for the errors.
+template <typename Item>
+MaybeError ReadStringOrObjects(const json& v, const std::string& param, const char* expected,
+                               const char* element, std::string* text, Item item) {
+  if (v.is_string()) {
+    *text = v.get<std::string>();
+    return std::nullopt;
+  }
+  if (!v.is_array()) return WrongType(param, expected, v);
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string p = param + "[" + std::to_string(i) + "]";
+    if (!v[i].is_object()) return WrongType(p, element, v[i]);
+    PC_RETURN_IF_API_ERROR(item(v[i], p, i));
+  }
+  return std::nullopt;
+}
+
 // Runs a parser, turning anything nlohmann may still throw (get<> on an unexpected type) into
 // a 400, so that no exception leaves it.
 template <typename F>

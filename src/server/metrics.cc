@@ -58,6 +58,15 @@ class Page {
   std::string out_;
 };
 
+// A page that begins with promptcache_info, the family both pages (the server's, a tenant's)
+// lead with.
+Page InfoPage(const std::string& model) {
+  Page p;
+  p.Header("promptcache_info", "gauge", "The model this server serves.");
+  p.Sample("promptcache_info", "model=\"" + EscapeLabel(model) + "\"", 1);
+  return p;
+}
+
 // --fidelity-sample: the sampled requests' evaluations against the full recompute. Ratios pool
 // the steps of every sample; with no sample yet they are NaN (nothing measured), not a value.
 void AddFidelity(Page& p, const FidelityStats& f) {
@@ -138,30 +147,32 @@ std::map<int, uint64_t> ServerMetrics::Responses() const {
 }
 
 std::string FormatTenantMetrics(const TenantCounters& c, const std::string& model) {
-  Page p;
-  p.Header("promptcache_info", "gauge", "The model this server serves.");
-  p.Sample("promptcache_info", "model=\"" + EscapeLabel(model) + "\"", 1);
-  p.Add("promptcache_requests_total", "counter", "This tenant's completion requests answered.",
-        double(c.requests));
-  p.Add("promptcache_prompt_tokens_total", "counter", "Prompt tokens of this tenant's requests.",
-        double(c.prompt_tokens));
-  p.Add("promptcache_cached_tokens_total", "counter",
-        "Prompt tokens of this tenant's requests whose K/V came from the prefix cache.",
-        double(c.cached_tokens));
-  p.Add("promptcache_computed_tokens_total", "counter",
-        "Prompt tokens of this tenant's requests computed (not cached).",
-        double(c.prompt_tokens - std::min(c.prompt_tokens, c.cached_tokens)));
-  p.Add("promptcache_generated_tokens_total", "counter", "Tokens generated for this tenant.",
-        double(c.generated_tokens));
+  Page p = InfoPage(model);
+  // Every family of a tenant's page is a counter: {name, help, value}.
+  const struct {
+    const char* name;
+    const char* help;
+    uint64_t value;
+  } counters[] = {
+      {"promptcache_requests_total", "This tenant's completion requests answered.", c.requests},
+      {"promptcache_prompt_tokens_total", "Prompt tokens of this tenant's requests.",
+       c.prompt_tokens},
+      {"promptcache_cached_tokens_total",
+       "Prompt tokens of this tenant's requests whose K/V came from the prefix cache.",
+       c.cached_tokens},
+      {"promptcache_computed_tokens_total",
+       "Prompt tokens of this tenant's requests computed (not cached).",
+       c.prompt_tokens - std::min(c.prompt_tokens, c.cached_tokens)},
+      {"promptcache_generated_tokens_total", "Tokens generated for this tenant.",
+       c.generated_tokens}};
+  for (const auto& f : counters) p.Add(f.name, "counter", f.help, double(f.value));
   return p.Take();
 }
 
 std::string FormatMetrics(const EngineStats& s, const HistogramSnapshot& ttft,
                           const std::map<int, uint64_t>& responses, const std::string& model,
                           const ConnectionStats& c) {
-  Page p;
-  p.Header("promptcache_info", "gauge", "The model this server serves.");
-  p.Sample("promptcache_info", "model=\"" + EscapeLabel(model) + "\"", 1);
+  Page p = InfoPage(model);
   p.Add("promptcache_requests_total", "counter", "Completion requests submitted to the engine.",
         s.requests);
   p.Add("promptcache_requests_failed_total", "counter", "Completion requests that failed.",

@@ -161,13 +161,10 @@ bool WriteOllamaStream(OllamaStream& s, httplib::DataSink& sink) {
         AddDone(&last, result, s.start);
         out += Line(last);
       }
-      if (!sink.write(out.data(), out.size())) return false;
-      sink.done();
-      return true;
+      return WriteStreamPart(sink, out, /*last=*/true);
     }
   }
-  if (out.empty()) return true;  // an empty write would end the chunked body
-  return sink.write(out.data(), out.size());
+  return WriteStreamPart(sink, out, /*last=*/false);
 }
 
 // The prompt and its length checks, as the chat and completions routes make them; false after
@@ -177,11 +174,7 @@ bool Prepare(Call& call, const ApiRequest& r, CompletionRequest* creq) {
   Result<BuiltPrompt> prompt = server.encoder().Build(r, server.PromptLimit());
   const std::string param = r.kind == ApiKind::kChat ? "messages" : "prompt";
   if (!prompt.ok()) {
-    if (prompt.status().code() == StatusCode::kOutOfRange) {
-      call.Fail(server.PromptTooLong(prompt.status(), param));
-    } else {
-      call.Fail(prompt.status(), param);
-    }
+    call.Fail(server.PromptError(prompt.status(), param));
     return false;
   }
   const int n = static_cast<int>(prompt->tokens.size());

@@ -238,36 +238,30 @@ MaybeError ReadContent(const json& msg, const std::string& param, ApiMessage* ou
     if (out->role == "assistant") return std::nullopt;
     return ApiError::BadRequest("'" + p + "' is required", p);
   }
-  if (content->is_string()) {
-    out->content = content->get<std::string>();
-    return std::nullopt;
-  }
-  if (!content->is_array()) return WrongType(p, "a string or an array of content parts", *content);
-  for (size_t i = 0; i < content->size(); ++i) {
-    const json& part = (*content)[i];
-    const std::string pp = p + "[" + std::to_string(i) + "]";
-    if (!part.is_object()) return WrongType(pp, "an object", part);
-    const json* type = Find(part, "type");
-    if (type == nullptr || !type->is_string()) {
-      return ApiError::BadRequest("'" + pp + ".type' must be a string", pp + ".type");
-    }
-    if (type->get<std::string>() != "text") {
-      return ApiError::BadRequest(
-          "content parts of type '" + type->get<std::string>() + "' are not supported (only text)",
-          pp + ".type", "unsupported");
-    }
-    const json* text = Find(part, "text");
-    if (text == nullptr || !text->is_string()) {
-      return ApiError::BadRequest("'" + pp + ".text' must be a string", pp + ".text");
-    }
-    // Parts are joined with a newline, as llama.cpp and vLLM join them.
-    if (i > 0) out->content += '\n';
-    const size_t begin = out->content.size();
-    out->content += text->get<std::string>();
-    out->parts.emplace_back(begin, out->content.size());
-    PC_RETURN_IF_API_ERROR(ReadCacheControl(part, pp, &out->cache_breakpoint));
-  }
-  return std::nullopt;
+  return json_fields::ReadStringOrObjects(
+      *content, p, "a string or an array of content parts", "an object", &out->content,
+      [&](const json& part, const std::string& pp, size_t i) -> MaybeError {
+        const json* type = Find(part, "type");
+        if (type == nullptr || !type->is_string()) {
+          return ApiError::BadRequest("'" + pp + ".type' must be a string", pp + ".type");
+        }
+        if (type->get<std::string>() != "text") {
+          return ApiError::BadRequest("content parts of type '" + type->get<std::string>() +
+                                          "' are not supported (only text)",
+                                      pp + ".type", "unsupported");
+        }
+        const json* text = Find(part, "text");
+        if (text == nullptr || !text->is_string()) {
+          return ApiError::BadRequest("'" + pp + ".text' must be a string", pp + ".text");
+        }
+        // Parts are joined with a newline, as llama.cpp and vLLM join them.
+        if (i > 0) out->content += '\n';
+        const size_t begin = out->content.size();
+        out->content += text->get<std::string>();
+        out->parts.emplace_back(begin, out->content.size());
+        PC_RETURN_IF_API_ERROR(ReadCacheControl(part, pp, &out->cache_breakpoint));
+        return std::nullopt;
+      });
 }
 
 // `ordered`: the body with its keys in order, for the tool fields (null: no tool fields).
@@ -469,49 +463,55 @@ FieldSupport RequestFieldSupport(ApiKind kind, std::string_view field) {
   return FieldSupport::kRefused;
 }
 
-std::optional<ApiError> ParseCompletionRequest(std::string_view body, const RequestLimits& limits,
-                                               ApiRequest* out) {
+// Parses `body` into a fresh `out` of `kind`: `read(obj, o)` fills it from the body's object (`o`:
+// the same object keeping the client's key order, null where Ordered() did not keep it).
+template <typename F>
+std::optional<ApiError> ParseApiRequest(std::string_view body, ApiKind kind, ApiRequest* out,
+                                        F read) {
   return Guarded([&]() -> MaybeError {
     *out = ApiRequest();
-    out->kind = ApiKind::kCompletion;
+    out->kind = kind;
     json obj;
     PC_RETURN_IF_API_ERROR(ParseObject(body, &obj));
-    const json* prompt = Find(obj, "prompt");
-    if (prompt == nullptr) return ApiError::BadRequest("'prompt' is required", "prompt");
-    PC_RETURN_IF_API_ERROR(ReadPrompt(*prompt, &out->prompt_text, &out->prompt_tokens,
-                                      &out->prompt_is_tokens, &out->batch));
     const ojson ordered = Ordered(body);
-    PC_RETURN_IF_API_ERROR(ParseCommon(obj, ordered.is_object() ? &ordered : nullptr, limits, out));
-    if (!out->batch.empty()) {
-      for (const ApiRequest::BatchPrompt& b : out->batch) {
-        if (!b.is_tokens && LooksLikePml(b.text)) {
-          return ApiError::BadRequest("a batch of prompts holds plain prompts, not PML ones",
-                                      "prompt", "unsupported");
-        }
-      }
-      if (out->modular()) {
-        return ApiError::BadRequest(
-            "'schema' is not supported with a batch of prompts: send one prompt per request",
-            "schema", "unsupported");
-      }
-    }
-    return std::nullopt;
+    return read(obj, ordered.is_object() ? &ordered : nullptr);
   });
+}
+
+std::optional<ApiError> ParseCompletionRequest(std::string_view body, const RequestLimits& limits,
+                                               ApiRequest* out) {
+  return ParseApiRequest(
+      body, ApiKind::kCompletion, out, [&](const json& obj, const ojson* o) -> MaybeError {
+        const json* prompt = Find(obj, "prompt");
+        if (prompt == nullptr) return ApiError::BadRequest("'prompt' is required", "prompt");
+        PC_RETURN_IF_API_ERROR(ReadPrompt(*prompt, &out->prompt_text, &out->prompt_tokens,
+                                          &out->prompt_is_tokens, &out->batch));
+        PC_RETURN_IF_API_ERROR(ParseCommon(obj, o, limits, out));
+        if (!out->batch.empty()) {
+          for (const ApiRequest::BatchPrompt& b : out->batch) {
+            if (!b.is_tokens && LooksLikePml(b.text)) {
+              return ApiError::BadRequest("a batch of prompts holds plain prompts, not PML ones",
+                                          "prompt", "unsupported");
+            }
+          }
+          if (out->modular()) {
+            return ApiError::BadRequest(
+                "'schema' is not supported with a batch of prompts: send one prompt per request",
+                "schema", "unsupported");
+          }
+        }
+        return std::nullopt;
+      });
 }
 
 std::optional<ApiError> ParseChatRequest(std::string_view body, const RequestLimits& limits,
                                          ApiRequest* out) {
-  return Guarded([&]() -> MaybeError {
-    *out = ApiRequest();
-    out->kind = ApiKind::kChat;
-    json obj;
-    PC_RETURN_IF_API_ERROR(ParseObject(body, &obj));
-    const ojson ordered = Ordered(body);
-    const ojson* o = ordered.is_object() ? &ordered : nullptr;
-    PC_RETURN_IF_API_ERROR(ReadMessages(obj, o, &out->messages));
-    if (o != nullptr) PC_RETURN_IF_API_ERROR(ReadTools(*o, out));
-    return ParseCommon(obj, o, limits, out);
-  });
+  return ParseApiRequest(body, ApiKind::kChat, out,
+                         [&](const json& obj, const ojson* o) -> MaybeError {
+                           PC_RETURN_IF_API_ERROR(ReadMessages(obj, o, &out->messages));
+                           if (o != nullptr) PC_RETURN_IF_API_ERROR(ReadTools(*o, out));
+                           return ParseCommon(obj, o, limits, out);
+                         });
 }
 
 std::optional<ApiError> ParsePrefixRequest(std::string_view body, PrefixRequest* out) {

@@ -1,7 +1,6 @@
 // POST /v1/completions and /v1/chat/completions: a request checked, planned (plain or modular),
 // queued on the engine, and answered as one JSON body or as Server-Sent Events.
 #include <algorithm>
-#include <random>
 
 #include "engine/fidelity.h"
 #include "model/model.h"
@@ -23,14 +22,6 @@ using Submitter = std::function<Result<std::shared_ptr<RequestHandle>>(Completio
 using Logits = std::vector<std::vector<float>>;
 // "evaluate": the fidelity a response reports, from its result and the logits of its tokens.
 using Evaluator = std::function<ojson(const CompletionResult&, const Logits&)>;
-
-std::string RandomHex(int n) {
-  static thread_local std::mt19937_64 rng(std::random_device{}());
-  static const char kHex[] = "0123456789abcdef";
-  std::string s;
-  for (int i = 0; i < n; ++i) s += kHex[rng() & 15];
-  return s;
-}
 
 int64_t UnixSeconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -247,9 +238,6 @@ std::string EndToolCalls(Stream& s, const CompletionResult& result) {
 // end of the stream. False (a failed write) makes cpp-httplib drop the connection.
 bool WriteStream(Stream& s, httplib::DataSink& sink) {
   std::string out;
-  std::vector<TextPiece> pieces;
-  CompletionResult result;
-  const TextChannel::Event event = s.channel->Next(kStreamPoll, &pieces, &result);
   // Echo: the prompt leads each choice; with log-probabilities it waits for the engine's piece
   // of choice -1 carrying them.
   ResponseMeta plain = s.meta;
@@ -263,62 +251,51 @@ bool WriteStream(Stream& s, httplib::DataSink& sink) {
       }
     }
   }
-  switch (event) {
-    case TextChannel::Event::kText:
-      for (const TextPiece& piece : pieces) {
-        if (piece.choice < 0) {  // prompt -1 - choice's echo (BatchPiece)
-          const int p = -1 - piece.choice;
-          if (p >= static_cast<int>(s.prompts.size())) continue;
-          const ResponseMeta& pm = s.prompts[p];
-          for (int i = p * s.n; i < (p + 1) * s.n; ++i) {
-            ojson j = ojson::parse(StreamTextChunk(plain, pm.prompt_text, s.include_usage, i)
-                                       .substr(6));  // after "data: "
-            j["choices"][0]["logprobs"] = LogprobsJson(pm, {}, 0, &piece.logprobs);
-            out += SseEvent(Dump(j));
-          }
-          continue;
+  auto on_text = [&](const std::vector<TextPiece>& pieces) {
+    for (const TextPiece& piece : pieces) {
+      if (piece.choice < 0) {  // prompt -1 - choice's echo (BatchPiece)
+        const int p = -1 - piece.choice;
+        if (p >= static_cast<int>(s.prompts.size())) continue;
+        const ResponseMeta& pm = s.prompts[p];
+        for (int i = p * s.n; i < (p + 1) * s.n; ++i) {
+          ojson j = ojson::parse(StreamTextChunk(plain, pm.prompt_text, s.include_usage, i)
+                                     .substr(6));  // after "data: "
+          j["choices"][0]["logprobs"] = LogprobsJson(pm, {}, 0, &piece.logprobs);
+          out += SseEvent(Dump(j));
         }
-        if (piece.choice < 0 || piece.choice >= static_cast<int>(s.offsets.size())) continue;
-        std::string text = piece.text;
-        if (s.meta.tool_format != ToolCallFormat::kNone) {
-          text = ReleaseContent(s, piece.choice, piece.text);
-          if (text.empty() && !(s.meta.logprobs && !piece.logprobs.empty())) continue;
-        }
-        out +=
-            StreamTextChunk(s.meta, text, s.include_usage, piece.choice,
-                            s.meta.logprobs ? &piece.logprobs : nullptr, s.offsets[piece.choice]);
-        for (const TokenLogprob& lp : piece.logprobs) {
-          if (s.meta.token_text) s.offsets[piece.choice] += s.meta.token_text(lp.token).size();
-        }
+        continue;
       }
-      break;
-    case TextChannel::Event::kTimeout:
-      if (out.empty()) out = ": keep-alive\n\n";
-      break;
-    case TextChannel::Event::kFinished:
-      if (!result.status.ok()) {
-        out += StreamErrorEvent(FromStatus(result.status));
-      } else {
-        if (!s.batch) s.server->Observe(s.tenant, result);
-        if (s.meta.tool_format != ToolCallFormat::kNone) out += EndToolCalls(s, result);
-        std::string finish = StreamFinishChunk(s.meta, result, s.include_usage);
-        if (s.map) {
-          finish =
-              AddEventField(finish, "cache_map",
-                            CacheMapJson(*s.map, result, s.server->engine().model().tokenizer()));
-        }
-        out += finish;
-        if (s.include_usage) out += StreamUsageChunk(s.meta, result);
+      if (piece.choice < 0 || piece.choice >= static_cast<int>(s.offsets.size())) continue;
+      std::string text = piece.text;
+      if (s.meta.tool_format != ToolCallFormat::kNone) {
+        text = ReleaseContent(s, piece.choice, piece.text);
+        if (text.empty() && !(s.meta.logprobs && !piece.logprobs.empty())) continue;
       }
-      out += SseDone();
-      if (!sink.write(out.data(), out.size())) return false;
-      sink.done();
-      return true;
-  }
-  // Text held back (a tool call may be starting) leaves nothing to write: an empty write would
-  // end the chunked body.
-  if (out.empty()) return true;
-  return sink.write(out.data(), out.size());
+      out += StreamTextChunk(s.meta, text, s.include_usage, piece.choice,
+                             s.meta.logprobs ? &piece.logprobs : nullptr, s.offsets[piece.choice]);
+      for (const TokenLogprob& lp : piece.logprobs) {
+        if (s.meta.token_text) s.offsets[piece.choice] += s.meta.token_text(lp.token).size();
+      }
+    }
+  };
+  auto on_end = [&](const CompletionResult& result) {
+    if (!result.status.ok()) {
+      out += StreamErrorEvent(FromStatus(result.status));
+    } else {
+      if (!s.batch) s.server->Observe(s.tenant, result);
+      if (s.meta.tool_format != ToolCallFormat::kNone) out += EndToolCalls(s, result);
+      std::string finish = StreamFinishChunk(s.meta, result, s.include_usage);
+      if (s.map) {
+        finish =
+            AddEventField(finish, "cache_map",
+                          CacheMapJson(*s.map, result, s.server->engine().model().tokenizer()));
+      }
+      out += finish;
+      if (s.include_usage) out += StreamUsageChunk(s.meta, result);
+    }
+    out += SseDone();
+  };
+  return PollAndWrite<TextPiece>(*s.channel, out, ": keep-alive\n\n", sink, on_text, on_end);
 }
 
 // A stream of `prompts.size()` prompts with n choices each (choice p * n + i).
@@ -546,10 +523,7 @@ void HandleCompletion(Call& call, ApiKind kind) {
     Result<BuiltPrompt> prompt = server.encoder().Build(r, server.PromptLimit(), segments);
     if (!prompt.ok()) {
       const std::string param = kind == ApiKind::kChat ? "messages" : "prompt";
-      if (prompt.status().code() == StatusCode::kOutOfRange) {
-        return call.Fail(server.PromptTooLong(prompt.status(), param));
-      }
-      return call.Fail(prompt.status(), param);
+      return call.Fail(server.PromptError(prompt.status(), param));
     }
     const int n = static_cast<int>(prompt->tokens.size());
     if ((err = CheckLength(server, r, n, n, &creq.max_tokens))) return call.Fail(*err);
@@ -614,11 +588,7 @@ bool PrepareChat(Call& call, const ApiRequest& r, CompletionRequest* creq,
   }
   Result<BuiltPrompt> prompt = server.encoder().Build(r, server.PromptLimit(), segments);
   if (!prompt.ok()) {
-    if (prompt.status().code() == StatusCode::kOutOfRange) {
-      call.Fail(server.PromptTooLong(prompt.status(), param));
-    } else {
-      call.Fail(prompt.status(), param);
-    }
+    call.Fail(server.PromptError(prompt.status(), param));
     return false;
   }
   const int n = static_cast<int>(prompt->tokens.size());

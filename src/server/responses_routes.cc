@@ -2,7 +2,6 @@
 // machinery. The request is read as a chat request (server/responses_request.h), the stored
 // conversation of previous_response_id spliced in, and the result answered as a response
 // object or as its typed event stream (server/responses_response.h).
-#include <random>
 
 #include "server/json_fields.h"
 #include "server/responses_response.h"
@@ -14,14 +13,6 @@ namespace promptcache {
 namespace {
 
 using ojson = nlohmann::ordered_json;
-
-std::string RandomHex(int n) {
-  static thread_local std::mt19937_64 rng(std::random_device{}());
-  static const char kHex[] = "0123456789abcdef";
-  std::string s;
-  for (int i = 0; i < n; ++i) s += kHex[rng() & 15];
-  return s;
-}
 
 bool Blank(const std::string& s) { return s.find_first_not_of(" \t\r\n") == std::string::npos; }
 
@@ -148,42 +139,30 @@ std::string Finish(ResponsesStream& s, const CompletionResult& result) {
 
 bool WriteResponses(ResponsesStream& s, httplib::DataSink& sink) {
   std::string out;
-  std::vector<TextPiece> pieces;
-  CompletionResult result;
-  const TextChannel::Event event = s.channel->Next(kStreamPoll, &pieces, &result);
   if (!s.started) {
     s.started = true;
     const ojson response = ResponseObject(s.meta, nullptr);
     out += ResponsesEvent("response.created", {{"response", response}}, &s.sequence);
     out += ResponsesEvent("response.in_progress", {{"response", response}}, &s.sequence);
   }
-  switch (event) {
-    case TextChannel::Event::kText:
-      for (const TextPiece& piece : pieces) s.text += piece.text;
-      out += Release(s);
-      break;
-    case TextChannel::Event::kTimeout:
-      if (out.empty()) out = ": keep-alive\n\n";
-      break;
-    case TextChannel::Event::kFinished: {
-      if (!result.status.ok()) {
-        const ApiError e = FromStatus(result.status);
-        out += ResponsesEvent("error",
-                              {{"code", e.code.empty() ? ojson(nullptr) : ojson(e.code)},
-                               {"message", e.message},
-                               {"param", e.param.empty() ? ojson(nullptr) : ojson(e.param)}},
-                              &s.sequence);
-      } else {
-        s.server->Observe(s.tenant, result);
-        out += Finish(s, result);
-      }
-      if (!sink.write(out.data(), out.size())) return false;
-      sink.done();
-      return true;
+  auto on_text = [&](const std::vector<TextPiece>& pieces) {
+    for (const TextPiece& piece : pieces) s.text += piece.text;
+    out += Release(s);
+  };
+  auto on_end = [&](const CompletionResult& result) {
+    if (!result.status.ok()) {
+      const ApiError e = FromStatus(result.status);
+      out += ResponsesEvent("error",
+                            {{"code", e.code.empty() ? ojson(nullptr) : ojson(e.code)},
+                             {"message", e.message},
+                             {"param", e.param.empty() ? ojson(nullptr) : ojson(e.param)}},
+                            &s.sequence);
+    } else {
+      s.server->Observe(s.tenant, result);
+      out += Finish(s, result);
     }
-  }
-  if (out.empty()) return true;
-  return sink.write(out.data(), out.size());
+  };
+  return PollAndWrite<TextPiece>(*s.channel, out, ": keep-alive\n\n", sink, on_text, on_end);
 }
 
 // An error of the chat parser, its param spelled as the Responses request spells the field.

@@ -68,6 +68,10 @@ ApiError ServerContext::PromptTooLong(const Status& st, const std::string& param
                               param, "context_length_exceeded");
 }
 
+ApiError ServerContext::PromptError(const Status& st, const std::string& param) const {
+  return st.code() == StatusCode::kOutOfRange ? PromptTooLong(st, param) : FromStatus(st, param);
+}
+
 void ServerContext::Observe(const std::string& tenant, const CompletionResult& r) {
   if (!r.tokens.empty()) metrics_.ObserveTtft(r.ttft_ms / 1000.0);
   metrics_.ObserveTenant(tenant, r);

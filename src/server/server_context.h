@@ -53,6 +53,9 @@ class ServerContext {
   // The error for a prompt PromptEncoder refused as surely longer than PromptLimit(), named as
   // the length checks name it (the context, or --max-prompt-tokens).
   ApiError PromptTooLong(const Status& st, const std::string& param) const;
+  // The error for a prompt PromptEncoder could not build: PromptTooLong for one too long
+  // (kOutOfRange), else the status itself.
+  ApiError PromptError(const Status& st, const std::string& param) const;
 
   // Counts a finished request for the metrics, the server's and its tenant's.
   void Observe(const std::string& tenant, const CompletionResult& r);

@@ -74,17 +74,13 @@ MaybeError ReadTool(const ojson& t, const std::string& p, std::string* name) {
 MaybeError ReadToolChoice(const ojson& v, const std::set<std::string>& names, ApiRequest* out) {
   if (v.is_string()) {
     const std::string s = v.get<std::string>();
-    if (s == "none") {
-      out->tool_choice = ToolChoice::kNone;
-    } else if (s == "auto") {
-      out->tool_choice = ToolChoice::kAuto;
-    } else if (s == "required") {
-      out->tool_choice = ToolChoice::kRequired;
-    } else {
+    const std::optional<ToolChoice> choice = ToolChoiceWord(s, "required");
+    if (!choice) {
       return ApiError::BadRequest(
           "'tool_choice' is '" + s + "': none, auto, required or {\"type\": \"function\", ...}",
           "tool_choice");
     }
+    out->tool_choice = *choice;
   } else if (v.is_object()) {
     if (MaybeError e = OnlyKeys(v, "tool_choice", {"type", "function"})) return e;
     const ojson* type = Find(v, "type");
@@ -118,6 +114,13 @@ MaybeError ReadToolChoice(const ojson& v, const std::set<std::string>& names, Ap
 }
 
 }  // namespace
+
+std::optional<ToolChoice> ToolChoiceWord(std::string_view word, std::string_view required) {
+  if (word == "none") return ToolChoice::kNone;
+  if (word == "auto") return ToolChoice::kAuto;
+  if (word == required) return ToolChoice::kRequired;
+  return std::nullopt;
+}
 
 MaybeError ReadTools(const ojson& body, ApiRequest* out) {
   std::set<std::string> names;

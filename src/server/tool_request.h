@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "server/openai_request.h"
 #include "server/tool_calls.h"
@@ -19,6 +20,10 @@ namespace promptcache {
 
 // `tools` and `tool_choice` of `body` (the request object, keys in order) into *out.
 std::optional<ApiError> ReadTools(const nlohmann::ordered_json& body, ApiRequest* out);
+
+// The tool_choice a word names, "none", "auto" or `required` (OpenAI's "required", Anthropic's
+// "any"); nullopt for any other word.
+std::optional<ToolChoice> ToolChoiceWord(std::string_view word, std::string_view required);
 
 // A message's `tool_calls` (assistant), `tool_call_id` and `name` (tool) into *out (whose role
 // is read already); `param` is "messages[i]".

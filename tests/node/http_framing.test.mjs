@@ -7,6 +7,7 @@
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
+import { STATUS_CODES } from 'node:http';
 import { startServer, MODEL } from './server.mjs';
 
 let server;
@@ -54,13 +55,13 @@ function exchange(text, { gapMs = 0, timeoutMs = 5000 } = {}) {
   });
 }
 
-// The responses in `data`, one after the other: { status, headers (lower-case names), body }. A
+// The responses in `data`, one after the other: { status, reason, headers (lower-case names), body }. A
 // last one cut short is still listed; bytes that are no response are an error.
 function parseResponses(data) {
   const out = [];
   let at = 0;
   while (at < data.length) {
-    const m = /^HTTP\/1\.1 (\d{3}) [^\r\n]*\r\n/.exec(data.slice(at));
+    const m = /^HTTP\/1\.1 (\d{3}) ([^\r\n]*)\r\n/.exec(data.slice(at));
     assert.ok(m, `a response at byte ${at}: ${JSON.stringify(data.slice(at, at + 80))}`);
     const end = data.indexOf('\r\n\r\n', at);
     const headers = {};
@@ -84,7 +85,7 @@ function parseResponses(data) {
       body = data.slice(at, at + n);
       at += n;
     }
-    out.push({ status: Number(m[1]), headers, body });
+    out.push({ status: Number(m[1]), reason: m[2], headers, body });
   }
   return out;
 }
@@ -97,6 +98,8 @@ const SMUGGLED = 'GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n';
 // One refusal with `status`, the connection closed by the server, nothing served after it.
 function assertRefused(r, status, mentions) {
   assert.deepEqual(r.statuses, [status], r.data);
+  // The status line's reason phrase, as Node's own table spells it.
+  assert.equal(r.responses[0].reason, STATUS_CODES[status]);
   assert.ok(r.ended, `the server closes the connection: ${r.data}`);
   assert.equal(r.error, null);
   assert.equal(r.responses[0].headers.connection, 'close');
