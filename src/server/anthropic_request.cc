@@ -15,8 +15,10 @@ namespace {
 
 using json_fields::Contains;
 using json_fields::Find;
+using json_fields::Guarded;
 using json_fields::json;
 using json_fields::MaybeError;
+using json_fields::ParseObject;
 using json_fields::ReadFloat;
 using json_fields::ReadInt;
 using json_fields::Unsupported;
@@ -475,7 +477,7 @@ MaybeError ReadSegmentFields(const json& obj, AnthropicRequest* out) {
 MaybeError Parse(std::string_view body, const RequestLimits* limits, AnthropicRequest* out) {
   *out = AnthropicRequest();
   json obj;
-  PC_RETURN_IF_API_ERROR(json_fields::ParseObject(body, &obj));
+  PC_RETURN_IF_API_ERROR(ParseObject(body, &obj));
   PC_RETURN_IF_API_ERROR(CheckFields(obj, limits == nullptr));
   PC_RETURN_IF_API_ERROR(ReadModel(obj, &out->model));
   PC_RETURN_IF_API_ERROR(ReadOffValues(obj));
@@ -505,11 +507,11 @@ FieldSupport MessagesFieldSupport(std::string_view field) {
 
 std::optional<ApiError> ParseMessagesRequest(std::string_view body, const RequestLimits& limits,
                                              AnthropicRequest* out) {
-  return json_fields::Guarded([&] { return Parse(body, &limits, out); });
+  return Guarded([&] { return Parse(body, &limits, out); });
 }
 
 std::optional<ApiError> ParseCountTokensRequest(std::string_view body, AnthropicRequest* out) {
-  return json_fields::Guarded([&] { return Parse(body, nullptr, out); });
+  return Guarded([&] { return Parse(body, nullptr, out); });
 }
 
 Result<AnthropicPrompt> BuildMessagesPrompt(const PromptEncoder& encoder,
