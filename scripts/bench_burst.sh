@@ -67,18 +67,8 @@ for dir in $llama $ik; do
 done
 [ -d tests/node/node_modules/openai ] || { echo "bench_burst: run scripts/setup.sh (npm client)" >&2; exit 1; }
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/bench_burst.XXXXXX")
-[ -n "$results" ] || results=$work/results.jsonl
-: >"$results"
-server_pid=""
-cleanup() {
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -TERM "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source scripts/bench_lib.sh
+bench_setup bench_burst
 
 # Starts a server (the command line in "$@", run in the scratch folder: ik_llama.cpp's writes
 # llama.log where it runs) and waits until $url/health answers 200 (llama-server answers 503
@@ -86,21 +76,8 @@ trap cleanup EXIT
 start_server() {
   (cd "$work" && exec "$@") >"$work/server.log" 2>&1 &
   server_pid=$!
-  for _ in $(seq 1 1200); do
-    curl -sf "$url/health" >/dev/null 2>&1 && return 0
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  echo "bench_burst: the server did not start: $*" >&2
-  cat "$work/server.log" >&2
-  exit 1
+  wait_server "the server ($*)" 1200 healthy "$url"
 }
-stop_server() {
-  kill -TERM "$server_pid"
-  wait "$server_pid" || true
-  server_pid=""
-}
-load() { cut -d' ' -f1-3 /proc/loadavg; }
 
 # name, client kind, server command. Each server has a port of its own (PORT + its index): a
 # port another server just closed can be refused for a while (its connections in TIME_WAIT).
@@ -112,7 +89,7 @@ omp="env OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}"
 [ -n "$llama" ] && servers+=("llama-server|llama|$omp $(realpath "$llama")/llama-server $llama_args --port $((port + ${#servers[@]}))")
 [ -n "$ik" ] && servers+=("ik_llama.cpp|llama|$omp $(realpath "$ik")/llama-server $llama_args --port $((port + ${#servers[@]}))")
 
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')" >&2
+echo "machine: $(machine)" >&2
 echo "model: $model, $threads threads, $repeat repetitions; load average before: $(load)" >&2
 n=${#servers[@]}
 for r in $(seq "$first" $((first + repeat - 1))); do

@@ -66,24 +66,15 @@ fi
   exit 1
 }
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/bench_contention.XXXXXX")
-[ -n "$results" ] || results=$work/results.jsonl
-: >"$results"
-server_pid=""
+source scripts/bench_lib.sh
+bench_setup bench_contention
 busy_pids=()
 stop_busy() {
   for p in "${busy_pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${busy_pids[@]}"; do wait "$p" 2>/dev/null || true; done
   busy_pids=()
 }
-stop_server() {
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -TERM "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  server_pid=""
-}
-trap 'stop_busy; stop_server; rm -rf "$work"' EXIT
+bench_on_exit() { stop_busy; }
 start_busy() {
   for _ in $(seq "$busy"); do
     nice -n "$busy_nice" bash -c 'while :; do :; done' &
@@ -104,18 +95,10 @@ start_server() {
       >"$work/server.log" 2>&1 &
   fi
   server_pid=$!
-  for _ in $(seq 1 600); do
-    curl -sf "$url/health" >/dev/null 2>&1 && return 0
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  echo "bench_contention: $engine did not start:" >&2
-  cat "$work/server.log" >&2
-  exit 1
+  wait_server "$engine" 600 healthy "$url"
 }
 
-load() { cut -d' ' -f1-3 /proc/loadavg; }
-echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')" >&2
+echo "machine: $(machine)" >&2
 echo "model: $model, $threads threads, $rounds rounds x $per_round per engine and load," \
   "$busy busy processes at nice $busy_nice, $gen generated tokens; load average before: $(load)" >&2
 seed=1

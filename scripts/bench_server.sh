@@ -50,18 +50,8 @@ done
 }
 [ -d tests/node/node_modules/openai ] || { echo "bench_server: run scripts/setup.sh (npm client)" >&2; exit 1; }
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/bench_server.XXXXXX")
-[ -n "$results" ] || results=$work/results.jsonl
-: >"$results"
-server_pid=""
-cleanup() {
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -TERM "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source scripts/bench_lib.sh
+bench_setup bench_server
 
 url=http://127.0.0.1:$port
 # Starts the server with extra flags and waits for its "listening on" line (it loads a schema
@@ -69,24 +59,11 @@ url=http://127.0.0.1:$port
 start_server() {
   "$bin" serve -m "$model" -t "$threads" "${isa[@]}" --host 127.0.0.1 --port "$port" "$@" 2>"$work/server.log" &
   server_pid=$!
-  for _ in $(seq 1 600); do
-    grep -q "listening on" "$work/server.log" 2>/dev/null && return 0
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  echo "bench_server: the server did not start:" >&2
-  cat "$work/server.log" >&2
-  exit 1
-}
-stop_server() {
-  kill -TERM "$server_pid"
-  wait "$server_pid" || true
-  server_pid=""
+  wait_server "the server" 600 grep -q "listening on" "$work/server.log"
 }
 client() { node tests/node/bench/bench_server.mjs "$@" --repeat "$repeat" >>"$results"; }
-load() { cut -d' ' -f1-3 /proc/loadavg; }
 
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')" >&2
+echo "machine: $(machine)" >&2
 echo "model: $model, $threads threads, kernels ${isa[1]:-the best}, $repeat repetitions; load average before: $(load)" >&2
 
 for s in $scenarios; do
