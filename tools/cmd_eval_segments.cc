@@ -319,13 +319,9 @@ class EvalSegmentsCommand : public Command {
       out.candidates += r.recompute_candidates;
       out.ttft.push_back(r.ttft_ms);
       if (no_fidelity_ || r.segment_hits == 0) continue;  // nothing approximated
-      ExpandedPrompt x;
-      x.tokens = rr.tokens;
-      x.positions.resize(x.tokens.size());
-      std::iota(x.positions.begin(), x.positions.end(), 0);
-      x.end = static_cast<int>(x.tokens.size());
-      PC_ASSIGN_OR_RETURN(FidelityReport rep,
-                          CompareWithFullRecompute(model, x, r.tokens, logits, runner));
+      PC_ASSIGN_OR_RETURN(
+          FidelityReport rep,
+          CompareWithFullRecompute(model, Contiguous(rr.tokens), r.tokens, logits, runner));
       ++out.scored;
       out.margin_steps += rep.margin_steps;
       out.margin_agreements += rep.margin_agreements;

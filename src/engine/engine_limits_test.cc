@@ -57,7 +57,7 @@ TEST(EngineLimits, PinsStayWithinTheirQuotasAndSaySo) {
   EXPECT_EQ(Settled(*e).pins_limited, 1u);
 
   // A tenant, in a namespace of its own, gets its quota's worth: one block.
-  e->DropCache("", /*force=*/true);
+  ASSERT_TRUE(e->DropCache("", /*force=*/true).ok());
   EXPECT_EQ(Settled(*e).cache_pinned_bytes, 0u);
   r.tenant = "alice";
   r.cache_namespace = "alice-ns";

@@ -84,6 +84,13 @@ ExpandedPrompt Contiguous(const ExpandedPrompt& prompt) {
   return out;
 }
 
+ExpandedPrompt Contiguous(std::vector<int32_t> tokens) {
+  ExpandedPrompt out;
+  out.tokens = std::move(tokens);
+  out.positions.resize(out.tokens.size());
+  return Contiguous(out);
+}
+
 double KlDivergence(std::span<const float> p_logits, std::span<const float> q_logits) {
   PC_CHECK(p_logits.size() == q_logits.size());
   std::vector<double> lp, lq;

@@ -67,6 +67,8 @@ Result<FullRunResult> RunFull(const Model& model, const ExpandedPrompt& prompt,
 
 // `prompt`'s tokens at positions 0..n-1, continuing at n: the contiguous baseline.
 ExpandedPrompt Contiguous(const ExpandedPrompt& prompt);
+// `tokens` at positions 0..n-1, continuing at n: a plain prompt as its own full recompute.
+ExpandedPrompt Contiguous(std::vector<int32_t> tokens);
 
 // KL(P || Q) in nats between the softmax distributions of two logit vectors.
 double KlDivergence(std::span<const float> p_logits, std::span<const float> q_logits);

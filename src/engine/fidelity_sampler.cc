@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <numeric>
 
 #include "core/log.h"
 #include "core/stop_thread.h"
@@ -85,11 +84,8 @@ void FidelitySampler::Loop() {
 }
 
 void FidelitySampler::Evaluate(const FidelitySample& sample) {
-  ExpandedPrompt x;  // the contiguous baseline: the same tokens sent plainly
-  x.tokens = sample.prompt;
-  x.positions.resize(x.tokens.size());
-  std::iota(x.positions.begin(), x.positions.end(), 0);
-  x.end = static_cast<int>(x.tokens.size());
+  // The contiguous baseline: the same tokens sent plainly.
+  const ExpandedPrompt x = Contiguous(sample.prompt);
   CompareOptions co;
   co.against_logits_top1 = true;  // the request may have sampled, or followed a grammar
   co.greedy = false;

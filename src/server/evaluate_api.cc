@@ -23,6 +23,14 @@ ojson FidelityJson(const FidelityReport& rep) {
                {"greedy_equal", rep.greedy_equal}};
 }
 
+// The full recomputes run as the engine runs its model.
+RunnerOptions RecomputeOptions(const Engine& engine) {
+  RunnerOptions so;
+  so.threads = engine.options().threads;
+  so.kv_type = engine.options().kv_type;
+  return so;
+}
+
 }  // namespace
 
 ojson Fidelity(Engine& engine, const PmlPrompt& prompt, const CompletionResult& result,
@@ -31,9 +39,7 @@ ojson Fidelity(Engine& engine, const PmlPrompt& prompt, const CompletionResult& 
   at_schema.positions = PmlPositions::kSchema;
   Result<ExpandedPrompt> x = engine.ExpandPrompt(at_schema);
   if (!x.ok()) return ojson{{"error", x.status().message()}};
-  RunnerOptions so;
-  so.threads = engine.options().threads;
-  so.kv_type = engine.options().kv_type;
+  const RunnerOptions so = RecomputeOptions(engine);
   ojson out;
   for (const bool contiguous : {true, false}) {
     Result<FidelityReport> rep = CompareWithFullRecompute(
@@ -47,16 +53,8 @@ ojson Fidelity(Engine& engine, const PmlPrompt& prompt, const CompletionResult& 
 ojson SegmentFidelity(Engine& engine, const std::vector<int32_t>& prompt,
                       const CompletionResult& result,
                       const std::vector<std::vector<float>>& logits) {
-  ExpandedPrompt x;
-  x.tokens = prompt;
-  x.positions.resize(prompt.size());
-  for (size_t i = 0; i < prompt.size(); ++i) x.positions[i] = static_cast<int32_t>(i);
-  x.end = static_cast<int>(prompt.size());
-  RunnerOptions so;
-  so.threads = engine.options().threads;
-  so.kv_type = engine.options().kv_type;
-  Result<FidelityReport> rep =
-      CompareWithFullRecompute(engine.model(), x, result.tokens, logits, so);
+  Result<FidelityReport> rep = CompareWithFullRecompute(
+      engine.model(), Contiguous(prompt), result.tokens, logits, RecomputeOptions(engine));
   if (!rep.ok()) return ojson{{"error", rep.status().message()}};
   return ojson{{"contiguous", FidelityJson(*rep)}};
 }
