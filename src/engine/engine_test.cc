@@ -81,17 +81,22 @@ TEST(Engine, ConcurrentRequestsBatchAndShareBlocks) {
 
 // Under kv_ram_bytes a request that does not fit beside the running ones waits for them: its
 // text starts after the first one's ended. Without the bound the two are decoded together and
-// their text interleaves (the control).
+// their text interleaves (the control). a's first piece holds the engine thread until b is in the
+// queue: otherwise, on a loaded machine, the test thread could lose its core between the two
+// submits for as long as a takes to finish, and the control would see a alone.
 std::vector<char> TextOrder(const EngineOptions& base) {
   auto e = Make(base);
   const auto prompt = e->model().tokenizer().Encode("Once upon a time", true);
   std::mutex mu;
   std::vector<char> order;
+  std::promise<void> b_queued;
+  std::shared_future<void> b_queued_future = b_queued.get_future().share();
   std::vector<std::shared_ptr<RequestHandle>> handles;
   for (char id : {'a', 'b'}) {
     CompletionRequest r = Greedy(prompt, 48);
     r.ignore_eos = true;
-    r.on_text = [&mu, &order, id](const std::string&) {
+    r.on_text = [&mu, &order, id, b_queued_future](const std::string&) {
+      if (id == 'a') b_queued_future.wait();
       std::lock_guard<std::mutex> lock(mu);
       order.push_back(id);
       return true;
@@ -100,6 +105,7 @@ std::vector<char> TextOrder(const EngineOptions& base) {
     PC_CHECK(h.ok());
     handles.push_back(*h);
   }
+  b_queued.set_value();
   for (auto& h : handles) EXPECT_TRUE(h->Wait().status.ok());
   return order;
 }
