@@ -144,8 +144,12 @@ TEST(Engine, KvRamBudgetQueuesWhatDoesNotFitAndRefusesWhatNeverCould) {
 // An allocation that fails on the engine thread fails its request, not the process: in a child
 // process (gtest's death-test fork) whose address space is capped just above what the engine
 // holds once started, a prompt whose K/V needs more than the cap gets an error status, and the
-// engine then serves a small request.
+// engine then serves a small request. The child is a fresh run of this binary ("threadsafe"
+// style), not a fork: a fork inherits the heap of the tests that ran before it in this process,
+// whose free space can hold the prompt's K/V without growing the data segment, so the cap would
+// not bite (it did not, run after the other engine tests in one process).
 TEST(Engine, AllocationFailureFailsTheRequestNotTheProcess) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
         // Buffers above 64 KiB come from mmap (glibc would otherwise raise the threshold and
