@@ -1,6 +1,6 @@
 // PML, the prompt markup language of Prompt Cache (Gim et al., MLSys 2024), as the public API
 // sees it: the parsed form of a prompt (PmlPrompt, which Engine::SubmitPrompt takes and
-// PromptBuilder in promptcache/engine.h builds) and the layout of a loaded schema
+// PromptBuilder in promptcache/schema.h builds) and the layout of a loaded schema
 // (SchemaLayout, from Engine::GetSchemaLayout). The language itself is described in
 // docs/modules.md.
 //

@@ -2,7 +2,7 @@
 //
 // The pipeline is fixed: repetition/presence/frequency penalties, top-k, softmax with
 // temperature, top-p (nucleus), min-p, then a draw from a seeded generator; temperature 0 is
-// greedy decoding. A CompletionRequest (promptcache/engine.h) carries one SamplingParams.
+// greedy decoding. A CompletionRequest (promptcache/completion.h) carries one SamplingParams.
 #pragma once
 
 #include <cstdint>

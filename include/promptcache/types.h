@@ -1,5 +1,5 @@
 // Small value types the public API shares between headers: today, how the engine stores the
-// attention keys and values it caches (EngineOptions::kv_type in promptcache/engine.h).
+// attention keys and values it caches (EngineOptions::kv_type in promptcache/engine_options.h).
 #pragma once
 
 namespace promptcache {

@@ -1,4 +1,4 @@
-// Embedding requests (engine_impl.h, EmbeddingRequest in promptcache/engine.h): checked and
+// Embedding requests (engine_impl.h, EmbeddingRequest in promptcache/embedding.h): checked and
 // queued like completions; on the engine thread one slot feeds the request's inputs to the
 // step's batch as prefill-only sequences, asking Forward for the final hidden states of the
 // tokens its pooling reads, and turns them into one vector per input (or per token).

@@ -90,7 +90,9 @@ TEST(EngineLogprobs, GeneratedTokensReportTheirLogSoftmax) {
     double mass = 0;
     for (size_t k = 0; k < lp.top.size(); ++k) {
       mass += std::exp(lp.top[k].second);
-      if (k > 0) EXPECT_LE(lp.top[k].second, lp.top[k - 1].second);
+      if (k > 0) {
+        EXPECT_LE(lp.top[k].second, lp.top[k - 1].second);
+      }
     }
     EXPECT_LE(mass, 1.0 + 1e-5);
   }

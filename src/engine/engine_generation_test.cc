@@ -34,7 +34,9 @@ TEST(EngineGeneration, GreedyTextWithAndWithoutKvCacheIsTheSame) {
       streamed[recompute] += piece;
       return true;
     };
-    if (recompute == 1) ASSERT_TRUE(e->DropCache("").ok());
+    if (recompute == 1) {
+      ASSERT_TRUE(e->DropCache("").ok());
+    }
     r[recompute] = Complete(*e, std::move(req));
     ASSERT_TRUE(r[recompute].status.ok()) << r[recompute].status.message();
   }

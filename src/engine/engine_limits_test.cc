@@ -27,7 +27,8 @@ size_t BlockBytes() { return Make()->model().MakeKvLayout(KvType::kF16).bytes_pe
 
 // Byte budgets counted in K/V blocks; those left unset keep their defaults.
 struct BlockBudgets {
-  std::optional<size_t> kv_ram, cache_ram, pin_ram, tenant_pin_ram;
+  // Default initializers, so that designated initializers may leave members out.
+  std::optional<size_t> kv_ram = {}, cache_ram = {}, pin_ram = {}, tenant_pin_ram = {};
 };
 EngineOptions InBlocks(size_t block, const BlockBudgets& b) {
   EngineOptions o;

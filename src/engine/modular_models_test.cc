@@ -37,7 +37,8 @@ TEST_P(ModularModels, ContiguousPositionsEqualThePlainPrompt) {
       return FullFirstLogits(*e, Contiguous(*x), KvType::kF32);
     };
     const std::string text = "<![CDATA[\nOne day,]]>";
-    for (const std::string body : {"<cat/>" + text, "<dog/>" + text, std::string("<cat/>"), text}) {
+    for (const std::string& body :
+         {"<cat/>" + text, "<dog/>" + text, std::string("<cat/>"), text}) {
       const std::string xml = "<prompt schema=\"pets\"" + attr + ">" + body + "</prompt>";
       auto x = e->ExpandPrompt(Parse(xml));
       ASSERT_TRUE(x.ok());
@@ -144,7 +145,9 @@ TEST_P(ModularModels, RecomputeBlendsModulesTowardThePlainPrompt) {
     const double kl = KlDivergence(plain, blended);
     EXPECT_LT(kl, last_kl) << share;
     last_kl = kl;
-    if (std::string(share) == "1") EXPECT_EQ(blended, plain);
+    if (std::string(share) == "1") {
+      EXPECT_EQ(blended, plain);
+    }
   }
   // A prompt whose pieces all follow what they attended to has no candidates.
   const CompletionResult exact = Serve(*e, prompt(" recompute=\"1\"", "<cat/>"), Greedy(1));

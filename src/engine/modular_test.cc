@@ -311,9 +311,9 @@ TEST(Modular, GenerationStartsFromTheLastTokenWhereverItComesFrom) {
   auto layout = *e->GetSchemaLayout("trail");
   auto& impl = dynamic_cast<EngineImpl&>(*e);
   const std::string arg = R"(<pet animal=" cat"/>)";
-  for (const std::string computed : {arg, std::string("<live/>"), std::string("")}) {
-    for (const std::string after : {std::string(""), std::string("<end/>")}) {
-      for (const std::string text : {std::string(""), std::string("<![CDATA[\nOne day,]]>")}) {
+  for (const std::string& computed : {arg, std::string("<live/>"), std::string("")}) {
+    for (const std::string& after : {std::string(""), std::string("<end/>")}) {
+      for (const std::string& text : {std::string(""), std::string("<![CDATA[\nOne day,]]>")}) {
         const std::string body = computed.empty() ? "<end/>" : computed + after;
         const std::string xml = "<prompt schema=\"trail\">" + body + text + "</prompt>";
         auto plan = PlanPrompt(*layout, Parse(xml), impl.encoder());

@@ -231,8 +231,14 @@ TEST(AnthropicRequest, PromptIsTheChatRenderingAndBreakpointsCoverTheirPrefix) {
           "messages":[{"role":"user","content":"A dog."}]})");
   Result<AnthropicPrompt> p = BuildMessagesPrompt(encoder, r, 0.5);
   ASSERT_TRUE(p.ok()) << p.status().message();
-  Result<BuiltPrompt> chat = encoder.FromMessages(
-      {ApiMessage{"system", system, true}, ApiMessage{"user", "A dog.", false}}, true);
+  ApiMessage system_message;
+  system_message.role = "system";
+  system_message.content = system;
+  system_message.cache_breakpoint = true;
+  ApiMessage user_message;
+  user_message.role = "user";
+  user_message.content = "A dog.";
+  Result<BuiltPrompt> chat = encoder.FromMessages({system_message, user_message}, true);
   ASSERT_TRUE(chat.ok());
   EXPECT_EQ(p->tokens, chat->tokens);
   ASSERT_EQ(p->pins.size(), 1u);

@@ -247,7 +247,9 @@ TEST(SpecialTokens, OnlyTrustedTextWritesControlTokens) {
     // The template's two spellings are tokens; the user's is text (as unparsed text encodes it).
     EXPECT_EQ(std::count(ids.begin(), ids.end(), id), 2);
     // (SentencePiece decodes a dummy-prefix space after each special token.)
-    if (!spm) EXPECT_EQ(l.tok->Decode(ids, /*special=*/true), text.text());
+    if (!spm) {
+      EXPECT_EQ(l.tok->Decode(ids, /*special=*/true), text.text());
+    }
     // Read as one trusted text, all three would be.
     const std::vector<int32_t> all = l.tok->Encode(text.text(), true, /*parse_special=*/true);
     EXPECT_EQ(std::count(all.begin(), all.end(), id), 3);
