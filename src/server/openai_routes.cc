@@ -289,6 +289,29 @@ void StartStream(Call& call, const ResponseMeta& meta, bool include_usage, Compl
                     [s](httplib::DataSink& sink) { return WriteStream(*s, sink); });
 }
 
+// What a response says of itself: id, model, log-probabilities' token text, echo.
+ResponseMeta CompletionMeta(Call& call, const ApiRequest& r, ApiKind kind, std::string id,
+                            const CompletionRequest& creq) {
+  ServerContext& server = call.server;
+  const Tokenizer& tok = call.engine().model().tokenizer();
+  ResponseMeta meta;
+  meta.kind = kind;
+  meta.id = std::move(id);
+  meta.created = UnixSeconds();
+  meta.model = r.model.empty() ? server.model_id() : r.model;
+  meta.system_fingerprint = server.fingerprint();
+  if (r.logprobs >= 0) {
+    meta.logprobs = true;
+    meta.token_text = [&tok](int32_t t) { return tok.TokenBytes(t); };
+  }
+  if (r.echo) {
+    meta.echo = true;
+    meta.prompt_tokens = creq.prompt;
+    meta.prompt_text = tok.Decode(creq.prompt);
+  }
+  return meta;
+}
+
 // Completions with a batch of prompts: each prompt is its own request, all queued before the
 // first is awaited; the choices of prompt p are indexed p * n + i, as OpenAI indexes them, and
 // the usage is summed. Queues every prompt (streamed onto `channel` when not null) and fills
@@ -296,8 +319,6 @@ void StartStream(Call& call, const ResponseMeta& meta, bool include_usage, Compl
 bool SubmitBatch(Call& call, const ApiRequest& r, const std::shared_ptr<TextChannel>& channel,
                  std::vector<std::shared_ptr<RequestHandle>>* handles,
                  std::vector<ResponseMeta>* metas) {
-  ServerContext& server = call.server;
-  const Tokenizer& tok = call.engine().model().tokenizer();
   const std::string id = "cmpl-" + RandomHex(24);
   auto cancel = [handles] {
     for (auto& h : *handles) h->Cancel();
@@ -311,21 +332,7 @@ bool SubmitBatch(Call& call, const ApiRequest& r, const std::shared_ptr<TextChan
     one.prompt_is_tokens = r.batch[p].is_tokens;
     CompletionRequest creq;
     if (!PrepareChat(call, one, &creq, "prompt[" + std::to_string(p) + "]")) return cancel();
-    ResponseMeta meta;
-    meta.kind = ApiKind::kCompletion;
-    meta.id = id;
-    meta.created = UnixSeconds();
-    meta.model = r.model.empty() ? server.model_id() : r.model;
-    meta.system_fingerprint = server.fingerprint();
-    if (r.logprobs >= 0) {
-      meta.logprobs = true;
-      meta.token_text = [&tok](int32_t t) { return tok.TokenBytes(t); };
-    }
-    if (r.echo) {
-      meta.echo = true;
-      meta.prompt_tokens = creq.prompt;
-      meta.prompt_text = tok.Decode(creq.prompt);
-    }
+    ResponseMeta meta = CompletionMeta(call, r, ApiKind::kCompletion, id, creq);
     creq.on_text = call.StopsWithServer();
     if (channel) creq.on_piece = BatchPiece(channel, static_cast<int>(p), r.n);
     Result<std::shared_ptr<RequestHandle>> handle = call.engine().Submit(std::move(creq));
@@ -477,30 +484,6 @@ bool BuildPlainPrompt(Call& call, const ApiRequest& r, bool segments, const std:
   return true;
 }
 
-// What the response says of itself: id, model, tool format, log-probabilities' token text, echo.
-ResponseMeta CompletionMeta(Call& call, const ApiRequest& r, ApiKind kind,
-                            const CompletionRequest& creq) {
-  ServerContext& server = call.server;
-  const Tokenizer& tok = call.engine().model().tokenizer();
-  ResponseMeta meta;
-  meta.kind = kind;
-  meta.id = (kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-") + RandomHex(24);
-  meta.created = UnixSeconds();
-  meta.model = r.model.empty() ? server.model_id() : r.model;
-  meta.system_fingerprint = server.fingerprint();
-  if (r.tools_offered()) meta.tool_format = server.encoder().tool_format();
-  if (r.logprobs >= 0) {
-    meta.logprobs = true;
-    meta.token_text = [&tok](int32_t id) { return tok.TokenBytes(id); };
-  }
-  if (r.echo) {
-    meta.echo = true;
-    meta.prompt_tokens = creq.prompt;
-    meta.prompt_text = tok.Decode(creq.prompt);
-  }
-  return meta;
-}
-
 // With "evaluate": the fidelity of the served logits against the full recompute (of the modular
 // prompt `modular`, which outlives the response, or of the segmented token prompt).
 Evaluator CompletionEvaluator(Engine& engine, const ApiRequest& r, const PmlPrompt& modular,
@@ -550,7 +533,9 @@ void HandleCompletion(Call& call, ApiKind kind) {
     if (map) map->prompt = creq.prompt;
     submit = [&engine](CompletionRequest c) { return engine.Submit(std::move(c)); };
   }
-  const ResponseMeta meta = CompletionMeta(call, r, kind, creq);
+  ResponseMeta meta = CompletionMeta(
+      call, r, kind, (kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-") + RandomHex(24), creq);
+  if (r.tools_offered()) meta.tool_format = call.server.encoder().tool_format();
   if (r.stream) return StartStream(call, meta, r.include_usage, std::move(creq), submit, map);
   const Evaluator evaluate = CompletionEvaluator(engine, r, modular, creq);
   Respond(call, meta, std::move(creq), submit, evaluate, map);
