@@ -79,6 +79,33 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& file) {
 }
 
 Status Tokenizer::LoadCommon(const GgufFile& file) {
+  PC_RETURN_IF_ERROR(LoadPieces(file));
+  PC_RETURN_IF_ERROR(LoadTypes(file));
+  // Later duplicates win, as in llama.cpp.
+  const size_t n = pieces_.size();
+  piece_ids_.reserve(n);
+  for (size_t i = 0; i < n; ++i) piece_ids_[pieces_[i]] = static_cast<int32_t>(i);
+  PC_RETURN_IF_ERROR(LoadSpecialIds(file));
+  for (size_t i = 0; i < n; ++i) {
+    const TokenType t = types_[i];
+    if (pieces_[i].empty()) continue;
+    if (t != TokenType::kControl && t != TokenType::kUserDefined && t != TokenType::kUnknown) {
+      continue;
+    }
+    special_ids_[pieces_[i]] = static_cast<int32_t>(i);
+  }
+  PC_RETURN_IF_ERROR(LoadStripAttributes(file));
+  for (const auto& [text, id] : special_ids_) {
+    special_lengths_[static_cast<uint8_t>(text[0])].push_back(static_cast<uint32_t>(text.size()));
+  }
+  for (auto& lengths : special_lengths_) {
+    std::sort(lengths.rbegin(), lengths.rend());
+    lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
+  }
+  return Status::Ok();
+}
+
+Status Tokenizer::LoadPieces(const GgufFile& file) {
   const GgufValue* tokens = file.Find(kTokensKey);
   if (tokens == nullptr) return NotFound(std::string(kTokensKey) + ": missing");
   if (!tokens->is_array() || tokens->array_type != GgufValueType::kString) {
@@ -96,6 +123,11 @@ Status Tokenizer::LoadCommon(const GgufFile& file) {
                              " is not a string");
     }
   }
+  return Status::Ok();
+}
+
+Status Tokenizer::LoadTypes(const GgufFile& file) {
+  const size_t n = pieces_.size();
   types_.assign(n, TokenType::kNormal);
   if (const GgufValue* types = file.Find(kTypesKey)) {
     if (!types->is_array()) return InvalidArgument(std::string(kTypesKey) + ": expected an array");
@@ -113,10 +145,10 @@ Status Tokenizer::LoadCommon(const GgufFile& file) {
       types_[i] = t >= 0 && t <= 6 ? static_cast<TokenType>(t) : TokenType::kUndefined;
     }
   }
-  // Later duplicates win, as in llama.cpp.
-  piece_ids_.reserve(n);
-  for (size_t i = 0; i < n; ++i) piece_ids_[pieces_[i]] = static_cast<int32_t>(i);
+  return Status::Ok();
+}
 
+Status Tokenizer::LoadSpecialIds(const GgufFile& file) {
   const int32_t size = vocab_size();
   const bool spm = kind_ == TokenizerKind::kSpm;
   bos_ = spm ? Find("<s>") : Find("<|endoftext|>");
@@ -141,23 +173,6 @@ Status Tokenizer::LoadCommon(const GgufFile& file) {
   std::sort(end_of_generation_.begin(), end_of_generation_.end());
   end_of_generation_.erase(std::unique(end_of_generation_.begin(), end_of_generation_.end()),
                            end_of_generation_.end());
-
-  for (size_t i = 0; i < n; ++i) {
-    const TokenType t = types_[i];
-    if (pieces_[i].empty()) continue;
-    if (t != TokenType::kControl && t != TokenType::kUserDefined && t != TokenType::kUnknown) {
-      continue;
-    }
-    special_ids_[pieces_[i]] = static_cast<int32_t>(i);
-  }
-  PC_RETURN_IF_ERROR(LoadStripAttributes(file));
-  for (const auto& [text, id] : special_ids_) {
-    special_lengths_[static_cast<uint8_t>(text[0])].push_back(static_cast<uint32_t>(text.size()));
-  }
-  for (auto& lengths : special_lengths_) {
-    std::sort(lengths.rbegin(), lengths.rend());
-    lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
-  }
   return Status::Ok();
 }
 
