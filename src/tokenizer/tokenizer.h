@@ -110,10 +110,8 @@ class Tokenizer {
   // Reads the keys both kinds share: tokens, token types, special ids, add_bos, and the
   // whitespace-stripping attributes of added tokens.
   Status LoadCommon(const GgufFile& file);
-  // LoadCommon's steps: the token pieces and their types, then BOS, EOS, UNK, add_bos and the
+  // After the pieces and their types (LoadCommon): BOS, EOS, UNK, add_bos and the
   // end-of-generation ids.
-  Status LoadPieces(const GgufFile& file);
-  Status LoadTypes(const GgufFile& file);
   Status LoadSpecialIds(const GgufFile& file);
   Status LoadStripAttributes(const GgufFile& file);
   void ApplyPhi3Attributes(const GgufFile& file);

@@ -521,7 +521,7 @@ TEST(TokenizerErrors, BadMetadata) {
     w.SetValue("tokenizer.ggml.token_type", NumberArray(GgufValueType::kI32, {1}));
     ExpectError(w, "tokenizer.ggml.token_type");
   }
-  {  // More types than tokens is as wrong as fewer (Tokenizer::LoadTypes).
+  {  // More types than tokens is as wrong as fewer (ReadTypes, tokenizer.cc).
     GgufWriter w = TinySpm();
     w.SetValue("tokenizer.ggml.token_type",
                NumberArray(GgufValueType::kI32, std::vector<double>(15, 1)));
