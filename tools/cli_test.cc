@@ -148,6 +148,11 @@ TEST_F(CliTest, InspectAndBenchJson) {
   EXPECT_EQ(s.code, 0) << s.err;
   EXPECT_NE(s.out.find("generation (3xtg4)"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("\"sequences\":3"), std::string::npos) << s.out;
+  // The depth tokens are in the K/V (PrepareTokens evaluates them): the peak holds at least them
+  // and each sequence's 12 tokens, 640 bytes a token. (Mutation: skipping that Eval left 3 blocks,
+  // 30720 bytes.)
+  const nlohmann::json js = nlohmann::json::parse(LastLine(s.out));
+  EXPECT_GE(js.at("kv_peak_bytes").get<size_t>(), size_t(40 + 3 * 12) * 640) << js.dump();
 }
 
 // bench --plot writes one SVG with the three charts (generation with and without the KV cache,

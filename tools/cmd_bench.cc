@@ -102,48 +102,17 @@ class BenchCommand : public Command {
 
   int Execute() override {
     SetLogLevel(LogLevel::kWarning);
-    if (Status st = model_.Validate(); !st.ok()) return Fail(st);
-    if (Status st = SelectIsa(model_.isa); !st.ok()) return Fail(st);
-    if (n_prompt_ < 1 || n_gen_ < 1 || reps_ < 1) return Fail("-p, -n and -r must be >= 1");
-    if (depth_ < 0) return Fail("-d must be >= 0");
-    if (n_seq_ < 1 || n_seq_ > 256) return Fail("-s must be from 1 to 256");
-    // Before any measuring: a plot that cannot be written fails at once.
-    if (!plot_.empty() && !std::ofstream(plot_, std::ios::app)) {
-      return Fail("cannot write the plot to '" + plot_ + "'");
-    }
+    if (Status st = CheckFlags(); !st.ok()) return Fail(st);
     std::unique_ptr<Model> model = LoadModelOrReport(model_.model_path);
     if (!model) return 1;
     if (Status st = model_.Check(*model); !st.ok()) return Fail(st);
-    SessionOptions so = model_.ToSessionOptions();
-    if (so.context == 0) {
-      // The context -d, -p and -n need, checked as a -c of that size would have been.
-      so.context = depth_ + std::max(n_prompt_, n_gen_ + 1);
-      if (Status st = CheckContext(model->config(), so.context, model_.allow_long_context);
-          !st.ok()) {
-        return Fail(st);
-      }
-    }
-    if (depth_ + n_prompt_ > so.context || depth_ + n_gen_ + 1 > so.context) {
-      return Fail("-d plus -p or -n must fit in the context (" + std::to_string(so.context) + ")");
-    }
-    Session session(*model, so);
-    const int n_vocab = model->config().n_vocab;
-    std::mt19937 rng(42);
-    auto random_tokens = [&](int n, int first_pos, std::vector<int32_t>* ids,
-                             std::vector<int32_t>* pos) {
-      for (int i = 0; i < n; ++i) {
-        ids->push_back(static_cast<int32_t>(rng() % n_vocab));
-        pos->push_back(first_pos + i);
-      }
-    };
-    std::vector<int32_t> context, context_pos, prompt, positions;
-    random_tokens(depth_, 0, &context, &context_pos);
-    random_tokens(n_prompt_, depth_, &prompt, &positions);
+    Result<SessionOptions> so = SessionFor(*model);
+    if (!so.ok()) return Fail(so.status());
+    Session session(*model, *so);
+    std::vector<int32_t> prompt, positions;
     KvSequence seq(session.block_pool());
-    if (depth_ > 0) {
-      if (Status st = session.Eval(context, context_pos, &seq, nullptr); !st.ok()) {
-        return Fail(st);
-      }
+    if (Status st = PrepareTokens(*model, &session, &seq, &prompt, &positions); !st.ok()) {
+      return Fail(st);
     }
 
     std::vector<double> pp, tg;
@@ -160,31 +129,112 @@ class BenchCommand : public Command {
     nlohmann::json profile_json;
     std::string profile_text;
     if (profile_) {
-      const int nt = session.pool()->size();
-      Profiler prompt_prof(nt), gen_prof(nt);
-      std::vector<double> ppp, ptg;
       const Status st =
-          n_seq_ > 1
-              ? TimeSequences(&session, seq, prompt, &ppp, &ptg, &prompt_prof, &gen_prof)
-              : TimeOne(&session, &seq, prompt, positions, &ppp, &ptg, &prompt_prof, &gen_prof);
+          ProfileRun(&session, &seq, prompt, positions, *model, &profile_text, &profile_json);
       if (!st.ok()) return Fail(st);
-      const int n_layers = model->config().n_layers;
-      const std::string each = n_seq_ > 1 ? std::to_string(n_seq_) + "x" : "";
-      profile_text =
-          FormatProfile(prompt_prof, "prompt (" + each + "pp" + std::to_string(n_prompt_) + ")",
-                        double(n_seq_) * n_prompt_ / ppp[0], n_layers) +
-          FormatProfile(gen_prof, "generation (" + each + "tg" + std::to_string(n_gen_) + ")",
-                        double(n_seq_) * n_gen_ / ptg[0], n_layers);
-      profile_json = {{"prompt", ProfileJson(prompt_prof, n_layers)},
-                      {"generation", ProfileJson(gen_prof, n_layers)}};
     }
     seq.Clear();
 
-    const KvLayout kv = session.block_pool()->layout();
     const std::map<std::string, std::string> kernels = KernelsByType(*model);
-    nlohmann::json out = {
+    nlohmann::json out = ResultJson(session, *model, kernels, pp, tg);
+    PrintResult(session, *model, kernels, pp, tg);
+    if (profile_) {
+      std::printf("%s", profile_text.c_str());
+      out["profile"] = profile_json;
+    }
+    if (compare_) out["compare_no_cache"] = CompareNoCache(session, *model);
+    if (!plot_.empty()) {
+      Result<nlohmann::json> plot =
+          WriteBenchPlot({plot_, n_gen_, n_prompt_}, model_, session, *model);
+      if (!plot.ok()) return Fail(plot.status());
+      PrintPlot(*plot);
+      out["plot"] = std::move(plot).value();
+    }
+    if (json_) std::printf("%s\n", out.dump().c_str());
+    return 0;
+  }
+
+ private:
+  // The flags' bounds, and a --plot file that can be written (before any measuring).
+  Status CheckFlags() {
+    PC_RETURN_IF_ERROR(model_.Validate());
+    PC_RETURN_IF_ERROR(SelectIsa(model_.isa));
+    if (n_prompt_ < 1 || n_gen_ < 1 || reps_ < 1) {
+      return InvalidArgument("-p, -n and -r must be >= 1");
+    }
+    if (depth_ < 0) return InvalidArgument("-d must be >= 0");
+    if (n_seq_ < 1 || n_seq_ > 256) return InvalidArgument("-s must be from 1 to 256");
+    if (!plot_.empty() && !std::ofstream(plot_, std::ios::app)) {
+      return InvalidArgument("cannot write the plot to '" + plot_ + "'");
+    }
+    return Status::Ok();
+  }
+
+  // The session's options: without -c, the context -d, -p and -n need, checked as a -c of that
+  // size would have been; -d plus -p or -n must fit in it.
+  Result<SessionOptions> SessionFor(const Model& model) const {
+    SessionOptions so = model_.ToSessionOptions();
+    if (so.context == 0) {
+      so.context = depth_ + std::max(n_prompt_, n_gen_ + 1);
+      PC_RETURN_IF_ERROR(CheckContext(model.config(), so.context, model_.allow_long_context));
+    }
+    if (depth_ + n_prompt_ > so.context || depth_ + n_gen_ + 1 > so.context) {
+      return InvalidArgument("-d plus -p or -n must fit in the context (" +
+                             std::to_string(so.context) + ")");
+    }
+    return so;
+  }
+
+  // Random tokens (seed 42): the -d depth tokens, evaluated into `seq`, then the prompt after
+  // them.
+  Status PrepareTokens(const Model& model, Session* session, KvSequence* seq,
+                       std::vector<int32_t>* prompt, std::vector<int32_t>* positions) const {
+    const int n_vocab = model.config().n_vocab;
+    std::mt19937 rng(42);
+    auto random_tokens = [&](int n, int first_pos, std::vector<int32_t>* ids,
+                             std::vector<int32_t>* pos) {
+      for (int i = 0; i < n; ++i) {
+        ids->push_back(static_cast<int32_t>(rng() % n_vocab));
+        pos->push_back(first_pos + i);
+      }
+    };
+    std::vector<int32_t> context, context_pos;
+    random_tokens(depth_, 0, &context, &context_pos);
+    random_tokens(n_prompt_, depth_, prompt, positions);
+    if (depth_ > 0) PC_RETURN_IF_ERROR(session->Eval(context, context_pos, seq, nullptr));
+    return Status::Ok();
+  }
+
+  // --profile: one more timed run of each phase with profilers, as text and JSON.
+  Status ProfileRun(Session* session, KvSequence* seq, const std::vector<int32_t>& prompt,
+                    const std::vector<int32_t>& positions, const Model& model, std::string* text,
+                    nlohmann::json* json) {
+    const int nt = session->pool()->size();
+    Profiler prompt_prof(nt), gen_prof(nt);
+    std::vector<double> ppp, ptg;
+    const Status st =
+        n_seq_ > 1 ? TimeSequences(session, *seq, prompt, &ppp, &ptg, &prompt_prof, &gen_prof)
+                   : TimeOne(session, seq, prompt, positions, &ppp, &ptg, &prompt_prof, &gen_prof);
+    if (!st.ok()) return st;
+    const int n_layers = model.config().n_layers;
+    const std::string each = n_seq_ > 1 ? std::to_string(n_seq_) + "x" : "";
+    *text = FormatProfile(prompt_prof, "prompt (" + each + "pp" + std::to_string(n_prompt_) + ")",
+                          double(n_seq_) * n_prompt_ / ppp[0], n_layers) +
+            FormatProfile(gen_prof, "generation (" + each + "tg" + std::to_string(n_gen_) + ")",
+                          double(n_seq_) * n_gen_ / ptg[0], n_layers);
+    *json = {{"prompt", ProfileJson(prompt_prof, n_layers)},
+             {"generation", ProfileJson(gen_prof, n_layers)}};
+    return Status::Ok();
+  }
+
+  // The --json line's fields.
+  nlohmann::json ResultJson(Session& session, const Model& model,
+                            const std::map<std::string, std::string>& kernels,
+                            const std::vector<double>& pp, const std::vector<double>& tg) const {
+    const KvLayout kv = session.block_pool()->layout();
+    return {
         {"model", model_.model_path},
-        {"weight_type", GgmlTypeName(model->weight_type())},
+        {"weight_type", GgmlTypeName(model.weight_type())},
         {"threads", session.pool()->size()},
         {"n_prompt", n_prompt_},
         {"n_gen", n_gen_},
@@ -194,8 +244,8 @@ class BenchCommand : public Command {
         {"prompt_tps", Median(pp)},
         {"gen_tps", Median(tg)},
         {"peak_rss_bytes", PeakRssBytes()},
-        {"file_bytes", model->file().file_size()},
-        {"repacked_bytes", model->packed_bytes()},
+        {"file_bytes", model.file().file_size()},
+        {"repacked_bytes", model.packed_bytes()},
         {"kv_type", model_.kv_type},
         {"kv_bytes_per_token", kv.bytes_per_token()},
         {"kv_peak_bytes", session.block_pool()->peak_bytes_in_use()},
@@ -203,9 +253,16 @@ class BenchCommand : public Command {
         {"target", OpsActiveTargetName()},
         {"kernels", kernels},
     };
+  }
+
+  // The human-readable report.
+  void PrintResult(Session& session, const Model& model,
+                   const std::map<std::string, std::string>& kernels, const std::vector<double>& pp,
+                   const std::vector<double>& tg) const {
+    const KvLayout kv = session.block_pool()->layout();
     std::printf("model            %s (%s, %.1f MiB file, %.1f MiB repacked)\n",
-                model_.model_path.c_str(), GgmlTypeName(model->weight_type()).c_str(),
-                model->file().file_size() / 1048576.0, model->packed_bytes() / 1048576.0);
+                model_.model_path.c_str(), GgmlTypeName(model.weight_type()).c_str(),
+                model.file().file_size() / 1048576.0, model.packed_bytes() / 1048576.0);
     std::printf("threads          %d\n", session.pool()->size());
     std::string kernel_list;
     for (const auto& [type, kernel] : kernels) {
@@ -228,23 +285,8 @@ class BenchCommand : public Command {
                 !kv.has_sliding() ? ""
                 : trimmed         ? ", sliding layers trimmed past their window"
                                   : ", sliding layers kept");
-    if (profile_) {
-      std::printf("%s", profile_text.c_str());
-      out["profile"] = profile_json;
-    }
-    if (compare_) out["compare_no_cache"] = CompareNoCache(session, *model);
-    if (!plot_.empty()) {
-      Result<nlohmann::json> plot =
-          WriteBenchPlot({plot_, n_gen_, n_prompt_}, model_, session, *model);
-      if (!plot.ok()) return Fail(plot.status());
-      PrintPlot(*plot);
-      out["plot"] = std::move(plot).value();
-    }
-    if (json_) std::printf("%s\n", out.dump().c_str());
-    return 0;
   }
 
- private:
   // The prompt after the depth tokens, then n_gen_ tokens decoded one at a time (greedy).
   // Appends tokens/s. With profilers, each phase's passes are profiled by its own.
   Status TimeOne(Session* session, KvSequence* seq, const std::vector<int32_t>& prompt,

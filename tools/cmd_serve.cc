@@ -59,6 +59,158 @@ size_t AvailableMemoryBytes() {
 class ServeCommand : public Command {
  public:
   void Register(CLI::App* sub) override {
+    AddModelOptions(sub);
+    AddServingOptions(sub);
+    AddMemoryOptions(sub);
+    AddCacheOptions(sub);
+    AddAccessOptions(sub);
+    AddLimitOptions(sub);
+    AddReuseOptions(sub);
+    AddTextOptions(sub);
+  }
+
+  int Execute() override {
+    if (verbose_) SetLogLevel(LogLevel::kDebug);
+    if (Status st = Validate(); !st.ok()) return Fail(st);
+    if (Status st = SelectIsa(isa_); !st.ok()) return Fail(st);
+    if (Status st = ResolveAccess(); !st.ok()) return Fail(st);
+    if (Status st = ResolveEngineOptions(); !st.ok()) return Fail(st);
+
+    // Signals are taken by a dedicated thread (AwaitSignals): blocked here, before any thread
+    // exists, so that every engine and HTTP thread inherits the mask.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+    Result<std::unique_ptr<Engine>> engine = Engine::Create(engine_);
+    if (!engine.ok()) return Fail(engine.status());
+    PrintBounds((*engine)->Stats(), kv_ram_given_->count() == 0);
+    int exit_code = 0;
+    {
+      HttpServer server(engine->get(), server_);
+      if (Status st = server.Bind(); !st.ok()) return Fail(st);
+      const bool v6 = server_.host.find(':') != std::string::npos;
+      std::fprintf(stderr, "promptcache: serving %s (%s kernels); listening on http://%s%s%s:%d\n",
+                   server.model_id().c_str(), OpsActiveTargetName().c_str(), v6 ? "[" : "",
+                   server_.host.c_str(), v6 ? "]" : "", server.port());
+      std::fflush(stderr);
+      std::atomic<bool> done{false};
+      std::thread waiter([&] { AwaitSignals(signals, server, **engine, done); });
+      Status st = server.Run();
+      done = true;
+      waiter.join();
+      if (!st.ok()) exit_code = Fail(st);
+    }
+    // Destroying the engine finishes its thread and, with --cache-dir, saves the cache.
+    engine->reset();
+    std::fprintf(stderr, "promptcache: stopped\n");
+    return exit_code;
+  }
+
+ private:
+  // The API key (or $PROMPTCACHE_API_KEY), the tenants' keys file and the cache secret.
+  Status ResolveAccess() {
+    if (server_.api_key.empty()) {
+      if (const char* key = std::getenv("PROMPTCACHE_API_KEY")) server_.api_key = key;
+    }
+    if (!api_keys_file_.empty()) {
+      Result<std::map<std::string, std::string>> keys = ReadApiKeysFile(api_keys_file_);
+      if (!keys.ok()) return keys.status();
+      server_.api_keys = std::move(*keys);
+    }
+    if (!cache_secret_.empty()) {
+      if (cache_secret_.size() < 16) {
+        return InvalidArgument("--cache-secret: 16 characters at least");
+      }
+      server_.cache_secret = cache_secret_;
+    } else {
+      std::string where;
+      Result<std::string> secret = LoadCacheSecret(cache_secret_file_, engine_.cache_dir, &where);
+      if (!secret.ok()) return secret.status();
+      server_.cache_secret = std::move(*secret);
+      PC_LOG_DEBUG("cache namespaces keyed by the secret in %s", where.c_str());
+    }
+    return Status::Ok();
+  }
+
+  // The engine's and server's options from what the flags hold (sizes in MiB, names, files).
+  Status ResolveEngineOptions() {
+    engine_.kv_type = *ParseKvType(kv_type_);
+    engine_.pooling = *ParsePooling(pooling_);
+    engine_.module_positions = *ParsePmlPositions(positions_);
+    engine_.module_shared_moves = moved_keys_ == "shared";
+    // The engine's segment capability is always on: a request may ask for segments
+    // ("cache_segments": true) on a server started without --segment-cache, which only sets
+    // the default. A prompt without segments is served as before.
+    engine_.segment_cache = true;
+    engine_.segment_encoding =
+        segment_encoding_ == "alone" ? SegmentEncoding::kAlone : SegmentEncoding::kInContext;
+    if (recompute_given_->count() > 0) engine_.segment_recompute = engine_.module_recompute;
+    server_.segment_separator = *UnescapeC(segment_separator_);
+    server_.max_body_bytes = static_cast<size_t>(max_body_bytes_);
+    engine_.cache_ram_bytes = size_t(cache_ram_mib_ * double(kMiB));
+    const bool kv_ram_default = kv_ram_given_->count() == 0;
+    // Running requests' K/V is always bounded unless the operator says otherwise: by half of
+    // what the machine (or the container) has available at start.
+    engine_.kv_ram_bytes =
+        kv_ram_default ? AvailableMemoryBytes() / 2 : size_t(kv_ram_mib_ * double(kMiB));
+    if (pin_ram_given_->count() > 0) engine_.pin_ram_bytes = size_t(pin_ram_mib_ * double(kMiB));
+    if (pin_ram_tenant_given_->count() > 0) {
+      engine_.tenant_pin_ram_bytes = size_t(pin_ram_tenant_mib_ * double(kMiB));
+    }
+    engine_.cache_disk_bytes = size_t(cache_disk_mib_ * double(kMiB));
+    engine_.cache_redis_queue_bytes = size_t(cache_redis_queue_mib_ * double(kMiB));
+    engine_.prefix_cache = !no_prefix_cache_;
+    Result<std::string> chat_template = ReadChatTemplateFile(chat_template_path_);
+    if (!chat_template.ok()) return chat_template.status();
+    engine_.chat_template = std::move(*chat_template);
+    engine_.trim_sliding_kv = !no_trim_sliding_;
+    return Status::Ok();
+  }
+
+  // The signal thread: on SIGINT or SIGTERM stops the server, saves the cache, then waits for
+  // the open connections up to --shutdown-timeout (a second signal exits at once); returns
+  // when `done` (the server stopped) or after shutting down.
+  void AwaitSignals(const sigset_t& signals, HttpServer& server, Engine& engine,
+                    const std::atomic<bool>& done) {
+    const timespec poll{0, 200 * 1000 * 1000};
+    while (!done) {
+      const int sig = sigtimedwait(&signals, nullptr, &poll);
+      if (sig == SIGINT || sig == SIGTERM) {
+        PC_LOG_INFO("%s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+        server.Stop();
+        // Save the cache now: connections still sending half a request keep the HTTP layer
+        // waiting up to its read timeout, longer than an orchestrator's grace period.
+        if (!engine_.cache_dir.empty()) {
+          if (Status saved = engine.SaveCache(); !saved.ok()) {
+            PC_LOG_WARN("saving the cache: %s", saved.message().c_str());
+          }
+        }
+        // Then wait for the open connections, up to --shutdown-timeout; a second signal
+        // ends the wait at once.
+        const auto give_up =
+            std::chrono::steady_clock::now() + std::chrono::duration<double>(shutdown_timeout_);
+        while (!done) {
+          const int again = sigtimedwait(&signals, nullptr, &poll);
+          const bool late = std::chrono::steady_clock::now() >= give_up;
+          if (again == SIGINT || again == SIGTERM || late) {
+            std::fprintf(stderr,
+                         "promptcache: %s; exiting without waiting for open "
+                         "connections\n",
+                         late ? "shutdown timeout" : "second signal");
+            std::fflush(stderr);
+            std::_Exit(late ? 0 : 1);
+          }
+        }
+        return;
+      }
+    }
+  }
+
+  // Options: the model, its context and KV type, the kernels.
+  void AddModelOptions(CLI::App* sub) {
     sub->add_option("-m,--model", engine_.model_path, "GGUF model file")->required();
     sub->add_option(
         "-t,--threads", engine_.threads,
@@ -77,6 +229,10 @@ class ServeCommand : public Command {
                     "embeddings' pooling (/v1/embeddings, /api/embed): mean, last or cls; "
                     "default: the model file's {arch}.pooling_type, else mean");
     AddIsaOption(sub, &isa_);
+  }
+
+  // Options: where it listens, and how many requests it serves at once and in what steps.
+  void AddServingOptions(CLI::App* sub) {
     sub->add_option("--host", server_.host, "address to listen on")->default_val("127.0.0.1");
     sub->add_option("--port", server_.port, "port (0: any free port)")->default_val(8080);
     sub->add_option("--parallel", engine_.parallel, "requests served at once")->default_val(4);
@@ -88,6 +244,11 @@ class ServeCommand : public Command {
     sub->add_option("--block-size", engine_.block_size,
                     "tokens per KV block: the prefix cache's granularity of reuse")
         ->default_val(16);
+  }
+
+  // Options: K/V memory: the bound on all of it, the cache's and the pins' shares, and their
+  // timing.
+  void AddMemoryOptions(CLI::App* sub) {
     kv_ram_given_ =
         sub->add_option("--kv-ram", kv_ram_mib_,
                         "MiB for all K/V, running requests and cached prefixes together: each "
@@ -122,6 +283,10 @@ class ServeCommand : public Command {
     sub->add_flag("--kv-prefault", engine_.prefault_kv,
                   "fault in --cache-ram of K/V memory at start, so that the first long prefix "
                   "loaded from disk or Redis does not wait for fresh pages (held from then on)");
+  }
+
+  // Options: the prefix cache and its disk and Redis tiers.
+  void AddCacheOptions(CLI::App* sub) {
     sub->add_option("--cache-ttl", engine_.cache_ttl_seconds,
                     "drop cached prefixes idle this long, seconds (0: never)");
     sub->add_option("--cache-min-tokens", engine_.cache_min_tokens,
@@ -151,6 +316,10 @@ class ServeCommand : public Command {
     sub->add_flag("--no-trim-sliding", no_trim_sliding_,
                   "keep the K/V of sliding-window layers that no later token can see (default: "
                   "released once the window has passed; for comparisons)");
+  }
+
+  // Options: API keys, tenants' cache secret, shutdown and /metrics access.
+  void AddAccessOptions(CLI::App* sub) {
     sub->add_option("--api-key", server_.api_key,
                     "require 'Authorization: Bearer KEY' (default: $PROMPTCACHE_API_KEY)");
     sub->add_option("--api-keys", api_keys_file_,
@@ -168,6 +337,10 @@ class ServeCommand : public Command {
         ->check(CLI::Range(0.0, 3600.0));
     sub->add_flag("--metrics-public", server_.metrics_public,
                   "serve /metrics without the API key (it shows request counts and cache use)");
+  }
+
+  // Options: bounds on request bodies, prompts, max_tokens and connections.
+  void AddLimitOptions(CLI::App* sub) {
     sub->add_option("--max-body-bytes", max_body_bytes_,
                     "largest request body, 1024 to 1 GiB (default 8 MiB)")
         ->default_val(int64_t(8) << 20);
@@ -192,6 +365,10 @@ class ServeCommand : public Command {
                     "seconds a request's body may take to arrive, in total")
         ->default_val(60.0)
         ->check(CLI::Range(0.1, 3600.0));
+  }
+
+  // Options: modular prompts and segments: positions, moved keys, recompute, fidelity sampling.
+  void AddReuseOptions(CLI::App* sub) {
     sub->add_option("--positions", positions_,
                     "where modular prompts' tokens sit unless a request says: schema (reserved "
                     "positions, gaps where modules are left out) or contiguous (end to end from "
@@ -235,6 +412,10 @@ class ServeCommand : public Command {
                     "(0: off)")
         ->default_val(0)
         ->check(CLI::Range(0, 1000000));
+  }
+
+  // Options: special tokens, chat template, names, CORS, logging.
+  void AddTextOptions(CLI::App* sub) {
     sub->add_flag("--special", engine_.special_tokens_in_text,
                   "trust clients: special-token spellings (<|im_end|>, </s>) in chat messages, "
                   "prompts, PML arguments and new text become special tokens (default: they "
@@ -255,127 +436,6 @@ class ServeCommand : public Command {
     sub->add_flag("-v,--verbose", verbose_, "log every request");
   }
 
-  int Execute() override {
-    if (verbose_) SetLogLevel(LogLevel::kDebug);
-    if (Status st = Validate(); !st.ok()) return Fail(st);
-    if (Status st = SelectIsa(isa_); !st.ok()) return Fail(st);
-    if (server_.api_key.empty()) {
-      if (const char* key = std::getenv("PROMPTCACHE_API_KEY")) server_.api_key = key;
-    }
-    if (!api_keys_file_.empty()) {
-      Result<std::map<std::string, std::string>> keys = ReadApiKeysFile(api_keys_file_);
-      if (!keys.ok()) return Fail(keys.status());
-      server_.api_keys = std::move(*keys);
-    }
-    if (!cache_secret_.empty()) {
-      if (cache_secret_.size() < 16)
-        return Fail(InvalidArgument("--cache-secret: 16 characters at least"));
-      server_.cache_secret = cache_secret_;
-    } else {
-      std::string where;
-      Result<std::string> secret = LoadCacheSecret(cache_secret_file_, engine_.cache_dir, &where);
-      if (!secret.ok()) return Fail(secret.status());
-      server_.cache_secret = std::move(*secret);
-      PC_LOG_DEBUG("cache namespaces keyed by the secret in %s", where.c_str());
-    }
-    engine_.kv_type = *ParseKvType(kv_type_);
-    engine_.pooling = *ParsePooling(pooling_);
-    engine_.module_positions = *ParsePmlPositions(positions_);
-    engine_.module_shared_moves = moved_keys_ == "shared";
-    // The engine's segment capability is always on: a request may ask for segments
-    // ("cache_segments": true) on a server started without --segment-cache, which only sets
-    // the default. A prompt without segments is served as before.
-    engine_.segment_cache = true;
-    engine_.segment_encoding =
-        segment_encoding_ == "alone" ? SegmentEncoding::kAlone : SegmentEncoding::kInContext;
-    if (recompute_given_->count() > 0) engine_.segment_recompute = engine_.module_recompute;
-    server_.segment_separator = *UnescapeC(segment_separator_);
-    server_.max_body_bytes = static_cast<size_t>(max_body_bytes_);
-    engine_.cache_ram_bytes = size_t(cache_ram_mib_ * double(kMiB));
-    const bool kv_ram_default = kv_ram_given_->count() == 0;
-    // Running requests' K/V is always bounded unless the operator says otherwise: by half of
-    // what the machine (or the container) has available at start.
-    engine_.kv_ram_bytes =
-        kv_ram_default ? AvailableMemoryBytes() / 2 : size_t(kv_ram_mib_ * double(kMiB));
-    if (pin_ram_given_->count() > 0) engine_.pin_ram_bytes = size_t(pin_ram_mib_ * double(kMiB));
-    if (pin_ram_tenant_given_->count() > 0) {
-      engine_.tenant_pin_ram_bytes = size_t(pin_ram_tenant_mib_ * double(kMiB));
-    }
-    engine_.cache_disk_bytes = size_t(cache_disk_mib_ * double(kMiB));
-    engine_.cache_redis_queue_bytes = size_t(cache_redis_queue_mib_ * double(kMiB));
-    engine_.prefix_cache = !no_prefix_cache_;
-    Result<std::string> chat_template = ReadChatTemplateFile(chat_template_path_);
-    if (!chat_template.ok()) return Fail(chat_template.status());
-    engine_.chat_template = std::move(*chat_template);
-    engine_.trim_sliding_kv = !no_trim_sliding_;
-
-    // Signals are taken by a dedicated thread (sigtimedwait below): blocked here, before any
-    // thread exists, so that every engine and HTTP thread inherits the mask.
-    sigset_t signals;
-    sigemptyset(&signals);
-    sigaddset(&signals, SIGINT);
-    sigaddset(&signals, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
-    Result<std::unique_ptr<Engine>> engine = Engine::Create(engine_);
-    if (!engine.ok()) return Fail(engine.status());
-    PrintBounds((*engine)->Stats(), kv_ram_default);
-    int exit_code = 0;
-    {
-      HttpServer server(engine->get(), server_);
-      if (Status st = server.Bind(); !st.ok()) return Fail(st);
-      const bool v6 = server_.host.find(':') != std::string::npos;
-      std::fprintf(stderr, "promptcache: serving %s (%s kernels); listening on http://%s%s%s:%d\n",
-                   server.model_id().c_str(), OpsActiveTargetName().c_str(), v6 ? "[" : "",
-                   server_.host.c_str(), v6 ? "]" : "", server.port());
-      std::fflush(stderr);
-      std::atomic<bool> done{false};
-      std::thread waiter([&] {
-        const timespec poll{0, 200 * 1000 * 1000};
-        while (!done) {
-          const int sig = sigtimedwait(&signals, nullptr, &poll);
-          if (sig == SIGINT || sig == SIGTERM) {
-            PC_LOG_INFO("%s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
-            server.Stop();
-            // Save the cache now: connections still sending half a request keep the HTTP layer
-            // waiting up to its read timeout, longer than an orchestrator's grace period.
-            if (!engine_.cache_dir.empty()) {
-              if (Status saved = (*engine)->SaveCache(); !saved.ok()) {
-                PC_LOG_WARN("saving the cache: %s", saved.message().c_str());
-              }
-            }
-            // Then wait for the open connections, up to --shutdown-timeout; a second signal
-            // ends the wait at once.
-            const auto give_up =
-                std::chrono::steady_clock::now() + std::chrono::duration<double>(shutdown_timeout_);
-            while (!done) {
-              const int again = sigtimedwait(&signals, nullptr, &poll);
-              const bool late = std::chrono::steady_clock::now() >= give_up;
-              if (again == SIGINT || again == SIGTERM || late) {
-                std::fprintf(stderr,
-                             "promptcache: %s; exiting without waiting for open "
-                             "connections\n",
-                             late ? "shutdown timeout" : "second signal");
-                std::fflush(stderr);
-                std::_Exit(late ? 0 : 1);
-              }
-            }
-            return;
-          }
-        }
-      });
-      Status st = server.Run();
-      done = true;
-      waiter.join();
-      if (!st.ok()) exit_code = Fail(st);
-    }
-    // Destroying the engine finishes its thread and, with --cache-dir, saves the cache.
-    engine->reset();
-    std::fprintf(stderr, "promptcache: stopped\n");
-    return exit_code;
-  }
-
- private:
   // The memory bounds in force, on stderr before the listening line: the default --kv-ram
   // depends on the machine.
   void PrintBounds(const EngineStats& stats, bool kv_ram_default) const {

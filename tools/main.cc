@@ -4,24 +4,28 @@
 #include <exception>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "promptcache/version.h"
 #include "tools/cli_common.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+using promptcache::cli::Command;
+using promptcache::cli::Fail;
+
+struct Entry {
+  const char* name;
+  const char* help;
+  std::unique_ptr<Command> cmd;
+  CLI::App* sub = nullptr;
+};
+
+// Every subcommand, in --help's order.
+std::vector<Entry> Commands() {
   using namespace promptcache::cli;
-  CLI::App app{
-      "promptcache: an LLM inference engine that never computes the same attention state twice"};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", "promptcache " PROMPTCACHE_VERSION_STRING);
-  struct Entry {
-    const char* name;
-    const char* help;
-    std::unique_ptr<Command> cmd;
-    CLI::App* sub = nullptr;
-  };
   std::vector<Entry> commands;
   commands.push_back({"run", "generate a continuation of a prompt", MakeRunCommand()});
   commands.push_back({"tokenize", "print the token ids of a text", MakeTokenizeCommand()});
@@ -53,15 +57,12 @@ int main(int argc, char** argv) {
   commands.push_back({"eval-kv",
                       "compare a quantized KV cache's next-token distributions with f16's",
                       MakeEvalKvCommand()});
-  for (Entry& e : commands) {
-    e.sub = app.add_subcommand(e.name, e.help);
-    e.cmd->Register(e.sub);
-  }
-  if (argc > 1 && argv[1][0] != '-') {
-    bool known = false;
-    for (const Entry& e : commands) known = known || std::string(argv[1]) == e.name;
-    if (!known) return Fail("unknown command '" + std::string(argv[1]) + "' (see --help)");
-  }
+  return commands;
+}
+
+// Parses the command line; an exit code when that ends the program (help, version, a bad
+// flag), else nullopt.
+std::optional<int> Parse(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -80,10 +81,14 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);
     return Fail(std::string(e.what()) + " (see --help)");
   }
+  return std::nullopt;
+}
+
+// Runs the command that was parsed. An exception that escapes it (an allocation failure, a
+// library's) is one line and exit 1 like any other error, not an abort.
+int RunParsed(std::vector<Entry>& commands) {
   for (Entry& e : commands) {
     if (!e.sub->parsed()) continue;
-    // An exception that escapes a command (an allocation failure, a library's) is one line and
-    // exit 1 like any other error, not an abort.
     try {
       return e.cmd->Execute();
     } catch (const std::bad_alloc&) {
@@ -93,4 +98,25 @@ int main(int argc, char** argv) {
     }
   }
   return Fail("no command given (see --help)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "promptcache: an LLM inference engine that never computes the same attention state twice"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "promptcache " PROMPTCACHE_VERSION_STRING);
+  std::vector<Entry> commands = Commands();
+  for (Entry& e : commands) {
+    e.sub = app.add_subcommand(e.name, e.help);
+    e.cmd->Register(e.sub);
+  }
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    for (const Entry& e : commands) known = known || std::string(argv[1]) == e.name;
+    if (!known) return Fail("unknown command '" + std::string(argv[1]) + "' (see --help)");
+  }
+  if (std::optional<int> code = Parse(app, argc, argv)) return *code;
+  return RunParsed(commands);
 }

@@ -153,7 +153,23 @@ class EngineImpl : public Engine {
                               const SchemaLoadOptions& options, bool persisted);
   Status EncodeSchema(SchemaEntry* entry, const SchemaLoadOptions& options);
 
+  // The engine thread (scheduler.cc): each turn takes its work under mu_, runs the tasks, admits,
+  // steps, and drops what finished; at the end ShutDown.
   void Loop();
+  // With mu_ held: the queued requests cancelled while they waited, and then those admitted, in
+  // order of arrival; under kv_ram_bytes the first that does not fit waits for running requests
+  // to finish (it always fits when none runs).
+  void TakeCancelled(std::vector<std::shared_ptr<Request>>* cancelled);
+  void TakeAdmitted(std::vector<std::shared_ptr<Request>>* admitted);
+  void RunTasks(std::deque<std::function<void()>>& tasks);
+  // Admits each (one that throws fails, not the engine thread), then updates stats_.active.
+  void AdmitAll(const std::vector<std::shared_ptr<Request>>& admitted);
+  void StepOrFail();  // Step; an exception fails every active request
+  // Finished slots give back their reservation and leave active_.
+  void RemoveFinished();
+  // After the loop: the cache saved to disk and flushed to the remote tier, and the requests
+  // still queued answered.
+  void ShutDown();
   void Admit(std::shared_ptr<Request> r);
   // A plain prompt's prefix (prefix_sharing.cc): the longest cached prefix, then either the
   // prefill of the rest (claiming its blocks: returns true) or, when blocks right after the hit
@@ -189,6 +205,22 @@ class EngineImpl : public Engine {
   // another sequence is computing and will store, s plans nothing yet and waits for it
   // (Slot::awaited_segments; WakeWaiters admits it again).
   bool AdmitSegments(Slot& s, bool may_wait);
+  // AdmitSegments' steps (SegmentHit, SegmentPlan: segment_admission.cc). The cached segments
+  // of `looked`, counted; each miss is recorded and claimed for s to store.
+  struct SegmentHit;
+  struct SegmentPlan;
+  std::vector<SegmentHit> FindSegments(Slot& s, const std::vector<PromptSegment>& looked);
+  // The hits laid into s in prompt order, the tokens before each placed by PlaceComputed; with
+  // `repair` into s's own blocks as Blend's candidates (the first `border` of each forced), else
+  // as gathers between the prefill's tokens.
+  Status LayInSegments(Slot& s, std::vector<SegmentHit>& hits, bool repair, int border,
+                       SegmentPlan* plan);
+  // The prompt's tokens [plan->next, end): computed now (plan->now) or added to the prefill.
+  Status PlaceComputed(Slot& s, int end, SegmentPlan* plan);
+  // The reuse in s's result (cached and computed tokens, recompute figures, token sources) and
+  // the engine's segment counters.
+  void RecordSegmentReuse(Slot& s, const std::vector<SegmentHit>& hits, int reused,
+                          const BlendStats& bs, int prefix);
   // Whether s waits for segments of `looked` (its lookup-eligible ones) that other sequences
   // are computing now; if so it is set waiting, with its bound.
   bool AwaitSegments(Slot& s, const std::vector<PromptSegment>& looked);
@@ -198,6 +230,15 @@ class EngineImpl : public Engine {
   // Stores the segments s missed, now that its prompt's K/V are complete, and drops its claims.
   void StoreSegments(Slot& s);
   bool Step();  // one forward pass over all active slots; false if there was nothing to do
+  // Step's batch (scheduler.cc) and its parts: decode first, one token for every sequence that
+  // is generating (recompute_each_step ones listed apart); then prefill chunks while the batch
+  // has room (AddPrefillChunk: s's next tokens, at most `room`, its gathers joined first; the
+  // number added), returning the slots that prefilled; the logits rows handed out after the pass.
+  struct StepBatch;
+  void AddDecodeTokens(StepBatch* batch, std::vector<Slot*>* recompute);
+  std::vector<Slot*> AddPrefillChunks(StepBatch* batch);
+  int AddPrefillChunk(Slot& s, int room, StepBatch* batch);
+  void DeliverRows(const StepBatch& batch, const float* logits);
   // A recompute_each_step request's decode step: its whole sequence computed again, alone.
   void RecomputeStep(Slot& s);
   // Whether a request reads and writes the prefix cache: plain prompts, with the cache on, that

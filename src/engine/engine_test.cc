@@ -141,6 +141,28 @@ TEST(Engine, KvRamBudgetQueuesWhatDoesNotFitAndRefusesWhatNeverCould) {
   EXPECT_LE(e->Stats().cache_ram_bytes, o.kv_ram_bytes);
 }
 
+// A finished request gives its reservation back (EngineImpl::RemoveFinished): under a kv_ram_bytes
+// that one request's reservation fills, what the cache may keep afterwards is all of it again, so
+// the prompt's blocks stay cached for the same prompt once more. (Mutation: dropping the
+// `reserved_ -= s->reserved` left the cache a budget of 0, and the second request a miss.)
+TEST(Engine, AFinishedRequestGivesBackItsReservation) {
+  EngineOptions o;
+  o.parallel = 1;
+  o.pin_ram_bytes = 0;
+  const size_t block = Make()->model().MakeKvLayout(KvType::kF16).bytes_per_block();
+  o.kv_ram_bytes = 4 * block;  // 48 prompt tokens + 8 generated: 4 blocks of 16
+  auto e = Make(o);
+  auto prompt = e->model().tokenizer().Encode(kStory, true);
+  ASSERT_GE(prompt.size(), 48u);
+  prompt.resize(48);
+  const CompletionResult first = Complete(*e, Greedy(prompt, 8));
+  ASSERT_TRUE(first.status.ok()) << first.status.message();
+  const CompletionResult again = Complete(*e, Greedy(prompt, 8));
+  ASSERT_TRUE(again.status.ok()) << again.status.message();
+  EXPECT_EQ(again.cached_tokens, 32);  // the full blocks before the last prompt token
+  EXPECT_EQ(again.tokens, first.tokens);
+}
+
 // An allocation that fails on the engine thread fails its request, not the process: in a child
 // process (gtest's death-test fork) whose address space is capped just above what the engine
 // holds once started, a prompt whose K/V needs more than the cap gets an error status, and the

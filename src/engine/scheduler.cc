@@ -59,82 +59,107 @@ void EngineImpl::Loop() {
       if (stop_ && active_.empty()) break;
       BeginWork();
       tasks.swap(tasks_);
-      // In order of arrival; under kv_ram_bytes the first that does not fit waits for running
-      // requests to finish (it always fits when none runs).
-      // Requests whose client went away while they waited are answered without starting.
-      for (auto it = queue_.begin(); it != queue_.end();) {
-        if ((*it)->cancelled) {
-          cancelled.push_back(*it);
-          it = queue_.erase(it);
-        } else {
-          ++it;
-        }
-      }
-      size_t reserving = reserved_ + pinned_bytes_;
-      while (!queue_.empty() &&
-             static_cast<int>(active_.size() + admitted.size()) < options_.parallel) {
-        if (options_.kv_ram_bytes > 0) {
-          const size_t need = Reservation(*queue_.front());
-          if (!active_.empty() || !admitted.empty()) {
-            if (reserving + need > options_.kv_ram_bytes) break;
-          }
-          reserving += need;
-        }
-        admitted.push_back(queue_.front());
-        queue_.pop_front();
-      }
+      TakeCancelled(&cancelled);
+      TakeAdmitted(&admitted);
       stats_.queued = static_cast<int>(queue_.size());
     }
     for (auto& r : cancelled) CancelQueued(*r);
-    // Tasks are pieces of work of their own (a schema's module, a savings measurement): each
-    // shows in the heartbeat apart from the step.
-    for (auto& t : tasks) {
-      t();
-      EndWork();
-      BeginWork();
-    }
-    // An exception here (an allocation that fails, above all) fails the requests it concerns;
-    // escaping the engine thread, it would end the process.
-    for (auto& r : admitted) {
-      try {
-        Admit(r);
-      } catch (const std::exception& e) {
-        const std::string why = std::string("the engine could not start the request: ") + e.what();
-        auto it =
-            std::find_if(active_.begin(), active_.end(), [&](const auto& s) { return s->r == r; });
-        if (it != active_.end()) {
-          Finish(**it, "error", Internal(why));
-        } else {
-          Abandon(*r, why);
-        }
-      }
-    }
-    if (!admitted.empty()) {  // /health and /metrics see them while their first step runs
-      std::lock_guard<std::mutex> lock(mu_);
-      stats_.active = static_cast<int>(std::count_if(active_.begin(), active_.end(),
-                                                     [](const auto& s) { return !s->finished; }));
-    }
+    RunTasks(tasks);
+    AdmitAll(admitted);
     if (stop_) {
       for (auto& s : active_) Finish(*s, "cancelled");
     }
-    try {
-      Step();
-    } catch (const std::exception& e) {
-      for (auto& s : active_) {
-        Finish(*s, "error", Internal(std::string("the engine failed computing: ") + e.what()));
-      }
-    }
-    for (const auto& s : active_) {
-      if (s->finished) reserved_ -= s->reserved;
-    }
-    active_.erase(std::remove_if(active_.begin(), active_.end(),
-                                 [](const std::unique_ptr<Slot>& s) { return s->finished; }),
-                  active_.end());
+    StepOrFail();
+    RemoveFinished();
     UpdateCacheBudget();
     cache_->Maintain();
     UpdateStatsSnapshot();
     EndWork();
   }
+  ShutDown();
+}
+
+void EngineImpl::TakeCancelled(std::vector<std::shared_ptr<Request>>* cancelled) {
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if ((*it)->cancelled) {
+      cancelled->push_back(*it);
+      it = queue_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void EngineImpl::TakeAdmitted(std::vector<std::shared_ptr<Request>>* admitted) {
+  size_t reserving = reserved_ + pinned_bytes_;
+  while (!queue_.empty() &&
+         static_cast<int>(active_.size() + admitted->size()) < options_.parallel) {
+    if (options_.kv_ram_bytes > 0) {
+      const size_t need = Reservation(*queue_.front());
+      if (!active_.empty() || !admitted->empty()) {
+        if (reserving + need > options_.kv_ram_bytes) break;
+      }
+      reserving += need;
+    }
+    admitted->push_back(queue_.front());
+    queue_.pop_front();
+  }
+}
+
+void EngineImpl::RunTasks(std::deque<std::function<void()>>& tasks) {
+  // Tasks are pieces of work of their own (a schema's module, a savings measurement): each
+  // shows in the heartbeat apart from the step.
+  for (auto& t : tasks) {
+    t();
+    EndWork();
+    BeginWork();
+  }
+}
+
+void EngineImpl::AdmitAll(const std::vector<std::shared_ptr<Request>>& admitted) {
+  // An exception here (an allocation that fails, above all) fails the requests it concerns;
+  // escaping the engine thread, it would end the process.
+  for (const auto& r : admitted) {
+    try {
+      Admit(r);
+    } catch (const std::exception& e) {
+      const std::string why = std::string("the engine could not start the request: ") + e.what();
+      auto it =
+          std::find_if(active_.begin(), active_.end(), [&](const auto& s) { return s->r == r; });
+      if (it != active_.end()) {
+        Finish(**it, "error", Internal(why));
+      } else {
+        Abandon(*r, why);
+      }
+    }
+  }
+  if (!admitted.empty()) {  // /health and /metrics see them while their first step runs
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.active = static_cast<int>(
+        std::count_if(active_.begin(), active_.end(), [](const auto& s) { return !s->finished; }));
+  }
+}
+
+void EngineImpl::StepOrFail() {
+  try {
+    Step();
+  } catch (const std::exception& e) {
+    for (auto& s : active_) {
+      Finish(*s, "error", Internal(std::string("the engine failed computing: ") + e.what()));
+    }
+  }
+}
+
+void EngineImpl::RemoveFinished() {
+  for (const auto& s : active_) {
+    if (s->finished) reserved_ -= s->reserved;
+  }
+  active_.erase(std::remove_if(active_.begin(), active_.end(),
+                               [](const std::unique_ptr<Slot>& s) { return s->finished; }),
+                active_.end());
+}
+
+void EngineImpl::ShutDown() {
   // A restarted engine finds what this one cached.
   if (cache_->disk() != nullptr) {
     if (Status st = cache_->SaveAll(); !st.ok())
@@ -154,8 +179,9 @@ void EngineImpl::Loop() {
   queue_.clear();
 }
 
-bool EngineImpl::Step() {
-  std::vector<BatchToken> batch;
+// One forward pass's inputs: its tokens, and which rows of its output are read.
+struct EngineImpl::StepBatch {
+  std::vector<BatchToken> tokens;
   // The rows of logits, in batch order: a slot's next token (pos -1), or a prompt position
   // whose logits give the next prompt token's log-probability.
   struct Row {
@@ -164,8 +190,35 @@ bool EngineImpl::Step() {
   };
   std::vector<Row> wants_logits;
   std::vector<HiddenRow> wants_hidden;  // embedding requests' tokens whose hidden states pool
+};
+
+bool EngineImpl::Step() {
+  StepBatch batch;
   std::vector<Slot*> recompute;  // requests without a KV cache: their whole sequence again
-  // Decode first: one token for every sequence that is generating.
+  AddDecodeTokens(&batch, &recompute);
+  const std::vector<Slot*> prefilled = AddPrefillChunks(&batch);
+  // The baseline recomputes alone: its passes are what it measures.
+  for (Slot* s : recompute) RecomputeStep(*s);
+  if (batch.tokens.empty()) return !recompute.empty();
+  std::vector<float> logits(batch.wants_logits.size() * size_t(model_->config().n_vocab));
+  std::vector<float> hidden(batch.wants_hidden.size() * size_t(model_->config().n_embd));
+  Status st = model_->Forward(batch.tokens, logits.data(), &pool_, &scratch_, 0, hidden.data());
+  if (!st.ok()) {
+    PC_LOG_ERROR("forward pass failed: %s", st.message().c_str());
+    for (auto& sp : active_) {
+      if (!sp->finished) Finish(*sp, "error", st);
+    }
+    return true;
+  }
+  DeliverRows(batch, logits.data());
+  PoolEmbeddings(batch.wants_hidden, hidden.data());
+  // Blocks this pass completed are usable by others from now on (those waiting for them too).
+  for (Slot* s : prefilled) PublishPrefill(*s);
+  for (auto& sp : active_) TrimSliding(*sp);
+  return true;
+}
+
+void EngineImpl::AddDecodeTokens(StepBatch* batch, std::vector<Slot*>* recompute) {
   for (auto& sp : active_) {
     Slot& s = *sp;
     if (s.finished) continue;
@@ -174,72 +227,66 @@ bool EngineImpl::Step() {
       continue;
     }
     if (s.pending >= 0 && s.r->req.recompute_each_step) {
-      recompute.push_back(&s);
+      recompute->push_back(&s);
     } else if (s.pending >= 0) {
-      batch.push_back({s.pending, s.next_pos++, &s.seq, true});
-      wants_logits.push_back({&s, -1});
+      batch->tokens.push_back({s.pending, s.next_pos++, &s.seq, true});
+      batch->wants_logits.push_back({&s, -1});
     }
   }
-  // Then prefill chunks while the batch has room: sequences others wait for first (most awaited
-  // tokens first), then the oldest request first. Waiting sequences whose blocks are done join.
+}
+
+std::vector<EngineImpl::Slot*> EngineImpl::AddPrefillChunks(StepBatch* batch) {
+  // Sequences others wait for first (most awaited tokens first), then the oldest request
+  // first. Waiting sequences whose blocks are done join.
   WakeWaiters();
   std::vector<Slot*> prefilled;
   for (Slot* sp : PrefillOrder()) {
     Slot& s = *sp;
     if (s.finished || s.pending >= 0 || s.r->cancelled || s.Waiting()) continue;
-    const int room = options_.batch_size - static_cast<int>(batch.size());
+    const int room = options_.batch_size - static_cast<int>(batch->tokens.size());
     if (room <= 0) break;
     if (s.r->embedding) {
-      AddEmbeddingTokens(s, room, &batch, &wants_hidden);
+      AddEmbeddingTokens(s, room, &batch->tokens, &batch->wants_hidden);
       continue;
     }
-    // Cached blocks that come before the next tokens join the sequence first; a token attends
-    // to what its sequence held before the batch, so a stage's tokens wait for the next step.
-    while (!s.gathers.empty() && s.gathers.front().before == s.filled) {
-      Slot::Gather& g = s.gathers.front();
-      s.seq.AppendSegment(g.held, 0, g.held.size());
-      s.gathers.pop_front();
-    }
-    const int total = static_cast<int>(s.fill_tokens.size());
-    const int stop = s.gathers.empty() ? total : s.gathers.front().before;
-    const int n = std::min(room, stop - s.filled);
-    const bool scored = s.r->req.prompt_logprobs;
-    for (int i = s.filled; i < s.filled + n; ++i) {
-      const bool last = i + 1 == total;
-      batch.push_back({s.fill_tokens[i], s.fill_pos[i], &s.seq, last || scored});
-      if (last || scored) wants_logits.push_back({&s, last ? -1 : s.fill_pos[i]});
-    }
-    s.filled += n;
-    if (n > 0) prefilled.push_back(&s);
+    if (AddPrefillChunk(s, room, batch) > 0) prefilled.push_back(&s);
   }
-  // The baseline recomputes alone: its passes are what it measures.
-  for (Slot* s : recompute) RecomputeStep(*s);
-  if (batch.empty()) return !recompute.empty();
-  std::vector<float> logits(wants_logits.size() * size_t(model_->config().n_vocab));
-  std::vector<float> hidden(wants_hidden.size() * size_t(model_->config().n_embd));
-  Status st = model_->Forward(batch, logits.data(), &pool_, &scratch_, 0, hidden.data());
-  if (!st.ok()) {
-    PC_LOG_ERROR("forward pass failed: %s", st.message().c_str());
-    for (auto& sp : active_) {
-      if (!sp->finished) Finish(*sp, "error", st);
-    }
-    return true;
+  return prefilled;
+}
+
+int EngineImpl::AddPrefillChunk(Slot& s, int room, StepBatch* batch) {
+  // Cached blocks that come before the next tokens join the sequence first; a token attends
+  // to what its sequence held before the batch, so a stage's tokens wait for the next step.
+  while (!s.gathers.empty() && s.gathers.front().before == s.filled) {
+    Slot::Gather& g = s.gathers.front();
+    s.seq.AppendSegment(g.held, 0, g.held.size());
+    s.gathers.pop_front();
   }
-  for (size_t i = 0; i < wants_logits.size(); ++i) {
-    Slot& s = *wants_logits[i].slot;
-    const float* row = logits.data() + i * model_->config().n_vocab;
-    if (wants_logits[i].pos >= 0) {
-      if (!s.finished) HandlePromptRow(s, wants_logits[i].pos, row);
+  const int total = static_cast<int>(s.fill_tokens.size());
+  const int stop = s.gathers.empty() ? total : s.gathers.front().before;
+  const int n = std::min(room, stop - s.filled);
+  const bool scored = s.r->req.prompt_logprobs;
+  for (int i = s.filled; i < s.filled + n; ++i) {
+    const bool last = i + 1 == total;
+    batch->tokens.push_back({s.fill_tokens[i], s.fill_pos[i], &s.seq, last || scored});
+    if (last || scored) batch->wants_logits.push_back({&s, last ? -1 : s.fill_pos[i]});
+  }
+  s.filled += n;
+  return n;
+}
+
+void EngineImpl::DeliverRows(const StepBatch& batch, const float* logits) {
+  const size_t n_vocab = model_->config().n_vocab;
+  for (size_t i = 0; i < batch.wants_logits.size(); ++i) {
+    Slot& s = *batch.wants_logits[i].slot;
+    const float* row = logits + i * n_vocab;
+    if (batch.wants_logits[i].pos >= 0) {
+      if (!s.finished) HandlePromptRow(s, batch.wants_logits[i].pos, row);
       continue;
     }
     s.pending = -1;
     Deliver(s, row);
   }
-  PoolEmbeddings(wants_hidden, hidden.data());
-  // Blocks this pass completed are usable by others from now on (those waiting for them too).
-  for (Slot* s : prefilled) PublishPrefill(*s);
-  for (auto& sp : active_) TrimSliding(*sp);
-  return true;
 }
 
 void EngineImpl::Deliver(Slot& s, const float* logits) {

@@ -24,18 +24,23 @@
 #include "model/kv_shift.h"
 
 namespace promptcache {
-namespace {
 
 // A segment found cached: its range in the prompt, its blocks (by reference) and where they were
 // encoded.
-struct Hit {
+struct EngineImpl::SegmentHit {
   PromptSegment range;
   KvSequence held;
   int32_t start;
   bool exact;  // encoded with exactly the prompt's text before it, at its position
 };
 
-}  // namespace
+// The plan of a segmented prompt's tokens as AdmitSegments lays them out, front to back.
+struct EngineImpl::SegmentPlan {
+  int next;        // the first prompt token not yet placed
+  bool now;        // computing before the recompute (with repair): at once, else in the prefill
+  BlendInput in;   // with repair: the tokens computed now and the hits' candidates
+  int reused = 0;  // hit tokens laid in (the last prompt token excepted)
+};
 
 bool EngineImpl::UsesSegments(const Request& r) const {
   // The recompute_each_step baseline computes everything, and an embedding request has no prompt.
@@ -84,18 +89,46 @@ void EngineImpl::ReadmitSegments(Slot& s, bool may_wait) {
 
 bool EngineImpl::AdmitSegments(Slot& s, bool may_wait) {
   const CompletionRequest& req = s.r->req;
-  const BlockKey ns = NamespaceKey(req.cache_namespace);
-  CompletionResult& res = s.result;
-  const int n = s.n_prompt;
   const int prefix = s.seq.size();
-  const std::span<const int32_t> prompt(s.tokens);
   const std::vector<PromptSegment> looked = LookedUp(req.segments, prefix);
   // A segment another sequence is computing now: wait for it (nothing planned, nothing counted).
   if (may_wait && AwaitSegments(s, looked)) return true;
-  std::vector<Hit> hits;
+  std::vector<SegmentHit> hits = FindSegments(s, looked);
+  const double ratio = req.segment_recompute.value_or(options_.segment_recompute);
+  const int border = std::max(0, options_.segment_border_tokens);
+  const bool repair =
+      std::any_of(hits.begin(), hits.end(), [](const SegmentHit& h) { return !h.exact; }) &&
+      (ratio > 0 || border > 0);
+  if (!hits.empty()) s.r->exact_prefix = hits.front().range.begin;
+  SegmentPlan plan{prefix, /*now=*/repair, {}};
+  Status st = LayInSegments(s, hits, repair, border, &plan);
+  BlendStats bs;
+  if (st.ok() && repair) {
+    st = Blend(*model_, &s.seq, plan.in, ratio, options_.batch_size, &pool_, &scratch_, &bs);
+  }
+  plan.now = false;  // the rest is the prefill's, after the repaired segments
+  if (st.ok()) st = PlaceComputed(s, s.n_prompt, &plan);
+  if (!st.ok()) {
+    Finish(s, "error", st);
+    return false;
+  }
+  RecordSegmentReuse(s, hits, plan.reused, bs, prefix);
+  // Its exact prefix (up to the first hit) is shared in flight as a plain prompt's: claimed,
+  // and what is computed of it already (with repair: all of it) published now.
+  ClaimPrefix(s, prefix, std::min(s.n_prompt, s.r->exact_prefix));
+  PublishPrefill(s);
+  return true;
+}
+
+std::vector<EngineImpl::SegmentHit> EngineImpl::FindSegments(
+    Slot& s, const std::vector<PromptSegment>& looked) {
+  const BlockKey ns = NamespaceKey(s.r->req.cache_namespace);
+  const std::span<const int32_t> prompt(s.tokens);
+  CompletionResult& res = s.result;
+  std::vector<SegmentHit> hits;
   for (const PromptSegment& g : looked) {
     ++res.segment_lookups;
-    Hit h{g, KvSequence(&blocks_), 0, false};
+    SegmentHit h{g, KvSequence(&blocks_), 0, false};
     const auto tokens = prompt.subspan(g.begin, g.size());
     const SegmentStore::Lookup l = segments_->Find(tokens, ns, &h.held);
     if (!l.found) {
@@ -119,72 +152,65 @@ bool EngineImpl::AdmitSegments(Slot& s, bool may_wait) {
   segment_counters_.hits += hits.size();
   res.segment_hits = static_cast<int>(hits.size());
   s.segmented = !hits.empty() || !s.segment_misses.empty();
-  const double ratio = req.segment_recompute.value_or(options_.segment_recompute);
-  const int border = std::max(0, options_.segment_border_tokens);
-  const bool repair =
-      std::any_of(hits.begin(), hits.end(), [](const Hit& h) { return !h.exact; }) &&
-      (ratio > 0 || border > 0);
-  if (!hits.empty()) s.r->exact_prefix = hits.front().range.begin;
-  BlendInput in;
-  int next = prefix;  // the first prompt token not yet placed
-  bool now = repair;  // computing before the recompute: at once
-  // The prompt's tokens [next, end) to compute: now, or in the prefill.
-  auto compute = [&](int end) -> Status {
-    if (end <= next) return Status::Ok();
-    std::vector<int32_t> positions(end - next);
-    for (int i = next; i < end; ++i) positions[i - next] = i;
-    if (now) {
-      for (int i = next; i < end; ++i) {
-        in.computed_slots.push_back(i);
-        in.computed_tokens.push_back(prompt[i]);
-      }
-      PC_RETURN_IF_ERROR(
-          store_->Compute(prompt.subspan(next, end - next), positions, &s.seq, nullptr));
-    } else {
-      s.fill_tokens.insert(s.fill_tokens.end(), prompt.begin() + next, prompt.begin() + end);
-      s.fill_pos.insert(s.fill_pos.end(), positions.begin(), positions.end());
+  return hits;
+}
+
+Status EngineImpl::PlaceComputed(Slot& s, int end, SegmentPlan* plan) {
+  const int next = plan->next;
+  if (end <= next) return Status::Ok();
+  const std::span<const int32_t> prompt(s.tokens);
+  std::vector<int32_t> positions(end - next);
+  for (int i = next; i < end; ++i) positions[i - next] = i;
+  if (plan->now) {
+    for (int i = next; i < end; ++i) {
+      plan->in.computed_slots.push_back(i);
+      plan->in.computed_tokens.push_back(prompt[i]);
     }
-    next = end;
-    return Status::Ok();
-  };
-  int reused = 0;  // hit tokens laid in (the last prompt token excepted)
-  Status st;
-  for (Hit& h : hits) {
-    if (st = compute(h.range.begin); !st.ok()) break;
+    PC_RETURN_IF_ERROR(
+        store_->Compute(prompt.subspan(next, end - next), positions, &s.seq, nullptr));
+  } else {
+    s.fill_tokens.insert(s.fill_tokens.end(), prompt.begin() + next, prompt.begin() + end);
+    s.fill_pos.insert(s.fill_pos.end(), positions.begin(), positions.end());
+  }
+  plan->next = end;
+  return Status::Ok();
+}
+
+Status EngineImpl::LayInSegments(Slot& s, std::vector<SegmentHit>& hits, bool repair, int border,
+                                 SegmentPlan* plan) {
+  const std::span<const int32_t> prompt(s.tokens);
+  for (SegmentHit& h : hits) {
+    PC_RETURN_IF_ERROR(PlaceComputed(s, h.range.begin, plan));
     const int shift = h.range.begin - h.start;
     // The prompt's last token is computed again: its logits start generation.
-    const int size = std::min(h.range.end, n - 1) - h.range.begin;
+    const int size = std::min(h.range.end, s.n_prompt - 1) - h.range.begin;
     KvSequence moved(&blocks_);
     KvSequence* target = repair ? &s.seq : &moved;
     const int base = target->size();
     if (h.exact || (options_.module_shared_moves && !repair)) {
       target->AppendSegment(h.held, 0, size, shift);
-    } else if (st = AppendShifted(model_->config(), h.held, 0, size, shift, target, &pool_);
-               !st.ok()) {
-      break;
+    } else {
+      PC_RETURN_IF_ERROR(AppendShifted(model_->config(), h.held, 0, size, shift, target, &pool_));
     }
     if (!repair) {
       s.gathers.push_back({static_cast<int>(s.fill_tokens.size()), std::move(moved)});
     } else if (!h.exact) {  // a candidate, in blocks the sequence owns
       for (int i = 0; i < size; ++i) {
-        in.slots.push_back(base + i);
-        in.tokens.push_back(prompt[h.range.begin + i]);
-        if (i < border) in.forced.push_back(base + i);
+        plan->in.slots.push_back(base + i);
+        plan->in.tokens.push_back(prompt[h.range.begin + i]);
+        if (i < border) plan->in.forced.push_back(base + i);
       }
     }
-    reused += size;
-    next = h.range.begin + size;
+    plan->reused += size;
+    plan->next = h.range.begin + size;
   }
-  BlendStats bs;
-  if (st.ok() && repair) {
-    st = Blend(*model_, &s.seq, in, ratio, options_.batch_size, &pool_, &scratch_, &bs);
-  }
-  now = false;  // the rest is the prefill's, after the repaired segments
-  if (st.ok()) st = compute(n);
-  if (!st.ok()) {
-    Finish(s, "error", st);
-    return false;
-  }
+  return Status::Ok();
+}
+
+void EngineImpl::RecordSegmentReuse(Slot& s, const std::vector<SegmentHit>& hits, int reused,
+                                    const BlendStats& bs, int prefix) {
+  CompletionResult& res = s.result;
+  const int n = s.n_prompt;
   res.cached_tokens += reused - bs.recomputed;
   res.computed_tokens = n - res.cached_tokens;
   res.recompute_candidates = bs.candidates;
@@ -192,19 +218,14 @@ bool EngineImpl::AdmitSegments(Slot& s, bool may_wait) {
   res.border_recomputed = bs.forced;
   res.recompute_ms = bs.ms;
   segment_counters_.tokens_reused += reused - bs.recomputed;
-  int at = prefix;
-  for (const Hit& h : hits) {
+  int at = prefix;  // the sources: computed, then each hit's tokens, in order
+  for (const SegmentHit& h : hits) {
     AddRun(&res.sources, TokenSource::kComputed, h.range.begin - at);
     at = std::min(h.range.end, n - 1);
     AddRun(&res.sources, TokenSource::kSegment, at - h.range.begin);
   }
   AddRun(&res.sources, TokenSource::kComputed, n - at);
   if (!hits.empty()) res.gather_ms = MsBetween(s.admitted, Clock::now());
-  // Its exact prefix (up to the first hit) is shared in flight as a plain prompt's: claimed,
-  // and what is computed of it already (with repair: all of it) published now.
-  ClaimPrefix(s, prefix, std::min(n, s.r->exact_prefix));
-  PublishPrefill(s);
-  return true;
 }
 
 void EngineImpl::StoreSegments(Slot& s) {

@@ -65,6 +65,17 @@ class Converter {
   // Without combinators left: per type.
   Result<std::string> Body(const Conj& conj, int depth);
   Result<std::string> Object(const Conj& conj, int depth);
+  // Object's steps: the property names in order of appearance (then the required ones no member
+  // lists) and the required set; one property's value rule ("" where no member allows it; a
+  // name the property names do not match starts disallowed); the rule of the listed pairs,
+  // in order, optional unless required, then `end_*` (the pairs beyond them) after at least one
+  // (rest) or before any (first).
+  Status ObjectNames(const Conj& conj, std::vector<std::string>* names,
+                     std::set<std::string>* required) const;
+  Result<std::string> PropertyValue(const Conj& conj, const std::string& name, bool allowed,
+                                    int depth);
+  std::string ObjectRule(const std::vector<std::string>& kv, const std::vector<bool>& req,
+                         const std::string& end_rest, const std::string& end_first);
   Status ObjectMembers(const Conj& conj, Conj* name_conj, Conj* extra_values, bool* extras,
                        bool* closed) const;
   Result<std::string> ExtraPair(const Conj& values, const std::vector<std::string>& names,

@@ -274,24 +274,7 @@ Result<std::string> Converter::ExtraPair(const Conj& values, const std::vector<s
 Result<std::string> Converter::Object(const Conj& conj, int depth) {
   std::vector<std::string> names;
   std::set<std::string> required;
-  for (const Part& p : conj) {
-    if (auto it = p.s->find("properties"); it != p.s->end()) {
-      if (!it->is_object()) return Invalid(p.where, "properties", "must be an object");
-      for (const auto& [name, sub] : it->items()) {
-        if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
-      }
-    }
-    if (auto it = p.s->find("required"); it != p.s->end()) {
-      if (!it->is_array()) return Invalid(p.where, "required", "must be an array of names");
-      for (const ojson& r : *it) {
-        if (!r.is_string()) return Invalid(p.where, "required", "must be an array of names");
-        required.insert(r.get<std::string>());
-      }
-    }
-  }
-  for (const std::string& r : required) {
-    if (std::find(names.begin(), names.end(), r) == names.end()) names.push_back(r);
-  }
+  PC_RETURN_IF_ERROR(ObjectNames(conj, &names, &required));
   Conj name_conj, extra_values;
   bool extras = false, closed = false;
   PC_RETURN_IF_ERROR(ObjectMembers(conj, &name_conj, &extra_values, &extras, &closed));
@@ -305,27 +288,8 @@ Result<std::string> Converter::Object(const Conj& conj, int depth) {
   std::vector<std::string> kv;
   std::vector<bool> req;
   for (const std::string& name : names) {
-    Conj values;
-    bool allowed = !no_names && (!name_nfa || name_nfa->Matches(name));
-    for (const Part& p : conj) {
-      auto props = p.s->find("properties");
-      auto add = p.s->find("additionalProperties");
-      if (props != p.s->end() && props->contains(name)) {
-        values.push_back({&(*props)[name], At(p.where, "properties." + name)});
-      } else if (add != p.s->end() && add->is_boolean() && !add->get<bool>()) {
-        allowed = false;
-      } else if (add != p.s->end() && add->is_object()) {
-        values.push_back({&*add, At(p.where, "additionalProperties")});
-      }
-    }
-    std::string v;
-    if (allowed) {
-      if (values.empty()) {
-        v = "value";
-      } else {
-        PC_ASSIGN_OR_RETURN(v, Rule(values, depth + 1));
-      }
-    }
+    const bool allowed = !no_names && (!name_nfa || name_nfa->Matches(name));
+    PC_ASSIGN_OR_RETURN(const std::string v, PropertyValue(conj, name, allowed, depth));
     if (v.empty()) {
       if (required.count(name)) return std::string();
       continue;
@@ -344,6 +308,59 @@ Result<std::string> Converter::Object(const Conj& conj, int depth) {
       end_first = "(" + pair + " " + end_rest + ")?";
     }
   }
+  return ObjectRule(kv, req, end_rest, end_first);
+}
+
+Status Converter::ObjectNames(const Conj& conj, std::vector<std::string>* names,
+                              std::set<std::string>* required) const {
+  for (const Part& p : conj) {
+    if (auto it = p.s->find("properties"); it != p.s->end()) {
+      if (!it->is_object()) return Invalid(p.where, "properties", "must be an object");
+      for (const auto& [name, sub] : it->items()) {
+        if (std::find(names->begin(), names->end(), name) == names->end()) names->push_back(name);
+      }
+    }
+    if (auto it = p.s->find("required"); it != p.s->end()) {
+      if (!it->is_array()) return Invalid(p.where, "required", "must be an array of names");
+      for (const ojson& r : *it) {
+        if (!r.is_string()) return Invalid(p.where, "required", "must be an array of names");
+        required->insert(r.get<std::string>());
+      }
+    }
+  }
+  for (const std::string& r : *required) {
+    if (std::find(names->begin(), names->end(), r) == names->end()) names->push_back(r);
+  }
+  return Status::Ok();
+}
+
+Result<std::string> Converter::PropertyValue(const Conj& conj, const std::string& name,
+                                             bool allowed, int depth) {
+  Conj values;
+  for (const Part& p : conj) {
+    auto props = p.s->find("properties");
+    auto add = p.s->find("additionalProperties");
+    if (props != p.s->end() && props->contains(name)) {
+      values.push_back({&(*props)[name], At(p.where, "properties." + name)});
+    } else if (add != p.s->end() && add->is_boolean() && !add->get<bool>()) {
+      allowed = false;
+    } else if (add != p.s->end() && add->is_object()) {
+      values.push_back({&*add, At(p.where, "additionalProperties")});
+    }
+  }
+  std::string v;
+  if (allowed) {
+    if (values.empty()) {
+      v = "value";
+    } else {
+      PC_ASSIGN_OR_RETURN(v, Rule(values, depth + 1));
+    }
+  }
+  return v;
+}
+
+std::string Converter::ObjectRule(const std::vector<std::string>& kv, const std::vector<bool>& req,
+                                  const std::string& end_rest, const std::string& end_first) {
   // rest[i]: properties i.. after at least one; first[i]: properties i.. before any.
   const size_t n = kv.size();
   std::vector<std::string> rest(n + 1), first(n + 1);

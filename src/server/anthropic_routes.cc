@@ -156,33 +156,26 @@ bool WriteMessagesStream(MessagesStream& s, httplib::DataSink& sink) {
     out = MessageStartEvent(s.meta, s.prompt_tokens) + (tools ? "" : ContentBlockStartEvent()) +
           PingEvent();
   }
-  std::vector<std::string> pieces;
-  CompletionResult result;
-  switch (s.channel->Next(kStreamPoll, &pieces, &result)) {
-    case TextChannel::Event::kText:
-      for (const std::string& piece : pieces) {
-        if (tools) {
-          out += ReleaseText(s, piece);
-        } else if (!piece.empty()) {
-          out += TextDeltaEvent(piece);
-        }
+  auto on_text = [&](const std::vector<std::string>& pieces) {
+    for (const std::string& piece : pieces) {
+      if (tools) {
+        out += ReleaseText(s, piece);
+      } else if (!piece.empty()) {
+        out += TextDeltaEvent(piece);
       }
-      break;
-    case TextChannel::Event::kTimeout:
-      if (out.empty()) out = PingEvent();
-      break;
-    case TextChannel::Event::kFinished:
-      if (!result.status.ok()) {
-        out += MessagesErrorEvent(FromStatus(result.status));
-      } else {
-        s.server->Observe(s.tenant, result);
-        const std::string generated = s.server->engine().model().tokenizer().Decode(result.tokens);
-        const StopInfo stop = StopOf(result, generated, s.stops);
-        out += tools ? EndWithTools(s, result, stop) : MessageEndEvents(result, stop);
-      }
-      return WriteStreamPart(sink, out, /*last=*/true);
-  }
-  return WriteStreamPart(sink, out, /*last=*/false);
+    }
+  };
+  auto on_end = [&](const CompletionResult& result) {
+    if (!result.status.ok()) {
+      out += MessagesErrorEvent(FromStatus(result.status));
+      return;
+    }
+    s.server->Observe(s.tenant, result);
+    const std::string generated = s.server->engine().model().tokenizer().Decode(result.tokens);
+    const StopInfo stop = StopOf(result, generated, s.stops);
+    out += tools ? EndWithTools(s, result, stop) : MessageEndEvents(result, stop);
+  };
+  return PollAndWrite<std::string>(*s.channel, out, PingEvent(), sink, on_text, on_end);
 }
 
 void StartStream(Call& call, MessageMeta meta, const AnthropicRequest& r, CompletionRequest creq,

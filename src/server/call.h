@@ -13,6 +13,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "server/api_error.h"
@@ -35,9 +36,11 @@ bool WriteStreamPart(httplib::DataSink& sink, const std::string& out, bool last)
 
 // The rest of such a callback, once `out` holds what it sends first: polls `channel` for up to
 // kStreamPoll, then `on_text(pieces)` or, at the end, `on_end(result)` add to `out`; a poll that
-// timed out with nothing to send sends `keep_alive` (an SSE comment). Then WriteStreamPart.
+// timed out with nothing to send sends `keep_alive` (an SSE comment, Anthropic's ping; "" for
+// NDJSON, which has no comment line: the next write notices a client gone). Then WriteStreamPart.
+// `Piece` is what the channel carries: TextPiece, or std::string for text alone.
 template <typename Piece, typename OnText, typename OnEnd>
-bool PollAndWrite(TextChannel& channel, std::string& out, const char* keep_alive,
+bool PollAndWrite(TextChannel& channel, std::string& out, std::string_view keep_alive,
                   httplib::DataSink& sink, OnText on_text, OnEnd on_end) {
   std::vector<Piece> pieces;
   CompletionResult result;

@@ -102,6 +102,165 @@ void AddFidelity(Page& p, const FidelityStats& f) {
         t.samples > 0 ? t.first_token_kl_max : none);
 }
 
+// The request and token counters, then the prefix and segment lookups.
+void AddRequests(Page& p, const EngineStats& s) {
+  p.Add("promptcache_requests_total", "counter", "Completion requests submitted to the engine.",
+        s.requests);
+  p.Add("promptcache_requests_failed_total", "counter", "Completion requests that failed.",
+        s.requests_failed);
+  p.Add("promptcache_requests_rejected_total", "counter",
+        "Completion requests refused because the queue was full.", s.requests_rejected);
+  p.Add("promptcache_requests_cancelled_total", "counter",
+        "Completion requests cancelled: their client went away (streamed or not) or the server "
+        "stopped.",
+        s.requests_cancelled);
+  p.Add("promptcache_prompt_tokens_total", "counter", "Prompt tokens of all requests.",
+        s.prompt_tokens);
+  p.Add("promptcache_cached_tokens_total", "counter",
+        "Prompt tokens whose K/V came from the prefix cache.", s.cached_tokens);
+  p.Add("promptcache_computed_tokens_total", "counter", "Prompt tokens computed (not cached).",
+        s.prompt_tokens >= s.cached_tokens ? s.prompt_tokens - s.cached_tokens : 0);
+  p.Add("promptcache_prefix_shared_in_flight_tokens_total", "counter",
+        "Of the cached tokens, those another request's prefill was computing at the time: a "
+        "prefix shared by concurrent requests, computed once.",
+        s.shared_in_flight_tokens);
+  p.Add("promptcache_in_flight_segment_waits_total", "counter",
+        "Times a request waited for a segment another request was computing, then reused it: a "
+        "segment shared by concurrent requests, computed once.",
+        s.in_flight_segment_waits);
+  p.Add("promptcache_generated_tokens_total", "counter", "Tokens generated.", s.generated_tokens);
+  p.Add("promptcache_cache_lookups_total", "counter", "Prefix cache lookups.", s.cache_lookups);
+  p.Add("promptcache_cache_hits_total", "counter", "Lookups that reused at least one block.",
+        s.cache_hits);
+  p.Add("promptcache_segment_lookups_total", "counter",
+        "Segments looked up (beyond the prefix hit, at least --segment-min-tokens long).",
+        s.segment_lookups);
+  p.Add("promptcache_segment_hits_total", "counter", "Segment lookups found cached.",
+        s.segment_hits);
+  p.Add("promptcache_segment_tokens_reused_total", "counter",
+        "Tokens of reused segments whose K/V came from the cache (not recomputed).",
+        s.segment_tokens_reused);
+  p.Add("promptcache_segment_stores_total", "counter",
+        "Segments stored after a miss, for later requests.", s.segment_stores);
+  p.Add("promptcache_cache_hit_ratio", "gauge", "cache_hits_total / cache_lookups_total.",
+        s.cache_lookups > 0 ? double(s.cache_hits) / double(s.cache_lookups) : 0.0);
+  p.Add("promptcache_cached_token_ratio", "gauge", "cached_tokens_total / prompt_tokens_total.",
+        s.prompt_tokens > 0 ? double(s.cached_tokens) / double(s.prompt_tokens) : 0.0);
+}
+
+// The cache's bytes, pins, evictions and disk tier.
+void AddCache(Page& p, const EngineStats& s) {
+  p.Header("promptcache_cache_bytes", "gauge",
+           "Bytes of cached K/V blocks (shared blocks counted once), by tier.");
+  p.Sample("promptcache_cache_bytes", "tier=\"ram\"", double(s.cache_ram_bytes));
+  p.Sample("promptcache_cache_bytes", "tier=\"disk\"", double(s.cache_disk_bytes));
+  p.Add("promptcache_kv_bytes_in_use", "gauge",
+        "Bytes of every K/V block in use, cached or held by running requests.",
+        double(s.kv_bytes_in_use));
+  p.Add("promptcache_cache_pinned_bytes", "gauge",
+        "Bytes of pinned cached blocks, as the pin quotas count them.",
+        double(s.cache_pinned_bytes));
+  p.Add("promptcache_cache_pin_quota_bytes", "gauge", "The pin quota (--pin-ram).",
+        double(s.pin_ram_bytes));
+  p.Add("promptcache_cache_pins_limited_total", "counter",
+        "Pins cut short by the pin quota or a tenant's (--pin-ram, --pin-ram-tenant).",
+        double(s.pins_limited));
+  p.Add("promptcache_cache_evictions_total", "counter", "Cached blocks evicted from RAM.",
+        s.evictions);
+  p.Add("promptcache_cache_disk_writes_total", "counter", "Cache entries written to disk.",
+        s.disk_writes);
+  p.Add("promptcache_cache_disk_loads_total", "counter", "Cache entries loaded from disk.",
+        s.disk_loads);
+  p.Add("promptcache_cache_disk_errors_total", "counter",
+        "Cache files skipped as corrupt, foreign, unreadable or not regular files.", s.disk_errors);
+}
+
+// The remote tier (Redis) in the families of its own, labelled like the cache bytes.
+void AddRemoteTier(Page& p, const RemoteTierStats& r) {
+  const std::string t = "tier=\"remote\"";
+  auto family = [&](const char* name, const char* type, const char* help, double v) {
+    p.Header(name, type, help);
+    p.Sample(name, t, v);
+  };
+  family("promptcache_cache_tier_hits_total", "counter",
+         "Blocks found in a cache tier (remote: values read, checked or not).", double(r.hits));
+  family("promptcache_cache_tier_misses_total", "counter",
+         "Blocks asked of a cache tier and not found there (or not asked: it was down).",
+         double(r.misses));
+  family("promptcache_cache_tier_loads_total", "counter",
+         "Blocks loaded into RAM from a cache tier (checked and used).", double(r.loads));
+  family("promptcache_cache_tier_errors_total", "counter",
+         "Failed connects and commands of a cache tier, timeouts included.", double(r.errors));
+  family("promptcache_cache_tier_invalid_total", "counter",
+         "Values a cache tier held that failed their checks (foreign, corrupt) and were skipped.",
+         double(r.invalid));
+  family("promptcache_cache_tier_writes_total", "counter", "Blocks written to a cache tier.",
+         double(r.writes));
+  family("promptcache_cache_tier_dropped_total", "counter",
+         "Writes to a cache tier dropped (queue full, tier down or refusing).", double(r.dropped));
+  family("promptcache_cache_tier_up", "gauge",
+         "1 while the last write to a cache tier went through.", r.connected ? 1.0 : 0.0);
+  family("promptcache_cache_tier_deadline_misses_total", "counter",
+         "Calls to a cache tier cut short by their deadline (--cache-redis-deadline).",
+         double(r.deadline_misses));
+  family("promptcache_cache_tier_breaker_open", "gauge",
+         "1 while a cache tier is not asked (its circuit breaker is open, or probing).",
+         r.breaker_open ? 1.0 : 0.0);
+  family("promptcache_cache_tier_breaker_opens_total", "counter",
+         "Times a cache tier's circuit breaker opened after failed or late calls.",
+         double(r.breaker_opens));
+  family("promptcache_cache_tier_skipped_total", "counter",
+         "Lookups not sent to a cache tier while its breaker was open (misses).",
+         double(r.skipped));
+}
+
+// The engine thread: requests active and queued, and its step's heartbeat.
+void AddEngine(Page& p, const EngineStats& s) {
+  p.Add("promptcache_requests_active", "gauge", "Requests being served.", s.active);
+  p.Add("promptcache_engine_step_seconds", "gauge",
+        "How long the engine thread's current step (or task between steps) has run; 0 while "
+        "it waits for work.",
+        s.step_seconds);
+  p.Add("promptcache_engine_step_max_seconds", "gauge",
+        "The longest engine step (or task) of the last minute or two.", s.step_max_seconds);
+  p.Add("promptcache_requests_queued", "gauge", "Requests waiting for a free slot.", s.queued);
+}
+
+void AddConnections(Page& p, const ConnectionStats& c) {
+  p.Add("promptcache_http_connections", "gauge", "Connections being served.", c.open);
+  p.Add("promptcache_http_connections_refused_total", "counter",
+        "Connections refused (503) beyond --max-connections or --max-connections-per-client.",
+        c.refused);
+  p.Add("promptcache_http_connections_refused_per_client_total", "counter",
+        "Of them, refused beyond --max-connections-per-client (one client address's share).",
+        c.refused_per_client);
+  p.Add("promptcache_http_request_timeouts_total", "counter",
+        "Requests whose headers or body missed --header-timeout or --body-timeout (408).",
+        c.timed_out);
+}
+
+void AddTtft(Page& p, const HistogramSnapshot& ttft) {
+  const char* h = "promptcache_time_to_first_token_seconds";
+  p.Header(h, "histogram", "Time from submission to the first generated token.");
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < kTtftBucketsSeconds.size(); ++i) {
+    cumulative += ttft.buckets[i];
+    p.Sample(std::string(h) + "_bucket", "le=\"" + Num(kTtftBucketsSeconds[i]) + "\"",
+             double(cumulative));
+  }
+  p.Sample(std::string(h) + "_bucket", "le=\"+Inf\"", double(ttft.count));
+  p.Sample(std::string(h) + "_sum", "", ttft.sum);
+  p.Sample(std::string(h) + "_count", "", double(ttft.count));
+}
+
+void AddResponses(Page& p, const std::map<int, uint64_t>& responses) {
+  p.Header("promptcache_http_responses_total", "counter", "HTTP responses by status code.");
+  for (const auto& [status, n] : responses) {
+    p.Sample("promptcache_http_responses_total", "code=\"" + std::to_string(status) + "\"",
+             double(n));
+  }
+}
+
 }  // namespace
 
 void ServerMetrics::ObserveTtft(double seconds) {
@@ -173,148 +332,14 @@ std::string FormatMetrics(const EngineStats& s, const HistogramSnapshot& ttft,
                           const std::map<int, uint64_t>& responses, const std::string& model,
                           const ConnectionStats& c) {
   Page p = InfoPage(model);
-  p.Add("promptcache_requests_total", "counter", "Completion requests submitted to the engine.",
-        s.requests);
-  p.Add("promptcache_requests_failed_total", "counter", "Completion requests that failed.",
-        s.requests_failed);
-  p.Add("promptcache_requests_rejected_total", "counter",
-        "Completion requests refused because the queue was full.", s.requests_rejected);
-  p.Add("promptcache_requests_cancelled_total", "counter",
-        "Completion requests cancelled: their client went away (streamed or not) or the server "
-        "stopped.",
-        s.requests_cancelled);
-  p.Add("promptcache_prompt_tokens_total", "counter", "Prompt tokens of all requests.",
-        s.prompt_tokens);
-  p.Add("promptcache_cached_tokens_total", "counter",
-        "Prompt tokens whose K/V came from the prefix cache.", s.cached_tokens);
-  p.Add("promptcache_computed_tokens_total", "counter", "Prompt tokens computed (not cached).",
-        s.prompt_tokens >= s.cached_tokens ? s.prompt_tokens - s.cached_tokens : 0);
-  p.Add("promptcache_prefix_shared_in_flight_tokens_total", "counter",
-        "Of the cached tokens, those another request's prefill was computing at the time: a "
-        "prefix shared by concurrent requests, computed once.",
-        s.shared_in_flight_tokens);
-  p.Add("promptcache_in_flight_segment_waits_total", "counter",
-        "Times a request waited for a segment another request was computing, then reused it: a "
-        "segment shared by concurrent requests, computed once.",
-        s.in_flight_segment_waits);
-  p.Add("promptcache_generated_tokens_total", "counter", "Tokens generated.", s.generated_tokens);
-  p.Add("promptcache_cache_lookups_total", "counter", "Prefix cache lookups.", s.cache_lookups);
-  p.Add("promptcache_cache_hits_total", "counter", "Lookups that reused at least one block.",
-        s.cache_hits);
-  p.Add("promptcache_segment_lookups_total", "counter",
-        "Segments looked up (beyond the prefix hit, at least --segment-min-tokens long).",
-        s.segment_lookups);
-  p.Add("promptcache_segment_hits_total", "counter", "Segment lookups found cached.",
-        s.segment_hits);
-  p.Add("promptcache_segment_tokens_reused_total", "counter",
-        "Tokens of reused segments whose K/V came from the cache (not recomputed).",
-        s.segment_tokens_reused);
-  p.Add("promptcache_segment_stores_total", "counter",
-        "Segments stored after a miss, for later requests.", s.segment_stores);
-  p.Add("promptcache_cache_hit_ratio", "gauge", "cache_hits_total / cache_lookups_total.",
-        s.cache_lookups > 0 ? double(s.cache_hits) / double(s.cache_lookups) : 0.0);
-  p.Add("promptcache_cached_token_ratio", "gauge", "cached_tokens_total / prompt_tokens_total.",
-        s.prompt_tokens > 0 ? double(s.cached_tokens) / double(s.prompt_tokens) : 0.0);
-  p.Header("promptcache_cache_bytes", "gauge",
-           "Bytes of cached K/V blocks (shared blocks counted once), by tier.");
-  p.Sample("promptcache_cache_bytes", "tier=\"ram\"", double(s.cache_ram_bytes));
-  p.Sample("promptcache_cache_bytes", "tier=\"disk\"", double(s.cache_disk_bytes));
-  p.Add("promptcache_kv_bytes_in_use", "gauge",
-        "Bytes of every K/V block in use, cached or held by running requests.",
-        double(s.kv_bytes_in_use));
-  p.Add("promptcache_cache_pinned_bytes", "gauge",
-        "Bytes of pinned cached blocks, as the pin quotas count them.",
-        double(s.cache_pinned_bytes));
-  p.Add("promptcache_cache_pin_quota_bytes", "gauge", "The pin quota (--pin-ram).",
-        double(s.pin_ram_bytes));
-  p.Add("promptcache_cache_pins_limited_total", "counter",
-        "Pins cut short by the pin quota or a tenant's (--pin-ram, --pin-ram-tenant).",
-        double(s.pins_limited));
-  p.Add("promptcache_cache_evictions_total", "counter", "Cached blocks evicted from RAM.",
-        s.evictions);
-  p.Add("promptcache_cache_disk_writes_total", "counter", "Cache entries written to disk.",
-        s.disk_writes);
-  p.Add("promptcache_cache_disk_loads_total", "counter", "Cache entries loaded from disk.",
-        s.disk_loads);
-  p.Add("promptcache_cache_disk_errors_total", "counter",
-        "Cache files skipped as corrupt, foreign, unreadable or not regular files.", s.disk_errors);
-  if (s.remote.enabled) {
-    // The remote tier (Redis) in the families of its own, labelled like the cache bytes.
-    const RemoteTierStats& r = s.remote;
-    const std::string t = "tier=\"remote\"";
-    auto family = [&](const char* name, const char* type, const char* help, double v) {
-      p.Header(name, type, help);
-      p.Sample(name, t, v);
-    };
-    family("promptcache_cache_tier_hits_total", "counter",
-           "Blocks found in a cache tier (remote: values read, checked or not).", double(r.hits));
-    family("promptcache_cache_tier_misses_total", "counter",
-           "Blocks asked of a cache tier and not found there (or not asked: it was down).",
-           double(r.misses));
-    family("promptcache_cache_tier_loads_total", "counter",
-           "Blocks loaded into RAM from a cache tier (checked and used).", double(r.loads));
-    family("promptcache_cache_tier_errors_total", "counter",
-           "Failed connects and commands of a cache tier, timeouts included.", double(r.errors));
-    family("promptcache_cache_tier_invalid_total", "counter",
-           "Values a cache tier held that failed their checks (foreign, corrupt) and were skipped.",
-           double(r.invalid));
-    family("promptcache_cache_tier_writes_total", "counter", "Blocks written to a cache tier.",
-           double(r.writes));
-    family("promptcache_cache_tier_dropped_total", "counter",
-           "Writes to a cache tier dropped (queue full, tier down or refusing).",
-           double(r.dropped));
-    family("promptcache_cache_tier_up", "gauge",
-           "1 while the last write to a cache tier went through.", r.connected ? 1.0 : 0.0);
-    family("promptcache_cache_tier_deadline_misses_total", "counter",
-           "Calls to a cache tier cut short by their deadline (--cache-redis-deadline).",
-           double(r.deadline_misses));
-    family("promptcache_cache_tier_breaker_open", "gauge",
-           "1 while a cache tier is not asked (its circuit breaker is open, or probing).",
-           r.breaker_open ? 1.0 : 0.0);
-    family("promptcache_cache_tier_breaker_opens_total", "counter",
-           "Times a cache tier's circuit breaker opened after failed or late calls.",
-           double(r.breaker_opens));
-    family("promptcache_cache_tier_skipped_total", "counter",
-           "Lookups not sent to a cache tier while its breaker was open (misses).",
-           double(r.skipped));
-  }
+  AddRequests(p, s);
+  AddCache(p, s);
+  if (s.remote.enabled) AddRemoteTier(p, s.remote);
   AddFidelity(p, s.fidelity);
-  p.Add("promptcache_requests_active", "gauge", "Requests being served.", s.active);
-  p.Add("promptcache_engine_step_seconds", "gauge",
-        "How long the engine thread's current step (or task between steps) has run; 0 while "
-        "it waits for work.",
-        s.step_seconds);
-  p.Add("promptcache_engine_step_max_seconds", "gauge",
-        "The longest engine step (or task) of the last minute or two.", s.step_max_seconds);
-  p.Add("promptcache_requests_queued", "gauge", "Requests waiting for a free slot.", s.queued);
-  p.Add("promptcache_http_connections", "gauge", "Connections being served.", c.open);
-  p.Add("promptcache_http_connections_refused_total", "counter",
-        "Connections refused (503) beyond --max-connections or --max-connections-per-client.",
-        c.refused);
-  p.Add("promptcache_http_connections_refused_per_client_total", "counter",
-        "Of them, refused beyond --max-connections-per-client (one client address's share).",
-        c.refused_per_client);
-  p.Add("promptcache_http_request_timeouts_total", "counter",
-        "Requests whose headers or body missed --header-timeout or --body-timeout (408).",
-        c.timed_out);
-
-  const char* h = "promptcache_time_to_first_token_seconds";
-  p.Header(h, "histogram", "Time from submission to the first generated token.");
-  uint64_t cumulative = 0;
-  for (size_t i = 0; i < kTtftBucketsSeconds.size(); ++i) {
-    cumulative += ttft.buckets[i];
-    p.Sample(std::string(h) + "_bucket", "le=\"" + Num(kTtftBucketsSeconds[i]) + "\"",
-             double(cumulative));
-  }
-  p.Sample(std::string(h) + "_bucket", "le=\"+Inf\"", double(ttft.count));
-  p.Sample(std::string(h) + "_sum", "", ttft.sum);
-  p.Sample(std::string(h) + "_count", "", double(ttft.count));
-
-  p.Header("promptcache_http_responses_total", "counter", "HTTP responses by status code.");
-  for (const auto& [status, n] : responses) {
-    p.Sample("promptcache_http_responses_total", "code=\"" + std::to_string(status) + "\"",
-             double(n));
-  }
+  AddEngine(p, s);
+  AddConnections(p, c);
+  AddTtft(p, ttft);
+  AddResponses(p, responses);
   return p.Take();
 }
 

@@ -67,6 +67,41 @@ TEST(Metrics, EngineStatsAndRatios) {
   EXPECT_EQ(m.at("promptcache_http_request_timeouts_total"), "11");
 }
 
+// The remote tier's families (AddRemoteTier) are on the page only while the tier is configured,
+// each with the tier="remote" label and its own field. (Mutations: dropping the `enabled` check,
+// or giving breaker_opens the value of deadline_misses, fail this.)
+TEST(Metrics, RemoteTierFamiliesOnlyWhileConfigured) {
+  EngineStats s;
+  const std::string off = FormatMetrics(s, {}, {}, "m", ConnectionStats{});
+  EXPECT_EQ(off.find("tier=\"remote\""), std::string::npos);
+  EXPECT_EQ(off.find("promptcache_cache_tier_"), std::string::npos);
+  RemoteTierStats& r = s.remote;
+  r.enabled = true;
+  r.connected = true;
+  r.hits = 1, r.misses = 2, r.loads = 3, r.errors = 4, r.invalid = 5, r.writes = 6;
+  r.dropped = 7, r.deadline_misses = 8, r.breaker_opens = 9, r.skipped = 10;
+  const auto m = Samples(FormatMetrics(s, {}, {}, "m", ConnectionStats{}));
+  const std::pair<const char*, const char*> expected[] = {
+      {"hits_total", "1"},
+      {"misses_total", "2"},
+      {"loads_total", "3"},
+      {"errors_total", "4"},
+      {"invalid_total", "5"},
+      {"writes_total", "6"},
+      {"dropped_total", "7"},
+      {"up", "1"},
+      {"deadline_misses_total", "8"},
+      {"breaker_open", "0"},
+      {"breaker_opens_total", "9"},
+      {"skipped_total", "10"},
+  };
+  for (const auto& [name, value] : expected) {
+    const std::string key = std::string("promptcache_cache_tier_") + name + "{tier=\"remote\"}";
+    ASSERT_TRUE(m.count(key)) << key;
+    EXPECT_EQ(m.at(key), value) << key;
+  }
+}
+
 TEST(Metrics, NoLookupsGiveZeroRatio) {
   const auto m = Samples(FormatMetrics(EngineStats(), {}, {}, "x"));
   EXPECT_EQ(m.at("promptcache_cache_hit_ratio"), "0");

@@ -58,9 +58,10 @@ MaybeError ReadModuleRef(const json& v, const std::string& param, int depth, Pml
 // The modular extension: "schema" and "modules", or a PML prompt string. Cache pinning is for
 // plain prompts: a loaded schema's modules stay cached anyway.
 
-MaybeError ReadModular(const json& obj, ApiRequest* out) {
-  bool detect_pml = true;
-  PC_RETURN_IF_API_ERROR(ReadBool(obj, "pml", &detect_pml));
+namespace {
+
+// "schema", and "modules" (which need it).
+MaybeError ReadSchemaAndModules(const json& obj, ApiRequest* out) {
   if (const json* schema = Find(obj, "schema")) {
     if (!schema->is_string()) return WrongType("schema", "a string (a schema's name)", *schema);
     if (schema->get<std::string>().empty()) {
@@ -81,6 +82,11 @@ MaybeError ReadModular(const json& obj, ApiRequest* out) {
       out->modules.push_back(std::move(ref));
     }
   }
+  return std::nullopt;
+}
+
+// How the cached tokens are reused: "positions", "evaluate", "cache_segments", "recompute".
+MaybeError ReadReuseFields(const json& obj, ApiRequest* out) {
   if (const json* positions = Find(obj, "positions")) {
     if (!positions->is_string()) {
       return WrongType("positions", "a string (\"schema\" or \"contiguous\")", *positions);
@@ -102,6 +108,63 @@ MaybeError ReadModular(const json& obj, ApiRequest* out) {
     }
     out->recompute = recompute->get<double>();
   }
+  return std::nullopt;
+}
+
+// A plain prompt: the modular fields it may not carry.
+MaybeError CheckPlainFields(const ApiRequest& r) {
+  // "recompute" and "evaluate" apply to segments too: refused here only when the request
+  // turns them off, else once the server's default is known (CheckSegmentFields).
+  const bool segments_off = r.cache_segments == false;
+  const char* field = r.positions != PmlPositions::kDefault ? "positions"
+                      : r.recompute >= 0 && segments_off    ? "recompute"
+                      : r.evaluate && segments_off          ? "evaluate"
+                                                            : nullptr;
+  if (field == nullptr && r.evaluate && r.stream) {
+    return ApiError::BadRequest("'evaluate' needs a non-streamed request", "evaluate");
+  }
+  if (field != nullptr) {
+    return ApiError::BadRequest(
+        "'" + std::string(field) + "' applies to modular prompts (a 'schema' or a PML prompt)",
+        field);
+  }
+  return std::nullopt;
+}
+
+// A modular prompt: the plain prompts' fields it may not carry.
+MaybeError CheckModularFields(const ApiRequest& r) {
+  if (r.pin) {
+    return ApiError::BadRequest(
+        "'cache.pin' applies to plain prompts; a modular prompt's modules stay cached while "
+        "their schema is loaded",
+        "cache", "unsupported");
+  }
+  if (r.echo || r.n > 1 || r.logprobs >= 0) {
+    const char* field = r.echo ? "echo" : r.n > 1 ? "n" : "logprobs";
+    return ApiError::BadRequest(
+        "'" + std::string(field) + "' applies to plain prompts, not modular ones", field,
+        "unsupported");
+  }
+  if (r.evaluate && r.stream) {
+    return ApiError::BadRequest("'evaluate' needs a non-streamed request", "evaluate");
+  }
+  for (size_t i = 0; i < r.messages.size(); ++i) {
+    if (r.messages[i].cache_breakpoint) {
+      return ApiError::BadRequest(
+          "cache_control applies to plain prompts, not to a schema's messages",
+          "messages[" + std::to_string(i) + "].cache_control", "unsupported");
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+MaybeError ReadModular(const json& obj, ApiRequest* out) {
+  bool detect_pml = true;
+  PC_RETURN_IF_API_ERROR(ReadBool(obj, "pml", &detect_pml));
+  PC_RETURN_IF_API_ERROR(ReadSchemaAndModules(obj, out));
+  PC_RETURN_IF_API_ERROR(ReadReuseFields(obj, out));
   if (out->kind == ApiKind::kCompletion) {
     if (!out->schema.empty() && out->prompt_is_tokens) {
       return ApiError::BadRequest(
@@ -111,47 +174,7 @@ MaybeError ReadModular(const json& obj, ApiRequest* out) {
     out->pml_xml = out->schema.empty() && !out->prompt_is_tokens && detect_pml &&
                    LooksLikePml(out->prompt_text);
   }
-  if (!out->modular()) {
-    // "recompute" and "evaluate" apply to segments too: refused here only when the request
-    // turns them off, else once the server's default is known (CheckSegmentFields).
-    const bool segments_off = out->cache_segments == false;
-    const char* field = out->positions != PmlPositions::kDefault ? "positions"
-                        : out->recompute >= 0 && segments_off    ? "recompute"
-                        : out->evaluate && segments_off          ? "evaluate"
-                                                                 : nullptr;
-    if (field == nullptr && out->evaluate && out->stream) {
-      return ApiError::BadRequest("'evaluate' needs a non-streamed request", "evaluate");
-    }
-    if (field != nullptr) {
-      return ApiError::BadRequest(
-          "'" + std::string(field) + "' applies to modular prompts (a 'schema' or a PML prompt)",
-          field);
-    }
-    return std::nullopt;
-  }
-  if (out->pin) {
-    return ApiError::BadRequest(
-        "'cache.pin' applies to plain prompts; a modular prompt's modules stay cached while "
-        "their schema is loaded",
-        "cache", "unsupported");
-  }
-  if (out->echo || out->n > 1 || out->logprobs >= 0) {
-    const char* field = out->echo ? "echo" : out->n > 1 ? "n" : "logprobs";
-    return ApiError::BadRequest(
-        "'" + std::string(field) + "' applies to plain prompts, not modular ones", field,
-        "unsupported");
-  }
-  if (out->evaluate && out->stream) {
-    return ApiError::BadRequest("'evaluate' needs a non-streamed request", "evaluate");
-  }
-  for (size_t i = 0; i < out->messages.size(); ++i) {
-    if (out->messages[i].cache_breakpoint) {
-      return ApiError::BadRequest(
-          "cache_control applies to plain prompts, not to a schema's messages",
-          "messages[" + std::to_string(i) + "].cache_control", "unsupported");
-    }
-  }
-  return std::nullopt;
+  return out->modular() ? CheckModularFields(*out) : CheckPlainFields(*out);
 }
 
 }  // namespace promptcache::openai_request

@@ -125,46 +125,44 @@ std::string Release(OllamaStream& s, const std::string& piece) {
   return out;
 }
 
+// The last line's text with tools: the held-back text before any call, and the calls.
+std::string EndWithTools(OllamaStream& s, const CompletionResult& result,
+                         std::vector<ToolCall>* calls) {
+  if (s.tool_format == ToolCallFormat::kNone) return "";
+  ParsedOutput parsed = ParseToolCalls(s.tool_format, result.text);
+  const size_t begin = ToolContentBegin(s.tool_format, result.text);
+  s.sent = std::max(s.sent, begin);
+  const size_t end = parsed.calls.empty() ? result.text.size() : begin + parsed.content.size();
+  *calls = std::move(parsed.calls);
+  return end > s.sent ? result.text.substr(s.sent, end - s.sent) : "";
+}
+
+// Writes whatever is ready, one NDJSON line per piece; false (a failed write) makes cpp-httplib
+// drop the connection.
 bool WriteOllamaStream(OllamaStream& s, httplib::DataSink& sink) {
   std::string out;
-  std::vector<std::string> pieces;
-  CompletionResult result;
-  switch (s.channel->Next(kStreamPoll, &pieces, &result)) {
-    case TextChannel::Event::kText:
-      for (const std::string& piece : pieces) {
-        const std::string text = Release(s, piece);
-        if (text.empty()) continue;
-        ojson chunk = Reply(s.model, s.chat, text);
-        chunk["done"] = false;
-        out += Line(chunk);
-      }
-      break;
-    case TextChannel::Event::kTimeout:
-      break;  // NDJSON has no comment line; the next write notices a client gone
-    case TextChannel::Event::kFinished: {
-      if (!result.status.ok()) {
-        out += Line(ojson{{"error", FromStatus(result.status).message}});
-      } else {
-        s.server->Observe(s.tenant, result);
-        std::string rest;
-        std::vector<ToolCall> calls;
-        if (s.tool_format != ToolCallFormat::kNone) {
-          ParsedOutput parsed = ParseToolCalls(s.tool_format, result.text);
-          const size_t begin = ToolContentBegin(s.tool_format, result.text);
-          s.sent = std::max(s.sent, begin);
-          const size_t end =
-              parsed.calls.empty() ? result.text.size() : begin + parsed.content.size();
-          if (end > s.sent) rest = result.text.substr(s.sent, end - s.sent);
-          calls = std::move(parsed.calls);
-        }
-        ojson last = Reply(s.model, s.chat, rest, calls);
-        AddDone(&last, result, s.start);
-        out += Line(last);
-      }
-      return WriteStreamPart(sink, out, /*last=*/true);
+  auto on_text = [&](const std::vector<std::string>& pieces) {
+    for (const std::string& piece : pieces) {
+      const std::string text = Release(s, piece);
+      if (text.empty()) continue;
+      ojson chunk = Reply(s.model, s.chat, text);
+      chunk["done"] = false;
+      out += Line(chunk);
     }
-  }
-  return WriteStreamPart(sink, out, /*last=*/false);
+  };
+  auto on_end = [&](const CompletionResult& result) {
+    if (!result.status.ok()) {
+      out += Line(ojson{{"error", FromStatus(result.status).message}});
+      return;
+    }
+    s.server->Observe(s.tenant, result);
+    std::vector<ToolCall> calls;
+    const std::string rest = EndWithTools(s, result, &calls);
+    ojson last = Reply(s.model, s.chat, rest, calls);
+    AddDone(&last, result, s.start);
+    out += Line(last);
+  };
+  return PollAndWrite<std::string>(*s.channel, out, /*keep_alive=*/"", sink, on_text, on_end);
 }
 
 // The prompt and its length checks, as the chat and completions routes make them; false after

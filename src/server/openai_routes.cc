@@ -289,6 +289,29 @@ void StartStream(Call& call, const ResponseMeta& meta, bool include_usage, Compl
                     [s](httplib::DataSink& sink) { return WriteStream(*s, sink); });
 }
 
+// What a response says of itself: id, model, log-probabilities' token text, echo.
+ResponseMeta CompletionMeta(Call& call, const ApiRequest& r, ApiKind kind, std::string id,
+                            const CompletionRequest& creq) {
+  ServerContext& server = call.server;
+  const Tokenizer& tok = call.engine().model().tokenizer();
+  ResponseMeta meta;
+  meta.kind = kind;
+  meta.id = std::move(id);
+  meta.created = UnixSeconds();
+  meta.model = r.model.empty() ? server.model_id() : r.model;
+  meta.system_fingerprint = server.fingerprint();
+  if (r.logprobs >= 0) {
+    meta.logprobs = true;
+    meta.token_text = [&tok](int32_t t) { return tok.TokenBytes(t); };
+  }
+  if (r.echo) {
+    meta.echo = true;
+    meta.prompt_tokens = creq.prompt;
+    meta.prompt_text = tok.Decode(creq.prompt);
+  }
+  return meta;
+}
+
 // Completions with a batch of prompts: each prompt is its own request, all queued before the
 // first is awaited; the choices of prompt p are indexed p * n + i, as OpenAI indexes them, and
 // the usage is summed. Queues every prompt (streamed onto `channel` when not null) and fills
@@ -296,8 +319,6 @@ void StartStream(Call& call, const ResponseMeta& meta, bool include_usage, Compl
 bool SubmitBatch(Call& call, const ApiRequest& r, const std::shared_ptr<TextChannel>& channel,
                  std::vector<std::shared_ptr<RequestHandle>>* handles,
                  std::vector<ResponseMeta>* metas) {
-  ServerContext& server = call.server;
-  const Tokenizer& tok = call.engine().model().tokenizer();
   const std::string id = "cmpl-" + RandomHex(24);
   auto cancel = [handles] {
     for (auto& h : *handles) h->Cancel();
@@ -311,21 +332,7 @@ bool SubmitBatch(Call& call, const ApiRequest& r, const std::shared_ptr<TextChan
     one.prompt_is_tokens = r.batch[p].is_tokens;
     CompletionRequest creq;
     if (!PrepareChat(call, one, &creq, "prompt[" + std::to_string(p) + "]")) return cancel();
-    ResponseMeta meta;
-    meta.kind = ApiKind::kCompletion;
-    meta.id = id;
-    meta.created = UnixSeconds();
-    meta.model = r.model.empty() ? server.model_id() : r.model;
-    meta.system_fingerprint = server.fingerprint();
-    if (r.logprobs >= 0) {
-      meta.logprobs = true;
-      meta.token_text = [&tok](int32_t t) { return tok.TokenBytes(t); };
-    }
-    if (r.echo) {
-      meta.echo = true;
-      meta.prompt_tokens = creq.prompt;
-      meta.prompt_text = tok.Decode(creq.prompt);
-    }
+    ResponseMeta meta = CompletionMeta(call, r, ApiKind::kCompletion, id, creq);
     creq.on_text = call.StopsWithServer();
     if (channel) creq.on_piece = BatchPiece(channel, static_cast<int>(p), r.n);
     Result<std::shared_ptr<RequestHandle>> handle = call.engine().Submit(std::move(creq));
@@ -424,117 +431,42 @@ void StreamBatch(Call& call, const ApiRequest& r) {
       });
 }
 
-void HandleCompletion(Call& call, ApiKind kind) {
+// The request parsed and checked against the server (model name, tool choice, segment fields,
+// evaluate on a batch); `segments`: whether its prompt is cut into segments.
+std::optional<ApiError> ParseCompletionCall(Call& call, ApiKind kind, ApiRequest* r,
+                                            bool* segments) {
   ServerContext& server = call.server;
-  Engine& engine = call.engine();
-  ApiRequest r;
   std::optional<ApiError> err = kind == ApiKind::kChat
-                                    ? ParseChatRequest(call.req.body, server.limits(), &r)
-                                    : ParseCompletionRequest(call.req.body, server.limits(), &r);
-  if (!err && !r.model.empty()) err = server.CheckModel(r.model);
-  if (!err && kind == ApiKind::kChat) err = ApplyToolChoice(server.encoder().tool_format(), &r);
-  const bool segments = !r.modular() && server.Segments(r.cache_segments);
-  if (!err) err = CheckSegmentFields(r, segments);
-  if (!err && r.evaluate && r.batch.size() > 1) {
+                                    ? ParseChatRequest(call.req.body, server.limits(), r)
+                                    : ParseCompletionRequest(call.req.body, server.limits(), r);
+  if (!err && !r->model.empty()) err = server.CheckModel(r->model);
+  if (!err && kind == ApiKind::kChat) err = ApplyToolChoice(server.encoder().tool_format(), r);
+  *segments = !r->modular() && server.Segments(r->cache_segments);
+  if (!err) err = CheckSegmentFields(*r, *segments);
+  if (!err && r->evaluate && r->batch.size() > 1) {
     err = ApiError::BadRequest("'evaluate' applies to a single prompt, not a batch", "evaluate");
   }
-  if (err) return call.Fail(*err);
-  if (r.batch.size() > 1) return r.stream ? StreamBatch(call, r) : RespondBatch(call, r);
-
-  CompletionRequest creq;
-  std::shared_ptr<CacheMapRequest> map;
-  if (r.cache_map) {
-    map = std::make_shared<CacheMapRequest>();
-    map->block_size = engine.options().block_size;
-  }
-  creq.sampling = r.sampling;
-  creq.stop = r.stop;
-  creq.ignore_eos = r.ignore_eos;
-  creq.cache_namespace = call.Namespace(r.cache_salt);
-  creq.tenant = call.tenant();
-  creq.n = r.n;
-  creq.logprobs = r.logprobs;
-  creq.prompt_logprobs = r.echo && r.logprobs >= 0;
-  creq.grammar = r.grammar;
-  Submitter submit;
-  PmlPrompt modular;
-  if (r.modular()) {
-    if (!PrepareModular(call, r, &creq, &submit, &modular)) return;
-    if (map) {
-      // Planned once more for its tokens and positions: cheap next to serving.
-      Result<ExpandedPrompt> x = engine.ExpandPrompt(modular);
-      if (x.ok()) {
-        map->prompt = std::move(x->tokens);
-        map->positions = std::move(x->positions);
-      }
-    }
-  } else {
-    Result<BuiltPrompt> prompt = server.encoder().Build(r, server.PromptLimit(), segments);
-    if (!prompt.ok()) {
-      const std::string param = kind == ApiKind::kChat ? "messages" : "prompt";
-      return call.Fail(server.PromptError(prompt.status(), param));
-    }
-    const int n = static_cast<int>(prompt->tokens.size());
-    if ((err = CheckLength(server, r, n, n, &creq.max_tokens))) return call.Fail(*err);
-    creq.prompt = std::move(prompt->tokens);
-    creq.pin_tokens = prompt->pin_tokens;
-    creq.segments = std::move(prompt->segments);
-    if (segments && r.recompute >= 0) creq.segment_recompute = r.recompute;
-    if (map) map->prompt = creq.prompt;
-    submit = [&engine](CompletionRequest c) { return engine.Submit(std::move(c)); };
-  }
-
-  ResponseMeta meta;
-  meta.kind = kind;
-  meta.id = (kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-") + RandomHex(24);
-  meta.created = UnixSeconds();
-  meta.model = r.model.empty() ? server.model_id() : r.model;
-  meta.system_fingerprint = server.fingerprint();
-  if (r.tools_offered()) meta.tool_format = server.encoder().tool_format();
-  if (r.logprobs >= 0) {
-    meta.logprobs = true;
-    const Tokenizer& tok = engine.model().tokenizer();
-    meta.token_text = [&tok](int32_t id) { return tok.TokenBytes(id); };
-  }
-  if (r.echo) {
-    meta.echo = true;
-    meta.prompt_tokens = creq.prompt;
-    meta.prompt_text = engine.model().tokenizer().Decode(creq.prompt);
-  }
-  if (r.stream) return StartStream(call, meta, r.include_usage, std::move(creq), submit, map);
-  Evaluator evaluate;
-  if (r.evaluate && r.modular()) {
-    evaluate = [&engine, &modular](const CompletionResult& result, const Logits& logits) {
-      return Fidelity(engine, modular, result, logits);
-    };
-  } else if (r.evaluate) {
-    evaluate = [&engine, prompt = creq.prompt](const CompletionResult& result,
-                                               const Logits& logits) {
-      return SegmentFidelity(engine, prompt, result, logits);
-    };
-  }
-  Respond(call, meta, std::move(creq), submit, evaluate, map);
+  return err;
 }
 
-}  // namespace
-
-bool PrepareChat(Call& call, const ApiRequest& r, CompletionRequest* creq,
-                 const std::string& param) {
-  ServerContext& server = call.server;
+// The engine request's fields that do not depend on the prompt.
+void SetRequestFields(Call& call, const ApiRequest& r, CompletionRequest* creq) {
   creq->sampling = r.sampling;
   creq->stop = r.stop;
   creq->ignore_eos = r.ignore_eos;
   creq->cache_namespace = call.Namespace(r.cache_salt);
   creq->tenant = call.tenant();
   creq->n = r.n;
-  creq->grammar = r.grammar;
   creq->logprobs = r.logprobs;
   creq->prompt_logprobs = r.echo && r.logprobs >= 0;
-  const bool segments = !r.modular() && server.Segments(r.cache_segments);
-  if (std::optional<ApiError> err = CheckSegmentFields(r, segments)) {
-    call.Fail(*err);
-    return false;
-  }
+  creq->grammar = r.grammar;
+}
+
+// A plain prompt's tokens: built (cut into segments with `segments`) and checked for length;
+// false after failing the call (`param` names the prompt's field).
+bool BuildPlainPrompt(Call& call, const ApiRequest& r, bool segments, const std::string& param,
+                      CompletionRequest* creq) {
+  ServerContext& server = call.server;
   Result<BuiltPrompt> prompt = server.encoder().Build(r, server.PromptLimit(), segments);
   if (!prompt.ok()) {
     call.Fail(server.PromptError(prompt.status(), param));
@@ -550,6 +482,76 @@ bool PrepareChat(Call& call, const ApiRequest& r, CompletionRequest* creq,
   creq->segments = std::move(prompt->segments);
   if (segments && r.recompute >= 0) creq->segment_recompute = r.recompute;
   return true;
+}
+
+// With "evaluate": the fidelity of the served logits against the full recompute (of the modular
+// prompt `modular`, which outlives the response, or of the segmented token prompt).
+Evaluator CompletionEvaluator(Engine& engine, const ApiRequest& r, const PmlPrompt& modular,
+                              const CompletionRequest& creq) {
+  if (!r.evaluate) return nullptr;
+  if (r.modular()) {
+    return [&engine, &modular](const CompletionResult& result, const Logits& logits) {
+      return Fidelity(engine, modular, result, logits);
+    };
+  }
+  return [&engine, prompt = creq.prompt](const CompletionResult& result, const Logits& logits) {
+    return SegmentFidelity(engine, prompt, result, logits);
+  };
+}
+
+void HandleCompletion(Call& call, ApiKind kind) {
+  Engine& engine = call.engine();
+  ApiRequest r;
+  bool segments = false;
+  if (std::optional<ApiError> err = ParseCompletionCall(call, kind, &r, &segments)) {
+    return call.Fail(*err);
+  }
+  if (r.batch.size() > 1) return r.stream ? StreamBatch(call, r) : RespondBatch(call, r);
+
+  CompletionRequest creq;
+  SetRequestFields(call, r, &creq);
+  std::shared_ptr<CacheMapRequest> map;
+  if (r.cache_map) {
+    map = std::make_shared<CacheMapRequest>();
+    map->block_size = engine.options().block_size;
+  }
+  Submitter submit;
+  PmlPrompt modular;
+  if (r.modular()) {
+    if (!PrepareModular(call, r, &creq, &submit, &modular)) return;
+    if (map) {
+      // Planned once more for its tokens and positions: cheap next to serving.
+      Result<ExpandedPrompt> x = engine.ExpandPrompt(modular);
+      if (x.ok()) {
+        map->prompt = std::move(x->tokens);
+        map->positions = std::move(x->positions);
+      }
+    }
+  } else {
+    const std::string param = kind == ApiKind::kChat ? "messages" : "prompt";
+    if (!BuildPlainPrompt(call, r, segments, param, &creq)) return;
+    if (map) map->prompt = creq.prompt;
+    submit = [&engine](CompletionRequest c) { return engine.Submit(std::move(c)); };
+  }
+  ResponseMeta meta = CompletionMeta(
+      call, r, kind, (kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-") + RandomHex(24), creq);
+  if (r.tools_offered()) meta.tool_format = call.server.encoder().tool_format();
+  if (r.stream) return StartStream(call, meta, r.include_usage, std::move(creq), submit, map);
+  const Evaluator evaluate = CompletionEvaluator(engine, r, modular, creq);
+  Respond(call, meta, std::move(creq), submit, evaluate, map);
+}
+
+}  // namespace
+
+bool PrepareChat(Call& call, const ApiRequest& r, CompletionRequest* creq,
+                 const std::string& param) {
+  SetRequestFields(call, r, creq);
+  const bool segments = !r.modular() && call.server.Segments(r.cache_segments);
+  if (std::optional<ApiError> err = CheckSegmentFields(r, segments)) {
+    call.Fail(*err);
+    return false;
+  }
+  return BuildPlainPrompt(call, r, segments, param, creq);
 }
 
 void HandleCompletions(Call& call) { HandleCompletion(call, ApiKind::kCompletion); }

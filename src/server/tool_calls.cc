@@ -337,108 +337,135 @@ size_t ToolCallStart(ToolCallFormat format, std::string_view text) {
   return at;
 }
 
-ParsedOutput ParseToolCalls(ToolCallFormat format, std::string_view text) {
+namespace {
+
+// Functionary v3.2's output: its content after "all\n" (when it starts so), then its calls.
+ParsedOutput ParseFunctionaryV32Output(std::string_view text) {
+  constexpr ToolCallFormat format = ToolCallFormat::kFunctionaryV32;
   ParsedOutput out;
-  if (format == ToolCallFormat::kFunctionaryV32) {
-    const size_t begin = ToolContentBegin(format, text);
-    std::string_view rest = text.substr(begin);
-    size_t start = 0;
-    if (begin > 0) {
-      start = rest.find(kRecipient);
-      if (start != std::string_view::npos) rest.remove_prefix(start);
-    } else if (rest.substr(0, kRecipient.size()) == kRecipient) {
-      rest.remove_prefix(kRecipient.size());
-    }
-    if (start == std::string_view::npos || !ParseFunctionaryV32(rest, begin == 0, &out.calls)) {
-      out.calls.clear();
-      out.content = std::string(text.substr(begin));
-      return out;
-    }
-    out.content = std::string(text.substr(begin, start));
+  const size_t begin = ToolContentBegin(format, text);
+  std::string_view rest = text.substr(begin);
+  size_t start = 0;
+  if (begin > 0) {
+    start = rest.find(kRecipient);
+    if (start != std::string_view::npos) rest.remove_prefix(start);
+  } else if (rest.substr(0, kRecipient.size()) == kRecipient) {
+    rest.remove_prefix(kRecipient.size());
+  }
+  if (start == std::string_view::npos || !ParseFunctionaryV32(rest, begin == 0, &out.calls)) {
+    out.calls.clear();
+    out.content = std::string(text.substr(begin));
     return out;
   }
-  std::string_view rest;
+  out.content = std::string(text.substr(begin, start));
+  return out;
+}
+
+// Where a format's calls start in the output and the text ParseCalls reads (markers stripped);
+// start is npos when nothing there is a call.
+struct CallsAt {
   size_t start = std::string_view::npos;
+  std::string_view rest;
+};
+
+CallsAt FindCalls(ToolCallFormat format, std::string_view text) {
+  CallsAt at;
   const size_t first = text.find_first_not_of(kSpace);
   switch (format) {
     case ToolCallFormat::kNone:
-    case ToolCallFormat::kFunctionaryV32:  // above
+    case ToolCallFormat::kFunctionaryV32:  // ParseFunctionaryV32Output
       break;
     case ToolCallFormat::kHermes:
-      start = text.find(kHermesOpen);
-      if (start != std::string_view::npos) rest = text.substr(start);
+      at.start = text.find(kHermesOpen);
+      if (at.start != std::string_view::npos) at.rest = text.substr(at.start);
       break;
     case ToolCallFormat::kFunctionaryV31:
-      start = text.find(kFunctionOpen);
-      if (start != std::string_view::npos) rest = text.substr(start);
+      at.start = text.find(kFunctionOpen);
+      if (at.start != std::string_view::npos) at.rest = text.substr(at.start);
       break;
     case ToolCallFormat::kFireFunction:
-      start = text.find("functools[");
-      if (start != std::string_view::npos) rest = text.substr(start + kFunctools.size());
+      at.start = text.find("functools[");
+      if (at.start != std::string_view::npos) at.rest = text.substr(at.start + kFunctools.size());
       break;
     case ToolCallFormat::kCommandRPlus:
-      start = text.find(kAction);
-      if (start != std::string_view::npos) rest = text.substr(start + kAction.size());
+      at.start = text.find(kAction);
+      if (at.start != std::string_view::npos) at.rest = text.substr(at.start + kAction.size());
       break;
     case ToolCallFormat::kDeepSeekR1:
-      start = text.find(kDsCallsBegin);
-      if (start != std::string_view::npos) {
-        rest = text.substr(start + kDsCallsBegin.size());
-      } else if ((start = text.find(kDsCallBegin)) != std::string_view::npos) {
-        rest = text.substr(start);
+      at.start = text.find(kDsCallsBegin);
+      if (at.start != std::string_view::npos) {
+        at.rest = text.substr(at.start + kDsCallsBegin.size());
+      } else if ((at.start = text.find(kDsCallBegin)) != std::string_view::npos) {
+        at.rest = text.substr(at.start);
       }
       break;
     case ToolCallFormat::kCommandR7B:
-      start = text.find(kActionOpen);
-      if (start != std::string_view::npos) {
-        rest = StripSuffix(text.substr(start + kActionOpen.size()), kActionClose);
+      at.start = text.find(kActionOpen);
+      if (at.start != std::string_view::npos) {
+        at.rest = StripSuffix(text.substr(at.start + kActionOpen.size()), kActionClose);
       } else if (first != std::string_view::npos && text[first] == '[') {
-        start = first;
-        rest = StripSuffix(text.substr(first), kActionClose);
+        at.start = first;
+        at.rest = StripSuffix(text.substr(first), kActionClose);
       }
       break;
     case ToolCallFormat::kMistral:
-      start = text.find(kMistralMarker);
-      if (start != std::string_view::npos) {
-        rest = text.substr(start + kMistralMarker.size());
+      at.start = text.find(kMistralMarker);
+      if (at.start != std::string_view::npos) {
+        at.rest = text.substr(at.start + kMistralMarker.size());
       } else if (first != std::string_view::npos && text[first] == '[') {
-        start = first;
-        rest = text.substr(first);
+        at.start = first;
+        at.rest = text.substr(first);
       }
       break;
     case ToolCallFormat::kLlama3:
       if (first == std::string_view::npos) break;
-      start = first;
-      rest = text.substr(first);
-      if (rest.substr(0, kPythonTag.size()) == kPythonTag) rest.remove_prefix(kPythonTag.size());
+      at.start = first;
+      at.rest = text.substr(first);
+      if (at.rest.substr(0, kPythonTag.size()) == kPythonTag) {
+        at.rest.remove_prefix(kPythonTag.size());
+      }
       break;
   }
-  bool ok = false;
-  if (start != std::string_view::npos) {
-    if (format == ToolCallFormat::kHermes) {
-      ok = ParseHermes(rest, &out.calls);
-    } else if (format == ToolCallFormat::kFunctionaryV31) {
-      ok = ParseFunctionaryV31(rest, &out.calls);
-    } else if (format == ToolCallFormat::kMistral || format == ToolCallFormat::kFireFunction) {
-      ok = ParseArray(rest, &out.calls);
-    } else if (format == ToolCallFormat::kCommandR7B) {
-      ok = ParseArray(rest, &out.calls, "tool_name");
-    } else if (format == ToolCallFormat::kCommandRPlus) {
-      ok = ParseCommandRPlus(rest, &out.calls);
-    } else if (format == ToolCallFormat::kDeepSeekR1) {
-      ok = ParseDeepSeekR1(rest, &out.calls);
-    } else {
+  return at;
+}
+
+// The calls in `rest` (FindCalls'), in the format's syntax; false if it does not parse.
+bool ParseCalls(ToolCallFormat format, std::string_view rest, std::vector<ToolCall>* calls) {
+  switch (format) {
+    case ToolCallFormat::kHermes:
+      return ParseHermes(rest, calls);
+    case ToolCallFormat::kFunctionaryV31:
+      return ParseFunctionaryV31(rest, calls);
+    case ToolCallFormat::kMistral:
+    case ToolCallFormat::kFireFunction:
+      return ParseArray(rest, calls);
+    case ToolCallFormat::kCommandR7B:
+      return ParseArray(rest, calls, "tool_name");
+    case ToolCallFormat::kCommandRPlus:
+      return ParseCommandRPlus(rest, calls);
+    case ToolCallFormat::kDeepSeekR1:
+      return ParseDeepSeekR1(rest, calls);
+    default: {  // Llama 3: one JSON call
       ToolCall call;
-      ok = ReadCall(ParseJson(Trim(rest)), &call);
-      if (ok) out.calls.push_back(std::move(call));
+      if (!ReadCall(ParseJson(Trim(rest)), &call)) return false;
+      calls->push_back(std::move(call));
+      return true;
     }
   }
-  if (!ok) {
+}
+
+}  // namespace
+
+ParsedOutput ParseToolCalls(ToolCallFormat format, std::string_view text) {
+  if (format == ToolCallFormat::kFunctionaryV32) return ParseFunctionaryV32Output(text);
+  ParsedOutput out;
+  const CallsAt at = FindCalls(format, text);
+  if (at.start == std::string_view::npos || !ParseCalls(format, at.rest, &out.calls)) {
     out.calls.clear();
     out.content = std::string(text);
     return out;
   }
-  out.content = std::string(text.substr(0, start));
+  out.content = std::string(text.substr(0, at.start));
   return out;
 }
 

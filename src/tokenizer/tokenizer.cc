@@ -65,6 +65,50 @@ Status ReadBool(const GgufFile& file, const std::string& key, bool* out) {
   return Status::Ok();
 }
 
+// The token pieces (tokenizer.ggml.tokens).
+Result<std::vector<std::string>> ReadPieces(const GgufFile& file) {
+  const GgufValue* tokens = file.Find(kTokensKey);
+  if (tokens == nullptr) return NotFound(std::string(kTokensKey) + ": missing");
+  if (!tokens->is_array() || tokens->array_type != GgufValueType::kString) {
+    return InvalidArgument(std::string(kTokensKey) + ": expected an array of strings");
+  }
+  if (tokens->array.empty()) return InvalidArgument(std::string(kTokensKey) + ": empty");
+  if (tokens->array.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max() / 2)) {
+    return InvalidArgument(std::string(kTokensKey) + ": too many tokens");
+  }
+  const size_t n = tokens->array.size();
+  std::vector<std::string> pieces(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (!tokens->array[i].AsString(&pieces[i])) {
+      return InvalidArgument(std::string(kTokensKey) + ": entry " + std::to_string(i) +
+                             " is not a string");
+    }
+  }
+  return pieces;
+}
+
+// The types of the `n` tokens (tokenizer.ggml.token_type; all normal without it).
+Result<std::vector<TokenType>> ReadTypes(const GgufFile& file, size_t n) {
+  std::vector<TokenType> types(n, TokenType::kNormal);
+  if (const GgufValue* v = file.Find(kTypesKey)) {
+    if (!v->is_array()) return InvalidArgument(std::string(kTypesKey) + ": expected an array");
+    if (v->array.size() != n) {
+      return InvalidArgument(std::string(kTypesKey) + ": " + std::to_string(v->array.size()) +
+                             " entries for " + std::to_string(n) + " tokens");
+    }
+    for (size_t i = 0; i < n; ++i) {
+      int64_t t = 0;
+      if (!v->array[i].AsInt64(&t)) {
+        return InvalidArgument(std::string(kTypesKey) + ": entry " + std::to_string(i) +
+                               " is not an integer");
+      }
+      // Types newer than this code are treated as undefined (decoded as text), as llama.cpp does.
+      types[i] = t >= 0 && t <= 6 ? static_cast<TokenType>(t) : TokenType::kUndefined;
+    }
+  }
+  return types;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& file) {
@@ -79,44 +123,33 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& file) {
 }
 
 Status Tokenizer::LoadCommon(const GgufFile& file) {
-  const GgufValue* tokens = file.Find(kTokensKey);
-  if (tokens == nullptr) return NotFound(std::string(kTokensKey) + ": missing");
-  if (!tokens->is_array() || tokens->array_type != GgufValueType::kString) {
-    return InvalidArgument(std::string(kTokensKey) + ": expected an array of strings");
-  }
-  if (tokens->array.empty()) return InvalidArgument(std::string(kTokensKey) + ": empty");
-  if (tokens->array.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max() / 2)) {
-    return InvalidArgument(std::string(kTokensKey) + ": too many tokens");
-  }
-  const size_t n = tokens->array.size();
-  pieces_.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (!tokens->array[i].AsString(&pieces_[i])) {
-      return InvalidArgument(std::string(kTokensKey) + ": entry " + std::to_string(i) +
-                             " is not a string");
-    }
-  }
-  types_.assign(n, TokenType::kNormal);
-  if (const GgufValue* types = file.Find(kTypesKey)) {
-    if (!types->is_array()) return InvalidArgument(std::string(kTypesKey) + ": expected an array");
-    if (types->array.size() != n) {
-      return InvalidArgument(std::string(kTypesKey) + ": " + std::to_string(types->array.size()) +
-                             " entries for " + std::to_string(n) + " tokens");
-    }
-    for (size_t i = 0; i < n; ++i) {
-      int64_t t = 0;
-      if (!types->array[i].AsInt64(&t)) {
-        return InvalidArgument(std::string(kTypesKey) + ": entry " + std::to_string(i) +
-                               " is not an integer");
-      }
-      // Types newer than this code are treated as undefined (decoded as text), as llama.cpp does.
-      types_[i] = t >= 0 && t <= 6 ? static_cast<TokenType>(t) : TokenType::kUndefined;
-    }
-  }
+  PC_ASSIGN_OR_RETURN(pieces_, ReadPieces(file));
+  PC_ASSIGN_OR_RETURN(types_, ReadTypes(file, pieces_.size()));
   // Later duplicates win, as in llama.cpp.
+  const size_t n = pieces_.size();
   piece_ids_.reserve(n);
   for (size_t i = 0; i < n; ++i) piece_ids_[pieces_[i]] = static_cast<int32_t>(i);
+  PC_RETURN_IF_ERROR(LoadSpecialIds(file));
+  for (size_t i = 0; i < n; ++i) {
+    const TokenType t = types_[i];
+    if (pieces_[i].empty()) continue;
+    if (t != TokenType::kControl && t != TokenType::kUserDefined && t != TokenType::kUnknown) {
+      continue;
+    }
+    special_ids_[pieces_[i]] = static_cast<int32_t>(i);
+  }
+  PC_RETURN_IF_ERROR(LoadStripAttributes(file));
+  for (const auto& [text, id] : special_ids_) {
+    special_lengths_[static_cast<uint8_t>(text[0])].push_back(static_cast<uint32_t>(text.size()));
+  }
+  for (auto& lengths : special_lengths_) {
+    std::sort(lengths.rbegin(), lengths.rend());
+    lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
+  }
+  return Status::Ok();
+}
 
+Status Tokenizer::LoadSpecialIds(const GgufFile& file) {
   const int32_t size = vocab_size();
   const bool spm = kind_ == TokenizerKind::kSpm;
   bos_ = spm ? Find("<s>") : Find("<|endoftext|>");
@@ -141,23 +174,6 @@ Status Tokenizer::LoadCommon(const GgufFile& file) {
   std::sort(end_of_generation_.begin(), end_of_generation_.end());
   end_of_generation_.erase(std::unique(end_of_generation_.begin(), end_of_generation_.end()),
                            end_of_generation_.end());
-
-  for (size_t i = 0; i < n; ++i) {
-    const TokenType t = types_[i];
-    if (pieces_[i].empty()) continue;
-    if (t != TokenType::kControl && t != TokenType::kUserDefined && t != TokenType::kUnknown) {
-      continue;
-    }
-    special_ids_[pieces_[i]] = static_cast<int32_t>(i);
-  }
-  PC_RETURN_IF_ERROR(LoadStripAttributes(file));
-  for (const auto& [text, id] : special_ids_) {
-    special_lengths_[static_cast<uint8_t>(text[0])].push_back(static_cast<uint32_t>(text.size()));
-  }
-  for (auto& lengths : special_lengths_) {
-    std::sort(lengths.rbegin(), lengths.rend());
-    lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
-  }
   return Status::Ok();
 }
 

@@ -110,6 +110,9 @@ class Tokenizer {
   // Reads the keys both kinds share: tokens, token types, special ids, add_bos, and the
   // whitespace-stripping attributes of added tokens.
   Status LoadCommon(const GgufFile& file);
+  // After the pieces and their types (LoadCommon): BOS, EOS, UNK, add_bos and the
+  // end-of-generation ids.
+  Status LoadSpecialIds(const GgufFile& file);
   Status LoadStripAttributes(const GgufFile& file);
   void ApplyPhi3Attributes(const GgufFile& file);
   // The id of `text` among tokens that plain text may produce (not control, byte, unknown or

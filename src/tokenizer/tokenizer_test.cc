@@ -426,6 +426,19 @@ TEST(SyntheticSpm, MergesByScoreWithByteFallback) {
   EXPECT_EQ(t.Decode(t.Encode("a<|user|>b", false)), "a<|user|> b");
 }
 
+// The end-of-generation ids (Tokenizer::LoadSpecialIds): EOS, and an eot_token_id that names a
+// token of no known spelling. (Mutation: not reading eot_token_id fails this.)
+TEST(SyntheticSpm, EotTokenIdEndsGeneration) {
+  GgufWriter w = TinySpm();
+  w.SetU32("tokenizer.ggml.eot_token_id", 12);  // "bb"
+  std::unique_ptr<GgufFile> keep;
+  auto tok = FromWriter(w, &keep);
+  ASSERT_TRUE(tok.ok()) << tok.status().message();
+  EXPECT_TRUE((*tok)->IsEndOfGeneration(2));  // </s>
+  EXPECT_TRUE((*tok)->IsEndOfGeneration(12));
+  EXPECT_FALSE((*tok)->IsEndOfGeneration(11));
+}
+
 TEST(SyntheticSpm, NoSpacePrefixAndNoBos) {
   GgufWriter w = TinySpm();
   w.SetBool("tokenizer.ggml.add_space_prefix", false);
@@ -509,6 +522,12 @@ TEST(TokenizerErrors, BadMetadata) {
     GgufWriter w = TinySpm();
     w.SetValue("tokenizer.ggml.token_type", NumberArray(GgufValueType::kI32, {1}));
     ExpectError(w, "tokenizer.ggml.token_type");
+  }
+  {  // More types than tokens is as wrong as fewer (ReadTypes, tokenizer.cc).
+    GgufWriter w = TinySpm();
+    w.SetValue("tokenizer.ggml.token_type",
+               NumberArray(GgufValueType::kI32, std::vector<double>(15, 1)));
+    ExpectError(w, "tokenizer.ggml.token_type: 15 entries for 14 tokens");
   }
   {
     GgufWriter w = TinySpm();
