@@ -86,7 +86,6 @@ class ChunkedBodyCheck {
   uint64_t left_ = 0;  // chunk size being read, then data bytes left
   int digits_ = 0;     // of the chunk size
   size_t line_ = 0;    // bytes of the extension or trailer line so far
-  bool last_ = false;  // the chunk being read has size 0
   std::string error_;
 };
 
