@@ -370,6 +370,11 @@ TEST_F(CliTest, BadFlagsAndPromptsGiveOneLineErrors) {
   ExpectOneLineError("serve -m " + kStories + " --pin-ram 8 --pin-ram-tenant 9",
                      "--pin-ram-tenant");
   ExpectOneLineError("serve -m " + kStories + " --pin-ttl 0", "--pin-ttl");
+  // A tenants' keys file that cannot be read stops the server before it listens (ignored, the
+  // server would start without its tenants and this run would time out).
+  ExpectOneLineError("serve -m " + kStories + " --port 0 --api-keys " +
+                         (dir_ / "no-such-keys.txt").string(),
+                     "cannot read the API keys file");
   // A context beyond the trained 2048 tokens: refused, naming both numbers and the way past.
   ExpectOneLineError(m + " -p hi -c 4096", "context 4096 is more than the 2048 tokens");
   ExpectOneLineError("serve -m " + kStories + " -c 4096", "--allow-long-context");
