@@ -100,9 +100,8 @@ struct MessagesStream {
   // With tools: blocks open as text comes (the text block, index 0, only once there is text),
   // and text that may be a call is held back until the end, as the chat route's stream does.
   ToolCallFormat tool_format = ToolCallFormat::kNone;
-  std::string text;  // generated so far
-  size_t sent = 0;   // bytes of it sent as text
-  int blocks = 0;    // content blocks started
+  ToolTextStream tool_text;
+  int blocks = 0;  // content blocks started
   bool text_open = false;
 };
 
@@ -119,24 +118,15 @@ std::string ToolText(MessagesStream& s, const std::string& text) {
 
 // Tools: a piece of text; what may go out as text now (the rest may be a call).
 std::string ReleaseText(MessagesStream& s, const std::string& piece) {
-  s.text += piece;
-  const size_t start = ToolCallStart(s.tool_format, s.text);
-  s.sent = std::max(s.sent, ToolContentBegin(s.tool_format, s.text));  // a marker, not text
-  if (start <= s.sent) return "";
-  std::string out = s.text.substr(s.sent, start - s.sent);
-  s.sent = start;
-  return ToolText(s, out);
+  return ToolText(s, s.tool_text.Release(s.tool_format, piece));
 }
 
 // Tools, at the end: the held-back text, or the calls as tool_use blocks; then the message's end.
 std::string EndWithTools(MessagesStream& s, const CompletionResult& result, StopInfo stop) {
   std::string content;
   const std::vector<ToolUseBlock> calls = ToolUses(s.tool_format, result.text, &content);
-  const size_t begin = ToolContentBegin(s.tool_format, result.text);
-  s.sent = std::max(s.sent, begin);
-  const size_t end = calls.empty() ? result.text.size() : begin + content.size();
-  std::string out;
-  if (end > s.sent) out += ToolText(s, result.text.substr(s.sent, end - s.sent));
+  std::string out =
+      ToolText(s, s.tool_text.Rest(s.tool_format, result.text, content, !calls.empty()));
   if (s.blocks == 0 && calls.empty()) {  // an empty message still has its text block
     out += ContentBlockStartEvent(s.blocks++);
     s.text_open = true;

@@ -109,20 +109,13 @@ struct OllamaStream {
   Clock::time_point start;
   // With tools: the text so far and how much of it went out (the rest may be a call).
   ToolCallFormat tool_format = ToolCallFormat::kNone;
-  std::string text;
-  size_t sent = 0;
+  ToolTextStream tool_text;
 };
 
 // What of a new piece may go out now: all of it, or with tools the text before a possible call.
 std::string Release(OllamaStream& s, const std::string& piece) {
   if (s.tool_format == ToolCallFormat::kNone) return piece;
-  s.text += piece;
-  const size_t start = ToolCallStart(s.tool_format, s.text);
-  s.sent = std::max(s.sent, ToolContentBegin(s.tool_format, s.text));
-  if (start <= s.sent) return "";
-  std::string out = s.text.substr(s.sent, start - s.sent);
-  s.sent = start;
-  return out;
+  return s.tool_text.Release(s.tool_format, piece);
 }
 
 // The last line's text with tools: the held-back text before any call, and the calls.
@@ -130,11 +123,10 @@ std::string EndWithTools(OllamaStream& s, const CompletionResult& result,
                          std::vector<ToolCall>* calls) {
   if (s.tool_format == ToolCallFormat::kNone) return "";
   ParsedOutput parsed = ParseToolCalls(s.tool_format, result.text);
-  const size_t begin = ToolContentBegin(s.tool_format, result.text);
-  s.sent = std::max(s.sent, begin);
-  const size_t end = parsed.calls.empty() ? result.text.size() : begin + parsed.content.size();
+  std::string rest =
+      s.tool_text.Rest(s.tool_format, result.text, parsed.content, !parsed.calls.empty());
   *calls = std::move(parsed.calls);
-  return end > s.sent ? result.text.substr(s.sent, end - s.sent) : "";
+  return rest;
 }
 
 // Writes whatever is ready, one NDJSON line per piece; false (a failed write) makes cpp-httplib

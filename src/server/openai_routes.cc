@@ -147,37 +147,25 @@ struct Stream {
   std::vector<size_t> offsets;  // each choice's text so far, in bytes (echo included)
   // With tools: each choice's text so far and how much of it went out as content (the rest may
   // be a tool call: held back until the end).
-  std::vector<std::string> texts;
-  std::vector<size_t> sent;
+  std::vector<ToolTextStream> tool_texts;
   std::string tenant;  // what its result is counted for
 };
 
 // Tools: appends a piece to a choice's text and gives what may go out as content now.
 std::string ReleaseContent(Stream& s, int choice, const std::string& piece) {
-  std::string& text = s.texts[choice];
-  size_t& sent = s.sent[choice];
-  text += piece;
-  const size_t start = ToolCallStart(s.meta.tool_format, text);
-  sent = std::max(sent, ToolContentBegin(s.meta.tool_format, text));  // a marker, not content
-  if (start <= sent) return "";
-  std::string out = text.substr(sent, start - sent);
-  sent = start;
-  return out;
+  return s.tool_texts[choice].Release(s.meta.tool_format, piece);
 }
 
 // Tools, at the end: each choice's held-back content, or its calls as deltas.
 std::string EndToolCalls(Stream& s, const CompletionResult& result) {
   std::string out;
-  for (int c = 0; c < static_cast<int>(s.texts.size()); ++c) {
+  for (int c = 0; c < static_cast<int>(s.tool_texts.size()); ++c) {
     const std::string& text = result.choices.empty() ? result.text : result.choices[c].text;
     const ParsedOutput parsed = ParseToolCalls(s.meta.tool_format, text);
     // Content not sent yet: what precedes the calls, or all the text when there are none.
-    const size_t begin = ToolContentBegin(s.meta.tool_format, text);
-    s.sent[c] = std::max(s.sent[c], begin);
-    const size_t end = parsed.calls.empty() ? text.size() : begin + parsed.content.size();
-    if (end > s.sent[c]) {
-      out += StreamTextChunk(s.meta, text.substr(s.sent[c], end - s.sent[c]), s.include_usage, c);
-    }
+    const std::string rest =
+        s.tool_texts[c].Rest(s.meta.tool_format, text, parsed.content, !parsed.calls.empty());
+    if (!rest.empty()) out += StreamTextChunk(s.meta, rest, s.include_usage, c);
     out += StreamToolCallChunks(s.meta, parsed.calls, s.include_usage, c);
   }
   return out;
@@ -261,8 +249,7 @@ std::shared_ptr<Stream> NewStream(Call& call, std::vector<ResponseMeta> prompts,
   for (const ResponseMeta& m : prompts) {
     s->offsets.insert(s->offsets.end(), n, m.echo ? m.prompt_text.size() : 0);
   }
-  s->texts.assign(s->offsets.size(), "");
-  s->sent.assign(s->offsets.size(), 0);
+  s->tool_texts.assign(s->offsets.size(), ToolTextStream());
   s->prompts = std::move(prompts);
   return s;
 }

@@ -1,5 +1,6 @@
 #include "server/tool_calls.h"
 
+#include <algorithm>
 #include <cctype>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -335,6 +336,24 @@ size_t ToolCallStart(ToolCallFormat format, std::string_view text) {
     }
   }
   return at;
+}
+
+std::string ToolTextStream::Release(ToolCallFormat format, const std::string& piece) {
+  text += piece;
+  const size_t start = ToolCallStart(format, text);
+  sent = std::max(sent, ToolContentBegin(format, text));  // a marker, not text
+  if (start <= sent) return "";
+  std::string out = text.substr(sent, start - sent);
+  sent = start;
+  return out;
+}
+
+std::string ToolTextStream::Rest(ToolCallFormat format, std::string_view full,
+                                 std::string_view content, bool has_calls) {
+  const size_t begin = ToolContentBegin(format, full);
+  sent = std::max(sent, begin);
+  const size_t end = has_calls ? begin + content.size() : full.size();
+  return end > sent ? std::string(full.substr(sent, end - sent)) : "";
 }
 
 namespace {

@@ -76,6 +76,20 @@ size_t ToolContentBegin(ToolCallFormat format, std::string_view text);
 // begin it. text.size(): none.
 size_t ToolCallStart(ToolCallFormat format, std::string_view text);
 
+// A streamed reply's text when tools are offered, as every route's stream sends it: the text goes
+// out as it comes, except from where a call may start (ToolCallStart), which is held back until
+// the end says whether it is one.
+struct ToolTextStream {
+  std::string text;  // generated so far
+  size_t sent = 0;   // bytes of it sent as text (or skipped: a marker, not text)
+  // Adds a piece: the text that may go out now.
+  std::string Release(ToolCallFormat format, const std::string& piece);
+  // At the end, with the whole reply `full`, its parsed `content` and whether it has calls: the
+  // held-back text that is content (what precedes the calls; all of it when there are none).
+  std::string Rest(ToolCallFormat format, std::string_view full, std::string_view content,
+                   bool has_calls);
+};
+
 struct ToolSpec {
   std::string name;
   std::string parameters;  // its JSON schema's text ("{}" or empty: no arguments)

@@ -317,23 +317,23 @@ TEST(ToolCalls, StreamsHoldBackWhatMayBeACall) {
   };
   for (const auto& [format, text] : outputs) {
     const ParsedOutput whole = ParseToolCalls(format, text);
-    // What a stream sends, as the server's ReleaseContent does: from where the content begins
-    // up to where a call may start.
-    size_t begin = 0, sent = 0;
-    for (size_t n = 0; n <= text.size(); ++n) {
-      const std::string_view prefix = std::string_view(text).substr(0, n);
-      const size_t start = std::min(n, ToolCallStart(format, prefix));
-      begin = std::max(begin, ToolContentBegin(format, prefix));
-      if (start > begin) sent = std::max(sent, start);
-    }
+    // What every route's stream sends (ToolTextStream), the output coming a byte at a time: the
+    // text while no call may be starting, then at the end the held-back rest of the content.
+    ToolTextStream stream;
+    std::string streamed;
+    for (char c : text) streamed += stream.Release(format, std::string(1, c));
     SCOPED_TRACE(text);
-    const std::string streamed = sent > begin ? text.substr(begin, sent - begin) : "";
     if (whole.calls.empty()) {
       EXPECT_EQ(whole.content, text.substr(ToolContentBegin(format, text)));
     }
     EXPECT_LE(streamed.size(), whole.content.size());
     EXPECT_EQ(streamed, whole.content.substr(0, streamed.size()));
+    // The content goes out whole and once: nothing of a call, nothing twice.
+    EXPECT_EQ(streamed + stream.Rest(format, text, whole.content, !whole.calls.empty()),
+              whole.content);
   }
+  // The end alone (nothing released before it) still leaves the marker out.
+  EXPECT_EQ(ToolTextStream().Rest(ToolCallFormat::kFunctionaryV32, "all\nHi", "Hi", false), "Hi");
   EXPECT_EQ(ToolCallStart(ToolCallFormat::kFunctionaryV32, "al"), 0u);
   EXPECT_EQ(ToolCallStart(ToolCallFormat::kFunctionaryV32, "all\nab>"), 6u);
   EXPECT_EQ(ToolCallStart(ToolCallFormat::kFunctionaryV32, "all\nab>x"), 8u);
