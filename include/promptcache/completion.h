@@ -153,6 +153,9 @@ struct CompletionResult {
   bool pin_limited = false;
   double queue_ms = 0;   // waiting for a free sequence slot
   double prompt_ms = 0;  // lookup + prefill, up to the first token's logits
+  // Of prompt_ms, the time spent waiting for prompt blocks or segments that another request was
+  // computing (shared in flight, shared_tokens); the phases below exclude it.
+  double wait_ms = 0;
   double ttft_ms = 0;    // submission to first token
   double generation_ms = 0;
   // Modular (PML) prompts. cached_tokens counts the prompt tokens reused from cached modules,

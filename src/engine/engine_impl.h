@@ -175,6 +175,8 @@ class EngineImpl : public Engine {
   // prefill of the rest (claiming its blocks: returns true) or, when blocks right after the hit
   // are being computed by another sequence and `may_wait`, a wait for them (false).
   bool AttachPrefix(Slot& s, bool may_wait);
+  // A waiting slot woken: the time since its last admission pass counted as waiting.
+  void EndWait(Slot& s);
   // Claims the full blocks of s's prompt within [from, end) that it is about to compute (from:
   // its prefix hit, whole blocks), unless another sequence holds them.
   void ClaimPrefix(Slot& s, int from, int end);

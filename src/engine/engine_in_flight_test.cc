@@ -96,6 +96,13 @@ TEST(InFlight, ACancelledLeadersFollowerTakesOver) {
   EXPECT_EQ(f2.result.shared_tokens, 160);
   EXPECT_EQ(f1.result.tokens, Reference(e->model(), f1.prompt, 12));
   EXPECT_EQ(f2.result.tokens, Reference(e->model(), f2.prompt, 12));
+  // The followers' waits are a phase of their own: prefill_ms is timed from the wake, so the
+  // two fit in prompt_ms (mutation: prefill_start left at admission counts the wait twice and
+  // fails it). Orders of magnitude apart: a wait spans the leader's forward passes.
+  for (const Probe* f : {&f1, &f2}) {
+    EXPECT_GT(f->result.wait_ms, 0);
+    EXPECT_LE(f->result.wait_ms + f->result.prefill_ms, f->result.prompt_ms + 1e-6);
+  }
 }
 
 // A long request that shares nothing (X) arrives just before a burst: the burst's leader, which

@@ -131,17 +131,29 @@ void EngineImpl::WakeWaiters() {
       const bool give_up = !done && ++s.waited > s.wait_limit;
       // In admission order: the first waiter of a segment whose producer went away claims it,
       // and those after it wait for it in turn.
-      if (done || give_up) ReadmitSegments(s, /*may_wait=*/!give_up);
+      if (done || give_up) {
+        EndWait(s);
+        ReadmitSegments(s, /*may_wait=*/!give_up);
+        s.prefill_start = Clock::now();
+      }
       continue;
     }
     if (s.awaits < 0) continue;
     const bool done = !claims_.ComputedByOther(s.keys[s.awaits], s.owner);
     const bool give_up = !done && ++s.waited > s.wait_limit;
     if (!done && !give_up) continue;
+    EndWait(s);
     // A prompt with segments then plans its segments (and may wait for some: a failure
     // finishes it).
     if (AttachPrefix(s, /*may_wait=*/!give_up) && UsesSegments(*s.r)) AdmitSegments(s, true);
+    s.prefill_start = Clock::now();
   }
+}
+
+void EngineImpl::EndWait(Slot& s) {
+  // A waiting slot's admission pass ended at prefill_start; what it does next is timed from
+  // here (prefill_ms then counts computing only, and gather_ms the passes, not the wait).
+  s.result.wait_ms += MsBetween(s.prefill_start, Clock::now());
 }
 
 std::vector<EngineImpl::Slot*> EngineImpl::PrefillOrder() const {

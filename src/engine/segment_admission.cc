@@ -225,7 +225,8 @@ void EngineImpl::RecordSegmentReuse(Slot& s, const std::vector<SegmentHit>& hits
     AddRun(&res.sources, TokenSource::kSegment, at - h.range.begin);
   }
   AddRun(&res.sources, TokenSource::kComputed, n - at);
-  if (!hits.empty()) res.gather_ms = MsBetween(s.admitted, Clock::now());
+  // Its admission passes: the first, and after each wait the one that woke it.
+  if (!hits.empty()) res.gather_ms = MsBetween(s.admitted, Clock::now()) - res.wait_ms;
 }
 
 void EngineImpl::StoreSegments(Slot& s) {

@@ -242,6 +242,13 @@ TEST(SegmentsInFlight, APromptWithSegmentsSharesOnlyItsExactPrefix) {
     ASSERT_NO_FATAL_FAILURE(RunBurst(*e, gate, {&leader, &seg, &seg2, &plain}));
   }
   EXPECT_EQ(seg.result.shared_tokens, 160);  // from the leader, in flight
+  // Its wait for the leader's prefix is not part of gathering its segment nor of its prefill:
+  // the three phases fit in prompt_ms (mutation: gather_ms from admission counts the wait).
+  const CompletionResult& sr = seg.result;
+  EXPECT_GT(sr.wait_ms, 0);
+  EXPECT_GT(sr.gather_ms, 0);
+  EXPECT_LE(sr.wait_ms + sr.gather_ms + sr.prefill_ms, sr.prompt_ms + 1e-6);
+  EXPECT_EQ(leader.result.wait_ms, 0);
   EXPECT_EQ(seg.result.segment_hits, 1);
   EXPECT_EQ(seg.result.cached_tokens, 160 + 32 - seg.result.recomputed_tokens);
   EXPECT_EQ(seg2.result.segment_hits, 1);

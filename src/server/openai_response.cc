@@ -42,6 +42,12 @@ ojson Timings(const CompletionResult& r) {
   t["cached_tokens"] = r.cached_tokens;
   t["computed_tokens"] = r.computed_tokens;
   t["prompt_tokens_per_second"] = PerSecond(r.computed_tokens, r.prompt_ms);
+  // Shared in flight: the cached tokens another request's prefill computed, and the part of
+  // prompt_ms spent waiting for them.
+  if (r.shared_tokens > 0 || r.wait_ms > 0) {
+    t["shared_tokens"] = r.shared_tokens;
+    t["wait_ms"] = r.wait_ms;
+  }
   t["generated_tokens"] = generated;
   t["generation_tokens_per_second"] = PerSecond(generated, r.generation_ms);
   if (r.grammar_ms > 0) t["grammar_ms"] = r.grammar_ms;

@@ -120,6 +120,17 @@ TEST(OpenAiResponse, ModularTimings) {
   EXPECT_EQ(fin["timings"]["reused_tokens"], 32);
 }
 
+// Shared in flight: the tokens and the wait show only for a request that shared.
+TEST(OpenAiResponse, InFlightTimingsOnlyWhenShared) {
+  CompletionResult r = Result3();
+  EXPECT_FALSE(json::parse(CompletionBody(Meta(ApiKind::kChat), r))["timings"].contains("wait_ms"));
+  r.shared_tokens = 16;
+  r.wait_ms = 4.5;
+  const json t = json::parse(CompletionBody(Meta(ApiKind::kChat), r))["timings"];
+  EXPECT_EQ(t["shared_tokens"], 16);
+  EXPECT_DOUBLE_EQ(t["wait_ms"].get<double>(), 4.5);
+}
+
 TEST(OpenAiResponse, ZeroTimesGiveZeroRates) {
   CompletionResult r;
   r.finish_reason = "stop";

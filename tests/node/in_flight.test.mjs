@@ -102,6 +102,14 @@ test('8 clients at once with one cold 640-token prefix compute it once', async (
   assert.ok(delta.prefix_shared_in_flight_tokens >= BLOCK,
     `${delta.prefix_shared_in_flight_tokens} tokens shared in flight`);
   assert.ok(delta.prefix_shared_in_flight_tokens <= delta.cached_tokens);
+  // Each response's timings say what it took in flight, and the counter is their sum; a wait
+  // is part of prompt_ms, never more.
+  const shared = responses.reduce((n, r) => n + (r.timings.shared_tokens ?? 0), 0);
+  assert.equal(shared, delta.prefix_shared_in_flight_tokens);
+  for (const r of responses) {
+    if (r.timings.shared_tokens === undefined) continue;
+    assert.ok(r.timings.wait_ms >= 0 && r.timings.wait_ms <= r.timings.prompt_ms, JSON.stringify(r.timings));
+  }
 });
 
 // Half the clients share 330 tokens with the rest (not whole blocks), the other half 640: the
