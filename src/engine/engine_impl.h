@@ -23,7 +23,8 @@
 //
 // The implementation by responsibility: engine.cc (Create, Submit and the queue, stats),
 // scheduler.cc (the engine thread's loop, each batched step, K/V reservations), admission.cc
-// (a plain prompt's admission and prefix lookup), modular_admission.cc (modular prompts'
+// (a plain prompt's admission and prefix lookup, whose remote part remote_fetch.h reads off the
+// engine thread), modular_admission.cc (modular prompts'
 // gathering and selective recompute), segment_admission.cc (a plain prompt's segments: looked
 // up, laid in, repaired, stored, shared in flight), decode.cc (per-token handling, choices, log-probabilities),
 // cache_admin.cc (list, pin, drop, save, lookup, warm), engine_schemas.cc (schema loading),

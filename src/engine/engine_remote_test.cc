@@ -278,6 +278,34 @@ TEST(RemoteFetch, DestroyingTheEngineEndsALookupWithinItsDeadline) {
   EXPECT_EQ(store.Live(), 0);
 }
 
+// Warming a prefix (POST /v1/cache/warm) reads the store on the caller's thread: the engine
+// serves others meanwhile.
+TEST(RemoteFetch, WarmingReadsTheStoreOffTheEngineThread) {
+  Store store;
+  ComputeP(&store);
+  auto e = MakeEngine(&store);
+  const std::vector<std::string> names = Names(*e, kB);
+  {
+    std::lock_guard<std::mutex> lock(store.mu);
+    store.held.insert(names.begin(), names.end());
+  }
+  auto warm = std::async(std::launch::async, [&] { return e->WarmPrefix(kB, ""); });
+  ASSERT_TRUE(store.WaitEntered(1));
+  const std::vector<int32_t> a = Ids(20, 5);
+  auto ha = Submit(*e, a);
+  const bool a_done = ha->WaitFor(kLiveness);
+  store.Open();
+  ASSERT_TRUE(a_done) << "A did not finish while the warm's remote lookup waited";
+  EXPECT_EQ(ha->Wait().tokens, Reference(e->model(), a, 8));
+  ASSERT_EQ(warm.wait_for(std::chrono::duration<double>(kLiveness)), std::future_status::ready);
+  const Result<int> cached = warm.get();
+  ASSERT_TRUE(cached.ok());
+  EXPECT_EQ(*cached, 48);
+  const CompletionResult rb = Submit(*e, kB)->Wait();
+  EXPECT_GE(rb.cached_tokens, 80);  // warmed whole
+  EXPECT_EQ(rb.tokens, Reference(e->model(), kB, 8));
+}
+
 // Replaces the store's value of B's block 1 with `tamper(value)`.
 void Tamper(Store* store, Engine& e, const std::function<std::string(std::string)>& tamper) {
   const std::string name = Names(e, kB)[1];

@@ -25,7 +25,9 @@
 // Remote tier (kv/remote_tier.h), below the disk tier: a lookup that misses RAM and disk asks it
 // for the next chained keys in batches (one round trip each), stopping at the first miss, and
 // loads what it finds, checked like a block file and against the tokens and parent key the walk
-// expects. Every block the cache takes in (computed, or loaded from disk and then evicted) is
+// expects. The engine does the same in three parts, so that its thread never waits on the
+// network: PlanRemotePrefix (on its thread), FetchRemotePrefix (on another), AdoptRemotePrefix
+// (on its thread, with the same checks), then a lookup that does not ask the remote tier. Every block the cache takes in (computed, or loaded from disk and then evicted) is
 // queued for writing there once; pinned ones without expiry.
 //
 // Pins are bounded: the bytes pinned blocks hold, in all and per owner (a tenant), stay within
