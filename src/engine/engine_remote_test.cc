@@ -278,6 +278,29 @@ TEST(RemoteFetch, DestroyingTheEngineEndsALookupWithinItsDeadline) {
   EXPECT_EQ(store.Live(), 0);
 }
 
+// A prompt with segments: its prefix read off the engine thread, then its segments looked up and
+// planned as usual (a miss here, computed in place and stored).
+TEST(RemoteFetch, APromptWithSegmentsPlansThemAfterItsFetchedPrefix) {
+  Store store;
+  ComputeP(&store);
+  EngineOptions o = Options();
+  o.segment_cache = true;
+  o.segment_min_tokens = 16;
+  auto e = MakeEngine(&store, o);
+  CompletionRequest req = Greedy(kB);
+  req.segments.push_back({48, 90});
+  auto h = e->Submit(req);
+  ASSERT_TRUE(h.ok());
+  ASSERT_TRUE((*h)->WaitFor(kLiveness));
+  const CompletionResult r = (*h)->Wait();
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(r.cached_tokens, 48);
+  EXPECT_EQ(RemoteTokens(r), 48);
+  EXPECT_EQ(r.segment_lookups, 1);
+  EXPECT_EQ(r.segment_stores, 1);
+  EXPECT_EQ(r.tokens, Reference(e->model(), kB, 8));
+}
+
 // Warming a prefix (POST /v1/cache/warm) reads the store on the caller's thread: the engine
 // serves others meanwhile.
 TEST(RemoteFetch, WarmingReadsTheStoreOffTheEngineThread) {
