@@ -37,7 +37,14 @@ bool EngineImpl::StartFetch(const std::shared_ptr<Request>& r) {
   job.plan = &r->fetch->plan;
   job.cancelled = [r] { return r->cancelled.load(); };
   job.done = [this, r](std::vector<RemoteValue> values) { FetchDone(r, std::move(values)); };
-  fetcher_->Submit(std::move(job));
+  std::lock_guard<std::mutex> lock(mu_);  // FetchDone waits for it: the count never dips
+  stats_.fetching = ++fetching_;
+  try {
+    fetcher_->Submit(std::move(job));
+  } catch (...) {
+    stats_.fetching = --fetching_;  // not sent; AdmitAll fails the request
+    throw;
+  }
   return true;
 }
 
@@ -46,6 +53,7 @@ void EngineImpl::FetchDone(const std::shared_ptr<Request>& r, std::vector<Remote
     std::lock_guard<std::mutex> lock(mu_);
     r->fetch->values = std::move(values);
     r->fetch->ms = MsBetween(r->fetch->started, Clock::now());
+    stats_.fetching = --fetching_;
     // Ahead of the requests that came after it (they may have been admitted meanwhile).
     auto it = std::find_if(queue_.begin(), queue_.end(),
                            [&](const auto& q) { return q->submitted > r->submitted; });

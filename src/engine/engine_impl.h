@@ -300,6 +300,9 @@ class EngineImpl : public Engine {
   // With a remote tier: reads prefix lookups' values off the engine thread; stopped by ShutDown
   // (its requests go back to the queue and are answered there).
   std::unique_ptr<RemoteFetcher> fetcher_;
+  // Requests at the fetcher (guarded by mu_): each holds a slot until its values are back, so
+  // that a burst cannot send more lookups at once, nor hold more fetched values, than --parallel.
+  int fetching_ = 0;
   // Fidelity in production (EngineOptions::fidelity_sample > 0; null when off): reset first in
   // the destructor, after the engine thread ends (its worker reads model_ and asks mu_).
   std::unique_ptr<FidelitySampler> fidelity_;

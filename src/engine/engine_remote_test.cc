@@ -226,6 +226,43 @@ TEST(RemoteFetch, AnotherRequestRunsWhileOnesLookupWaits) {
   EXPECT_FALSE(store.no_deadline);
 }
 
+// A burst larger than --parallel: each lookup holds a slot until its values are back, so two
+// go to the fetcher and the rest stay queued (no more lookups sent, nor values held, than slots).
+// Mutation: the fetch not counted in TakeAdmitted sends all four (fetching 4, queued 0).
+TEST(RemoteFetch, LookupsAtOnceAreBoundedByTheSlots) {
+  Store store;
+  ComputeP(&store);
+  EngineOptions o = Options();
+  o.parallel = 2;
+  auto e = MakeEngine(&store, o);
+  const std::vector<std::string> names = Names(*e, kP);
+  {
+    std::lock_guard<std::mutex> lock(store.mu);
+    store.held.insert(names.begin(), names.end());
+  }
+  std::vector<std::shared_ptr<RequestHandle>> hs;
+  for (int i = 0; i < 4; ++i) hs.push_back(Submit(*e, Cat(kP, Ids(20, 10 + i))));
+  ASSERT_TRUE(store.WaitEntered(1));
+  // Every request is either at the fetcher or queued: none can be admitted while the latch holds.
+  EngineStats st = e->Stats();
+  for (int i = 0; i < 3000 && st.fetching + st.queued < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    st = e->Stats();
+  }
+  EXPECT_EQ(st.fetching, 2);
+  EXPECT_EQ(st.queued, 2);
+  EXPECT_EQ(st.active, 0);
+  store.Open();
+  for (size_t i = 0; i < hs.size(); ++i) {
+    ASSERT_TRUE(hs[i]->WaitFor(kLiveness));
+    const CompletionResult r = hs[i]->Wait();
+    ASSERT_TRUE(r.status.ok()) << r.status.message();
+    EXPECT_EQ(r.cached_tokens, 48) << i;
+    EXPECT_EQ(r.tokens, Reference(e->model(), Cat(kP, Ids(20, 10 + int(i))), 8)) << i;
+  }
+  EXPECT_EQ(e->Stats().fetching, 0);
+}
+
 TEST(RemoteFetch, ACancelledRequestIsDroppedWhenItsLookupReturns) {
   Store store;
   ComputeP(&store);

@@ -93,7 +93,7 @@ void EngineImpl::TakeCancelled(std::vector<std::shared_ptr<Request>>* cancelled)
 void EngineImpl::TakeAdmitted(std::vector<std::shared_ptr<Request>>* admitted) {
   size_t reserving = reserved_ + pinned_bytes_;
   while (!queue_.empty() &&
-         static_cast<int>(active_.size() + admitted->size()) < options_.parallel) {
+         static_cast<int>(active_.size() + admitted->size()) + fetching_ < options_.parallel) {
     if (options_.kv_ram_bytes > 0) {
       const size_t need = Reservation(*queue_.front());
       if (!active_.empty() || !admitted->empty()) {
