@@ -151,13 +151,16 @@ struct CompletionResult {
   // A pin stopped short at a pin quota (EngineOptions::pin_ram_bytes): pinned_tokens is less
   // than the pins asked for.
   bool pin_limited = false;
-  double queue_ms = 0;   // waiting for a free sequence slot
+  double queue_ms = 0;   // waiting for a free sequence slot (and for remote_ms)
   double prompt_ms = 0;  // lookup + prefill, up to the first token's logits
   // Of prompt_ms, the time spent waiting for prompt blocks or segments that another request was
   // computing (shared in flight, shared_tokens); the phases below exclude it.
   double wait_ms = 0;
   double ttft_ms = 0;    // submission to first token
   double generation_ms = 0;
+  // Waiting for its prefix lookup in the remote tier (--cache-redis), read off the engine thread
+  // while the request waits in the queue: part of queue_ms.
+  double remote_ms = 0;
   // Modular (PML) prompts. cached_tokens counts the prompt tokens reused from cached modules,
   // computed_tokens the rest: parameter arguments, cache="false" modules, the new text, and
   // modules missing from the cache (encoded first). prompt_ms = gather_ms + encode_ms +

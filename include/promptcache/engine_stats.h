@@ -102,6 +102,8 @@ struct EngineStats {
   RemoteTierStats remote;
   FidelityStats fidelity;
   int active = 0, queued = 0;
+  // Requests whose prefix lookup is reading the remote tier (not yet active, no longer queued).
+  int fetching = 0;
   std::vector<double> ttft_ms;  // recent times to first token, for histograms
 };
 

@@ -1,8 +1,21 @@
 // Admitting a request from the queue (engine_impl.h): its slot, and for a plain prompt the
-// longest cached prefix (RAM, disk or the remote tier, bounded in time) and what is left to
-// prefill, or a wait for the blocks of it another sequence is computing (prefix_sharing.cc);
-// a prompt with segments plans the rest in segment_admission.cc. Modular prompts are admitted by
-// modular_admission.cc.
+// longest cached prefix (RAM, disk, or the remote tier: read off the engine thread, below) and
+// what is left to prefill, or a wait for the blocks of it another sequence is computing
+// (prefix_sharing.cc); a prompt with segments plans the rest in segment_admission.cc. Modular
+// prompts are admitted by modular_admission.cc.
+//
+// A plain prompt's remote lookup never waits for the network on the engine thread: at intake the
+// engine thread walks RAM and disk (BlockCache::PlanRemotePrefix); if the chain ends at a block
+// neither holds, within the part a lookup matches, the request goes to the fetcher
+// (engine/remote_fetch.h) instead of a slot, and the others keep stepping, requests queued after
+// it being admitted meanwhile. The fetcher reads the values under --cache-redis-deadline and puts
+// the request back in the queue in its order of arrival; admitted again, it takes them into the
+// cache with every check (AdoptRemotePrefix: each a record of its key, holding the prompt's tokens
+// after the block before it; the first that fails ends the chain), and its lookup finds them in
+// RAM. A request cancelled meanwhile is answered (and its values dropped) when it is back in the
+// queue; at shutdown the fetch under way ends within its deadline and the rest are not sent.
+// The remote lookups of segments and modules (BlockCache::AppendCached) are still made here, on
+// the engine thread, bounded by the same deadline in all.
 #include <algorithm>
 
 #include "engine/engine_slot.h"
@@ -10,9 +23,49 @@
 
 namespace promptcache {
 
+bool EngineImpl::StartFetch(const std::shared_ptr<Request>& r) {
+  // Once per request: back from its fetch, it is admitted with what the fetch read.
+  if (!fetcher_ || r->fetch || r->modular || r->embedding || !UsesPrefixCache(*r)) return false;
+  const auto& prompt = r->req.prompt;
+  RemotePrefixFetch plan = cache_->PlanRemotePrefix(prompt, static_cast<int>(prompt.size()) - 1,
+                                                    NamespaceKey(r->req.cache_namespace));
+  if (plan.names.empty()) return false;
+  r->fetch = std::make_unique<Request::Fetch>();
+  r->fetch->plan = std::move(plan);
+  r->fetch->started = Clock::now();
+  RemoteFetcher::Job job;
+  job.plan = &r->fetch->plan;
+  job.cancelled = [r] { return r->cancelled.load(); };
+  job.done = [this, r](std::vector<RemoteValue> values) { FetchDone(r, std::move(values)); };
+  std::lock_guard<std::mutex> lock(mu_);  // FetchDone waits for it: the count never dips
+  stats_.fetching = ++fetching_;
+  try {
+    fetcher_->Submit(std::move(job));
+  } catch (...) {
+    stats_.fetching = --fetching_;  // not sent; AdmitAll fails the request
+    throw;
+  }
+  return true;
+}
+
+void EngineImpl::FetchDone(const std::shared_ptr<Request>& r, std::vector<RemoteValue> values) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    r->fetch->values = std::move(values);
+    r->fetch->ms = MsBetween(r->fetch->started, Clock::now());
+    stats_.fetching = --fetching_;
+    // Ahead of the requests that came after it (they may have been admitted meanwhile).
+    auto it = std::find_if(queue_.begin(), queue_.end(),
+                           [&](const auto& q) { return q->submitted > r->submitted; });
+    queue_.insert(it, r);
+    stats_.queued = static_cast<int>(queue_.size());
+  }
+  cv_.notify_all();
+}
+
 void EngineImpl::Admit(std::shared_ptr<Request> r) {
-  // The remote tier's lookups run here, on the engine thread: bounded in all, so that a slow
-  // store holds up the other requests' steps no longer than this.
+  // The remote lookups of segments and modules run here, on the engine thread: bounded in all,
+  // so that a slow store holds up the other requests' steps no longer than this.
   RemoteBudget remote_budget(options_.cache_redis_deadline_ms);
   auto s = std::make_unique<Slot>(r, &blocks_, model_->tokenizer(), r->req.sampling);
   if (r->req.grammar) s->constraint = std::make_unique<GrammarConstraint>(r->req.grammar, Trie());
@@ -31,6 +84,11 @@ void EngineImpl::Admit(std::shared_ptr<Request> r) {
     if (shares) {
       s->owner = next_owner_++;
       s->keys = cache_->ChainKeys(s->tokens, NamespaceKey(s->r->req.cache_namespace));
+    }
+    if (r->fetch) {  // back from the fetcher: its values checked into the cache, then dropped
+      s->fetched = cache_->AdoptRemotePrefix(s->tokens, r->fetch->plan, r->fetch->values);
+      s->result.remote_ms = r->fetch->ms;
+      r->fetch.reset();
     }
     // Its prefill, or a wait for blocks another sequence is computing (prefix_sharing.cc).
     const bool attached = AttachPrefix(*s, /*may_wait=*/shares && !s->r->req.prompt_logprobs);

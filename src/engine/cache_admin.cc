@@ -159,9 +159,20 @@ Result<int> EngineImpl::WarmPrefix(const std::vector<int32_t>& tokens,
   // A batch per task, between the steps of running requests: a long prefix does not hold the
   // engine for the whole of its prefill. The sequence's references keep its blocks meanwhile.
   std::unique_ptr<KvSequence> seq;
+  // The remote tier is read here, on the caller's thread, as a request's lookup is by the
+  // fetcher (admission.cc): the engine thread plans it and takes the values in, never waiting on
+  // the network.
+  const int n = static_cast<int>(tokens.size());
+  RemotePrefixFetch plan;
+  RunOnEngineThread([&] { plan = cache_->PlanRemotePrefix(tokens, n, ns); });
+  std::vector<RemoteValue> values;
+  if (!plan.names.empty()) {
+    values = FetchRemotePrefix(*cache_->remote(), plan, options_.cache_redis_deadline_ms);
+  }
   RunOnEngineThread([&] {
+    cache_->AdoptRemotePrefix(tokens, plan, values);
     seq = std::make_unique<KvSequence>(&blocks_);
-    cached = cache_->LookupPrefix(tokens, static_cast<int>(tokens.size()), seq.get(), ns);
+    cached = cache_->LookupPrefix(tokens, n, seq.get(), ns, nullptr, /*ask_remote=*/false);
   });
   for (int b = cached; b < static_cast<int>(tokens.size()) && st.ok(); b += options_.batch_size) {
     RunOnEngineThread([&] {

@@ -5,6 +5,7 @@
 
 #include <memory>
 
+#include "kv/remote_tier.h"
 #include "model/model.h"
 #include "promptcache/engine.h"
 
@@ -14,8 +15,10 @@ namespace promptcache {
 // options.batch_size 0 is the model's default (what fits 32 MiB of scratch, at most 512).
 // `static_kv`: allocate the K/V blocks of `parallel` sequences of the whole context at start, a
 // pool that never grows (`--static-cache`; for one-request engines without the prefix cache,
-// whose cached blocks would share it).
+// whose cached blocks would share it). `remote`: the remote tier to use instead of the one
+// options.cache_redis names (tests: a store of their own).
 Result<std::unique_ptr<Engine>> CreateEngine(EngineOptions options, std::unique_ptr<Model> model,
-                                             bool static_kv = false);
+                                             bool static_kv = false,
+                                             std::unique_ptr<RemoteTier> remote = nullptr);
 
 }  // namespace promptcache

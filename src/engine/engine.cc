@@ -81,7 +81,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
 }
 
 Result<std::unique_ptr<Engine>> CreateEngine(EngineOptions options, std::unique_ptr<Model> model,
-                                             bool static_kv) {
+                                             bool static_kv, std::unique_ptr<RemoteTier> remote) {
   PC_RETURN_IF_ERROR(CheckOptions(options));
   if (!options.chat_template.empty()) model->set_chat_template(options.chat_template);
   PC_RETURN_IF_ERROR(CheckContext(model->config(), options.context, options.allow_long_context));
@@ -106,8 +106,7 @@ Result<std::unique_ptr<Engine>> CreateEngine(EngineOptions options, std::unique_
     PC_ASSIGN_OR_RETURN(disk, DiskTier::Open(options.cache_dir, model->fingerprint(), layout,
                                              options.cache_disk_bytes));
   }
-  std::unique_ptr<RemoteTier> remote;
-  if (!options.cache_redis.empty()) {
+  if (remote == nullptr && !options.cache_redis.empty()) {
     RedisOptions redis;
     redis.url = options.cache_redis;
     redis.timeout_ms = options.cache_redis_timeout_ms;
@@ -152,6 +151,9 @@ EngineImpl::EngineImpl(const EngineOptions& options, std::unique_ptr<Model> mode
                                          options.batch_size, options.module_shared_moves);
   segments_ =
       std::make_unique<SegmentStore>(*model_, cache_.get(), &pool_, options.segment_encoding);
+  if (cache_->remote() != nullptr) {
+    fetcher_ = std::make_unique<RemoteFetcher>(cache_->remote(), options.cache_redis_deadline_ms);
+  }
   if (options.prefault_kv) {
     const size_t per_block = std::max<size_t>(1, blocks_.layout().bytes_per_token()) *
                              size_t(blocks_.layout().block_size);

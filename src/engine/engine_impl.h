@@ -23,7 +23,8 @@
 //
 // The implementation by responsibility: engine.cc (Create, Submit and the queue, stats),
 // scheduler.cc (the engine thread's loop, each batched step, K/V reservations), admission.cc
-// (a plain prompt's admission and prefix lookup), modular_admission.cc (modular prompts'
+// (a plain prompt's admission and prefix lookup, whose remote part remote_fetch.h reads off the
+// engine thread), modular_admission.cc (modular prompts'
 // gathering and selective recompute), segment_admission.cc (a plain prompt's segments: looked
 // up, laid in, repaired, stored, shared in flight), decode.cc (per-token handling, choices, log-probabilities),
 // cache_admin.cc (list, pin, drop, save, lookup, warm), engine_schemas.cc (schema loading),
@@ -53,6 +54,7 @@
 #include "engine/modular.h"
 #include "engine/module_store.h"
 #include "engine/pml_encoder.h"
+#include "engine/remote_fetch.h"
 #include "engine/segment_store.h"
 
 namespace promptcache {
@@ -171,6 +173,12 @@ class EngineImpl : public Engine {
   // still queued answered.
   void ShutDown();
   void Admit(std::shared_ptr<Request> r);
+  // A plain prompt's remote prefix lookup, off the engine thread (admission.cc): when RAM and
+  // disk end before the blocks a lookup would ask the remote tier for, the request is handed to
+  // the fetcher (true) instead of being admitted; FetchDone (on the fetcher's thread) puts it back
+  // in the queue, in its order of arrival, with the values read, and Admit takes them in.
+  bool StartFetch(const std::shared_ptr<Request>& r);
+  void FetchDone(const std::shared_ptr<Request>& r, std::vector<RemoteValue> values);
   // A plain prompt's prefix (prefix_sharing.cc): the longest cached prefix, then either the
   // prefill of the rest (claiming its blocks: returns true) or, when blocks right after the hit
   // are being computed by another sequence and `may_wait`, a wait for them (false).
@@ -291,6 +299,12 @@ class EngineImpl : public Engine {
   ForwardScratch scratch_;
   std::unique_ptr<ModuleStore> store_;
   std::unique_ptr<SegmentStore> segments_;
+  // With a remote tier: reads prefix lookups' values off the engine thread; stopped by ShutDown
+  // (its requests go back to the queue and are answered there).
+  std::unique_ptr<RemoteFetcher> fetcher_;
+  // Requests at the fetcher (guarded by mu_): each holds a slot until its values are back, so
+  // that a burst cannot send more lookups at once, nor hold more fetched values, than --parallel.
+  int fetching_ = 0;
   // Fidelity in production (EngineOptions::fidelity_sample > 0; null when off): reset first in
   // the destructor, after the engine thread ends (its worker reads model_ and asks mu_).
   std::unique_ptr<FidelitySampler> fidelity_;

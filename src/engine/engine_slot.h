@@ -88,6 +88,16 @@ struct EngineImpl::Request : RequestHandle {
   // The leading prompt tokens whose K/V are the full computation's: only those enter the prefix
   // cache (a reused segment, and all after it, are an approximation).
   int exact_prefix = std::numeric_limits<int>::max();
+  // Its prefix lookup's remote part, read off the engine thread (EngineImpl::StartFetch): planned
+  // at intake, the values kept here (written under the engine's mu_) until the request is
+  // admitted again, which takes them into the cache and drops them.
+  struct Fetch {
+    RemotePrefixFetch plan;
+    std::vector<RemoteValue> values;
+    Clock::time_point started;
+    double ms = 0;  // from the plan to the values' return
+  };
+  std::unique_ptr<Fetch> fetch;
 
   CompletionResult Wait() override {
     std::unique_lock<std::mutex> lock(mu);
@@ -169,6 +179,8 @@ struct EngineImpl::Slot {
   int waited = 0, wait_limit = 0;
   int base_hit = -1;
   int published = 0;
+  // The prompt's blocks that its remote fetch took into the cache (their origin: remote).
+  std::vector<BlockKey> fetched;
 
   // Waiting for blocks or segments another sequence is computing: nothing to prefill yet.
   bool Waiting() const { return awaits >= 0 || !awaited_segments.empty(); }

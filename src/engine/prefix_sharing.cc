@@ -50,8 +50,9 @@ bool EngineImpl::AttachPrefix(Slot& s, bool may_wait) {
   KvSequence seq(&blocks_);
   std::vector<BlockOrigin> origins;
   if (UsesPrefixCache(*s.r)) {
+    // RAM and disk only: the remote tier was read off the engine thread (admission.cc).
     cache_->LookupPrefix(s.tokens, s.n_prompt - 1, &seq, NamespaceKey(s.r->req.cache_namespace),
-                         &origins);
+                         &origins, /*ask_remote=*/false);
   }
   s.seq = std::move(seq);
   const int hit = s.seq.size() / bs;
@@ -89,7 +90,9 @@ bool EngineImpl::AttachPrefix(Slot& s, bool may_wait) {
   res.computed_tokens = s.n_prompt - cached;
   res.sources.clear();
   for (size_t i = 0; i < origins.size() && static_cast<int>(i) * bs < cached; ++i) {
-    const BlockOrigin o = origins[i];
+    const bool fetched = i < s.keys.size() && std::find(s.fetched.begin(), s.fetched.end(),
+                                                        s.keys[i]) != s.fetched.end();
+    const BlockOrigin o = fetched ? BlockOrigin::kRemote : origins[i];
     AddRun(&res.sources,
            o == BlockOrigin::kDisk     ? TokenSource::kDisk
            : o == BlockOrigin::kRemote ? TokenSource::kRemote

@@ -93,7 +93,7 @@ void EngineImpl::TakeCancelled(std::vector<std::shared_ptr<Request>>* cancelled)
 void EngineImpl::TakeAdmitted(std::vector<std::shared_ptr<Request>>* admitted) {
   size_t reserving = reserved_ + pinned_bytes_;
   while (!queue_.empty() &&
-         static_cast<int>(active_.size() + admitted->size()) < options_.parallel) {
+         static_cast<int>(active_.size() + admitted->size()) + fetching_ < options_.parallel) {
     if (options_.kv_ram_bytes > 0) {
       const size_t need = Reservation(*queue_.front());
       if (!active_.empty() || !admitted->empty()) {
@@ -121,7 +121,7 @@ void EngineImpl::AdmitAll(const std::vector<std::shared_ptr<Request>>& admitted)
   // escaping the engine thread, it would end the process.
   for (const auto& r : admitted) {
     try {
-      Admit(r);
+      if (!StartFetch(r)) Admit(r);
     } catch (const std::exception& e) {
       const std::string why = std::string("the engine could not start the request: ") + e.what();
       auto it =
@@ -160,6 +160,9 @@ void EngineImpl::RemoveFinished() {
 }
 
 void EngineImpl::ShutDown() {
+  // The fetch under way ends within its deadline; its request and those not sent come back to
+  // the queue, answered below.
+  if (fetcher_) fetcher_->Stop();
   // A restarted engine finds what this one cached.
   if (cache_->disk() != nullptr) {
     if (Status st = cache_->SaveAll(); !st.ok())
@@ -171,6 +174,7 @@ void EngineImpl::ShutDown() {
   // Requests still queued at shutdown are answered, not left waiting.
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& r : queue_) {
+    r->fetch.reset();
     std::lock_guard<std::mutex> rl(r->mu);
     r->result.status = Internal("the engine is shutting down");
     r->done = true;
@@ -355,6 +359,7 @@ bool EndUnfinished(R& r, const F& set_result) {
 }  // namespace
 
 void EngineImpl::Abandon(Request& r, const std::string& why) {
+  r.fetch.reset();
   const bool ended = EndUnfinished(r, [&](CompletionResult& result) {
     result.status = Internal(why);
     result.finish_reason = "error";
@@ -368,6 +373,7 @@ void EngineImpl::Abandon(Request& r, const std::string& why) {
 }
 
 void EngineImpl::CancelQueued(Request& r) {
+  r.fetch.reset();  // values read for it (cancelled while they were fetched) go unused
   const bool ended = EndUnfinished(r, [&](CompletionResult& result) {
     result.finish_reason = "cancelled";
     result.prompt_tokens = static_cast<int>(r.req.prompt.size());

@@ -124,7 +124,8 @@ bool BlockCache::MakeComplete(const BlockKey& key, Entry& e) {
 }
 
 int BlockCache::LookupPrefix(std::span<const int32_t> tokens, int max_tokens, KvSequence* seq,
-                             const BlockKey& ns, std::vector<BlockOrigin>* origins) {
+                             const BlockKey& ns, std::vector<BlockOrigin>* origins,
+                             bool ask_remote) {
   PC_CHECK(seq->size() == 0);
   ExpireIdle();  // the engine may have slept past the TTL since its last Maintain
   stats_.lookups++;
@@ -152,7 +153,7 @@ int BlockCache::LookupPrefix(std::span<const int32_t> tokens, int max_tokens, Kv
     loaded.push_back(disk ? BlockOrigin::kDisk : BlockOrigin::kRam);
     parent = key;
   }
-  if (missing && remote_) LoadRemoteChain(tokens, limit, ns, &chain);
+  if (missing && remote_ && ask_remote) LoadRemoteChain(tokens, limit, ns, &chain);
   loaded.resize(chain.size(), BlockOrigin::kRemote);
   size_t n = chain.size();
   const size_t g = options_.granularity > bs ? options_.granularity / bs : 1;

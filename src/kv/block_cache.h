@@ -25,7 +25,9 @@
 // Remote tier (kv/remote_tier.h), below the disk tier: a lookup that misses RAM and disk asks it
 // for the next chained keys in batches (one round trip each), stopping at the first miss, and
 // loads what it finds, checked like a block file and against the tokens and parent key the walk
-// expects. Every block the cache takes in (computed, or loaded from disk and then evicted) is
+// expects. The engine does the same in three parts, so that its thread never waits on the
+// network: PlanRemotePrefix (on its thread), FetchRemotePrefix (on another), AdoptRemotePrefix
+// (on its thread, with the same checks), then a lookup that does not ask the remote tier. Every block the cache takes in (computed, or loaded from disk and then evicted) is
 // queued for writing there once; pinned ones without expiry.
 //
 // Pins are bounded: the bytes pinned blocks hold, in all and per owner (a tenant), stay within
@@ -127,6 +129,26 @@ struct CachedBlockInfo {
   double idle_seconds = 0;
 };
 
+// A prefix lookup's remote part, planned on the thread that owns the cache
+// (BlockCache::PlanRemotePrefix), sent from another (FetchRemotePrefix), and taken in on the
+// owner's thread again (BlockCache::AdoptRemotePrefix): the chain keys that could extend what RAM
+// and disk hold of a prompt, and their names in the remote tier. No names: nothing to ask.
+struct RemotePrefixFetch {
+  BlockKey ns;                     // the namespace the chain starts from
+  BlockKey parent;                 // the key before keys[0] (ns for a chain's first block)
+  int first = 0;                   // the index in the prompt's blocks of keys[0]
+  std::vector<BlockKey> keys;      // the chain keys after the local hit, in order
+  std::vector<std::string> names;  // their names in the remote tier
+  int window = 2;                  // values asked for ahead (RemoteTier::Stream)
+};
+
+// The values of fetch.names from `tier`, from the first up to the first miss, read under a
+// RemoteBudget of `deadline_ms` (all the calls together); `stop` (may be null), asked after each
+// value, ends it early. Touches no cache: any thread may call it.
+std::vector<RemoteValue> FetchRemotePrefix(RemoteTier& tier, const RemotePrefixFetch& fetch,
+                                           int deadline_ms,
+                                           const std::function<bool()>& stop = nullptr);
+
 class BlockCache {
  public:
   using Clock = std::chrono::steady_clock;
@@ -155,8 +177,26 @@ class BlockCache {
   // `ns`: the namespace the chain starts from. With `origins`, it receives one entry per block
   // of the hit: where the block was before this lookup (RAM, read from the disk tier, or from the
   // remote tier), for a request's cache map.
+  // `ask_remote` false: RAM and disk only (a caller that fetched the remote part apart, with
+  // PlanRemotePrefix, FetchRemotePrefix and AdoptRemotePrefix, so as not to wait for the network
+  // here).
   int LookupPrefix(std::span<const int32_t> tokens, int max_tokens, KvSequence* seq,
-                   const BlockKey& ns = {}, std::vector<BlockOrigin>* origins = nullptr);
+                   const BlockKey& ns = {}, std::vector<BlockOrigin>* origins = nullptr,
+                   bool ask_remote = true);
+  // What LookupPrefix(tokens, max_tokens, ..., ns) would ask the remote tier for, found without
+  // asking it: the walk through RAM and disk (loading nothing), and from the first block neither
+  // holds, the keys up to max_tokens. No names when there is no remote tier, when RAM and disk
+  // hold the whole chain, or when it stops at a block they hold for another prompt.
+  RemotePrefixFetch PlanRemotePrefix(std::span<const int32_t> tokens, int max_tokens,
+                                     const BlockKey& ns = {}) const;
+  // Indexes the values fetched for `fetch` (values[i] for fetch.keys[i]) as LookupPrefix's
+  // remote walk does: each checked as the record of its key, holding the prompt's tokens after
+  // the block before it; the first that fails stops the chain (counted invalid). A key cached
+  // meanwhile (the same prompt computed, or fetched for another request) is kept as it is,
+  // if it is the prompt's. Returns the keys indexed from the values.
+  std::vector<BlockKey> AdoptRemotePrefix(std::span<const int32_t> tokens,
+                                          const RemotePrefixFetch& fetch,
+                                          std::span<const RemoteValue> values);
   // The chained keys of the full blocks of `tokens` in namespace `ns`.
   std::vector<BlockKey> ChainKeys(std::span<const int32_t> tokens, const BlockKey& ns) const;
   // The key under which the remote tier holds a block.
@@ -268,6 +308,9 @@ class BlockCache {
   // a prefix, holds `tokens` after `parent`); else counts it invalid.
   bool AdoptRemote(const BlockKey& key, std::string_view value, const BlockKey& ns,
                    const BlockKey* parent, std::span<const int32_t> tokens);
+  // The remote part of a prefix lookup from block `first` (after `parent`) up to `limit` tokens.
+  RemotePrefixFetch RemoteChain(std::span<const int32_t> tokens, int limit, const BlockKey& ns,
+                                const BlockKey& parent, int first) const;
   // Loads the chain's blocks after `parent` from the remote tier, block chain->size() on, while
   // they are there: returns with `chain` extended.
   void LoadRemoteChain(std::span<const int32_t> tokens, int limit, const BlockKey& ns,

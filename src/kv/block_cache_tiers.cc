@@ -50,35 +50,109 @@ bool BlockCache::AdoptRemote(const BlockKey& key, std::string_view value, const 
   return true;
 }
 
-void BlockCache::LoadRemoteChain(std::span<const int32_t> tokens, int limit, const BlockKey& ns,
-                                 std::vector<BlockKey>* chain) {
+RemotePrefixFetch BlockCache::RemoteChain(std::span<const int32_t> tokens, int limit,
+                                          const BlockKey& ns, const BlockKey& parent,
+                                          int first) const {
   const int bs = pool_->layout().block_size;
+  RemotePrefixFetch f;
+  f.ns = ns;
+  f.parent = parent;
+  f.first = first;
   // Every key the chain could continue with, asked for a window at a time (pipelined) until the
   // first miss. About 1 MiB in flight, at least 2 values: measured on loopback with 360 KiB
   // values (smollm2-135m's f16 blocks), windows of 2 to 4 read 35% faster than 8 or than round
   // trips of 2 (the values are used while still in cache), and 1 waits on every round trip.
   const size_t per_window = (size_t(1) << 20) / pool_->layout().bytes_per_block();
-  const int window =
+  f.window =
       static_cast<int>(std::clamp<size_t>(per_window, 2, std::max(2, options_.remote_batch)));
-  std::vector<BlockKey> keys;
-  std::vector<std::string> names;
-  BlockKey parent = chain->empty() ? ns : chain->back();
-  for (int b = static_cast<int>(chain->size()); (b + 1) * bs <= limit; ++b) {
-    parent = ChainKey(parent, tokens.subspan(size_t(b) * bs, bs));
-    keys.push_back(parent);
-    names.push_back(RemoteKeyOf(ns, parent));
+  BlockKey key = parent;
+  for (int b = first; (b + 1) * bs <= limit; ++b) {
+    key = ChainKey(key, tokens.subspan(size_t(b) * bs, bs));
+    f.keys.push_back(key);
+    f.names.push_back(RemoteKeyOf(ns, key));
   }
-  size_t i = 0;
+  return f;
+}
+
+void BlockCache::LoadRemoteChain(std::span<const int32_t> tokens, int limit, const BlockKey& ns,
+                                 std::vector<BlockKey>* chain) {
+  const int bs = pool_->layout().block_size;
   const int first = static_cast<int>(chain->size());
-  remote_->Stream(names, window, [&](std::optional<RemoteValue> value) {
+  const RemotePrefixFetch f =
+      RemoteChain(tokens, limit, ns, chain->empty() ? ns : chain->back(), first);
+  size_t i = 0;
+  remote_->Stream(f.names, f.window, [&](std::optional<RemoteValue> value) {
     const BlockKey expect_parent = chain->empty() ? ns : chain->back();
     const auto block_tokens = tokens.subspan(size_t(first + i) * bs, bs);
-    if (!value || !AdoptRemote(keys[i], value->data, ns, &expect_parent, block_tokens)) {
+    if (!value || !AdoptRemote(f.keys[i], value->data, ns, &expect_parent, block_tokens)) {
       return false;
     }
-    chain->push_back(keys[i++]);
+    chain->push_back(f.keys[i++]);
     return true;
   });
+}
+
+RemotePrefixFetch BlockCache::PlanRemotePrefix(std::span<const int32_t> tokens, int max_tokens,
+                                               const BlockKey& ns) const {
+  if (!remote_) return {};
+  const int bs = pool_->layout().block_size;
+  const int limit = std::min<int>(max_tokens, static_cast<int>(tokens.size()));
+  // LookupPrefix's walk, without loading: a block file is taken to hold what its key names (a
+  // file that fails its checks then ends the lookup early; the remote tier is not asked).
+  BlockKey parent = ns;
+  int b = 0;
+  for (; (b + 1) * bs <= limit; ++b) {
+    const auto block_tokens = tokens.subspan(size_t(b) * bs, bs);
+    const BlockKey key = ChainKey(parent, block_tokens);
+    auto it = entries_.find(key);
+    if (it == entries_.end() && !(disk_ && disk_->Contains(key))) break;
+    if (it != entries_.end()) {
+      const Entry& e = it->second;
+      if (e.count != bs || !(e.parent == parent) ||
+          !std::equal(e.tokens.begin(), e.tokens.end(), block_tokens.begin())) {
+        return {};  // another prompt's block under this key: LookupPrefix stops here too
+      }
+    }
+    parent = key;
+  }
+  return RemoteChain(tokens, limit, ns, parent, b);
+}
+
+std::vector<RemoteValue> FetchRemotePrefix(RemoteTier& tier, const RemotePrefixFetch& fetch,
+                                           int deadline_ms, const std::function<bool()>& stop) {
+  RemoteBudget budget(deadline_ms);
+  std::vector<RemoteValue> values;
+  tier.Stream(fetch.names, fetch.window, [&](std::optional<RemoteValue> value) {
+    if (!value) return false;
+    values.push_back(std::move(*value));
+    return !(stop && stop());
+  });
+  return values;
+}
+
+std::vector<BlockKey> BlockCache::AdoptRemotePrefix(std::span<const int32_t> tokens,
+                                                    const RemotePrefixFetch& fetch,
+                                                    std::span<const RemoteValue> values) {
+  const int bs = pool_->layout().block_size;
+  std::vector<BlockKey> adopted;
+  BlockKey parent = fetch.parent;
+  for (size_t i = 0; i < values.size() && i < fetch.keys.size(); ++i) {
+    const BlockKey& key = fetch.keys[i];
+    const auto block_tokens = tokens.subspan(size_t(fetch.first + i) * bs, bs);
+    if (const Entry* e = Find(key)) {
+      // Cached while the values travelled: kept, if it is this prompt's block.
+      if (e->count != bs || !(e->parent == parent) ||
+          !std::equal(e->tokens.begin(), e->tokens.end(), block_tokens.begin())) {
+        break;
+      }
+    } else if (AdoptRemote(key, values[i].data, fetch.ns, &parent, block_tokens)) {
+      adopted.push_back(key);
+    } else {
+      break;
+    }
+    parent = key;
+  }
+  return adopted;
 }
 
 bool BlockCache::LoadFromRemote(const BlockKey& key) {

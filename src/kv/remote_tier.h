@@ -9,10 +9,13 @@
 // written it. The tier is a cache only: a value missing, expired, evicted, foreign or corrupt is
 // a miss, and a store that is down or slow is a miss too, never an error for the request.
 //
-// Reads are synchronous (a lookup needs the answer) but bounded: each by a total deadline, and
-// one request's together by a RemoteBudget; writes are queued and sent by a thread of the
-// implementation's own, never on a request's path. A store that keeps failing or missing its
-// deadlines is not asked at all for a while (CircuitBreaker): lookups miss at once.
+// Reads are synchronous for their caller (a lookup needs the answer) but bounded: each by a
+// total deadline, and one request's together by a RemoteBudget. The engine makes a prompt's
+// prefix reads on a thread of its own (engine/remote_fetch.h), never on the engine thread, whose
+// steps other requests wait on; segments' and modules' reads are still made there (within the
+// request's budget). Writes are queued and sent by a thread of the implementation's own, never on
+// a request's path. A store that keeps failing or missing its deadlines is not asked at all for a
+// while (CircuitBreaker): lookups miss at once.
 #pragma once
 
 #include <chrono>

@@ -200,6 +200,66 @@ TEST(RemoteWalk, ForeignCorruptAndOtherTenantValuesAreSkipped) {
   EXPECT_EQ(pool.blocks_in_use(), 2);  // rejected values left no block behind
 }
 
+// The lookup in three parts (the engine's, so as not to wait on the network on its thread): the
+// plan from where RAM ends, the values read apart, and taking them in, where a block cached in
+// between is kept and the rest checked as the walk checks them.
+TEST(RemoteWalk, PlannedFetchedAndAdoptedApart) {
+  FakeStore store;
+  const auto t = Tokens(22);  // 5 full blocks
+  {
+    BlockPool pool(Layout(), 0, false);
+    BlockCache a(&pool, "fp", Options(), nullptr, std::make_unique<FakeTier>(&store));
+    KvSequence seq = Computed(&pool, t);
+    a.InsertPrefix(t, seq);
+  }
+  BlockPool pool(Layout(), 0, false);
+  auto* tier = new FakeTier(&store);
+  BlockCache b(&pool, "fp", Options(), nullptr, std::unique_ptr<RemoteTier>(tier));
+  const std::vector<int32_t> first8(t.begin(), t.begin() + 8);
+  {
+    KvSequence two = Computed(&pool, first8);
+    b.InsertPrefix(first8, two);
+  }
+  const auto keys = b.ChainKeys(t, {});
+  store.gets = 0;
+  const RemotePrefixFetch plan = b.PlanRemotePrefix(t, 21);
+  EXPECT_EQ(store.gets, 0);  // planning asks nothing
+  EXPECT_EQ(plan.first, 2);
+  EXPECT_TRUE(plan.parent == keys[1]);
+  ASSERT_EQ(plan.names.size(), 3u);
+  EXPECT_EQ(plan.names[0], b.RemoteKeyOf({}, keys[2]));
+  EXPECT_TRUE(b.PlanRemotePrefix(first8, 8).names.empty());  // RAM holds it all
+  BlockCache no_remote(&pool, "fp", Options(), nullptr);
+  EXPECT_TRUE(no_remote.PlanRemotePrefix(t, 21).names.empty());
+  std::vector<RemoteValue> values = FetchRemotePrefix(*tier, plan, 1000);
+  ASSERT_EQ(values.size(), 3u);
+  // Block 2 is computed meanwhile: kept; blocks 3 and 4 are taken in.
+  const std::vector<int32_t> first12(t.begin(), t.begin() + 12);
+  {
+    KvSequence three = Computed(&pool, first12);
+    b.InsertPrefix(first12, three);
+  }
+  const std::vector<BlockKey> adopted = b.AdoptRemotePrefix(t, plan, values);
+  ASSERT_EQ(adopted.size(), 2u);
+  EXPECT_TRUE(adopted[0] == keys[3] && adopted[1] == keys[4]);
+  EXPECT_EQ(b.Stats().remote_loads, 2u);
+  EXPECT_EQ(pool.blocks_in_use(), 5);  // nothing taken in twice
+  store.gets = 0;
+  KvSequence seq(&pool);
+  EXPECT_EQ(b.LookupPrefix(t, 21, &seq, {}, nullptr, /*ask_remote=*/false), 20);
+  EXPECT_EQ(store.gets, 0);
+  // A value that is not its key's ends the chain: nothing after it is taken in.
+  BlockPool p2(Layout(), 0, false);
+  BlockCache c(&p2, "fp", Options(), nullptr, std::make_unique<FakeTier>(&store));
+  const RemotePrefixFetch all = c.PlanRemotePrefix(t, 21);
+  ASSERT_EQ(all.names.size(), 5u);
+  std::vector<RemoteValue> swapped = FetchRemotePrefix(*tier, all, 1000);
+  ASSERT_EQ(swapped.size(), 5u);
+  std::swap(swapped[1], swapped[2]);
+  EXPECT_EQ(c.AdoptRemotePrefix(t, all, swapped).size(), 1u);
+  EXPECT_EQ(p2.blocks_in_use(), 1);
+}
+
 TEST(RemoteWalk, StoreDownIsAMissAndPinnedPrefixesHaveNoExpiry) {
   FakeStore store;
   BlockPool pool(Layout(), 0, false);

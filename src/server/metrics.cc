@@ -224,6 +224,9 @@ void AddEngine(Page& p, const EngineStats& s) {
   p.Add("promptcache_engine_step_max_seconds", "gauge",
         "The longest engine step (or task) of the last minute or two.", s.step_max_seconds);
   p.Add("promptcache_requests_queued", "gauge", "Requests waiting for a free slot.", s.queued);
+  p.Add("promptcache_requests_fetching", "gauge",
+        "Requests whose prefix is being read from the remote tier (each holds a slot).",
+        s.fetching);
 }
 
 void AddConnections(Page& p, const ConnectionStats& c) {

@@ -41,6 +41,7 @@ TEST(Metrics, EngineStatsAndRatios) {
   s.evictions = 5;
   s.active = 2;
   s.queued = 1;
+  s.fetching = 4;
   const auto m =
       Samples(FormatMetrics(s, {}, {{200, 9}, {400, 2}}, "stories260K", ConnectionStats{7, 3, 11}));
   EXPECT_EQ(m.at("promptcache_requests_total"), "10");
@@ -60,6 +61,7 @@ TEST(Metrics, EngineStatsAndRatios) {
   EXPECT_EQ(m.at("promptcache_cache_evictions_total"), "5");
   EXPECT_EQ(m.at("promptcache_requests_active"), "2");
   EXPECT_EQ(m.at("promptcache_requests_queued"), "1");
+  EXPECT_EQ(m.at("promptcache_requests_fetching"), "4");
   EXPECT_EQ(m.at("promptcache_http_responses_total{code=\"400\"}"), "2");
   EXPECT_EQ(m.at("promptcache_info{model=\"stories260K\"}"), "1");
   EXPECT_EQ(m.at("promptcache_http_connections"), "7");

@@ -35,6 +35,7 @@ ojson Timings(const CompletionResult& r) {
   const int generated = r.completion_tokens();
   ojson t;
   t["queue_ms"] = r.queue_ms;
+  if (r.remote_ms > 0) t["remote_ms"] = r.remote_ms;
   t["prompt_ms"] = r.prompt_ms;
   t["ttft_ms"] = r.ttft_ms;
   t["generation_ms"] = r.generation_ms;

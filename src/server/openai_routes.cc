@@ -389,6 +389,7 @@ CompletionResult MergeBatch(ServerContext* server, const std::string& tenant,
     all.pinned_tokens += r.pinned_tokens;
     all.pin_limited = all.pin_limited || r.pin_limited;
     all.queue_ms = std::max(all.queue_ms, r.queue_ms);
+    all.remote_ms = std::max(all.remote_ms, r.remote_ms);
     all.prompt_ms = std::max(all.prompt_ms, r.prompt_ms);
     all.ttft_ms = std::max(all.ttft_ms, r.ttft_ms);
     all.generation_ms = std::max(all.generation_ms, r.generation_ms);

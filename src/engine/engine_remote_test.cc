@@ -1,0 +1,456 @@
+// The remote tier's prefix lookups run off the engine thread (admission.cc, remote_fetch.h):
+// engines on stories260K share an in-memory store whose reads of chosen keys wait on a latch the
+// test opens, so a lookup can be held for as long as the test likes. While one request's lookup
+// waits, another runs to its end; the held request then reuses what the store had and answers
+// exactly as the cache-less reference; cancelling it or destroying the engine meanwhile ends
+// cleanly; values that fail their checks end the chain. Nothing is timed: the waits are liveness
+// bounds.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/create_engine.h"
+#include "engine/engine_impl.h"
+#include "engine/in_flight_test_util.h"
+
+namespace promptcache {
+namespace {
+
+using in_flight_test::Cat;
+using in_flight_test::Ids;
+using in_flight_test::kStories;
+using in_flight_test::Reference;
+
+constexpr double kLiveness = 30;  // seconds: a request that takes longer is stuck
+
+// A store shared by the engines of a test; writes are immediate. A read that asks for a key in
+// `held` waits until the latch is opened (or its deadline passes: then every key misses).
+struct Store {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::string, std::string> values;
+  std::set<std::string> held;
+  bool open = false;
+  int entered = 0;                                // reads that reached the latch
+  std::map<std::string, int> asked;               // reads of each key
+  bool no_deadline = false;                       // a held read came without a RemoteBudget
+  std::vector<std::weak_ptr<const void>> handed;  // values read
+
+  void Open() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      open = true;
+    }
+    cv.notify_all();
+  }
+  bool WaitEntered(int n) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, std::chrono::duration<double>(kLiveness),
+                       [&] { return entered >= n; });
+  }
+  // Values read and still held by someone.
+  int Live() {
+    std::lock_guard<std::mutex> lock(mu);
+    return static_cast<int>(
+        std::count_if(handed.begin(), handed.end(), [](const auto& w) { return !w.expired(); }));
+  }
+};
+
+class LatchTier : public RemoteTier {
+ public:
+  explicit LatchTier(Store* store) : store_(store) {}
+  std::vector<std::optional<RemoteValue>> Get(const std::vector<std::string>& keys) override {
+    std::unique_lock<std::mutex> lock(store_->mu);
+    for (const auto& k : keys) store_->asked[k]++;
+    const bool held = std::any_of(keys.begin(), keys.end(),
+                                  [&](const auto& k) { return store_->held.count(k) != 0; });
+    std::vector<std::optional<RemoteValue>> out(keys.size());
+    if (held && !store_->open) {
+      store_->entered++;
+      store_->cv.notify_all();
+      auto deadline = RemoteBudget::Deadline();
+      if (!deadline) {
+        store_->no_deadline = true;
+        deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      }
+      if (!store_->cv.wait_until(lock, *deadline, [&] { return store_->open; })) {
+        stats_.deadline_misses++;
+        stats_.misses += keys.size();
+        return out;
+      }
+    }
+    for (size_t i = 0; i < keys.size(); ++i) {
+      auto it = store_->values.find(keys[i]);
+      if (it == store_->values.end()) {
+        stats_.misses++;
+        continue;
+      }
+      auto copy = std::make_shared<const std::string>(it->second);
+      store_->handed.push_back(copy);
+      out[i] = RemoteValue{copy, *copy};
+      stats_.hits++;
+    }
+    return out;
+  }
+  int CountLeading(const std::vector<std::string>& keys) override {
+    std::lock_guard<std::mutex> lock(store_->mu);
+    int n = 0;
+    while (n < int(keys.size()) && store_->values.count(keys[n])) ++n;
+    return n;
+  }
+  bool Put(std::string key, std::string value, int) override {
+    std::lock_guard<std::mutex> lock(store_->mu);
+    store_->values[key] = std::move(value);
+    stats_.writes++;
+    return true;
+  }
+  void Persist(std::string) override {}
+  void CountInvalid() override {
+    std::lock_guard<std::mutex> lock(store_->mu);
+    stats_.invalid++;
+  }
+  RemoteStats Stats() const override {
+    std::lock_guard<std::mutex> lock(store_->mu);
+    return stats_;
+  }
+  void Flush() override {}
+
+ private:
+  Store* store_;
+  RemoteStats stats_;  // guarded by store_->mu
+};
+
+EngineOptions Options(int deadline_ms = 60000) {
+  EngineOptions o;
+  o.model_path = kStories;
+  o.threads = 2;
+  o.parallel = 4;
+  o.batch_size = 32;
+  o.cache_redis_deadline_ms = deadline_ms;
+  return o;
+}
+
+std::unique_ptr<Engine> MakeEngine(Store* store, EngineOptions o = Options()) {
+  auto model = Model::Load(o.model_path);
+  PC_CHECK(model.ok());
+  auto e = CreateEngine(o, std::move(model).value(), false, std::make_unique<LatchTier>(store));
+  PC_CHECK(e.ok());
+  return std::move(e).value();
+}
+
+CompletionRequest Greedy(std::vector<int32_t> prompt, int n = 8) {
+  CompletionRequest r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = n;
+  r.sampling.temperature = 0;
+  return r;
+}
+
+std::shared_ptr<RequestHandle> Submit(Engine& e, std::vector<int32_t> prompt, int n = 8) {
+  auto h = e.Submit(Greedy(std::move(prompt), n));
+  PC_CHECK(h.ok());
+  return *h;
+}
+
+// The remote names of a prompt's full blocks (default namespace).
+std::vector<std::string> Names(Engine& e, const std::vector<int32_t>& prompt) {
+  BlockCache* cache = static_cast<EngineImpl&>(e).cache();
+  std::vector<std::string> names;
+  for (const BlockKey& k : cache->ChainKeys(prompt, {})) names.push_back(cache->RemoteKeyOf({}, k));
+  return names;
+}
+
+// P (50 tokens) computed by a first replica: the store holds its 3 full blocks (and the block
+// after them, which holds the tokens it generated). B shares those 48 tokens and goes on with
+// others: a lookup of B finds 3 blocks in the store and misses the 4th.
+const std::vector<int32_t> kP = Ids(50, 1);
+const std::vector<int32_t> kB = Cat(Ids(50, 1), Ids(40, 2));
+
+void ComputeP(Store* store) {
+  auto writer = MakeEngine(store);
+  const CompletionResult r = Submit(*writer, kP)->Wait();
+  PC_CHECK(r.status.ok());
+}
+
+int RemoteTokens(const CompletionResult& r) {
+  int n = 0;
+  for (const SourceRun& run : r.sources) n += run.source == TokenSource::kRemote ? run.length : 0;
+  return n;
+}
+
+// On a build that looks the remote tier up on the engine thread, A cannot finish while B's
+// lookup waits: this test then fails at A's wait.
+TEST(RemoteFetch, AnotherRequestRunsWhileOnesLookupWaits) {
+  Store store;
+  ComputeP(&store);
+  auto e = MakeEngine(&store);
+  const std::vector<int32_t> a = Ids(40, 3);
+  ASSERT_TRUE(Submit(*e, a)->Wait().status.ok());  // A's two blocks now in RAM
+  const std::vector<std::string> names = Names(*e, kB);
+  ASSERT_EQ(names.size(), 5u);
+  {
+    std::lock_guard<std::mutex> lock(store.mu);
+    store.held.insert(names.begin(), names.end());
+    store.asked.clear();  // the first replica asked for P's
+  }
+  auto b = Submit(*e, kB);
+  ASSERT_TRUE(store.WaitEntered(1)) << "B's lookup never reached the store";
+  auto again = Submit(*e, a);
+  const bool a_done = again->WaitFor(kLiveness);
+  store.Open();
+  ASSERT_TRUE(a_done) << "A did not finish while B's remote lookup waited";
+  const CompletionResult ra = again->Wait();
+  EXPECT_EQ(ra.cached_tokens, 32);
+  EXPECT_EQ(ra.tokens, Reference(e->model(), a, 8));
+  ASSERT_TRUE(b->WaitFor(kLiveness));
+  const CompletionResult rb = b->Wait();
+  ASSERT_TRUE(rb.status.ok()) << rb.status.message();
+  EXPECT_EQ(rb.cached_tokens, 48);
+  EXPECT_EQ(RemoteTokens(rb), 48);
+  EXPECT_GT(rb.remote_ms, 0);
+  EXPECT_GE(rb.queue_ms, rb.remote_ms);
+  EXPECT_EQ(rb.tokens, Reference(e->model(), kB, 8));
+  EXPECT_EQ(e->Stats().remote.loads, 3u);
+  // One lookup: the request's own lookup found the fetched blocks in RAM and asked nothing more.
+  std::lock_guard<std::mutex> lock(store.mu);
+  for (const std::string& n : names) EXPECT_EQ(store.asked[n], 1) << n;
+  EXPECT_FALSE(store.no_deadline);
+}
+
+// A burst larger than --parallel: each lookup holds a slot until its values are back, so two
+// go to the fetcher and the rest stay queued (no more lookups sent, nor values held, than slots).
+// Mutation: the fetch not counted in TakeAdmitted sends all four (fetching 4, queued 0).
+TEST(RemoteFetch, LookupsAtOnceAreBoundedByTheSlots) {
+  Store store;
+  ComputeP(&store);
+  EngineOptions o = Options();
+  o.parallel = 2;
+  auto e = MakeEngine(&store, o);
+  const std::vector<std::string> names = Names(*e, kP);
+  {
+    std::lock_guard<std::mutex> lock(store.mu);
+    store.held.insert(names.begin(), names.end());
+  }
+  std::vector<std::shared_ptr<RequestHandle>> hs;
+  for (int i = 0; i < 4; ++i) hs.push_back(Submit(*e, Cat(kP, Ids(20, 10 + i))));
+  ASSERT_TRUE(store.WaitEntered(1));
+  // Every request is either at the fetcher or queued: none can be admitted while the latch holds.
+  EngineStats st = e->Stats();
+  for (int i = 0; i < 3000 && st.fetching + st.queued < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    st = e->Stats();
+  }
+  EXPECT_EQ(st.fetching, 2);
+  EXPECT_EQ(st.queued, 2);
+  EXPECT_EQ(st.active, 0);
+  store.Open();
+  for (size_t i = 0; i < hs.size(); ++i) {
+    ASSERT_TRUE(hs[i]->WaitFor(kLiveness));
+    const CompletionResult r = hs[i]->Wait();
+    ASSERT_TRUE(r.status.ok()) << r.status.message();
+    EXPECT_EQ(r.cached_tokens, 48) << i;
+    EXPECT_EQ(r.tokens, Reference(e->model(), Cat(kP, Ids(20, 10 + int(i))), 8)) << i;
+  }
+  EXPECT_EQ(e->Stats().fetching, 0);
+}
+
+TEST(RemoteFetch, ACancelledRequestIsDroppedWhenItsLookupReturns) {
+  Store store;
+  ComputeP(&store);
+  auto e = MakeEngine(&store);
+  const std::vector<std::string> names = Names(*e, kB);
+  {
+    std::lock_guard<std::mutex> lock(store.mu);
+    store.held.insert(names.begin(), names.end());
+  }
+  auto b = Submit(*e, kB);
+  ASSERT_TRUE(store.WaitEntered(1));
+  b->Cancel();
+  store.Open();
+  ASSERT_TRUE(b->WaitFor(kLiveness));
+  const CompletionResult rb = b->Wait();
+  EXPECT_EQ(rb.finish_reason, "cancelled");
+  EXPECT_TRUE(rb.tokens.empty());
+  // Its values went unused and are freed, though its handle is still held.
+  EXPECT_EQ(store.Live(), 0);
+  // The engine goes on: the same prompt reads the store itself (the cancelled request took
+  // nothing into the cache) and answers as the reference.
+  const CompletionResult again = Submit(*e, kB)->Wait();
+  EXPECT_EQ(again.cached_tokens, 48);
+  EXPECT_EQ(RemoteTokens(again), 48);
+  EXPECT_EQ(again.tokens, Reference(e->model(), kB, 8));
+  EXPECT_EQ(e->Stats().requests_cancelled, 1u);
+}
+
+TEST(RemoteFetch, DestroyingTheEngineEndsALookupWithinItsDeadline) {
+  Store store;
+  ComputeP(&store);
+  auto e = MakeEngine(&store, Options(/*deadline_ms=*/2000));
+  const std::vector<std::string> names = Names(*e, kB);
+  {
+    std::lock_guard<std::mutex> lock(store.mu);
+    store.held.insert(names.begin(), names.end());
+  }
+  auto b = Submit(*e, kB);
+  auto c = Submit(*e, Ids(60, 4));  // also a lookup, behind B's in the fetcher
+  ASSERT_TRUE(store.WaitEntered(1));
+  auto destroyed = std::async(std::launch::async, [&] { e.reset(); });
+  ASSERT_EQ(destroyed.wait_for(std::chrono::duration<double>(kLiveness)), std::future_status::ready)
+      << "the engine's destructor waits on the lookup";
+  for (auto* h : {&b, &c}) {
+    ASSERT_TRUE((*h)->WaitFor(kLiveness));
+    const CompletionResult r = (*h)->Wait();
+    EXPECT_TRUE(!r.status.ok() || r.finish_reason == "cancelled") << r.finish_reason;
+  }
+  EXPECT_FALSE(store.no_deadline);  // the lookup ran under its deadline
+  EXPECT_EQ(store.Live(), 0);
+}
+
+// A prompt with segments: its prefix read off the engine thread, then its segments looked up and
+// planned as usual (a miss here, computed in place and stored).
+TEST(RemoteFetch, APromptWithSegmentsPlansThemAfterItsFetchedPrefix) {
+  Store store;
+  ComputeP(&store);
+  EngineOptions o = Options();
+  o.segment_cache = true;
+  o.segment_min_tokens = 16;
+  auto e = MakeEngine(&store, o);
+  CompletionRequest req = Greedy(kB);
+  req.segments.push_back({48, 90});
+  auto h = e->Submit(req);
+  ASSERT_TRUE(h.ok());
+  ASSERT_TRUE((*h)->WaitFor(kLiveness));
+  const CompletionResult r = (*h)->Wait();
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(r.cached_tokens, 48);
+  EXPECT_EQ(RemoteTokens(r), 48);
+  EXPECT_EQ(r.segment_lookups, 1);
+  EXPECT_EQ(r.segment_stores, 1);
+  EXPECT_EQ(r.tokens, Reference(e->model(), kB, 8));
+}
+
+// Warming a prefix (POST /v1/cache/warm) reads the store on the caller's thread: the engine
+// serves others meanwhile.
+TEST(RemoteFetch, WarmingReadsTheStoreOffTheEngineThread) {
+  Store store;
+  ComputeP(&store);
+  auto e = MakeEngine(&store);
+  const std::vector<std::string> names = Names(*e, kB);
+  {
+    std::lock_guard<std::mutex> lock(store.mu);
+    store.held.insert(names.begin(), names.end());
+  }
+  auto warm = std::async(std::launch::async, [&] { return e->WarmPrefix(kB, ""); });
+  ASSERT_TRUE(store.WaitEntered(1));
+  const std::vector<int32_t> a = Ids(20, 5);
+  auto ha = Submit(*e, a);
+  const bool a_done = ha->WaitFor(kLiveness);
+  store.Open();
+  ASSERT_TRUE(a_done) << "A did not finish while the warm's remote lookup waited";
+  EXPECT_EQ(ha->Wait().tokens, Reference(e->model(), a, 8));
+  ASSERT_EQ(warm.wait_for(std::chrono::duration<double>(kLiveness)), std::future_status::ready);
+  const Result<int> cached = warm.get();
+  ASSERT_TRUE(cached.ok());
+  EXPECT_EQ(*cached, 48);
+  const CompletionResult rb = Submit(*e, kB)->Wait();
+  EXPECT_GE(rb.cached_tokens, 80);  // warmed whole
+  EXPECT_EQ(rb.tokens, Reference(e->model(), kB, 8));
+}
+
+// Replaces the store's value of B's block 1 with `tamper(value)`.
+void Tamper(Store* store, Engine& e, const std::function<std::string(std::string)>& tamper) {
+  const std::string name = Names(e, kB)[1];
+  std::lock_guard<std::mutex> lock(store->mu);
+  store->values[name] = tamper(store->values.at(name));
+}
+
+void ExpectChainEndsAtBlock1(Store* store, Engine& e) {
+  const CompletionResult r = Submit(e, kB)->Wait();
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(r.cached_tokens, 16);
+  EXPECT_EQ(RemoteTokens(r), 16);
+  EXPECT_EQ(r.tokens, Reference(e.model(), kB, 8));
+  const EngineStats st = e.Stats();
+  EXPECT_EQ(st.remote.loads, 1u);    // block 0 only: nothing after the rejected value
+  EXPECT_EQ(st.remote.invalid, 1u);  // block 1
+}
+
+TEST(RemoteFetch, ACorruptValueEndsTheChain) {
+  Store store;
+  ComputeP(&store);
+  auto e = MakeEngine(&store);
+  Tamper(&store, *e, [](std::string v) {
+    v[v.size() / 2] ^= 0x55;
+    return v;
+  });
+  ExpectChainEndsAtBlock1(&store, *e);
+}
+
+// A well-formed record under block 1's key, checksum and all, whose tokens are not the
+// prompt's: only the check of the tokens against the chain's rejects it.
+TEST(RemoteFetch, ARecordOfOtherTokensUnderTheKeyEndsTheChain) {
+  Store store;
+  ComputeP(&store);
+  auto e = MakeEngine(&store);
+  const Model& m = e->model();
+  const BlockKey key = static_cast<EngineImpl&>(*e).cache()->ChainKeys(kB, {})[1];
+  Tamper(&store, *e, [&](std::string v) {
+    BlockPool pool(m.MakeKvLayout(KvType::kF16, 16), 0, false);
+    const BlockId block = *pool.Allocate();
+    Result<BlockRecord> r = DecodeBlock(v, key, m.fingerprint(), &pool, block);
+    PC_CHECK(r.ok());
+    r->tokens[3] = r->tokens[3] == 7 ? 8 : 7;
+    std::string forged = EncodeBlock(*r, m.fingerprint(), pool, block, 0);
+    pool.Unref(block);
+    return forged;
+  });
+  ExpectChainEndsAtBlock1(&store, *e);
+}
+
+// Two requests for one prefix, both looked up while the store is held: the second finds the
+// blocks the first took in (kept, not loaded twice) or waits for what the first computes
+// (in-flight sharing); both answer as the reference, and no block is left behind.
+TEST(RemoteFetch, TwoLookupsOfOnePrefixShareIt) {
+  Store store;
+  ComputeP(&store);
+  auto e = MakeEngine(&store);
+  const std::vector<std::string> names = Names(*e, kB);
+  {
+    std::lock_guard<std::mutex> lock(store.mu);
+    store.held.insert(names.begin(), names.end());
+  }
+  auto b1 = Submit(*e, kB);
+  ASSERT_TRUE(store.WaitEntered(1));
+  auto b2 = Submit(*e, kB);
+  store.Open();
+  const std::vector<int32_t> want = Reference(e->model(), kB, 8);
+  for (auto* h : {&b1, &b2}) {
+    ASSERT_TRUE((*h)->WaitFor(kLiveness));
+    const CompletionResult r = (*h)->Wait();
+    EXPECT_GE(r.cached_tokens, 48);
+    EXPECT_EQ(r.tokens, want);
+  }
+  EXPECT_EQ(b1->Wait().cached_tokens, 48);
+  EXPECT_EQ(RemoteTokens(b1->Wait()), 48);
+  EXPECT_EQ(e->Stats().remote.loads, 3u);
+  // Once the slots are gone, only the cache holds blocks (none taken in twice and leaked).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kLiveness);
+  EngineStats st = e->Stats();
+  while (st.kv_bytes_in_use != st.cache_ram_bytes && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    st = e->Stats();
+  }
+  EXPECT_EQ(st.kv_bytes_in_use, st.cache_ram_bytes);
+}
+
+}  // namespace
+}  // namespace promptcache

@@ -1,0 +1,45 @@
+#include "engine/remote_fetch.h"
+
+#include <utility>
+
+#include "core/stop_thread.h"
+
+namespace promptcache {
+
+RemoteFetcher::RemoteFetcher(RemoteTier* tier, int deadline_ms)
+    : tier_(tier), deadline_ms_(deadline_ms), thread_([this] { Run(); }) {}
+
+RemoteFetcher::~RemoteFetcher() { Stop(); }
+
+void RemoteFetcher::Submit(Job job) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs_.push_back(std::move(job));
+  }
+  cv_.notify_all();
+}
+
+void RemoteFetcher::Stop() {
+  if (thread_.joinable()) StopAndJoin(mu_, stop_, cv_, thread_);
+}
+
+void RemoteFetcher::Run() {
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;  // stopped, nothing left
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+      if (stop_) {  // not sent: handed back empty, so that its request is answered
+        lock.unlock();
+        job.done({});
+        continue;
+      }
+    }
+    job.done(FetchRemotePrefix(*tier_, *job.plan, deadline_ms_, job.cancelled));
+  }
+}
+
+}  // namespace promptcache
