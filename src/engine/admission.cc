@@ -4,18 +4,21 @@
 // (prefix_sharing.cc); a prompt with segments plans the rest in segment_admission.cc. Modular
 // prompts are admitted by modular_admission.cc.
 //
-// A plain prompt's remote lookup never waits for the network on the engine thread: at intake the
-// engine thread walks RAM and disk (BlockCache::PlanRemotePrefix); if the chain ends at a block
-// neither holds, within the part a lookup matches, the request goes to the fetcher
+// A prompt's remote lookups never wait for the network on the engine thread: at intake the
+// engine thread walks RAM and disk (BlockCache::PlanRemotePrefix, and PlanRemoteBlocks for each
+// segment); if a chain ends at a block neither holds, within the part a lookup matches, the
+// request goes to the fetcher
 // (engine/remote_fetch.h) instead of a slot, and the others keep stepping, requests queued after
 // it being admitted meanwhile. The fetcher reads the values under --cache-redis-deadline and puts
 // the request back in the queue in its order of arrival; admitted again, it takes them into the
 // cache with every check (AdoptRemotePrefix: each a record of its key, holding the prompt's tokens
-// after the block before it; the first that fails ends the chain), and its lookup finds them in
-// RAM. A request cancelled meanwhile is answered (and its values dropped) when it is back in the
-// queue; at shutdown the fetch under way ends within its deadline and the rest are not sent.
-// The remote lookups of segments and modules (BlockCache::AppendCached) are still made here, on
-// the engine thread, bounded by the same deadline in all.
+// after the block before it; the first that fails ends the chain; a segment's blocks as
+// AdoptRemoteBlocks checks them), and its lookups find them in RAM (a segment's reads RAM and
+// disk only: BlockCache::LocalReadsOnly). A request cancelled meanwhile is answered (and its
+// values dropped) when it is back in the queue; at shutdown the fetch under way ends within its
+// deadline and the rest are not sent. The remote lookups of schema modules
+// (BlockCache::AppendCached) are still made here, on the engine thread, bounded by the same
+// deadline in all.
 #include <algorithm>
 
 #include "engine/engine_slot.h"
@@ -26,17 +29,19 @@ namespace promptcache {
 bool EngineImpl::StartFetch(const std::shared_ptr<Request>& r) {
   // Once per request: back from its fetch, it is admitted with what the fetch read.
   if (!fetcher_ || r->fetch || r->modular || r->embedding || !UsesPrefixCache(*r)) return false;
-  const auto& prompt = r->req.prompt;
-  RemotePrefixFetch plan = cache_->PlanRemotePrefix(prompt, static_cast<int>(prompt.size()) - 1,
-                                                    NamespaceKey(r->req.cache_namespace));
-  if (plan.names.empty()) return false;
+  std::vector<RemotePrefixFetch> plans = PlanRemoteReads(*r);
+  if (std::all_of(plans.begin(), plans.end(), [](const auto& p) { return p.names.empty(); })) {
+    return false;
+  }
   r->fetch = std::make_unique<Request::Fetch>();
-  r->fetch->plan = std::move(plan);
+  r->fetch->plans = std::move(plans);
   r->fetch->started = Clock::now();
   RemoteFetcher::Job job;
-  job.plan = &r->fetch->plan;
+  job.plans = &r->fetch->plans;
   job.cancelled = [r] { return r->cancelled.load(); };
-  job.done = [this, r](std::vector<RemoteValue> values) { FetchDone(r, std::move(values)); };
+  job.done = [this, r](std::vector<std::vector<RemoteValue>> values) {
+    FetchDone(r, std::move(values));
+  };
   std::lock_guard<std::mutex> lock(mu_);  // FetchDone waits for it: the count never dips
   stats_.fetching = ++fetching_;
   try {
@@ -48,7 +53,24 @@ bool EngineImpl::StartFetch(const std::shared_ptr<Request>& r) {
   return true;
 }
 
-void EngineImpl::FetchDone(const std::shared_ptr<Request>& r, std::vector<RemoteValue> values) {
+std::vector<RemotePrefixFetch> EngineImpl::PlanRemoteReads(const Request& r) const {
+  const auto& prompt = r.req.prompt;
+  const BlockKey ns = NamespaceKey(r.req.cache_namespace);
+  std::vector<RemotePrefixFetch> plans;
+  plans.push_back(cache_->PlanRemotePrefix(prompt, static_cast<int>(prompt.size()) - 1, ns));
+  if (!UsesSegments(r)) return plans;
+  // The segments past what RAM and disk hold of the prefix (a remote prefix hit may cover more
+  // of them: those are read for nothing, and their blocks kept).
+  const int local = plans[0].names.empty() ? 0 : plans[0].first * options_.block_size;
+  for (const PromptSegment& g : LookedUp(r.req.segments, local)) {
+    const std::span<const int32_t> tokens(prompt.data() + g.begin, g.size());
+    plans.push_back(cache_->PlanRemoteBlocks(segments_->Keys(tokens, ns)));
+  }
+  return plans;
+}
+
+void EngineImpl::FetchDone(const std::shared_ptr<Request>& r,
+                           std::vector<std::vector<RemoteValue>> values) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     r->fetch->values = std::move(values);
@@ -63,9 +85,19 @@ void EngineImpl::FetchDone(const std::shared_ptr<Request>& r, std::vector<Remote
   cv_.notify_all();
 }
 
+void EngineImpl::AdoptFetched(Slot& s) {
+  // Back from the fetcher: its values checked into the cache, then dropped.
+  Request::Fetch& f = *s.r->fetch;
+  f.values.resize(f.plans.size());
+  s.fetched = cache_->AdoptRemotePrefix(s.tokens, f.plans[0], f.values[0]);
+  for (size_t i = 1; i < f.plans.size(); ++i) cache_->AdoptRemoteBlocks(f.plans[i], f.values[i]);
+  s.result.remote_ms = f.ms;
+  s.r->fetch.reset();
+}
+
 void EngineImpl::Admit(std::shared_ptr<Request> r) {
-  // The remote lookups of segments and modules run here, on the engine thread: bounded in all,
-  // so that a slow store holds up the other requests' steps no longer than this.
+  // The remote lookups of schema modules run here, on the engine thread: bounded in all, so that
+  // a slow store holds up the other requests' steps no longer than this.
   RemoteBudget remote_budget(options_.cache_redis_deadline_ms);
   auto s = std::make_unique<Slot>(r, &blocks_, model_->tokenizer(), r->req.sampling);
   if (r->req.grammar) s->constraint = std::make_unique<GrammarConstraint>(r->req.grammar, Trie());
@@ -85,11 +117,7 @@ void EngineImpl::Admit(std::shared_ptr<Request> r) {
       s->owner = next_owner_++;
       s->keys = cache_->ChainKeys(s->tokens, NamespaceKey(s->r->req.cache_namespace));
     }
-    if (r->fetch) {  // back from the fetcher: its values checked into the cache, then dropped
-      s->fetched = cache_->AdoptRemotePrefix(s->tokens, r->fetch->plan, r->fetch->values);
-      s->result.remote_ms = r->fetch->ms;
-      r->fetch.reset();
-    }
+    if (r->fetch) AdoptFetched(*s);
     // Its prefill, or a wait for blocks another sequence is computing (prefix_sharing.cc).
     const bool attached = AttachPrefix(*s, /*may_wait=*/shares && !s->r->req.prompt_logprobs);
     s->next_pos = s->n_prompt;

@@ -173,12 +173,15 @@ class EngineImpl : public Engine {
   // still queued answered.
   void ShutDown();
   void Admit(std::shared_ptr<Request> r);
-  // A plain prompt's remote prefix lookup, off the engine thread (admission.cc): when RAM and
-  // disk end before the blocks a lookup would ask the remote tier for, the request is handed to
-  // the fetcher (true) instead of being admitted; FetchDone (on the fetcher's thread) puts it back
+  // A prompt's remote prefix and segment lookups, off the engine thread (admission.cc): when RAM
+  // and disk end before the blocks a lookup would ask the remote tier for, the request is handed
+  // to the fetcher (true) instead of being admitted; FetchDone (on the fetcher's thread) puts it back
   // in the queue, in its order of arrival, with the values read, and Admit takes them in.
   bool StartFetch(const std::shared_ptr<Request>& r);
-  void FetchDone(const std::shared_ptr<Request>& r, std::vector<RemoteValue> values);
+  void FetchDone(const std::shared_ptr<Request>& r, std::vector<std::vector<RemoteValue>> values);
+  // A request's remote reads: its prefix's (first), then each segment's it may look up.
+  std::vector<RemotePrefixFetch> PlanRemoteReads(const Request& r) const;
+  void AdoptFetched(Slot& s);
   // A plain prompt's prefix (prefix_sharing.cc): the longest cached prefix, then either the
   // prefill of the rest (claiming its blocks: returns true) or, when blocks right after the hit
   // are being computed by another sequence and `may_wait`, a wait for them (false).

@@ -243,12 +243,11 @@ TEST(RemoteFetch, LookupsAtOnceAreBoundedByTheSlots) {
   std::vector<std::shared_ptr<RequestHandle>> hs;
   for (int i = 0; i < 4; ++i) hs.push_back(Submit(*e, Cat(kP, Ids(20, 10 + i))));
   ASSERT_TRUE(store.WaitEntered(1));
-  // Every request is either at the fetcher or queued: none can be admitted while the latch holds.
-  EngineStats st = e->Stats();
-  for (int i = 0; i < 3000 && st.fetching + st.queued < 4; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    st = e->Stats();
-  }
+  // Three turns of the engine's loop after the four were queued: enough for it to send them all
+  // to the fetcher, were they not bounded. None can be admitted while the latch holds.
+  auto& impl = static_cast<EngineImpl&>(*e);
+  for (int i = 0; i < 3; ++i) impl.RunOnEngineThread([] {});
+  const EngineStats st = e->Stats();
   EXPECT_EQ(st.fetching, 2);
   EXPECT_EQ(st.queued, 2);
   EXPECT_EQ(st.active, 0);
@@ -336,6 +335,90 @@ TEST(RemoteFetch, APromptWithSegmentsPlansThemAfterItsFetchedPrefix) {
   EXPECT_EQ(r.segment_lookups, 1);
   EXPECT_EQ(r.segment_stores, 1);
   EXPECT_EQ(r.tokens, Reference(e->model(), kB, 8));
+}
+
+// A segment (48 tokens, 3 blocks) that a first replica stored in the store, and the reference:
+// the answer of a replica with the segment in its RAM to a prompt that reuses it.
+struct SegmentCase {
+  Store store;
+  EngineOptions o = Options();
+  std::vector<int32_t> g = Ids(48, 9);
+  CompletionRequest sr = Greedy(Cat(Cat(Ids(20, 8), g), Ids(10, 11)));
+  CompletionResult ref;
+  std::vector<std::string> names;  // the segment's blocks' names in the store
+
+  std::unique_ptr<Engine> Reader() {
+    o.segment_cache = true;
+    o.segment_min_tokens = 16;
+    CompletionRequest wr = Greedy(Cat(Ids(30, 7), g));
+    wr.segments.push_back({30, 78});
+    sr.segments = {{20, 68}};
+    PC_CHECK((*MakeEngine(&store, o)->Submit(wr))->Wait().segment_stores == 1);
+    Store other;
+    auto local = MakeEngine(&other, o);
+    PC_CHECK((*local->Submit(wr))->Wait().segment_stores == 1);
+    ref = (*local->Submit(sr))->Wait();
+    PC_CHECK(ref.segment_hits == 1);
+    auto e = MakeEngine(&store, o);
+    auto& impl = static_cast<EngineImpl&>(*e);
+    for (const BlockKey& k : impl.segments()->Keys(g, {})) {
+      names.push_back(impl.cache()->RemoteKeyOf({}, k));
+    }
+    return e;
+  }
+};
+
+// A segment's blocks are read off the engine thread too: while the store holds the reads of its
+// blocks, another request runs to its end; then the prompt reuses the segment from the store
+// and answers as the replica with the segment in its RAM. On a build whose segment lookups read
+// the store on the engine thread (AppendCached), A cannot finish: this test then fails there.
+TEST(RemoteFetch, ASegmentsBlocksAreReadOffTheEngineThread) {
+  SegmentCase c;
+  auto e = c.Reader();
+  ASSERT_TRUE(Submit(*e, Ids(40, 3))->Wait().status.ok());
+  {
+    std::lock_guard<std::mutex> lock(c.store.mu);
+    c.store.held.insert(c.names.begin(), c.names.end());
+    c.store.asked.clear();
+  }
+  auto h = e->Submit(c.sr);
+  ASSERT_TRUE(h.ok());
+  ASSERT_TRUE(c.store.WaitEntered(1)) << "the segment's lookup never reached the store";
+  auto a = Submit(*e, Ids(40, 3));
+  const bool a_done = a->WaitFor(kLiveness);
+  c.store.Open();
+  ASSERT_TRUE(a_done) << "A did not finish while a segment's remote lookup waited";
+  ASSERT_TRUE((*h)->WaitFor(kLiveness));
+  const CompletionResult r = (*h)->Wait();
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(r.segment_hits, 1);
+  EXPECT_EQ(r.cached_tokens, c.ref.cached_tokens);
+  EXPECT_EQ(r.tokens, c.ref.tokens);
+  EXPECT_EQ(e->Stats().remote.loads, 3u);
+  std::lock_guard<std::mutex> lock(c.store.mu);
+  for (const std::string& n : c.names) EXPECT_EQ(c.store.asked[n], 1) << n;
+}
+
+// A segment block whose value fails its checks: the segment is a miss (computed and stored
+// again), and the engine thread does not ask the store for it a second time (a segment's lookup
+// at admission reads RAM and disk only). Mutation: without BlockCache::LocalReadsOnly in
+// FindSegments, the second block is asked twice.
+TEST(RemoteFetch, ACorruptSegmentBlockIsAMissAskedOnce) {
+  SegmentCase c;
+  auto e = c.Reader();
+  {
+    std::lock_guard<std::mutex> lock(c.store.mu);
+    std::string& v = c.store.values.at(c.names[1]);
+    v[v.size() / 2] ^= 0x55;
+    c.store.asked.clear();
+  }
+  const CompletionResult r = (*e->Submit(c.sr))->Wait();
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(r.segment_hits, 0);
+  EXPECT_EQ(r.segment_stores, 1);
+  EXPECT_EQ(e->Stats().remote.invalid, 1u);
+  std::lock_guard<std::mutex> lock(c.store.mu);
+  EXPECT_EQ(c.store.asked[c.names[1]], 1);
 }
 
 // Warming a prefix (POST /v1/cache/warm) reads the store on the caller's thread: the engine

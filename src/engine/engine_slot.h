@@ -88,12 +88,14 @@ struct EngineImpl::Request : RequestHandle {
   // The leading prompt tokens whose K/V are the full computation's: only those enter the prefix
   // cache (a reused segment, and all after it, are an approximation).
   int exact_prefix = std::numeric_limits<int>::max();
-  // Its prefix lookup's remote part, read off the engine thread (EngineImpl::StartFetch): planned
-  // at intake, the values kept here (written under the engine's mu_) until the request is
-  // admitted again, which takes them into the cache and drops them.
+  // Its prefix and segment lookups' remote part, read off the engine thread
+  // (EngineImpl::StartFetch): planned at intake, the values kept here (written under the
+  // engine's mu_) until the request is admitted again, which takes them into the cache and drops
+  // them.
   struct Fetch {
-    RemotePrefixFetch plan;
-    std::vector<RemoteValue> values;
+    // plans[0]: the prefix's; then one per segment it may look up, in order.
+    std::vector<RemotePrefixFetch> plans;
+    std::vector<std::vector<RemoteValue>> values;  // values[i]: plans[i]'s
     Clock::time_point started;
     double ms = 0;  // from the plan to the values' return
   };

@@ -38,7 +38,15 @@ void RemoteFetcher::Run() {
         continue;
       }
     }
-    job.done(FetchRemotePrefix(*tier_, *job.plan, deadline_ms_, job.cancelled));
+    // One deadline for all of the request's reads (each call's own is never later).
+    RemoteBudget budget(deadline_ms_);
+    std::vector<std::vector<RemoteValue>> values;
+    for (const RemotePrefixFetch& plan : *job.plans) {
+      values.push_back(plan.names.empty() || (job.cancelled && job.cancelled())
+                           ? std::vector<RemoteValue>{}
+                           : FetchRemotePrefix(*tier_, plan, deadline_ms_, job.cancelled));
+    }
+    job.done(std::move(values));
   }
 }
 

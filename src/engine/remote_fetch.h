@@ -1,13 +1,14 @@
-// Remote prefix lookups off the engine thread: one thread of the engine's own that reads the
-// values a request's prefix lookup asks the remote tier for (kv/block_cache.h
+// Remote lookups off the engine thread: one thread of the engine's own that reads the values a
+// request's prefix and segment lookups ask the remote tier for (kv/block_cache.h
 // FetchRemotePrefix), so that a slow or distant store holds up that request alone and never the
 // other requests' steps.
 //
-// The engine thread plans each lookup (BlockCache::PlanRemotePrefix: RAM and disk first), hands
-// it here, and goes on stepping; the fetcher reads the values up to the first miss under the
-// request's deadline (--cache-redis-deadline) and hands them back through `done`, which puts the
-// request back in the engine's queue; the engine thread then checks them into the cache
-// (BlockCache::AdoptRemotePrefix) and admits the request. Lookups run one at a time, in the order
+// The engine thread plans each request's lookups (BlockCache::PlanRemotePrefix, and for each
+// segment PlanRemoteBlocks: RAM and disk first), hands them here, and goes on stepping; the
+// fetcher reads each plan's values up to its first miss, all under the request's deadline
+// (--cache-redis-deadline), and hands them back through `done`, which puts the request back in
+// the engine's queue; the engine thread then checks them into the cache (AdoptRemotePrefix,
+// AdoptRemoteBlocks) and admits the request. Requests are served one at a time, in the order
 // they were handed in: each is bounded by its deadline, and the store's circuit breaker makes
 // them miss at once while it is open.
 #pragma once
@@ -26,11 +27,13 @@ namespace promptcache {
 class RemoteFetcher {
  public:
   struct Job {
-    const RemotePrefixFetch* plan = nullptr;  // outlives the job (held by the request)
-    std::function<bool()> cancelled;          // asked after each value: the request went away
-    // On the fetcher's thread: the values read, from the first key up to the first miss (none
-    // for a job the fetcher stopped before sending).
-    std::function<void(std::vector<RemoteValue>)> done;
+    // A request's lookups: its prefix's, then its segments' (a plan without names is not sent).
+    // Outlives the job (held by the request).
+    const std::vector<RemotePrefixFetch>* plans = nullptr;
+    std::function<bool()> cancelled;  // asked after each value: the request went away
+    // On the fetcher's thread: for each plan, the values read, from its first key up to the
+    // first miss (none for a job the fetcher stopped before sending).
+    std::function<void(std::vector<std::vector<RemoteValue>>)> done;
   };
 
   // `tier` outlives the fetcher; `deadline_ms` bounds each job's reads in all.

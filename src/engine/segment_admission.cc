@@ -126,6 +126,9 @@ std::vector<EngineImpl::SegmentHit> EngineImpl::FindSegments(
   const std::span<const int32_t> prompt(s.tokens);
   CompletionResult& res = s.result;
   std::vector<SegmentHit> hits;
+  // With a remote tier, its reads were made at intake, off this thread (admission.cc): a block
+  // that RAM and disk do not hold now is a miss.
+  BlockCache::LocalReadsOnly local(cache_.get(), fetcher_ != nullptr);
   for (const PromptSegment& g : looked) {
     ++res.segment_lookups;
     SegmentHit h{g, KvSequence(&blocks_), 0, false};

@@ -197,6 +197,29 @@ class BlockCache {
   std::vector<BlockKey> AdoptRemotePrefix(std::span<const int32_t> tokens,
                                           const RemotePrefixFetch& fetch,
                                           std::span<const RemoteValue> values);
+  // The remote part of a lookup of chained blocks that AppendCached reads one by one (a
+  // segment's): from the first of `keys` that neither RAM nor disk holds, the keys and their
+  // names as AppendCached asks for them. No names: no remote tier, or all held here.
+  RemotePrefixFetch PlanRemoteBlocks(std::span<const BlockKey> keys) const;
+  // Indexes the values fetched for such a plan (values[i] for fetch.keys[i]), each checked as the
+  // record of its key, as AppendCached's own remote read does; the first that fails stops them.
+  // A key cached meanwhile is kept. Returns how many were indexed.
+  int AdoptRemoteBlocks(const RemotePrefixFetch& fetch, std::span<const RemoteValue> values);
+  // While one lives, AppendCached reads RAM and disk only: for a caller whose remote reads were
+  // fetched apart, off its thread (the engine's segment lookups).
+  class LocalReadsOnly {
+   public:
+    LocalReadsOnly(BlockCache* cache, bool on) : cache_(cache), saved_(cache->local_only_) {
+      cache_->local_only_ = saved_ || on;
+    }
+    ~LocalReadsOnly() { cache_->local_only_ = saved_; }
+    LocalReadsOnly(const LocalReadsOnly&) = delete;
+    LocalReadsOnly& operator=(const LocalReadsOnly&) = delete;
+
+   private:
+    BlockCache* cache_;
+    bool saved_;
+  };
   // The chained keys of the full blocks of `tokens` in namespace `ns`.
   std::vector<BlockKey> ChainKeys(std::span<const int32_t> tokens, const BlockKey& ns) const;
   // The key under which the remote tier holds a block.
@@ -315,7 +338,9 @@ class BlockCache {
   // they are there: returns with `chain` extended.
   void LoadRemoteChain(std::span<const int32_t> tokens, int limit, const BlockKey& ns,
                        std::vector<BlockKey>* chain);
-  // A module block (default namespace) from the remote tier.
+  // Values asked for ahead when a chain is read from the remote tier (RemoteTier::Stream).
+  int RemoteWindow() const;
+  // A module or segment block (default namespace) from the remote tier.
   bool LoadFromRemote(const BlockKey& key);
   // Queues the entry's block for the remote tier unless it is there already.
   void WriteRemote(const BlockKey& key, Entry& e);
@@ -370,6 +395,7 @@ class BlockCache {
   std::unique_ptr<DiskTier> disk_;
   std::unique_ptr<RemoteTier> remote_;
   std::string remote_prefix_;  // RemoteKeyPrefix of this model and layout
+  bool local_only_ = false;    // LocalReadsOnly: AppendCached does not ask the remote tier
   std::map<BlockKey, Entry> entries_;
   size_t held_bytes_ = 0;  // what the entries hold: see BlockCacheStats::ram_bytes
   BlockCacheStats stats_;

@@ -58,13 +58,8 @@ RemotePrefixFetch BlockCache::RemoteChain(std::span<const int32_t> tokens, int l
   f.ns = ns;
   f.parent = parent;
   f.first = first;
-  // Every key the chain could continue with, asked for a window at a time (pipelined) until the
-  // first miss. About 1 MiB in flight, at least 2 values: measured on loopback with 360 KiB
-  // values (smollm2-135m's f16 blocks), windows of 2 to 4 read 35% faster than 8 or than round
-  // trips of 2 (the values are used while still in cache), and 1 waits on every round trip.
-  const size_t per_window = (size_t(1) << 20) / pool_->layout().bytes_per_block();
-  f.window =
-      static_cast<int>(std::clamp<size_t>(per_window, 2, std::max(2, options_.remote_batch)));
+  // Every key the chain could continue with, asked for a window at a time until the first miss.
+  f.window = RemoteWindow();
   BlockKey key = parent;
   for (int b = first; (b + 1) * bs <= limit; ++b) {
     key = ChainKey(key, tokens.subspan(size_t(b) * bs, bs));
@@ -153,6 +148,41 @@ std::vector<BlockKey> BlockCache::AdoptRemotePrefix(std::span<const int32_t> tok
     parent = key;
   }
   return adopted;
+}
+
+RemotePrefixFetch BlockCache::PlanRemoteBlocks(std::span<const BlockKey> keys) const {
+  if (!remote_) return {};
+  size_t b = 0;
+  while (b < keys.size() && (entries_.count(keys[b]) != 0 || (disk_ && disk_->Contains(keys[b])))) {
+    ++b;
+  }
+  RemotePrefixFetch f;
+  f.first = static_cast<int>(b);
+  f.keys.assign(keys.begin() + b, keys.end());
+  for (const BlockKey& k : f.keys) f.names.push_back(RemoteKeyOf({}, k));
+  f.window = RemoteWindow();
+  return f;
+}
+
+int BlockCache::RemoteWindow() const {
+  // Pipelined, about 1 MiB in flight, at least 2 values: measured on loopback with 360 KiB
+  // values (smollm2-135m's f16 blocks), windows of 2 to 4 read 35% faster than 8 or than round
+  // trips of 2 (the values are used while still in cache), and 1 waits on every round trip.
+  const size_t per_window = (size_t(1) << 20) / pool_->layout().bytes_per_block();
+  return static_cast<int>(std::clamp<size_t>(per_window, 2, std::max(2, options_.remote_batch)));
+}
+
+int BlockCache::AdoptRemoteBlocks(const RemotePrefixFetch& fetch,
+                                  std::span<const RemoteValue> values) {
+  int n = 0;
+  for (size_t i = 0; i < values.size() && i < fetch.keys.size(); ++i) {
+    if (Find(fetch.keys[i]) == nullptr &&
+        !AdoptRemote(fetch.keys[i], values[i].data, {}, nullptr, {})) {
+      break;
+    }
+    ++n;
+  }
+  return n;
 }
 
 bool BlockCache::LoadFromRemote(const BlockKey& key) {
