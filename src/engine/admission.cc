@@ -5,20 +5,18 @@
 // prompts are admitted by modular_admission.cc.
 //
 // A prompt's remote lookups never wait for the network on the engine thread: at intake the
-// engine thread walks RAM and disk (BlockCache::PlanRemotePrefix, and PlanRemoteBlocks for each
-// segment); if a chain ends at a block neither holds, within the part a lookup matches, the
-// request goes to the fetcher
-// (engine/remote_fetch.h) instead of a slot, and the others keep stepping, requests queued after
-// it being admitted meanwhile. The fetcher reads the values under --cache-redis-deadline and puts
-// the request back in the queue in its order of arrival; admitted again, it takes them into the
-// cache with every check (AdoptRemotePrefix: each a record of its key, holding the prompt's tokens
-// after the block before it; the first that fails ends the chain; a segment's blocks as
-// AdoptRemoteBlocks checks them), and its lookups find them in RAM (a segment's reads RAM and
-// disk only: BlockCache::LocalReadsOnly). A request cancelled meanwhile is answered (and its
-// values dropped) when it is back in the queue; at shutdown the fetch under way ends within its
-// deadline and the rest are not sent. The remote lookups of schema modules
-// (BlockCache::AppendCached) are still made here, on the engine thread, bounded by the same
-// deadline in all.
+// engine thread walks RAM and disk (BlockCache::PlanRemotePrefix for a plain prompt's prefix,
+// PlanRemoteBlocks for each of its segments, or each piece a modular prompt gathers); if a chain
+// ends at a block neither holds, within the part a lookup matches, the request goes to the
+// fetcher (engine/remote_fetch.h) instead of being admitted, and the others keep stepping,
+// requests queued after it being admitted meanwhile. The fetcher reads the values under
+// --cache-redis-deadline and puts the request back in the queue in its order of arrival;
+// admitted again, it takes them into the cache with every check (AdoptRemotePrefix: each a record
+// of its key, holding the prompt's tokens after the block before it; the first that fails ends
+// the chain; a segment's or module's blocks as AdoptRemoteBlocks checks them), and its lookups
+// find them in RAM (segments and modules then read RAM and disk only: BlockCache::LocalReadsOnly).
+// A request cancelled meanwhile is answered (and its values dropped) when it is back in the
+// queue; at shutdown the fetch under way ends within its deadline and the rest are not sent.
 #include <algorithm>
 
 #include "engine/engine_slot.h"
@@ -28,7 +26,7 @@ namespace promptcache {
 
 bool EngineImpl::StartFetch(const std::shared_ptr<Request>& r) {
   // Once per request: back from its fetch, it is admitted with what the fetch read.
-  if (!fetcher_ || r->fetch || r->modular || r->embedding || !UsesPrefixCache(*r)) return false;
+  if (!fetcher_ || r->fetch || r->embedding) return false;
   std::vector<RemotePrefixFetch> plans = PlanRemoteReads(*r);
   if (std::all_of(plans.begin(), plans.end(), [](const auto& p) { return p.names.empty(); })) {
     return false;
@@ -56,8 +54,18 @@ bool EngineImpl::StartFetch(const std::shared_ptr<Request>& r) {
 std::vector<RemotePrefixFetch> EngineImpl::PlanRemoteReads(const Request& r) const {
   const auto& prompt = r.req.prompt;
   const BlockKey ns = NamespaceKey(r.req.cache_namespace);
-  std::vector<RemotePrefixFetch> plans;
-  plans.push_back(cache_->PlanRemotePrefix(prompt, static_cast<int>(prompt.size()) - 1, ns));
+  std::vector<RemotePrefixFetch> plans(1);
+  if (r.modular) {  // no prefix lookup: each piece it gathers
+    const SchemaLayout& layout = r.modular->schema->For(r.modular->positions);
+    for (const PrefillStage& stage : r.modular->prefill.stages) {
+      for (const PrefillGather& g : stage.gather) {
+        plans.push_back(cache_->PlanRemoteBlocks(store_->PieceKeys(layout.Piece(g.ref))));
+      }
+    }
+    return plans;
+  }
+  if (!UsesPrefixCache(r)) return plans;
+  plans[0] = cache_->PlanRemotePrefix(prompt, static_cast<int>(prompt.size()) - 1, ns);
   if (!UsesSegments(r)) return plans;
   // The segments past what RAM and disk hold of the prefix (a remote prefix hit may cover more
   // of them: those are read for nothing, and their blocks kept).
@@ -96,14 +104,17 @@ void EngineImpl::AdoptFetched(Slot& s) {
 }
 
 void EngineImpl::Admit(std::shared_ptr<Request> r) {
-  // The remote lookups of schema modules run here, on the engine thread: bounded in all, so that
-  // a slow store holds up the other requests' steps no longer than this.
+  // Without a fetcher nothing here reads the remote tier (no tier); with one, a read that did
+  // would still be bounded in all.
   RemoteBudget remote_budget(options_.cache_redis_deadline_ms);
   auto s = std::make_unique<Slot>(r, &blocks_, model_->tokenizer(), r->req.sampling);
   if (r->req.grammar) s->constraint = std::make_unique<GrammarConstraint>(r->req.grammar, Trie());
   s->admitted = Clock::now();
   s->result.queue_ms = MsBetween(s->r->submitted, s->admitted);
   if (s->r->modular) {
+    if (r->fetch) AdoptFetched(*s);
+    // With a remote tier, its reads were made at intake, off this thread.
+    BlockCache::LocalReadsOnly local(cache_.get(), fetcher_ != nullptr);
     if (!AdmitModular(*s)) return;
   } else if (!s->r->embedding) {  // an embedding's inputs are all computed (embedding.cc)
     s->tokens = s->r->req.prompt;

@@ -179,7 +179,8 @@ class EngineImpl : public Engine {
   // in the queue, in its order of arrival, with the values read, and Admit takes them in.
   bool StartFetch(const std::shared_ptr<Request>& r);
   void FetchDone(const std::shared_ptr<Request>& r, std::vector<std::vector<RemoteValue>> values);
-  // A request's remote reads: its prefix's (first), then each segment's it may look up.
+  // A request's remote reads: its prefix's (first; none for a modular prompt), then each
+  // segment's it may look up, or each module piece it gathers.
   std::vector<RemotePrefixFetch> PlanRemoteReads(const Request& r) const;
   void AdoptFetched(Slot& s);
   // A plain prompt's prefix (prefix_sharing.cc): the longest cached prefix, then either the

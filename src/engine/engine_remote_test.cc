@@ -21,6 +21,7 @@
 #include "engine/create_engine.h"
 #include "engine/engine_impl.h"
 #include "engine/in_flight_test_util.h"
+#include "engine/modular_test_util.h"
 
 namespace promptcache {
 namespace {
@@ -419,6 +420,49 @@ TEST(RemoteFetch, ACorruptSegmentBlockIsAMissAskedOnce) {
   EXPECT_EQ(e->Stats().remote.invalid, 1u);
   std::lock_guard<std::mutex> lock(c.store.mu);
   EXPECT_EQ(c.store.asked[c.names[1]], 1);
+}
+
+// A schema's modules that another replica encoded are read off the engine thread too: a replica
+// that registered the schema without encoding it serves a prompt whose modules' reads the store
+// holds, while another request runs to its end; the prompt then reuses every module from the
+// store and answers as a replica that encoded them itself. On a build whose module gathers read
+// the store on the engine thread (AppendCached), A cannot finish: this test then fails there.
+TEST(RemoteFetch, ModulesAreReadOffTheEngineThread) {
+  Store store, other;
+  ASSERT_TRUE(MakeEngine(&store)->LoadSchemaFile(kStorySchema).ok());
+  auto local = MakeEngine(&other);
+  ASSERT_TRUE(local->LoadSchemaFile(kStorySchema).ok());
+  const CompletionResult ref = (*local->SubmitPml(kLily, Greedy({}, 8)))->Wait();
+  ASSERT_TRUE(ref.status.ok());
+  ASSERT_GT(ref.cached_tokens, 0);
+  auto e = MakeEngine(&store);
+  SchemaLoadOptions lazy;
+  lazy.encode = false;
+  ASSERT_TRUE(e->LoadSchemaFile(kStorySchema, lazy).ok());
+  ASSERT_TRUE(Submit(*e, Ids(40, 3))->Wait().status.ok());
+  std::vector<std::string> names;
+  {
+    std::lock_guard<std::mutex> lock(store.mu);
+    for (const auto& [name, value] : store.values) names.push_back(name);  // the modules'
+    store.held.insert(names.begin(), names.end());
+    store.asked.clear();
+  }
+  auto h = e->SubmitPml(kLily, Greedy({}, 8));
+  ASSERT_TRUE(h.ok()) << h.status().message();
+  ASSERT_TRUE(store.WaitEntered(1)) << "the modules' lookup never reached the store";
+  auto a = Submit(*e, Ids(40, 3));
+  const bool a_done = a->WaitFor(kLiveness);
+  store.Open();
+  ASSERT_TRUE(a_done) << "A did not finish while a module's remote lookup waited";
+  ASSERT_TRUE((*h)->WaitFor(kLiveness));
+  const CompletionResult r = (*h)->Wait();
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(r.cached_tokens, ref.cached_tokens);
+  EXPECT_EQ(r.encoded_tokens, 0);
+  EXPECT_EQ(r.tokens, ref.tokens);
+  EXPECT_GT(e->Stats().remote.loads, 0u);
+  std::lock_guard<std::mutex> lock(store.mu);
+  for (const auto& [name, n] : store.asked) EXPECT_LE(n, 1) << name;  // each asked once at most
 }
 
 // Warming a prefix (POST /v1/cache/warm) reads the store on the caller's thread: the engine

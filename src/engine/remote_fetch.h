@@ -1,10 +1,10 @@
 // Remote lookups off the engine thread: one thread of the engine's own that reads the values a
-// request's prefix and segment lookups ask the remote tier for (kv/block_cache.h
+// request's prefix, segment and module lookups ask the remote tier for (kv/block_cache.h
 // FetchRemotePrefix), so that a slow or distant store holds up that request alone and never the
 // other requests' steps.
 //
 // The engine thread plans each request's lookups (BlockCache::PlanRemotePrefix, and for each
-// segment PlanRemoteBlocks: RAM and disk first), hands them here, and goes on stepping; the
+// segment or module piece PlanRemoteBlocks: RAM and disk first), hands them here, and goes on stepping; the
 // fetcher reads each plan's values up to its first miss, all under the request's deadline
 // (--cache-redis-deadline), and hands them back through `done`, which puts the request back in
 // the engine's queue; the engine thread then checks them into the cache (AdoptRemotePrefix,
