@@ -46,6 +46,12 @@ struct Store {
   bool no_deadline = false;                       // a held read came without a RemoteBudget
   std::vector<std::weak_ptr<const void>> handed;  // values read
 
+  // Reads of these keys wait for the latch from now on; the reads counted so far are forgotten.
+  void Hold(const std::vector<std::string>& names) {
+    std::lock_guard<std::mutex> lock(mu);
+    held.insert(names.begin(), names.end());
+    asked.clear();
+  }
   void Open() {
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -134,8 +140,7 @@ EngineOptions Options(int deadline_ms = 60000) {
   EngineOptions o;
   o.model_path = kStories;
   o.threads = 2;
-  o.parallel = 4;
-  o.batch_size = 32;
+  o.batch_size = 32;  // parallel: the default 4
   o.cache_redis_deadline_ms = deadline_ms;
   return o;
 }
@@ -182,6 +187,20 @@ void ComputeP(Store* store) {
   PC_CHECK(r.status.ok());
 }
 
+// A second replica on the store P's replica wrote.
+std::unique_ptr<Engine> ReaderOfP(Store* store) {
+  ComputeP(store);
+  return MakeEngine(store);
+}
+
+// Holds the store's reads of B's blocks, submits B and waits until its lookup reaches them.
+std::shared_ptr<RequestHandle> SubmitHeldB(Store* store, Engine& e) {
+  store->Hold(Names(e, kB));
+  auto b = Submit(e, kB);
+  EXPECT_TRUE(store->WaitEntered(1)) << "B's lookup never reached the store";
+  return b;
+}
+
 int RemoteTokens(const CompletionResult& r) {
   int n = 0;
   for (const SourceRun& run : r.sources) n += run.source == TokenSource::kRemote ? run.length : 0;
@@ -192,17 +211,12 @@ int RemoteTokens(const CompletionResult& r) {
 // lookup waits: this test then fails at A's wait.
 TEST(RemoteFetch, AnotherRequestRunsWhileOnesLookupWaits) {
   Store store;
-  ComputeP(&store);
-  auto e = MakeEngine(&store);
+  auto e = ReaderOfP(&store);
   const std::vector<int32_t> a = Ids(40, 3);
   ASSERT_TRUE(Submit(*e, a)->Wait().status.ok());  // A's two blocks now in RAM
   const std::vector<std::string> names = Names(*e, kB);
   ASSERT_EQ(names.size(), 5u);
-  {
-    std::lock_guard<std::mutex> lock(store.mu);
-    store.held.insert(names.begin(), names.end());
-    store.asked.clear();  // the first replica asked for P's
-  }
+  store.Hold(names);
   auto b = Submit(*e, kB);
   ASSERT_TRUE(store.WaitEntered(1)) << "B's lookup never reached the store";
   auto again = Submit(*e, a);
@@ -237,10 +251,7 @@ TEST(RemoteFetch, LookupsAtOnceAreBoundedByTheSlots) {
   o.parallel = 2;
   auto e = MakeEngine(&store, o);
   const std::vector<std::string> names = Names(*e, kP);
-  {
-    std::lock_guard<std::mutex> lock(store.mu);
-    store.held.insert(names.begin(), names.end());
-  }
+  store.Hold(names);
   std::vector<std::shared_ptr<RequestHandle>> hs;
   for (int i = 0; i < 4; ++i) hs.push_back(Submit(*e, Cat(kP, Ids(20, 10 + i))));
   ASSERT_TRUE(store.WaitEntered(1));
@@ -265,15 +276,8 @@ TEST(RemoteFetch, LookupsAtOnceAreBoundedByTheSlots) {
 
 TEST(RemoteFetch, ACancelledRequestIsDroppedWhenItsLookupReturns) {
   Store store;
-  ComputeP(&store);
-  auto e = MakeEngine(&store);
-  const std::vector<std::string> names = Names(*e, kB);
-  {
-    std::lock_guard<std::mutex> lock(store.mu);
-    store.held.insert(names.begin(), names.end());
-  }
-  auto b = Submit(*e, kB);
-  ASSERT_TRUE(store.WaitEntered(1));
+  auto e = ReaderOfP(&store);
+  auto b = SubmitHeldB(&store, *e);
   b->Cancel();
   store.Open();
   ASSERT_TRUE(b->WaitFor(kLiveness));
@@ -296,10 +300,7 @@ TEST(RemoteFetch, DestroyingTheEngineEndsALookupWithinItsDeadline) {
   ComputeP(&store);
   auto e = MakeEngine(&store, Options(/*deadline_ms=*/2000));
   const std::vector<std::string> names = Names(*e, kB);
-  {
-    std::lock_guard<std::mutex> lock(store.mu);
-    store.held.insert(names.begin(), names.end());
-  }
+  store.Hold(names);
   auto b = Submit(*e, kB);
   auto c = Submit(*e, Ids(60, 4));  // also a lookup, behind B's in the fetcher
   ASSERT_TRUE(store.WaitEntered(1));
@@ -377,11 +378,7 @@ TEST(RemoteFetch, ASegmentsBlocksAreReadOffTheEngineThread) {
   SegmentCase c;
   auto e = c.Reader();
   ASSERT_TRUE(Submit(*e, Ids(40, 3))->Wait().status.ok());
-  {
-    std::lock_guard<std::mutex> lock(c.store.mu);
-    c.store.held.insert(c.names.begin(), c.names.end());
-    c.store.asked.clear();
-  }
+  c.store.Hold(c.names);
   auto h = e->Submit(c.sr);
   ASSERT_TRUE(h.ok());
   ASSERT_TRUE(c.store.WaitEntered(1)) << "the segment's lookup never reached the store";
@@ -440,13 +437,9 @@ TEST(RemoteFetch, ModulesAreReadOffTheEngineThread) {
   lazy.encode = false;
   ASSERT_TRUE(e->LoadSchemaFile(kStorySchema, lazy).ok());
   ASSERT_TRUE(Submit(*e, Ids(40, 3))->Wait().status.ok());
-  std::vector<std::string> names;
-  {
-    std::lock_guard<std::mutex> lock(store.mu);
-    for (const auto& [name, value] : store.values) names.push_back(name);  // the modules'
-    store.held.insert(names.begin(), names.end());
-    store.asked.clear();
-  }
+  std::vector<std::string> names;  // every value in the store: the modules'
+  for (const auto& [name, value] : store.values) names.push_back(name);
+  store.Hold(names);
   auto h = e->SubmitPml(kLily, Greedy({}, 8));
   ASSERT_TRUE(h.ok()) << h.status().message();
   ASSERT_TRUE(store.WaitEntered(1)) << "the modules' lookup never reached the store";
@@ -469,13 +462,9 @@ TEST(RemoteFetch, ModulesAreReadOffTheEngineThread) {
 // serves others meanwhile.
 TEST(RemoteFetch, WarmingReadsTheStoreOffTheEngineThread) {
   Store store;
-  ComputeP(&store);
-  auto e = MakeEngine(&store);
+  auto e = ReaderOfP(&store);
   const std::vector<std::string> names = Names(*e, kB);
-  {
-    std::lock_guard<std::mutex> lock(store.mu);
-    store.held.insert(names.begin(), names.end());
-  }
+  store.Hold(names);
   auto warm = std::async(std::launch::async, [&] { return e->WarmPrefix(kB, ""); });
   ASSERT_TRUE(store.WaitEntered(1));
   const std::vector<int32_t> a = Ids(20, 5);
@@ -513,8 +502,7 @@ void ExpectChainEndsAtBlock1(Store* store, Engine& e) {
 
 TEST(RemoteFetch, ACorruptValueEndsTheChain) {
   Store store;
-  ComputeP(&store);
-  auto e = MakeEngine(&store);
+  auto e = ReaderOfP(&store);
   Tamper(&store, *e, [](std::string v) {
     v[v.size() / 2] ^= 0x55;
     return v;
@@ -526,8 +514,7 @@ TEST(RemoteFetch, ACorruptValueEndsTheChain) {
 // prompt's: only the check of the tokens against the chain's rejects it.
 TEST(RemoteFetch, ARecordOfOtherTokensUnderTheKeyEndsTheChain) {
   Store store;
-  ComputeP(&store);
-  auto e = MakeEngine(&store);
+  auto e = ReaderOfP(&store);
   const Model& m = e->model();
   const BlockKey key = static_cast<EngineImpl&>(*e).cache()->ChainKeys(kB, {})[1];
   Tamper(&store, *e, [&](std::string v) {
@@ -548,15 +535,8 @@ TEST(RemoteFetch, ARecordOfOtherTokensUnderTheKeyEndsTheChain) {
 // (in-flight sharing); both answer as the reference, and no block is left behind.
 TEST(RemoteFetch, TwoLookupsOfOnePrefixShareIt) {
   Store store;
-  ComputeP(&store);
-  auto e = MakeEngine(&store);
-  const std::vector<std::string> names = Names(*e, kB);
-  {
-    std::lock_guard<std::mutex> lock(store.mu);
-    store.held.insert(names.begin(), names.end());
-  }
-  auto b1 = Submit(*e, kB);
-  ASSERT_TRUE(store.WaitEntered(1));
+  auto e = ReaderOfP(&store);
+  auto b1 = SubmitHeldB(&store, *e);
   auto b2 = Submit(*e, kB);
   store.Open();
   const std::vector<int32_t> want = Reference(e->model(), kB, 8);

@@ -93,6 +93,14 @@ TEST(RemoteKeys, NameModelTypeBlockSizeAndNamespace) {
   EXPECT_NE(RemoteKey(p, ns, key), RemoteKey(p, {}, key));
 }
 
+// Replica A computed `t` (namespace `ns`) and wrote its full blocks to the store, then went away.
+void ComputeInto(FakeStore* store, const std::vector<int32_t>& t, const BlockKey& ns = {}) {
+  BlockPool pool(Layout(), 0, false);
+  BlockCache a(&pool, "fp", Options(), nullptr, std::make_unique<FakeTier>(store));
+  KvSequence seq = Computed(&pool, t);
+  a.InsertPrefix(t, seq, ns);
+}
+
 TEST(RemoteKeys, NamespacesChainApart) {
   BlockPool pool(Layout(), 0, false);
   BlockCache cache(&pool, "fp", Options(), nullptr);
@@ -133,12 +141,7 @@ TEST(RemoteValues, RoundTripAndEveryCheck) {
 TEST(RemoteWalk, ReplicaBLoadsWhatAComputedInBatchesAndStopsAtTheFirstMiss) {
   FakeStore store;
   const auto t = Tokens(22);  // 5 full blocks
-  {
-    BlockPool pool(Layout(), 0, false);
-    BlockCache a(&pool, "fp", Options(), nullptr, std::make_unique<FakeTier>(&store));
-    KvSequence seq = Computed(&pool, t);
-    a.InsertPrefix(t, seq);
-  }
+  ComputeInto(&store, t);
   EXPECT_EQ(store.values.size(), 5u);
   BlockPool pool(Layout(), 0, false);
   auto* tier = new FakeTier(&store);
@@ -166,12 +169,7 @@ TEST(RemoteWalk, ForeignCorruptAndOtherTenantValuesAreSkipped) {
   FakeStore store;
   const auto t = Tokens(8);
   const BlockKey tenant{9, 9};
-  {
-    BlockPool pool(Layout(), 0, false);
-    BlockCache a(&pool, "fp", Options(), nullptr, std::make_unique<FakeTier>(&store));
-    KvSequence seq = Computed(&pool, t);
-    a.InsertPrefix(t, seq, tenant);
-  }
+  ComputeInto(&store, t, tenant);
   BlockPool pool(Layout(), 0, false);
   auto* tier = new FakeTier(&store);
   BlockCache b(&pool, "fp", Options(), nullptr, std::unique_ptr<RemoteTier>(tier));
@@ -206,12 +204,7 @@ TEST(RemoteWalk, ForeignCorruptAndOtherTenantValuesAreSkipped) {
 TEST(RemoteWalk, PlannedFetchedAndAdoptedApart) {
   FakeStore store;
   const auto t = Tokens(22);  // 5 full blocks
-  {
-    BlockPool pool(Layout(), 0, false);
-    BlockCache a(&pool, "fp", Options(), nullptr, std::make_unique<FakeTier>(&store));
-    KvSequence seq = Computed(&pool, t);
-    a.InsertPrefix(t, seq);
-  }
+  ComputeInto(&store, t);
   BlockPool pool(Layout(), 0, false);
   auto* tier = new FakeTier(&store);
   BlockCache b(&pool, "fp", Options(), nullptr, std::unique_ptr<RemoteTier>(tier));
