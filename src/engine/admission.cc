@@ -11,7 +11,8 @@
 // fetcher (engine/remote_fetch.h) instead of being admitted, and the others keep stepping,
 // requests queued after it being admitted meanwhile. The fetcher reads the values under
 // --cache-redis-deadline and puts the request back in the queue in its order of arrival;
-// admitted again, it takes them into the cache with every check (AdoptRemotePrefix: each a record
+// admitted again, it takes them into the cache, about 8 MiB per turn of the loop so that the
+// others step between the parts (AdoptSome), with every check (AdoptRemotePrefix: each a record
 // of its key, holding the prompt's tokens after the block before it; the first that fails ends
 // the chain; a segment's or module's blocks as AdoptRemoteBlocks checks them), and its lookups
 // find them in RAM (segments and modules then read RAM and disk only: BlockCache::LocalReadsOnly).
@@ -93,13 +94,42 @@ void EngineImpl::FetchDone(const std::shared_ptr<Request>& r,
   cv_.notify_all();
 }
 
-void EngineImpl::AdoptFetched(Slot& s) {
-  // Back from the fetcher: its values checked into the cache, then dropped.
-  Request::Fetch& f = *s.r->fetch;
+bool EngineImpl::AdoptSome(Request& r) {
+  Request::Fetch& f = *r.fetch;
   f.values.resize(f.plans.size());
-  s.fetched = cache_->AdoptRemotePrefix(s.tokens, f.plans[0], f.values[0]);
-  for (size_t i = 1; i < f.plans.size(); ++i) cache_->AdoptRemoteBlocks(f.plans[i], f.values[i]);
-  s.result.remote_ms = f.ms;
+  const size_t per_block = std::max<size_t>(1, blocks_.layout().bytes_per_block());
+  size_t budget = std::max<size_t>(1, adopt_bytes_per_turn_ / per_block);
+  while (f.plan < f.plans.size() && budget > 0) {
+    std::vector<RemoteValue>& v = f.values[f.plan];
+    const size_t n = std::min(budget, v.size() - f.next);
+    bool stopped = n == 0;
+    if (n > 0) {
+      const RemotePrefixFetch part = SlicePlan(f.plans[f.plan], f.next, n);
+      const std::span<const RemoteValue> values(v.data() + f.next, n);
+      size_t walked = 0;
+      if (f.plan == 0) {  // the prefix's chain; then each segment's or module piece's blocks
+        const auto keys = cache_->AdoptRemotePrefix(r.req.prompt, part, values, &walked);
+        f.adopted.insert(f.adopted.end(), keys.begin(), keys.end());
+      } else {
+        walked = static_cast<size_t>(cache_->AdoptRemoteBlocks(part, values));
+      }
+      stopped = walked < n;  // a value failed its checks: the rest of this chain is unused
+      budget -= n;
+      f.next += n;
+    }
+    if (stopped || f.next >= v.size()) {
+      v = {};  // its memory goes back now
+      ++f.plan;
+      f.next = 0;
+    }
+  }
+  return f.plan >= f.plans.size();
+}
+
+void EngineImpl::AdoptFetched(Slot& s) {
+  // Its values all taken in (AdoptSome): what it reports.
+  s.fetched = std::move(s.r->fetch->adopted);
+  s.result.remote_ms = s.r->fetch->ms;
   s.r->fetch.reset();
 }
 

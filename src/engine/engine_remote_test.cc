@@ -559,5 +559,43 @@ TEST(RemoteFetch, TwoLookupsOfOnePrefixShareIt) {
   EXPECT_EQ(st.kv_bytes_in_use, st.cache_ram_bytes);
 }
 
+// Fetched values are taken in a part per turn of the engine's loop, so that copying a long
+// prefix does not hold up the others' steps: one block per turn here. The chain's parent and
+// block index move along from part to part (mutation: SlicePlan keeping the plan's parent fails
+// the second part's check: 16 cached tokens), a value that fails still ends its chain, and a
+// segment's blocks are taken in the same way.
+TEST(RemoteFetch, ValuesAreTakenInAPartPerTurn) {
+  {
+    Store store;
+    auto e = ReaderOfP(&store);
+    static_cast<EngineImpl&>(*e).set_adopt_bytes_per_turn(1);
+    const CompletionResult r = Submit(*e, kB)->Wait();
+    ASSERT_TRUE(r.status.ok());
+    EXPECT_EQ(r.cached_tokens, 48);
+    EXPECT_EQ(RemoteTokens(r), 48);
+    EXPECT_EQ(r.tokens, Reference(e->model(), kB, 8));
+    EXPECT_EQ(e->Stats().remote.loads, 3u);
+  }
+  {
+    Store store;
+    auto e = ReaderOfP(&store);
+    static_cast<EngineImpl&>(*e).set_adopt_bytes_per_turn(1);
+    Tamper(&store, *e, [](std::string v) {
+      v[v.size() / 2] ^= 0x55;
+      return v;
+    });
+    ExpectChainEndsAtBlock1(&store, *e);
+  }
+  SegmentCase c;
+  auto e = c.Reader();
+  static_cast<EngineImpl&>(*e).set_adopt_bytes_per_turn(1);
+  const CompletionResult r = (*e->Submit(c.sr))->Wait();
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(r.segment_hits, 1);
+  EXPECT_EQ(r.cached_tokens, c.ref.cached_tokens);
+  EXPECT_EQ(r.tokens, c.ref.tokens);
+  EXPECT_EQ(e->Stats().remote.loads, 3u);
+}
+
 }  // namespace
 }  // namespace promptcache

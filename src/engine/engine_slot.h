@@ -96,6 +96,10 @@ struct EngineImpl::Request : RequestHandle {
     // plans[0]: the prefix's; then one per segment it may look up, in order.
     std::vector<RemotePrefixFetch> plans;
     std::vector<std::vector<RemoteValue>> values;  // values[i]: plans[i]'s
+    // Taken in a part per turn of the engine's loop (EngineImpl::AdoptSome): the next value is
+    // values[plan][next]; the prefix's blocks taken in so far (their origin: remote).
+    size_t plan = 0, next = 0;
+    std::vector<BlockKey> adopted;
     Clock::time_point started;
     double ms = 0;  // from the plan to the values' return
   };

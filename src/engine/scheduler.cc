@@ -121,7 +121,14 @@ void EngineImpl::AdmitAll(const std::vector<std::shared_ptr<Request>>& admitted)
   // escaping the engine thread, it would end the process.
   for (const auto& r : admitted) {
     try {
-      if (!StartFetch(r)) Admit(r);
+      if (StartFetch(r)) continue;
+      if (r->fetch && !AdoptSome(*r)) {  // more next turn, first in line
+        std::lock_guard<std::mutex> lock(mu_);
+        queue_.push_front(r);
+        stats_.queued = static_cast<int>(queue_.size());
+        continue;
+      }
+      Admit(r);
     } catch (const std::exception& e) {
       const std::string why = std::string("the engine could not start the request: ") + e.what();
       auto it =

@@ -142,6 +142,10 @@ struct RemotePrefixFetch {
   int window = 2;                  // values asked for ahead (RemoteTier::Stream)
 };
 
+// Keys [from, from + n) of `fetch`, as a plan of their own (the chain's parent and first block
+// moved along): for taking a plan's values in a part at a time.
+RemotePrefixFetch SlicePlan(const RemotePrefixFetch& fetch, size_t from, size_t n);
+
 // The values of fetch.names from `tier`, from the first up to the first miss, read under a
 // RemoteBudget of `deadline_ms` (all the calls together); `stop` (may be null), asked after each
 // value, ends it early. Touches no cache: any thread may call it.
@@ -193,10 +197,12 @@ class BlockCache {
   // remote walk does: each checked as the record of its key, holding the prompt's tokens after
   // the block before it; the first that fails stops the chain (counted invalid). A key cached
   // meanwhile (the same prompt computed, or fetched for another request) is kept as it is,
-  // if it is the prompt's. Returns the keys indexed from the values.
+  // if it is the prompt's. Returns the keys indexed from the values; `walked` (if given): how
+  // many keys the chain went through (indexed or kept), fewer than values.size() if it stopped.
   std::vector<BlockKey> AdoptRemotePrefix(std::span<const int32_t> tokens,
                                           const RemotePrefixFetch& fetch,
-                                          std::span<const RemoteValue> values);
+                                          std::span<const RemoteValue> values,
+                                          size_t* walked = nullptr);
   // The remote part of a lookup of chained blocks that AppendCached reads one by one (a
   // segment's): from the first of `keys` that neither RAM nor disk holds, the keys and their
   // names as AppendCached asks for them. No names: no remote tier, or all held here.

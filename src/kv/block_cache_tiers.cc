@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "core/check.h"
 #include "core/log.h"
 #include "kv/block_cache.h"
 
@@ -113,6 +114,18 @@ RemotePrefixFetch BlockCache::PlanRemotePrefix(std::span<const int32_t> tokens, 
   return RemoteChain(tokens, limit, ns, parent, b);
 }
 
+RemotePrefixFetch SlicePlan(const RemotePrefixFetch& fetch, size_t from, size_t n) {
+  PC_CHECK(from + n <= fetch.keys.size());
+  RemotePrefixFetch s;
+  s.ns = fetch.ns;
+  s.parent = from == 0 ? fetch.parent : fetch.keys[from - 1];
+  s.first = fetch.first + static_cast<int>(from);
+  s.keys.assign(fetch.keys.begin() + from, fetch.keys.begin() + from + n);
+  s.names.assign(fetch.names.begin() + from, fetch.names.begin() + from + n);
+  s.window = fetch.window;
+  return s;
+}
+
 std::vector<RemoteValue> FetchRemotePrefix(RemoteTier& tier, const RemotePrefixFetch& fetch,
                                            int deadline_ms, const std::function<bool()>& stop) {
   RemoteBudget budget(deadline_ms);
@@ -127,11 +140,13 @@ std::vector<RemoteValue> FetchRemotePrefix(RemoteTier& tier, const RemotePrefixF
 
 std::vector<BlockKey> BlockCache::AdoptRemotePrefix(std::span<const int32_t> tokens,
                                                     const RemotePrefixFetch& fetch,
-                                                    std::span<const RemoteValue> values) {
+                                                    std::span<const RemoteValue> values,
+                                                    size_t* walked) {
   const int bs = pool_->layout().block_size;
   std::vector<BlockKey> adopted;
   BlockKey parent = fetch.parent;
-  for (size_t i = 0; i < values.size() && i < fetch.keys.size(); ++i) {
+  size_t i = 0;
+  for (; i < values.size() && i < fetch.keys.size(); ++i) {
     const BlockKey& key = fetch.keys[i];
     const auto block_tokens = tokens.subspan(size_t(fetch.first + i) * bs, bs);
     if (const Entry* e = Find(key)) {
@@ -147,6 +162,7 @@ std::vector<BlockKey> BlockCache::AdoptRemotePrefix(std::span<const int32_t> tok
     }
     parent = key;
   }
+  if (walked != nullptr) *walked = i;
   return adopted;
 }
 
