@@ -11,8 +11,8 @@
 // fetcher (engine/remote_fetch.h) instead of being admitted, and the others keep stepping,
 // requests queued after it being admitted meanwhile. The fetcher reads the values under
 // --cache-redis-deadline and puts the request back in the queue in its order of arrival;
-// admitted again, it takes them into the cache, about 8 MiB per turn of the loop so that the
-// others step between the parts (AdoptSome), with every check (AdoptRemotePrefix: each a record
+// admitted again, it takes them into the cache, 16 MiB per turn of the loop while others run so
+// that they step between the parts (AdoptSome), with every check (AdoptRemotePrefix: each a record
 // of its key, holding the prompt's tokens after the block before it; the first that fails ends
 // the chain; a segment's or module's blocks as AdoptRemoteBlocks checks them), and its lookups
 // find them in RAM (segments and modules then read RAM and disk only: BlockCache::LocalReadsOnly).
@@ -98,7 +98,11 @@ bool EngineImpl::AdoptSome(Request& r) {
   Request::Fetch& f = *r.fetch;
   f.values.resize(f.plans.size());
   const size_t per_block = std::max<size_t>(1, blocks_.layout().bytes_per_block());
-  size_t budget = std::max<size_t>(1, adopt_bytes_per_turn_ / per_block);
+  // With nobody else running there is no step to hold up: all at once, no turn lost.
+  const bool alone =
+      adopt_whole_when_alone_ &&
+      std::all_of(active_.begin(), active_.end(), [](const auto& s) { return s->finished; });
+  size_t budget = alone ? SIZE_MAX : std::max<size_t>(1, adopt_bytes_per_turn_ / per_block);
   while (f.plan < f.plans.size() && budget > 0) {
     std::vector<RemoteValue>& v = f.values[f.plan];
     const size_t n = std::min(budget, v.size() - f.next);

@@ -183,8 +183,8 @@ class EngineImpl : public Engine {
   // segment's it may look up, or each module piece it gathers.
   std::vector<RemotePrefixFetch> PlanRemoteReads(const Request& r) const;
   // Back from the fetcher: takes in up to adopt_bytes_per_turn_ of its values (copying them into
-  // K/V blocks is the engine thread's; the other requests step between the parts). True once
-  // all are in.
+  // K/V blocks is the engine thread's; the other requests step between the parts), or all of
+  // them when no other request is running. True once all are in.
   bool AdoptSome(Request& r);
   void AdoptFetched(Slot& s);
   // A plain prompt's prefix (prefix_sharing.cc): the longest cached prefix, then either the
@@ -313,11 +313,16 @@ class EngineImpl : public Engine {
   // Requests at the fetcher (guarded by mu_): each holds a slot until its values are back, so
   // that a burst cannot send more lookups at once, nor hold more fetched values, than --parallel.
   int fetching_ = 0;
-  // Fetched values taken in per turn of the loop (a copy of about 3 ms on this project's hosts).
-  size_t adopt_bytes_per_turn_ = size_t(8) << 20;
+  // Fetched values taken in per turn of the loop while others run (a copy of a few ms).
+  size_t adopt_bytes_per_turn_ = size_t(16) << 20;
+  bool adopt_whole_when_alone_ = true;
 
  public:
-  void set_adopt_bytes_per_turn(size_t bytes) { adopt_bytes_per_turn_ = bytes; }  // tests
+  // Tests: parts of `bytes`, also when no other request runs.
+  void set_adopt_parts(size_t bytes) {
+    adopt_bytes_per_turn_ = bytes;
+    adopt_whole_when_alone_ = false;
+  }
 
  private:
   // Fidelity in production (EngineOptions::fidelity_sample > 0; null when off): reset first in

@@ -568,7 +568,7 @@ TEST(RemoteFetch, ValuesAreTakenInAPartPerTurn) {
   {
     Store store;
     auto e = ReaderOfP(&store);
-    static_cast<EngineImpl&>(*e).set_adopt_bytes_per_turn(1);
+    static_cast<EngineImpl&>(*e).set_adopt_parts(1);
     const CompletionResult r = Submit(*e, kB)->Wait();
     ASSERT_TRUE(r.status.ok());
     EXPECT_EQ(r.cached_tokens, 48);
@@ -579,7 +579,7 @@ TEST(RemoteFetch, ValuesAreTakenInAPartPerTurn) {
   {
     Store store;
     auto e = ReaderOfP(&store);
-    static_cast<EngineImpl&>(*e).set_adopt_bytes_per_turn(1);
+    static_cast<EngineImpl&>(*e).set_adopt_parts(1);
     Tamper(&store, *e, [](std::string v) {
       v[v.size() / 2] ^= 0x55;
       return v;
@@ -588,7 +588,7 @@ TEST(RemoteFetch, ValuesAreTakenInAPartPerTurn) {
   }
   SegmentCase c;
   auto e = c.Reader();
-  static_cast<EngineImpl&>(*e).set_adopt_bytes_per_turn(1);
+  static_cast<EngineImpl&>(*e).set_adopt_parts(1);
   const CompletionResult r = (*e->Submit(c.sr))->Wait();
   ASSERT_TRUE(r.status.ok());
   EXPECT_EQ(r.segment_hits, 1);
