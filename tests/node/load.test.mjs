@@ -41,6 +41,45 @@ function rawRequestFrom(url, text, localAddress) {
   });
 }
 
+// Connections that send nothing and are kept until the test ends: what holds a server's
+// connection slots. The server may turn one away with a 503 when it comes while every slot is
+// taken, which a socket that never reads would not notice (it never sees the end either), so
+// each keeps what it was sent. A slot is held until the server's thread has closed its
+// connection, which can be after the client read the whole response and saw the close (the
+// thread may not run again for a while on a loaded machine), and connections that come together
+// are counted in the order their threads run, not the order they connected: so a connection
+// opened just after another closed, or beside another, may be turned away although the test
+// counted a free slot for it. `replaceTurnedAway` checks that such a one got the 503 (nothing
+// else) and opens another in its place.
+function idleConnections(url, localAddress) {
+  const { hostname, port } = new URL(url);
+  const sockets = [];
+  const state = { connected: 0, closed: 0, turned_away: 0, errors: [] };
+  const open = () => {
+    const sock = net.connect({ port: Number(port), host: hostname, localAddress },
+      () => { state.connected++; });
+    sock.reply = '';
+    sock.setEncoding('latin1');
+    sock.on('data', (d) => { sock.reply += d; });
+    sock.on('error', (e) => state.errors.push(e.code));
+    sock.on('close', () => { state.closed++; });
+    sockets.push(sock);
+  };
+  const replaceTurnedAway = () => {
+    for (const sock of sockets.filter((x) => x.reply && !x.replaced)) {
+      assert.match(sock.reply, /^HTTP\/1\.1 503 .*"code":"too_many_connections"/s,
+        'an idle connection was sent something other than the 503');
+      sock.replaced = true;
+      state.turned_away++;
+      open();
+    }
+  };
+  // The connections the server holds, as far as the client can tell.
+  const held = () => sockets.filter((x) => !x.reply && !x.destroyed).length;
+  const destroy = () => { for (const sock of sockets) sock.destroy(); };
+  return { open, replaceTurnedAway, held, destroy, state, sockets };
+}
+
 async function timed(fn) {
   const t0 = Date.now();
   const value = await fn();
@@ -92,16 +131,8 @@ test('connections beyond --max-connections get a 503 at once, not a hang or a re
   // A long header deadline: the idle connections must outlast the wait on a loaded machine.
   const s = await startServer(['--max-connections', '20', '--max-connections-per-client', '20',
     '--header-timeout', '60']);
-  const { hostname, port } = new URL(s.url);
   const probe = 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n';
-  const idle = [];
-  const state = { connected: 0, closed: 0, errors: [] };
-  const openIdle = () => {
-    const sock = net.connect(Number(port), hostname, () => { state.connected++; });
-    sock.on('error', (e) => state.errors.push(e.code));
-    sock.on('close', () => { state.closed++; });
-    idle.push(sock);
-  };
+  const idle = idleConnections(s.url);
   const served = async () => {
     const r = await rawRequest(s.url, 'GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
     const m = r.data.match(/^promptcache_http_connections (\d+)/m);
@@ -111,23 +142,33 @@ test('connections beyond --max-connections get a 503 at once, not a hang or a re
     // 19 idle connections first, until the server serves all of them (its gauge counts the
     // /metrics probe too: 20), so that a loaded machine's slow accepts cannot pass for a lost
     // connection; then the 20th, and the limit is reached.
-    for (let i = 0; i < 19; i++) openIdle();
+    for (let i = 0; i < 19; i++) idle.open();
     let gauge = -1;
     const all = await waitFor(async () => (gauge = await served()) === 20, { timeoutMs: 20000 });
     assert.ok(all, `the server serves ${gauge} connections, not 19 idle + the probe ` +
-      `(client side: ${JSON.stringify(state)})`);
-    openIdle();
+      `(client side: ${JSON.stringify(idle.state)})`);
+    // The 20th can come while the server still counts the last /metrics probe (see
+    // idleConnections) and be turned away: then another takes its place, until a probe is
+    // refused while all 20 are held.
+    idle.open();
     let last = null;
-    const refused = await waitFor(async () => (last = await rawRequest(s.url, probe)).status === 503, { timeoutMs: 20000 });
+    const refused = await waitFor(async () => {
+      idle.replaceTurnedAway();
+      last = await rawRequest(s.url, probe);
+      return last.status === 503 && idle.held() === 20;
+    }, { timeoutMs: 20000 });
     assert.ok(refused, `no 503 within 20 s; the last probe got ${last?.status} ` +
-      `(${last?.error?.code ?? 'no socket error'}; idle sockets: ${JSON.stringify(state)})`);
+      `(${last?.error?.code ?? 'no socket error'}; idle sockets: ${JSON.stringify(idle.state)})`);
     const r = await rawRequest(s.url, probe);
     assert.equal(r.status, 503);
     assert.equal(r.error, null);
     assert.match(r.data, /Retry-After: 1/);
     assert.match(r.data, /"code":"too_many_connections"/);
+    // Refused for the total, not for the client address's share (which is 20 here too).
+    assert.doesNotMatch(r.data, /--max-connections-per-client/);
+    assert.equal(idle.held(), 20, JSON.stringify(idle.state));
   } finally {
-    for (const sock of idle) sock.destroy();
+    idle.destroy();
   }
   // Once they are gone the server serves again.
   assert.ok(await waitFor(async () => (await rawRequest(s.url, probe)).status === 200, { timeoutMs: 5000 }));
@@ -137,25 +178,27 @@ test('connections beyond --max-connections get a 503 at once, not a hang or a re
 test('one client address gets at most --max-connections-per-client; others are still served', async () => {
   const s = await startServer(['--max-connections', '20', '--max-connections-per-client', '5',
     '--header-timeout', '60']);
-  const { hostname, port } = new URL(s.url);
   const probe = 'GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n';
   // Every 127.x.y.z address reaches the loopback interface: .2 plays the greedy client.
   const from = (localAddress) => rawRequestFrom(s.url, probe, localAddress);
-  const idle = [];
+  const idle = idleConnections(s.url, '127.0.0.2');
   try {
-    for (let i = 0; i < 5; i++) {
-      const sock = net.connect({ port: Number(port), host: hostname, localAddress: '127.0.0.2' });
-      sock.on('error', () => {});
-      idle.push(sock);
-    }
+    for (let i = 0; i < 5; i++) idle.open();
+    // The fifth can be counted after a probe that came just behind it and be turned away (see
+    // idleConnections): then another takes its place.
     let last = null;
-    const refused = await waitFor(async () => (last = await from('127.0.0.2')).status === 503, { timeoutMs: 20000 });
-    assert.ok(refused, `no 503 for a sixth connection from 127.0.0.2; the last probe got ${last?.status}`);
+    const refused = await waitFor(async () => {
+      idle.replaceTurnedAway();
+      last = await from('127.0.0.2');
+      return last.status === 503 && idle.held() === 5;
+    }, { timeoutMs: 20000 });
+    assert.ok(refused, `no 503 for a sixth connection from 127.0.0.2; the last probe got ` +
+      `${last?.status} (idle sockets: ${JSON.stringify(idle.state)})`);
     assert.match(last.data, /--max-connections-per-client/);
     // The server is far from its total: another address is served.
     assert.equal((await from('127.0.0.1')).status, 200);
   } finally {
-    for (const sock of idle) sock.destroy();
+    idle.destroy();
   }
   assert.ok(await waitFor(async () => (await from('127.0.0.2')).status === 200, { timeoutMs: 5000 }));
   const m = await s.metrics();
