@@ -27,6 +27,8 @@ const std::set<std::string>& SchemaAnnotations();
 // minLength/maxLength/minItems/maxItems are at most this.
 inline constexpr int kMaxBound = 1000;
 
+struct ArrayPlan;
+
 class Converter {
  public:
   Converter(const ojson& root, std::string prefix) : root_(root), prefix_(std::move(prefix)) {}
@@ -35,6 +37,7 @@ class Converter {
   Result<std::string> Run(std::string* rules);
 
  private:
+  friend struct ArrayPlan;
   // One member of a conjunction: a schema and where it is ("properties.a.anyOf[1]").
   struct Part {
     const ojson* s;
@@ -81,6 +84,10 @@ class Converter {
   Result<std::string> ExtraPair(const Conj& values, const std::vector<std::string>& names,
                                 const Nfa* name_nfa, int depth);
   Result<std::string> Array(const Conj& conj, int depth);
+  // An array's members read together (json_schema_parts.cc): tuples, later items, bounds.
+  Result<ArrayPlan> ReadArray(const Conj& conj) const;
+  // The array's rule: its explicit items, then the later ones repeated, within the bounds.
+  Result<std::string> ArrayRule(ArrayPlan& plan, int depth);
   Result<std::string> String(const Conj& conj);
   Result<std::string> Number(const Conj& conj, bool integer);
   static bool HasLiterals(const Conj& conj);

@@ -376,18 +376,38 @@ std::string Converter::ObjectRule(const std::vector<std::string>& kv, const std:
   return NewRule("\"{\" ws " + first[0] + " \"}\"");
 }
 
-Result<std::string> Converter::Array(const Conj& conj, int depth) {
+// An array schema's members together: each one's tuple (prefixItems, or draft 7's items array)
+// and what it says of the later items, and the bounds they all allow.
+struct ArrayPlan {
   struct Shape {
     const ojson* prefix = nullptr;  // an array of schemas
     const ojson* rest = nullptr;    // a schema or a boolean; null: any
     std::string where, rest_where;
   };
   std::vector<Shape> shapes;
-  int min = 0, max = -1;
-  size_t k = 0;
-  auto cap = [&](int n) { max = max < 0 ? n : std::min(max, n); };
+  int min = 0, max = -1;  // max -1: none
+  size_t k = 0;           // the longest tuple
+
+  void Cap(int n) { max = max < 0 ? n : std::min(max, n); }
+  // The schemas of position i (i >= k: any later position).
+  Converter::Conj At(size_t i) const {
+    Converter::Conj c;
+    for (const Shape& s : shapes) {
+      if (s.prefix && i < s.prefix->size()) {
+        c.push_back(
+            {&(*s.prefix)[i], Converter::At(s.where, "prefixItems[" + std::to_string(i) + "]")});
+      } else if (s.rest && s.rest->is_object()) {
+        c.push_back({s.rest, s.rest_where});
+      }
+    }
+    return c;
+  }
+};
+
+Result<ArrayPlan> Converter::ReadArray(const Conj& conj) const {
+  ArrayPlan plan;
   for (const Part& p : conj) {
-    Shape s;
+    ArrayPlan::Shape s;
     s.where = p.where;
     auto items = p.s->find("items");
     auto prefix = p.s->find("prefixItems");
@@ -407,48 +427,48 @@ Result<std::string> Converter::Array(const Conj& conj, int depth) {
     if (s.rest && !s.rest->is_boolean() && !s.rest->is_object()) {
       return Invalid(p.where, "items", "must be a schema");
     }
-    if (s.prefix) k = std::max(k, s.prefix->size());
+    if (s.prefix) plan.k = std::max(plan.k, s.prefix->size());
     if (s.rest && s.rest->is_boolean() && !s.rest->get<bool>()) {
-      cap(static_cast<int>(s.prefix ? s.prefix->size() : 0));
+      plan.Cap(static_cast<int>(s.prefix ? s.prefix->size() : 0));
     }
     PC_ASSIGN_OR_RETURN(int lo, Bound(p, "minItems"));
     PC_ASSIGN_OR_RETURN(int hi, Bound(p, "maxItems"));
-    min = std::max(min, lo);
-    if (hi >= 0) cap(hi);
-    shapes.push_back(s);
+    plan.min = std::max(plan.min, lo);
+    if (hi >= 0) plan.Cap(hi);
+    plan.shapes.push_back(s);
   }
-  // The schemas of position i (i >= k: any later position).
-  auto at = [&](size_t i) {
-    Conj c;
-    for (const Shape& s : shapes) {
-      if (s.prefix && i < s.prefix->size()) {
-        c.push_back({&(*s.prefix)[i], At(s.where, "prefixItems[" + std::to_string(i) + "]")});
-      } else if (s.rest && s.rest->is_object()) {
-        c.push_back({s.rest, s.rest_where});
-      }
-    }
-    return c;
-  };
+  return plan;
+}
+
+Result<std::string> Converter::Array(const Conj& conj, int depth) {
+  PC_ASSIGN_OR_RETURN(ArrayPlan plan, ReadArray(conj));
+  return ArrayRule(plan, depth);
+}
+
+Result<std::string> Converter::ArrayRule(ArrayPlan& plan, int depth) {
+  const int min = plan.min;
+  const int& max = plan.max;  // lowered by the items no value can match
+  const size_t k = plan.k;
   std::vector<std::string> item;
   for (size_t i = 0; i < k && (max < 0 || static_cast<int>(i) < max); ++i) {
-    Conj c = at(i);
+    Conj c = plan.At(i);
     std::string r = "value";
     if (!c.empty()) {
       PC_ASSIGN_OR_RETURN(r, Rule(c, depth + 1));
     }
     if (r.empty()) {
-      cap(static_cast<int>(i));
+      plan.Cap(static_cast<int>(i));
       break;
     }
     item.push_back(r);
   }
   std::string later = "value";
   if (max < 0 || static_cast<int>(k) < max) {
-    Conj c = at(k);
+    Conj c = plan.At(k);
     if (!c.empty()) {
       PC_ASSIGN_OR_RETURN(later, Rule(c, depth + 1));
     }
-    if (later.empty()) cap(static_cast<int>(k));
+    if (later.empty()) plan.Cap(static_cast<int>(k));
   }
   if (max >= 0 && max < min) return std::string();
   if (max == 0) return NewRule("\"[\" ws \"]\"");
