@@ -4,9 +4,9 @@
 #include <algorithm>
 
 #include "jinja/builtins.h"
+#include "jinja/code_points.h"
 #include "jinja/interpreter.h"
 #include "jinja/str_ops.h"
-#include "jinja/code_points.h"
 
 namespace promptcache::jinja {
 namespace {
@@ -111,6 +111,87 @@ Result<Value> Search(const Text& self, std::string_view name, Args a) {
   return Value::Int(start + CodePointIndex(window, found));
 }
 
+// str.join(iterable): every item must be a str.
+Result<Value> Join(Interpreter& in, const Text& self, const Value& iterable, size_t cap) {
+  PC_ASSIGN_OR_RETURN(std::vector<Value> items, in.Iterate(iterable));
+  TextBuilder out(cap);
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!items[i].is_string()) {
+      return InvalidArgument("sequence item " + std::to_string(i) + ": expected str instance, " +
+                             TypeName(items[i]) + " found");
+    }
+    if (i > 0) out.Append(self);
+    out.Append(items[i].text());
+  }
+  if (out.overflow()) return ResourceExhausted("join() grew a string past its limit");
+  return Value::String(out.Finish());
+}
+
+// center, ljust, rjust (width, fillchar).
+Result<Value> Justify(const Text& self, std::string_view name, Args a, size_t cap) {
+  PC_ASSIGN_OR_RETURN(int64_t width, OptionalInt(a[0], 0));
+  char32_t fill = ' ';
+  if (a[1].has_value()) {
+    if (!a[1]->is_string() || CodePointCount(a[1]->text().str()) != 1) {
+      return InvalidArgument("the fill character must be exactly one character long");
+    }
+    DecodeUtf8(a[1]->text().str(), 0, &fill);
+  }
+  const char align = name == "center" ? '^' : name == "ljust" ? '<' : '>';
+  PC_ASSIGN_OR_RETURN(Text t, Pad(self, width, fill, align, cap));
+  return Value::String(std::move(t));
+}
+
+// zfill(width): zeros after the sign.
+Result<Value> Zfill(const Text& self, const std::optional<Value>& width_arg, size_t cap) {
+  PC_ASSIGN_OR_RETURN(int64_t width, OptionalInt(width_arg, 0));
+  const std::string& s = self.str();
+  const size_t sign = !s.empty() && (s[0] == '-' || s[0] == '+') ? 1 : 0;
+  PC_ASSIGN_OR_RETURN(Text digits, Pad(self.Slice(sign, s.size()),
+                                       width - static_cast<int64_t>(sign), '0', '>', cap));
+  TextBuilder out;
+  out.Append(self, 0, sign);
+  out.Append(digits);
+  return Value::String(out.Finish());
+}
+
+// removeprefix, removesuffix: the string itself when it does not have the affix.
+Result<Value> RemoveAffix(const Value& self_value, std::string_view name, const Value& affix) {
+  if (!affix.is_string()) return InvalidArgument(std::string(name) + "() argument must be str");
+  const Text& self = self_value.text();
+  const std::string& s = self.str();
+  const std::string& x = affix.text().str();
+  if (name == "removeprefix" && s.compare(0, x.size(), x) == 0) {
+    return Value::String(self.Slice(x.size(), s.size()));
+  }
+  if (name == "removesuffix" && !x.empty() && x.size() <= s.size() &&
+      s.compare(s.size() - x.size(), x.size(), x) == 0) {
+    return Value::String(self.Slice(0, s.size() - x.size()));
+  }
+  return self_value;
+}
+
+// partition (at the first separator) or rpartition (at the last): a 3-tuple.
+Result<Value> Partition(Interpreter& in, const Value& self_value, bool first,
+                        const Value& sep_arg) {
+  if (!sep_arg.is_string() || sep_arg.text().empty()) {
+    return InvalidArgument("partition() separator must be a non-empty str");
+  }
+  const Text& self = self_value.text();
+  const std::string& s = self.str();
+  const std::string& sep = sep_arg.text().str();
+  const size_t at = first ? FindBytes(s, sep, 0) : s.rfind(sep);
+  std::vector<Value> parts;
+  if (at == std::string::npos) {
+    parts = first ? std::vector<Value>{self_value, Value::Trusted(""), Value::Trusted("")}
+                  : std::vector<Value>{Value::Trusted(""), Value::Trusted(""), self_value};
+  } else {
+    parts = {Value::String(self.Slice(0, at)), Value::String(self.Slice(at, at + sep.size())),
+             Value::String(self.Slice(at + sep.size(), s.size()))};
+  }
+  return in.NewList(std::move(parts), /*tuple=*/true);
+}
+
 Result<Value> CallStringMethod(Interpreter& in, const Value& self_value, std::string_view name,
                                CallArgs args) {
   const Text& self = self_value.text();
@@ -164,77 +245,23 @@ Result<Value> CallStringMethod(Interpreter& in, const Value& self_value, std::st
   }
   if (name == "join") {
     PC_ASSIGN_OR_RETURN(Args a, BindArgs(name, std::move(args), {"iterable"}, 1));
-    PC_ASSIGN_OR_RETURN(std::vector<Value> items, in.Iterate(*a[0]));
-    TextBuilder out(cap);
-    for (size_t i = 0; i < items.size(); ++i) {
-      if (!items[i].is_string()) {
-        return InvalidArgument("sequence item " + std::to_string(i) + ": expected str instance, " +
-                               TypeName(items[i]) + " found");
-      }
-      if (i > 0) out.Append(self);
-      out.Append(items[i].text());
-    }
-    if (out.overflow()) return ResourceExhausted("join() grew a string past its limit");
-    return Value::String(out.Finish());
+    return Join(in, self, *a[0], cap);
   }
   if (name == "center" || name == "ljust" || name == "rjust") {
     PC_ASSIGN_OR_RETURN(Args a, BindArgs(name, std::move(args), {"width", "fillchar"}, 1));
-    PC_ASSIGN_OR_RETURN(int64_t width, OptionalInt(a[0], 0));
-    char32_t fill = ' ';
-    if (a[1].has_value()) {
-      if (!a[1]->is_string() || CodePointCount(a[1]->text().str()) != 1) {
-        return InvalidArgument("the fill character must be exactly one character long");
-      }
-      DecodeUtf8(a[1]->text().str(), 0, &fill);
-    }
-    const char align = name == "center" ? '^' : name == "ljust" ? '<' : '>';
-    PC_ASSIGN_OR_RETURN(Text t, Pad(self, width, fill, align, cap));
-    return Value::String(std::move(t));
+    return Justify(self, name, std::move(a), cap);
   }
   if (name == "zfill") {
     PC_ASSIGN_OR_RETURN(Args a, BindArgs(name, std::move(args), {"width"}, 1));
-    PC_ASSIGN_OR_RETURN(int64_t width, OptionalInt(a[0], 0));
-    const std::string& s = self.str();
-    const size_t sign = !s.empty() && (s[0] == '-' || s[0] == '+') ? 1 : 0;
-    PC_ASSIGN_OR_RETURN(Text digits, Pad(self.Slice(sign, s.size()),
-                                         width - static_cast<int64_t>(sign), '0', '>', cap));
-    TextBuilder out;
-    out.Append(self, 0, sign);
-    out.Append(digits);
-    return Value::String(out.Finish());
+    return Zfill(self, *a[0], cap);
   }
   if (name == "removeprefix" || name == "removesuffix") {
     PC_ASSIGN_OR_RETURN(Args a, BindArgs(name, std::move(args), {"affix"}, 1));
-    if (!a[0]->is_string()) return InvalidArgument(std::string(name) + "() argument must be str");
-    const std::string& s = self.str();
-    const std::string& x = a[0]->text().str();
-    if (name == "removeprefix" && s.compare(0, x.size(), x) == 0) {
-      return Value::String(self.Slice(x.size(), s.size()));
-    }
-    if (name == "removesuffix" && !x.empty() && x.size() <= s.size() &&
-        s.compare(s.size() - x.size(), x.size(), x) == 0) {
-      return Value::String(self.Slice(0, s.size() - x.size()));
-    }
-    return self_value;
+    return RemoveAffix(self_value, name, *a[0]);
   }
   if (name == "partition" || name == "rpartition") {
     PC_ASSIGN_OR_RETURN(Args a, BindArgs(name, std::move(args), {"sep"}, 1));
-    if (!a[0]->is_string() || a[0]->text().empty()) {
-      return InvalidArgument("partition() separator must be a non-empty str");
-    }
-    const std::string& s = self.str();
-    const std::string& sep = a[0]->text().str();
-    const size_t at = name == "partition" ? FindBytes(s, sep, 0) : s.rfind(sep);
-    std::vector<Value> parts;
-    if (at == std::string::npos) {
-      parts = name == "partition"
-                  ? std::vector<Value>{self_value, Value::Trusted(""), Value::Trusted("")}
-                  : std::vector<Value>{Value::Trusted(""), Value::Trusted(""), self_value};
-    } else {
-      parts = {Value::String(self.Slice(0, at)), Value::String(self.Slice(at, at + sep.size())),
-               Value::String(self.Slice(at + sep.size(), s.size()))};
-    }
-    return in.NewList(std::move(parts), /*tuple=*/true);
+    return Partition(in, self_value, name == "partition", *a[0]);
   }
   if (name == "format") {
     PC_ASSIGN_OR_RETURN(Text t, StrFormat(in, self, args));
