@@ -2,6 +2,7 @@
 // d.get(k, default), l.index(v)). Methods that would mutate a dict or list are refused, as
 // Jinja2's ImmutableSandboxedEnvironment refuses them.
 #include <algorithm>
+#include <optional>
 
 #include "jinja/builtins.h"
 #include "jinja/code_points.h"
@@ -109,6 +110,18 @@ Result<Value> Search(const Text& self, std::string_view name, Args a) {
     return Value::Int(-1);
   }
   return Value::Int(start + CodePointIndex(window, found));
+}
+
+// The case-changing methods (no arguments), by name.
+std::optional<CaseChange> CaseMethod(std::string_view name) {
+  static constexpr std::pair<std::string_view, CaseChange> kCases[] = {
+      {"upper", CaseChange::kUpper},    {"lower", CaseChange::kLower},
+      {"casefold", CaseChange::kLower}, {"swapcase", CaseChange::kSwap},
+      {"title", CaseChange::kTitle},    {"capitalize", CaseChange::kCapitalize}};
+  for (const auto& [n, change] : kCases) {
+    if (name == n) return change;
+  }
+  return std::nullopt;
 }
 
 // str.join(iterable): every item must be a str.
@@ -226,14 +239,9 @@ Result<Value> CallStringMethod(Interpreter& in, const Value& self_value, std::st
     if (!t) return ResourceExhausted("replace() grew a string past its limit");
     return Value::String(std::move(*t));
   }
-  static constexpr std::pair<std::string_view, CaseChange> kCases[] = {
-      {"upper", CaseChange::kUpper},    {"lower", CaseChange::kLower},
-      {"casefold", CaseChange::kLower}, {"swapcase", CaseChange::kSwap},
-      {"title", CaseChange::kTitle},    {"capitalize", CaseChange::kCapitalize}};
-  for (const auto& [n, change] : kCases) {
-    if (name != n) continue;
+  if (const std::optional<CaseChange> change = CaseMethod(name)) {
     PC_RETURN_IF_ERROR(BindArgs(name, std::move(args), {}).status());
-    return Value::String(ChangeCase(self, change));
+    return Value::String(ChangeCase(self, *change));
   }
   if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
     PC_ASSIGN_OR_RETURN(Args a, BindArgs(name, std::move(args), {"sub", "start", "end"}, 1));
