@@ -299,8 +299,7 @@ TEST(RemoteFetch, DestroyingTheEngineEndsALookupWithinItsDeadline) {
   Store store;
   ComputeP(&store);
   auto e = MakeEngine(&store, Options(/*deadline_ms=*/2000));
-  const std::vector<std::string> names = Names(*e, kB);
-  store.Hold(names);
+  store.Hold(Names(*e, kB));
   auto b = Submit(*e, kB);
   auto c = Submit(*e, Ids(60, 4));  // also a lookup, behind B's in the fetcher
   ASSERT_TRUE(store.WaitEntered(1));
@@ -463,8 +462,7 @@ TEST(RemoteFetch, ModulesAreReadOffTheEngineThread) {
 TEST(RemoteFetch, WarmingReadsTheStoreOffTheEngineThread) {
   Store store;
   auto e = ReaderOfP(&store);
-  const std::vector<std::string> names = Names(*e, kB);
-  store.Hold(names);
+  store.Hold(Names(*e, kB));
   auto warm = std::async(std::launch::async, [&] { return e->WarmPrefix(kB, ""); });
   ASSERT_TRUE(store.WaitEntered(1));
   const std::vector<int32_t> a = Ids(20, 5);
@@ -489,6 +487,12 @@ void Tamper(Store* store, Engine& e, const std::function<std::string(std::string
   store->values[name] = tamper(store->values.at(name));
 }
 
+// A byte of the value flipped: its checksum fails.
+std::string Corrupt(std::string v) {
+  v[v.size() / 2] ^= 0x55;
+  return v;
+}
+
 void ExpectChainEndsAtBlock1(Store* store, Engine& e) {
   const CompletionResult r = Submit(e, kB)->Wait();
   ASSERT_TRUE(r.status.ok());
@@ -503,10 +507,7 @@ void ExpectChainEndsAtBlock1(Store* store, Engine& e) {
 TEST(RemoteFetch, ACorruptValueEndsTheChain) {
   Store store;
   auto e = ReaderOfP(&store);
-  Tamper(&store, *e, [](std::string v) {
-    v[v.size() / 2] ^= 0x55;
-    return v;
-  });
+  Tamper(&store, *e, Corrupt);
   ExpectChainEndsAtBlock1(&store, *e);
 }
 
@@ -580,10 +581,7 @@ TEST(RemoteFetch, ValuesAreTakenInAPartPerTurn) {
     Store store;
     auto e = ReaderOfP(&store);
     static_cast<EngineImpl&>(*e).set_adopt_parts(1);
-    Tamper(&store, *e, [](std::string v) {
-      v[v.size() / 2] ^= 0x55;
-      return v;
-    });
+    Tamper(&store, *e, Corrupt);
     ExpectChainEndsAtBlock1(&store, *e);
   }
   SegmentCase c;
