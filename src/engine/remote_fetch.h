@@ -4,11 +4,11 @@
 // other requests' steps.
 //
 // The engine thread plans each request's lookups (BlockCache::PlanRemotePrefix, and for each
-// segment or module piece PlanRemoteBlocks: RAM and disk first), hands them here, and goes on stepping; the
-// fetcher reads each plan's values up to its first miss, all under the request's deadline
-// (--cache-redis-deadline), and hands them back through `done`, which puts the request back in
-// the engine's queue; the engine thread then checks them into the cache (AdoptRemotePrefix,
-// AdoptRemoteBlocks) and admits the request. Requests are served one at a time, in the order
+// segment or module piece PlanRemoteBlocks: RAM and disk first), hands them here, and goes on
+// stepping; the fetcher reads each plan's values up to its first miss, all under the request's
+// deadline (--cache-redis-deadline), and hands them back through `done`, which puts the request
+// back in the engine's queue; the engine thread then checks them into the cache
+// (AdoptRemotePrefix, AdoptRemoteBlocks) and admits the request. Requests are served one at a time, in the order
 // they were handed in: each is bounded by its deadline, and the store's circuit breaker makes
 // them miss at once while it is open.
 #pragma once

@@ -145,10 +145,7 @@ int BlockCache::LookupPrefix(std::span<const int32_t> tokens, int max_tokens, Kv
     // A hash collision would serve another prompt's K/V: compare the tokens, and the parent
     // key, which was itself verified one step earlier: by induction from the first block, a
     // hit is the very prefix asked for, never a collision of chain keys.
-    if (e == nullptr || e->count != bs || !(e->parent == parent) ||
-        !std::equal(e->tokens.begin(), e->tokens.end(), block_tokens.begin())) {
-      break;
-    }
+    if (e == nullptr || !IsBlockOf(*e, parent, block_tokens)) break;
     chain.push_back(key);
     loaded.push_back(disk ? BlockOrigin::kDisk : BlockOrigin::kRam);
     parent = key;
@@ -177,6 +174,12 @@ int BlockCache::LookupPrefix(std::span<const int32_t> tokens, int max_tokens, Kv
     stats_.hit_tokens += n * bs;
   }
   return static_cast<int>(n) * bs;
+}
+
+bool BlockCache::IsBlockOf(const Entry& e, const BlockKey& parent,
+                           std::span<const int32_t> tokens) const {
+  return e.count == pool_->layout().block_size && e.parent == parent &&
+         std::equal(e.tokens.begin(), e.tokens.end(), tokens.begin());
 }
 
 bool BlockCache::InWindow(size_t b, size_t n) const {

@@ -27,8 +27,9 @@
 // loads what it finds, checked like a block file and against the tokens and parent key the walk
 // expects. The engine does the same in three parts, so that its thread never waits on the
 // network: PlanRemotePrefix (on its thread), FetchRemotePrefix (on another), AdoptRemotePrefix
-// (on its thread, with the same checks), then a lookup that does not ask the remote tier. Every block the cache takes in (computed, or loaded from disk and then evicted) is
-// queued for writing there once; pinned ones without expiry.
+// (on its thread, with the same checks), then a lookup that does not ask the remote tier. Every
+// block the cache takes in (computed, or loaded from disk and then evicted) is queued for writing
+// there once; pinned ones without expiry.
 //
 // Pins are bounded: the bytes pinned blocks hold, in all and per owner (a tenant), stay within
 // quotas (a pin that would pass one stops at the last block that fits, and says so), and every
@@ -344,6 +345,9 @@ class BlockCache {
   // they are there: returns with `chain` extended.
   void LoadRemoteChain(std::span<const int32_t> tokens, int limit, const BlockKey& ns,
                        std::vector<BlockKey>* chain);
+  // Whether a cached entry is the prompt's block: a full block of `tokens` after `parent` (a hash
+  // collision of chain keys would serve another prompt's K/V).
+  bool IsBlockOf(const Entry& e, const BlockKey& parent, std::span<const int32_t> tokens) const;
   // Values asked for ahead when a chain is read from the remote tier (RemoteTier::Stream).
   int RemoteWindow() const;
   // A module or segment block (default namespace) from the remote tier.

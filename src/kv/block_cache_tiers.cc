@@ -102,12 +102,8 @@ RemotePrefixFetch BlockCache::PlanRemotePrefix(std::span<const int32_t> tokens, 
     const BlockKey key = ChainKey(parent, block_tokens);
     auto it = entries_.find(key);
     if (it == entries_.end() && !(disk_ && disk_->Contains(key))) break;
-    if (it != entries_.end()) {
-      const Entry& e = it->second;
-      if (e.count != bs || !(e.parent == parent) ||
-          !std::equal(e.tokens.begin(), e.tokens.end(), block_tokens.begin())) {
-        return {};  // another prompt's block under this key: LookupPrefix stops here too
-      }
+    if (it != entries_.end() && !IsBlockOf(it->second, parent, block_tokens)) {
+      return {};  // another prompt's block under this key: LookupPrefix stops here too
     }
     parent = key;
   }
@@ -151,10 +147,7 @@ std::vector<BlockKey> BlockCache::AdoptRemotePrefix(std::span<const int32_t> tok
     const auto block_tokens = tokens.subspan(size_t(fetch.first + i) * bs, bs);
     if (const Entry* e = Find(key)) {
       // Cached while the values travelled: kept, if it is this prompt's block.
-      if (e->count != bs || !(e->parent == parent) ||
-          !std::equal(e->tokens.begin(), e->tokens.end(), block_tokens.begin())) {
-        break;
-      }
+      if (!IsBlockOf(*e, parent, block_tokens)) break;
     } else if (AdoptRemote(key, values[i].data, fetch.ns, &parent, block_tokens)) {
       adopted.push_back(key);
     } else {
