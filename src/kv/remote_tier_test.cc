@@ -205,6 +205,18 @@ TEST(RemoteWalk, ForeignCorruptAndOtherTenantValuesAreSkipped) {
   KvSequence s2(&pool);
   EXPECT_EQ(RemoteLookup(b, t, 8, &s2), 0);
   EXPECT_EQ(tier->Stats().invalid, 2u);
+  // This model's records under the key, but not the prompt's block: of other tokens, and of its
+  // tokens after another parent. Mutation: without either comparison of the record's tokens and
+  // parent when a value is taken in (BlockCache::AdoptRemote), it is not counted invalid.
+  const BlockRecord not_ours[] = {{keys[0], {}, Tokens(4, 1), {0, 1, 2, 3}},
+                                  {keys[0], BlockKey{3, 3}, Tokens(4), {0, 1, 2, 3}}};
+  for (const BlockRecord& w : not_ours) {
+    store.values[b.RemoteKeyOf({}, keys[0])] =
+        EncodeBlock(w, "fp", other, oseq.spans()[0].block, 0);
+    KvSequence s(&pool);
+    EXPECT_EQ(RemoteLookup(b, t, 8, &s), 0);
+  }
+  EXPECT_EQ(tier->Stats().invalid, 4u);
   // The right tenant finds its blocks.
   KvSequence s3(&pool);
   EXPECT_EQ(RemoteLookup(b, t, 8, &s3, tenant), 8);
@@ -264,6 +276,45 @@ TEST(RemoteWalk, PlannedFetchedAndAdoptedApart) {
   std::swap(swapped[1], swapped[2]);
   EXPECT_EQ(c.AdoptRemotePrefix(t, all, swapped).size(), 1u);
   EXPECT_EQ(p2.blocks_in_use(), 1);
+}
+
+// A cached block under the prompt's chain key that is not the prompt's block (as under a
+// collision of chain keys: its tokens after another chain's block, or other tokens after the
+// prompt's block before it) is not taken as the prompt's: values fetched for the keys from it on
+// are not taken in, a plan asks nothing past it, and a lookup stops before it. Mutation: without
+// BlockCache::IsBlockOf's parent comparison the first case hits 12 tokens, without its token
+// comparison the second.
+TEST(RemoteWalk, AnotherBlockUnderThePromptsKeyIsNotThePrompts) {
+  const auto t = Tokens(12);    // 3 full blocks, in the store
+  const auto x = Tokens(8, 1);  // another chain
+  for (const bool other_parent : {true, false}) {
+    SCOPED_TRACE(other_parent ? "another parent" : "other tokens");
+    FakeStore store;
+    ComputeInto(&store, t);
+    BlockPool pool(Layout(), 0, false);
+    BlockCache b(&pool, "fp", Options(), nullptr, std::make_unique<FakeTier>(&store));
+    const auto keys = b.ChainKeys(t, {});
+    KvSequence xs = Computed(&pool, x);
+    b.InsertPrefix(x, xs);
+    const std::vector<int32_t> first4(t.begin(), t.begin() + 4);
+    KvSequence one = Computed(&pool, first4);
+    b.InsertPrefix(first4, one);
+    const RemotePrefixFetch plan = b.PlanRemotePrefix(t, 12);
+    ASSERT_EQ(plan.first, 1);
+    const std::vector<RemoteValue> values = FetchRemotePrefix(*b.remote(), plan, 1000);
+    ASSERT_EQ(values.size(), 2u);
+    // Meanwhile block 1's key comes to name a block of x's K/V.
+    const BlockKey parent = other_parent ? b.ChainKeys(x, {})[0] : keys[0];
+    const std::span<const int32_t> held =
+        std::span<const int32_t>(other_parent ? t : x).subspan(4, 4);
+    b.Insert(keys[1], parent, xs, 4, held);
+    size_t walked = 9;
+    EXPECT_TRUE(b.AdoptRemotePrefix(t, plan, values, &walked).empty());
+    EXPECT_EQ(walked, 0u);
+    EXPECT_TRUE(b.PlanRemotePrefix(t, 12).names.empty());
+    KvSequence seq(&pool);
+    EXPECT_EQ(b.LookupPrefix(t, 12, &seq), 4);
+  }
 }
 
 TEST(RemoteWalk, StoreDownIsAMissAndPinnedPrefixesHaveNoExpiry) {
