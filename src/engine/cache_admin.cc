@@ -172,7 +172,7 @@ Result<int> EngineImpl::WarmPrefix(const std::vector<int32_t>& tokens,
   RunOnEngineThread([&] {
     cache_->AdoptRemotePrefix(tokens, plan, values);
     seq = std::make_unique<KvSequence>(&blocks_);
-    cached = cache_->LookupPrefix(tokens, n, seq.get(), ns, nullptr, /*ask_remote=*/false);
+    cached = cache_->LookupPrefix(tokens, n, seq.get(), ns);
   });
   for (int b = cached; b < static_cast<int>(tokens.size()) && st.ok(); b += options_.batch_size) {
     RunOnEngineThread([&] {

@@ -29,7 +29,9 @@ Status EngineImpl::EncodeSchema(SchemaEntry* entry, const SchemaLoadOptions& opt
   GatherStats gs;
   for (const PmlTextRef& ref : pieces) {
     Status st;
-    // One piece per task: running requests take their steps in between.
+    // One piece per task: running requests take their steps in between. With a remote tier,
+    // Ensure asks it here, on the engine thread, whether the piece is there (EXISTS), and an
+    // encoding reads the pieces it is computed after from it (BlockCache::AppendCached's GET).
     RunOnEngineThread([&] {
       st = store_->Ensure(layout, ref, &gs);
       cache_->Maintain();

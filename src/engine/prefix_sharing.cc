@@ -50,9 +50,10 @@ bool EngineImpl::AttachPrefix(Slot& s, bool may_wait) {
   KvSequence seq(&blocks_);
   std::vector<BlockOrigin> origins;
   if (UsesPrefixCache(*s.r)) {
-    // RAM and disk only: the remote tier was read off the engine thread (admission.cc).
+    // RAM and disk: what the remote tier held was read off the engine thread and taken into RAM
+    // at admission (admission.cc).
     cache_->LookupPrefix(s.tokens, s.n_prompt - 1, &seq, NamespaceKey(s.r->req.cache_namespace),
-                         &origins, /*ask_remote=*/false);
+                         &origins);
   }
   s.seq = std::move(seq);
   const int hit = s.seq.size() / bs;

@@ -124,8 +124,7 @@ bool BlockCache::MakeComplete(const BlockKey& key, Entry& e) {
 }
 
 int BlockCache::LookupPrefix(std::span<const int32_t> tokens, int max_tokens, KvSequence* seq,
-                             const BlockKey& ns, std::vector<BlockOrigin>* origins,
-                             bool ask_remote) {
+                             const BlockKey& ns, std::vector<BlockOrigin>* origins) {
   PC_CHECK(seq->size() == 0);
   ExpireIdle();  // the engine may have slept past the TTL since its last Maintain
   stats_.lookups++;
@@ -134,14 +133,12 @@ int BlockCache::LookupPrefix(std::span<const int32_t> tokens, int max_tokens, Kv
   std::vector<BlockKey> chain;
   std::vector<BlockOrigin> loaded;  // per block of chain: where it was
   BlockKey parent = ns;
-  bool missing = false;  // the walk stopped at a key neither RAM nor disk has
   for (int b = 0; (b + 1) * bs <= limit; ++b) {
     const auto block_tokens = tokens.subspan(size_t(b) * bs, bs);
     const BlockKey key = ChainKey(parent, block_tokens);
     Entry* e = Find(key);
     const bool disk = e == nullptr && LoadFromDisk(key, /*prefix=*/true, ns);
     if (disk) e = Find(key);
-    missing = e == nullptr;
     // A hash collision would serve another prompt's K/V: compare the tokens, and the parent
     // key, which was itself verified one step earlier: by induction from the first block, a
     // hit is the very prefix asked for, never a collision of chain keys.
@@ -150,8 +147,6 @@ int BlockCache::LookupPrefix(std::span<const int32_t> tokens, int max_tokens, Kv
     loaded.push_back(disk ? BlockOrigin::kDisk : BlockOrigin::kRam);
     parent = key;
   }
-  if (missing && remote_ && ask_remote) LoadRemoteChain(tokens, limit, ns, &chain);
-  loaded.resize(chain.size(), BlockOrigin::kRemote);
   size_t n = chain.size();
   const size_t g = options_.granularity > bs ? options_.granularity / bs : 1;
   n = UsableBlocks(chain, n / g * g, g);

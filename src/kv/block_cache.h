@@ -22,12 +22,15 @@
 // otherwise, and hands out the blocks before the window as global references. Module entries
 // are kept whole: they are reused at any position. Block files of global-only entries say so
 // and load as global-only.
-// Remote tier (kv/remote_tier.h), below the disk tier: a lookup that misses RAM and disk asks it
-// for the next chained keys in batches (one round trip each), stopping at the first miss, and
-// loads what it finds, checked like a block file and against the tokens and parent key the walk
-// expects. The engine does the same in three parts, so that its thread never waits on the
-// network: PlanRemotePrefix (on its thread), FetchRemotePrefix (on another), AdoptRemotePrefix
-// (on its thread, with the same checks), then a lookup that does not ask the remote tier. Every
+// Remote tier (kv/remote_tier.h), below the disk tier. A prefix lookup reads RAM and disk only:
+// the remote part is read in three parts, so that the thread that owns the cache never waits on
+// the network: PlanRemotePrefix (on that thread: the chained keys after what RAM and disk hold),
+// FetchRemotePrefix (on any other: the values up to the first miss), AdoptRemotePrefix (on the
+// owner's thread again: each value checked like a block file and against the tokens and parent
+// key the chain expects, the first that fails ending it), then LookupPrefix finds them in RAM.
+// Chained blocks read one by one (a segment's, a module's) go the same way (PlanRemoteBlocks,
+// AdoptRemoteBlocks), except that AppendCached still reads a block that RAM and disk miss from
+// the remote tier itself, on its caller's thread, unless a LocalReadsOnly says not to. Every
 // block the cache takes in (computed, or loaded from disk and then evicted) is queued for writing
 // there once; pinned ones without expiry.
 //
@@ -88,10 +91,12 @@ struct BlockCacheStats {
   RemoteStats remote;
 };
 
-// How many leading tokens of a prompt each tier holds (a router's view; nothing is loaded).
-// Where a block of a prefix hit was before the lookup found it.
+// Where a block of a prefix hit was before the lookup found it. LookupPrefix says kRam or kDisk;
+// a block AdoptRemotePrefix took in is in RAM by then, and its caller, who knows which keys it
+// took in, reports those as kRemote.
 enum class BlockOrigin : uint8_t { kRam, kDisk, kRemote };
 
+// How many leading tokens of a prompt each tier holds (a router's view; nothing is loaded).
 struct TierCounts {
   int ram = 0, disk = 0, remote = 0;
   int local = 0;  // in RAM or on disk, block by block: what a lookup finds before the remote tier
@@ -180,22 +185,19 @@ class BlockCache {
   // sliding layers the hit is one whose last window is complete, and its blocks before that
   // window come as global references.
   // `ns`: the namespace the chain starts from. With `origins`, it receives one entry per block
-  // of the hit: where the block was before this lookup (RAM, read from the disk tier, or from the
-  // remote tier), for a request's cache map.
-  // `ask_remote` false: RAM and disk only (a caller that fetched the remote part apart, with
-  // PlanRemotePrefix, FetchRemotePrefix and AdoptRemotePrefix, so as not to wait for the network
-  // here).
+  // of the hit: where the block was before this lookup (RAM, or read from the disk tier), for a
+  // request's cache map. The remote tier is not asked: its part of the prefix is read apart
+  // (PlanRemotePrefix, FetchRemotePrefix, AdoptRemotePrefix) and found here in RAM.
   int LookupPrefix(std::span<const int32_t> tokens, int max_tokens, KvSequence* seq,
-                   const BlockKey& ns = {}, std::vector<BlockOrigin>* origins = nullptr,
-                   bool ask_remote = true);
-  // What LookupPrefix(tokens, max_tokens, ..., ns) would ask the remote tier for, found without
-  // asking it: the walk through RAM and disk (loading nothing), and from the first block neither
-  // holds, the keys up to max_tokens. No names when there is no remote tier, when RAM and disk
-  // hold the whole chain, or when it stops at a block they hold for another prompt.
+                   const BlockKey& ns = {}, std::vector<BlockOrigin>* origins = nullptr);
+  // The remote part of LookupPrefix(tokens, max_tokens, ..., ns), found without asking the
+  // remote tier: the walk through RAM and disk (loading nothing), and from the first block
+  // neither holds, the keys up to max_tokens. No names when there is no remote tier, when RAM and
+  // disk hold the whole chain, or when it stops at a block they hold for another prompt.
   RemotePrefixFetch PlanRemotePrefix(std::span<const int32_t> tokens, int max_tokens,
                                      const BlockKey& ns = {}) const;
-  // Indexes the values fetched for `fetch` (values[i] for fetch.keys[i]) as LookupPrefix's
-  // remote walk does: each checked as the record of its key, holding the prompt's tokens after
+  // Indexes the values fetched for `fetch` (values[i] for fetch.keys[i]) as prefix blocks of
+  // namespace fetch.ns: each checked as the record of its key, holding the prompt's tokens after
   // the block before it; the first that fails stops the chain (counted invalid). A key cached
   // meanwhile (the same prompt computed, or fetched for another request) is kept as it is,
   // if it is the prompt's. Returns the keys indexed from the values; `walked` (if given): how
@@ -213,7 +215,7 @@ class BlockCache {
   // A key cached meanwhile is kept. Returns how many were indexed.
   int AdoptRemoteBlocks(const RemotePrefixFetch& fetch, std::span<const RemoteValue> values);
   // While one lives, AppendCached reads RAM and disk only: for a caller whose remote reads were
-  // fetched apart, off its thread (the engine's segment lookups).
+  // fetched apart, off its thread (the engine's segment lookups and module gathers at admission).
   class LocalReadsOnly {
    public:
     LocalReadsOnly(BlockCache* cache, bool on) : cache_(cache), saved_(cache->local_only_) {
@@ -278,7 +280,9 @@ class BlockCache {
   // under `key`. `segment` marks a segment's entries (CachedBlockInfo::segment), also when
   // loaded from a lower tier.
   bool Contains(const BlockKey& key) const;
-  // Adds a reference to the cached span under `key` to seq; loads from disk if needed.
+  // Adds a reference to the cached span under `key` to seq; loads it from disk if needed, else
+  // from the remote tier on this thread (one round trip; none under a LocalReadsOnly). Encoding
+  // a schema's module reads the pieces it is computed after this way (EngineImpl::EncodeSchema).
   bool AppendCached(const BlockKey& key, KvSequence* seq, bool segment = false);
   void Insert(const BlockKey& key, const BlockKey& parent, const KvSequence& seq, int slot_begin,
               std::span<const int32_t> tokens, bool segment = false);
@@ -341,16 +345,12 @@ class BlockCache {
   // The remote part of a prefix lookup from block `first` (after `parent`) up to `limit` tokens.
   RemotePrefixFetch RemoteChain(std::span<const int32_t> tokens, int limit, const BlockKey& ns,
                                 const BlockKey& parent, int first) const;
-  // Loads the chain's blocks after `parent` from the remote tier, block chain->size() on, while
-  // they are there: returns with `chain` extended.
-  void LoadRemoteChain(std::span<const int32_t> tokens, int limit, const BlockKey& ns,
-                       std::vector<BlockKey>* chain);
   // Whether a cached entry is the prompt's block: a full block of `tokens` after `parent` (a hash
   // collision of chain keys would serve another prompt's K/V).
   bool IsBlockOf(const Entry& e, const BlockKey& parent, std::span<const int32_t> tokens) const;
   // Values asked for ahead when a chain is read from the remote tier (RemoteTier::Stream).
   int RemoteWindow() const;
-  // A module or segment block (default namespace) from the remote tier.
+  // A module or segment block (default namespace) from the remote tier, read on this thread.
   bool LoadFromRemote(const BlockKey& key);
   // Queues the entry's block for the remote tier unless it is there already.
   void WriteRemote(const BlockKey& key, Entry& e);

@@ -70,24 +70,6 @@ RemotePrefixFetch BlockCache::RemoteChain(std::span<const int32_t> tokens, int l
   return f;
 }
 
-void BlockCache::LoadRemoteChain(std::span<const int32_t> tokens, int limit, const BlockKey& ns,
-                                 std::vector<BlockKey>* chain) {
-  const int bs = pool_->layout().block_size;
-  const int first = static_cast<int>(chain->size());
-  const RemotePrefixFetch f =
-      RemoteChain(tokens, limit, ns, chain->empty() ? ns : chain->back(), first);
-  size_t i = 0;
-  remote_->Stream(f.names, f.window, [&](std::optional<RemoteValue> value) {
-    const BlockKey expect_parent = chain->empty() ? ns : chain->back();
-    const auto block_tokens = tokens.subspan(size_t(first + i) * bs, bs);
-    if (!value || !AdoptRemote(f.keys[i], value->data, ns, &expect_parent, block_tokens)) {
-      return false;
-    }
-    chain->push_back(f.keys[i++]);
-    return true;
-  });
-}
-
 RemotePrefixFetch BlockCache::PlanRemotePrefix(std::span<const int32_t> tokens, int max_tokens,
                                                const BlockKey& ns) const {
   if (!remote_) return {};

@@ -1,7 +1,8 @@
-// The remote tier: key naming, the record's checks on values any replica may have written, the
-// lookup walk against an in-memory fake store, the Redis URL parser, the circuit breaker's states
-// and the Redis client's deadlines against a store that answers a byte at a time. (The real Redis
-// is tested end to end by tests/node/redis.test.mjs, a slow one by redis_slow.test.mjs.)
+// The remote tier: key naming, the record's checks on values any replica may have written, a
+// prefix lookup's remote part (planned, fetched, taken in) against an in-memory fake store, the
+// Redis URL parser, the circuit breaker's states and the Redis client's deadlines against a
+// store that answers a byte at a time. (The real Redis is tested end to end by
+// tests/node/redis.test.mjs, a slow one by redis_slow.test.mjs.)
 #include "kv/remote_tier.h"
 
 #include <arpa/inet.h>
@@ -101,6 +102,18 @@ void ComputeInto(FakeStore* store, const std::vector<int32_t>& t, const BlockKey
   a.InsertPrefix(t, seq, ns);
 }
 
+// A prefix lookup with the remote tier, made as the engine makes it: the keys after what RAM and
+// disk hold planned, their values read from the cache's tier and taken in, then a lookup that
+// finds them in RAM.
+int RemoteLookup(BlockCache& cache, std::span<const int32_t> tokens, int max_tokens,
+                 KvSequence* seq, const BlockKey& ns = {}) {
+  const RemotePrefixFetch plan = cache.PlanRemotePrefix(tokens, max_tokens, ns);
+  if (!plan.names.empty()) {
+    cache.AdoptRemotePrefix(tokens, plan, FetchRemotePrefix(*cache.remote(), plan, 1000));
+  }
+  return cache.LookupPrefix(tokens, max_tokens, seq, ns);
+}
+
 TEST(RemoteKeys, NamespacesChainApart) {
   BlockPool pool(Layout(), 0, false);
   BlockCache cache(&pool, "fp", Options(), nullptr);
@@ -148,21 +161,21 @@ TEST(RemoteWalk, ReplicaBLoadsWhatAComputedInBatchesAndStopsAtTheFirstMiss) {
   BlockCache b(&pool, "fp", Options(), nullptr, std::unique_ptr<RemoteTier>(tier));
   KvSequence seq(&pool);
   store.gets = 0;
-  EXPECT_EQ(b.LookupPrefix(t, 21, &seq), 20);
+  EXPECT_EQ(RemoteLookup(b, t, 21, &seq), 20);
   EXPECT_EQ(store.gets, 3);  // batches of 2: 2 + 2 + 1
   EXPECT_EQ(reinterpret_cast<const float*>(seq.SlotK(17, 1))[0], 117.5f);
   EXPECT_EQ(b.Stats().remote_loads, 5u);
   // Now in RAM: no round trip.
   KvSequence again(&pool);
   store.gets = 0;
-  EXPECT_EQ(b.LookupPrefix(t, 21, &again), 20);
+  EXPECT_EQ(RemoteLookup(b, t, 21, &again), 20);
   EXPECT_EQ(store.gets, 0);
   // A replica missing block 2 of the store stops there.
   store.values.erase(b.RemoteKeyOf({}, b.ChainKeys(t, {})[2]));
   BlockPool pool3(Layout(), 0, false);
   BlockCache c(&pool3, "fp", Options(), nullptr, std::make_unique<FakeTier>(&store));
   KvSequence s3(&pool3);
-  EXPECT_EQ(c.LookupPrefix(t, 21, &s3), 8);
+  EXPECT_EQ(RemoteLookup(c, t, 21, &s3), 8);
 }
 
 TEST(RemoteWalk, ForeignCorruptAndOtherTenantValuesAreSkipped) {
@@ -174,7 +187,7 @@ TEST(RemoteWalk, ForeignCorruptAndOtherTenantValuesAreSkipped) {
   auto* tier = new FakeTier(&store);
   BlockCache b(&pool, "fp", Options(), nullptr, std::unique_ptr<RemoteTier>(tier));
   KvSequence s0(&pool);
-  EXPECT_EQ(b.LookupPrefix(t, 8, &s0), 0);  // the default namespace sees nothing
+  EXPECT_EQ(RemoteLookup(b, t, 8, &s0), 0);  // the default namespace sees nothing
   s0.Clear();
   // Block 0 of the default namespace: another model's value, then a corrupted one.
   const auto keys = b.ChainKeys(t, {});
@@ -184,23 +197,35 @@ TEST(RemoteWalk, ForeignCorruptAndOtherTenantValuesAreSkipped) {
   store.values[b.RemoteKeyOf({}, keys[0])] =
       EncodeBlock(r, "another-model", other, oseq.spans()[0].block, 0);
   KvSequence s1(&pool);
-  EXPECT_EQ(b.LookupPrefix(t, 8, &s1), 0);
+  EXPECT_EQ(RemoteLookup(b, t, 8, &s1), 0);
   EXPECT_EQ(tier->Stats().invalid, 1u);
   std::string v = EncodeBlock(r, "fp", other, oseq.spans()[0].block, 0);
   v[v.size() / 2] ^= 0x55;
   store.values[b.RemoteKeyOf({}, keys[0])] = v;
   KvSequence s2(&pool);
-  EXPECT_EQ(b.LookupPrefix(t, 8, &s2), 0);
+  EXPECT_EQ(RemoteLookup(b, t, 8, &s2), 0);
   EXPECT_EQ(tier->Stats().invalid, 2u);
+  // This model's records under the key, but not the prompt's block: of other tokens, and of its
+  // tokens after another parent. Mutation: without either comparison of the record's tokens and
+  // parent when a value is taken in (BlockCache::AdoptRemote), it is not counted invalid.
+  const BlockRecord not_ours[] = {{keys[0], {}, Tokens(4, 1), {0, 1, 2, 3}},
+                                  {keys[0], BlockKey{3, 3}, Tokens(4), {0, 1, 2, 3}}};
+  for (const BlockRecord& w : not_ours) {
+    store.values[b.RemoteKeyOf({}, keys[0])] =
+        EncodeBlock(w, "fp", other, oseq.spans()[0].block, 0);
+    KvSequence s(&pool);
+    EXPECT_EQ(RemoteLookup(b, t, 8, &s), 0);
+  }
+  EXPECT_EQ(tier->Stats().invalid, 4u);
   // The right tenant finds its blocks.
   KvSequence s3(&pool);
-  EXPECT_EQ(b.LookupPrefix(t, 8, &s3, tenant), 8);
+  EXPECT_EQ(RemoteLookup(b, t, 8, &s3, tenant), 8);
   EXPECT_EQ(pool.blocks_in_use(), 2);  // rejected values left no block behind
 }
 
-// The lookup in three parts (the engine's, so as not to wait on the network on its thread): the
-// plan from where RAM ends, the values read apart, and taking them in, where a block cached in
-// between is kept and the rest checked as the walk checks them.
+// The lookup's three parts one by one (the engine's, so as not to wait on the network on its
+// thread): the plan from where RAM ends, the values read apart, and taking them in, where a block
+// cached in between is kept and the rest checked; the lookup then asks the store nothing.
 TEST(RemoteWalk, PlannedFetchedAndAdoptedApart) {
   FakeStore store;
   const auto t = Tokens(22);  // 5 full blocks
@@ -239,7 +264,7 @@ TEST(RemoteWalk, PlannedFetchedAndAdoptedApart) {
   EXPECT_EQ(pool.blocks_in_use(), 5);  // nothing taken in twice
   store.gets = 0;
   KvSequence seq(&pool);
-  EXPECT_EQ(b.LookupPrefix(t, 21, &seq, {}, nullptr, /*ask_remote=*/false), 20);
+  EXPECT_EQ(b.LookupPrefix(t, 21, &seq), 20);
   EXPECT_EQ(store.gets, 0);
   // A value that is not its key's ends the chain: nothing after it is taken in.
   BlockPool p2(Layout(), 0, false);
@@ -251,6 +276,45 @@ TEST(RemoteWalk, PlannedFetchedAndAdoptedApart) {
   std::swap(swapped[1], swapped[2]);
   EXPECT_EQ(c.AdoptRemotePrefix(t, all, swapped).size(), 1u);
   EXPECT_EQ(p2.blocks_in_use(), 1);
+}
+
+// A cached block under the prompt's chain key that is not the prompt's block (as under a
+// collision of chain keys: its tokens after another chain's block, or other tokens after the
+// prompt's block before it) is not taken as the prompt's: values fetched for the keys from it on
+// are not taken in, a plan asks nothing past it, and a lookup stops before it. Mutation: without
+// BlockCache::IsBlockOf's parent comparison the first case hits 12 tokens, without its token
+// comparison the second.
+TEST(RemoteWalk, AnotherBlockUnderThePromptsKeyIsNotThePrompts) {
+  const auto t = Tokens(12);    // 3 full blocks, in the store
+  const auto x = Tokens(8, 1);  // another chain
+  for (const bool other_parent : {true, false}) {
+    SCOPED_TRACE(other_parent ? "another parent" : "other tokens");
+    FakeStore store;
+    ComputeInto(&store, t);
+    BlockPool pool(Layout(), 0, false);
+    BlockCache b(&pool, "fp", Options(), nullptr, std::make_unique<FakeTier>(&store));
+    const auto keys = b.ChainKeys(t, {});
+    KvSequence xs = Computed(&pool, x);
+    b.InsertPrefix(x, xs);
+    const std::vector<int32_t> first4(t.begin(), t.begin() + 4);
+    KvSequence one = Computed(&pool, first4);
+    b.InsertPrefix(first4, one);
+    const RemotePrefixFetch plan = b.PlanRemotePrefix(t, 12);
+    ASSERT_EQ(plan.first, 1);
+    const std::vector<RemoteValue> values = FetchRemotePrefix(*b.remote(), plan, 1000);
+    ASSERT_EQ(values.size(), 2u);
+    // Meanwhile block 1's key comes to name a block of x's K/V.
+    const BlockKey parent = other_parent ? b.ChainKeys(x, {})[0] : keys[0];
+    const std::span<const int32_t> held =
+        std::span<const int32_t>(other_parent ? t : x).subspan(4, 4);
+    b.Insert(keys[1], parent, xs, 4, held);
+    size_t walked = 9;
+    EXPECT_TRUE(b.AdoptRemotePrefix(t, plan, values, &walked).empty());
+    EXPECT_EQ(walked, 0u);
+    EXPECT_TRUE(b.PlanRemotePrefix(t, 12).names.empty());
+    KvSequence seq(&pool);
+    EXPECT_EQ(b.LookupPrefix(t, 12, &seq), 4);
+  }
 }
 
 TEST(RemoteWalk, StoreDownIsAMissAndPinnedPrefixesHaveNoExpiry) {
@@ -269,7 +333,7 @@ TEST(RemoteWalk, StoreDownIsAMissAndPinnedPrefixesHaveNoExpiry) {
   BlockPool p2(Layout(), 0, false);
   BlockCache b(&p2, "fp", Options(), nullptr, std::make_unique<FakeTier>(&store));
   KvSequence s(&p2);
-  EXPECT_EQ(b.LookupPrefix(t, 8, &s), 0);
+  EXPECT_EQ(RemoteLookup(b, t, 8, &s), 0);
   TierCounts c = a.Probe(a.ChainKeys(t, {}));
   EXPECT_EQ(c.ram, 8);
   EXPECT_EQ(c.disk, 0);

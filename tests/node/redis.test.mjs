@@ -1,7 +1,7 @@
 // The remote tier with a real redis-server and two real replicas (--cache-redis): a prefix one
 // computes is served to the other from Redis, with the same greedy output; a corrupted or foreign
 // value is skipped and counted; Redis killed mid-run costs no request, and when it is back the
-// replicas use it again.
+// replicas use it again; a schema's modules one replica encoded are read by the other.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -24,6 +24,15 @@ async function written(server, n) {
   assert.ok(await waitFor(async () => metric(await server.metrics(), 'writes') >= n),
     `the replica wrote ${n} blocks to Redis`);
 }
+
+// Registers a schema (POST /v1/schemas); returns what its load encoded and found.
+async function register(server, xml) {
+  const r = await server.json('POST', '/v1/schemas', xml, { 'content-type': 'application/xml' });
+  assert.equal(r.status, 200, r.text);
+  return r.body.load;
+}
+
+const examples = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../examples/story');
 
 async function replicas(redis, extra = []) {
   const args = ['--cache-redis', redis.url, '--cache-redis-timeout', '200', ...extra];
@@ -219,22 +228,16 @@ test('a slow Redis costs a request at most its timeout', async (t) => {
 });
 
 test("modules of a schema registered on replica A are found by replica B", async (t) => {
-  const examples = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../examples/story');
   const schema = fs.readFileSync(path.join(examples, 'story.xml'), 'utf8');
   const lily = fs.readFileSync(path.join(examples, 'lily.xml'), 'utf8');
   const redis = await startRedis();
   t.after(() => redis.cleanup());
   const [a, b] = await replicas(redis);
-  const load = async (server) => {
-    const r = await server.json('POST', '/v1/schemas', schema, { 'content-type': 'application/xml' });
-    assert.equal(r.status, 200, r.text);
-    return r.body.load;
-  };
-  assert.equal((await load(a)).encoded_tokens, 593);
+  assert.equal((await register(a, schema)).encoded_tokens, 593);
   const before = await complete(a, lily);
   await written(a, 593 / 16);
   // The schema is registered on each replica by its client; its modules come from Redis.
-  const onB = await load(b);
+  const onB = await register(b, schema);
   assert.equal(onB.encoded_tokens, 0, 'nothing encoded again on B');
   assert.equal(onB.reused_tokens, 593);
   const r = await complete(b, lily);
@@ -242,4 +245,27 @@ test("modules of a schema registered on replica A are found by replica B", async
   assert.equal(r.timings.encoded_tokens, 0);
   assert.equal(r.choices[0].text, before.choices[0].text);
   assert.ok(metric(await b.metrics(), 'loads') > 0);
+});
+
+// A schema that changes one module of A's: B encodes that module only, as a replica that holds
+// the other modules itself does, reading from Redis the modules it is computed after (loading a
+// schema reads them there, on the engine thread: BlockCache::AppendCached). Without that read, B
+// encodes them too (69 tokens instead of 34).
+test('a changed module registered on replica B is computed after modules read from Redis', async (t) => {
+  const schema = fs.readFileSync(path.join(examples, 'story.xml'), 'utf8');
+  const from = 'The sun was warm and the sky was blue.';
+  assert.ok(schema.includes(from));
+  const variant = schema.replace(from, 'The sun was hot and the sky was grey.');
+  const redis = await startRedis();
+  t.after(() => redis.cleanup());
+  const [a, b] = await replicas(redis);
+  const alone = await startServer([]);  // no Redis: the story's modules in its own RAM
+  await register(a, schema);
+  await written(a, 593 / 16);
+  await register(alone, schema);
+  const want = await register(alone, variant);
+  assert.ok(want.encoded_tokens > 0 && want.encoded_tokens < 593, JSON.stringify(want));
+  const onB = await register(b, variant);
+  assert.equal(onB.encoded_tokens, want.encoded_tokens);
+  assert.ok(metric(await b.metrics(), 'loads') > 0, 'B read modules from Redis');
 });
