@@ -37,7 +37,7 @@ struct SchemaInfo {
   int cached_modules = 0;  // modules precomputed (not cache="false")
   int cached_tokens = 0;   // tokens of the always-included text and the cached modules
   int encoded_tokens = 0;  // encoded by this load
-  int reused_tokens = 0;   // found in the cache (RAM or disk) by this load
+  int reused_tokens = 0;   // found in the cache (RAM, disk or the remote tier) by this load
   double encode_ms = 0;
   bool persisted = false;  // kept under cache_dir/schemas/
   std::string layout;      // FormatLayout: each module's range, tokens and span

@@ -154,6 +154,13 @@ class EngineImpl : public Engine {
   Result<SchemaInfo> Register(std::string xml, const std::string& path,
                               const SchemaLoadOptions& options, bool persisted);
   Status EncodeSchema(SchemaEntry* entry, const SchemaLoadOptions& options);
+  // One piece of a schema being registered, on the caller's thread (engine_schemas.cc): its
+  // remote reads made here, then encoded on the engine thread unless some tier held it.
+  Status EnsurePiece(const SchemaLayout& layout, const PmlTextRef& ref, GatherStats* stats);
+  // On the engine thread: the piece's remote blocks, then those of each piece an encoding of it
+  // may gather (ModuleStore::AllDependencies), past what RAM and disk hold (PlanRemoteBlocks).
+  std::vector<RemotePrefixFetch> PlanPieceReads(const SchemaLayout& layout,
+                                                const PmlTextRef& ref) const;
 
   // The engine thread (scheduler.cc): each turn takes its work under mu_, runs the tasks, admits,
   // steps, and drops what finished; at the end ShutDown.

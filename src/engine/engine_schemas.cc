@@ -1,5 +1,7 @@
 // EngineImpl's modular prompt cache: registering PML schemas (encoding their modules on the
-// engine thread), persisting them under cache_dir, and checking PML prompts against them.
+// engine thread, after reading what the remote tier holds of them on the caller's thread),
+// persisting them under cache_dir, and checking PML prompts against them.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -28,15 +30,8 @@ Status EngineImpl::EncodeSchema(SchemaEntry* entry, const SchemaLoadOptions& opt
   if (options.on_progress) options.on_progress(0, total);
   GatherStats gs;
   for (const PmlTextRef& ref : pieces) {
-    Status st;
-    // One piece per task: running requests take their steps in between. With a remote tier,
-    // Ensure asks it here, on the engine thread, whether the piece is there (EXISTS), and an
-    // encoding reads the pieces it is computed after from it (BlockCache::AppendCached's GET).
-    RunOnEngineThread([&] {
-      st = store_->Ensure(layout, ref, &gs);
-      cache_->Maintain();
-      UpdateStatsSnapshot();
-    });
+    // One piece at a time: running requests take their steps in between.
+    const Status st = EnsurePiece(layout, ref, &gs);
     if (!st.ok()) return st.WithContext("schema '" + layout.name + "'");
     done += static_cast<int>(layout.Piece(ref).tokens.size());
     if (options.on_progress) options.on_progress(done, total);
@@ -45,6 +40,77 @@ Status EngineImpl::EncodeSchema(SchemaEntry* entry, const SchemaLoadOptions& opt
   entry->info.reused_tokens = gs.reused_tokens;
   entry->info.encode_ms = gs.encode_ms;
   return Status::Ok();
+}
+
+std::vector<RemotePrefixFetch> EngineImpl::PlanPieceReads(const SchemaLayout& layout,
+                                                          const PmlTextRef& ref) const {
+  std::vector<RemotePrefixFetch> plans;
+  plans.push_back(cache_->PlanRemoteBlocks(store_->PieceKeys(layout.Piece(ref))));
+  for (const PmlTextRef& d : ModuleStore::AllDependencies(layout, ref)) {
+    plans.push_back(cache_->PlanRemoteBlocks(store_->PieceKeys(layout.Piece(d))));
+  }
+  return plans;
+}
+
+// The engine thread never waits on the remote tier here, as for a request's lookups
+// (admission.cc) and WarmPrefix: it plans the piece's reads, this thread reads them under one
+// RemoteBudget (--cache-redis-deadline), and the engine thread takes the values in with every
+// check (AdoptRemoteBlocks: one that fails is a miss, counted invalid), then runs Ensure on RAM
+// and disk only. A piece whose blocks were all taken in is a hit; for one that misses, the blocks
+// of the pieces it is computed after are read too (the encoding gathers them), and it is encoded.
+// A store that is down, slow or behind an open breaker answers nothing: the piece is encoded.
+Status EngineImpl::EnsurePiece(const SchemaLayout& layout, const PmlTextRef& ref,
+                               GatherStats* stats) {
+  Status st;
+  const auto ensure = [&] {  // on the engine thread
+    BlockCache::LocalReadsOnly local(cache_.get(), true);
+    st = store_->Ensure(layout, ref, stats);
+    cache_->Maintain();
+    UpdateStatsSnapshot();
+  };
+  RemoteTier* remote = cache_->remote();
+  if (remote == nullptr) {
+    RunOnEngineThread(ensure);
+    return st;
+  }
+  std::vector<RemotePrefixFetch> plans;  // [0]: the piece's own blocks; then its dependencies'
+  RunOnEngineThread([&] { plans = PlanPieceReads(layout, ref); });
+  const int deadline_ms = options_.cache_redis_deadline_ms;
+  RemoteBudget budget(deadline_ms);  // every read of the piece's
+  const std::span<const RemotePrefixFetch> all(plans);
+  std::vector<std::vector<RemoteValue>> values =
+      FetchRemotePlans(*remote, all.first(1), deadline_ms);
+  values.resize(plans.size());
+  const auto adopt = [&](size_t from, size_t to) {  // on the engine thread
+    for (size_t i = from; i < to; ++i) {
+      if (!values[i].empty()) cache_->AdoptRemoteBlocks(plans[i], values[i]);
+      values[i] = {};  // its memory goes back now
+    }
+  };
+  // Each of its blocks read (or held here already): a hit, unless a value fails its checks.
+  const bool whole = values[0].size() == plans[0].names.size();
+  const bool deps = std::any_of(all.begin() + 1, all.end(),
+                                [](const RemotePrefixFetch& p) { return !p.names.empty(); });
+  bool ensured = false;
+  if (whole || !deps) {
+    RunOnEngineThread([&] {
+      adopt(0, 1);
+      if (!deps || store_->Present(layout, ref)) {
+        ensure();
+        ensured = true;
+      }
+    });
+    if (ensured) return st;
+  }
+  // A miss with dependencies in the remote tier only: read them, then encode it after them.
+  std::vector<std::vector<RemoteValue>> more =
+      FetchRemotePlans(*remote, all.subspan(1), deadline_ms);
+  std::move(more.begin(), more.end(), values.begin() + 1);
+  RunOnEngineThread([&] {
+    adopt(0, plans.size());  // the piece's own values too, unless taken in above
+    ensure();
+  });
+  return st;
 }
 
 Result<SchemaInfo> EngineImpl::Register(std::string xml, const std::string& path,

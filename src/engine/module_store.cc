@@ -207,6 +207,20 @@ std::vector<PmlTextRef> ModuleStore::Dependencies(const SchemaLayout& schema,
   return deps;
 }
 
+std::vector<PmlTextRef> ModuleStore::AllDependencies(const SchemaLayout& schema,
+                                                     const PmlTextRef& ref) {
+  std::vector<PmlTextRef> out;
+  std::vector<PmlTextRef> todo = Dependencies(schema, ref);
+  while (!todo.empty()) {
+    const PmlTextRef d = todo.back();
+    todo.pop_back();
+    if (std::find(out.begin(), out.end(), d) != out.end()) continue;
+    out.push_back(d);
+    for (const PmlTextRef& e : Dependencies(schema, d)) todo.push_back(e);
+  }
+  return out;
+}
+
 std::vector<PmlTextRef> ModuleStore::CachedPieces(const SchemaLayout& schema) {
   std::vector<PmlTextRef> out;
   for (size_t j = 0; j < schema.always.size(); ++j) {

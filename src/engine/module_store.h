@@ -108,6 +108,9 @@ class ModuleStore {
   bool Present(const SchemaLayout& schema, const PmlTextRef& ref) const;
   // What the piece attends to besides itself, by position.
   static std::vector<PmlTextRef> Dependencies(const SchemaLayout& schema, const PmlTextRef& ref);
+  // Every piece encoding it may gather: its Dependencies, theirs, and so on, each once (what
+  // Ensure may read for a piece it encodes; EngineImpl reads their remote blocks beforehand).
+  static std::vector<PmlTextRef> AllDependencies(const SchemaLayout& schema, const PmlTextRef& ref);
 
   // Appends the piece's K/V to `seq` starting at position `at`: by reference (loading blocks
   // from disk as needed) where `at` is the piece's start, else copied with keys rotated (or, with
@@ -132,7 +135,9 @@ class ModuleStore {
   // by position; and how many tokens they hold.
   static std::vector<const PmlParameter*> Fills(const SchemaLayout& schema, const PmlTextRef& ref);
   static int FillTokens(const SchemaLayout& schema, const PmlTextRef& ref);
-  // Encodes the piece unless it is cached (in RAM or on disk; nothing is loaded).
+  // Encodes the piece unless it is cached (in RAM or on disk; nothing is loaded). The remote
+  // tier is read as the cache's AppendCached reads it: the engine makes those reads beforehand,
+  // off its thread, and runs this under a BlockCache::LocalReadsOnly (EngineImpl::EnsurePiece).
   Status Ensure(const SchemaLayout& schema, const PmlTextRef& ref, GatherStats* stats);
   // Removes the piece's blocks from RAM and disk (those not found are skipped).
   void Drop(const SchemaLayout& schema, const PmlTextRef& ref);

@@ -6,6 +6,21 @@
 
 namespace promptcache {
 
+std::vector<std::vector<RemoteValue>> FetchRemotePlans(RemoteTier& tier,
+                                                       std::span<const RemotePrefixFetch> plans,
+                                                       int deadline_ms,
+                                                       const std::function<bool()>& cancelled) {
+  // One deadline for all of the plans' reads (each call's own is never later).
+  RemoteBudget budget(deadline_ms);
+  std::vector<std::vector<RemoteValue>> values;
+  for (const RemotePrefixFetch& plan : plans) {
+    values.push_back(plan.names.empty() || (cancelled && cancelled())
+                         ? std::vector<RemoteValue>{}
+                         : FetchRemotePrefix(tier, plan, deadline_ms, cancelled));
+  }
+  return values;
+}
+
 RemoteFetcher::RemoteFetcher(RemoteTier* tier, int deadline_ms)
     : tier_(tier), deadline_ms_(deadline_ms), thread_([this] { Run(); }) {}
 
@@ -38,15 +53,7 @@ void RemoteFetcher::Run() {
         continue;
       }
     }
-    // One deadline for all of the request's reads (each call's own is never later).
-    RemoteBudget budget(deadline_ms_);
-    std::vector<std::vector<RemoteValue>> values;
-    for (const RemotePrefixFetch& plan : *job.plans) {
-      values.push_back(plan.names.empty() || (job.cancelled && job.cancelled())
-                           ? std::vector<RemoteValue>{}
-                           : FetchRemotePrefix(*tier_, plan, deadline_ms_, job.cancelled));
-    }
-    job.done(std::move(values));
+    job.done(FetchRemotePlans(*tier_, *job.plans, deadline_ms_, job.cancelled));
   }
 }
 

@@ -8,21 +8,32 @@
 // stepping; the fetcher reads each plan's values up to its first miss, all under the request's
 // deadline (--cache-redis-deadline), and hands them back through `done`, which puts the request
 // back in the engine's queue; the engine thread then checks them into the cache
-// (AdoptRemotePrefix, AdoptRemoteBlocks) and admits the request. Requests are served one at a time, in the order
-// they were handed in: each is bounded by its deadline, and the store's circuit breaker makes
-// them miss at once while it is open.
+// (AdoptRemotePrefix, AdoptRemoteBlocks) and admits the request. Requests are served one at a
+// time, in the order they were handed in: each is bounded by its deadline, and the store's
+// circuit breaker makes them miss at once while it is open. A schema's registration reads its
+// modules the same way, on its caller's thread instead of this one (FetchRemotePlans,
+// EngineImpl::EnsurePiece).
 #pragma once
 
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
 #include "kv/block_cache.h"
 
 namespace promptcache {
+
+// The values of each of `plans` (as FetchRemotePrefix reads them; none for a plan without names,
+// nor for those left once `cancelled`, which may be null, says so), all read under one
+// RemoteBudget of `deadline_ms`. Touches no cache: the fetcher's thread and a schema's
+// registration (EngineImpl::EnsurePiece, on its caller's thread) read through it.
+std::vector<std::vector<RemoteValue>> FetchRemotePlans(
+    RemoteTier& tier, std::span<const RemotePrefixFetch> plans, int deadline_ms,
+    const std::function<bool()>& cancelled = nullptr);
 
 class RemoteFetcher {
  public:

@@ -43,8 +43,7 @@ BlockCache::Entry* BlockCache::Find(const BlockKey& key) {
 }
 
 bool BlockCache::Contains(const BlockKey& key) const {
-  return entries_.count(key) != 0 || (disk_ && disk_->Contains(key)) ||
-         (remote_ && remote_->CountLeading({RemoteKeyOf({}, key)}) == 1);
+  return entries_.count(key) != 0 || (disk_ && disk_->Contains(key));
 }
 
 std::vector<BlockKey> BlockCache::ChainKeys(std::span<const int32_t> tokens,

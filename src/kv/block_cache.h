@@ -207,8 +207,8 @@ class BlockCache {
                                           std::span<const RemoteValue> values,
                                           size_t* walked = nullptr);
   // The remote part of a lookup of chained blocks that AppendCached reads one by one (a
-  // segment's): from the first of `keys` that neither RAM nor disk holds, the keys and their
-  // names as AppendCached asks for them. No names: no remote tier, or all held here.
+  // segment's, a module piece's): from the first of `keys` that neither RAM nor disk holds, the
+  // keys and their names as AppendCached asks for them. No names: no remote tier, or all held here.
   RemotePrefixFetch PlanRemoteBlocks(std::span<const BlockKey> keys) const;
   // Indexes the values fetched for such a plan (values[i] for fetch.keys[i]), each checked as the
   // record of its key, as AppendCached's own remote read does; the first that fails stops them.
@@ -278,11 +278,12 @@ class BlockCache {
 
   // Generic keyed entries (module and segment blocks): a block's slots [begin, begin+count)
   // under `key`. `segment` marks a segment's entries (CachedBlockInfo::segment), also when
-  // loaded from a lower tier.
+  // loaded from a lower tier. Contains: in RAM or on disk (the remote tier is not asked).
   bool Contains(const BlockKey& key) const;
   // Adds a reference to the cached span under `key` to seq; loads it from disk if needed, else
-  // from the remote tier on this thread (one round trip; none under a LocalReadsOnly). Encoding
-  // a schema's module reads the pieces it is computed after this way (EngineImpl::EncodeSchema).
+  // from the remote tier on this thread (one round trip; none under a LocalReadsOnly: the engine
+  // reads its segments' and modules' remote blocks off its thread, PlanRemoteBlocks and
+  // AdoptRemoteBlocks, and looks them up under one).
   bool AppendCached(const BlockKey& key, KvSequence* seq, bool segment = false);
   void Insert(const BlockKey& key, const BlockKey& parent, const KvSequence& seq, int slot_begin,
               std::span<const int32_t> tokens, bool segment = false);

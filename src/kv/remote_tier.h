@@ -11,13 +11,11 @@
 //
 // Reads are synchronous for their caller (a lookup needs the answer) but bounded: each by a
 // total deadline, and one request's together by a RemoteBudget. The engine makes a prompt's
-// reads (prefix, segments, modules) on a thread of its own (engine/remote_fetch.h), never on the
-// engine thread, whose steps other requests wait on; only loading a schema asks the store on that
-// thread: whether its modules are here (CountLeading), and, for a module it encodes, the blocks
-// of the pieces it is computed after (Get, through BlockCache::AppendCached). Writes are queued
-// and sent by a thread of the implementation's own, never on a request's path. A store that
-// keeps failing or missing its deadlines is not asked at all for a while (CircuitBreaker):
-// lookups miss at once.
+// reads (prefix, segments, modules) on a thread of its own (engine/remote_fetch.h), and a
+// schema's registration reads each of its pieces on its caller's thread (EngineImpl::EnsurePiece),
+// never on the engine thread, whose steps other requests wait on. Writes are queued and sent by a
+// thread of the implementation's own, never on a request's path. A store that keeps failing or
+// missing its deadlines is not asked at all for a while (CircuitBreaker): lookups miss at once.
 #pragma once
 
 #include <chrono>

@@ -249,8 +249,9 @@ test("modules of a schema registered on replica A are found by replica B", async
 
 // A schema that changes one module of A's: B encodes that module only, as a replica that holds
 // the other modules itself does, reading from Redis the modules it is computed after (loading a
-// schema reads them there, on the engine thread: BlockCache::AppendCached). Without that read, B
-// encodes them too (69 tokens instead of 34).
+// schema reads them there on the registering thread and loads them into RAM before the engine
+// thread encodes: EngineImpl::EnsurePiece). Without those reads B encodes them too (main, with its
+// engine-thread read switched off, encoded 69 tokens instead of 34).
 test('a changed module registered on replica B is computed after modules read from Redis', async (t) => {
   const schema = fs.readFileSync(path.join(examples, 'story.xml'), 'utf8');
   const from = 'The sun was warm and the sky was blue.';
