@@ -15,7 +15,7 @@
 // that they step between the parts (AdoptSome), with every check (AdoptRemotePrefix: each a record
 // of its key, holding the prompt's tokens after the block before it; the first that fails ends
 // the chain; a segment's or module's blocks as AdoptRemoteBlocks checks them), and its lookups
-// find them in RAM (segments and modules then read RAM and disk only: BlockCache::LocalReadsOnly).
+// find them in RAM (the cache's lookups read RAM and disk only: LookupPrefix, AppendCached).
 // A request cancelled meanwhile is answered (and its values dropped) when it is back in the
 // queue; at shutdown the fetch under way ends within its deadline and the rest are not sent.
 #include <algorithm>
@@ -138,17 +138,12 @@ void EngineImpl::AdoptFetched(Slot& s) {
 }
 
 void EngineImpl::Admit(std::shared_ptr<Request> r) {
-  // Without a fetcher nothing here reads the remote tier (no tier); with one, a read that did
-  // would still be bounded in all.
-  RemoteBudget remote_budget(options_.cache_redis_deadline_ms);
   auto s = std::make_unique<Slot>(r, &blocks_, model_->tokenizer(), r->req.sampling);
   if (r->req.grammar) s->constraint = std::make_unique<GrammarConstraint>(r->req.grammar, Trie());
   s->admitted = Clock::now();
   s->result.queue_ms = MsBetween(s->r->submitted, s->admitted);
   if (s->r->modular) {
-    if (r->fetch) AdoptFetched(*s);
-    // With a remote tier, its reads were made at intake, off this thread.
-    BlockCache::LocalReadsOnly local(cache_.get(), fetcher_ != nullptr);
+    if (r->fetch) AdoptFetched(*s);  // its remote reads, made at intake off this thread
     if (!AdmitModular(*s)) return;
   } else if (!s->r->embedding) {  // an embedding's inputs are all computed (embedding.cc)
     s->tokens = s->r->req.prompt;

@@ -266,8 +266,8 @@ TEST(RemoteFetch, ASegmentsBlocksAreReadOffTheEngineThread) {
 
 // A segment block whose value fails its checks: the segment is a miss (computed and stored
 // again), and the engine thread does not ask the store for it a second time (a segment's lookup
-// at admission reads RAM and disk only). Mutation: without BlockCache::LocalReadsOnly in
-// FindSegments, the second block is asked twice.
+// at admission reads RAM and disk only). Mutation: BlockCache::AppendCached asking the store
+// where RAM and disk miss (as it did), the second block is asked twice and counted invalid twice.
 TEST(RemoteFetch, ACorruptSegmentBlockIsAMissAskedOnce) {
   SegmentCase c;
   auto e = c.Reader();

@@ -63,7 +63,6 @@ Status EngineImpl::EnsurePiece(const SchemaLayout& layout, const PmlTextRef& ref
                                GatherStats* stats) {
   Status st;
   const auto ensure = [&] {  // on the engine thread
-    BlockCache::LocalReadsOnly local(cache_.get(), true);
     st = store_->Ensure(layout, ref, stats);
     cache_->Maintain();
     UpdateStatsSnapshot();

@@ -136,8 +136,8 @@ class ModuleStore {
   static std::vector<const PmlParameter*> Fills(const SchemaLayout& schema, const PmlTextRef& ref);
   static int FillTokens(const SchemaLayout& schema, const PmlTextRef& ref);
   // Encodes the piece unless it is cached (in RAM or on disk; nothing is loaded). The remote
-  // tier is read as the cache's AppendCached reads it: the engine makes those reads beforehand,
-  // off its thread, and runs this under a BlockCache::LocalReadsOnly (EngineImpl::EnsurePiece).
+  // tier is not read here: the engine reads the piece's blocks there beforehand, off its thread,
+  // and takes them into RAM (EngineImpl::EnsurePiece).
   Status Ensure(const SchemaLayout& schema, const PmlTextRef& ref, GatherStats* stats);
   // Removes the piece's blocks from RAM and disk (those not found are skipped).
   void Drop(const SchemaLayout& schema, const PmlTextRef& ref);

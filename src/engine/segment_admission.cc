@@ -128,7 +128,6 @@ std::vector<EngineImpl::SegmentHit> EngineImpl::FindSegments(
   std::vector<SegmentHit> hits;
   // With a remote tier, its reads were made at intake, off this thread (admission.cc): a block
   // that RAM and disk do not hold now is a miss.
-  BlockCache::LocalReadsOnly local(cache_.get(), fetcher_ != nullptr);
   for (const PromptSegment& g : looked) {
     ++res.segment_lookups;
     SegmentHit h{g, KvSequence(&blocks_), 0, false};

@@ -53,7 +53,8 @@ class SegmentStore {
     int32_t start = 0;  // found: the position its first token was encoded at
   };
   // Appends the cached segment's K/V to `out` (empty) by reference, loading blocks from the disk
-  // or remote tier as needed. Not found: `out` is left empty.
+  // tier as needed (not the remote tier: the engine reads those beforehand, off its thread, into
+  // RAM). Not found: `out` is left empty.
   Lookup Find(std::span<const int32_t> tokens, const BlockKey& ns, KvSequence* out);
   // Whether every block of the segment is in RAM or on disk (nothing is loaded).
   bool Present(std::span<const int32_t> tokens, const BlockKey& ns) const;

@@ -265,7 +265,6 @@ int BlockCache::ForEachPrefixEntry(std::span<const int32_t> tokens, const BlockK
 bool BlockCache::AppendCached(const BlockKey& key, KvSequence* seq, bool segment) {
   Entry* e = Find(key);
   if (e == nullptr && LoadFromDisk(key, /*prefix=*/false)) e = Find(key);
-  if (e == nullptr && !local_only_ && LoadFromRemote(key)) e = Find(key);
   if (e != nullptr && segment) e->segment = true;
   // A module is read at any position: without its sliding part it is a miss (re-encoded).
   if (e == nullptr || !MakeComplete(key, *e)) return false;

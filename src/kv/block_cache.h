@@ -22,17 +22,17 @@
 // otherwise, and hands out the blocks before the window as global references. Module entries
 // are kept whole: they are reused at any position. Block files of global-only entries say so
 // and load as global-only.
-// Remote tier (kv/remote_tier.h), below the disk tier. A prefix lookup reads RAM and disk only:
-// the remote part is read in three parts, so that the thread that owns the cache never waits on
-// the network: PlanRemotePrefix (on that thread: the chained keys after what RAM and disk hold),
-// FetchRemotePrefix (on any other: the values up to the first miss), AdoptRemotePrefix (on the
-// owner's thread again: each value checked like a block file and against the tokens and parent
-// key the chain expects, the first that fails ending it), then LookupPrefix finds them in RAM.
-// Chained blocks read one by one (a segment's, a module's) go the same way (PlanRemoteBlocks,
-// AdoptRemoteBlocks), except that AppendCached still reads a block that RAM and disk miss from
-// the remote tier itself, on its caller's thread, unless a LocalReadsOnly says not to. Every
-// block the cache takes in (computed, or loaded from disk and then evicted) is queued for writing
-// there once; pinned ones without expiry.
+// Remote tier (kv/remote_tier.h), below the disk tier. No lookup reads it: LookupPrefix and
+// AppendCached read RAM and disk only, so that the thread that owns the cache never waits on the
+// network. The remote part is read in three parts instead: PlanRemotePrefix (on that thread: the
+// chained keys after what RAM and disk hold), FetchRemotePrefix (on any other: the values up to
+// the first miss), AdoptRemotePrefix (on the owner's thread again: each value checked like a
+// block file and against the tokens and parent key the chain expects, the first that fails
+// ending it), then LookupPrefix finds them in RAM. Chained blocks looked up one by one (a
+// segment's, a module's) go the same way: PlanRemoteBlocks, then FetchRemotePrefix, then
+// AdoptRemoteBlocks, then AppendCached finds them in RAM. Every block the cache takes in
+// (computed, or loaded from disk and then evicted) is queued for writing there once; pinned ones
+// without expiry.
 //
 // Pins are bounded: the bytes pinned blocks hold, in all and per owner (a tenant), stay within
 // quotas (a pin that would pass one stops at the last block that fits, and says so), and every
@@ -206,29 +206,14 @@ class BlockCache {
                                           const RemotePrefixFetch& fetch,
                                           std::span<const RemoteValue> values,
                                           size_t* walked = nullptr);
-  // The remote part of a lookup of chained blocks that AppendCached reads one by one (a
+  // The remote part of a lookup of chained blocks that AppendCached then reads one by one (a
   // segment's, a module piece's): from the first of `keys` that neither RAM nor disk holds, the
-  // keys and their names as AppendCached asks for them. No names: no remote tier, or all held here.
+  // keys and their names in the remote tier. No names: no remote tier, or all held here.
   RemotePrefixFetch PlanRemoteBlocks(std::span<const BlockKey> keys) const;
   // Indexes the values fetched for such a plan (values[i] for fetch.keys[i]), each checked as the
-  // record of its key, as AppendCached's own remote read does; the first that fails stops them.
-  // A key cached meanwhile is kept. Returns how many were indexed.
+  // record of its key (one that fails is counted invalid, and stops them); AppendCached then finds
+  // them in RAM. A key cached meanwhile is kept. Returns how many were indexed.
   int AdoptRemoteBlocks(const RemotePrefixFetch& fetch, std::span<const RemoteValue> values);
-  // While one lives, AppendCached reads RAM and disk only: for a caller whose remote reads were
-  // fetched apart, off its thread (the engine's segment lookups and module gathers at admission).
-  class LocalReadsOnly {
-   public:
-    LocalReadsOnly(BlockCache* cache, bool on) : cache_(cache), saved_(cache->local_only_) {
-      cache_->local_only_ = saved_ || on;
-    }
-    ~LocalReadsOnly() { cache_->local_only_ = saved_; }
-    LocalReadsOnly(const LocalReadsOnly&) = delete;
-    LocalReadsOnly& operator=(const LocalReadsOnly&) = delete;
-
-   private:
-    BlockCache* cache_;
-    bool saved_;
-  };
   // The chained keys of the full blocks of `tokens` in namespace `ns`.
   std::vector<BlockKey> ChainKeys(std::span<const int32_t> tokens, const BlockKey& ns) const;
   // The key under which the remote tier holds a block.
@@ -280,10 +265,10 @@ class BlockCache {
   // under `key`. `segment` marks a segment's entries (CachedBlockInfo::segment), also when
   // loaded from a lower tier. Contains: in RAM or on disk (the remote tier is not asked).
   bool Contains(const BlockKey& key) const;
-  // Adds a reference to the cached span under `key` to seq; loads it from disk if needed, else
-  // from the remote tier on this thread (one round trip; none under a LocalReadsOnly: the engine
-  // reads its segments' and modules' remote blocks off its thread, PlanRemoteBlocks and
-  // AdoptRemoteBlocks, and looks them up under one).
+  // Adds a reference to the cached span under `key` to seq, loading it from disk if RAM misses.
+  // The remote tier is not asked: a caller reads its blocks there beforehand, off this thread
+  // (PlanRemoteBlocks, FetchRemotePrefix, AdoptRemoteBlocks), and finds them here in RAM; a
+  // value that failed its checks there is a miss here, not read again.
   bool AppendCached(const BlockKey& key, KvSequence* seq, bool segment = false);
   void Insert(const BlockKey& key, const BlockKey& parent, const KvSequence& seq, int slot_begin,
               std::span<const int32_t> tokens, bool segment = false);
@@ -351,8 +336,6 @@ class BlockCache {
   bool IsBlockOf(const Entry& e, const BlockKey& parent, std::span<const int32_t> tokens) const;
   // Values asked for ahead when a chain is read from the remote tier (RemoteTier::Stream).
   int RemoteWindow() const;
-  // A module or segment block (default namespace) from the remote tier, read on this thread.
-  bool LoadFromRemote(const BlockKey& key);
   // Queues the entry's block for the remote tier unless it is there already.
   void WriteRemote(const BlockKey& key, Entry& e);
   void AddEntry(const BlockKey& key, Entry e);
@@ -406,7 +389,6 @@ class BlockCache {
   std::unique_ptr<DiskTier> disk_;
   std::unique_ptr<RemoteTier> remote_;
   std::string remote_prefix_;  // RemoteKeyPrefix of this model and layout
-  bool local_only_ = false;    // LocalReadsOnly: AppendCached does not ask the remote tier
   std::map<BlockKey, Entry> entries_;
   size_t held_bytes_ = 0;  // what the entries hold: see BlockCacheStats::ram_bytes
   BlockCacheStats stats_;

@@ -176,12 +176,6 @@ int BlockCache::AdoptRemoteBlocks(const RemotePrefixFetch& fetch,
   return n;
 }
 
-bool BlockCache::LoadFromRemote(const BlockKey& key) {
-  if (!remote_) return false;
-  const auto values = remote_->Get({RemoteKeyOf({}, key)});
-  return values[0] && AdoptRemote(key, values[0]->data, {}, nullptr, {});
-}
-
 Status BlockCache::WriteEntry(const BlockKey& key, const Entry& e) {
   BlockRecord r{key, e.parent, e.tokens, {}};
   r.positions.assign(pool_->Positions(e.block) + e.begin,

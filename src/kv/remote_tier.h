@@ -9,13 +9,16 @@
 // written it. The tier is a cache only: a value missing, expired, evicted, foreign or corrupt is
 // a miss, and a store that is down or slow is a miss too, never an error for the request.
 //
-// Reads are synchronous for their caller (a lookup needs the answer) but bounded: each by a
-// total deadline, and one request's together by a RemoteBudget. The engine makes a prompt's
-// reads (prefix, segments, modules) on a thread of its own (engine/remote_fetch.h), and a
-// schema's registration reads each of its pieces on its caller's thread (EngineImpl::EnsurePiece),
-// never on the engine thread, whose steps other requests wait on. Writes are queued and sent by a
-// thread of the implementation's own, never on a request's path. A store that keeps failing or
-// missing its deadlines is not asked at all for a while (CircuitBreaker): lookups miss at once.
+// Reads are synchronous for their caller but bounded: each by a total deadline, and one
+// request's together by a RemoteBudget. The block cache's lookups never read it: its part of a
+// lookup is planned on the cache's thread, read on another and taken in on the cache's thread
+// again (kv/block_cache.h: PlanRemotePrefix or PlanRemoteBlocks, FetchRemotePrefix,
+// AdoptRemotePrefix or AdoptRemoteBlocks). The engine makes a prompt's reads (prefix, segments,
+// modules) on a thread of its own (engine/remote_fetch.h), and a schema's registration reads each
+// of its pieces on its caller's thread (EngineImpl::EnsurePiece), never on the engine thread,
+// whose steps other requests wait on. Writes are queued and sent by a thread of the
+// implementation's own, never on a request's path. A store that keeps failing or missing its
+// deadlines is not asked at all for a while (CircuitBreaker): lookups miss at once.
 #pragma once
 
 #include <chrono>

@@ -1,8 +1,9 @@
 // The remote tier: key naming, the record's checks on values any replica may have written, a
-// prefix lookup's remote part (planned, fetched, taken in) against an in-memory fake store, the
-// Redis URL parser, the circuit breaker's states and the Redis client's deadlines against a
-// store that answers a byte at a time. (The real Redis is tested end to end by
-// tests/node/redis.test.mjs, a slow one by redis_slow.test.mjs.)
+// lookup's remote part (a prefix's or chained blocks': planned, fetched, taken in; the cache's
+// lookups never ask the store) against an in-memory fake store, the Redis URL parser, the circuit
+// breaker's states and the Redis client's deadlines against a store that answers a byte at a
+// time. (The real Redis is tested end to end by tests/node/redis.test.mjs, a slow one by
+// redis_slow.test.mjs.)
 #include "kv/remote_tier.h"
 
 #include <arpa/inet.h>
@@ -112,6 +113,14 @@ int RemoteLookup(BlockCache& cache, std::span<const int32_t> tokens, int max_tok
     cache.AdoptRemotePrefix(tokens, plan, FetchRemotePrefix(*cache.remote(), plan, 1000));
   }
   return cache.LookupPrefix(tokens, max_tokens, seq, ns);
+}
+
+// The same for chained blocks looked up one by one (a segment's, a module piece's), before
+// AppendCached finds them in RAM. Returns how many were taken in.
+int RemoteBlocks(BlockCache& cache, std::span<const BlockKey> keys) {
+  const RemotePrefixFetch plan = cache.PlanRemoteBlocks(keys);
+  if (plan.names.empty()) return 0;
+  return cache.AdoptRemoteBlocks(plan, FetchRemotePrefix(*cache.remote(), plan, 1000));
 }
 
 TEST(RemoteKeys, NamespacesChainApart) {
@@ -276,6 +285,41 @@ TEST(RemoteWalk, PlannedFetchedAndAdoptedApart) {
   std::swap(swapped[1], swapped[2]);
   EXPECT_EQ(c.AdoptRemotePrefix(t, all, swapped).size(), 1u);
   EXPECT_EQ(p2.blocks_in_use(), 1);
+}
+
+// AppendCached reads RAM and disk only: blocks another replica wrote are found once read apart
+// (RemoteBlocks), and one whose value failed its checks is a miss, not asked for again. Mutation:
+// AppendCached asking the store (as it did) hits block 0 at once and reads block 2 twice.
+TEST(RemoteWalk, AppendCachedAsksTheStoreNothing) {
+  FakeStore store;
+  const auto t = Tokens(12);  // 3 blocks, chained from a module's content key
+  std::vector<BlockKey> keys;
+  {
+    BlockPool pool(Layout(), 0, false);
+    BlockCache a(&pool, "fp", Options(), nullptr, std::make_unique<FakeTier>(&store));
+    keys = a.ChainKeys(t, BlockKey{9, 9});
+    KvSequence seq = Computed(&pool, t);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      a.Insert(keys[i], i ? keys[i - 1] : BlockKey{}, seq, 4 * i, std::span(t).subspan(4 * i, 4));
+    }
+  }
+  BlockPool pool(Layout(), 0, false);
+  auto* tier = new FakeTier(&store);
+  BlockCache b(&pool, "fp", Options(), nullptr, std::unique_ptr<RemoteTier>(tier));
+  KvSequence seq(&pool);
+  EXPECT_FALSE(b.AppendCached(keys[0], &seq));  // in the store only: a miss
+  EXPECT_EQ(store.gets, 0);
+  std::string& v = store.values.at(b.RemoteKeyOf({}, keys[2]));
+  v[v.size() / 2] ^= 0x55;
+  EXPECT_EQ(RemoteBlocks(b, keys), 2);  // block 2's value fails its checks
+  EXPECT_EQ(tier->Stats().invalid, 1u);
+  store.gets = 0;
+  EXPECT_TRUE(b.AppendCached(keys[0], &seq));
+  EXPECT_TRUE(b.AppendCached(keys[1], &seq));
+  EXPECT_FALSE(b.AppendCached(keys[2], &seq));
+  EXPECT_EQ(seq.size(), 8);
+  EXPECT_EQ(store.gets, 0);
+  EXPECT_EQ(tier->Stats().invalid, 1u);
 }
 
 // A cached block under the prompt's chain key that is not the prompt's block (as under a
