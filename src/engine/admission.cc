@@ -21,7 +21,6 @@
 #include <algorithm>
 
 #include "engine/engine_slot.h"
-#include "kv/redis_tier.h"
 
 namespace promptcache {
 
