@@ -64,33 +64,30 @@ void WindowStarts(std::span<const BatchToken> batch, const std::vector<int>& slo
   }
 }
 
-}  // namespace
-
-void Model::PlanAttention(std::span<const BatchToken> batch, const std::vector<int>& slot,
-                          ThreadPool* pool, ForwardScratch* s) const {
-  const ModelConfig& c = config_;
+// as->shifts: the distinct non-zero shifts of the batch's sequences' spans; as->shifted_q sized
+// for the queries rotated by each.
+void CollectShifts(std::span<const BatchToken> batch, int q_dim, AttentionScratch* as) {
   const int T = static_cast<int>(batch.size());
-  const int H = c.n_heads, hd = c.head_dim, group = H / c.n_kv_heads;
-  const int n_threads = pool ? pool->size() : 1;
-  AttentionScratch& as = s->attention;
-  const std::vector<int>& order = as.order;
-  PC_CHECK(static_cast<int>(order.size()) == T);
-
-  if (c.AnySliding()) WindowStarts(batch, slot, c.sliding_window, &as);
-  as.shifts.clear();
+  as->shifts.clear();
   for (int t = 0; t < T; ++t) {
     if (t > 0 && batch[t].seq == batch[t - 1].seq) continue;
     for (const KvSpan& sp : batch[t].seq->spans()) {
       if (sp.shift != 0 &&
-          std::find(as.shifts.begin(), as.shifts.end(), sp.shift) == as.shifts.end()) {
-        as.shifts.push_back(sp.shift);
+          std::find(as->shifts.begin(), as->shifts.end(), sp.shift) == as->shifts.end()) {
+        as->shifts.push_back(sp.shift);
       }
     }
   }
-  if (!as.shifts.empty()) as.shifted_q.resize(as.shifts.size() * T * c.q_dim());
+  if (!as->shifts.empty()) as->shifted_q.resize(as->shifts.size() * T * q_dim);
+}
 
-  // Items of up to kItemTokens tokens of one sequence (order groups them), or of several.
-  std::vector<Item>& items = as.items;
+// as->items: up to kItemTokens tokens of one sequence (order groups them), or of several; and
+// as->max_keys, as->n_chunks.
+void GroupItems(std::span<const BatchToken> batch, const std::vector<int>& slot, int n_threads,
+                AttentionScratch* as) {
+  const int T = static_cast<int>(batch.size());
+  const std::vector<int>& order = as->order;
+  std::vector<Item>& items = as->items;
   items.clear();
   int max_keys = 0;
   for (int t = 0; t < T; ++t) max_keys = std::max(max_keys, slot[t] + 1);
@@ -120,55 +117,60 @@ void Model::PlanAttention(std::span<const BatchToken> batch, const std::vector<i
     }
     first += count;
   }
+  as->max_keys = max_keys;
+  as->n_chunks = n_chunks;
+}
 
-  // Too few items for the threads: split them by chunk of keys, merged afterwards.
-  as.max_keys = max_keys;
-  as.n_chunks = n_chunks;
-  const size_t partial_floats = size_t(T) * H * as.n_chunks * hd;
-  as.split = n_threads > 1 && as.n_chunks > 1 && static_cast<int>(items.size()) < 4 * n_threads &&
-             partial_floats * sizeof(float) <= kMaxPartialBytes;
-  if (as.split) {
-    std::vector<Item> chunked;
-    for (const Item& it : items) {
-      const int keys = attention_items::ItemKeys(it, order, slot);
-      for (int ch = 0; ch * kChunkRows < keys; ++ch) {
-        const int n_keys = std::min(kChunkRows, keys - ch * kChunkRows);
-        chunked.push_back({it.seq, it.first, it.count, ch, int64_t(it.count) * n_keys});
-      }
-    }
-    items.swap(chunked);
-    if (as.partial_o.size() < partial_floats) as.partial_o.resize(partial_floats);
-    if (as.partial_state.size() < size_t(T) * H * as.n_chunks) {
-      as.partial_state.resize(size_t(T) * H * as.n_chunks);
+// Too few items for the threads: split them by chunk of keys, merged afterwards (as->split),
+// while the partial states stay small; the partial buffers sized for them.
+void SplitByChunks(int T, const std::vector<int>& slot, int H, int hd, int n_threads,
+                   AttentionScratch* as) {
+  std::vector<Item>& items = as->items;
+  const size_t partial_floats = size_t(T) * H * as->n_chunks * hd;
+  as->split = n_threads > 1 && as->n_chunks > 1 && static_cast<int>(items.size()) < 4 * n_threads &&
+              partial_floats * sizeof(float) <= kMaxPartialBytes;
+  if (!as->split) return;
+  std::vector<Item> chunked;
+  for (const Item& it : items) {
+    const int keys = attention_items::ItemKeys(it, as->order, slot);
+    for (int ch = 0; ch * kChunkRows < keys; ++ch) {
+      const int n_keys = std::min(kChunkRows, keys - ch * kChunkRows);
+      chunked.push_back({it.seq, it.first, it.count, ch, int64_t(it.count) * n_keys});
     }
   }
-  // Still too few items for the threads (a decode step; one short prompt): split them by groups
-  // of KV heads too, as evenly as the heads divide.
-  const int KVH = c.n_kv_heads;
-  const int64_t n_items = static_cast<int64_t>(items.size());
-  if (n_threads > 1 && KVH > 1 && n_items < kItemsPerThread * n_threads) {
-    const int groups = static_cast<int>(
-        std::min<int64_t>(KVH, (kItemsPerThread * n_threads + n_items - 1) / n_items));
-    std::vector<Item> by_heads;
-    for (const Item& it : items) {
-      for (int g = 0; g < groups; ++g) {
-        Item part = it;
-        part.kv_begin = g * KVH / groups;
-        part.kv_end = (g + 1) * KVH / groups;
-        part.cost = it.cost * (part.kv_end - part.kv_begin);
-        by_heads.push_back(part);
-      }
-    }
-    items.swap(by_heads);
+  items.swap(chunked);
+  if (as->partial_o.size() < partial_floats) as->partial_o.resize(partial_floats);
+  if (as->partial_state.size() < size_t(T) * H * as->n_chunks) {
+    as->partial_state.resize(size_t(T) * H * as->n_chunks);
   }
-  // Largest first, so the last items to start are short ones.
-  std::stable_sort(items.begin(), items.end(),
-                   [](const Item& a, const Item& b) { return a.cost > b.cost; });
+}
 
-  // Sized here, on the calling thread: a worker that allocated would get a malloc arena of its
-  // own, whose freed memory glibc keeps, and peak memory would creep up run after run.
-  if (static_cast<int>(as.threads.size()) < n_threads) as.threads.resize(n_threads);
-  for (AttentionScratch::Thread& th : as.threads) {
+// Still too few items for the threads (a decode step; one short prompt): split them by groups
+// of KV heads too, as evenly as the heads divide.
+void SplitByHeads(int KVH, int n_threads, std::vector<Item>* items) {
+  const int64_t n_items = static_cast<int64_t>(items->size());
+  if (n_threads <= 1 || KVH <= 1 || n_items >= kItemsPerThread * n_threads) return;
+  const int groups = static_cast<int>(
+      std::min<int64_t>(KVH, (kItemsPerThread * n_threads + n_items - 1) / n_items));
+  std::vector<Item> by_heads;
+  for (const Item& it : *items) {
+    for (int g = 0; g < groups; ++g) {
+      Item part = it;
+      part.kv_begin = g * KVH / groups;
+      part.kv_end = (g + 1) * KVH / groups;
+      part.cost = it.cost * (part.kv_end - part.kv_begin);
+      by_heads.push_back(part);
+    }
+  }
+  items->swap(by_heads);
+}
+
+// The per-thread buffers and the per-head states. Sized here, on the calling thread: a worker
+// that allocated would get a malloc arena of its own, whose freed memory glibc keeps, and peak
+// memory would creep up run after run.
+void SizeBuffers(int T, int H, int group, int hd, int n_threads, AttentionScratch* as) {
+  if (static_cast<int>(as->threads.size()) < n_threads) as->threads.resize(n_threads);
+  for (AttentionScratch::Thread& th : as->threads) {
     th.state.resize(size_t(kItemTokens) * H);
     th.q.resize(size_t(kItemTokens) * group);
     th.n_valid.resize(size_t(kItemTokens) * group);
@@ -177,7 +179,29 @@ void Model::PlanAttention(std::span<const BatchToken> batch, const std::vector<i
     th.o_ptr.resize(size_t(kItemTokens) * group);
     th.o.resize(size_t(kItemTokens) * H * hd);
   }
-  if (as.state.size() < size_t(T) * H) as.state.resize(size_t(T) * H);
+  if (as->state.size() < size_t(T) * H) as->state.resize(size_t(T) * H);
+}
+
+}  // namespace
+
+void Model::PlanAttention(std::span<const BatchToken> batch, const std::vector<int>& slot,
+                          ThreadPool* pool, ForwardScratch* s) const {
+  const ModelConfig& c = config_;
+  const int T = static_cast<int>(batch.size());
+  const int H = c.n_heads, hd = c.head_dim, group = H / c.n_kv_heads;
+  const int n_threads = pool ? pool->size() : 1;
+  AttentionScratch& as = s->attention;
+  PC_CHECK(static_cast<int>(as.order.size()) == T);
+
+  if (c.AnySliding()) WindowStarts(batch, slot, c.sliding_window, &as);
+  CollectShifts(batch, c.q_dim(), &as);
+  GroupItems(batch, slot, n_threads, &as);
+  SplitByChunks(T, slot, H, hd, n_threads, &as);
+  SplitByHeads(c.n_kv_heads, n_threads, &as.items);
+  // Largest first, so the last items to start are short ones.
+  std::stable_sort(as.items.begin(), as.items.end(),
+                   [](const Item& a, const Item& b) { return a.cost > b.cost; });
+  SizeBuffers(T, H, group, hd, n_threads, &as);
 }
 
 }  // namespace promptcache

@@ -60,29 +60,13 @@ class ProfiledPass {
   Profiler* p_;
 };
 
-}  // namespace
-
-Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPool* pool,
-                      ForwardScratch* s, int layers, float* hidden) const {
-  const ModelConfig& c = config_;
+// Reserves each token's slot in its sequence (slot[t]): per sequence in order of first
+// appearance, so a token's slot index says which earlier tokens of the batch it may attend to;
+// `order` gets the same grouping, for attention. On failure no sequence is changed.
+Status ReserveSlots(std::span<const BatchToken> batch, std::vector<int>* slot,
+                    std::vector<int>* order) {
   const int T = static_cast<int>(batch.size());
-  if (T == 0) return Status::Ok();
-  const int D = c.n_embd, hd = c.head_dim;
-  for (const BatchToken& b : batch) {
-    if (b.token < 0 || b.token >= c.n_vocab) {
-      return InvalidArgument("token id " + std::to_string(b.token) + " is outside the vocabulary");
-    }
-    PC_CHECK(b.seq != nullptr);
-  }
-
-  Profiler* const prof = pool != nullptr ? pool->profiler() : nullptr;
-  const ProfiledPass profiled(prof, T);
-  ProfileOp(prof, "slots, attention plan", OpKind::kOther);
-  // Reserve each token's slot in its sequence: per sequence in order of first appearance, so a
-  // token's slot index says which earlier tokens of the batch it may attend to.
-  std::vector<int> slot(T);
-  std::vector<int>& order = s->attention.order;  // the same grouping, for attention
-  order.clear();
+  order->clear();
   std::vector<std::pair<KvSequence*, int>> appended;  // sequence, its size before
   for (int t = 0; t < T; ++t) {
     KvSequence* seq = batch[t].seq;
@@ -93,17 +77,17 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
     int last_in_place = -1;
     for (int u = t; u < T; ++u) {
       if (batch[u].seq != seq) continue;
-      order.push_back(u);
+      order->push_back(u);
       if (batch[u].slot >= 0) {
         // Recomputed in place: before any appended token, slots ascending, an owned slot.
         PC_CHECK(positions.empty() && batch[u].slot > last_in_place && batch[u].slot < seq->size());
         PC_CHECK(seq->Position(batch[u].slot) == batch[u].pos);
         const KvSpan at = seq->Locate(batch[u].slot);
         PC_CHECK(seq->pool()->RefCount(at.block) == 1 && at.shift == 0);
-        slot[u] = last_in_place = batch[u].slot;
+        (*slot)[u] = last_in_place = batch[u].slot;
         continue;
       }
-      slot[u] = seq->size() + static_cast<int>(positions.size());
+      (*slot)[u] = seq->size() + static_cast<int>(positions.size());
       positions.push_back(batch[u].pos);
     }
     const int before = seq->size();
@@ -114,12 +98,12 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
     }
     appended.push_back({seq, before});
   }
-  std::vector<SlotRef> where(T);
-  for (int t = 0; t < T; ++t) {
-    const KvSpan sp = batch[t].seq->Locate(slot[t]);
-    where[t] = {sp.block, sp.begin};
-  }
+  return Status::Ok();
+}
 
+// Every stage's activations for T tokens (grown, never shrunk).
+void SizeScratch(const ModelConfig& c, int T, ForwardScratch* s) {
+  const int D = c.n_embd;
   Resize(s->x, size_t(T) * D);
   Resize(s->xn, size_t(T) * D);
   Resize(s->q, size_t(T) * c.q_dim());
@@ -129,154 +113,240 @@ Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPo
   Resize(s->gate, size_t(T) * c.n_ff);
   Resize(s->up, size_t(T) * c.n_ff);
   Resize(s->out_rows, size_t(T) * D);
-  PlanAttention(batch, slot, pool, s);
-  float* x = s->x.data();  // [T, D] the residual stream
+}
 
-  ProfileOp(prof, "embed", OpKind::kOther);
+const float* PostNorm(const std::vector<float>& w) { return w.empty() ? nullptr : w.data(); }
 
+}  // namespace
+
+// One pass's state, shared by Forward's steps. What runs per token between two matrix
+// multiplies runs inside the job that quantizes the next multiply's input rows (MatMul's
+// `before`), not in jobs of its own, nor on the calling thread alone: the residual add of the
+// block before (post-normed where the model has post-norms) with the norm after it; attention's
+// merge; the gated activation. So a block's output waits in out_rows (`pending`) until the next
+// block's input job adds it to x.
+struct Model::Pass {
+  Pass(std::span<const BatchToken> b, ThreadPool* tp, ForwardScratch* fs, const ModelConfig& c)
+      : batch(b),
+        pool(tp),
+        s(fs),
+        prof(tp != nullptr ? tp->profiler() : nullptr),
+        T(static_cast<int>(b.size())),
+        D(c.n_embd),
+        eps(c.rms_eps),
+        slot(T),
+        kv_pool(b[0].seq->pool()),
+        kv_type(kv_pool->layout().type),
+        kv_row_bytes(kv_pool->layout().row_bytes()) {}
+
+  const std::span<const BatchToken> batch;
+  ThreadPool* const pool;
+  ForwardScratch* const s;
+  Profiler* const prof;
+  const int T, D;
+  const float eps;
+  std::vector<int> slot;       // [T] each token's slot in its sequence
+  std::vector<SlotRef> where;  // [T] where that slot's K/V row is
+  BlockPool* const kv_pool;    // the cache of the batch's sequences
+  const KvType kv_type;
+  const size_t kv_row_bytes;
+  float* x = nullptr;                // [T, D] the residual stream
+  const float* prev_post = nullptr;  // the block whose output out_rows holds: its post-norm
+  bool pending = false;              // out_rows holds a block's output not yet added to x
+
+  // x[t] += post_norm(out_rows[t]), when a block's output is pending.
+  void AddResidual(int t) const {
+    if (!pending) return;
+    float* out = s->out_rows.data() + size_t(t) * D;
+    if (prev_post != nullptr) RmsNorm(out, prev_post, D, eps, out);
+    Add(x + size_t(t) * D, out, D);
+  }
+  // xn[row] = norm(x[t]) with weights w, after x[t]'s pending residual add.
+  void AddResidualAndNorm(int t, const float* w, int64_t row) const {
+    AddResidual(t);
+    RmsNorm(x + size_t(t) * D, w, D, eps, s->xn.data() + row * D);
+  }
+};
+
+Status Model::Forward(std::span<const BatchToken> batch, float* logits, ThreadPool* pool,
+                      ForwardScratch* s, int layers, float* hidden) const {
+  const ModelConfig& c = config_;
+  const int T = static_cast<int>(batch.size());
+  if (T == 0) return Status::Ok();
+  for (const BatchToken& b : batch) {
+    if (b.token < 0 || b.token >= c.n_vocab) {
+      return InvalidArgument("token id " + std::to_string(b.token) + " is outside the vocabulary");
+    }
+    PC_CHECK(b.seq != nullptr);
+  }
+
+  Pass p(batch, pool, s, c);
+  const ProfiledPass profiled(p.prof, T);
+  ProfileOp(p.prof, "slots, attention plan", OpKind::kOther);
+  if (Status st = ReserveSlots(batch, &p.slot, &s->attention.order); !st.ok()) return st;
+  p.where.resize(T);
   for (int t = 0; t < T; ++t) {
-    float* xt = x + size_t(t) * D;
+    const KvSpan sp = batch[t].seq->Locate(p.slot[t]);
+    p.where[t] = {sp.block, sp.begin};
+  }
+  SizeScratch(c, T, s);
+  PlanAttention(batch, p.slot, pool, s);
+  p.x = s->x.data();
+
+  ProfileOp(p.prof, "embed", OpKind::kOther);
+  Embed(batch, p.x);  // x: [T, D]
+
+  PC_CHECK(layers <= 0 || (logits == nullptr && hidden == nullptr));
+  const int n_layers = layers > 0 ? std::min(layers, c.n_layers) : c.n_layers;
+  for (int l = 0; l < n_layers; ++l) {
+    AttentionBlock(p, l);    // x += post_norm(Wo · Attention(...)), pending in out_rows
+    FeedForwardBlock(p, l);  // x += post_norm(Wdown · act(...)), pending in out_rows
+  }
+  if (n_layers < c.n_layers) return Status::Ok();
+  HiddenOutputs(p, hidden);  // [n_hidden, D]: norm(x) of the tokens that want hidden states
+  LogitOutputs(p, logits);   // [n_out, n_vocab]: softcap(Wout · norm(x)) of those that want logits
+  return Status::Ok();
+}
+
+void Model::Embed(std::span<const BatchToken> batch, float* x) const {
+  const ModelConfig& c = config_;
+  const int D = c.n_embd;
+  for (size_t t = 0; t < batch.size(); ++t) {
+    float* xt = x + t * D;
     DequantizeRow(token_embd_.type, token_embd_.data + batch[t].token * token_embd_.row_bytes, D,
                   xt);
     if (c.embed_scale != 1.0f) {
       for (int i = 0; i < D; ++i) xt[i] *= c.embed_scale;
     }
   }
+}
 
-  BlockPool* kv_pool = batch[0].seq->pool();
-  const KvLayout& kvl = kv_pool->layout();
-  const size_t kv_row_bytes = kvl.row_bytes();
-
-  PC_CHECK(layers <= 0 || (logits == nullptr && hidden == nullptr));
-  const int n_layers = layers > 0 ? std::min(layers, c.n_layers) : c.n_layers;
-  // What runs per token between two matrix multiplies runs inside the job that quantizes the
-  // next multiply's input rows (MatMul's `before`), not in jobs of its own, nor on the calling
-  // thread alone: the residual add of the block before (post-normed where the model has
-  // post-norms) with the norm after it; attention's merge; the gated activation.
-  const float* prev_post = nullptr;  // the block whose output out_rows holds: its post-norm
-  bool pending = false;              // out_rows holds a block's output not yet added to x
-  auto add_residual = [&](int t) {
-    if (!pending) return;
-    float* out = s->out_rows.data() + size_t(t) * D;
-    if (prev_post != nullptr) RmsNorm(out, prev_post, D, c.rms_eps, out);
-    Add(x + size_t(t) * D, out, D);
+void Model::AttentionBlock(Pass& p, int l) const {
+  const LayerWeights& w = layers_[l];
+  ForwardScratch* s = p.s;
+  // q: [T, H*hd], k and v: [T, KVH*hd], in one parallel job over one input.
+  const TokenRowsFn attn_in = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      p.AddResidualAndNorm(static_cast<int>(t), w.attn_norm.data(), t);
+    }
   };
-  auto post_of = [](const std::vector<float>& w) { return w.empty() ? nullptr : w.data(); };
-  for (int l = 0; l < n_layers; ++l) {
-    const LayerWeights& w = layers_[l];
-    // Attention block. q: [T, H*hd], k and v: [T, KVH*hd], in one parallel job over one input.
-    const TokenRowsFn attn_in = [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t) {
-        add_residual(static_cast<int>(t));
-        RmsNorm(x + t * D, w.attn_norm.data(), D, c.rms_eps, s->xn.data() + t * D);
-      }
-    };
-    const WeightMatrix qkv[3] = {w.wq, w.wk, w.wv};
-    float* const qkv_out[3] = {s->q.data(), s->k.data(), s->v.data()};
-    ProfileOp(prof, "residual, attn_norm, matmul q,k,v", OpKind::kMatMul, l);
-    MatMulMulti(qkv, 3, s->xn.data(), T, qkv_out, pool, &attn_in);
-    ProfileOp(prof, "q,k bias/norm, rope, K/V store", OpKind::kRope, l);
-    ForEachToken(pool, T, [&](int t) {
-      float* q = s->q.data() + size_t(t) * c.q_dim();
-      float* k = s->k.data() + size_t(t) * c.kv_dim();
-      float* v = s->v.data() + size_t(t) * c.kv_dim();
-      if (!w.bq.empty()) Add(q, w.bq.data(), c.q_dim());
-      if (!w.bk.empty()) Add(k, w.bk.data(), c.kv_dim());
-      if (!w.bv.empty()) Add(v, w.bv.data(), c.kv_dim());
-      for (int h = 0; h < c.n_heads && !w.q_norm.empty(); ++h) {
-        RmsNorm(q + size_t(h) * hd, w.q_norm.data(), hd, c.rms_eps, q + size_t(h) * hd);
-      }
-      for (int h = 0; h < c.n_kv_heads && !w.k_norm.empty(); ++h) {
-        RmsNorm(k + size_t(h) * hd, w.k_norm.data(), hd, c.rms_eps, k + size_t(h) * hd);
-      }
-      const float pos = static_cast<float>(batch[t].pos);
-      ApplyRope(c, l, q, c.n_heads, pos);
-      ApplyRope(c, l, k, c.n_kv_heads, pos);
-      uint8_t* kdst = kv_pool->K(where[t].block, l) + where[t].offset * kv_row_bytes;
-      uint8_t* vdst = kv_pool->V(where[t].block, l) + where[t].offset * kv_row_bytes;
-      StoreKvRow(kvl.type, k, c.kv_dim(), kdst);
-      StoreKvRow(kvl.type, v, c.kv_dim(), vdst);
-    });
-    Attention(batch, slot, l, pool, s);
-    const TokenRowsFn attn_out = [&](int64_t t0, int64_t t1) {
-      FinishAttention(batch, slot, l, s, static_cast<int>(t0), static_cast<int>(t1));
-    };
-    ProfileOp(prof, "attention merge, matmul attn_output", OpKind::kMatMul, l);
-    MatMul(w.wo, s->attn.data(), T, s->out_rows.data(), pool, &attn_out);  // [T, D]
-    prev_post = post_of(w.attn_post_norm);
-    pending = true;
+  const WeightMatrix qkv[3] = {w.wq, w.wk, w.wv};
+  float* const qkv_out[3] = {s->q.data(), s->k.data(), s->v.data()};
+  ProfileOp(p.prof, "residual, attn_norm, matmul q,k,v", OpKind::kMatMul, l);
+  MatMulMulti(qkv, 3, s->xn.data(), p.T, qkv_out, p.pool, &attn_in);
+  ProfileOp(p.prof, "q,k bias/norm, rope, K/V store", OpKind::kRope, l);
+  ForEachToken(p.pool, p.T, [&](int t) { BiasNormRopeStore(p, l, t); });
+  Attention(p.batch, p.slot, l, p.pool, s);
+  const TokenRowsFn attn_out = [&](int64_t t0, int64_t t1) {
+    FinishAttention(p.batch, p.slot, l, s, static_cast<int>(t0), static_cast<int>(t1));
+  };
+  ProfileOp(p.prof, "attention merge, matmul attn_output", OpKind::kMatMul, l);
+  MatMul(w.wo, s->attn.data(), p.T, s->out_rows.data(), p.pool, &attn_out);  // [T, D]
+  p.prev_post = PostNorm(w.attn_post_norm);
+  p.pending = true;
+}
 
-    // Feed-forward block (gated: SwiGLU or GELU).
-    const TokenRowsFn ffn_in = [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t) {
-        add_residual(static_cast<int>(t));
-        RmsNorm(x + t * D, w.ffn_norm.data(), D, c.rms_eps, s->xn.data() + t * D);
-      }
-    };
-    const WeightMatrix gate_up[2] = {w.w_gate, w.w_up};  // [T, n_ff] each
-    float* const gate_up_out[2] = {s->gate.data(), s->up.data()};
-    ProfileOp(prof, "residual, ffn_norm, matmul gate,up", OpKind::kMatMul, l);
-    MatMulMulti(gate_up, 2, s->xn.data(), T, gate_up_out, pool, &ffn_in);
-    // Row by row: a SIMD kernel's scalar tail computes differently from its vectors, and over
-    // the whole batch which elements fall in the tail would depend on the batch size.
-    const TokenRowsFn act = [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t) {
-        float* gate = s->gate.data() + t * c.n_ff;
-        const float* up = s->up.data() + t * c.n_ff;
-        if (c.ffn_activation == FfnActivation::kGeluTanh) {
-          GeluGlu(gate, up, c.n_ff);
-        } else {
-          SwiGlu(gate, up, c.n_ff);
-        }
-      }
-    };
-    ProfileOp(prof, "activation, matmul ffn_down", OpKind::kMatMul, l);
-    MatMul(w.w_down, s->gate.data(), T, s->out_rows.data(), pool, &act);  // [T, D]
-    prev_post = post_of(w.ffn_post_norm);
+void Model::BiasNormRopeStore(const Pass& p, int l, int t) const {
+  const ModelConfig& c = config_;
+  const LayerWeights& w = layers_[l];
+  const int hd = c.head_dim;
+  float* q = p.s->q.data() + size_t(t) * c.q_dim();
+  float* k = p.s->k.data() + size_t(t) * c.kv_dim();
+  float* v = p.s->v.data() + size_t(t) * c.kv_dim();
+  if (!w.bq.empty()) Add(q, w.bq.data(), c.q_dim());
+  if (!w.bk.empty()) Add(k, w.bk.data(), c.kv_dim());
+  if (!w.bv.empty()) Add(v, w.bv.data(), c.kv_dim());
+  for (int h = 0; h < c.n_heads && !w.q_norm.empty(); ++h) {
+    RmsNorm(q + size_t(h) * hd, w.q_norm.data(), hd, c.rms_eps, q + size_t(h) * hd);
   }
+  for (int h = 0; h < c.n_kv_heads && !w.k_norm.empty(); ++h) {
+    RmsNorm(k + size_t(h) * hd, w.k_norm.data(), hd, c.rms_eps, k + size_t(h) * hd);
+  }
+  const float pos = static_cast<float>(p.batch[t].pos);
+  ApplyRope(c, l, q, c.n_heads, pos);
+  ApplyRope(c, l, k, c.n_kv_heads, pos);
+  uint8_t* kdst = p.kv_pool->K(p.where[t].block, l) + p.where[t].offset * p.kv_row_bytes;
+  uint8_t* vdst = p.kv_pool->V(p.where[t].block, l) + p.where[t].offset * p.kv_row_bytes;
+  StoreKvRow(p.kv_type, k, c.kv_dim(), kdst);
+  StoreKvRow(p.kv_type, v, c.kv_dim(), vdst);
+}
 
-  if (n_layers < c.n_layers) return Status::Ok();
-  // Final hidden states for the tokens that want them: [n_hidden, D], normed as the output
-  // matrix's input is. Their residual streams get the last block's output here, once (the
-  // logits below then skip it).
+void Model::FeedForwardBlock(Pass& p, int l) const {
+  const ModelConfig& c = config_;
+  const LayerWeights& w = layers_[l];
+  ForwardScratch* s = p.s;
+  // Gated: SwiGLU or GELU.
+  const TokenRowsFn ffn_in = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      p.AddResidualAndNorm(static_cast<int>(t), w.ffn_norm.data(), t);
+    }
+  };
+  const WeightMatrix gate_up[2] = {w.w_gate, w.w_up};  // [T, n_ff] each
+  float* const gate_up_out[2] = {s->gate.data(), s->up.data()};
+  ProfileOp(p.prof, "residual, ffn_norm, matmul gate,up", OpKind::kMatMul, l);
+  MatMulMulti(gate_up, 2, s->xn.data(), p.T, gate_up_out, p.pool, &ffn_in);
+  // Row by row: a SIMD kernel's scalar tail computes differently from its vectors, and over
+  // the whole batch which elements fall in the tail would depend on the batch size.
+  const TokenRowsFn act = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* gate = s->gate.data() + t * c.n_ff;
+      const float* up = s->up.data() + t * c.n_ff;
+      if (c.ffn_activation == FfnActivation::kGeluTanh) {
+        GeluGlu(gate, up, c.n_ff);
+      } else {
+        SwiGlu(gate, up, c.n_ff);
+      }
+    }
+  };
+  ProfileOp(p.prof, "activation, matmul ffn_down", OpKind::kMatMul, l);
+  MatMul(w.w_down, s->gate.data(), p.T, s->out_rows.data(), p.pool, &act);  // [T, D]
+  p.prev_post = PostNorm(w.ffn_post_norm);
+}
+
+// Final hidden states for the tokens that want them: [n_hidden, D], normed as the output
+// matrix's input is. Their residual streams get the last block's output here, once (the logits
+// then skip it).
+void Model::HiddenOutputs(const Pass& p, float* hidden) const {
+  const ModelConfig& c = config_;
   std::vector<int> hidden_tokens;
-  for (int t = 0; t < T; ++t) {
-    if (batch[t].want_hidden) hidden_tokens.push_back(t);
+  for (int t = 0; t < p.T; ++t) {
+    if (p.batch[t].want_hidden) hidden_tokens.push_back(t);
   }
-  if (!hidden_tokens.empty()) {
-    PC_CHECK(hidden != nullptr);
-    ForEachToken(pool, static_cast<int>(hidden_tokens.size()), [&](int o) {
-      const int t = hidden_tokens[o];
-      add_residual(t);
-      RmsNorm(x + size_t(t) * D, output_norm_.data(), D, c.rms_eps, hidden + size_t(o) * D);
-    });
-  }
-  // Logits only for the tokens that want them: [n_out, n_vocab]; only their residual streams
-  // need the last block's output.
+  if (hidden_tokens.empty()) return;
+  PC_CHECK(hidden != nullptr);
+  ForEachToken(p.pool, static_cast<int>(hidden_tokens.size()), [&](int o) {
+    const int t = hidden_tokens[o];
+    p.AddResidual(t);
+    RmsNorm(p.x + size_t(t) * p.D, output_norm_.data(), p.D, c.rms_eps, hidden + size_t(o) * p.D);
+  });
+}
+
+// Logits only for the tokens that want them: [n_out, n_vocab]; only their residual streams need
+// the last block's output.
+void Model::LogitOutputs(const Pass& p, float* logits) const {
+  const ModelConfig& c = config_;
   std::vector<int> out_tokens;
-  for (int t = 0; t < T; ++t) {
-    if (batch[t].want_logits) out_tokens.push_back(t);
+  for (int t = 0; t < p.T; ++t) {
+    if (p.batch[t].want_logits) out_tokens.push_back(t);
   }
   const int n_out = static_cast<int>(out_tokens.size());
-  if (n_out > 0) {
-    PC_CHECK(logits != nullptr);
-    const TokenRowsFn out_in = [&](int64_t o0, int64_t o1) {
-      for (int64_t o = o0; o < o1; ++o) {
-        const int t = out_tokens[o];
-        if (!batch[t].want_hidden) add_residual(t);
-        RmsNorm(x + size_t(t) * D, output_norm_.data(), D, c.rms_eps, s->xn.data() + o * D);
-      }
-    };
-    ProfileOp(prof, "residual, output_norm, matmul output", OpKind::kMatMul);
-    MatMul(output_, s->xn.data(), n_out, logits, pool, &out_in);
-    if (c.final_softcap > 0) {
-      ProfileOp(prof, "softcap", OpKind::kActivation);
-      ForEachToken(pool, n_out, [&](int t) {
-        Softcap(logits + size_t(t) * c.n_vocab, c.n_vocab, c.final_softcap);
-      });
+  if (n_out == 0) return;
+  PC_CHECK(logits != nullptr);
+  const TokenRowsFn out_in = [&](int64_t o0, int64_t o1) {
+    for (int64_t o = o0; o < o1; ++o) {
+      const int t = out_tokens[o];
+      if (!p.batch[t].want_hidden) p.AddResidual(t);
+      RmsNorm(p.x + size_t(t) * p.D, output_norm_.data(), p.D, c.rms_eps, p.s->xn.data() + o * p.D);
     }
+  };
+  ProfileOp(p.prof, "residual, output_norm, matmul output", OpKind::kMatMul);
+  MatMul(output_, p.s->xn.data(), n_out, logits, p.pool, &out_in);
+  if (c.final_softcap > 0) {
+    ProfileOp(p.prof, "softcap", OpKind::kActivation);
+    ForEachToken(p.pool, n_out, [&](int t) {
+      Softcap(logits + size_t(t) * c.n_vocab, c.n_vocab, c.final_softcap);
+    });
   }
-  return Status::Ok();
 }
 
 }  // namespace promptcache

@@ -161,6 +161,17 @@ class Model {
   // Fills s->attention's plan for the batch (its `order` already set) and sizes its buffers.
   void PlanAttention(std::span<const BatchToken> batch, const std::vector<int>& slot,
                      ThreadPool* pool, ForwardScratch* s) const;
+  // Forward's steps (forward.cc) on one pass's state (Pass, defined there): the token
+  // embedding into x [T, D]; per layer the attention block (its per-token q/k bias and norm,
+  // RoPE and K/V store in BiasNormRopeStore) and the feed-forward block, each leaving its output
+  // for the next step to add to x; then the final hidden states and the logits.
+  struct Pass;
+  void Embed(std::span<const BatchToken> batch, float* x) const;
+  void AttentionBlock(Pass& p, int layer) const;
+  void BiasNormRopeStore(const Pass& p, int layer, int t) const;
+  void FeedForwardBlock(Pass& p, int layer) const;
+  void HiddenOutputs(const Pass& p, float* hidden) const;
+  void LogitOutputs(const Pass& p, float* logits) const;
   // Attention's items for one layer: every query's state, chunk by chunk, in s->attention.
   void Attention(std::span<const BatchToken> batch, const std::vector<int>& slot, int layer,
                  ThreadPool* pool, ForwardScratch* s) const;

@@ -42,6 +42,128 @@ struct FormBuffers {
   }
 };
 
+constexpr int kMaxMatrices = 8;
+
+// Quantizes x's n_tokens rows (after `before` writes them) once per activation form the matrices
+// need (need[] by ActFormat), before the row-parallel part, split by tokens (one parallel job,
+// none on one thread or when there is nothing to prepare).
+// acts[] point into thread-local buffers, valid until this thread's next call.
+void QuantizeInputs(const bool need[3], const float* x, int64_t n_tokens, int64_t cols,
+                    ThreadPool* pool, const TokenRowsFn* before, internal::QuantizedActs acts[3]) {
+  thread_local FormBuffers buffers[3];
+  for (ActFormat f : {ActFormat::kQ8_0, ActFormat::kQ8_K}) {
+    const int i = static_cast<int>(f);
+    if (need[i]) acts[i] = buffers[i].Prepare(f, n_tokens, cols);
+  }
+  auto prepare = [&](int64_t t0, int64_t t1) {
+    if (before != nullptr) (*before)(t0, t1);
+    for (ActFormat f : {ActFormat::kQ8_0, ActFormat::kQ8_K}) {
+      const int i = static_cast<int>(f);
+      if (!need[i]) continue;
+      const int64_t block = f == ActFormat::kQ8_0 ? 32 : 256;
+      const int64_t group = f == ActFormat::kQ8_0 ? 32 : 16;
+      internal::QuantizeActivations(
+          f, x + t0 * cols, (t1 - t0) * cols, const_cast<int8_t*>(acts[i].q) + t0 * cols,
+          const_cast<float*>(acts[i].d) + t0 * cols / block,
+          const_cast<int16_t*>(acts[i].sums) + t0 * cols / group,
+          f == ActFormat::kQ8_0 ? const_cast<float*>(acts[i].s) + t0 * cols / block : nullptr);
+    }
+  };
+  if (need[1] || need[2] || before != nullptr) {
+    if (pool != nullptr && pool->size() > 1 && n_tokens > 1) {
+      pool->ParallelFor(n_tokens, prepare);
+    } else {
+      prepare(0, n_tokens);
+    }
+  }
+}
+
+// One MatMulMulti call's work: units are row tiles of every matrix, numbered across the matrices
+// in order; each thread takes a contiguous range of them.
+struct MultiPlan {
+  static constexpr int64_t kTile = internal::kRowTile;
+  const WeightMatrix* ws = nullptr;
+  int n = 0;
+  const WeightTypeInfo* info[kMaxMatrices];
+  MatMulJob jobs[kMaxMatrices];
+  int64_t first_unit[kMaxMatrices + 1];  // matrix i's tiles: [first_unit[i], first_unit[i + 1])
+
+  // Sets every matrix's job and tiles (ws, n and info set).
+  void Tile(const float* x, int64_t n_tokens, const internal::QuantizedActs acts[3],
+            float* const* outs) {
+    first_unit[0] = 0;
+    for (int i = 0; i < n; ++i) {
+      jobs[i].w = &ws[i];
+      jobs[i].info = info[i];
+      jobs[i].x = x;
+      jobs[i].xq = acts[static_cast<int>(info[i]->act)];
+      jobs[i].n_tokens = n_tokens;
+      jobs[i].out = outs[i];
+      first_unit[i + 1] = first_unit[i] + (ws[i].rows + kTile - 1) / kTile;
+    }
+  }
+
+  // Units [u0, u1): each matrix's rows there, all tokens.
+  void RunUnits(int64_t u0, int64_t u1) const {
+    for (int i = 0; i < n; ++i) {
+      const int64_t b = std::max(u0, first_unit[i]), e = std::min(u1, first_unit[i + 1]);
+      if (b >= e) continue;
+      const int64_t r0 = (b - first_unit[i]) * kTile;
+      const int64_t r1 = std::min(ws[i].rows, (e - first_unit[i]) * kTile);
+      switch (internal::ChooseKernelPath(*info[i], ws[i])) {
+        case internal::KernelPath::kFloat:
+          internal::FloatMatMulRows(jobs[i], r0, r1);
+          break;
+        case internal::KernelPath::kPacked:
+          internal::PackedMatMulRows(jobs[i], r0, r1);
+          break;
+        case internal::KernelPath::kUnpacked:
+          internal::IntMatMulRows(jobs[i], r0, r1);
+          break;
+      }
+    }
+  }
+};
+
+// Decoding: one contiguous range of tiles per task, a long stream through the weights each, cut
+// where the bytes of weights (not the rows) are even: matrices of one call may differ in type
+// (Q4_K_M's attn_v is Q6_K beside Q4_K). And no more tasks than kMinTaskBytes each: a small
+// matrix split over many threads costs them more in synchronization than it saves (smollm2-135m
+// generated slower at 8 threads than at 4 on a 16-core machine); the threads without a task take
+// no part in the job.
+void RunDecodeTasks(const MultiPlan& plan, ThreadPool* pool) {
+  constexpr int64_t kMinTaskBytes = int64_t(64) << 10;
+  const int n = plan.n;
+  const int64_t* first_unit = plan.first_unit;
+  const int64_t units = first_unit[n];
+  int64_t tile_bytes[kMaxMatrices];
+  int64_t total = 0;
+  for (int i = 0; i < n; ++i) {
+    tile_bytes[i] = MultiPlan::kTile * static_cast<int64_t>(plan.ws[i].row_bytes);
+    total += (first_unit[i + 1] - first_unit[i]) * tile_bytes[i];
+  }
+  const int64_t tasks =
+      std::clamp<int64_t>(total / kMinTaskBytes, 1, std::min<int64_t>(pool->size(), units));
+  // Task k's first tile: where the bytes before it reach k / tasks of the total, rounded to a
+  // whole pair of tiles (the pair kernels take two at once).
+  auto first_of = [&](int64_t k) {
+    const int64_t target = total * k / tasks;
+    int64_t before = 0;
+    for (int i = 0; i < n; ++i) {
+      const int64_t count = first_unit[i + 1] - first_unit[i];
+      if (target < before + count * tile_bytes[i]) {
+        const int64_t u = (target - before + tile_bytes[i] - 1) / tile_bytes[i];
+        return first_unit[i] + std::min(count, (u + 1) & ~int64_t(1));
+      }
+      before += count * tile_bytes[i];
+    }
+    return units;
+  };
+  pool->RunTasks(tasks, [&](int64_t k, int) {
+    plan.RunUnits(first_of(k), k + 1 == tasks ? units : first_of(k + 1));
+  });
+}
+
 std::atomic<bool> vnni_disabled{false};
 
 }  // namespace
@@ -70,83 +192,21 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* out,
 void MatMulMulti(const WeightMatrix* ws, int n, const float* x, int64_t n_tokens,
                  float* const* outs, ThreadPool* pool, const TokenRowsFn* before) {
   if (n <= 0 || n_tokens <= 0) return;
-  constexpr int kMaxMatrices = 8;
   PC_CHECK(n <= kMaxMatrices);
-  const WeightTypeInfo* info[kMaxMatrices];
+  MultiPlan plan;
+  plan.ws = ws;
+  plan.n = n;
   bool need[3] = {false, false, false};  // by ActFormat
   for (int i = 0; i < n; ++i) {
-    info[i] = &CheckMatrix(ws[i]);
+    plan.info[i] = &CheckMatrix(ws[i]);
     PC_CHECK(ws[i].cols == ws[0].cols);
-    need[static_cast<int>(info[i]->act)] = true;
+    need[static_cast<int>(plan.info[i]->act)] = true;
   }
-  const int64_t cols = ws[0].cols;
-
-  // Activations quantized once per form, before the row-parallel part, split by tokens.
-  thread_local FormBuffers buffers[3];
   internal::QuantizedActs acts[3];
-  for (ActFormat f : {ActFormat::kQ8_0, ActFormat::kQ8_K}) {
-    const int i = static_cast<int>(f);
-    if (need[i]) acts[i] = buffers[i].Prepare(f, n_tokens, cols);
-  }
-  auto prepare = [&](int64_t t0, int64_t t1) {
-    if (before != nullptr) (*before)(t0, t1);
-    for (ActFormat f : {ActFormat::kQ8_0, ActFormat::kQ8_K}) {
-      const int i = static_cast<int>(f);
-      if (!need[i]) continue;
-      const int64_t block = f == ActFormat::kQ8_0 ? 32 : 256;
-      const int64_t group = f == ActFormat::kQ8_0 ? 32 : 16;
-      internal::QuantizeActivations(f, x + t0 * cols, (t1 - t0) * cols,
-                                    const_cast<int8_t*>(acts[i].q) + t0 * cols,
-                                    const_cast<float*>(acts[i].d) + t0 * cols / block,
-                                    const_cast<int16_t*>(acts[i].sums) + t0 * cols / group,
-                                    f == ActFormat::kQ8_0
-                                        ? const_cast<float*>(acts[i].s) + t0 * cols / block
-                                        : nullptr);
-    }
-  };
-  if (need[1] || need[2] || before != nullptr) {
-    if (pool != nullptr && pool->size() > 1 && n_tokens > 1) {
-      pool->ParallelFor(n_tokens, prepare);
-    } else {
-      prepare(0, n_tokens);
-    }
-  }
+  QuantizeInputs(need, x, n_tokens, ws[0].cols, pool, before, acts);
+  plan.Tile(x, n_tokens, acts, outs);
 
-  // Work units are row tiles of every matrix, numbered across the matrices in order; each thread
-  // takes a contiguous range of them.
-  MatMulJob jobs[kMaxMatrices];
-  int64_t first_unit[kMaxMatrices + 1];
-  first_unit[0] = 0;
-  constexpr int64_t kTile = internal::kRowTile;
-  for (int i = 0; i < n; ++i) {
-    jobs[i].w = &ws[i];
-    jobs[i].info = info[i];
-    jobs[i].x = x;
-    jobs[i].xq = acts[static_cast<int>(info[i]->act)];
-    jobs[i].n_tokens = n_tokens;
-    jobs[i].out = outs[i];
-    first_unit[i + 1] = first_unit[i] + (ws[i].rows + kTile - 1) / kTile;
-  }
-  auto run_units = [&](int64_t u0, int64_t u1) {
-    for (int i = 0; i < n; ++i) {
-      const int64_t b = std::max(u0, first_unit[i]), e = std::min(u1, first_unit[i + 1]);
-      if (b >= e) continue;
-      const int64_t r0 = (b - first_unit[i]) * kTile;
-      const int64_t r1 = std::min(ws[i].rows, (e - first_unit[i]) * kTile);
-      switch (internal::ChooseKernelPath(*info[i], ws[i])) {
-        case internal::KernelPath::kFloat:
-          internal::FloatMatMulRows(jobs[i], r0, r1);
-          break;
-        case internal::KernelPath::kPacked:
-          internal::PackedMatMulRows(jobs[i], r0, r1);
-          break;
-        case internal::KernelPath::kUnpacked:
-          internal::IntMatMulRows(jobs[i], r0, r1);
-          break;
-      }
-    }
-  };
-  const int64_t units = first_unit[n];
+  const int64_t units = plan.first_unit[n];
   // Below this many multiply-adds a fork/join costs more than it saves (tiny models, and any
   // model when the machine is oversubscribed and a worker may not be running).
   constexpr int64_t kMinParallelWork = int64_t(1) << 17;
@@ -156,48 +216,17 @@ void MatMulMulti(const WeightMatrix* ws, int n, const float* x, int64_t n_tokens
   int64_t work = 0;
   for (int i = 0; i < n; ++i) work += ws[i].rows * ws[i].cols * n_tokens;
   if (pool == nullptr || pool->size() == 1 || work < kMinParallelWork) {
-    run_units(0, units);
+    plan.RunUnits(0, units);
   } else if (n_tokens >= kMinDynamicTokens) {
     // Prompts: about kChunksPerThread chunks per thread, taken as threads come free, so one slowed
     // thread does not hold the other up (a third of a waiting thread's time was spent so on this
     // project's shared machines); whole pairs of tiles, which the pair kernels take together.
     constexpr int64_t kChunksPerThread = 8;
     const int64_t chunk = std::max<int64_t>(2, (units / (kChunksPerThread * pool->size())) & ~1);
-    pool->ParallelForDynamic(units, chunk, [&](int64_t u0, int64_t u1, int) { run_units(u0, u1); });
+    pool->ParallelForDynamic(units, chunk,
+                             [&](int64_t u0, int64_t u1, int) { plan.RunUnits(u0, u1); });
   } else {
-    // Decoding: one contiguous range of tiles per task, a long stream through the weights each,
-    // cut where the bytes of weights (not the rows) are even: matrices of one call may differ in
-    // type (Q4_K_M's attn_v is Q6_K beside Q4_K). And no more tasks than kMinTaskBytes each: a
-    // small matrix split over many threads costs them more in synchronization than it saves
-    // (smollm2-135m generated slower at 8 threads than at 4 on a 16-core machine); the threads
-    // without a task take no part in the job.
-    constexpr int64_t kMinTaskBytes = int64_t(64) << 10;
-    int64_t tile_bytes[kMaxMatrices];
-    int64_t total = 0;
-    for (int i = 0; i < n; ++i) {
-      tile_bytes[i] = kTile * static_cast<int64_t>(ws[i].row_bytes);
-      total += (first_unit[i + 1] - first_unit[i]) * tile_bytes[i];
-    }
-    const int64_t tasks =
-        std::clamp<int64_t>(total / kMinTaskBytes, 1, std::min<int64_t>(pool->size(), units));
-    // Task k's first tile: where the bytes before it reach k / tasks of the total, rounded to a
-    // whole pair of tiles (the pair kernels take two at once).
-    auto first_of = [&](int64_t k) {
-      const int64_t target = total * k / tasks;
-      int64_t before = 0;
-      for (int i = 0; i < n; ++i) {
-        const int64_t count = first_unit[i + 1] - first_unit[i];
-        if (target < before + count * tile_bytes[i]) {
-          const int64_t u = (target - before + tile_bytes[i] - 1) / tile_bytes[i];
-          return first_unit[i] + std::min(count, (u + 1) & ~int64_t(1));
-        }
-        before += count * tile_bytes[i];
-      }
-      return units;
-    };
-    pool->RunTasks(tasks, [&](int64_t k, int) {
-      run_units(first_of(k), k + 1 == tasks ? units : first_of(k + 1));
-    });
+    RunDecodeTasks(plan, pool);
   }
 }
 
