@@ -1,7 +1,7 @@
 # What the server benchmarks share (bench_server.sh, bench_burst.sh, bench_contention.sh), sourced
 # after a script has parsed its options: a scratch folder and a results file, the one server a
 # script runs at a time (stopped, with the scratch folder removed, at exit), a wait until that
-# server is ready, and the machine and its load for the log.
+# server is ready, and the machine and its load for the log; and the Redis benchmarks' setup.
 
 # bench_setup NAME: $work (a scratch folder), $results (as given, else $work/results.jsonl;
 # emptied) and the exit trap. A script with more to undo at exit defines bench_on_exit.
@@ -48,3 +48,24 @@ healthy() { curl -sf "$1/health" >/dev/null 2>&1; }
 
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 machine() { echo "$(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"; }
+
+# What the two Redis benchmarks (bench_redis.sh, bench_redis_stall.sh) share, without
+# bench_setup's scratch folder: their folder keeps the synthesized model between runs.
+# redis_bench_setup WORK BIN: $work and $model (smollm2-135m's shape, synthesized by BIN once),
+# a redis-server on $port (its pid in $redis; replicas take the ports after it), and $pids,
+# killed at exit (a script adds the processes it starts).
+redis_bench_setup() {
+  work=$1
+  mkdir -p "$work"
+  model=$work/smollm2-135m-q8_0.gguf
+  [ -f "$model" ] || "$2" synth --preset smollm2-135m \
+    --vocab ../shared/tokenizers/ggml-vocab-gpt-2.gguf --type q8_0 -o "$model" >/dev/null
+  port=$((20000 + RANDOM % 20000))
+  pids=()
+  trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
+  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$work" \
+    --maxmemory-policy allkeys-lru >/dev/null &
+  redis=$!
+  pids+=("$redis")
+  sleep 0.5
+}

@@ -9,20 +9,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 bin=$build/promptcache
-work=/tmp/pc-bench-redis
-mkdir -p "$work"
-model=$work/smollm2-135m-q8_0.gguf
-[ -f "$model" ] || "$bin" synth --preset smollm2-135m --vocab ../shared/tokenizers/ggml-vocab-gpt-2.gguf \
-  --type q8_0 -o "$model" >/dev/null
-port=$((20000 + RANDOM % 20000))
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
-redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$work" \
-  --maxmemory-policy allkeys-lru >/dev/null &
-pids+=($!)
-redis=$!
-sleep 0.5
+# shellcheck source=bench_lib.sh
+source scripts/bench_lib.sh
+redis_bench_setup /tmp/pc-bench-redis "$bin"
 serve() {  # serve PORT LOG
   # shellcheck disable=SC2086
   "$bin" serve -m "$model" -t 2 -c 4096 --port "$1" --cache-redis "redis://127.0.0.1:$port" \

@@ -12,19 +12,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 (($# >= 1)) || { echo "usage: $0 BUILD_DIR [BUILD_DIR...]" >&2; exit 2; }
-work=/tmp/pc-bench-stall
-mkdir -p "$work"
-model=$work/smollm2-135m-q8_0.gguf
-[ -f "$model" ] || "$1/promptcache" synth --preset smollm2-135m \
-  --vocab ../shared/tokenizers/ggml-vocab-gpt-2.gguf --type q8_0 -o "$model" >/dev/null
-port=$((20000 + RANDOM % 20000))
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
-redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$work" \
-  --maxmemory-policy allkeys-lru >/dev/null &
-pids+=($!)
-sleep 0.5
+# shellcheck source=bench_lib.sh
+source scripts/bench_lib.sh
+redis_bench_setup /tmp/pc-bench-stall "$1/promptcache"
 redis_port=$port
 if [ "${DELAY_MS:-0}" != 0 ]; then  # a proxy that holds each chunk DELAY_MS, in order
   redis_port=$((port + 3))
