@@ -10,7 +10,8 @@
 # With -c N, N busy processes (a CPU-bound shell loop each, at nice -C) run beside every engine
 # run, started before it and killed after: how each engine copes with a busy machine.
 # With -P DIR, `promptcache bench --profile` is run once per shape, type and thread count too, its
-# output written to DIR/SHAPE-TYPE-tN.txt (where the time goes: core/profile.h).
+# output written to DIR/SHAPE-TYPE-tN.txt (where the time goes, and the bytes of weights and K/V
+# each operation and thread read: core/profile.h).
 #
 # Files are made as scripts/bench_vs_llama.sh makes them: `promptcache synth` writes the shape's
 # F16 file (random weights, a real vocabulary), llama.cpp's llama-quantize each type (-Q: ours).

@@ -20,6 +20,9 @@ void Appendf(std::string* out, const char* fmt, ...) {
 
 double Share(int64_t part, int64_t whole) { return whole > 0 ? double(part) / whole : 0.0; }
 
+// Bytes over nanoseconds is GB/s.
+double Rate(int64_t bytes, int64_t ns) { return ns > 0 ? double(bytes) / ns : 0.0; }
+
 // Slowest thread over the mean thread (threads that took no task count as 0): 1 is even.
 double Imbalance(const Profiler::OpStats& op, int n_threads) {
   return op.busy_ns > 0 ? double(op.max_busy_ns) * n_threads / op.busy_ns : 0.0;
@@ -56,8 +59,13 @@ std::string FormatProfile(const Profiler& p, const std::string& title, double me
           (p.jobs() - layer_jobs) / passes);
   Appendf(&out, "  time in parallel jobs %.1f%%, calling thread alone %.1f%%\n",
           100 * Share(job_ns, p.wall_ns()), 100 * (1 - Share(job_ns, p.wall_ns())));
-  Appendf(&out, "  %-38s %-10s %9s %6s %9s %9s %6s %9s %7s\n", "operation", "kind", "ms/pass",
-          "share", "us/layer", "jobs/pass", "alone", "imbalance", "waiting");
+  Appendf(&out,
+          "  weights and K/V read per pass: %.2f MiB, %.2f GB/s over the pass (the bytes the"
+          " kernels were given; caches may serve some)\n",
+          p.bytes() / passes / (1 << 20), Rate(p.bytes(), p.wall_ns()));
+  Appendf(&out, "  %-38s %-10s %9s %6s %9s %9s %6s %9s %7s %9s %6s\n", "operation", "kind",
+          "ms/pass", "share", "us/layer", "jobs/pass", "alone", "imbalance", "waiting", "MiB/pass",
+          "GB/s");
   for (const Profiler::OpStats& op : p.ops()) {
     const double ms = op.wall_ns / 1e6 / passes;
     char per_layer[32] = "-";
@@ -67,9 +75,10 @@ std::string FormatProfile(const Profiler& p, const std::string& title, double me
       std::snprintf(imbalance, sizeof imbalance, "%.2f", Imbalance(op, nt));
       std::snprintf(waiting, sizeof waiting, "%.0f%%", 100 * Waiting(op, nt));
     }
-    Appendf(&out, "  %-38s %-10s %9.3f %5.1f%% %9s %9.1f %5.0f%% %9s %7s\n", op.name.c_str(),
-            OpKindName(op.kind), ms, 100 * Share(op.wall_ns, p.wall_ns()), per_layer,
-            op.jobs / passes, 100 * (1 - Share(op.job_ns, op.wall_ns)), imbalance, waiting);
+    Appendf(&out, "  %-38s %-10s %9.3f %5.1f%% %9s %9.1f %5.0f%% %9s %7s %9.2f %6.1f\n",
+            op.name.c_str(), OpKindName(op.kind), ms, 100 * Share(op.wall_ns, p.wall_ns()),
+            per_layer, op.jobs / passes, 100 * (1 - Share(op.job_ns, op.wall_ns)), imbalance,
+            waiting, op.bytes / passes / (1 << 20), Rate(op.bytes, op.wall_ns));
   }
   std::map<std::string, int64_t> kinds;
   for (const Profiler::OpStats& op : p.ops()) kinds[OpKindName(op.kind)] += op.wall_ns;
@@ -88,14 +97,17 @@ std::string FormatProfile(const Profiler& p, const std::string& title, double me
             static_cast<int>(lo - layers.begin()), *hi / 1e3 / passes,
             static_cast<int>(hi - layers.begin()));
   }
-  Appendf(&out, "  %-7s %10s %13s %12s %17s %15s\n", "thread", "jobs/pass", "busy ms/pass",
-          "wake us/job", "join wait us/job", "absent ms/pass");
+  // A thread's rate is over its time working: its busy time in jobs and, for the calling thread
+  // (0), the time it runs alone between them, where it reads for the work not worth a job.
+  Appendf(&out, "  %-7s %10s %13s %12s %17s %15s %9s %10s\n", "thread", "jobs/pass", "busy ms/pass",
+          "wake us/job", "join wait us/job", "absent ms/pass", "MiB/pass", "GB/s busy");
   for (int i = 0; i < nt; ++i) {
     const Profiler::ThreadStats& th = p.threads()[i];
     const double jobs = std::max<int64_t>(1, th.jobs);
-    Appendf(&out, "  %-7d %10.1f %13.3f %12.2f %17.2f %15.3f\n", i, th.jobs / passes,
+    Appendf(&out, "  %-7d %10.1f %13.3f %12.2f %17.2f %15.3f %9.2f %10.1f\n", i, th.jobs / passes,
             th.busy_ns / 1e6 / passes, th.wake_ns / 1e3 / jobs, th.join_ns / 1e3 / jobs,
-            th.absent_ns / 1e6 / passes);
+            th.absent_ns / 1e6 / passes, th.bytes / passes / (1 << 20),
+            Rate(th.bytes, th.busy_ns + (i == 0 ? p.wall_ns() - job_ns : 0)));
   }
   return out;
 }
@@ -111,7 +123,8 @@ nlohmann::json ProfileJson(const Profiler& p, int n_layers) {
                    {"jobs_per_pass", op.jobs / passes},
                    {"alone", 1 - Share(op.job_ns, op.wall_ns)},
                    {"imbalance", Imbalance(op, nt)},
-                   {"waiting", Waiting(op, nt)}});
+                   {"waiting", Waiting(op, nt)},
+                   {"bytes_per_pass", op.bytes / passes}});
   }
   int64_t layer_jobs = 0;
   for (int64_t j : p.layer_jobs()) layer_jobs += j;
@@ -121,6 +134,7 @@ nlohmann::json ProfileJson(const Profiler& p, int n_layers) {
           {"us_per_pass", p.wall_ns() / 1e3 / passes},
           {"jobs_per_pass", p.jobs() / passes},
           {"jobs_per_layer", layer_jobs / passes / std::max(1, n_layers)},
+          {"bytes_per_pass", p.bytes() / passes},
           {"ops", ops}};
 }
 

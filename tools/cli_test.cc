@@ -155,6 +155,32 @@ TEST_F(CliTest, InspectAndBenchJson) {
   EXPECT_GE(js.at("kv_peak_bytes").get<size_t>(), size_t(40 + 3 * 12) * 640) << js.dump();
 }
 
+// bench --profile --json: where each pass's bytes were read. Prompt and generation each read every
+// matrix once (stories260K's F32 matrices: per layer Q and O 64x64, K and V 32x64, gate, up and
+// down 172x64, five layers, and the tied output 512x64: 259,328 floats, 1,037,312 bytes). The
+// generation steps (bench times them on an empty cache) read 1, 2, 3, then 4 keys, 640 bytes of K
+// and V a key (5 layers, f16 rows of 32 values): 1,600 a step on average.
+TEST_F(CliTest, BenchProfileCountsTheBytesRead) {
+  const Output b = RunCli("bench -m " + kStories + " -t 2 -p 64 -n 4 -r 1 --profile --json");
+  ASSERT_EQ(b.code, 0) << b.err;
+  const nlohmann::json profile = nlohmann::json::parse(LastLine(b.out)).at("profile");
+  for (const char* pass : {"prompt", "generation"}) {
+    double matmul = 0, attention = 0, all = 0;
+    for (const nlohmann::json& op : profile.at(pass).at("ops")) {
+      const double bytes = op.at("bytes_per_pass").get<double>();
+      all += bytes;
+      if (op.at("kind") == "matmul") matmul += bytes;
+      if (op.at("kind") == "attention") attention += bytes;
+    }
+    EXPECT_EQ(matmul, 1037312) << pass;
+    EXPECT_EQ(all, profile.at(pass).at("bytes_per_pass").get<double>()) << pass;
+    if (std::string(pass) == "generation") {
+      EXPECT_EQ(attention, 1600);
+    }
+  }
+  EXPECT_NE(b.out.find("weights and K/V read per pass"), std::string::npos) << b.out;
+}
+
 // bench --plot writes one SVG with the three charts (generation with and without the KV cache,
 // TTFT cold / prefix hit / modules, bytes per token by KV type) and reports their numbers; a
 // prefix hit and modules compute less than a cold prompt, so their TTFT is lower at the longest

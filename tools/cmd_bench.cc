@@ -89,8 +89,9 @@ class BenchCommand : public Command {
                   "the profiler on and print where their time goes: per operation (matmul by "
                   "tensor, attention, norms, rope, activations) its time, parallel jobs "
                   "(synchronization points) per pass and per layer, time the calling thread runs "
-                  "alone, imbalance (slowest/mean thread) and waiting; per thread its busy, "
-                  "wake-up and join-wait time");
+                  "alone, imbalance (slowest/mean thread), waiting, and bytes of weights and "
+                  "K/V read (MiB per pass, GB/s); per thread its busy, wake-up and join-wait "
+                  "time and the bytes its tasks read");
     sub->add_flag("--compare-no-cache", compare_,
                   "also time generation with and without the KV cache for growing lengths");
     sub->add_option("--plot", plot_,

@@ -30,6 +30,12 @@ int64_t Profiler::jobs() const {
   return n;
 }
 
+int64_t Profiler::bytes() const {
+  int64_t n = 0;
+  for (const OpStats& op : ops_) n += op.bytes;
+  return n;
+}
+
 void Profiler::BeginPass(int tokens) {
   ++passes_;
   tokens_ += tokens;
@@ -80,6 +86,7 @@ void Profiler::Job(const JobTiming& t) {
     Op("(unmarked)", OpKind::kOther, -1);
   }
   PC_CHECK(static_cast<int>(t.tasks.size()) == n_threads_);
+  PC_CHECK(t.bytes.empty() || static_cast<int>(t.bytes.size()) == n_threads_);
   OpStats& op = ops_[current_];
   const int64_t span = t.end_ns - t.start_ns;
   ++op.jobs;
@@ -88,6 +95,10 @@ void Profiler::Job(const JobTiming& t) {
   int64_t max_busy = 0;
   for (int i = 0; i < n_threads_; ++i) {
     ThreadStats& th = threads_[i];
+    if (!t.bytes.empty()) {
+      op.bytes += t.bytes[i];
+      th.bytes += t.bytes[i];
+    }
     if (t.tasks[i] == 0) {
       op.absent_ns += span;
       th.absent_ns += span;
@@ -107,6 +118,12 @@ void Profiler::Job(const JobTiming& t) {
     th.join_ns += join;
   }
   op.max_busy_ns += max_busy;
+}
+
+void Profiler::Bytes(int64_t bytes) {
+  if (current_ < 0) Op("(unmarked)", OpKind::kOther, -1);
+  ops_[current_].bytes += bytes;
+  threads_[0].bytes += bytes;
 }
 
 }  // namespace promptcache

@@ -25,13 +25,15 @@ int64_t ProfileNowNs();
 
 // What the pool measured of one parallel job: when it was published, when the caller saw its
 // last task finish, and per thread when its first task started and its last one finished, with
-// the number of tasks it ran (0: it took none, and its times mean nothing).
+// the number of tasks it ran (0: it took none, and its times mean nothing) and the bytes its tasks
+// reported reading (ThreadPool::CountBytes).
 struct JobTiming {
   int64_t start_ns = 0;
   int64_t end_ns = 0;
   std::span<const int64_t> begin_ns;
   std::span<const int64_t> finish_ns;
   std::span<const int> tasks;
+  std::span<const int64_t> bytes;
 };
 
 class Profiler {
@@ -46,6 +48,8 @@ class Profiler {
   void Op(const char* name, OpKind kind, int layer);
   // A parallel job of the pool ran (inside the current operation).
   void Job(const JobTiming& t);
+  // The calling thread, outside any job, read `bytes` for the current operation.
+  void Bytes(int64_t bytes);
 
   struct OpStats {
     std::string name;
@@ -60,10 +64,12 @@ class Profiler {
     int64_t wake_ns = 0;      // summed over taking-part threads: publish to first task
     int64_t join_ns = 0;      // summed over taking-part threads: last task end to the join
     int64_t absent_ns = 0;    // summed over threads that took no task: the whole job
+    int64_t bytes = 0;        // weights and K/V read, summed over threads (and outside jobs)
   };
   struct ThreadStats {
     int64_t jobs = 0;  // jobs it took part in
     int64_t busy_ns = 0, wake_ns = 0, join_ns = 0, absent_ns = 0;
+    int64_t bytes = 0;  // read by its tasks (thread 0: also alone, outside jobs)
   };
 
   int n_threads() const { return n_threads_; }
@@ -71,6 +77,7 @@ class Profiler {
   int64_t tokens() const { return tokens_; }
   int64_t wall_ns() const { return wall_ns_; }
   int64_t jobs() const;
+  int64_t bytes() const;
   const std::vector<OpStats>& ops() const { return ops_; }
   const std::vector<ThreadStats>& threads() const { return threads_; }
   // Wall time of each layer, summed over passes (index = layer).

@@ -16,10 +16,10 @@ TEST(Profiler, AggregatesJobsPerOperationLayerAndThread) {
   // thread 1 busy 1100..2000 (wake 100, join 0), thread 2 took no task (absent 1000).
   const std::vector<int64_t> begin = {1000, 1100, 0}, finish = {1900, 2000, 0};
   const std::vector<int> tasks = {2, 1, 0};
-  p.Job({1000, 2000, begin, finish, tasks});
+  p.Job({1000, 2000, begin, finish, tasks, {}});
   p.Op("norm", OpKind::kNorm, 1);
   p.Op("matmul x", OpKind::kMatMul, 1);
-  p.Job({1000, 2000, begin, finish, tasks});
+  p.Job({1000, 2000, begin, finish, tasks, {}});
   p.EndPass();
 
   ASSERT_EQ(p.ops().size(), 2u);
@@ -51,6 +51,28 @@ TEST(Profiler, AggregatesJobsPerOperationLayerAndThread) {
   for (const Profiler::OpStats& op : p.ops()) ops_ns += op.wall_ns;
   EXPECT_LE(ops_ns, p.wall_ns());
   EXPECT_EQ(p.layer_ns()[0] + p.layer_ns()[1], ops_ns);
+}
+
+// Bytes read go to the operation they were read in and to the thread that read them; bytes read
+// by the calling thread outside any job are its own (thread 0's).
+TEST(Profiler, CountsBytesPerOperationAndThread) {
+  Profiler p(2);
+  p.BeginPass(1);
+  p.Op("matmul x", OpKind::kMatMul, 0);
+  const std::vector<int64_t> begin = {0, 0}, finish = {10, 10}, bytes = {300, 500};
+  const std::vector<int> tasks = {1, 1};
+  p.Job({0, 10, begin, finish, tasks, bytes});
+  p.Bytes(40);
+  p.Op("attention", OpKind::kAttention, 0);
+  p.Job({0, 10, begin, finish, tasks, bytes});
+  p.Job({0, 10, begin, finish, tasks, {}});  // a job that reported none
+  p.EndPass();
+  ASSERT_EQ(p.ops().size(), 2u);
+  EXPECT_EQ(p.ops()[0].bytes, 840);
+  EXPECT_EQ(p.ops()[1].bytes, 800);
+  EXPECT_EQ(p.threads()[0].bytes, 640);
+  EXPECT_EQ(p.threads()[1].bytes, 1000);
+  EXPECT_EQ(p.bytes(), 1640);
 }
 
 TEST(Profiler, OpsAreMatchedByName) {

@@ -104,6 +104,7 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads <= 0 ? DefaultThrea
   prof_begin_.assign(n_threads_, 0);
   prof_finish_.assign(n_threads_, 0);
   prof_tasks_.assign(n_threads_, 0);
+  prof_bytes_.assign(n_threads_, 0);
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
 }
 
@@ -130,6 +131,7 @@ void ThreadPool::RunTasks(int64_t n_tasks, const Task& fn) {
   if (profiler_ != nullptr) {
     start = ProfileNowNs();
     std::fill(prof_tasks_.begin(), prof_tasks_.end(), 0);
+    std::fill(prof_bytes_.begin(), prof_bytes_.end(), 0);
   }
   profiling_.store(profiler_ != nullptr, std::memory_order_relaxed);
   job_.store(&fn, std::memory_order_relaxed);
@@ -153,7 +155,17 @@ void ThreadPool::RunTasks(int64_t n_tasks, const Task& fn) {
   }
   job_.store(nullptr, std::memory_order_relaxed);
   if (profiler_ != nullptr) {
-    profiler_->Job({start, ProfileNowNs(), prof_begin_, prof_finish_, prof_tasks_});
+    profiler_->Job({start, ProfileNowNs(), prof_begin_, prof_finish_, prof_tasks_, prof_bytes_});
+  }
+}
+
+void ThreadPool::CountProfiledBytes(int thread, int64_t bytes) {
+  // A task sees the job it belongs to until it is counted done; set_profiler never runs during
+  // a job, so profiler_ is stable while any task runs.
+  if (job_.load(std::memory_order_relaxed) != nullptr) {
+    prof_bytes_[thread] += bytes;
+  } else {
+    profiler_->Bytes(bytes);  // the calling thread, alone
   }
 }
 

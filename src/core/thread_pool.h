@@ -65,6 +65,13 @@ class ThreadPool {
   void set_profiler(Profiler* p);
   Profiler* profiler() const { return profiler_; }
 
+  // While a profiler is attached: `thread` (the index RunTasks gives a task; 0, the calling
+  // thread, outside a job) read `bytes` of weights or K/V. A task's count goes into its job's
+  // report, one outside a job to the profiler's current operation; nothing when not profiling.
+  void CountBytes(int thread, int64_t bytes) {
+    if (profiler_ != nullptr) CountProfiledBytes(thread, bytes);
+  }
+
  private:
   using Task = std::function<void(int64_t, int)>;
 
@@ -72,6 +79,7 @@ class ThreadPool {
   // Claims and runs tasks of the current job until none is left; returns how many it ran.
   // Counts them into done_ (and wakes the calling thread when they were the last).
   void Work(int thread);
+  void CountProfiledBytes(int thread, int64_t bytes);
 
   int n_threads_;
   std::vector<std::thread> workers_;
@@ -87,7 +95,7 @@ class ThreadPool {
   std::atomic<const Task*> job_{nullptr};
   std::atomic<bool> profiling_{false};
   Profiler* profiler_ = nullptr;
-  std::vector<int64_t> prof_begin_, prof_finish_;
+  std::vector<int64_t> prof_begin_, prof_finish_, prof_bytes_;
   std::vector<int> prof_tasks_;
 };
 

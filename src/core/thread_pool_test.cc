@@ -224,5 +224,36 @@ TEST(ThreadPool, ReportsJobsToAProfiler) {
   EXPECT_LE(taking_part, 6);
 }
 
+// Each task's bytes are its thread's, in the job it ran in; the calling thread's outside a job
+// (and a one-task job, which runs inline) are thread 0's; nothing is counted once detached.
+TEST(ThreadPool, ReportsEachThreadsBytesToAProfiler) {
+  ThreadPool pool(3);
+  Profiler prof(3);
+  pool.set_profiler(&prof);
+  prof.BeginPass(1);
+  prof.Op("work", OpKind::kOther, 0);
+  std::vector<int64_t> want(3, 0);
+  for (int job = 0; job < 2; ++job) {
+    std::vector<int> ran_on(40, -1);
+    pool.RunTasks(40, [&](int64_t task, int thread) {
+      // Long enough that the workers take some of the tasks.
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      ran_on[task] = thread;
+      pool.CountBytes(thread, task + 1);
+    });
+    for (int t = 0; t < 40; ++t) want[ran_on[t]] += t + 1;
+  }
+  pool.CountBytes(0, 1000);
+  pool.RunTasks(1, [&](int64_t, int thread) { pool.CountBytes(thread, 10000); });
+  want[0] += 11000;
+  prof.EndPass();
+  pool.set_profiler(nullptr);
+  pool.CountBytes(0, 5);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(prof.threads()[i].bytes, want[i]) << "thread " << i;
+  EXPECT_EQ(prof.ops()[0].bytes, 2 * 820 + 11000);
+}
+
 }  // namespace
 }  // namespace promptcache

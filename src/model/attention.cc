@@ -244,8 +244,10 @@ class LayerAttention {
         sliding_(c.Sliding(layer)),
         layout_(batch[0].seq->pool()->layout()) {}
 
-  // Folds every key the item's tokens read (of its chunk, or all) into their states.
-  void RunItem(const Item& it, AttentionScratch::Thread& th) const {
+  // Folds every key the item's tokens read (of its chunk, or all) into their states. Returns the
+  // bytes of K and V read (rows that members share counted once, as they are read once).
+  int64_t RunItem(const Item& it, AttentionScratch::Thread& th) const {
+    int64_t head_rows = 0;  // one KV head's row of K and its row of V
     Member members[kItemTokens];
     int keys = 0;
     const int n_members = Members(it, members, &keys);
@@ -269,6 +271,7 @@ class LayerAttention {
           for (int g = 0; g < n_members; ++g) {
             if (!tiles.Leads(g)) continue;
             const AttnTile tile = ForHead(tiles.Rows(g), kvh, layout_);
+            head_rows += tile.n;
             // One call per run of rows of one shift, with the queries rotated to match.
             for (int r0 = 0; r0 < tile.n;) {
               int r1 = r0 + 1;
@@ -288,6 +291,7 @@ class LayerAttention {
       }
       StoreChunk(it, ch, th);
     }
+    return head_rows * 2 * static_cast<int64_t>(layout_.row_bytes()) / KVH_;
   }
 
   // The queries of tokens [t0, t1): their chunks merged in key order, then normalized.
@@ -432,7 +436,10 @@ void Model::Attention(std::span<const BatchToken> batch, const std::vector<int>&
   }
   const LayerAttention attention(config_, batch, slot, layer, s);
   // Items are taken in order (largest first) by whichever threads are free.
-  auto run = [&](int64_t i, int thread) { attention.RunItem(as.items[i], as.threads[thread]); };
+  auto run = [&](int64_t i, int thread) {
+    const int64_t bytes = attention.RunItem(as.items[i], as.threads[thread]);
+    if (pool != nullptr) pool->CountBytes(thread, bytes);
+  };
   const int64_t n_items = static_cast<int64_t>(as.items.size());
   // Tiny attention (small models, short contexts) is not worth a fork/join.
   const int64_t flops = int64_t(T) * H * int64_t(as.max_keys) * config_.head_dim;

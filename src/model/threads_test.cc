@@ -6,12 +6,16 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <numeric>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "core/profile.h"
 #include "model/model.h"
 #include "model/synth.h"
+#include "ops/attention.h"
 
 namespace promptcache {
 namespace {
@@ -80,6 +84,60 @@ TEST_P(ThreadCount, LogitsAreTheSameBitsWithAnyNumberOfThreads) {
     }
     EXPECT_EQ(differ, 0u) << GetParam() << ", " << threads << " threads: first at logit " << first
                           << " (row " << first / m->config().n_vocab << ")";
+  }
+}
+
+// What `bench --profile` reports as read: a pass reads each matrix Forward multiplies by once
+// (the GGUF tensors' own sizes; a fused QKV or gate-up tensor once), and a decode step each
+// layer's K and V rows of every key once, at any thread count: one thread reads alone, outside
+// any job; three split the reads over jobs. (Mutations tried: the serial matrix path not
+// counted, the decode tasks counted twice, attention counting K without V; each fails here.)
+TEST_P(ThreadCount, AProfiledPassCountsEachWeightAndKeyOnce) {
+  const std::unique_ptr<Model> m = Synth(GetParam());
+  const ModelConfig& c = m->config();
+  std::set<std::string> tensors;
+  for (const auto& [name, w] : m->Matrices()) tensors.insert(name);
+  int64_t weights = 0;
+  for (const std::string& name : tensors) weights += m->file().FindTensor(name)->nbytes;
+  for (int threads : {1, 3}) {
+    ThreadPool pool(threads);
+    BlockPool blocks(m->MakeKvLayout(KvType::kF16, 16), 0, false);
+    ForwardScratch scratch;
+    KvSequence seq(&blocks);
+    constexpr int kPrompt = 700;  // past one 512-key chunk
+    std::vector<BatchToken> prompt;
+    for (int p = 0; p < kPrompt; ++p) {
+      prompt.push_back({(p * 7919 + 13) % c.n_vocab, p, &seq, p + 1 == kPrompt});
+    }
+    std::vector<float> logits(c.n_vocab);
+    auto profiled = [&](std::span<const BatchToken> batch) {
+      Profiler prof(threads);
+      pool.set_profiler(&prof);
+      prof.BeginPass(static_cast<int>(batch.size()));
+      PC_CHECK(m->Forward(batch, logits.data(), &pool, &scratch).ok());
+      prof.EndPass();
+      pool.set_profiler(nullptr);
+      std::map<OpKind, int64_t> by_kind;
+      for (const Profiler::OpStats& op : prof.ops()) by_kind[op.kind] += op.bytes;
+      int64_t by_thread = 0;
+      for (const Profiler::ThreadStats& th : prof.threads()) by_thread += th.bytes;
+      EXPECT_EQ(by_thread, prof.bytes());
+      return by_kind;
+    };
+    std::map<OpKind, int64_t> read = profiled(prompt);
+    EXPECT_EQ(read[OpKind::kMatMul], weights) << threads << " threads, prompt";
+    const BatchToken step[] = {{5, kPrompt, &seq, true}};
+    read = profiled(step);
+    EXPECT_EQ(read[OpKind::kMatMul], weights) << threads << " threads, decode";
+    // f16 rows of kv_dim values, K and V, per key and layer; a sliding layer's from the tile
+    // holding the first key in its window.
+    int64_t keys = 0;
+    for (int l = 0; l < c.n_layers; ++l) {
+      const int first = std::max(0, kPrompt + 1 - c.sliding_window);
+      keys += kPrompt + 1 - (c.Sliding(l) ? first / kAttnTileRows * kAttnTileRows : 0);
+    }
+    EXPECT_EQ(read[OpKind::kAttention], keys * 2 * c.kv_dim() * 2) << threads << " threads";
+    EXPECT_EQ(read[OpKind::kOther] + read[OpKind::kRope] + read[OpKind::kNorm], 0);
   }
 }
 

@@ -103,13 +103,15 @@ struct MultiPlan {
     }
   }
 
-  // Units [u0, u1): each matrix's rows there, all tokens.
-  void RunUnits(int64_t u0, int64_t u1) const {
+  // Units [u0, u1): each matrix's rows there, all tokens. Returns the bytes of weights read.
+  int64_t RunUnits(int64_t u0, int64_t u1) const {
+    int64_t bytes = 0;
     for (int i = 0; i < n; ++i) {
       const int64_t b = std::max(u0, first_unit[i]), e = std::min(u1, first_unit[i + 1]);
       if (b >= e) continue;
       const int64_t r0 = (b - first_unit[i]) * kTile;
       const int64_t r1 = std::min(ws[i].rows, (e - first_unit[i]) * kTile);
+      bytes += (r1 - r0) * static_cast<int64_t>(ws[i].row_bytes);
       switch (internal::ChooseKernelPath(*info[i], ws[i])) {
         case internal::KernelPath::kFloat:
           internal::FloatMatMulRows(jobs[i], r0, r1);
@@ -122,6 +124,7 @@ struct MultiPlan {
           break;
       }
     }
+    return bytes;
   }
 };
 
@@ -159,8 +162,8 @@ void RunDecodeTasks(const MultiPlan& plan, ThreadPool* pool) {
     }
     return units;
   };
-  pool->RunTasks(tasks, [&](int64_t k, int) {
-    plan.RunUnits(first_of(k), k + 1 == tasks ? units : first_of(k + 1));
+  pool->RunTasks(tasks, [&](int64_t k, int thread) {
+    pool->CountBytes(thread, plan.RunUnits(first_of(k), k + 1 == tasks ? units : first_of(k + 1)));
   });
 }
 
@@ -216,15 +219,17 @@ void MatMulMulti(const WeightMatrix* ws, int n, const float* x, int64_t n_tokens
   int64_t work = 0;
   for (int i = 0; i < n; ++i) work += ws[i].rows * ws[i].cols * n_tokens;
   if (pool == nullptr || pool->size() == 1 || work < kMinParallelWork) {
-    plan.RunUnits(0, units);
+    const int64_t bytes = plan.RunUnits(0, units);
+    if (pool != nullptr) pool->CountBytes(0, bytes);
   } else if (n_tokens >= kMinDynamicTokens) {
     // Prompts: about kChunksPerThread chunks per thread, taken as threads come free, so one slowed
     // thread does not hold the other up (a third of a waiting thread's time was spent so on this
     // project's shared machines); whole pairs of tiles, which the pair kernels take together.
     constexpr int64_t kChunksPerThread = 8;
     const int64_t chunk = std::max<int64_t>(2, (units / (kChunksPerThread * pool->size())) & ~1);
-    pool->ParallelForDynamic(units, chunk,
-                             [&](int64_t u0, int64_t u1, int) { plan.RunUnits(u0, u1); });
+    pool->ParallelForDynamic(units, chunk, [&](int64_t u0, int64_t u1, int thread) {
+      pool->CountBytes(thread, plan.RunUnits(u0, u1));
+    });
   } else {
     RunDecodeTasks(plan, pool);
   }
