@@ -201,14 +201,21 @@ TEST(ThreadPool, JobsCompleteWhileAWorkerCannotRun) {
   sigaction(SIGUSR1, &old, nullptr);
 }
 
+// A pool of three threads with a profiler attached, in one pass's operation "work" of layer 0.
+class ProfiledPool : public testing::Test {
+ protected:
+  ProfiledPool() {
+    pool.set_profiler(&prof);
+    prof.BeginPass(1);
+    prof.Op("work", OpKind::kOther, 0);
+  }
+  ThreadPool pool{3};
+  Profiler prof{3};
+};
+
 // The profiler hook: one job reported per parallel job (none for what runs inline), with each
 // thread's task count.
-TEST(ThreadPool, ReportsJobsToAProfiler) {
-  ThreadPool pool(3);
-  Profiler prof(3);
-  pool.set_profiler(&prof);
-  prof.BeginPass(1);
-  prof.Op("work", OpKind::kOther, 0);
+TEST_F(ProfiledPool, ReportsJobs) {
   pool.RunTasks(30, [](int64_t, int) {});
   pool.RunTasks(1, [](int64_t, int) {});  // one task: inline, no synchronization
   pool.ParallelFor(10, [](int64_t, int64_t) {});
@@ -226,12 +233,7 @@ TEST(ThreadPool, ReportsJobsToAProfiler) {
 
 // Each task's bytes are its thread's, in the job it ran in; the calling thread's outside a job
 // (and a one-task job, which runs inline) are thread 0's; nothing is counted once detached.
-TEST(ThreadPool, ReportsEachThreadsBytesToAProfiler) {
-  ThreadPool pool(3);
-  Profiler prof(3);
-  pool.set_profiler(&prof);
-  prof.BeginPass(1);
-  prof.Op("work", OpKind::kOther, 0);
+TEST_F(ProfiledPool, ReportsEachThreadsBytes) {
   std::vector<int64_t> want(3, 0);
   for (int job = 0; job < 2; ++job) {
     std::vector<int> ran_on(40, -1);
