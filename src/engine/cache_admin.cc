@@ -116,11 +116,7 @@ CacheTierCounts EngineImpl::LookupCache(const std::vector<int32_t>& tokens,
   out.disk = local.disk;
   const int bs = blocks_.layout().block_size;
   // The remote tier is asked here, on the caller's thread: the engine never waits for it.
-  if (RemoteTier* remote = cache_->remote()) {
-    std::vector<std::string> names;
-    for (const BlockKey& k : keys) names.push_back(cache_->RemoteKeyOf(ns, k));
-    out.remote = remote->CountLeading(names) * bs;
-  }
+  out.remote = cache_->RemoteLeading(ns, keys) * bs;
   // A lookup reads RAM and disk block by block, then the remote tier from where they end.
   const int usable = std::max(local.local, out.remote) / bs;
   const int limit = (static_cast<int>(tokens.size()) - 1) / bs;
@@ -133,11 +129,9 @@ CacheTierCounts EngineImpl::LookupCache(const std::vector<int32_t>& tokens,
                      valid.begin();
     bool found = present[i];
     if (!found && cache_->remote() != nullptr) {
-      std::vector<std::string> names;
-      for (const BlockKey& k : segments_->Keys(segment_tokens(g), ns)) {
-        names.push_back(cache_->RemoteKeyOf({}, k));
-      }
-      found = cache_->remote()->CountLeading(names) == static_cast<int>(names.size());
+      // Segment blocks are named in the default namespace (their keys carry the tenant's).
+      const std::vector<BlockKey> blocks = segments_->Keys(segment_tokens(g), ns);
+      found = cache_->RemoteLeading({}, blocks) == static_cast<int>(blocks.size());
     }
     // A request recomputes the prompt's last token.
     if (found) out.segments += std::min(g.end, static_cast<int>(tokens.size()) - 1) - g.begin;

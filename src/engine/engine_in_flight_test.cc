@@ -18,7 +18,7 @@ using namespace in_flight_test;  // NOLINT(build/namespaces): the tests' own hel
 // is the cache-less reference. Mutations: with AttachPrefix never waiting, every request computes
 // its whole prompt and the counts fail; counting shared blocks as computed fails them too.
 TEST(InFlight, ABurstComputesEachSharedBlockOnce) {
-  auto e = Make();
+  auto e = MakeBurstEngine();
   const auto P = Ids(160, 1), Q = Ids(64, 2);
   std::vector<std::unique_ptr<Probe>> burst;
   auto add = [&](std::vector<int32_t> prompt, std::string ns = "", int n = 1) {
@@ -47,7 +47,7 @@ TEST(InFlight, ABurstComputesEachSharedBlockOnce) {
     EXPECT_EQ(p.result.cached_tokens, ExpectedCached(burst, i)) << "request " << i;
     EXPECT_EQ(p.result.computed_tokens, n - p.result.cached_tokens) << "request " << i;
     EXPECT_EQ(p.result.shared_tokens, p.result.cached_tokens) << "request " << i;
-    const std::vector<int32_t> want = Reference(e->model(), p.prompt, 12);
+    const std::vector<int32_t> want = Reference(e->model(), p.prompt, 12, /*ignore_eos=*/true);
     ASSERT_EQ(p.result.choices.size(), size_t(p.n));
     for (const CompletionChoice& c : p.result.choices) {
       EXPECT_EQ(c.tokens, want) << "request " << i;
@@ -70,7 +70,7 @@ TEST(InFlight, ABurstComputesEachSharedBlockOnce) {
 // with Finish not releasing the leader's claims, the followers wait until their bound and then
 // compute everything (the counts fail).
 TEST(InFlight, ACancelledLeadersFollowerTakesOver) {
-  auto e = Make();
+  auto e = MakeBurstEngine();
   const auto P = Ids(160, 1);
   Probe leader, f1, f2;
   leader.prompt = Cat(P, Ids(8, 10));
@@ -94,8 +94,8 @@ TEST(InFlight, ACancelledLeadersFollowerTakesOver) {
   EXPECT_EQ(f1.result.shared_tokens, first_chunk);
   EXPECT_EQ(f2.result.cached_tokens, 160);  // from the follower that took over
   EXPECT_EQ(f2.result.shared_tokens, 160);
-  EXPECT_EQ(f1.result.tokens, Reference(e->model(), f1.prompt, 12));
-  EXPECT_EQ(f2.result.tokens, Reference(e->model(), f2.prompt, 12));
+  EXPECT_EQ(f1.result.tokens, Reference(e->model(), f1.prompt, 12, /*ignore_eos=*/true));
+  EXPECT_EQ(f2.result.tokens, Reference(e->model(), f2.prompt, 12, /*ignore_eos=*/true));
   // The followers' waits are a phase of their own: prefill_ms is timed from the wake, so the
   // two fit in prompt_ms (mutation: prefill_start left at admission counts the wait twice and
   // fails it). Orders of magnitude apart: a wait spans the leader's forward passes.
@@ -113,7 +113,7 @@ TEST(InFlight, ACancelledLeadersFollowerTakesOver) {
 // at that step; priority kept for the leader's whole prefill (its own 64-token question too)
 // delays X past the bound.
 TEST(InFlight, TheSharedPartGoesFirstAndARequestSharingNothingWaitsBoundedly) {
-  auto e = Make();
+  auto e = MakeBurstEngine();
   const auto P = Ids(160, 1);
   Probe x, leader, f[3];
   x.prompt = Ids(200, 60);
@@ -133,14 +133,14 @@ TEST(InFlight, TheSharedPartGoesFirstAndARequestSharingNothingWaitsBoundedly) {
   EXPECT_GE(cached_at, 160) << "the shared prefix is computed first";
   EXPECT_LE(x.first_step, x_steps + shared_steps) << "X is delayed by the shared part at most";
   for (Probe& p : f) EXPECT_EQ(p.result.cached_tokens, 160);
-  EXPECT_EQ(x.result.tokens, Reference(e->model(), x.prompt, 12));
-  EXPECT_EQ(f[1].result.tokens, Reference(e->model(), f[1].prompt, 12));
+  EXPECT_EQ(x.result.tokens, Reference(e->model(), x.prompt, 12, /*ignore_eos=*/true));
+  EXPECT_EQ(f[1].result.tokens, Reference(e->model(), f[1].prompt, 12, /*ignore_eos=*/true));
 }
 
 // Sliding windows (tiny-gemma3, windows of 24 tokens, trimmed as the window passes): followers
 // take the leader's blocks with their windows complete, and answer as the reference does.
 TEST(InFlight, SlidingWindowFollowersMatchTheReference) {
-  auto e = Make({}, SlidingModel());
+  auto e = MakeBurstEngine({}, SlidingModel());
   const auto P = Ids(160, 1);
   std::vector<std::unique_ptr<Probe>> burst;
   for (int i = 0; i < 3; ++i) {
@@ -155,7 +155,8 @@ TEST(InFlight, SlidingWindowFollowersMatchTheReference) {
   }
   for (size_t i = 0; i < burst.size(); ++i) {
     EXPECT_EQ(burst[i]->result.cached_tokens, i == 0 ? 0 : 160) << "request " << i;
-    EXPECT_EQ(burst[i]->result.tokens, Reference(e->model(), burst[i]->prompt, 12))
+    EXPECT_EQ(burst[i]->result.tokens,
+              Reference(e->model(), burst[i]->prompt, 12, /*ignore_eos=*/true))
         << "request " << i;
   }
 }
@@ -164,7 +165,7 @@ TEST(InFlight, SlidingWindowFollowersMatchTheReference) {
 TEST(InFlight, NothingIsSharedWithoutThePrefixCache) {
   EngineOptions o;
   o.prefix_cache = false;
-  auto e = Make(o);
+  auto e = MakeBurstEngine(o);
   const auto P = Ids(160, 1);
   Probe a, b;
   a.prompt = Cat(P, Ids(8, 10));
@@ -174,7 +175,7 @@ TEST(InFlight, NothingIsSharedWithoutThePrefixCache) {
     ASSERT_NO_FATAL_FAILURE(RunBurst(*e, gate, {&a, &b}));
   }
   EXPECT_EQ(a.result.cached_tokens + b.result.cached_tokens, 0);
-  EXPECT_EQ(b.result.tokens, Reference(e->model(), b.prompt, 12));
+  EXPECT_EQ(b.result.tokens, Reference(e->model(), b.prompt, 12, /*ignore_eos=*/true));
 }
 
 // Modules: a schema registered without encoding, two prompts for it arriving together. Encoding
@@ -191,7 +192,7 @@ The next day,]]></prompt>)";
   lo.persist = false;
   int alone = 0;
   {
-    auto e = Make();
+    auto e = MakeBurstEngine();
     ASSERT_TRUE(e->LoadSchemaFile(schema, lo).ok());
     CompletionRequest r;
     r.max_tokens = 4;
@@ -200,7 +201,7 @@ The next day,]]></prompt>)";
     alone = (*h)->Wait().encoded_tokens;
     ASSERT_GT(alone, 0);
   }
-  auto e = Make();
+  auto e = MakeBurstEngine();
   ASSERT_TRUE(e->LoadSchemaFile(schema, lo).ok());
   std::shared_ptr<RequestHandle> a, b;
   {

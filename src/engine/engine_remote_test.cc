@@ -25,9 +25,7 @@ namespace {
 
 using in_flight_test::Cat;
 using in_flight_test::Ids;
-using in_flight_test::Reference;
 
-using remote_test::Greedy;
 using remote_test::kLiveness;
 using remote_test::LatchTier;
 using remote_test::MakeEngine;
@@ -192,7 +190,7 @@ TEST(RemoteFetch, APromptWithSegmentsPlansThemAfterItsFetchedPrefix) {
   o.segment_cache = true;
   o.segment_min_tokens = 16;
   auto e = MakeEngine(&store, o);
-  CompletionRequest req = Greedy(kB);
+  CompletionRequest req = Greedy(kB, 8);
   req.segments.push_back({48, 90});
   auto h = e->Submit(req);
   ASSERT_TRUE(h.ok());
@@ -212,14 +210,14 @@ struct SegmentCase {
   Store store;
   EngineOptions o = Options();
   std::vector<int32_t> g = Ids(48, 9);
-  CompletionRequest sr = Greedy(Cat(Cat(Ids(20, 8), g), Ids(10, 11)));
+  CompletionRequest sr = Greedy(Cat(Cat(Ids(20, 8), g), Ids(10, 11)), 8);
   CompletionResult ref;
   std::vector<std::string> names;  // the segment's blocks' names in the store
 
   std::unique_ptr<Engine> Reader() {
     o.segment_cache = true;
     o.segment_min_tokens = 16;
-    CompletionRequest wr = Greedy(Cat(Ids(30, 7), g));
+    CompletionRequest wr = Greedy(Cat(Ids(30, 7), g), 8);
     wr.segments.push_back({30, 78});
     sr.segments = {{20, 68}};
     PC_CHECK((*MakeEngine(&store, o)->Submit(wr))->Wait().segment_stores == 1);

@@ -328,10 +328,9 @@ Result<CacheTierCounts> EngineImpl::LookupPrompt(const PmlPrompt& prompt) const 
   out.prompt_tokens = static_cast<int>(p.prefill.tokens.size());
   for (Piece& piece : pieces) {
     // Asked on the caller's thread, like LookupCache: the engine never waits for the remote tier.
-    if (RemoteTier* remote = cache_->remote(); piece.tier == 3 && remote != nullptr) {
-      std::vector<std::string> names;
-      for (const BlockKey& k : piece.keys) names.push_back(cache_->RemoteKeyOf({}, k));
-      if (remote->CountLeading(names) == int(names.size())) piece.tier = 2;
+    if (piece.tier == 3 && cache_->remote() != nullptr &&
+        cache_->RemoteLeading({}, piece.keys) == int(piece.keys.size())) {
+      piece.tier = 2;
     }
     int* counts[] = {&out.ram, &out.disk, &out.remote};
     if (piece.tier < 3) *counts[piece.tier] += piece.tokens;

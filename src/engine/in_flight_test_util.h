@@ -1,33 +1,28 @@
-// Helpers of the in-flight sharing tests (engine_in_flight_test.cc, segment_in_flight_test.cc):
-// seeded token runs, an engine on stories260K (or synth's tiny gemma3), the cache-less greedy
-// reference, and a Gate that holds the engine thread inside a step while a burst is submitted,
-// so that the burst is admitted together, in order, at the next step (as clients arriving at
-// once); its own request then decodes one token per step, which numbers the steps. Nothing here
-// is timed: bounds are in steps, waits are liveness bounds.
+// Helpers of the in-flight sharing tests (engine_in_flight_test.cc, segment_in_flight_test.cc),
+// on engine_test_util.h's (the model, Make, Reference): seeded token runs, an engine with room
+// for a burst on stories260K (or synth's tiny gemma3), and a Gate that holds the engine thread
+// inside a step while a burst is submitted, so that the burst is admitted together, in order, at
+// the next step (as clients arriving at once); its own request then decodes one token per step,
+// which numbers the steps. Nothing here is timed: bounds are in steps, waits are liveness bounds.
 #pragma once
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <filesystem>
 #include <functional>
 #include <future>
-#include <numeric>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "core/temp_files.h"
 #include "engine/engine_impl.h"
-#include "engine/runner.h"
-#include "model/synth.h"
+#include "engine/engine_test_util.h"
+#include "engine/test_models.h"
 
 namespace promptcache {
 namespace in_flight_test {
 
-inline const std::string kStories = std::string(PC_SHARED_DIR) + "/models/stories260K.gguf";
 inline constexpr int kBlock = 16;
 inline constexpr double kLiveness = 120;  // seconds: a request that takes longer is stuck
 
@@ -47,53 +42,17 @@ inline std::vector<int32_t> Cat(std::vector<int32_t> a, const std::vector<int32_
   return a;
 }
 
-inline std::string SlidingModel() {
-  const std::filesystem::path p =
-      RemoveAtExit((std::filesystem::temp_directory_path() /
-                    ("pc_in_flight_test_" + std::to_string(getpid()) + ".gguf"))
-                       .string());
-  if (!std::filesystem::exists(p)) {
-    SynthOptions o;
-    o.preset = "tiny-gemma3";  // sliding windows of 24 tokens on 7 of its 8 layers
-    o.vocab_path = kStories;
-    o.type = GgmlType::kQ8_0;
-    o.out_path = p.string();
-    PC_CHECK(Synthesize(o).ok());
-  }
-  return p.string();
-}
+// Synth's tiny gemma3 (test_models.h): sliding windows of 24 tokens on 7 of its 8 layers.
+inline std::string SlidingModel() { return ModelPath("gemma3"); }
 
-inline std::unique_ptr<Engine> Make(EngineOptions o = {}, const std::string& model = kStories) {
+// Make's engine (over `model`) with room for a whole burst: 12 sequences, and 32-token batches,
+// so that a 160-token prefix takes several steps.
+inline std::unique_ptr<Engine> MakeBurstEngine(EngineOptions o = {},
+                                               const std::string& model = kStories) {
   o.model_path = model;
-  o.threads = 2;
   o.parallel = 12;
-  o.batch_size = 32;  // a 160-token prefix takes several steps
-  auto e = Engine::Create(o);
-  PC_CHECK(e.ok());
-  return std::move(e).value();
-}
-
-// The greedy continuation with a fresh Runner and no cache at all: argmax of each step's logits
-// (the engine's greedy choice), one token per forward pass.
-inline std::vector<int32_t> Reference(const Model& m, const std::vector<int32_t>& prompt, int n) {
-  Runner runner(m, RunnerOptions{});
-  KvSequence* seq = runner.sequence();
-  std::vector<float> logits(m.config().n_vocab);
-  std::vector<int32_t> pos(prompt.size());
-  std::iota(pos.begin(), pos.end(), 0);
-  PC_CHECK(runner.Eval(prompt, pos, seq, logits.data()).ok());
-  std::vector<int32_t> out;
-  for (int i = 0; i < n; ++i) {
-    const int32_t t =
-        static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    out.push_back(t);
-    const int32_t p = static_cast<int32_t>(prompt.size()) + i;
-    PC_CHECK(runner
-                 .Eval(std::span<const int32_t>(&t, 1), std::span<const int32_t>(&p, 1), seq,
-                       logits.data())
-                 .ok());
-  }
-  return out;
+  o.batch_size = 32;
+  return Make(std::move(o));
 }
 
 class Gate {

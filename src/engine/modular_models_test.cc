@@ -25,7 +25,8 @@ TEST_P(ModularModels, ContiguousPositionsEqualThePlainPrompt) {
     EngineOptions eo;
     eo.kv_type = KvType::kF32;
     eo.module_positions = engine_default;
-    auto e = Make(eo, GetParam());
+    eo.model_path = ModelPath(GetParam());
+    auto e = Make(eo);
     ASSERT_TRUE(e->LoadSchemaText(kPets, "pets.xml").ok());
     const std::string attr =
         engine_default == PmlPositions::kContiguous ? "" : " positions=\"contiguous\"";
@@ -58,11 +59,12 @@ TEST_P(ModularModels, ContiguousPositionsEqualThePlainPrompt) {
     // `cat` after `dog`: gathered from its cache entry, its keys rotated by dog's length.
     const std::string both =
         "<prompt schema=\"pets\"" + attr + "><dog/><cat/>" + text + "</prompt>";
-    const CompletionResult r = Serve(*e, both, Greedy(1));
+    const CompletionResult r = Serve(*e, both, GreedyIgnoringEos(1));
     const std::string both_at_schema =
         "<prompt schema=\"pets\" positions=\"schema\"><dog/><cat/>" + text + "</prompt>";
-    Serve(*e, both_at_schema, Greedy(1));  // its modules encoded: then only the text computes
-    const CompletionResult at_schema = Serve(*e, both_at_schema, Greedy(1));
+    // Its modules encoded: then only the text computes.
+    Serve(*e, both_at_schema, GreedyIgnoringEos(1));
+    const CompletionResult at_schema = Serve(*e, both_at_schema, GreedyIgnoringEos(1));
     EXPECT_EQ(r.cached_tokens, at_schema.cached_tokens);  // cat reused, not recomputed
     EXPECT_EQ(r.computed_tokens, at_schema.computed_tokens);
     const std::vector<float> moved = FirstLogits(*e, both);
@@ -89,11 +91,12 @@ TEST_P(ModularModels, SharedMovesReadLikeCopies) {
     eo.module_positions = PmlPositions::kContiguous;
     eo.module_shared_moves = shared == 1;
     eo.prefix_cache = false;
-    auto e = Make(eo, GetParam());
+    eo.model_path = ModelPath(GetParam());
+    auto e = Make(eo);
     ASSERT_TRUE(e->LoadSchemaText(kPets, "pets.xml").ok());
-    Serve(*e, both, Greedy(1));  // modules encoded and cached
+    Serve(*e, both, GreedyIgnoringEos(1));  // modules encoded and cached
     const size_t before = e->Stats().kv_bytes_in_use;
-    served[shared] = Serve(*e, both, Greedy(4));
+    served[shared] = Serve(*e, both, GreedyIgnoringEos(4));
     peak[shared] = e->Stats().kv_bytes_peak - before;
     logits[shared] = FirstLogits(*e, both);
     single[shared] = FirstLogits(*e, one);
@@ -114,7 +117,8 @@ TEST_P(ModularModels, RecomputeBlendsModulesTowardThePlainPrompt) {
   EngineOptions eo;
   eo.kv_type = KvType::kF32;
   eo.module_positions = PmlPositions::kContiguous;
-  auto e = Make(eo, GetParam());
+  eo.model_path = ModelPath(GetParam());
+  auto e = Make(eo);
   ASSERT_TRUE(e->LoadSchemaText(kPets, "pets.xml").ok());
   const std::string text = "<![CDATA[\nOne day,]]>";
   auto prompt = [&](const std::string& attrs, const std::string& body) {
@@ -127,15 +131,15 @@ TEST_P(ModularModels, RecomputeBlendsModulesTowardThePlainPrompt) {
   const int cat_tokens =
       static_cast<int>((*e->GetSchemaLayout("pets"))->modules[1].texts[0].tokens.size());
 
-  Serve(*e, prompt("", "<dog/><cat/>"), Greedy(1));  // encode the modules first
-  const CompletionResult none = Serve(*e, prompt("", "<dog/><cat/>"), Greedy(1));
+  Serve(*e, prompt("", "<dog/><cat/>"), GreedyIgnoringEos(1));  // encode the modules first
+  const CompletionResult none = Serve(*e, prompt("", "<dog/><cat/>"), GreedyIgnoringEos(1));
   EXPECT_EQ(none.recomputed_tokens, 0);
   const std::vector<float> reused = FirstLogits(*e, prompt("", "<dog/><cat/>"));
   double last_kl = KlDivergence(plain, reused);
   EXPECT_GT(last_kl, 1e-6);
   for (const char* share : {"0.5", "1"}) {
     const std::string xml = prompt(std::string(" recompute=\"") + share + "\"", "<dog/><cat/>");
-    const CompletionResult r = Serve(*e, xml, Greedy(1));
+    const CompletionResult r = Serve(*e, xml, GreedyIgnoringEos(1));
     // `cat` never saw `dog`: its tokens are the candidates; dog's followed what it attended to.
     EXPECT_EQ(r.recompute_candidates, cat_tokens) << share;
     EXPECT_EQ(r.recomputed_tokens, static_cast<int>(std::lround(std::stod(share) * cat_tokens)));
@@ -150,7 +154,8 @@ TEST_P(ModularModels, RecomputeBlendsModulesTowardThePlainPrompt) {
     }
   }
   // A prompt whose pieces all follow what they attended to has no candidates.
-  const CompletionResult exact = Serve(*e, prompt(" recompute=\"1\"", "<cat/>"), Greedy(1));
+  const CompletionResult exact =
+      Serve(*e, prompt(" recompute=\"1\"", "<cat/>"), GreedyIgnoringEos(1));
   EXPECT_EQ(exact.recompute_candidates, 0);
   EXPECT_EQ(exact.recomputed_tokens, 0);
 }
@@ -231,8 +236,8 @@ TEST(Modular, EmptyArgumentMakesTheTextAfterTheSlotACandidate) {
     auto x = e->ExpandPrompt(Parse(xml));
     ASSERT_TRUE(x.ok());
     const std::vector<float> full = FullFirstLogits(*e, *x, KvType::kF32);
-    Serve(*e, xml, Greedy(1));  // the module encoded
-    const CompletionResult r = Serve(*e, xml, Greedy(1));
+    Serve(*e, xml, GreedyIgnoringEos(1));  // the module encoded
+    const CompletionResult r = Serve(*e, xml, GreedyIgnoringEos(1));
     const int after_slot =
         static_cast<int>((*e->GetSchemaLayout("gift"))->modules[0].texts[1].tokens.size());
     EXPECT_EQ(r.recompute_candidates, after_slot);

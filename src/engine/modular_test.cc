@@ -154,9 +154,9 @@ TEST(Modular, OutputSameWhenEncodedFromDiskOrShared) {
     EXPECT_EQ(a.computed_tokens, 10);  // " big box" and "\nOne day,"
     tim = Serve(*e, kTim).tokens;
     // Shared with a concurrent prompt: both run at once, batched, on the same blocks.
-    auto h1 = e->SubmitPml(kLily, Greedy());
-    auto h2 = e->SubmitPml(kTim, Greedy());
-    auto h3 = e->SubmitPml(kLily, Greedy());
+    auto h1 = e->SubmitPml(kLily, GreedyIgnoringEos());
+    auto h2 = e->SubmitPml(kTim, GreedyIgnoringEos());
+    auto h3 = e->SubmitPml(kLily, GreedyIgnoringEos());
     ASSERT_TRUE(h1.ok() && h2.ok() && h3.ok());
     EXPECT_EQ((*h1)->Wait().tokens, lily);
     EXPECT_EQ((*h2)->Wait().tokens, tim);
@@ -370,7 +370,7 @@ TEST(Modular, ArgumentsAndNewTextWriteNoSpecialTokens) {
     EXPECT_EQ(count(eos), trusted ? 3 : 1);
     EXPECT_EQ(count(bos), trusted ? 2 : 1);
     // Served, the prompt is not cut short by a forged EOS.
-    const CompletionResult r = Serve(*e, xml, Greedy(4));
+    const CompletionResult r = Serve(*e, xml, GreedyIgnoringEos(4));
     EXPECT_EQ(r.prompt_tokens, static_cast<int>(x->tokens.size()));
   }
 }
@@ -391,7 +391,7 @@ TEST(Modular, ContiguousBaselineIsThePlainPrompt) {
   EXPECT_GT(x->end, plain.end);  // lily.xml leaves modules out
   const std::vector<float> contiguous = FullFirstLogits(*e, plain);
   const std::vector<float> gapped = FullFirstLogits(*e, *x);
-  CompletionRequest req = Greedy(1);
+  CompletionRequest req = GreedyIgnoringEos(1);
   req.prompt = x->tokens;
   std::vector<float> served;
   req.on_logits = [&](std::span<const float> l) { served.assign(l.begin(), l.end()); };
@@ -407,7 +407,7 @@ TEST(Modular, ErrorsAreOneLine) {
   ASSERT_TRUE(e->LoadSchemaFile(kStorySchema).ok());
   ASSERT_TRUE(e->LoadSchemaText(kPets, "pets.xml").ok());
   auto error = [&](const std::string& xml) {
-    auto h = e->SubmitPml(xml, Greedy(), "p.xml");
+    auto h = e->SubmitPml(xml, GreedyIgnoringEos(), "p.xml");
     EXPECT_FALSE(h.ok()) << xml;
     const std::string m = h.ok() ? "" : h.status().message();
     EXPECT_EQ(m.find('\n'), std::string::npos) << m;
@@ -426,7 +426,7 @@ TEST(Modular, ErrorsAreOneLine) {
           .find("longer than its length 10"),
       std::string::npos);
   EXPECT_NE(error("<prompt schema=\"story\"><lily>").find("p.xml:1:"), std::string::npos);
-  CompletionRequest with_tokens = Greedy();
+  CompletionRequest with_tokens = GreedyIgnoringEos();
   with_tokens.prompt = {1, 2, 3};
   EXPECT_FALSE(e->SubmitPml(R"(<prompt schema="story"/>)", with_tokens).ok());
   // Schema errors: a remote client's src attribute, a context too small.
@@ -481,7 +481,7 @@ TEST(Modular, PromptBuilderMatchesXml) {
                               .Argument("find", "thing", " big box")
                               .Text("\nOne day,")
                               .prompt();
-  auto h = e->SubmitPrompt(built, Greedy());
+  auto h = e->SubmitPrompt(built, GreedyIgnoringEos());
   ASSERT_TRUE(h.ok()) << h.status().message();
   EXPECT_EQ((*h)->Wait().tokens, Serve(*e, kLily).tokens);
   const ExpandedPrompt a = *e->ExpandPrompt(built), b = *e->ExpandPrompt(Parse(kLily));

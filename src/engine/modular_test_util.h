@@ -1,10 +1,10 @@
-// Helpers of the modular prompt cache's engine tests (modular_test.cc, modular_models_test.cc):
-// engines over stories260K or a synthesized fixture, PML prompts served greedily, and the same
-// prompts computed in full without any cache; the story and pets schemas' prompts.
+// Helpers of the modular prompt cache's engine tests (modular_test.cc, modular_models_test.cc),
+// on engine_test_util.h's (engines over stories260K, or a synthesized fixture by its
+// test_models.h path): PML prompts served greedily, and the same prompts computed in full without
+// any cache; the story and pets schemas' prompts.
 #pragma once
 
 #include <fstream>
-#include <memory>
 #include <span>
 #include <sstream>
 #include <string>
@@ -12,6 +12,7 @@
 
 #include "core/check.h"
 #include "engine/engine_impl.h"
+#include "engine/engine_test_util.h"
 #include "engine/fidelity.h"
 #include "engine/test_models.h"
 
@@ -26,23 +27,8 @@ inline std::string Slurp(const std::string& path) {
   return ss.str();
 }
 
-inline std::unique_ptr<Engine> Make(EngineOptions o = {}, const std::string& model = "stories") {
-  o.model_path = ModelPath(model);
-  o.threads = 2;
-  auto e = Engine::Create(o);
-  PC_CHECK(e.ok());
-  return std::move(e).value();
-}
-
-inline CompletionRequest Greedy(int n = 24) {
-  CompletionRequest r;
-  r.max_tokens = n;
-  r.sampling.temperature = 0;
-  r.ignore_eos = true;
-  return r;
-}
-
-inline CompletionResult Serve(Engine& e, const std::string& xml, CompletionRequest r = Greedy()) {
+inline CompletionResult Serve(Engine& e, const std::string& xml,
+                              CompletionRequest r = GreedyIgnoringEos()) {
   auto h = e.SubmitPml(xml, std::move(r));
   PC_CHECK(h.ok());
   CompletionResult res = (*h)->Wait();
@@ -103,7 +89,7 @@ Her favorite toy was a]]><parameter name="what" length="8"/><![CDATA[.]]></modul
 // First-token logits of a PML prompt served for `n` greedy tokens (the result in *result).
 inline std::vector<float> FirstLogits(Engine& e, const std::string& xml, int n = 1,
                                       CompletionResult* result = nullptr) {
-  CompletionRequest req = Greedy(n);
+  CompletionRequest req = GreedyIgnoringEos(n);
   std::vector<float> first;
   req.on_logits = [&](std::span<const float> l) {
     if (first.empty()) first.assign(l.begin(), l.end());

@@ -1,7 +1,8 @@
 // Helpers of the remote tier's engine tests (engine_remote_test.cc, schema_remote_test.cc):
 // engines on stories260K sharing an in-memory store (LatchTier) whose reads of chosen keys wait
 // on a latch the test opens, so that a remote read can be held for as long as the test likes,
-// and greedy requests. Nothing here is timed: waits are liveness bounds.
+// and greedy requests (engine_test_util.h's Greedy). Nothing here is timed: waits are liveness
+// bounds.
 #pragma once
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "core/check.h"
 #include "engine/create_engine.h"
 #include "engine/engine_impl.h"
+#include "engine/engine_test_util.h"
 #include "engine/in_flight_test_util.h"
 #include "engine/modular_test_util.h"
 
@@ -129,17 +131,9 @@ class LatchTier : public RemoteTier {
   RemoteStats stats_;  // guarded by store_->mu
 };
 
-// A greedy request for `n` tokens of `prompt`, ending at the end-of-sequence token.
-inline CompletionRequest Greedy(std::vector<int32_t> prompt, int n = 8) {
-  CompletionRequest r = promptcache::Greedy(n);  // modular_test_util.h's
-  r.prompt = std::move(prompt);
-  r.ignore_eos = false;
-  return r;
-}
-
 inline EngineOptions Options(int deadline_ms = 60000) {
   EngineOptions o;
-  o.model_path = in_flight_test::kStories;
+  o.model_path = kStories;
   o.threads = 2;
   o.batch_size = 32;  // parallel: the default 4
   o.cache_redis_deadline_ms = deadline_ms;

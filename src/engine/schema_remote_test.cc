@@ -42,7 +42,7 @@ const char* kWeather = R"(<prompt schema="story"><lily/><weather/><park/><![CDAT
 One day,]]></prompt>)";
 
 CompletionResult Serve(Engine& e, const char* xml) {
-  auto h = e.SubmitPml(xml, remote_test::Greedy({}, 8));
+  auto h = e.SubmitPml(xml, Greedy({}, 8));
   PC_CHECK(h.ok());
   PC_CHECK((*h)->WaitFor(kLiveness));
   return (*h)->Wait();

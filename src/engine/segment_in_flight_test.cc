@@ -65,7 +65,7 @@ void ABurstComputesTheDocumentOnce(SegmentEncoding encoding) {
     burst.push_back(std::make_unique<Probe>());
     Carry(*burst.back(), D, 8 + 8 * i, 8, 40 + i);
   }
-  auto e = Make(SegmentOptions(encoding));
+  auto e = MakeBurstEngine(SegmentOptions(encoding));
   {
     Gate gate(*e);
     for (auto& p : burst) Submit(*e, gate, *p);
@@ -97,7 +97,7 @@ void ABurstComputesTheDocumentOnce(SegmentEncoding encoding) {
   EXPECT_EQ(st.in_flight_segment_waits, 3u);
   // One after another on a fresh engine: the first stores the document, the others reuse the
   // same K/V, so each answer and count is the burst's.
-  auto seq = Make(SegmentOptions(encoding));
+  auto seq = MakeBurstEngine(SegmentOptions(encoding));
   for (size_t i = 0; i < burst.size(); ++i) {
     const CompletionResult r = Alone(*seq, *burst[i]);
     EXPECT_EQ(r.tokens, burst[i]->result.tokens) << "request " << i;
@@ -127,7 +127,7 @@ TEST(SegmentsInFlight, ACancelledLeadersWaiterComputesTheSegment) {
   Carry(leader, D, 100, 8, 41);  // 156 tokens: five steps of prefill at 31 a step
   Carry(f1, D, 8, 8, 42);
   Carry(f2, D, 16, 8, 43);
-  auto e = Make(SegmentOptions());
+  auto e = MakeBurstEngine(SegmentOptions());
   {
     Gate gate(*e, [&](int step) {
       if (step == 1) leader.h->Cancel();  // after its first chunk
@@ -142,12 +142,12 @@ TEST(SegmentsInFlight, ACancelledLeadersWaiterComputesTheSegment) {
   }
   EXPECT_EQ(HitsAndStores(f1), std::pair(0, 1));
   EXPECT_EQ(f1.result.cached_tokens, 0);
-  EXPECT_EQ(f1.result.tokens, Reference(e->model(), f1.prompt, 12));
+  EXPECT_EQ(f1.result.tokens, Reference(e->model(), f1.prompt, 12, /*ignore_eos=*/true));
   EXPECT_EQ(HitsAndStores(f2), std::pair(1, 0));
   // f1 and f2 waited for the leader; f2 went on waiting once f1 had claimed the segment.
   EXPECT_EQ(e->Stats().in_flight_segment_waits, 2u);
   EXPECT_EQ(e->Stats().segment_stores, 1u);
-  auto seq = Make(SegmentOptions());
+  auto seq = MakeBurstEngine(SegmentOptions());
   Alone(*seq, f1);
   const CompletionResult r2 = Alone(*seq, f2);
   EXPECT_EQ(r2.tokens, f2.result.tokens);
@@ -166,14 +166,14 @@ TEST(SegmentsInFlight, NamespacesNeverWaitForEachOthersSegments) {
   Carry(a, D, 8, 8, 44);
   Carry(b, D, 16, 8, 45, "tenant-b");
   Carry(c, D, 24, 8, 46, "tenant-b");
-  auto e = Make(SegmentOptions());
+  auto e = MakeBurstEngine(SegmentOptions());
   {
     Gate gate(*e);
     ASSERT_NO_FATAL_FAILURE(RunBurst(*e, gate, {&a, &b, &c}));
   }
   EXPECT_EQ(HitsAndStores(a), std::pair(0, 1));
   EXPECT_EQ(HitsAndStores(b), std::pair(0, 1));
-  EXPECT_EQ(b.result.tokens, Reference(e->model(), b.prompt, 12));
+  EXPECT_EQ(b.result.tokens, Reference(e->model(), b.prompt, 12, /*ignore_eos=*/true));
   EXPECT_EQ(HitsAndStores(c), std::pair(1, 0));
   EXPECT_EQ(e->Stats().in_flight_segment_waits, 1u);  // c, for b
 }
@@ -193,7 +193,7 @@ TEST(SegmentsInFlight, TheLeaderGoesFirstAndARequestSharingNothingWaitsBoundedly
   const int room = 32 - 1;
   const int leader_steps = (72 + room - 1) / room;  // 3
   const int x_steps = (200 + room - 1) / room;      // 7
-  auto e = Make(SegmentOptions());
+  auto e = MakeBurstEngine(SegmentOptions());
   int stored_at = -1;
   {
     Gate gate(*e, [&](int step) {
@@ -206,7 +206,7 @@ TEST(SegmentsInFlight, TheLeaderGoesFirstAndARequestSharingNothingWaitsBoundedly
   }
   EXPECT_EQ(stored_at, kDoc) << "the awaited document is computed first";
   EXPECT_LE(x.first_step, x_steps + leader_steps) << "X is delayed by the leader at most";
-  EXPECT_EQ(x.result.tokens, Reference(e->model(), x.prompt, 12));
+  EXPECT_EQ(x.result.tokens, Reference(e->model(), x.prompt, 12, /*ignore_eos=*/true));
   for (Probe& p : w) EXPECT_EQ(p.result.segment_hits, 1);
   EXPECT_EQ(e->Stats().in_flight_segment_waits, 3u);
 }
@@ -222,7 +222,7 @@ TEST(SegmentsInFlight, TheLeaderGoesFirstAndARequestSharingNothingWaitsBoundedly
 // tokens, the plain prompt takes them and its answer differs from the reference.
 TEST(SegmentsInFlight, APromptWithSegmentsSharesOnlyItsExactPrefix) {
   const auto P = Ids(160, 1), Q = Ids(32, 7), G = Ids(32, 3);
-  auto e = Make(SegmentOptions());
+  auto e = MakeBurstEngine(SegmentOptions());
   Probe warm;
   Carry(warm, G, 8, 8, 5);
   ASSERT_EQ(Alone(*e, warm).segment_stores, 1);
@@ -255,8 +255,8 @@ TEST(SegmentsInFlight, APromptWithSegmentsSharesOnlyItsExactPrefix) {
   EXPECT_EQ(cached_at_start, 32) << "seg2's exact prefix, and only it";
   EXPECT_EQ(plain.result.cached_tokens, 32);
   EXPECT_EQ(plain.result.shared_tokens, 32);  // seg2 was computing it
-  EXPECT_EQ(plain.result.tokens, Reference(e->model(), plain.prompt, 12));
-  EXPECT_EQ(leader.result.tokens, Reference(e->model(), leader.prompt, 12));
+  EXPECT_EQ(plain.result.tokens, Reference(e->model(), plain.prompt, 12, /*ignore_eos=*/true));
+  EXPECT_EQ(leader.result.tokens, Reference(e->model(), leader.prompt, 12, /*ignore_eos=*/true));
 }
 
 }  // namespace

@@ -72,6 +72,14 @@ TierCounts BlockCache::Probe(const std::vector<BlockKey>& keys) const {
   return c;
 }
 
+int BlockCache::RemoteLeading(const BlockKey& ns, std::span<const BlockKey> keys) const {
+  if (!remote_) return 0;
+  std::vector<std::string> names;
+  names.reserve(keys.size());
+  for (const BlockKey& k : keys) names.push_back(RemoteKeyOf(ns, k));
+  return remote_->CountLeading(names);
+}
+
 void BlockCache::AddEntry(const BlockKey& key, Entry e) {
   if (!e.parent.empty()) {
     if (Entry* p = Find(e.parent)) p->children++;

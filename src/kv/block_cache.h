@@ -43,7 +43,8 @@
 // Tenants: a prefix chain starts from a namespace key (`ns`, empty for the default namespace)
 // instead of the empty key, so the chains of two namespaces share no key, in RAM, on disk or in
 // the remote tier (whose keys also name the namespace). Module blocks live in the default one.
-// Not thread-safe: the engine thread owns it (ChainKeys and RemoteKeyOf are pure, for any thread).
+// Not thread-safe: the engine thread owns it (ChainKeys and RemoteKeyOf are pure, for any thread;
+// RemoteLeading asks the store, for any thread but that one).
 #pragma once
 
 #include <chrono>
@@ -220,6 +221,11 @@ class BlockCache {
   std::string RemoteKeyOf(const BlockKey& ns, const BlockKey& key) const {
     return RemoteKey(remote_prefix_, ns, key);
   }
+  // How many leading blocks of `keys` the remote tier holds under namespace `ns` (their names as
+  // RemoteKeyOf(ns, ...) gives them), 0 when there is no remote tier: a router's view, nothing
+  // loaded. It asks the store on the calling thread and waits for its answer, so it must not be
+  // called on the engine thread, which never waits on the network.
+  int RemoteLeading(const BlockKey& ns, std::span<const BlockKey> keys) const;
   // The leading blocks of `keys` in RAM and on disk, in tokens (TierCounts::remote is left 0:
   // the caller asks the remote tier, off the engine thread).
   TierCounts Probe(const std::vector<BlockKey>& keys) const;

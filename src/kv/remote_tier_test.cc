@@ -383,6 +383,30 @@ TEST(RemoteWalk, StoreDownIsAMissAndPinnedPrefixesHaveNoExpiry) {
   EXPECT_EQ(c.disk, 0);
 }
 
+// A router's count of the leading blocks the store holds (LookupCache's and LookupPrompt's):
+// up to the first gap, under the namespace asked, nothing without a remote tier. Mutations: a
+// count one block too long, or names without the namespace, fail it.
+TEST(RemoteWalk, RemoteLeadingCountsUpToTheFirstGapInItsNamespace) {
+  FakeStore store;
+  const BlockKey tenant{9, 9};
+  const auto t = Tokens(22);  // 5 full blocks
+  ComputeInto(&store, t, tenant);
+  BlockPool pool(Layout(), 0, false);
+  BlockCache b(&pool, "fp", Options(), nullptr, std::make_unique<FakeTier>(&store));
+  const std::vector<BlockKey> keys = b.ChainKeys(t, tenant);
+  EXPECT_EQ(b.RemoteLeading(tenant, keys), 5);
+  EXPECT_EQ(b.RemoteLeading(tenant, std::span(keys).first(3)), 3);
+  EXPECT_EQ(b.RemoteLeading({}, keys), 0);  // the same keys, named in the default namespace
+  EXPECT_EQ(b.RemoteLeading(tenant, b.ChainKeys(Tokens(8, 1), tenant)), 0);  // never written
+  store.values.erase(b.RemoteKeyOf(tenant, keys[2]));
+  EXPECT_EQ(b.RemoteLeading(tenant, keys), 2);
+  store.values.erase(b.RemoteKeyOf(tenant, keys[0]));
+  EXPECT_EQ(b.RemoteLeading(tenant, keys), 0);
+  EXPECT_EQ(pool.blocks_in_use(), 0);  // counting loads nothing
+  BlockCache local(&pool, "fp", Options(), nullptr);
+  EXPECT_EQ(local.RemoteLeading(tenant, keys), 0);
+}
+
 TEST(RedisUrl, ParsesAndRejects) {
   auto a = ParseRedisUrl("redis://127.0.0.1:6380/2");
   ASSERT_TRUE(a.ok());
