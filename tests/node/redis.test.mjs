@@ -1,7 +1,8 @@
 // The remote tier with a real redis-server and two real replicas (--cache-redis): a prefix one
 // computes is served to the other from Redis, with the same greedy output; a corrupted or foreign
 // value is skipped and counted; Redis killed mid-run costs no request, and when it is back the
-// replicas use it again; a schema's modules one replica encoded are read by the other.
+// replicas use it again; a schema's modules one replica encoded are read by the other, and a
+// router's lookup of a PML prompt on it counts those only Redis holds in tiers.remote.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -269,4 +270,55 @@ test('a changed module registered on replica B is computed after modules read fr
   const onB = await register(b, variant);
   assert.equal(onB.encoded_tokens, want.encoded_tokens);
   assert.ok(metric(await b.metrics(), 'loads') > 0, 'B read modules from Redis');
+});
+
+// A router's view of a PML prompt (POST /v1/cache/lookup) counts in tiers.remote the modules that
+// only Redis holds. B registers the story schema, which reads its modules from Redis into RAM at
+// the schema's positions (the server's --positions); the same prompt at contiguous positions
+// gathers the modules as the contiguous mode encodes them, under keys of their own, which A
+// encoded for a request of its own and wrote to Redis, and which no registration on B reads. So
+// B finds them in Redis alone, as many tokens as A finds in RAM. Mutations:
+// EngineImpl::LookupPrompt without its remote branch, or with RemoteLeading compared with one
+// block fewer than the piece has, leave B's remote count at 0.
+test("a PML prompt's modules only Redis holds are counted in the lookup's remote tier", async (t) => {
+  const schema = fs.readFileSync(path.join(examples, 'story.xml'), 'utf8');
+  const lily = fs.readFileSync(path.join(examples, 'lily.xml'), 'utf8');
+  const contiguous = lily.replace('<prompt schema="story">', '<prompt schema="story" positions="contiguous">');
+  assert.notEqual(contiguous, lily);
+  const redis = await startRedis();
+  t.after(() => redis.cleanup());
+  const [a, b] = await replicas(redis);
+  const lookup = async (server, prompt) => {
+    const r = await server.json('POST', '/v1/cache/lookup', { prompt });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.body.modular, true);
+    return r.body;
+  };
+  await register(a, schema);
+  const cold = await complete(a, contiguous);  // encodes the contiguous mode's pieces
+  const onA = await lookup(a, contiguous);
+  assert.ok(onA.cached_tokens > 100, JSON.stringify(onA));
+  assert.deepEqual(onA.tiers, { ram: onA.cached_tokens, disk: 0, remote: 0 });
+
+  await register(b, schema);
+  assert.deepEqual((await lookup(b, lily)).tiers, { ram: 236, disk: 0, remote: 0 },
+    "the registration's modules are in B's RAM");
+  // Once A's writer has sent the contiguous pieces' blocks, B finds them in Redis.
+  await waitFor(async () => (await lookup(b, contiguous)).tiers.remote === onA.cached_tokens,
+    { timeoutMs: 15000 });
+  const view = await lookup(b, contiguous);
+  assert.deepEqual(view.tiers, { ram: 0, disk: 0, remote: onA.cached_tokens });
+  assert.equal(view.cached_tokens, onA.cached_tokens);
+  assert.equal(view.prompt_tokens, onA.prompt_tokens);
+  // A replica without Redis has the same modules nowhere.
+  const alone = await startServer([]);
+  await register(alone, schema);
+  assert.deepEqual((await lookup(alone, contiguous)).tiers, { ram: 0, disk: 0, remote: 0 });
+  // B's request then reuses what the lookup counted, read from Redis, and answers as A did.
+  const loads = metric(await b.metrics(), 'loads');
+  const warm = await complete(b, contiguous);
+  assert.equal(warm.usage.prompt_tokens_details.cached_tokens, view.cached_tokens);
+  assert.equal(warm.timings.encoded_tokens, 0);
+  assert.ok(metric(await b.metrics(), 'loads') > loads, 'B read the modules from Redis');
+  assert.equal(warm.choices[0].text, cold.choices[0].text);
 });

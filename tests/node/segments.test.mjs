@@ -2,14 +2,17 @@
 // later prompt is served from the segment cache, through the official `openai` and
 // `@anthropic-ai/sdk` clients, with the server flag (--segment-cache) or the request field
 // ("cache_segments"); never across tenants; across replicas through a real redis-server;
-// evaluated against the full recompute ("evaluate"); counted in /metrics and /v1/cache/lookup.
+// evaluated against the full recompute ("evaluate"); counted in /metrics and /v1/cache/lookup,
+// also a tenant's found in Redis by another replica.
 // The documents are examples/rag/stories (77 to 100 tokens each, written for stories260K).
 //
 // Mutations tried (each made these tests fail, then reverted): tokenizing a segment with what
 // precedes it (Tokenizer::EncodeCut not cutting at a segment's start) fails (a) to (f); a
 // segment's range starting one token early (the token before it, its context, in its key) fails
 // (a) to (f); dropping the namespace from the segment key (engine/segment_store.cc) fails (c);
-// an evaluate baseline with one prompt token changed fails (e) (KL > 0 at recompute 1).
+// an evaluate baseline with one prompt token changed fails (e) (KL > 0 at recompute 1); the
+// lookup asking Redis for segment blocks under the tenant's namespace fails (g) only, and
+// comparing its RemoteLeading with one block fewer fails (d) and (g).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -234,6 +237,53 @@ test('(f) /metrics and /v1/cache/lookup count segments', async () => {
   assert.equal(after[names[1]], hit.timings.segment_hits);
   assert.equal(after[names[2]], hit.timings.segment_tokens_reused);
   assert.ok(after[names[3]] >= 3, `stores ${after[names[3]]}`);
+});
+
+// What a router asks B of a tenant's prompt: segments stored by A (so only Redis holds them, under
+// names in the default namespace, their keys carrying the tenant's) are counted in that tenant's
+// namespace, as many as A counts in RAM, and in no other tenant's. The default namespace (the
+// admin key) is the control. Mutation: LookupCache asking the remote tier for the segment blocks
+// under the tenant's namespace instead of the default one (EngineImpl::LookupCache) leaves
+// alice's count at 0 on B while the default namespace's stays right.
+test("(g) a tenant's segments only Redis holds are counted in its namespace on another replica", async (t) => {
+  const redis = await startRedis();
+  t.after(() => redis.cleanup());
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'promptcache-segments-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const keys = path.join(dir, 'keys');
+  fs.writeFileSync(keys, 'key-alice alice\nkey-bob bob\n');
+  const args = ['--segment-cache', '--cache-redis', redis.url, '--cache-redis-timeout', '200',
+    '--api-keys', keys, '--api-key', 'admin-key', '--cache-secret', 'a-secret-both-replicas-share', ...FLAGS];
+  const [a, b] = await Promise.all([startServer(args), startServer(args)]);
+  const lookup = async (server, key) => {
+    const r = await server.json('POST', '/v1/cache/lookup', { messages: second, add_generation_prompt: true },
+      { authorization: `Bearer ${key}` });
+    assert.equal(r.status, 200, r.text);
+    return r.body;
+  };
+  for (const key of ['key-alice', 'admin-key']) await create(a, first, {}, { apiKey: key });
+  const onA = await lookup(a, 'key-alice');
+  assert.ok(onA.segment_tokens >= 40, `alice's document found on A (${onA.segment_tokens} tokens)`);
+  assert.equal((await lookup(a, 'admin-key')).segment_tokens, onA.segment_tokens);
+  assert.equal((await lookup(a, 'key-bob')).segment_tokens, 0);
+
+  // On B, once A's writer has sent the blocks: the same figures, from Redis alone.
+  const same = (v) => v.segment_tokens === onA.segment_tokens && v.cached_tokens === onA.cached_tokens;
+  for (const key of ['admin-key', 'key-alice']) {
+    await waitFor(async () => same(await lookup(b, key)), { timeoutMs: 15000 });
+    const view = await lookup(b, key);
+    assert.deepEqual(view.tiers, { ram: 0, disk: 0, remote: onA.tiers.ram }, key);
+    assert.equal(view.segment_tokens, onA.segment_tokens, `${key}: the segment A stored, read in Redis by B`);
+    assert.equal(view.cached_tokens, onA.cached_tokens, key);
+  }
+  const bob = await lookup(b, 'key-bob');
+  assert.equal(bob.segment_tokens, 0, "bob does not see alice's segment in Redis");
+  assert.equal(bob.cached_tokens, 0);
+  // Alice's request on B then reuses what the lookup counted (less the tokens it recomputes).
+  const hit = await create(b, second, {}, { apiKey: 'key-alice' });
+  const { segment_tokens_reused: reused, recomputed_tokens: recomputed } = hit.timings;
+  assert.equal(reused + recomputed, onA.segment_tokens, JSON.stringify(hit.timings));
+  assert.equal(cached(hit), onA.cached_tokens - recomputed);
 });
 
 test('bad segment flags are a one-line error', async () => {
