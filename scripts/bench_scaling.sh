@@ -11,7 +11,9 @@
 # run, started before it and killed after: how each engine copes with a busy machine.
 # With -P DIR, `promptcache bench --profile` is run once per shape, type and thread count too, its
 # output written to DIR/SHAPE-TYPE-tN.txt (where the time goes, and the bytes of weights and K/V
-# each operation and thread read: core/profile.h).
+# each operation and thread read: core/profile.h), and a third table sums them up per thread
+# count: generation's time per token, parallel jobs per token, bytes read per token and the rate,
+# and how evenly the threads shared the bytes.
 #
 # Files are made as scripts/bench_vs_llama.sh makes them: `promptcache synth` writes the shape's
 # F16 file (random weights, a real vocabulary), llama.cpp's llama-quantize each type (-Q: ours).
@@ -157,7 +159,7 @@ for shape in $shapes; do
       done
       if [ -n "$profile_dir" ]; then
         start_busy
-        "$bin" bench -m "$file" -t "$t" -p "$pp" -n "$tg" -r 1 --profile \
+        "$bin" bench -m "$file" -t "$t" -p "$pp" -n "$tg" -r 1 --profile --json \
           >"$profile_dir/$shape-$lower-t$t.txt" 2>&1 || true
         stop_busy
       fi
@@ -166,11 +168,11 @@ for shape in $shapes; do
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
-python3 - "$raw" "${engines[@]}" <<'EOF'
-import statistics, sys
+python3 - "$raw" "$profile_dir" "${engines[@]}" <<'EOF'
+import json, os, statistics, sys
 from collections import defaultdict
 
-raw, engines = sys.argv[1], sys.argv[2:]
+raw, profile_dir, engines = sys.argv[1], sys.argv[2], sys.argv[3:]
 runs = defaultdict(list)   # (shape, type, threads, engine, test) -> rates
 keys = []                  # (shape, type) in order
 threads = defaultdict(list)
@@ -241,4 +243,26 @@ for shape, typ in keys:
 print("Rounds per cell (min-max of the rates):")
 for (shape, typ, t, engine, test), v in runs.items():
     print(f"  {shape} {typ} t={t} {engine} {test}: n={len(v)}, {min(v):.1f}-{max(v):.1f}")
+if profile_dir:
+    print("promptcache's generation profile (bench --profile, one run each): time and parallel jobs")
+    print("per token, weights and K/V read per token and the rate over the pass, and the bytes of")
+    print("the threads that read the least and the most (an even split: both near MiB / threads):")
+    print()
+    print("| shape | type | threads | ms/token | jobs/token | MiB/token | GB/s | thread MiB min-max |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    for shape, typ in keys:
+        for t in sorted(threads[(shape, typ)]):
+            path = os.path.join(profile_dir, f"{shape}-{typ.lower()}-t{t}.txt")
+            try:
+                last = open(path).read().strip().splitlines()[-1]
+                g = json.loads(last)["profile"]["generation"]
+            except (OSError, IndexError, KeyError, ValueError):
+                continue
+            per_token = g["us_per_pass"] * g["passes"] / max(1, g["tokens"])
+            mib = g["bytes_per_pass"] / 2**20
+            shares = [th["bytes_per_pass"] / 2**20 for th in g["per_thread"]]
+            print(f"| {shape} | {typ} | {t} | {per_token / 1e3:.2f} | {g['jobs_per_pass']:.0f} | "
+                  f"{mib:.1f} | {g['bytes_per_pass'] / (g['us_per_pass'] * 1e3):.1f} | "
+                  f"{min(shares):.1f}-{max(shares):.1f} |")
+    print()
 EOF

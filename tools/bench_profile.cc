@@ -126,6 +126,12 @@ nlohmann::json ProfileJson(const Profiler& p, int n_layers) {
                    {"waiting", Waiting(op, nt)},
                    {"bytes_per_pass", op.bytes / passes}});
   }
+  nlohmann::json per_thread = nlohmann::json::array();
+  for (const Profiler::ThreadStats& th : p.threads()) {
+    per_thread.push_back({{"jobs_per_pass", th.jobs / passes},
+                          {"busy_us_per_pass", th.busy_ns / 1e3 / passes},
+                          {"bytes_per_pass", th.bytes / passes}});
+  }
   int64_t layer_jobs = 0;
   for (int64_t j : p.layer_jobs()) layer_jobs += j;
   return {{"passes", p.passes()},
@@ -135,7 +141,8 @@ nlohmann::json ProfileJson(const Profiler& p, int n_layers) {
           {"jobs_per_pass", p.jobs() / passes},
           {"jobs_per_layer", layer_jobs / passes / std::max(1, n_layers)},
           {"bytes_per_pass", p.bytes() / passes},
-          {"ops", ops}};
+          {"ops", ops},
+          {"per_thread", per_thread}};
 }
 
 }  // namespace promptcache::cli

@@ -174,6 +174,11 @@ TEST_F(CliTest, BenchProfileCountsTheBytesRead) {
     }
     EXPECT_EQ(matmul, 1037312) << pass;
     EXPECT_EQ(all, profile.at(pass).at("bytes_per_pass").get<double>()) << pass;
+    double by_thread = 0;
+    for (const nlohmann::json& th : profile.at(pass).at("per_thread")) {
+      by_thread += th.at("bytes_per_pass").get<double>();
+    }
+    EXPECT_EQ(by_thread, all) << pass;
     if (std::string(pass) == "generation") {
       EXPECT_EQ(attention, 1600);
     }
