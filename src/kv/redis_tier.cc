@@ -366,7 +366,11 @@ class RedisTier : public RemoteTier {
 
   // Before a read: the breaker lets it through, a read connection is free by the deadline (each
   // read holds one at most until its own deadline), and connected. Null: a miss, and nothing is
-  // sent. After a connection, EndRead reports how it went.
+  // sent. After a connection, EndRead reports how it went. Reads on several connections report to
+  // the breaker at once (it has a lock of its own): while it is half-open only the probe is let
+  // through and the other reads miss. A read begun before it opened may report after: its
+  // success closes it (the store did answer in time); its failure counts for nothing while it is
+  // open, and as the probe's while half-open (open again: a failure all the same).
   Lease BeginRead(Clock::time_point deadline) {
     if (!breaker_.AllowRead(Clock::now())) return Lease(nullptr, Returner{this});
     Lease conn(Acquire(deadline), Returner{this});
