@@ -49,8 +49,9 @@ healthy() { curl -sf "$1/health" >/dev/null 2>&1; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 machine() { echo "$(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"; }
 
-# What the two Redis benchmarks (bench_redis.sh, bench_redis_stall.sh) share, without
-# bench_setup's scratch folder: their folder keeps the synthesized model between runs.
+# What the Redis benchmarks (bench_redis.sh, bench_redis_stall.sh, bench_redis_fetch_burst.sh)
+# share, without bench_setup's scratch folder: their folder keeps the synthesized model between
+# runs.
 # redis_bench_setup WORK BIN: $work and $model (smollm2-135m's shape, synthesized by BIN once),
 # a redis-server on $port (its pid in $redis; replicas take the ports after it), and $pids,
 # killed at exit (a script adds the processes it starts).
@@ -68,4 +69,21 @@ redis_bench_setup() {
   redis=$!
   pids+=("$redis")
   sleep 0.5
+}
+
+# redis_delay_proxy LISTEN TARGET MS: a proxy on 127.0.0.1:LISTEN to the Redis on TARGET that
+# holds each chunk it forwards MS ms, in order, both ways (a slow link); its pid joins $pids.
+redis_delay_proxy() {
+  TARGET=$2 LISTEN=$1 DELAY_MS=$3 node -e '
+    const net = require("net");
+    const { TARGET, LISTEN, DELAY_MS } = process.env;
+    const later = (to) => (d) => setTimeout(() => to.destroyed || to.write(d), Number(DELAY_MS));
+    net.createServer((c) => {
+      const r = net.connect(Number(TARGET), "127.0.0.1");
+      c.on("data", later(r)); r.on("data", later(c));
+      c.on("error", () => r.destroy()); r.on("error", () => c.destroy());
+      c.on("close", () => r.destroy()); r.on("close", () => c.destroy());
+    }).listen(Number(LISTEN), "127.0.0.1");' &
+  pids+=($!)
+  sleep 0.3
 }

@@ -18,18 +18,7 @@ redis_bench_setup /tmp/pc-bench-stall "$1/promptcache"
 redis_port=$port
 if [ "${DELAY_MS:-0}" != 0 ]; then  # a proxy that holds each chunk DELAY_MS, in order
   redis_port=$((port + 3))
-  TARGET=$port LISTEN=$redis_port DELAY_MS=$DELAY_MS node -e '
-    const net = require("net");
-    const { TARGET, LISTEN, DELAY_MS } = process.env;
-    const later = (to) => (d) => setTimeout(() => to.destroyed || to.write(d), Number(DELAY_MS));
-    net.createServer((c) => {
-      const r = net.connect(Number(TARGET), "127.0.0.1");
-      c.on("data", later(r)); r.on("data", later(c));
-      c.on("error", () => r.destroy()); r.on("error", () => c.destroy());
-      c.on("close", () => r.destroy()); r.on("close", () => c.destroy());
-    }).listen(Number(LISTEN), "127.0.0.1");' &
-  pids+=($!)
-  sleep 0.3
+  redis_delay_proxy "$redis_port" "$port" "$DELAY_MS"
 fi
 serve() {  # serve BIN PORT LOG: its pid in $served
   : >"$3"

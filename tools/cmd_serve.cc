@@ -305,6 +305,10 @@ class ServeCommand : public Command {
                     "ms a request's Redis lookups may take in all before the rest is computed "
                     "(the engine waits for them)")
         ->default_val(1000);
+    sub->add_option("--cache-redis-readers", engine_.cache_redis_readers,
+                    "requests whose Redis lookups are read at once, each on a connection of its "
+                    "own (1: one after another)")
+        ->default_val(4);
     sub->add_option("--cache-redis-ttl", engine_.cache_redis_ttl_seconds,
                     "expiry of the blocks written to Redis, seconds (pinned prefixes: none)")
         ->default_val(86400);
@@ -512,6 +516,9 @@ class ServeCommand : public Command {
     }
     if (engine_.cache_redis_deadline_ms < 1 || engine_.cache_redis_deadline_ms > 60000) {
       return InvalidArgument("--cache-redis-deadline must be between 1 and 60000 ms");
+    }
+    if (engine_.cache_redis_readers < 1 || engine_.cache_redis_readers > 32) {
+      return InvalidArgument("--cache-redis-readers must be between 1 and 32");
     }
     if (engine_.cache_redis_ttl_seconds < 0)
       return InvalidArgument("--cache-redis-ttl must be >= 0");

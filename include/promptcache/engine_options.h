@@ -131,6 +131,9 @@ struct EngineOptions {
   std::string cache_redis;
   int cache_redis_timeout_ms = 100;
   int cache_redis_deadline_ms = 1000;
+  // Lookups read at once: the Redis client's read connections, and the engine's fetcher threads
+  // (engine/remote_fetch.h); 1 reads one request's after another's. 1..32.
+  int cache_redis_readers = 4;
   int cache_redis_ttl_seconds = 86400;  // expiry of written blocks; pinned prefixes: none
   size_t cache_redis_queue_bytes = size_t(256) << 20;
   // Embeddings' pooling when a request does not say (EmbeddingRequest::pooling). kDefault: what

@@ -69,6 +69,10 @@ Status CheckOptions(const EngineOptions& options) {
     return InvalidArgument("segment_min_tokens must be >= 1 and segment_border_tokens >= 0");
   }
   if (options.fidelity_sample < 0) return InvalidArgument("fidelity_sample must be >= 0");
+  if (options.cache_redis_readers < 1 || options.cache_redis_readers > kMaxReadConnections) {
+    return InvalidArgument("cache_redis_readers must be between 1 and " +
+                           std::to_string(kMaxReadConnections));
+  }
   return CheckPinQuotas(options);
 }
 
@@ -112,6 +116,7 @@ Result<std::unique_ptr<Engine>> CreateEngine(EngineOptions options, std::unique_
     redis.timeout_ms = options.cache_redis_timeout_ms;
     redis.queue_bytes = options.cache_redis_queue_bytes;
     redis.deadline_ms = options.cache_redis_deadline_ms;
+    redis.read_connections = options.cache_redis_readers;
     PC_ASSIGN_OR_RETURN(remote, OpenRedisTier(redis));
   }
   auto engine = std::make_unique<EngineImpl>(options, std::move(model), std::move(disk),
@@ -152,7 +157,8 @@ EngineImpl::EngineImpl(const EngineOptions& options, std::unique_ptr<Model> mode
   segments_ =
       std::make_unique<SegmentStore>(*model_, cache_.get(), &pool_, options.segment_encoding);
   if (cache_->remote() != nullptr) {
-    fetcher_ = std::make_unique<RemoteFetcher>(cache_->remote(), options.cache_redis_deadline_ms);
+    fetcher_ = std::make_unique<RemoteFetcher>(cache_->remote(), options.cache_redis_deadline_ms,
+                                               options.cache_redis_readers);
   }
   if (options.prefault_kv) {
     const size_t per_block = std::max<size_t>(1, blocks_.layout().bytes_per_token()) *

@@ -107,6 +107,54 @@ TEST(RemoteFetch, AnotherRequestRunsWhileOnesLookupWaits) {
   EXPECT_FALSE(store.no_deadline);
 }
 
+// Two requests for different prefixes that only the store holds, its reads of A's held: B's
+// fetch goes on beside A's (the fetcher serves several at once), and B is answered, token for
+// token as a replica holding its prefix in RAM answers, while A's reads are still held; then A
+// is let through and answered as that replica answers. Mutation: a fetcher of one thread (B's
+// fetch queued behind A's, which waits up to its 60 s deadline) fails this at B's wait.
+TEST(RemoteFetch, AnotherRequestsFetchGoesOnWhileOnesIsHeld) {
+  Store store, other;
+  const std::vector<int32_t> pa = Ids(50, 21), pb = Ids(50, 22);
+  auto writer = MakeEngine(&store);
+  auto local = MakeEngine(&other);  // the reference: a replica that computed both prefixes
+  for (Engine* w : {writer.get(), local.get()}) {
+    ASSERT_TRUE(Submit(*w, pa)->Wait().status.ok());
+    ASSERT_TRUE(Submit(*w, pb)->Wait().status.ok());
+  }
+  const std::vector<int32_t> a = Cat(pa, Ids(20, 23)), b = Cat(pb, Ids(20, 24));
+  auto e = MakeEngine(&store);
+  ASSERT_GT(static_cast<EngineImpl&>(*e).options().cache_redis_readers, 1);
+  store.Hold(Names(*e, a));
+  auto ha = Submit(*e, a);
+  ASSERT_TRUE(store.WaitEntered(1)) << "A's lookup never reached the store";
+  auto hb = Submit(*e, b);
+  const bool b_done = hb->WaitFor(kLiveness);
+  const bool a_waiting = !ha->WaitFor(0);  // the latch is shut: A cannot have its values
+  store.Open();
+  ASSERT_TRUE(b_done) << "B's fetch waited for A's";
+  EXPECT_TRUE(a_waiting);
+  const CompletionResult rb = hb->Wait();
+  ASSERT_TRUE(rb.status.ok()) << rb.status.message();
+  EXPECT_EQ(rb.cached_tokens, 48);
+  EXPECT_EQ(RemoteTokens(rb), 48);
+  const CompletionResult lb = Submit(*local, b)->Wait();
+  EXPECT_EQ(lb.cached_tokens, 48);
+  EXPECT_EQ(rb.tokens, lb.tokens);
+  EXPECT_EQ(rb.tokens, Reference(e->model(), b, 8));
+  ASSERT_TRUE(ha->WaitFor(kLiveness));
+  const CompletionResult ra = ha->Wait();
+  ASSERT_TRUE(ra.status.ok()) << ra.status.message();
+  EXPECT_EQ(ra.cached_tokens, 48);
+  EXPECT_EQ(RemoteTokens(ra), 48);
+  const CompletionResult la = Submit(*local, a)->Wait();
+  EXPECT_EQ(la.cached_tokens, 48);
+  EXPECT_EQ(ra.tokens, la.tokens);
+  EXPECT_EQ(ra.tokens, Reference(e->model(), a, 8));
+  EXPECT_EQ(e->Stats().remote.loads, 6u);
+  EXPECT_EQ(e->Stats().fetching, 0);
+  EXPECT_FALSE(store.no_deadline);
+}
+
 // A burst larger than --parallel: each lookup holds a slot until its values are back, so two
 // go to the fetcher and the rest stay queued (no more lookups sent, nor values held, than slots).
 // Mutation: the fetch not counted in TakeAdmitted sends all four (fetching 4, queued 0).
@@ -161,18 +209,27 @@ TEST(RemoteFetch, ACancelledRequestIsDroppedWhenItsLookupReturns) {
   EXPECT_EQ(e->Stats().requests_cancelled, 1u);
 }
 
+// Two fetcher threads, both held in the store's reads (B's and C's), and D's lookup queued behind
+// them: destroying the engine ends both held reads within their deadline, D's is not sent, and
+// every request is answered.
 TEST(RemoteFetch, DestroyingTheEngineEndsALookupWithinItsDeadline) {
   Store store;
   ComputeP(&store);
-  auto e = MakeEngine(&store, Options(/*deadline_ms=*/2000));
-  store.Hold(Names(*e, kB));
+  EngineOptions o = Options(/*deadline_ms=*/2000);
+  o.cache_redis_readers = 2;
+  auto e = MakeEngine(&store, o);
+  const std::vector<int32_t> c_prompt = Ids(60, 4);
+  std::vector<std::string> held = Names(*e, kB), c_names = Names(*e, c_prompt);
+  held.insert(held.end(), c_names.begin(), c_names.end());
+  store.Hold(held);
   auto b = Submit(*e, kB);
-  auto c = Submit(*e, Ids(60, 4));  // also a lookup, behind B's in the fetcher
-  ASSERT_TRUE(store.WaitEntered(1));
+  auto c = Submit(*e, c_prompt);
+  ASSERT_TRUE(store.WaitEntered(2));
+  auto d = Submit(*e, Ids(60, 5));  // also a lookup, behind B's and C's in the fetcher
   auto destroyed = std::async(std::launch::async, [&] { e.reset(); });
   ASSERT_EQ(destroyed.wait_for(std::chrono::duration<double>(kLiveness)), std::future_status::ready)
       << "the engine's destructor waits on the lookup";
-  for (auto* h : {&b, &c}) {
+  for (auto* h : {&b, &c, &d}) {
     ASSERT_TRUE((*h)->WaitFor(kLiveness));
     const CompletionResult r = (*h)->Wait();
     EXPECT_TRUE(!r.status.ok() || r.finish_reason == "cancelled") << r.finish_reason;

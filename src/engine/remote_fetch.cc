@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "core/stop_thread.h"
+#include "core/check.h"
 
 namespace promptcache {
 
@@ -21,8 +21,16 @@ std::vector<std::vector<RemoteValue>> FetchRemotePlans(RemoteTier& tier,
   return values;
 }
 
-RemoteFetcher::RemoteFetcher(RemoteTier* tier, int deadline_ms)
-    : tier_(tier), deadline_ms_(deadline_ms), thread_([this] { Run(); }) {}
+RemoteFetcher::RemoteFetcher(RemoteTier* tier, int deadline_ms, int threads)
+    : tier_(tier), deadline_ms_(deadline_ms) {
+  PC_CHECK(threads >= 1);
+  try {
+    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Run(); });
+  } catch (...) {
+    Stop();  // the threads started end before the members they use go
+    throw;
+  }
+}
 
 RemoteFetcher::~RemoteFetcher() { Stop(); }
 
@@ -31,13 +39,23 @@ void RemoteFetcher::Submit(Job job) {
     std::lock_guard<std::mutex> lock(mu_);
     jobs_.push_back(std::move(job));
   }
-  cv_.notify_all();
+  cv_.notify_one();
 }
 
 void RemoteFetcher::Stop() {
-  if (thread_.joinable()) StopAndJoin(mu_, stop_, cv_, thread_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
 }
 
+// Each thread takes the oldest job. `done` runs on whichever thread served the job, several at
+// once: EngineImpl::FetchDone takes the engine's lock for all it touches (the request's values,
+// the queue, the count of fetches).
 void RemoteFetcher::Run() {
   for (;;) {
     Job job;

@@ -12,6 +12,8 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "core/log.h"
 
@@ -36,12 +38,44 @@ struct ReplyDeleter {
 };
 using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
 
-// One connection with its reconnect backoff. Not thread-safe: its owner serializes use.
+// When the connections of one role (the reads' pool, or the writer's) may connect again after a
+// failure: 100 ms, doubling up to 2 s. Shared by the pool's connections, so that a store that
+// refused one is not asked for a connection by the next either until the backoff has passed.
+// Thread-safe.
+class Backoff {
+ public:
+  bool Running(Clock::time_point now) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return now < retry_at_;
+  }
+  // True when the role was up until now (the failure is logged once, not every retry).
+  bool Failed() {
+    std::lock_guard<std::mutex> lock(mu_);
+    retry_at_ = Clock::now() + std::chrono::milliseconds(backoff_ms_);
+    backoff_ms_ = std::min(kMaxBackoffMs, backoff_ms_ * 2);
+    return !std::exchange(down_, true);
+  }
+  // True when it was down (logged as back).
+  bool Connected() {
+    std::lock_guard<std::mutex> lock(mu_);
+    backoff_ms_ = kFirstBackoffMs;
+    return std::exchange(down_, false);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  Clock::time_point retry_at_{};
+  int backoff_ms_ = kFirstBackoffMs;
+  bool down_ = false;
+};
+
+// One connection, reconnected (after its role's backoff) when it failed. Not thread-safe: its
+// user holds it alone (the writer thread; a read that took it from the pool).
 class Connection {
  public:
-  Connection(const RedisAddress& addr, int timeout_ms, const char* role,
+  Connection(const RedisAddress& addr, int timeout_ms, const char* role, Backoff* backoff,
              std::atomic<uint64_t>* errors)
-      : addr_(addr), timeout_ms_(timeout_ms), role_(role), errors_(errors) {}
+      : addr_(addr), timeout_ms_(timeout_ms), role_(role), backoff_(backoff), errors_(errors) {}
   ~Connection() { Close(); }
 
   // Connected, or connects unless a backoff is running (`tried`: a connect was attempted). False:
@@ -49,7 +83,7 @@ class Connection {
   bool Ready(Clock::time_point deadline, bool* tried) {
     *tried = false;
     if (c_ != nullptr) return true;
-    if (Clock::now() < retry_at_) return false;
+    if (backoff_->Running(Clock::now())) return false;
     *tried = true;
     timed_out_ = false;
     const timeval tv = ToTimeval(timeout_ms_);
@@ -68,10 +102,8 @@ class Connection {
     if (addr_.db != 0 && !Ok(Run({"SELECT", std::to_string(addr_.db)}, deadline).get())) {
       return false;
     }
-    if (down_)
+    if (backoff_->Connected())
       PC_LOG_INFO("redis %s:%d: %s connection back", addr_.host.c_str(), addr_.port, role_);
-    down_ = false;
-    backoff_ms_ = kFirstBackoffMs;
     return true;
   }
 
@@ -120,14 +152,11 @@ class Connection {
 
   void Fail(const char* why) {
     ++*errors_;
-    if (!down_) {
+    if (backoff_->Failed()) {
       PC_LOG_WARN("redis %s:%d: %s (%s connection; retrying with backoff, lookups miss meanwhile)",
                   addr_.host.c_str(), addr_.port, why, role_);
     }
-    down_ = true;
     Close();
-    retry_at_ = Clock::now() + std::chrono::milliseconds(backoff_ms_);
-    backoff_ms_ = std::min(kMaxBackoffMs, backoff_ms_ * 2);
   }
   bool connected() const { return c_ != nullptr; }
   // The last Read failed by missing its deadline.
@@ -162,11 +191,9 @@ class Connection {
   RedisAddress addr_;
   int timeout_ms_;
   const char* role_;
+  Backoff* backoff_;
   std::atomic<uint64_t>* errors_;
   redisContext* c_ = nullptr;
-  Clock::time_point retry_at_{};
-  int backoff_ms_ = kFirstBackoffMs;
-  bool down_ = false;
   bool timed_out_ = false;
 };
 
@@ -179,8 +206,7 @@ class RedisTier : public RemoteTier {
         // may wait, and timing it out would only drop it.
         write_deadline_ms_(std::max({1000, 10 * options.timeout_ms, options.deadline_ms})),
         breaker_(options.breaker),
-        reader_(addr, options.timeout_ms, "read", &errors_),
-        writer_conn_(addr, write_deadline_ms_, "write", &errors_) {
+        writer_conn_(addr, write_deadline_ms_, "write", &write_backoff_, &errors_) {
     // Every value read is a block-sized reply (hundreds of KiB) allocated and freed by hiredis:
     // with glibc's defaults the heap top is given back and faulted in again for each, which
     // measured 5-10x slower than the transfer itself (a 3,300-token smollm2-135m prefix: 350-700
@@ -204,19 +230,19 @@ class RedisTier : public RemoteTier {
     std::vector<std::optional<RemoteValue>> out(keys.size());
     if (keys.empty()) return out;
     const Clock::time_point deadline = CallDeadline();
-    std::unique_lock<std::timed_mutex> lock(read_mu_, std::defer_lock);
-    if (!BeginRead(&lock, deadline)) {
+    Lease conn = BeginRead(deadline);
+    if (!conn) {
       misses_ += keys.size();
       return out;
     }
     // Pipelined GETs, one round trip: each reply is one value (hiredis is slow to read an
     // array of large values, as MGET's reply would be).
-    for (const std::string& k : keys) reader_.Append({"GET", k});
+    for (const std::string& k : keys) conn->Append({"GET", k});
     for (size_t i = 0; i < keys.size(); ++i) {
-      Reply r = reader_.Read(deadline);
+      Reply r = conn->Read(deadline);
       if (r == nullptr) {  // failed (and closed): the rest are misses
         misses_ += keys.size() - i;
-        EndRead(false);
+        EndRead(*conn, false);
         return out;
       }
       if (r->type == REDIS_REPLY_STRING) {
@@ -227,7 +253,7 @@ class RedisTier : public RemoteTier {
         ++misses_;  // nil; or an error reply (a key of another type): not a value either
       }
     }
-    EndRead(true);
+    EndRead(*conn, true);
     return out;
   }
 
@@ -238,20 +264,20 @@ class RedisTier : public RemoteTier {
               const std::function<bool(std::optional<RemoteValue>)>& use) override {
     if (keys.empty()) return;
     const Clock::time_point deadline = CallDeadline();
-    std::unique_lock<std::timed_mutex> lock(read_mu_, std::defer_lock);
-    if (!BeginRead(&lock, deadline)) {
+    Lease conn = BeginRead(deadline);
+    if (!conn) {
       misses_ += keys.size();
       return;
     }
     const size_t ahead = static_cast<size_t>(std::max(1, window));
     size_t asked = 0;
-    for (; asked < keys.size() && asked < ahead; ++asked) reader_.Append({"GET", keys[asked]});
+    for (; asked < keys.size() && asked < ahead; ++asked) conn->Append({"GET", keys[asked]});
     bool wanted = true;
     for (size_t i = 0; i < asked; ++i) {
-      Reply r = reader_.Read(deadline);
+      Reply r = conn->Read(deadline);
       if (r == nullptr) {  // failed (and closed): the rest are misses
         misses_ += keys.size() - i;
-        EndRead(false);
+        EndRead(*conn, false);
         return;
       }
       std::optional<RemoteValue> value;
@@ -264,29 +290,29 @@ class RedisTier : public RemoteTier {
       }
       if (!wanted) continue;  // draining what was asked for before `use` said stop
       wanted = use(std::move(value));
-      if (wanted && asked < keys.size()) reader_.Append({"GET", keys[asked++]});
+      if (wanted && asked < keys.size()) conn->Append({"GET", keys[asked++]});
     }
-    EndRead(true);
+    EndRead(*conn, true);
   }
 
   int CountLeading(const std::vector<std::string>& keys) override {
     if (keys.empty()) return 0;
     const Clock::time_point deadline = CallDeadline();
-    std::unique_lock<std::timed_mutex> lock(read_mu_, std::defer_lock);
-    if (!BeginRead(&lock, deadline)) return 0;
-    for (const std::string& k : keys) reader_.Append({"EXISTS", k});
+    Lease conn = BeginRead(deadline);
+    if (!conn) return 0;
+    for (const std::string& k : keys) conn->Append({"EXISTS", k});
     int n = 0;
     bool leading = true;
     for (size_t i = 0; i < keys.size(); ++i) {
-      Reply r = reader_.Read(deadline);
+      Reply r = conn->Read(deadline);
       if (r == nullptr) {
-        EndRead(false);
+        EndRead(*conn, false);
         return 0;
       }
       leading = leading && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
       n += leading;
     }
-    EndRead(true);
+    EndRead(*conn, true);
     return n;
   }
 
@@ -331,29 +357,72 @@ class RedisTier : public RemoteTier {
     return d;
   }
 
-  // Before a read: the breaker lets it through, the read connection is free by the deadline
-  // (another thread's read holds it at most until its own), and connected. False: a miss, and
-  // nothing is sent. After a true, EndRead reports how it went.
-  bool BeginRead(std::unique_lock<std::timed_mutex>* lock, Clock::time_point deadline) {
-    if (!breaker_.AllowRead(Clock::now())) return false;
-    if (!lock->try_lock_until(deadline)) {
+  // A read connection taken from the pool, given back when the lease ends.
+  struct Returner {
+    RedisTier* tier;
+    void operator()(Connection* c) const { tier->Release(c); }
+  };
+  using Lease = std::unique_ptr<Connection, Returner>;
+
+  // Before a read: the breaker lets it through, a read connection is free by the deadline (each
+  // read holds one at most until its own deadline), and connected. Null: a miss, and nothing is
+  // sent. After a connection, EndRead reports how it went. Reads on several connections report to
+  // the breaker at once (it has a lock of its own): while it is half-open only the probe is let
+  // through and the other reads miss. A read begun before it opened may report after: its
+  // success closes it (the store did answer in time); its failure counts for nothing while it is
+  // open, and as the probe's while half-open (open again: a failure all the same).
+  Lease BeginRead(Clock::time_point deadline) {
+    if (!breaker_.AllowRead(Clock::now())) return Lease(nullptr, Returner{this});
+    Lease conn(Acquire(deadline), Returner{this});
+    if (!conn) {
       ++deadline_misses_;
       breaker_.Abandoned();
-      return false;
+      return conn;
     }
     bool tried = false;
-    if (reader_.Ready(deadline, &tried)) return true;
+    if (conn->Ready(deadline, &tried)) return conn;
     if (tried) {
-      EndRead(false);
+      EndRead(*conn, false);
     } else {
       breaker_.Abandoned();
     }
-    return false;
+    return Lease(nullptr, Returner{this});
   }
-  void EndRead(bool ok) {
-    if (!ok && reader_.timed_out()) ++deadline_misses_;
+  void EndRead(const Connection& conn, bool ok) {
+    if (!ok && conn.timed_out()) ++deadline_misses_;
     Report(CircuitBreaker::Path::kRead, ok);
   }
+
+  // A free read connection, by `deadline`; null if none was. Opened lazily: one more only when
+  // every one so far is in use, so a replica whose reads never overlap holds one. A connected one
+  // is preferred to one that failed (it would wait for the backoff).
+  Connection* Acquire(Clock::time_point deadline) {
+    std::unique_lock<std::mutex> lock(pool_mu_);
+    const size_t most = static_cast<size_t>(options_.read_connections);
+    if (!pool_cv_.wait_until(lock, deadline,
+                             [&] { return !free_.empty() || readers_.size() < most; })) {
+      return nullptr;
+    }
+    if (free_.empty()) {
+      readers_.push_back(std::make_unique<Connection>(addr_, options_.timeout_ms, "read",
+                                                      &read_backoff_, &errors_));
+      return readers_.back().get();
+    }
+    auto it = std::find_if(free_.rbegin(), free_.rend(),
+                           [](const Connection* c) { return c->connected(); });
+    Connection* c = it != free_.rend() ? *it : free_.back();
+    free_.erase(std::find(free_.begin(), free_.end(), c));
+    return c;
+  }
+  void Release(Connection* c) {
+    if (c == nullptr) return;
+    {
+      std::lock_guard<std::mutex> lock(pool_mu_);
+      free_.push_back(c);
+    }
+    pool_cv_.notify_one();
+  }
+
   void Report(CircuitBreaker::Path path, bool ok) {
     const CircuitBreaker::Change change =
         ok ? breaker_.Succeeded(path) : breaker_.Failed(path, Clock::now());
@@ -491,9 +560,12 @@ class RedisTier : public RemoteTier {
   std::atomic<uint64_t> hits_{0}, misses_{0}, errors_{0}, writes_{0}, dropped_{0}, invalid_{0};
   std::atomic<uint64_t> deadline_misses_{0};
   std::atomic<bool> connected_{false};
-  std::timed_mutex read_mu_;
-  Connection reader_;       // guarded by read_mu_
-  Connection writer_conn_;  // the writer thread's
+  Backoff read_backoff_, write_backoff_;
+  std::mutex pool_mu_;
+  std::condition_variable pool_cv_;
+  std::vector<std::unique_ptr<Connection>> readers_;  // guarded by pool_mu_ (opened so far)
+  std::vector<Connection*> free_;                     // guarded by pool_mu_ (not in use)
+  Connection writer_conn_;                            // the writer thread's
   std::mutex mu_;
   std::condition_variable cv_, idle_cv_;
   std::deque<Item> queue_;  // guarded by mu_
@@ -545,6 +617,10 @@ Result<std::unique_ptr<RemoteTier>> OpenRedisTier(const RedisOptions& options) {
   PC_ASSIGN_OR_RETURN(RedisAddress addr, ParseRedisUrl(options.url));
   if (options.timeout_ms < 1) return InvalidArgument("the Redis timeout must be >= 1 ms");
   if (options.deadline_ms < 1) return InvalidArgument("the Redis deadline must be >= 1 ms");
+  if (options.read_connections < 1 || options.read_connections > kMaxReadConnections) {
+    return InvalidArgument("the Redis read connections must be between 1 and " +
+                           std::to_string(kMaxReadConnections));
+  }
   return std::unique_ptr<RemoteTier>(new RedisTier(addr, options));
 }
 

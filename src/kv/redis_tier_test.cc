@@ -1,6 +1,8 @@
 // The Redis client (kv/redis_tier.h): the URL parser, a store that cannot be reached, the circuit
-// breaker's states, and the deadlines against a store that answers a byte at a time. (The real
-// Redis is tested end to end by tests/node/redis.test.mjs, a slow one by redis_slow.test.mjs.)
+// breaker's states, the deadlines against a store that answers a byte at a time, and reads from
+// two threads at once on the pool's connections against a store that holds one key's reads.
+// (The real Redis is tested end to end by tests/node/redis.test.mjs, a slow one by
+// redis_slow.test.mjs.)
 #include "kv/redis_tier.h"
 
 #include <arpa/inet.h>
@@ -12,7 +14,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace promptcache {
 namespace {
@@ -227,6 +235,220 @@ TEST(RedisTier, ARequestsBudgetBoundsAllItsCalls) {
   EXPECT_LT(SecondsSince(t0), 2.0);
   EXPECT_GE((*tier)->Stats().deadline_misses, 1u);
   EXPECT_FALSE(RemoteBudget::Deadline().has_value());
+}
+
+// A store on loopback that speaks enough RESP for GET and EXISTS: every key's value is "v:" and
+// the key, except that a GET of "held" is answered only once Open() is called (the connection's
+// later commands wait behind it, as pipelined commands do). Counts the connections it accepted.
+class LatchStore {
+ public:
+  LatchStore() {
+    listen_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    EXPECT_EQ(::bind(listen_, reinterpret_cast<sockaddr*>(&a), len), 0);
+    EXPECT_EQ(::listen(listen_, 16), 0);
+    ::getsockname(listen_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~LatchStore() {
+    stop_ = true;
+    thread_.join();
+    for (const Client& c : clients_) ::close(c.fd);
+    ::close(listen_);
+  }
+  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  void Open() { open_ = true; }
+  int connections() const { return accepted_; }
+  // Waits until a GET of "held" has arrived (a liveness bound of 30 s).
+  bool WaitHeld() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(30), [&] { return held_asked_; });
+  }
+
+ private:
+  struct Client {
+    int fd = -1;
+    std::string in;
+    std::deque<std::vector<std::string>> commands;
+  };
+  // The commands complete in `in` (arrays of bulk strings), moved to `commands`.
+  static void Parse(Client* c) {
+    for (;;) {
+      size_t pos = 0;
+      std::vector<std::string> args;
+      auto line = [&](std::string* out) {
+        const size_t end = c->in.find("\r\n", pos);
+        if (end == std::string::npos) return false;
+        *out = c->in.substr(pos + 1, end - pos - 1);  // past the type byte
+        pos = end + 2;
+        return true;
+      };
+      std::string n;
+      if (!line(&n)) return;
+      bool whole = true;
+      for (int i = 0; whole && i < std::stoi(n); ++i) {
+        std::string len;
+        whole = line(&len) && c->in.size() >= pos + std::stoul(len) + 2;
+        if (whole) {
+          args.push_back(c->in.substr(pos, std::stoul(len)));
+          pos += std::stoul(len) + 2;
+        }
+      }
+      if (!whole) return;
+      c->in.erase(0, pos);
+      c->commands.push_back(std::move(args));
+    }
+  }
+  // Answers the client's commands in order, up to a held GET.
+  void Answer(Client* c) {
+    while (!c->commands.empty()) {
+      const std::vector<std::string>& cmd = c->commands.front();
+      if (cmd.size() == 2 && cmd[0] == "GET" && cmd[1] == "held" && !open_) {
+        std::lock_guard<std::mutex> lock(mu_);
+        held_asked_ = true;
+        cv_.notify_all();
+        return;
+      }
+      const std::string v = "v:" + cmd.back();
+      const std::string reply =
+          cmd[0] == "EXISTS" ? ":1\r\n" : "$" + std::to_string(v.size()) + "\r\n" + v + "\r\n";
+      ::send(c->fd, reply.data(), reply.size(), MSG_NOSIGNAL);
+      c->commands.pop_front();
+    }
+  }
+  void Run() {
+    while (!stop_) {
+      std::vector<pollfd> fds{{listen_, POLLIN, 0}};
+      for (const Client& c : clients_) fds.push_back({c.fd, POLLIN, 0});
+      ::poll(fds.data(), fds.size(), 10);
+      for (size_t i = 1; i < fds.size(); ++i) {
+        char buf[4096];
+        ssize_t got = 0;
+        if ((fds[i].revents & POLLIN) &&
+            (got = ::recv(fds[i].fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
+          clients_[i - 1].in.append(buf, size_t(got));
+          Parse(&clients_[i - 1]);
+        }
+      }
+      for (Client& c : clients_) Answer(&c);
+      if (fds[0].revents & POLLIN) {
+        clients_.emplace_back().fd = ::accept(listen_, nullptr, nullptr);
+        ++accepted_;
+      }
+    }
+  }
+  int listen_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false}, open_{false};
+  std::atomic<int> accepted_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool held_asked_ = false;  // guarded by mu_
+  std::vector<Client> clients_;
+  std::thread thread_;
+};
+
+// Long enough that only the store's latch holds a read up.
+RedisOptions LatchOptions(const LatchStore& store) {
+  RedisOptions o;
+  o.url = store.url();
+  o.timeout_ms = 5000;
+  o.deadline_ms = 30000;
+  return o;
+}
+
+// Reads on one thread, one after another, open one connection however many the pool may have.
+TEST(RedisTier, ReadsOneAfterAnotherHoldOneConnection) {
+  LatchStore store;
+  RedisOptions o = LatchOptions(store);
+  ASSERT_EQ(o.read_connections, 4);
+  auto tier = OpenRedisTier(o);
+  ASSERT_TRUE(tier.ok());
+  for (int i = 0; i < 3; ++i) {
+    auto v = (*tier)->Get({"a", "b"});
+    ASSERT_TRUE(v[0] && v[1]);
+    EXPECT_EQ(v[1]->data, "v:b");
+    EXPECT_EQ((*tier)->CountLeading({"a", "b"}), 2);
+  }
+  EXPECT_EQ(store.connections(), 1);
+}
+
+// While one thread's read is held by the store, another thread's reads (GET, Stream, EXISTS) are
+// answered on a second connection; then the held one is answered too. Mutation: Acquire never
+// opening a second connection (the pool of one) fails this at the second thread's values.
+TEST(RedisTier, ReadsFromTwoThreadsTravelAtOnce) {
+  LatchStore store;
+  RedisOptions o = LatchOptions(store);
+  o.read_connections = 2;
+  auto tier = OpenRedisTier(o);
+  ASSERT_TRUE(tier.ok());
+  auto held = std::async(std::launch::async, [&] { return (*tier)->Get({"held"}); });
+  ASSERT_TRUE(store.WaitHeld());
+  auto v = (*tier)->Get({"a"});
+  ASSERT_TRUE(v[0]) << "a second read waited for the first";
+  EXPECT_EQ(v[0]->data, "v:a");
+  std::vector<std::string> streamed;
+  (*tier)->Stream({"b", "c", "d"}, 2, [&](std::optional<RemoteValue> value) {
+    streamed.push_back(value ? std::string(value->data) : "-");
+    return true;
+  });
+  EXPECT_EQ(streamed, (std::vector<std::string>{"v:b", "v:c", "v:d"}));
+  EXPECT_EQ((*tier)->CountLeading({"a", "b"}), 2);
+  // All of that while the first read was still held.
+  EXPECT_EQ(held.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+  store.Open();
+  ASSERT_EQ(held.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  const auto h = held.get();
+  ASSERT_TRUE(h[0]);
+  EXPECT_EQ(h[0]->data, "v:held");
+  EXPECT_EQ(store.connections(), 2);
+  const RemoteStats s = (*tier)->Stats();
+  EXPECT_EQ(s.hits, 5u);
+  EXPECT_EQ(s.deadline_misses, 0u);
+  EXPECT_FALSE(s.breaker_open);
+}
+
+// With one read connection the second thread's read waits for it, and gives up at its deadline
+// (its request's budget): a miss, counted as a deadline miss, nothing sent.
+TEST(RedisTier, WithOneReadConnectionASecondReadWaitsForIt) {
+  LatchStore store;
+  RedisOptions o = LatchOptions(store);
+  o.read_connections = 1;
+  auto tier = OpenRedisTier(o);
+  ASSERT_TRUE(tier.ok());
+  auto held = std::async(std::launch::async, [&] { return (*tier)->Get({"held"}); });
+  ASSERT_TRUE(store.WaitHeld());
+  {
+    RemoteBudget budget(200);
+    auto v = (*tier)->Get({"a"});
+    EXPECT_FALSE(v[0]);
+  }
+  RemoteStats s = (*tier)->Stats();
+  EXPECT_EQ(s.deadline_misses, 1u);
+  EXPECT_EQ(s.misses, 1u);
+  EXPECT_EQ(s.errors, 0u);  // not sent: the connection is the held read's still
+  store.Open();
+  ASSERT_EQ(held.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  ASSERT_TRUE(held.get()[0]);
+  EXPECT_EQ(store.connections(), 1);
+  // The connection is free again: the next read is answered on it.
+  ASSERT_TRUE((*tier)->Get({"a"})[0]);
+  EXPECT_EQ(store.connections(), 1);
+}
+
+TEST(RedisTier, ReadConnectionsOutOfRangeAreRefused) {
+  for (int n : {0, -1, kMaxReadConnections + 1}) {
+    RedisOptions o;
+    o.url = "redis://127.0.0.1:1";
+    o.read_connections = n;
+    auto tier = OpenRedisTier(o);
+    ASSERT_FALSE(tier.ok()) << n;
+    EXPECT_NE(tier.status().message().find("read connections"), std::string::npos);
+  }
 }
 
 }  // namespace

@@ -161,3 +161,13 @@ test('--cache-redis-deadline outside 1..60000 ms is refused', () => {
     assert.match(r.stderr, /--cache-redis-deadline must be between 1 and 60000 ms/);
   }
 });
+
+test('--cache-redis-readers outside 1..32 is refused', () => {
+  for (const v of ['0', '-1', '33']) {
+    const r = spawnSync(BIN, ['serve', '-m', MODEL_PATH, '--port', '0', '--cache-redis', 'redis://127.0.0.1:1',
+      '--cache-redis-readers', v], { encoding: 'utf8', timeout: 20000 });
+    assert.equal(r.status, 1, `${v}: ${r.stderr}`);
+    assert.match(r.stderr, /--cache-redis-readers must be between 1 and 32/);
+    assert.equal(r.stderr.trim().split('\n').length, 1, r.stderr);
+  }
+});
