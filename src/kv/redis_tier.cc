@@ -1,12 +1,9 @@
 #include "kv/redis_tier.h"
 
-#include <hiredis/hiredis.h>
 #include <malloc.h>
-#include <poll.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -16,186 +13,20 @@
 #include <vector>
 
 #include "core/log.h"
+#include "kv/redis_connection.h"
 
 namespace promptcache {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using redis::Backoff;
+using redis::Clock;
+using redis::Connection;
+using redis::kFirstBackoffMs;
+using redis::Reply;
+using redis::ReplyDeleter;
 
-constexpr int kFirstBackoffMs = 100, kMaxBackoffMs = 2000;
 constexpr size_t kWriteBatchItems = 64;
 constexpr size_t kWriteBatchBytes = size_t(2) << 20;
-
-timeval ToTimeval(int ms) { return {ms / 1000, (ms % 1000) * 1000}; }
-
-struct ReplyDeleter {
-  void operator()(redisReply* r) const {
-    if (r != nullptr) freeReplyObject(r);
-  }
-  void operator()(const void* r) const {
-    if (r != nullptr) freeReplyObject(const_cast<void*>(r));
-  }
-};
-using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
-
-// When the connections of one role (the reads' pool, or the writer's) may connect again after a
-// failure: 100 ms, doubling up to 2 s. Shared by the pool's connections, so that a store that
-// refused one is not asked for a connection by the next either until the backoff has passed.
-// Thread-safe.
-class Backoff {
- public:
-  bool Running(Clock::time_point now) const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return now < retry_at_;
-  }
-  // True when the role was up until now (the failure is logged once, not every retry).
-  bool Failed() {
-    std::lock_guard<std::mutex> lock(mu_);
-    retry_at_ = Clock::now() + std::chrono::milliseconds(backoff_ms_);
-    backoff_ms_ = std::min(kMaxBackoffMs, backoff_ms_ * 2);
-    return !std::exchange(down_, true);
-  }
-  // True when it was down (logged as back).
-  bool Connected() {
-    std::lock_guard<std::mutex> lock(mu_);
-    backoff_ms_ = kFirstBackoffMs;
-    return std::exchange(down_, false);
-  }
-
- private:
-  mutable std::mutex mu_;
-  Clock::time_point retry_at_{};
-  int backoff_ms_ = kFirstBackoffMs;
-  bool down_ = false;
-};
-
-// One connection, reconnected (after its role's backoff) when it failed. Not thread-safe: its
-// user holds it alone (the writer thread; a read that took it from the pool).
-class Connection {
- public:
-  Connection(const RedisAddress& addr, int timeout_ms, const char* role, Backoff* backoff,
-             std::atomic<uint64_t>* errors)
-      : addr_(addr), timeout_ms_(timeout_ms), role_(role), backoff_(backoff), errors_(errors) {}
-  ~Connection() { Close(); }
-
-  // Connected, or connects unless a backoff is running (`tried`: a connect was attempted). False:
-  // use the store later.
-  bool Ready(Clock::time_point deadline, bool* tried) {
-    *tried = false;
-    if (c_ != nullptr) return true;
-    if (backoff_->Running(Clock::now())) return false;
-    *tried = true;
-    timed_out_ = false;
-    const timeval tv = ToTimeval(timeout_ms_);
-    c_ = redisConnectWithTimeout(addr_.host.c_str(), addr_.port, tv);
-    if (c_ == nullptr || c_->err != 0) {
-      Fail(c_ != nullptr ? c_->errstr : "cannot allocate a connection");
-      return false;
-    }
-    redisSetTimeout(c_, tv);
-    // Keep the reply buffer between replies: by default hiredis frees it once empty and grows it
-    // again (by reallocations that move it) for every large value, several times slower.
-    c_->reader->maxbuf = 0;
-    if (!addr_.password.empty() && !Ok(Run({"AUTH", addr_.password}, deadline).get())) {
-      return false;
-    }
-    if (addr_.db != 0 && !Ok(Run({"SELECT", std::to_string(addr_.db)}, deadline).get())) {
-      return false;
-    }
-    if (backoff_->Connected())
-      PC_LOG_INFO("redis %s:%d: %s connection back", addr_.host.c_str(), addr_.port, role_);
-    return true;
-  }
-
-  // Sends one command and reads its reply; null (and the connection closed) on failure.
-  Reply Run(const std::vector<std::string>& args, Clock::time_point deadline) {
-    Append(args);
-    return Read(deadline);
-  }
-  void Append(const std::vector<std::string>& args) {
-    std::vector<const char*> argv;
-    std::vector<size_t> lens;
-    for (const std::string& a : args) {
-      argv.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    redisAppendCommandArgv(c_, static_cast<int>(args.size()), argv.data(), lens.data());
-  }
-  // Sends what is buffered and reads the next pipelined reply, all by `deadline` however slowly
-  // the store answers: the socket timeout bounds each read, not a reply, and a store that sends a
-  // byte now and then never trips it. Null when the connection failed or the deadline passed (it
-  // is closed: the replies still due on it could not be told apart from the next ones).
-  Reply Read(Clock::time_point deadline) {
-    timed_out_ = false;
-    if (c_ == nullptr) return nullptr;
-    for (int done = 0; !done;) {
-      if (!Wait(POLLOUT, deadline)) return MissedDeadline();
-      if (redisBufferWrite(c_, &done) != REDIS_OK) return Failed();
-    }
-    for (;;) {
-      void* r = nullptr;
-      if (redisGetReplyFromReader(c_, &r) != REDIS_OK) return Failed();
-      if (r != nullptr) return Reply(static_cast<redisReply*>(r));
-      if (!Wait(POLLIN, deadline)) return MissedDeadline();
-      if (redisBufferRead(c_) != REDIS_OK) return Failed();
-    }
-  }
-  // A reply that is not an error; an error reply fails the connection (AUTH, SELECT).
-  bool Ok(const redisReply* r) {
-    if (r == nullptr) return false;
-    if (r->type == REDIS_REPLY_ERROR) {
-      Fail(std::string(r->str, r->len).c_str());
-      return false;
-    }
-    return true;
-  }
-
-  void Fail(const char* why) {
-    ++*errors_;
-    if (backoff_->Failed()) {
-      PC_LOG_WARN("redis %s:%d: %s (%s connection; retrying with backoff, lookups miss meanwhile)",
-                  addr_.host.c_str(), addr_.port, why, role_);
-    }
-    Close();
-  }
-  bool connected() const { return c_ != nullptr; }
-  // The last Read failed by missing its deadline.
-  bool timed_out() const { return timed_out_; }
-
- private:
-  // Waits until the socket is ready for `events`, or the deadline passes (false).
-  bool Wait(short events, Clock::time_point deadline) {
-    for (;;) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-      if (left.count() <= 0) return false;
-      pollfd p{c_->fd, events, 0};
-      const int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1 << 30)));
-      if (r > 0) return true;
-      if (r < 0 && errno != EINTR) return false;
-    }
-  }
-  Reply Failed() {
-    Fail(c_->errstr[0] ? c_->errstr : "no reply");
-    return nullptr;
-  }
-  Reply MissedDeadline() {
-    Fail("no whole reply within the deadline (--cache-redis-deadline)");
-    timed_out_ = true;
-    return nullptr;
-  }
-  void Close() {
-    if (c_ != nullptr) redisFree(c_);
-    c_ = nullptr;
-  }
-
-  RedisAddress addr_;
-  int timeout_ms_;
-  const char* role_;
-  Backoff* backoff_;
-  std::atomic<uint64_t>* errors_;
-  redisContext* c_ = nullptr;
-  bool timed_out_ = false;
-};
 
 class RedisTier : public RemoteTier {
  public:
@@ -577,41 +408,6 @@ class RedisTier : public RemoteTier {
 };
 
 }  // namespace
-
-Result<RedisAddress> ParseRedisUrl(const std::string& url) {
-  const std::string scheme = "redis://";
-  auto bad = [&](const std::string& why) {
-    return InvalidArgument("bad Redis URL '" + url + "': " + why +
-                           " (expected redis://[:PASSWORD@]HOST[:PORT][/DB])");
-  };
-  if (url.rfind(scheme, 0) != 0) return bad("it must start with redis://");
-  std::string rest = url.substr(scheme.size());
-  RedisAddress a;
-  if (const size_t at = rest.rfind('@'); at != std::string::npos) {
-    std::string auth = rest.substr(0, at);
-    if (auth.empty() || auth[0] != ':') return bad("only a password (':PASSWORD@') is supported");
-    a.password = auth.substr(1);
-    rest = rest.substr(at + 1);
-  }
-  auto number = [](const std::string& s, int lo, int hi, int* out) {
-    if (s.empty() || s.size() > 6 || s.find_first_not_of("0123456789") != std::string::npos) {
-      return false;
-    }
-    *out = std::stoi(s);
-    return *out >= lo && *out <= hi;
-  };
-  if (const size_t slash = rest.find('/'); slash != std::string::npos) {
-    if (!number(rest.substr(slash + 1), 0, 1 << 20, &a.db)) return bad("the DB is not a number");
-    rest = rest.substr(0, slash);
-  }
-  if (const size_t colon = rest.rfind(':'); colon != std::string::npos && rest[0] != '[') {
-    if (!number(rest.substr(colon + 1), 1, 65535, &a.port)) return bad("bad port");
-    rest = rest.substr(0, colon);
-  }
-  if (rest.empty()) return bad("no host");
-  a.host = rest;
-  return a;
-}
 
 Result<std::unique_ptr<RemoteTier>> OpenRedisTier(const RedisOptions& options) {
   PC_ASSIGN_OR_RETURN(RedisAddress addr, ParseRedisUrl(options.url));
