@@ -69,9 +69,7 @@ void CheckSse(const std::string& event) {
 }
 
 void CheckError(const std::optional<ApiError>& e) {
-  Check(e->http_status >= 400 && e->http_status < 500, "a 4xx status");
-  Check(!e->message.empty(), "an error message");
-  CheckJson(ErrorBody(*e), "error body is JSON");
+  fuzzing::CheckApiError(*e, ApiFlavour::kOpenAi);
 }
 
 void CheckPrompt(const Result<BuiltPrompt>& p, const Tokenizer& tok) {
@@ -136,15 +134,7 @@ void Exercise(std::string_view body) {
       CheckError(e);
       continue;
     }
-    Check(r.kind == kind, "kind");
-    Check(r.sampling.Validate().ok(), "accepted sampling parameters are valid");
-    Check(!r.max_tokens || (*r.max_tokens >= 1 && *r.max_tokens <= 4096), "max_tokens range");
-    Check(r.stop.size() <= 4, "at most 4 stop strings");
-    Check(kind != ApiKind::kChat || !r.messages.empty(), "chat has messages");
-    for (const ApiMessage& m : r.messages) {
-      Check(m.role == "system" || m.role == "user" || m.role == "assistant" || m.role == "tool",
-            "known role");
-    }
+    fuzzing::CheckAcceptedRequest(r, kind, limits.max_tokens_limit);
     for (const Vocab& v : Vocabs()) CheckPrompt(v.encoder->Build(r), *v.tok);
     CheckResponses(r);
   }

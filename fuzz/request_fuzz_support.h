@@ -1,6 +1,7 @@
-// What the request fuzzers (openai_fuzz, anthropic_fuzz) share: the vocabularies a parsed request
-// is rendered with, loaded once from ../shared; checks that abort with the property violated;
-// and the splicing that reaches deep into a parser without committed seeds (each input is tried
+// What the request fuzzers (openai_fuzz, anthropic_fuzz, routes_fuzz) share: the vocabularies a
+// parsed request is rendered with, loaded once from ../shared; checks that abort with the property
+// violated (also those every error and every accepted chat or completions request must pass); and
+// the splicing that reaches deep into a parser without committed seeds (each input is tried
 // as is, and written over one of a few valid bodies: the first byte picks the body, the second
 // where the rest of the input goes).
 #pragma once
@@ -18,6 +19,8 @@
 #include <string_view>
 
 #include "gguf/gguf.h"
+#include "server/api_error.h"
+#include "server/openai_request.h"
 #include "server/prompt_encoder.h"
 #include "tokenizer/tokenizer.h"
 
@@ -40,6 +43,29 @@ inline void Check(bool ok, const char* what) {
 
 inline void CheckJson(const std::string& text, const char* what) {
   Check(nlohmann::json::accept(text), what);
+}
+
+// An error as a route sends it: a 4xx with a message, its body in `flavour`'s shape valid JSON.
+inline void CheckApiError(const ApiError& e, ApiFlavour flavour) {
+  Check(e.http_status >= 400 && e.http_status < 500, "a 4xx status");
+  Check(!e.message.empty(), "an error message");
+  CheckJson(ErrorBody(flavour, e), "error body is JSON");
+}
+
+// What an accepted chat or completions request (of the OpenAI routes, or one another API is
+// translated into) satisfies: its kind, valid sampling parameters, max_tokens within
+// 1..max_tokens_limit, at most 4 stop strings, and a chat with messages of the known roles.
+inline void CheckAcceptedRequest(const ApiRequest& r, ApiKind kind, int max_tokens_limit) {
+  Check(r.kind == kind, "kind");
+  Check(r.sampling.Validate().ok(), "accepted sampling parameters are valid");
+  Check(!r.max_tokens || (*r.max_tokens >= 1 && *r.max_tokens <= max_tokens_limit),
+        "max_tokens range");
+  Check(r.stop.size() <= 4, "at most 4 stop strings");
+  Check(kind != ApiKind::kChat || !r.messages.empty(), "chat has messages");
+  for (const ApiMessage& m : r.messages) {
+    Check(m.role == "system" || m.role == "user" || m.role == "assistant" || m.role == "tool",
+          "known role");
+  }
 }
 
 // A vocabulary of ../shared (PC_SHARED_DIR), with a prompt encoder for `chat_template`.

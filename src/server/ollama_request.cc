@@ -52,7 +52,11 @@ MaybeError OnlyFields(const ojson& obj, std::initializer_list<std::string_view> 
 MaybeError OffOnly(const ojson& obj, const std::string& prefix) {
   for (const char* key : {"images", "suffix", "template", "context"}) {
     const ojson* v = Find(obj, key);
-    if (v == nullptr || (v->is_array() && v->empty()) || (v->is_string() && v->empty())) continue;
+    // (nlohmann's empty() is false for every string: "" is read as a string.)
+    if (v == nullptr || (v->is_array() && v->empty()) ||
+        (v->is_string() && v->get_ref<const std::string&>().empty())) {
+      continue;
+    }
     return Unsupported(prefix + key, "'" + prefix + key + "'");
   }
   if (const ojson* think = Find(obj, "think"); think != nullptr && *think != false) {

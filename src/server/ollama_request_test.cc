@@ -122,5 +122,18 @@ TEST(OllamaRequest, WhatCannotBeHonouredIsRefusedByName) {
   EXPECT_EQ(e->param, "suffix");
 }
 
+// docs/server.md: /api/generate's suffix, template, context and images are accepted empty. An
+// empty string was refused (nlohmann's empty() is false for strings). Found by
+// fuzz/routes_fuzz.cc's built-in bodies.
+TEST(OllamaRequest, EmptyOffFieldsAreAccepted) {
+  OllamaRequest r;
+  std::optional<ApiError> e = ParseOllamaGenerate(
+      R"({"model":"m","prompt":"x","suffix":"","template":"","context":[],"images":[]})", {}, &r);
+  ASSERT_FALSE(e) << e->param << ": " << e->message;
+  EXPECT_FALSE(r.load_only);
+  ASSERT_EQ(r.api.messages.size(), 1u);
+  EXPECT_EQ(r.api.messages[0].content, "x");
+}
+
 }  // namespace
 }  // namespace promptcache

@@ -71,6 +71,22 @@ TEST(ResponsesRequest, TranslatesIntoAChatBody) {
   EXPECT_EQ(m[4]["name"], "f");
 }
 
+// docs/server.md: truncation "disabled", background false, include [], reasoning {} and
+// top_logprobs 0 are accepted (top_logprobs is a Responses field too; it was refused as a
+// chat-only one, whatever its value). Found by fuzz/routes_fuzz.cc's built-in bodies.
+TEST(ResponsesRequest, AcceptsTheOffValues) {
+  ResponsesRequest r;
+  std::optional<ApiError> err = ParseResponsesRequest(
+      R"({"input": "x", "truncation": "disabled", "background": false, "include": [],
+          "reasoning": {}, "top_logprobs": 0})",
+      &r);
+  EXPECT_FALSE(err.has_value()) << err->message;
+  EXPECT_FALSE(r.chat.contains("top_logprobs"));
+  err = ParseResponsesRequest(R"({"input": "x", "top_logprobs": 2})", &r);
+  ASSERT_TRUE(err.has_value());
+  EXPECT_EQ(err->param, "top_logprobs");
+}
+
 TEST(ResponsesRequest, RefusalsNameTheField) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({"input": "x", "max_tokens": 3})", "max_tokens"},

@@ -26,7 +26,8 @@ inline constexpr int kMaxSavingsTokens = 256;
 inline constexpr int kMaxSavingsPrompt = 4096;
 
 // The body: {"max_tokens": N, "max_prompt": N}, both optional; an empty body takes the defaults.
-// Returns the error to send, or nullopt with *out set.
+// Returns the error to send, or nullopt with *out set. (In savings_request.cc, part of
+// pc_server_api: it needs no engine, and fuzz/routes_fuzz.cc reaches it.)
 std::optional<ApiError> ParseSavingsBody(std::string_view body, SavingsRequest* out);
 
 // Runs the three measurements: {"object": "bench.savings", "generation": [{tokens,
