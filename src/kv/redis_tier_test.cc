@@ -126,12 +126,18 @@ TEST(CircuitBreaker, WritesOpenItButOnlyAReadClosesIt) {
   EXPECT_TRUE(b.AllowRead(At(31)));
 }
 
-// A store on loopback that answers every connection that sends anything with an endless bulk
-// string, one byte every 50 ms: each socket read gets a byte well within any timeout, but no
-// reply ever ends.
-class TricklingStore {
+// A fake Redis on a loopback port: accepts connections and hands each client's bytes to the
+// store's logic (Received, then Tick to send what is due), on a thread of its own that polls
+// every `tick_ms`. A subclass calls Start() last in its constructor and Stop() first in its
+// destructor, so that the thread never runs the logic of a half-built or half-destroyed store.
+class LoopbackStore {
  public:
-  TricklingStore() {
+  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  // The connections accepted so far.
+  int connections() const { return accepted_; }
+
+ protected:
+  explicit LoopbackStore(int tick_ms) : tick_ms_(tick_ms) {
     listen_ = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -141,47 +147,81 @@ class TricklingStore {
     EXPECT_EQ(::listen(listen_, 16), 0);
     ::getsockname(listen_, reinterpret_cast<sockaddr*>(&a), &len);
     port_ = ntohs(a.sin_port);
-    thread_ = std::thread([this] { Run(); });
   }
-  ~TricklingStore() {
-    stop_ = true;
-    thread_.join();
-    for (const Client& c : clients_) ::close(c.fd);
+  virtual ~LoopbackStore() {
+    for (int fd : fds_) ::close(fd);
     ::close(listen_);
   }
-  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  void Start() {
+    thread_ = std::thread([this] { Run(); });
+  }
+  void Stop() {
+    stop_ = true;
+    thread_.join();
+  }
+  // On the store's thread: client `i` (fds_[i]) sent `bytes`; a client was accepted (fds_ grew).
+  virtual void Received(size_t i, std::string_view bytes) = 0;
+  virtual void Accepted() {}
+  // On the store's thread, after every poll.
+  virtual void Tick() = 0;
+
+  std::vector<int> fds_;  // the clients' sockets, in the order they were accepted
 
  private:
-  struct Client {
-    int fd;
-    bool asked = false;
-    size_t sent = 0;
-  };
   void Run() {
-    static const std::string kReply = "$1000000\r\n" + std::string(1000000, 'x');
     while (!stop_) {
       std::vector<pollfd> fds{{listen_, POLLIN, 0}};
-      for (const Client& c : clients_) fds.push_back({c.fd, POLLIN, 0});
-      ::poll(fds.data(), fds.size(), 50);
-      if (fds[0].revents & POLLIN) clients_.push_back({::accept(listen_, nullptr, nullptr)});
+      for (int fd : fds_) fds.push_back({fd, POLLIN, 0});
+      ::poll(fds.data(), fds.size(), tick_ms_);
       for (size_t i = 1; i < fds.size(); ++i) {
         char buf[4096];
-        if ((fds[i].revents & POLLIN) && ::recv(fds[i].fd, buf, sizeof(buf), MSG_DONTWAIT) > 0) {
-          clients_[i - 1].asked = true;
+        ssize_t got = 0;
+        if ((fds[i].revents & POLLIN) &&
+            (got = ::recv(fds[i].fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
+          Received(i - 1, std::string_view(buf, size_t(got)));
         }
       }
-      for (Client& c : clients_) {
-        if (c.asked && c.sent < kReply.size()) {
-          c.sent += std::max<ssize_t>(0, ::send(c.fd, &kReply[c.sent], 1, MSG_NOSIGNAL));
-        }
+      Tick();
+      if (fds[0].revents & POLLIN) {
+        fds_.push_back(::accept(listen_, nullptr, nullptr));
+        ++accepted_;
+        Accepted();
       }
     }
   }
+
+  const int tick_ms_;
   int listen_ = -1;
   int port_ = 0;
   std::atomic<bool> stop_{false};
-  std::vector<Client> clients_;
+  std::atomic<int> accepted_{0};
   std::thread thread_;
+};
+
+// A store that answers every connection that sends anything with an endless bulk string, one
+// byte every 50 ms: each socket read gets a byte well within any timeout, but no reply ever ends.
+class TricklingStore : public LoopbackStore {
+ public:
+  TricklingStore() : LoopbackStore(50) { Start(); }
+  ~TricklingStore() override { Stop(); }
+
+ private:
+  struct Client {
+    bool asked = false;
+    size_t sent = 0;
+  };
+  void Received(size_t i, std::string_view) override { clients_[i].asked = true; }
+  void Accepted() override { clients_.emplace_back(); }
+  void Tick() override {
+    static const std::string kReply = "$1000000\r\n" + std::string(1000000, 'x');
+    for (size_t i = 0; i < clients_.size(); ++i) {
+      Client& c = clients_[i];
+      if (c.asked && c.sent < kReply.size()) {
+        c.sent += std::max<ssize_t>(0, ::send(fds_[i], &kReply[c.sent], 1, MSG_NOSIGNAL));
+      }
+    }
+  }
+  std::vector<Client> clients_;
 };
 
 double SecondsSince(std::chrono::steady_clock::time_point t0) {
@@ -237,32 +277,14 @@ TEST(RedisTier, ARequestsBudgetBoundsAllItsCalls) {
   EXPECT_FALSE(RemoteBudget::Deadline().has_value());
 }
 
-// A store on loopback that speaks enough RESP for GET and EXISTS: every key's value is "v:" and
-// the key, except that a GET of "held" is answered only once Open() is called (the connection's
-// later commands wait behind it, as pipelined commands do). Counts the connections it accepted.
-class LatchStore {
+// A store that speaks enough RESP for GET and EXISTS: every key's value is "v:" and the key,
+// except that a GET of "held" is answered only once Open() is called (the connection's later
+// commands wait behind it, as pipelined commands do).
+class LatchStore : public LoopbackStore {
  public:
-  LatchStore() {
-    listen_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    EXPECT_EQ(::bind(listen_, reinterpret_cast<sockaddr*>(&a), len), 0);
-    EXPECT_EQ(::listen(listen_, 16), 0);
-    ::getsockname(listen_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
-    thread_ = std::thread([this] { Run(); });
-  }
-  ~LatchStore() {
-    stop_ = true;
-    thread_.join();
-    for (const Client& c : clients_) ::close(c.fd);
-    ::close(listen_);
-  }
-  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  LatchStore() : LoopbackStore(10) { Start(); }
+  ~LatchStore() override { Stop(); }
   void Open() { open_ = true; }
-  int connections() const { return accepted_; }
   // Waits until a GET of "held" has arrived (a liveness bound of 30 s).
   bool WaitHeld() {
     std::unique_lock<std::mutex> lock(mu_);
@@ -271,7 +293,6 @@ class LatchStore {
 
  private:
   struct Client {
-    int fd = -1;
     std::string in;
     std::deque<std::vector<std::string>> commands;
   };
@@ -304,7 +325,7 @@ class LatchStore {
     }
   }
   // Answers the client's commands in order, up to a held GET.
-  void Answer(Client* c) {
+  void Answer(Client* c, int fd) {
     while (!c->commands.empty()) {
       const std::vector<std::string>& cmd = c->commands.front();
       if (cmd.size() == 2 && cmd[0] == "GET" && cmd[1] == "held" && !open_) {
@@ -316,40 +337,24 @@ class LatchStore {
       const std::string v = "v:" + cmd.back();
       const std::string reply =
           cmd[0] == "EXISTS" ? ":1\r\n" : "$" + std::to_string(v.size()) + "\r\n" + v + "\r\n";
-      ::send(c->fd, reply.data(), reply.size(), MSG_NOSIGNAL);
+      ::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL);
       c->commands.pop_front();
     }
   }
-  void Run() {
-    while (!stop_) {
-      std::vector<pollfd> fds{{listen_, POLLIN, 0}};
-      for (const Client& c : clients_) fds.push_back({c.fd, POLLIN, 0});
-      ::poll(fds.data(), fds.size(), 10);
-      for (size_t i = 1; i < fds.size(); ++i) {
-        char buf[4096];
-        ssize_t got = 0;
-        if ((fds[i].revents & POLLIN) &&
-            (got = ::recv(fds[i].fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
-          clients_[i - 1].in.append(buf, size_t(got));
-          Parse(&clients_[i - 1]);
-        }
-      }
-      for (Client& c : clients_) Answer(&c);
-      if (fds[0].revents & POLLIN) {
-        clients_.emplace_back().fd = ::accept(listen_, nullptr, nullptr);
-        ++accepted_;
-      }
-    }
+  void Received(size_t i, std::string_view bytes) override {
+    clients_[i].in.append(bytes);
+    Parse(&clients_[i]);
   }
-  int listen_ = -1;
-  int port_ = 0;
-  std::atomic<bool> stop_{false}, open_{false};
-  std::atomic<int> accepted_{0};
+  void Accepted() override { clients_.emplace_back(); }
+  void Tick() override {
+    for (size_t i = 0; i < clients_.size(); ++i) Answer(&clients_[i], fds_[i]);
+  }
+
+  std::atomic<bool> open_{false};
   std::mutex mu_;
   std::condition_variable cv_;
   bool held_asked_ = false;  // guarded by mu_
   std::vector<Client> clients_;
-  std::thread thread_;
 };
 
 // Long enough that only the store's latch holds a read up.
