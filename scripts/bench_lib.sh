@@ -87,3 +87,13 @@ redis_delay_proxy() {
   pids+=($!)
   sleep 0.3
 }
+
+# redis_bench_link MS: the port the replicas reach redis_bench_setup's Redis on, in $redis_port:
+# its own with MS 0, else a redis_delay_proxy holding each chunk MS ms, on $port + 3.
+redis_bench_link() {
+  redis_port=$port
+  if [ "$1" != 0 ]; then
+    redis_port=$((port + 3))
+    redis_delay_proxy "$redis_port" "$port" "$1"
+  fi
+}

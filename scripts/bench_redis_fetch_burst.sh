@@ -18,12 +18,8 @@ cd "$(dirname "$0")/.."
 # shellcheck source=bench_lib.sh
 source scripts/bench_lib.sh
 redis_bench_setup /tmp/pc-bench-burst "${1%%@*}/promptcache"
-redis_port=$port
 delay=${DELAY_MS:-2}
-if [ "$delay" != 0 ]; then
-  redis_port=$((port + 3))
-  redis_delay_proxy "$redis_port" "$port" "$delay"
-fi
+redis_bench_link "$delay"
 serve() {  # serve BIN PORT LOG [FLAGS]: its pid in $served
   : >"$3"
   # shellcheck disable=SC2086

@@ -15,11 +15,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=bench_lib.sh
 source scripts/bench_lib.sh
 redis_bench_setup /tmp/pc-bench-stall "$1/promptcache"
-redis_port=$port
-if [ "${DELAY_MS:-0}" != 0 ]; then  # a proxy that holds each chunk DELAY_MS, in order
-  redis_port=$((port + 3))
-  redis_delay_proxy "$redis_port" "$port" "$DELAY_MS"
-fi
+redis_bench_link "${DELAY_MS:-0}"
 serve() {  # serve BIN PORT LOG: its pid in $served
   : >"$3"
   # shellcheck disable=SC2086
