@@ -97,3 +97,20 @@ redis_bench_link() {
     redis_delay_proxy "$redis_port" "$port" "$1"
   fi
 }
+
+# redis_bench_serve BIN PORT LOG CACHE_RAM_MIB [FLAGS]: a replica of the model on PORT reading
+# and writing the Redis at $redis_port (stderr to LOG; SERVE_ARGS adds flags); its pid in
+# $served and $pids. wait_listening LOG: until it says it listens (exits after 20 s).
+redis_bench_serve() {
+  : >"$3"
+  # shellcheck disable=SC2086
+  "$1" serve -m "$model" -t 2 -c 4096 --port "$2" --cache-redis "redis://127.0.0.1:$redis_port" \
+    --cache-ram "$4" ${5:-} ${SERVE_ARGS:-} 2>"$3" &
+  served=$!
+  pids+=("$served")
+}
+wait_listening() {
+  for _ in $(seq 100); do grep -q listening "$1" && return; sleep 0.2; done
+  echo "no server: $(tail -3 "$1")" >&2
+  exit 1
+}

@@ -20,19 +20,6 @@ source scripts/bench_lib.sh
 redis_bench_setup /tmp/pc-bench-burst "${1%%@*}/promptcache"
 delay=${DELAY_MS:-2}
 redis_bench_link "$delay"
-serve() {  # serve BIN PORT LOG [FLAGS]: its pid in $served
-  : >"$3"
-  # shellcheck disable=SC2086
-  "$1" serve -m "$model" -t 2 -c 4096 --port "$2" --cache-redis "redis://127.0.0.1:$redis_port" \
-    --cache-ram 512 ${4:-} ${SERVE_ARGS:-} 2>"$3" &
-  served=$!
-  pids+=("$served")
-}
-wait_listening() {
-  for _ in $(seq 100); do grep -q listening "$1" && return; sleep 0.2; done
-  echo "no server: $(tail -3 "$1")" >&2
-  exit 1
-}
 # The 4 prefixes: each starts with its own number and words in an order of its own, so that no
 # block of one is a block of another.
 export LIB=$work/burst.mjs
@@ -47,7 +34,7 @@ export const post = (url, body) => fetch(url + '/v1/completions', { method: 'POS
   headers: { 'content-type': 'application/json' },
   body: JSON.stringify({ model: 'smollm2-135m-q8_0', temperature: 0, ...body }) });
 EOF
-serve "${1%%@*}/promptcache" $((port + 1)) "$work/a.log"
+redis_bench_serve "${1%%@*}/promptcache" $((port + 1)) "$work/a.log" 512
 a_pid=$served
 wait_listening "$work/a.log"
 A=http://127.0.0.1:$((port + 1)) node --input-type=module - <<'EOF'
@@ -69,7 +56,7 @@ for ((round = 0; round < rounds; round++)); do
     flags=""
     [[ $spec == *@* ]] && flags=${spec#*@}
     log=$work/b.log
-    serve "$build/promptcache" $((port + 2)) "$log" "$flags"
+    redis_bench_serve "$build/promptcache" $((port + 2)) "$log" 512 "$flags"
     b_pid=$served
     wait_listening "$log"
     B=http://127.0.0.1:$((port + 2)) SPEC=$spec ROUND=$round node --input-type=module - <<'EOF'

@@ -16,20 +16,7 @@ cd "$(dirname "$0")/.."
 source scripts/bench_lib.sh
 redis_bench_setup /tmp/pc-bench-stall "$1/promptcache"
 redis_bench_link "${DELAY_MS:-0}"
-serve() {  # serve BIN PORT LOG: its pid in $served
-  : >"$3"
-  # shellcheck disable=SC2086
-  "$1" serve -m "$model" -t 2 -c 4096 --port "$2" --cache-redis "redis://127.0.0.1:$redis_port" \
-    --cache-ram 256 ${SERVE_ARGS:-} 2>"$3" &
-  served=$!
-  pids+=("$served")
-}
-wait_listening() {
-  for _ in $(seq 100); do grep -q listening "$1" && return; sleep 0.2; done
-  echo "no server: $(tail -3 "$1")" >&2
-  exit 1
-}
-serve "$1/promptcache" $((port + 1)) "$work/a.log"
+redis_bench_serve "$1/promptcache" $((port + 1)) "$work/a.log" 256
 wait_listening "$work/a.log"
 A=http://127.0.0.1:$((port + 1)) node - <<'EOF'
 const words = 'the quick brown fox jumps over a lazy dog while seven small birds sing about rivers'.split(' ');
@@ -44,7 +31,7 @@ rounds=${REPEAT:-5}
 for ((round = 0; round < rounds; round++)); do
   for build in "$@"; do
     log=$work/b.log
-    serve "$build/promptcache" $((port + 2)) "$log"
+    redis_bench_serve "$build/promptcache" $((port + 2)) "$log" 256
     b_pid=$served
     wait_listening "$log"
     B=http://127.0.0.1:$((port + 2)) BUILD=$build ROUND=$round node - <<'EOF'
