@@ -454,9 +454,10 @@ TEST(RemoteFetch, ARecordOfOtherTokensUnderTheKeyEndsTheChain) {
   ExpectChainEndsAtBlock1(&store, *e);
 }
 
-// Two requests for one prefix, both looked up while the store is held: the second finds the
-// blocks the first took in (kept, not loaded twice) or waits for what the first computes
-// (in-flight sharing); both answer as the reference, and no block is left behind.
+// Two requests for one prefix, both looked up while the store is held: whichever's values are
+// taken in first (with several readers the two fetches run at once, so either may end first)
+// loads the three blocks; the other finds them kept (not loaded twice) or waits for what the
+// first computes (in-flight sharing). Both answer as the reference, and no block is left behind.
 TEST(RemoteFetch, TwoLookupsOfOnePrefixShareIt) {
   Store store;
   auto e = ReaderOfP(&store);
@@ -464,14 +465,15 @@ TEST(RemoteFetch, TwoLookupsOfOnePrefixShareIt) {
   auto b2 = Submit(*e, kB);
   store.Open();
   const std::vector<int32_t> want = Reference(e->model(), kB, 8);
+  int remote = 0;
   for (auto* h : {&b1, &b2}) {
     ASSERT_TRUE((*h)->WaitFor(kLiveness));
     const CompletionResult r = (*h)->Wait();
     EXPECT_GE(r.cached_tokens, 48);
     EXPECT_EQ(r.tokens, want);
+    remote += RemoteTokens(r);
   }
-  EXPECT_EQ(b1->Wait().cached_tokens, 48);
-  EXPECT_EQ(RemoteTokens(b1->Wait()), 48);
+  EXPECT_EQ(remote, 48);  // each block taken in once, by one of them
   EXPECT_EQ(e->Stats().remote.loads, 3u);
   // Once the slots are gone, only the cache holds blocks (none taken in twice and leaked).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kLiveness);
