@@ -74,14 +74,16 @@ vocab=../shared/tokenizers/ggml-vocab-gpt-2.gguf
 mkdir -p "$dir"
 [ -z "$profile_dir" ] || mkdir -p "$profile_dir"
 cpus=$(nproc)
-raw=$(mktemp "${TMPDIR:-/tmp}/bench_scaling.XXXXXX")
+# SCALING_RAW: keep every run's rate in this file (one line each, written as it ends), e.g. to
+# read what a run cut short had measured.
+raw=${SCALING_RAW:-$(mktemp "${TMPDIR:-/tmp}/bench_scaling.XXXXXX")}
 busy_pids=()
 stop_busy() {
   for p in "${busy_pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${busy_pids[@]}"; do wait "$p" 2>/dev/null || true; done
   busy_pids=()
 }
-trap 'stop_busy; rm -f "$raw"' EXIT
+trap 'stop_busy; [ -n "${SCALING_RAW:-}" ] || rm -f "$raw"' EXIT
 start_busy() {
   for _ in $(seq "$busy"); do
     nice -n "$busy_nice" bash -c 'while :; do :; done' &

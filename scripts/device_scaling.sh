@@ -18,7 +18,8 @@
 #       all: both (longer than one 10-minute command: run small and large apart)
 #       quick: smollm2-135m Q8_0, threads 1 2, pp64 / tg16, one round (to try the script anywhere)
 #     ROUNDS (default 2) and THREADS override the phase's. OUT_DIR gets machine.txt (lscpu, the
-#     load), scaling-PHASE.md (bench_scaling.sh's tables) and profiles/.
+#     load), scaling-PHASE.md (bench_scaling.sh's tables), raw-PHASE.tsv (each run's rate as it
+#     ends: what a phase cut short had measured) and profiles/.
 # The numbers belong in docs/benchmarks.md with the machine and the commit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -112,7 +113,8 @@ run() {
       quick) set -- -s smollm2-135m -q Q8_0 -T "${THREADS:-1 2}" -p 64 -n 16 -r 1 ;;
       *) echo "device_scaling: unknown phase '$p' (small, large, all, quick)" >&2; exit 2 ;;
     esac
-    scripts/bench_scaling.sh "${args[@]}" "$@" >"$out/scaling-$p.md" 2>"$out/scaling-$p.log"
+    SCALING_RAW=$out/raw-$p.tsv scripts/bench_scaling.sh "${args[@]}" "$@" >"$out/scaling-$p.md" \
+      2>"$out/scaling-$p.log"
     cat "$out/scaling-$p.md"
   done
 }
@@ -120,5 +122,5 @@ run() {
 case ${1:-} in
   pack) shift; pack "$@" ;;
   run) shift; run "$@" ;;
-  *) sed -n '2,24p' "$0"; exit 2 ;;
+  *) sed -n '2,23p' "$0"; exit 2 ;;
 esac
