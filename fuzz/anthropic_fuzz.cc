@@ -60,9 +60,7 @@ void CheckEvents(const std::string& sse) {
 }
 
 void CheckError(const std::optional<ApiError>& e) {
-  Check(e->http_status >= 400 && e->http_status < 500, "a 4xx status");
-  Check(!e->message.empty(), "an error message");
-  CheckJson(AnthropicErrorBody(*e), "error body is JSON");
+  fuzzing::CheckApiError(*e, ApiFlavour::kAnthropic);
   CheckEvents(MessagesErrorEvent(*e));
 }
 
