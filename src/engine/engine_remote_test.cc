@@ -133,23 +133,19 @@ TEST(RemoteFetch, AnotherRequestsFetchGoesOnWhileOnesIsHeld) {
   store.Open();
   ASSERT_TRUE(b_done) << "B's fetch waited for A's";
   EXPECT_TRUE(a_waiting);
-  const CompletionResult rb = hb->Wait();
-  ASSERT_TRUE(rb.status.ok()) << rb.status.message();
-  EXPECT_EQ(rb.cached_tokens, 48);
-  EXPECT_EQ(RemoteTokens(rb), 48);
-  const CompletionResult lb = Submit(*local, b)->Wait();
-  EXPECT_EQ(lb.cached_tokens, 48);
-  EXPECT_EQ(rb.tokens, lb.tokens);
-  EXPECT_EQ(rb.tokens, Reference(e->model(), b, 8));
+  // Its 48 prefix tokens read from the store, its answer the local replica's and the reference's.
+  const auto expect_as_local = [&](const CompletionResult& r, const std::vector<int32_t>& prompt) {
+    ASSERT_TRUE(r.status.ok()) << r.status.message();
+    EXPECT_EQ(r.cached_tokens, 48);
+    EXPECT_EQ(RemoteTokens(r), 48);
+    const CompletionResult l = Submit(*local, prompt)->Wait();
+    EXPECT_EQ(l.cached_tokens, 48);
+    EXPECT_EQ(r.tokens, l.tokens);
+    EXPECT_EQ(r.tokens, Reference(e->model(), prompt, 8));
+  };
+  expect_as_local(hb->Wait(), b);
   ASSERT_TRUE(ha->WaitFor(kLiveness));
-  const CompletionResult ra = ha->Wait();
-  ASSERT_TRUE(ra.status.ok()) << ra.status.message();
-  EXPECT_EQ(ra.cached_tokens, 48);
-  EXPECT_EQ(RemoteTokens(ra), 48);
-  const CompletionResult la = Submit(*local, a)->Wait();
-  EXPECT_EQ(la.cached_tokens, 48);
-  EXPECT_EQ(ra.tokens, la.tokens);
-  EXPECT_EQ(ra.tokens, Reference(e->model(), a, 8));
+  expect_as_local(ha->Wait(), a);
   EXPECT_EQ(e->Stats().remote.loads, 6u);
   EXPECT_EQ(e->Stats().fetching, 0);
   EXPECT_FALSE(store.no_deadline);
