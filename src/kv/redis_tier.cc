@@ -73,7 +73,7 @@ class RedisTier : public RemoteTier {
       Reply r = conn->Read(deadline);
       if (r == nullptr) {  // failed (and closed): the rest are misses
         misses_ += keys.size() - i;
-        EndRead(*conn, false);
+        EndRead(conn, false);
         return out;
       }
       if (r->type == REDIS_REPLY_STRING) {
@@ -84,7 +84,7 @@ class RedisTier : public RemoteTier {
         ++misses_;  // nil; or an error reply (a key of another type): not a value either
       }
     }
-    EndRead(*conn, true);
+    EndRead(conn, true);
     return out;
   }
 
@@ -108,7 +108,7 @@ class RedisTier : public RemoteTier {
       Reply r = conn->Read(deadline);
       if (r == nullptr) {  // failed (and closed): the rest are misses
         misses_ += keys.size() - i;
-        EndRead(*conn, false);
+        EndRead(conn, false);
         return;
       }
       std::optional<RemoteValue> value;
@@ -123,7 +123,7 @@ class RedisTier : public RemoteTier {
       wanted = use(std::move(value));
       if (wanted && asked < keys.size()) conn->Append({"GET", keys[asked++]});
     }
-    EndRead(*conn, true);
+    EndRead(conn, true);
   }
 
   int CountLeading(const std::vector<std::string>& keys) override {
@@ -137,13 +137,13 @@ class RedisTier : public RemoteTier {
     for (size_t i = 0; i < keys.size(); ++i) {
       Reply r = conn->Read(deadline);
       if (r == nullptr) {
-        EndRead(*conn, false);
+        EndRead(conn, false);
         return 0;
       }
       leading = leading && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
       n += leading;
     }
-    EndRead(*conn, true);
+    EndRead(conn, true);
     return n;
   }
 
@@ -188,9 +188,11 @@ class RedisTier : public RemoteTier {
     return d;
   }
 
-  // A read connection taken from the pool, given back when the lease ends.
+  // A read connection taken from the pool, given back when the lease ends; `probe`: the read is
+  // the breaker's half-open probe.
   struct Returner {
     RedisTier* tier;
+    bool probe = false;
     void operator()(Connection* c) const { tier->Release(c); }
   };
   using Lease = std::unique_ptr<Connection, Returner>;
@@ -200,28 +202,29 @@ class RedisTier : public RemoteTier {
   // sent. After a connection, EndRead reports how it went. Reads on several connections report to
   // the breaker at once (it has a lock of its own): while it is half-open only the probe is let
   // through and the other reads miss. A read begun before it opened may report after: its
-  // success closes it (the store did answer in time); its failure counts for nothing while it is
-  // open, and as the probe's while half-open (open again: a failure all the same).
+  // success closes it (the store did answer in time); its failure counts for nothing, while it
+  // is open as while half-open, where only the probe's failure opens it again.
   Lease BeginRead(Clock::time_point deadline) {
-    if (!breaker_.AllowRead(Clock::now())) return Lease(nullptr, Returner{this});
-    Lease conn(Acquire(deadline), Returner{this});
+    const CircuitBreaker::Pass pass = breaker_.AllowRead(Clock::now());
+    if (!pass) return Lease(nullptr, Returner{this});
+    Lease conn(Acquire(deadline), Returner{this, pass.probe});
     if (!conn) {
       ++deadline_misses_;
-      breaker_.Abandoned();
+      breaker_.Abandoned(pass.probe);
       return conn;
     }
     bool tried = false;
     if (conn->Ready(deadline, &tried)) return conn;
     if (tried) {
-      EndRead(*conn, false);
+      EndRead(conn, false);
     } else {
-      breaker_.Abandoned();
+      breaker_.Abandoned(pass.probe);
     }
     return Lease(nullptr, Returner{this});
   }
-  void EndRead(const Connection& conn, bool ok) {
-    if (!ok && conn.timed_out()) ++deadline_misses_;
-    Report(CircuitBreaker::Path::kRead, ok);
+  void EndRead(const Lease& conn, bool ok) {
+    if (!ok && conn->timed_out()) ++deadline_misses_;
+    Report(CircuitBreaker::Path::kRead, ok, conn.get_deleter().probe);
   }
 
   // A free read connection, by `deadline`; null if none was. Opened lazily: one more only when
@@ -254,9 +257,9 @@ class RedisTier : public RemoteTier {
     pool_cv_.notify_one();
   }
 
-  void Report(CircuitBreaker::Path path, bool ok) {
+  void Report(CircuitBreaker::Path path, bool ok, bool probe = false) {
     const CircuitBreaker::Change change =
-        ok ? breaker_.Succeeded(path) : breaker_.Failed(path, Clock::now());
+        ok ? breaker_.Succeeded(path) : breaker_.Failed(path, Clock::now(), probe);
     if (change == CircuitBreaker::Change::kOpened) {
       PC_LOG_WARN(
           "redis %s:%d: %d failed or late %s in a row: not asked for %g s (lookups miss, writes "

@@ -92,14 +92,14 @@ TEST(CircuitBreaker, OpensAfterConsecutiveFailuresAndProbesAfterTheCooldown) {
   EXPECT_FALSE(b.AllowRead(At(7)));
   EXPECT_FALSE(b.AllowWrite());
   // The probe fails: open again, twice as long.
-  EXPECT_EQ(b.Failed(Path::kRead, At(8)), Change::kNone);
+  EXPECT_EQ(b.Failed(Path::kRead, At(8), /*probe=*/true), Change::kNone);
   EXPECT_EQ(b.state(), State::kOpen);
   EXPECT_EQ(b.opens(), 2u);
   EXPECT_DOUBLE_EQ(b.cooldown_s(), 10);
   EXPECT_FALSE(b.AllowRead(At(17.9)));
-  EXPECT_TRUE(b.AllowRead(At(18)));
+  EXPECT_TRUE(b.AllowRead(At(18)).probe);
   // A probe given back (never sent) lets the next read probe.
-  b.Abandoned();
+  b.Abandoned(/*probe=*/true);
   EXPECT_TRUE(b.AllowRead(At(18)));
   EXPECT_EQ(b.Succeeded(Path::kRead), Change::kClosed);
   EXPECT_EQ(b.state(), State::kClosed);
@@ -119,11 +119,35 @@ TEST(CircuitBreaker, WritesOpenItButOnlyAReadClosesIt) {
   // Failed probes double the cool-down up to its limit.
   for (double t : {5.0, 15.0, 23.0}) {
     EXPECT_TRUE(b.AllowRead(At(t))) << t;
-    b.Failed(Path::kRead, At(t));
+    b.Failed(Path::kRead, At(t), /*probe=*/true);
   }
   EXPECT_DOUBLE_EQ(b.cooldown_s(), 8);
   EXPECT_FALSE(b.AllowRead(At(30.9)));
   EXPECT_TRUE(b.AllowRead(At(31)));
+}
+
+// Reads let through before the breaker opened may report while it is half-open: their failures
+// and give-backs are not the probe's. The probe stays the only read let through until it
+// reports itself; a late failure neither opens the breaker again nor frees another probe.
+// (Mutations: Failed or Abandoned ignoring `probe` fail this.)
+TEST(CircuitBreaker, OnlyTheProbeReportsForTheProbe) {
+  CircuitBreaker b({1, 5, 60});
+  const CircuitBreaker::Pass early = b.AllowRead(At(0));  // sent while closed
+  const CircuitBreaker::Pass waiting = b.AllowRead(At(0));
+  ASSERT_TRUE(early && waiting);
+  EXPECT_FALSE(early.probe);
+  EXPECT_EQ(b.Failed(Path::kRead, At(0), early.probe), Change::kOpened);
+  const CircuitBreaker::Pass probe = b.AllowRead(At(5));
+  ASSERT_TRUE(probe);
+  EXPECT_TRUE(probe.probe);
+  EXPECT_EQ(b.state(), State::kHalfOpen);
+  // The read from before, failing now; another from before, never sent.
+  EXPECT_EQ(b.Failed(Path::kRead, At(6), waiting.probe), Change::kNone);
+  b.Abandoned(/*probe=*/false);
+  EXPECT_EQ(b.state(), State::kHalfOpen);
+  EXPECT_EQ(b.opens(), 1u);
+  EXPECT_FALSE(b.AllowRead(At(6))) << "the probe is still out";
+  EXPECT_EQ(b.Succeeded(Path::kRead), Change::kClosed);
 }
 
 // A fake Redis on a loopback port: accepts connections and hands each client's bytes to the

@@ -17,16 +17,16 @@ void RemoteTier::Stream(const std::vector<std::string>& keys, int window,
   }
 }
 
-bool CircuitBreaker::AllowRead(TimePoint now) {
+CircuitBreaker::Pass CircuitBreaker::AllowRead(TimePoint now) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (state_ == State::kClosed) return true;
+  if (state_ == State::kClosed) return {true, false};
   if (state_ == State::kOpen && now >= reopen_at_) state_ = State::kHalfOpen;
   if (state_ == State::kHalfOpen && !probing_) {
     probing_ = true;
-    return true;
+    return {true, true};
   }
   ++skipped_;
-  return false;
+  return {};
 }
 
 bool CircuitBreaker::AllowWrite() const {
@@ -49,9 +49,9 @@ CircuitBreaker::Change CircuitBreaker::Succeeded(Path path) {
   return Change::kClosed;
 }
 
-CircuitBreaker::Change CircuitBreaker::Failed(Path path, TimePoint now) {
+CircuitBreaker::Change CircuitBreaker::Failed(Path path, TimePoint now, bool probe) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (state_ == State::kHalfOpen && path == Path::kRead && probing_) {
+  if (state_ == State::kHalfOpen && path == Path::kRead && probe && probing_) {
     probing_ = false;
     cooldown_s_ = std::min(options_.max_cooldown_s, cooldown_s_ * 2);
     return Open(now);
@@ -63,9 +63,9 @@ CircuitBreaker::Change CircuitBreaker::Failed(Path path, TimePoint now) {
   return Open(now);
 }
 
-void CircuitBreaker::Abandoned() {
+void CircuitBreaker::Abandoned(bool probe) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (state_ == State::kHalfOpen) probing_ = false;
+  if (probe && state_ == State::kHalfOpen) probing_ = false;
 }
 
 CircuitBreaker::Change CircuitBreaker::Open(TimePoint now) {

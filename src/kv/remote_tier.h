@@ -69,17 +69,27 @@ class CircuitBreaker {
 
   explicit CircuitBreaker(Options options) : options_(options), cooldown_s_(options.cooldown_s) {}
 
+  // What AllowRead answered: whether the read may go, and whether it is the half-open probe.
+  struct Pass {
+    bool allowed = false, probe = false;
+    explicit operator bool() const { return allowed; }
+  };
   // May a read go to the store now? Closed: yes. Open: no (counted as skipped) until the
   // cool-down has passed; then this read is the probe, and others are refused until it reports.
-  // Every read allowed reports exactly one of Succeeded, Failed or Abandoned.
-  bool AllowRead(TimePoint now);
+  // Every read allowed reports exactly one of Succeeded, Failed or Abandoned, with its pass's
+  // `probe`.
+  Pass AllowRead(TimePoint now);
   // May a write go: only while closed (no report needed for a write refused).
   bool AllowWrite() const;
+  // A read's success closes the breaker, the probe's or one from before it opened (the store
+  // did answer in time).
   Change Succeeded(Path path);
-  Change Failed(Path path, TimePoint now);
-  // A read allowed but not sent after all (the connection was backing off): a probe is given
+  // While half-open only the probe's failure opens it again: a read let through before it
+  // opened, failing late, says nothing of the store since.
+  Change Failed(Path path, TimePoint now, bool probe = false);
+  // A read allowed but not sent after all (the connection was backing off): the probe is given
   // back, to the next read.
-  void Abandoned();
+  void Abandoned(bool probe);
 
   State state() const;
   uint64_t opens() const;
