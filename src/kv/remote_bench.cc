@@ -6,6 +6,9 @@
 //   BM_RemoteStream/<window>/<value KiB>: RemoteTier::Stream over 206 values (a 3,300-token
 //     prefix in blocks of 16) with `window` GETs in flight; each value is checksummed and copied
 //     out as a lookup does. Window 0: Get in round trips of 2 (the lookup before streaming).
+//   BM_RemoteStreamAtOnce/<value KiB>/threads:N: N threads stream those values at once, as N
+//     requests' lookups do (each thread its own copy of the keys), through the tier's pool of
+//     read connections (PC_REDIS_READERS, default 4: --cache-redis-readers); bytes/s in all.
 // The values are written under bench:* keys with a 10-minute expiry.
 #include <benchmark/benchmark.h>
 
@@ -28,16 +31,18 @@ RemoteTier* Tier() {
     RedisOptions o;
     o.url = url != nullptr ? url : "redis://127.0.0.1:6379";
     o.timeout_ms = 5000;
+    if (const char* readers = std::getenv("PC_REDIS_READERS")) o.read_connections = std::atoi(readers);
     Result<std::unique_ptr<RemoteTier>> t = OpenRedisTier(o);
     return t.ok() ? std::move(t).value().release() : nullptr;
   }();
   return tier;
 }
 
-std::vector<std::string> Fill(size_t bytes) {
+std::vector<std::string> Fill(size_t bytes, int copy = 0) {
   std::vector<std::string> keys;
   for (int i = 0; i < kValues; ++i) {
-    keys.push_back("bench:" + std::to_string(bytes) + ":" + std::to_string(i));
+    keys.push_back("bench:" + std::to_string(bytes) + ":" + std::to_string(copy) + ":" +
+                   std::to_string(i));
     Tier()->Put(keys.back(), std::string(bytes, static_cast<char>(i)), 600);
   }
   Tier()->Flush();
@@ -73,6 +78,31 @@ void BM_RemoteStream(benchmark::State& state) {
 }
 BENCHMARK(BM_RemoteStream)
     ->ArgsProduct({{0, 1, 2, 3, 4, 8}, {360, 190}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+void BM_RemoteStreamAtOnce(benchmark::State& state) {
+  if (Tier() == nullptr) return state.SkipWithError("no Redis tier (PC_REDIS_URL)");
+  const size_t bytes = size_t(state.range(0)) << 10;
+  // Filled by each thread before the timing starts (the threads start it together).
+  const std::vector<std::string> keys = Fill(bytes, state.thread_index() + 1);
+  std::vector<char> block(bytes);
+  int read = 0;
+  for (auto _ : state) {
+    read = 0;
+    Tier()->Stream(keys, 3, [&](const std::optional<RemoteValue>& v) {
+      if (!v || v->data.size() != bytes) return false;
+      benchmark::DoNotOptimize(Hash64(v->data.data(), v->data.size()));
+      std::memcpy(block.data(), v->data.data(), bytes);
+      return ++read > 0;
+    });
+    if (read != kValues) return state.SkipWithError("values missing or late: is Redis up?");
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * kValues * int64_t(bytes));
+}
+BENCHMARK(BM_RemoteStreamAtOnce)
+    ->Arg(360)
+    ->ThreadRange(1, 4)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
