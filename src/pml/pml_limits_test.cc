@@ -7,6 +7,7 @@
 #include <string>
 
 #include "pml/pml.h"
+#include "pml/pml_internal.h"
 #include "pml/pml_test_util.h"
 
 namespace promptcache {
@@ -65,6 +66,47 @@ TEST(PmlLimits, HugeUnionRegistersAndEveryMemberIsListed) {
   for (char c : text) lines += c == '\n';
   EXPECT_GE(lines, size_t{2 * n});  // each member: its line and its "attends to"
   EXPECT_LT(lines, size_t{2 * n + 20});
+}
+
+// Text between sibling modules makes each sibling attend to every piece of it before it: the
+// spans' references grow as the square of the siblings. Bounded by kMaxSpanReferences, each
+// module's span counted once and again for each piece of its own text: here sibling k's span is
+// the k + 1 pieces before it and it has one piece, so k siblings count k(k + 1) in all.
+std::string Siblings(int n) {
+  std::string xml = "<schema name='s'><module name='p'>";
+  for (int i = 0; i < n; ++i) xml += "t <module name='c" + std::to_string(i) + "'>x</module> ";
+  return xml + "</module></schema>";
+}
+
+TEST(PmlLimits, TextBetweenSiblingsIsBoundedBySpanReferences) {
+  static_assert(724 * 725 > pml_internal::kMaxSpanReferences &&
+                723 * 724 <= pml_internal::kMaxSpanReferences);
+  PML_ASSERT_OK_AND_ASSIGN(SchemaLayout s, ParseSchema(Siblings(723), "s.xml", kWords));
+  ASSERT_EQ(s.modules.size(), 724u);
+  for (int k : {0, 1, 722}) EXPECT_EQ(s.modules[1 + k].span.size(), size_t(k + 1)) << k;
+  const std::string error = SchemaError(Siblings(724), kWords);
+  EXPECT_TRUE(HasText(error, "the modules attend to more than 524288 text pieces")) << error;
+  EXPECT_TRUE(HasText(error, "module 'c723' passes it")) << error;
+  // 150,000 siblings (5 MB): refused at the bound, without building the rest.
+  EXPECT_TRUE(HasText(SchemaError(Siblings(150000), kWords), "module 'c723' passes it"));
+}
+
+// A module's span is hashed again for each piece of its own text: 1,000 pieces before a module
+// with 600 of its own (parameters between them) pass the bound, though its span alone is small.
+TEST(PmlLimits, ASpanCountsOnceForEachPieceOfTheModulesText) {
+  auto pieces = [](const std::string& prefix, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) {
+      out += "t <parameter name='" + prefix + std::to_string(i) + "' length='1'/>";
+    }
+    return out;
+  };
+  const std::string over = "<schema name='s'><module name='p'>" + pieces("a", 1000) +
+                           "<module name='c'>" + pieces("b", 600) + "x</module></module></schema>";
+  EXPECT_TRUE(HasText(SchemaError(over, kWords), "module 'c' passes it"));
+  const std::string under = "<schema name='s'><module name='p'>" + pieces("a", 1000) +
+                            "<module name='c'>" + pieces("b", 400) + "x</module></module></schema>";
+  EXPECT_EQ(SchemaError(under, kWords), "OK");
 }
 
 }  // namespace

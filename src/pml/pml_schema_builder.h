@@ -62,7 +62,7 @@ class SchemaBuilder {
   Status Flush(int owner);
   Status ResolveReferences();
   Status CheckContext() const;
-  void ComputeSpans();
+  Status ComputeSpans();
   void ComputeKeys();
 
   const XmlSource& xml_;

@@ -18,6 +18,7 @@ namespace promptcache {
 namespace {
 
 using pml_internal::IsValidName;
+using pml_internal::kMaxSpanReferences;
 using pml_internal::Quote;
 using pml_internal::SchemaBuilder;
 
@@ -100,16 +101,20 @@ Status SchemaBuilder::CheckContext() const {
                  StatusCode::kOutOfRange);
 }
 
-void SchemaBuilder::ComputeSpans() {
+Status SchemaBuilder::ComputeSpans() {
+  int64_t references = 0;
   for (size_t i = 0; i < out_.modules.size(); ++i) {
     PmlModule& m = out_.modules[i];
+    const int64_t weight = 1 + static_cast<int64_t>(m.texts.size());
     std::vector<PmlTextRef> span;
+    bool over = false;
     auto add_texts = [&](int owner, bool only_before) {
       const auto& pieces = owner == kPmlAlways ? out_.always : out_.modules[owner].texts;
-      for (size_t j = 0; j < pieces.size(); ++j) {
-        if (!only_before || pieces[j].end() <= m.start) {
-          span.push_back({owner, static_cast<int>(j)});
-        }
+      for (size_t j = 0; j < pieces.size() && !over; ++j) {
+        if (only_before && pieces[j].end() > m.start) break;  // pieces are in position order
+        span.push_back({owner, static_cast<int>(j)});
+        references += weight;
+        over = references > kMaxSpanReferences;
       }
     };
     add_texts(kPmlAlways, true);
@@ -120,11 +125,22 @@ void SchemaBuilder::ComputeSpans() {
         if (out_.modules[peer].cached) add_texts(peer, false);
       }
     }
+    if (over) {
+      return ErrorAt(xml_.PosOf(xml_.root()),
+                     "the modules attend to more than " + std::to_string(kMaxSpanReferences) +
+                         " text pieces in all (module '" + m.name +
+                         "' passes it): each counts the pieces of always text and of its "
+                         "ancestors before it, once and again for each piece of its own text, so "
+                         "text between sibling modules counts once for every later sibling; move "
+                         "such text into the modules",
+                     StatusCode::kOutOfRange);
+    }
     std::stable_sort(span.begin(), span.end(), [&](const PmlTextRef& a, const PmlTextRef& b) {
       return out_.Piece(a).start < out_.Piece(b).start;
     });
     m.span = std::move(span);
   }
+  return Status::Ok();
 }
 
 void SchemaBuilder::ComputeKeys() {
@@ -187,7 +203,7 @@ Result<SchemaLayout> SchemaBuilder::Build() {
   out_.total_length = static_cast<int>(pos_);
   PC_RETURN_IF_ERROR(ResolveReferences());
   PC_RETURN_IF_ERROR(CheckContext());
-  ComputeSpans();
+  PC_RETURN_IF_ERROR(ComputeSpans());
   ComputeKeys();
   return std::move(out_);
 }
