@@ -18,12 +18,14 @@ namespace promptcache::pml_internal {
 // Deepest element nesting accepted: the walkers recurse, and real schemas are shallow.
 inline constexpr int kMaxDepth = 64;
 
-// Most text piece references a schema's modules may make in all: each module's span (the pieces
-// of always text and of its ancestors before it, and its scaffold peers') counted once for its
-// key and once for each of its own text pieces, whose keys hash it again. Text between sibling
-// modules makes every later sibling attend to every earlier piece, so this grows as the square
-// of their number: unbounded, 1,600 such siblings (a 53 KB schema) took 14 s and a 69 MB reply
-// on stories260K, and a 128k context holds 40,000. Real schemas stay far below it.
+// Most references from a schema's text pieces to the earlier pieces they attend to, in all: each
+// module's span (the pieces of always text and of its ancestors before it, and of its scaffold
+// peers) counted once for the module's key and once for each piece of its own text, and each of
+// those pieces counting the module's own pieces before it. Text between sibling modules, or
+// between one module's parameters, makes this grow as the square of those pieces, and the
+// encoding attends to each piece apart: unbounded, 1,600 such siblings (a 53 KB schema) took 14 s
+// and a 69 MB reply on stories260K, and 5,000 parameters in one module (189 KB) took 75 s.
+// Real schemas stay far below it.
 inline constexpr int64_t kMaxSpanReferences = int64_t(1) << 19;
 
 // A parsed XML document that remembers its text, to turn node offsets into line:column.

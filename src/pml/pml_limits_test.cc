@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "core/check.h"
 #include "pml/pml.h"
 #include "pml/pml_internal.h"
 #include "pml/pml_test_util.h"
@@ -68,45 +69,83 @@ TEST(PmlLimits, HugeUnionRegistersAndEveryMemberIsListed) {
   EXPECT_LT(lines, size_t{2 * n + 20});
 }
 
-// Text between sibling modules makes each sibling attend to every piece of it before it: the
-// spans' references grow as the square of the siblings. Bounded by kMaxSpanReferences, each
-// module's span counted once and again for each piece of its own text: here sibling k's span is
-// the k + 1 pieces before it and it has one piece, so k siblings count k(k + 1) in all.
+// Text between sibling modules makes each sibling attend to every piece of it before it, and the
+// parent's pieces attend to each other: the references grow as the square of the siblings.
+// Bounded by kMaxSpanReferences: the parent's P pieces count P(P - 1) / 2, and sibling k's span
+// (the k + 1 pieces before it) counts twice, once for its key and once for its one piece.
 std::string Siblings(int n) {
   std::string xml = "<schema name='s'><module name='p'>";
   for (int i = 0; i < n; ++i) xml += "t <module name='c" + std::to_string(i) + "'>x</module> ";
   return xml + "</module></schema>";
 }
 
-TEST(PmlLimits, TextBetweenSiblingsIsBoundedBySpanReferences) {
-  static_assert(724 * 725 > pml_internal::kMaxSpanReferences &&
-                723 * 724 <= pml_internal::kMaxSpanReferences);
-  PML_ASSERT_OK_AND_ASSIGN(SchemaLayout s, ParseSchema(Siblings(723), "s.xml", kWords));
-  ASSERT_EQ(s.modules.size(), 724u);
-  for (int k : {0, 1, 722}) EXPECT_EQ(s.modules[1 + k].span.size(), size_t(k + 1)) << k;
-  const std::string error = SchemaError(Siblings(724), kWords);
-  EXPECT_TRUE(HasText(error, "the modules attend to more than 524288 text pieces")) << error;
-  EXPECT_TRUE(HasText(error, "module 'c723' passes it")) << error;
-  // 150,000 siblings (5 MB): refused at the bound, without building the rest.
-  EXPECT_TRUE(HasText(SchemaError(Siblings(150000), kWords), "module 'c723' passes it"));
+// Its parent's text pieces for n siblings, and the references they all make.
+int64_t ParentPieces(int n) {
+  auto s = ParseSchema(Siblings(n), "s.xml", kWords);
+  PC_CHECK(s.ok());
+  return static_cast<int64_t>(s->modules[0].texts.size());
+}
+int64_t SiblingReferences(int n) {
+  const int64_t p = ParentPieces(n);
+  return p * (p - 1) / 2 + int64_t(n) * (n + 1);
 }
 
-// A module's span is hashed again for each piece of its own text: 1,000 pieces before a module
-// with 600 of its own (parameters between them) pass the bound, though its span alone is small.
-TEST(PmlLimits, ASpanCountsOnceForEachPieceOfTheModulesText) {
-  auto pieces = [](const std::string& prefix, int n) {
-    std::string out;
-    for (int i = 0; i < n; ++i) {
-      out += "t <parameter name='" + prefix + std::to_string(i) + "' length='1'/>";
-    }
-    return out;
+TEST(PmlLimits, TextBetweenSiblingsIsBoundedBySpanReferences) {
+  PML_ASSERT_OK_AND_ASSIGN(SchemaLayout s, ParseSchema(Siblings(500), "s.xml", kWords));
+  for (int k : {0, 1, 499}) EXPECT_EQ(s.modules[1 + k].span.size(), size_t(k + 1)) << k;
+  // The most siblings within the bound (about 590).
+  const int64_t extra = ParentPieces(500) - 500;  // the same for every n
+  int n = 500;
+  while ((n + 1 + extra) * (n + extra) / 2 + int64_t(n + 1) * (n + 2) <=
+         pml_internal::kMaxSpanReferences) {
+    ++n;
+  }
+  EXPECT_LE(SiblingReferences(n), pml_internal::kMaxSpanReferences);
+  EXPECT_EQ(SchemaError(Siblings(n), kWords), "OK");
+  const std::string error = SchemaError(Siblings(n + 1), kWords);
+  EXPECT_TRUE(HasText(error, "the text pieces attend to more than 524288 earlier pieces")) << error;
+  // The first sibling whose span passes it, after the parent's pieces for n + 1 siblings.
+  const int64_t parent = (n + 1 + extra) * (n + extra) / 2;
+  int k = 0;
+  while (parent + int64_t(k + 1) * (k + 2) <= pml_internal::kMaxSpanReferences) ++k;
+  EXPECT_TRUE(HasText(error, "module 'c" + std::to_string(k) + "' passes it")) << error;
+  // 150,000 siblings (5 MB): refused by the parent's own pieces, before any span is built.
+  EXPECT_TRUE(HasText(SchemaError(Siblings(150000), kWords), "module 'p' passes it"));
+  // Text between top-level modules is always text: its pieces attend to each other.
+  std::string top = "<schema name='s'>";
+  for (int i = 0; i < 1100; ++i) top += "t <module name='c" + std::to_string(i) + "'>x</module> ";
+  EXPECT_TRUE(HasText(SchemaError(top + "</schema>", kWords), "the always text passes it"));
+}
+
+// One module's pieces (text between its parameters) attend to each other: P(P - 1) / 2.
+std::string Parameters(const std::string& prefix, int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) {
+    out += "t <parameter name='" + prefix + std::to_string(i) + "' length='1'/>";
+  }
+  return out;
+}
+
+TEST(PmlLimits, TextBetweenParametersIsBounded) {
+  auto module = [](int n) {
+    return "<schema name='s'><module name='m'>" + Parameters("a", n) + "</module></schema>";
   };
-  const std::string over = "<schema name='s'><module name='p'>" + pieces("a", 1000) +
-                           "<module name='c'>" + pieces("b", 600) + "x</module></module></schema>";
-  EXPECT_TRUE(HasText(SchemaError(over, kWords), "module 'c' passes it"));
-  const std::string under = "<schema name='s'><module name='p'>" + pieces("a", 1000) +
-                            "<module name='c'>" + pieces("b", 400) + "x</module></module></schema>";
-  EXPECT_EQ(SchemaError(under, kWords), "OK");
+  PML_ASSERT_OK_AND_ASSIGN(SchemaLayout s, ParseSchema(module(1000), "s.xml", kWords));
+  const int64_t pieces = static_cast<int64_t>(s.modules[0].texts.size());
+  EXPECT_LE(pieces * (pieces - 1) / 2, pml_internal::kMaxSpanReferences);
+  EXPECT_GT((pieces + 30) * (pieces + 29) / 2, pml_internal::kMaxSpanReferences);
+  EXPECT_TRUE(HasText(SchemaError(module(1030), kWords), "module 'm' passes it"));
+}
+
+// A module's span counts again for each piece of its own text (their keys hash it): p's 450
+// pieces before c, and c's own 600, pass the bound; with c's span counted once they would not.
+TEST(PmlLimits, ASpanCountsOnceForEachPieceOfTheModulesText) {
+  auto nested = [](int outer, int inner) {
+    return "<schema name='s'><module name='p'>" + Parameters("a", outer) + "<module name='c'>" +
+           Parameters("b", inner) + "x</module></module></schema>";
+  };
+  EXPECT_TRUE(HasText(SchemaError(nested(450, 600), kWords), "module 'c' passes it"));
+  EXPECT_EQ(SchemaError(nested(400, 500), kWords), "OK");
 }
 
 }  // namespace

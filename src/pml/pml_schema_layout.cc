@@ -22,6 +22,10 @@ using pml_internal::kMaxSpanReferences;
 using pml_internal::Quote;
 using pml_internal::SchemaBuilder;
 
+constexpr const char* kSpanAdvice =
+    "this grows as the square of the pieces between sibling modules, or between one module's "
+    "parameters; move such text into the sibling modules, or split the module";
+
 std::string PieceKey(const PmlTextPiece& piece, const std::vector<const std::string*>& deps) {
   Hasher128 h;
   h.Update(std::string_view("pml-piece-v1"));
@@ -102,12 +106,22 @@ Status SchemaBuilder::CheckContext() const {
 }
 
 Status SchemaBuilder::ComputeSpans() {
-  int64_t references = 0;
+  // Each always piece attends to the ones before it.
+  const int64_t always = static_cast<int64_t>(out_.always.size());
+  int64_t references = always * (always - 1) / 2;
+  if (references > kMaxSpanReferences) {
+    return ErrorAt(xml_.PosOf(xml_.root()),
+                   "the text pieces attend to more than " + std::to_string(kMaxSpanReferences) +
+                       " earlier pieces in all (the always text passes it): " + kSpanAdvice,
+                   StatusCode::kOutOfRange);
+  }
   for (size_t i = 0; i < out_.modules.size(); ++i) {
     PmlModule& m = out_.modules[i];
-    const int64_t weight = 1 + static_cast<int64_t>(m.texts.size());
+    const int64_t own = static_cast<int64_t>(m.texts.size());
+    const int64_t weight = 1 + own;
+    references += own * (own - 1) / 2;  // each own piece attends to the ones before it
     std::vector<PmlTextRef> span;
-    bool over = false;
+    bool over = references > kMaxSpanReferences;
     auto add_texts = [&](int owner, bool only_before) {
       const auto& pieces = owner == kPmlAlways ? out_.always : out_.modules[owner].texts;
       for (size_t j = 0; j < pieces.size() && !over; ++j) {
@@ -127,12 +141,9 @@ Status SchemaBuilder::ComputeSpans() {
     }
     if (over) {
       return ErrorAt(xml_.PosOf(xml_.root()),
-                     "the modules attend to more than " + std::to_string(kMaxSpanReferences) +
-                         " text pieces in all (module '" + m.name +
-                         "' passes it): each counts the pieces of always text and of its "
-                         "ancestors before it, once and again for each piece of its own text, so "
-                         "text between sibling modules counts once for every later sibling; move "
-                         "such text into the modules",
+                     "the text pieces attend to more than " + std::to_string(kMaxSpanReferences) +
+                         " earlier pieces in all (module '" + m.name +
+                         "' passes it): " + kSpanAdvice,
                      StatusCode::kOutOfRange);
     }
     std::stable_sort(span.begin(), span.end(), [&](const PmlTextRef& a, const PmlTextRef& b) {

@@ -90,22 +90,28 @@ test('a grammar whose ambiguity grows with the text ends its request with an err
   assert400(r, ['too ambiguous']);
 });
 
-// Text between sibling modules makes each attend to all of it before it, so the work and the
-// reply grew as the square of the siblings: 1,600 (a 53 KB schema) took 14 s and a 69 MB reply,
-// and a 128k context holds 40,000. A 400 now, naming the bound, while another request is served.
-test('a PML schema whose spans grow as the square of its modules is a 400', async () => {
-  const wide = await startServer(['-c', '8192', '--allow-long-context']);
-  let xml = '<schema name="siblings"><module name="p">';
-  for (let i = 0; i < 1000; i++) xml += `t <module name="c${i}">x</module> `;
-  xml += '</module></schema>';
-  const [r, b] = await Promise.all([
-    wide.json('POST', '/v1/schemas', xml),
-    wide.json('POST', '/v1/completions', { model: MODEL, prompt: 'Once upon a time', max_tokens: 4 }),
-  ]);
-  assert.equal(b.status, 200, b.text);
-  assert400(r, ['attend to more than 524288 text pieces', 'passes it'], 'schema');
+// Text between sibling modules makes each attend to all of it before it, and text between one
+// module's parameters makes each piece attend to the ones before it: the work and the reply grew
+// as the square of those pieces (1,600 siblings, a 53 KB schema: 14 s and a 69 MB reply; 5,000
+// parameters, 189 KB: 75 s). A 400 now, naming the bound, while another request is served.
+test('a PML schema whose attention grows as the square of its pieces is a 400', async () => {
+  const wide = await startServer(['-c', '16384', '--allow-long-context']);
+  let siblings = '<schema name="siblings"><module name="p">';
+  for (let i = 0; i < 1000; i++) siblings += `t <module name="c${i}">x</module> `;
+  siblings += '</module></schema>';
+  let params = '<schema name="params"><module name="m">';
+  for (let i = 0; i < 2000; i++) params += `t <parameter name="a${i}" length="1"/>`;
+  params += '</module></schema>';
+  for (const xml of [siblings, params]) {
+    const [r, b] = await Promise.all([
+      wide.json('POST', '/v1/schemas', xml),
+      wide.json('POST', '/v1/completions', { model: MODEL, prompt: 'Once upon a time', max_tokens: 4 }),
+    ]);
+    assert.equal(b.status, 200, b.text);
+    assert400(r, ['the text pieces attend to more than 524288 earlier pieces', 'passes it'], 'schema');
+  }
   // Below the bound, such a schema registers.
-  const fewer = xml.replace(/t <module name="c(\d+)">x<\/module> /g, (m, i) => (Number(i) < 300 ? m : ''));
+  const fewer = siblings.replace(/t <module name="c(\d+)">x<\/module> /g, (m, i) => (Number(i) < 300 ? m : ''));
   const ok = await wide.json('POST', '/v1/schemas', fewer);
   assert.equal(ok.status, 200, ok.text.slice(0, 300));
   assert.equal(ok.body.module_count, 301);
