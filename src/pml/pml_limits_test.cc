@@ -79,16 +79,18 @@ std::string Siblings(int n) {
   return xml + "</module></schema>";
 }
 
-// Its parent's text pieces for n siblings, and the references they all make.
+// Each of `pieces` pieces of one owner attends to the ones before it.
+int64_t Pairs(int64_t pieces) { return pieces * (pieces - 1) / 2; }
+
+// Its parent's text pieces for n siblings.
 int64_t ParentPieces(int n) {
   auto s = ParseSchema(Siblings(n), "s.xml", kWords);
   PC_CHECK(s.ok());
   return static_cast<int64_t>(s->modules[0].texts.size());
 }
-int64_t SiblingReferences(int n) {
-  const int64_t p = ParentPieces(n);
-  return p * (p - 1) / 2 + int64_t(n) * (n + 1);
-}
+
+// The references of n siblings after `parent` pieces of their parent.
+int64_t SiblingReferences(int64_t parent, int n) { return Pairs(parent) + int64_t(n) * (n + 1); }
 
 TEST(PmlLimits, TextBetweenSiblingsIsBoundedBySpanReferences) {
   PML_ASSERT_OK_AND_ASSIGN(SchemaLayout s, ParseSchema(Siblings(500), "s.xml", kWords));
@@ -96,18 +98,14 @@ TEST(PmlLimits, TextBetweenSiblingsIsBoundedBySpanReferences) {
   // The most siblings within the bound (about 590).
   const int64_t extra = ParentPieces(500) - 500;  // the same for every n
   int n = 500;
-  while ((n + 1 + extra) * (n + extra) / 2 + int64_t(n + 1) * (n + 2) <=
-         pml_internal::kMaxSpanReferences) {
-    ++n;
-  }
-  EXPECT_LE(SiblingReferences(n), pml_internal::kMaxSpanReferences);
+  while (SiblingReferences(n + 1 + extra, n + 1) <= pml_internal::kMaxSpanReferences) ++n;
+  EXPECT_LE(SiblingReferences(ParentPieces(n), n), pml_internal::kMaxSpanReferences);
   EXPECT_EQ(SchemaError(Siblings(n), kWords), "OK");
   const std::string error = SchemaError(Siblings(n + 1), kWords);
   EXPECT_TRUE(HasText(error, "the text pieces attend to more than 524288 earlier pieces")) << error;
   // The first sibling whose span passes it, after the parent's pieces for n + 1 siblings.
-  const int64_t parent = (n + 1 + extra) * (n + extra) / 2;
   int k = 0;
-  while (parent + int64_t(k + 1) * (k + 2) <= pml_internal::kMaxSpanReferences) ++k;
+  while (SiblingReferences(n + 1 + extra, k + 1) <= pml_internal::kMaxSpanReferences) ++k;
   EXPECT_TRUE(HasText(error, "module 'c" + std::to_string(k) + "' passes it")) << error;
   // 150,000 siblings (5 MB): refused by the parent's own pieces, before any span is built.
   EXPECT_TRUE(HasText(SchemaError(Siblings(150000), kWords), "module 'p' passes it"));
@@ -132,8 +130,8 @@ TEST(PmlLimits, TextBetweenParametersIsBounded) {
   };
   PML_ASSERT_OK_AND_ASSIGN(SchemaLayout s, ParseSchema(module(1000), "s.xml", kWords));
   const int64_t pieces = static_cast<int64_t>(s.modules[0].texts.size());
-  EXPECT_LE(pieces * (pieces - 1) / 2, pml_internal::kMaxSpanReferences);
-  EXPECT_GT((pieces + 30) * (pieces + 29) / 2, pml_internal::kMaxSpanReferences);
+  EXPECT_LE(Pairs(pieces), pml_internal::kMaxSpanReferences);
+  EXPECT_GT(Pairs(pieces + 30), pml_internal::kMaxSpanReferences);
   EXPECT_TRUE(HasText(SchemaError(module(1030), kWords), "module 'm' passes it"));
 }
 

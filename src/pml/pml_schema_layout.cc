@@ -22,10 +22,6 @@ using pml_internal::kMaxSpanReferences;
 using pml_internal::Quote;
 using pml_internal::SchemaBuilder;
 
-constexpr const char* kSpanAdvice =
-    "this grows as the square of the pieces between sibling modules, or between one module's "
-    "parameters; move such text into the sibling modules, or split the module";
-
 std::string PieceKey(const PmlTextPiece& piece, const std::vector<const std::string*>& deps) {
   Hasher128 h;
   h.Update(std::string_view("pml-piece-v1"));
@@ -106,29 +102,31 @@ Status SchemaBuilder::CheckContext() const {
 }
 
 Status SchemaBuilder::ComputeSpans() {
+  auto refuse = [&](const std::string& who) {
+    return ErrorAt(xml_.PosOf(xml_.root()),
+                   "the text pieces attend to more than " + std::to_string(kMaxSpanReferences) +
+                       " earlier pieces in all (" + who +
+                       " passes it): this grows as the square of the pieces between sibling "
+                       "modules, or between one module's parameters; move such text into the "
+                       "sibling modules, or split the module",
+                   StatusCode::kOutOfRange);
+  };
   // Each always piece attends to the ones before it.
   const int64_t always = static_cast<int64_t>(out_.always.size());
   int64_t references = always * (always - 1) / 2;
-  if (references > kMaxSpanReferences) {
-    return ErrorAt(xml_.PosOf(xml_.root()),
-                   "the text pieces attend to more than " + std::to_string(kMaxSpanReferences) +
-                       " earlier pieces in all (the always text passes it): " + kSpanAdvice,
-                   StatusCode::kOutOfRange);
-  }
+  if (references > kMaxSpanReferences) return refuse("the always text");
   for (size_t i = 0; i < out_.modules.size(); ++i) {
     PmlModule& m = out_.modules[i];
     const int64_t own = static_cast<int64_t>(m.texts.size());
     const int64_t weight = 1 + own;
     references += own * (own - 1) / 2;  // each own piece attends to the ones before it
     std::vector<PmlTextRef> span;
-    bool over = references > kMaxSpanReferences;
     auto add_texts = [&](int owner, bool only_before) {
       const auto& pieces = owner == kPmlAlways ? out_.always : out_.modules[owner].texts;
-      for (size_t j = 0; j < pieces.size() && !over; ++j) {
+      for (size_t j = 0; j < pieces.size() && references <= kMaxSpanReferences; ++j) {
         if (only_before && pieces[j].end() > m.start) break;  // pieces are in position order
         span.push_back({owner, static_cast<int>(j)});
         references += weight;
-        over = references > kMaxSpanReferences;
       }
     };
     add_texts(kPmlAlways, true);
@@ -139,13 +137,7 @@ Status SchemaBuilder::ComputeSpans() {
         if (out_.modules[peer].cached) add_texts(peer, false);
       }
     }
-    if (over) {
-      return ErrorAt(xml_.PosOf(xml_.root()),
-                     "the text pieces attend to more than " + std::to_string(kMaxSpanReferences) +
-                         " earlier pieces in all (module '" + m.name +
-                         "' passes it): " + kSpanAdvice,
-                     StatusCode::kOutOfRange);
-    }
+    if (references > kMaxSpanReferences) return refuse("module '" + m.name + "'");
     std::stable_sort(span.begin(), span.end(), [&](const PmlTextRef& a, const PmlTextRef& b) {
       return out_.Piece(a).start < out_.Piece(b).start;
     });
