@@ -12,9 +12,12 @@
 // Mutations caught (each made in the code, seen failing here, reverted): the stream's splitter
 // not fed (reasoning_content missing from deltas); reasoning_tokens counting every token;
 // MessageJson dropping reasoning_content (the prompt with it is as long as without); tool calls
-// parsed from the whole text (the call inside the thinking is read).
+// parsed from the whole text (the call inside the thinking is read); the prompt's opened thinking
+// ignored (the R1 output is all content).
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
+import path from 'node:path';
+import { SHARED } from './server.mjs';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { generateText, streamText } from 'ai';
 import { startReasoningServer, exactly, MODEL, THINKING, ANSWER, OUTPUT } from './reasoning_model.mjs';
@@ -186,6 +189,23 @@ test('AI SDK openai-compatible: reasoning parts, streamed and not', async () => 
   assert.equal(text, ANSWER);
   assert.equal((await s.usage).outputTokenDetails.reasoningTokens,
     g.usage.outputTokenDetails.reasoningTokens);
+});
+
+test('a generation prompt that opens the thinking (DeepSeek R1): the output starts inside it', async () => {
+  // The R1 distills' template ends its prompt in "<｜Assistant｜><think>\n": the model writes the
+  // thinking without the opening tag.
+  const r1 = await startReasoningServer(['--chat-template',
+    path.join(SHARED, 'templates', 'deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja')]);
+  const c = r1.client();
+  const body = { model: MODEL, messages: USER, max_tokens: 256, temperature: 0,
+    grammar: exactly(`${THINKING}\n</think>\n\n${ANSWER}`) };
+  const r = await c.chat.completions.create(body);
+  assert.equal(r.choices[0].message.reasoning_content, THINKING);
+  assert.equal(r.choices[0].message.content, ANSWER);
+  const s = await collect(await c.chat.completions.create({ ...body, stream: true }));
+  assert.equal(s.reasoning, THINKING);
+  assert.equal(s.content, ANSWER);
+  await r1.stop();
 });
 
 test('hostile input: clear 400s, an unclosed <think> is all reasoning, a lone </think> is text', async () => {
