@@ -14,6 +14,7 @@
 #include "model/model.h"
 #include "server/anthropic_request.h"
 #include "server/anthropic_response.h"
+#include "server/reasoning.h"
 #include "server/routes.h"
 #include "server/tool_calls.h"
 
@@ -97,15 +98,23 @@ struct MessagesStream {
   int prompt_tokens = 0;
   std::vector<std::string> stops;
   bool started = false;
-  // With tools: blocks open as text comes (the text block, index 0, only once there is text),
-  // and text that may be a call is held back until the end, as the chat route's stream does.
+  // With tools or thinking, blocks open as text comes (the text block only once there is
+  // text), and text that may be a call is held back until the end, as the chat route's stream
+  // does. Without either, the text block opens at once.
   ToolCallFormat tool_format = ToolCallFormat::kNone;
   ToolTextStream tool_text;
   int blocks = 0;  // content blocks started
   bool text_open = false;
+  // A model that thinks: the text split as it comes; the thinking block's text so far.
+  bool split = false;
+  ReasoningSplitter splitter{ReasoningMode{}};
+  bool thinking_open = false;
+  std::string thinking;
+  std::string answer;  // the answer so far (without tools: for the end)
+  bool lazy() const { return tool_format != ToolCallFormat::kNone || split; }
 };
 
-// Tools: text as a text block's delta, opening the block first.
+// Text as a text block's delta, opening the block first.
 std::string ToolText(MessagesStream& s, const std::string& text) {
   if (text.empty()) return "";
   std::string out;
@@ -116,17 +125,47 @@ std::string ToolText(MessagesStream& s, const std::string& text) {
   return out + TextDeltaEvent(text, s.blocks - 1);
 }
 
-// Tools: a piece of text; what may go out as text now (the rest may be a call).
-std::string ReleaseText(MessagesStream& s, const std::string& piece) {
-  return ToolText(s, s.tool_text.Release(s.tool_format, piece));
+// Thinking as a thinking block's delta, opening the block first.
+std::string ThinkingText(MessagesStream& s, const std::string& text) {
+  if (text.empty()) return "";
+  std::string out;
+  if (!s.thinking_open) {
+    s.thinking_open = true;
+    out = ThinkingBlockStartEvent(s.blocks++);
+  }
+  s.thinking += text;
+  return out + ThinkingDeltaEvent(text, s.blocks - 1);
 }
 
-// Tools, at the end: the held-back text, or the calls as tool_use blocks; then the message's end.
-std::string EndWithTools(MessagesStream& s, const CompletionResult& result, StopInfo stop) {
-  std::string content;
-  const std::vector<ToolUseBlock> calls = ToolUses(s.tool_format, result.text, &content);
-  std::string out =
-      ToolText(s, s.tool_text.Rest(s.tool_format, result.text, content, !calls.empty()));
+// Closes an open thinking block: its signature, then its stop.
+std::string CloseThinking(MessagesStream& s) {
+  if (!s.thinking_open) return "";
+  s.thinking_open = false;
+  return SignatureDeltaEvent(ThinkingSignature(s.thinking), s.blocks - 1) +
+         ContentBlockStopEvent(s.blocks - 1);
+}
+
+// A piece of the answer (the thinking closes before it); with tools, what may go out as text
+// now (the rest may be a call).
+std::string AnswerText(MessagesStream& s, const std::string& piece) {
+  if (piece.empty()) return "";
+  std::string out = CloseThinking(s);
+  s.answer += piece;
+  if (s.tool_format == ToolCallFormat::kNone) return out + ToolText(s, piece);
+  return out + ToolText(s, s.tool_text.Release(s.tool_format, piece));
+}
+
+// Tools or thinking, at the end (`answer`: the text without the thinking): the held-back text,
+// or the calls as tool_use blocks; then the message's end.
+std::string EndBlocks(MessagesStream& s, const CompletionResult& result, const std::string& answer,
+                      StopInfo stop) {
+  std::string out = CloseThinking(s);
+  std::vector<ToolUseBlock> calls;
+  if (s.tool_format != ToolCallFormat::kNone) {
+    std::string content;
+    calls = ToolUses(s.tool_format, answer, &content);
+    out += ToolText(s, s.tool_text.Rest(s.tool_format, answer, content, !calls.empty()));
+  }
   if (s.blocks == 0 && calls.empty()) {  // an empty message still has its text block
     out += ContentBlockStartEvent(s.blocks++);
     s.text_open = true;
@@ -140,16 +179,18 @@ std::string EndWithTools(MessagesStream& s, const CompletionResult& result, Stop
 // Writes whatever is ready; false (a failed write) makes cpp-httplib drop the connection.
 bool WriteMessagesStream(MessagesStream& s, httplib::DataSink& sink) {
   std::string out;
-  const bool tools = s.tool_format != ToolCallFormat::kNone;
   if (!s.started) {
     s.started = true;
-    out = MessageStartEvent(s.meta, s.prompt_tokens) + (tools ? "" : ContentBlockStartEvent()) +
+    out = MessageStartEvent(s.meta, s.prompt_tokens) + (s.lazy() ? "" : ContentBlockStartEvent()) +
           PingEvent();
   }
   auto on_text = [&](const std::vector<std::string>& pieces) {
     for (const std::string& piece : pieces) {
-      if (tools) {
-        out += ReleaseText(s, piece);
+      if (s.split) {
+        ReasoningSplitter::Delta d = s.splitter.Add(piece);
+        out += ThinkingText(s, d.reasoning) + AnswerText(s, d.content);
+      } else if (s.lazy()) {
+        out += AnswerText(s, piece);
       } else if (!piece.empty()) {
         out += TextDeltaEvent(piece);
       }
@@ -163,13 +204,18 @@ bool WriteMessagesStream(MessagesStream& s, httplib::DataSink& sink) {
     s.server->Observe(s.tenant, result);
     const std::string generated = s.server->engine().model().tokenizer().Decode(result.tokens);
     const StopInfo stop = StopOf(result, generated, s.stops);
-    out += tools ? EndWithTools(s, result, stop) : MessageEndEvents(result, stop);
+    if (s.split) {
+      ReasoningSplitter::Delta d = s.splitter.Finish();
+      out += ThinkingText(s, d.reasoning) + AnswerText(s, d.content);
+    }
+    out += s.lazy() ? EndBlocks(s, result, s.split ? s.answer : result.text, stop)
+                    : MessageEndEvents(result, stop);
   };
   return PollAndWrite<std::string>(*s.channel, out, PingEvent(), sink, on_text, on_end);
 }
 
 void StartStream(Call& call, MessageMeta meta, const AnthropicRequest& r, CompletionRequest creq,
-                 ToolCallFormat tool_format) {
+                 ToolCallFormat tool_format, ReasoningMode reasoning) {
   auto s = std::make_shared<MessagesStream>();
   s->server = &call.server;
   s->channel = std::make_shared<TextChannel>();
@@ -178,6 +224,8 @@ void StartStream(Call& call, MessageMeta meta, const AnthropicRequest& r, Comple
   s->prompt_tokens = static_cast<int>(creq.prompt.size());
   s->stops = r.stop_sequences;
   s->tool_format = tool_format;
+  s->split = reasoning.split;
+  s->splitter = ReasoningSplitter(reasoning);
   creq.on_text = [ch = s->channel](const std::string& piece) { return ch->Push(piece); };
   Result<std::shared_ptr<RequestHandle>> handle = call.engine().Submit(std::move(creq));
   if (!handle.ok()) return call.Fail(handle.status());
@@ -195,6 +243,11 @@ void HandleMessages(Call& call) {
       r.tools_offered() ? call.server.encoder().tool_format() : ToolCallFormat::kNone;
   std::shared_ptr<const Grammar> grammar;
   if (!err) err = ApplyMessagesToolChoice(tool_format, r, &grammar);
+  if (!err && grammar && r.grammar) {
+    err = ApiError::BadRequest("'grammar' and 'tool_choice' both constrain the output: give one",
+                               "grammar");
+  }
+  if (!grammar) grammar = r.grammar;
   const bool segments = call.server.Segments(r.cache_segments);
   if (!err && r.recompute >= 0 && !segments) {
     err = ApiError::BadRequest(
@@ -216,7 +269,12 @@ void HandleMessages(Call& call) {
   creq.cache_namespace = call.Namespace("");  // no cache_salt in this API
   creq.tenant = call.tenant();
   MessageMeta meta{MessageId(), r.model};
-  if (r.stream) return StartStream(call, std::move(meta), r, std::move(creq), tool_format);
+  // A model that thinks: its thinking is a thinking block (always split: this API has no
+  // reasoning_format).
+  const ReasoningMode reasoning{call.server.encoder().thinking(), prompt->opens_thinking};
+  if (r.stream) {
+    return StartStream(call, std::move(meta), r, std::move(creq), tool_format, reasoning);
+  }
 
   creq.on_text = call.StopsWithServer();
   Result<std::shared_ptr<RequestHandle>> handle = call.engine().Submit(std::move(creq));
@@ -226,11 +284,19 @@ void HandleMessages(Call& call) {
   call.server.Observe(call.tenant(), result);
   const std::string generated = call.engine().model().tokenizer().Decode(result.tokens);
   StopInfo stop = StopOf(result, generated, r.stop_sequences);
-  if (tool_format == ToolCallFormat::kNone) return call.Send(MessageBody(meta, result, stop));
-  std::string text;
-  const std::vector<ToolUseBlock> calls = ToolUses(tool_format, result.text, &text);
+  if (tool_format == ToolCallFormat::kNone && !reasoning.split) {
+    return call.Send(MessageBody(meta, result, stop));
+  }
+  const SplitOutput split = SplitReasoning(reasoning, result.text);
+  std::optional<ThinkingBlock> thinking;
+  if (!split.reasoning.empty()) {
+    thinking = ThinkingBlock{split.reasoning, ThinkingSignature(split.reasoning)};
+  }
+  std::string text = split.content;
+  std::vector<ToolUseBlock> calls;
+  if (tool_format != ToolCallFormat::kNone) calls = ToolUses(tool_format, split.content, &text);
   StopForTools(calls, &stop);
-  call.Send(MessageBody(meta, result, stop, text, calls));
+  call.Send(MessageBody(meta, result, stop, text, calls, thinking));
 }
 
 void HandleCountTokens(Call& call) {

@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <ctime>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -127,6 +128,12 @@ class PromptEncoder {
   bool thinking() const { return thinking_; }
   bool reads_enable_thinking() const { return reads_enable_thinking_; }
   bool reads_reasoning_effort() const { return reads_reasoning_effort_; }
+  // The variables that switch thinking on or off (Anthropic's `thinking`, Ollama's `think`):
+  // {"enable_thinking": on} for a template that reads it; null when unset or no switch.
+  nlohmann::ordered_json ThinkingSwitch(std::optional<bool> on) const {
+    if (!on || !reads_enable_thinking_) return nullptr;
+    return {{"enable_thinking", *on}};
+  }
   // RequestTemplateVariables for this template.
   nlohmann::ordered_json RequestVariables(const ApiRequest& request) const {
     return RequestTemplateVariables(request, reads_reasoning_effort_);
