@@ -287,7 +287,7 @@ void HandleMessages(Call& call) {
   if (tool_format == ToolCallFormat::kNone && !reasoning.split) {
     return call.Send(MessageBody(meta, result, stop));
   }
-  const SplitOutput split = SplitReasoning(reasoning, result.text);
+  const ReasoningSplit split = SplitReasoning(reasoning, result.text);
   std::optional<ThinkingBlock> thinking;
   if (!split.reasoning.empty()) {
     thinking = ThinkingBlock{split.reasoning, ThinkingSignature(split.reasoning)};

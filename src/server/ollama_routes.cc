@@ -265,7 +265,7 @@ void HandleOllama(Call& call, bool chat) {
   const CompletionResult result = call.Await(*handle);
   if (!result.status.ok()) return call.Fail(result.status);
   server.Observe(tenant, result);
-  const SplitOutput split = SplitReasoning(reasoning, result.text);
+  const ReasoningSplit split = SplitReasoning(reasoning, result.text);
   ParsedOutput parsed{split.content, {}};
   if (format != ToolCallFormat::kNone) parsed = ParseToolCalls(format, split.content);
   ojson j = Reply(r.model, chat, parsed.content, parsed.calls, split.reasoning);

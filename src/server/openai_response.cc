@@ -31,7 +31,7 @@ ojson Usage(const ResponseMeta& meta, const CompletionResult& r) {
     int reasoning = 0;
     if (meta.reasoning.split && meta.token_bytes) {
       for (const CompletionChoice& c : Choices(r)) {
-        const SplitOutput split = SplitReasoning(meta.reasoning, c.text);
+        const ReasoningSplit split = SplitReasoning(meta.reasoning, c.text);
         reasoning += ReasoningTokens(c.tokens, meta.token_bytes, split.reasoning_end);
       }
     }
@@ -276,7 +276,7 @@ std::string CompletionBody(const ResponseMeta& meta, const CompletionResult& res
     if (meta.kind == ApiKind::kChat) {
       // The answer without the thinking, read for calls; its content is the text itself, but for
       // a format's marker before it (Functionary).
-      const SplitOutput split = SplitReasoning(meta.reasoning, c.text);
+      const ReasoningSplit split = SplitReasoning(meta.reasoning, c.text);
       const ParsedOutput parsed = ParseToolCalls(meta.tool_format, split.content);
       choice["message"] = {
           {"role", "assistant"}, {"content", parsed.content}, {"refusal", nullptr}};

@@ -140,12 +140,12 @@ ReasoningSplitter::Delta ReasoningSplitter::Finish() {
   return out;
 }
 
-SplitOutput SplitReasoning(ReasoningMode mode, std::string_view text) {
+ReasoningSplit SplitReasoning(ReasoningMode mode, std::string_view text) {
   ReasoningSplitter splitter(mode);
   ReasoningSplitter::Delta a = splitter.Add(text);
   const size_t end = splitter.reasoning_end();
   ReasoningSplitter::Delta b = splitter.Finish();
-  SplitOutput out;
+  ReasoningSplit out;
   out.reasoning = std::move(a.reasoning) + b.reasoning;
   out.content = std::move(a.content) + b.content;
   out.has_reasoning = splitter.has_reasoning();

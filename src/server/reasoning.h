@@ -35,7 +35,7 @@ struct ReasoningMode {
   bool starts_open = false;  // the prompt opened the thinking (PromptOpensThinking)
 };
 
-struct SplitOutput {
+struct ReasoningSplit {
   std::string reasoning;
   std::string content;
   bool has_reasoning = false;  // a thinking block was seen (opened), even if empty
@@ -58,7 +58,7 @@ class ReasoningSplitter {
   Delta Finish();
 
   bool has_reasoning() const { return opened_; }
-  // Bytes of the output read so far that belong to the thinking (SplitOutput::reasoning_end).
+  // Bytes of the output read so far that belong to the thinking (ReasoningSplit::reasoning_end).
   size_t reasoning_end() const { return state_ == State::kThinking ? consumed_ : reasoning_end_; }
 
  private:
@@ -80,6 +80,6 @@ class ReasoningSplitter {
 };
 
 // The whole output at once: the same as Add(text) then Finish().
-SplitOutput SplitReasoning(ReasoningMode mode, std::string_view text);
+ReasoningSplit SplitReasoning(ReasoningMode mode, std::string_view text);
 
 }  // namespace promptcache

@@ -42,7 +42,7 @@ TEST(Reasoning, PromptOpensThinkingAtItsEnd) {
 }
 
 TEST(Reasoning, SplitsAWholeOutput) {
-  SplitOutput s = SplitReasoning(kSplit, "<think>\nLet me see.\n</think>\n\nThe answer.");
+  ReasoningSplit s = SplitReasoning(kSplit, "<think>\nLet me see.\n</think>\n\nThe answer.");
   EXPECT_TRUE(s.has_reasoning);
   EXPECT_EQ(s.reasoning, "Let me see.");
   EXPECT_EQ(s.content, "The answer.");
@@ -102,7 +102,7 @@ TEST(Reasoning, SplitsAWholeOutput) {
 
 // Every way of cutting `text` into three pieces streams to the same split as the whole.
 void ExpectStreamMatchesWhole(ReasoningMode mode, const std::string& text) {
-  const SplitOutput whole = SplitReasoning(mode, text);
+  const ReasoningSplit whole = SplitReasoning(mode, text);
   for (size_t i = 0; i <= text.size(); ++i) {
     for (size_t j = i; j <= text.size(); ++j) {
       ReasoningSplitter s(mode);
@@ -156,7 +156,7 @@ TEST(Reasoning, ToolCallsAreReadFromTheAnswerOnly) {
   const std::string text =
       "<think>I could write <tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>"
       "</think>\n\n<tool_call>\n{\"name\": \"b\", \"arguments\": {\"x\": 1}}\n</tool_call>";
-  const SplitOutput s = SplitReasoning(kSplit, text);
+  const ReasoningSplit s = SplitReasoning(kSplit, text);
   const ParsedOutput parsed = ParseToolCalls(ToolCallFormat::kHermes, s.content);
   ASSERT_EQ(parsed.calls.size(), 1u);
   EXPECT_EQ(parsed.calls[0].name, "b");

@@ -247,3 +247,47 @@ test('hostile input: clear 400s, an unclosed <think> is all reasoning, a lone </
   }
   assert.ok(server.alive());
 });
+
+// The Responses API: the thinking is a reasoning item (reasoning_text content) before the message.
+test('Responses API: a reasoning item before the message, streamed the same; stored thinking goes back', async () => {
+  const base = { model: MODEL, input: 'What is 2+2?', temperature: 0, max_output_tokens: 256 };
+  const r = await client.responses.create({ ...base, grammar: exactly(OUTPUT) });
+  assert.deepEqual(r.output.map((o) => o.type), ['reasoning', 'message']);
+  assert.deepEqual(r.output[0].content, [{ type: 'reasoning_text', text: THINKING }]);
+  assert.deepEqual(r.output[0].summary, []);
+  assert.equal(r.output_text, ANSWER);
+  const chat = await ask();
+  assert.equal(r.usage.output_tokens_details.reasoning_tokens,
+    chat.usage.completion_tokens_details.reasoning_tokens);
+
+  const stream = client.responses.stream({ ...base, grammar: exactly(OUTPUT) });
+  let deltas = 0;
+  stream.on('response.reasoning_text.delta', () => deltas++);
+  const final = await stream.finalResponse();
+  assert.ok(deltas > 1, 'the thinking streams in pieces');
+  const items = (res) => res.output.map((o) => [o.type, o.status, o.content.map((c) => [c.type, c.text])]);
+  assert.deepEqual(items(final), items(r));
+  assert.equal(final.output_text, ANSWER);
+
+  // A call after thinking, continued with previous_response_id: the stored turn's thinking reaches
+  // the template, as the same conversation sent to the chat route with reasoning_content.
+  const tools = [{ type: 'function', name: 'add', description: 'Adds',
+    parameters: TOOLS[0].function.parameters }];
+  const first = await client.responses.create({ ...base, tools,
+    grammar: exactly(`<think>\nUse the tool.\n</think>\n\n${CALL}`) });
+  assert.deepEqual(first.output.map((o) => o.type), ['reasoning', 'function_call']);
+  const fc = first.output[1];
+  const second = await client.responses.create({ ...base, tools, previous_response_id: first.id,
+    input: [{ type: 'function_call_output', call_id: fc.call_id, output: '4' }], max_output_tokens: 1 });
+  const same = await ask({ tools: TOOLS, max_tokens: 1, grammar: undefined, messages: [...USER,
+    { role: 'assistant', content: '', reasoning_content: 'Use the tool.',
+      tool_calls: [{ id: fc.call_id, type: 'function', function: { name: 'add', arguments: fc.arguments } }] },
+    { role: 'tool', tool_call_id: fc.call_id, content: '4' }] });
+  assert.equal(second.usage.input_tokens, same.usage.prompt_tokens);
+
+  for (const [reasoning, param] of [[{ effort: 'low' }, 'reasoning.effort'], [{ summary: 'auto' }, 'reasoning.summary']]) {
+    const e = await server.json('POST', '/v1/responses', { ...base, reasoning });
+    assert.equal(e.status, 400);
+    assert.equal(e.body.error.param, param);
+  }
+});
