@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "grammar/grammar.h"
+#include "server/anthropic_request_parts.h"
 #include "server/json_fields.h"
 #include "server/tool_request.h"
 
@@ -19,6 +20,7 @@ using json_fields::Find;
 using json_fields::Guarded;
 using json_fields::json;
 using json_fields::MaybeError;
+using json_fields::OnlyKeys;
 using json_fields::ParseObject;
 using json_fields::ReadFloat;
 using json_fields::ReadInt;
@@ -51,48 +53,6 @@ MaybeError CheckFields(const json& obj, bool count_tokens) {
                               s == FieldSupport::kOffValueOnly
                         : s != FieldSupport::kRefused;
     if (!ok) return Unsupported(key, "'" + key + "'");
-  }
-  return std::nullopt;
-}
-
-MaybeError OnlyKeys(const json& obj, const std::string& param,
-                    std::initializer_list<std::string_view> keys);
-
-// `thinking`: enabled (with budget_tokens), adaptive (display summarized) or disabled.
-// count_tokens reads it too (it changes the prompt), but not the budget's bound.
-MaybeError ReadThinking(const json& obj, AnthropicRequest* out, bool check_budget) {
-  const json* t = Find(obj, "thinking");
-  if (t == nullptr) return std::nullopt;
-  if (!t->is_object()) return WrongType("thinking", "an object", *t);
-  const json* type = Find(*t, "type");
-  if (type == nullptr || !type->is_string()) {
-    return ApiError::BadRequest("'thinking.type' must be a string", "thinking.type");
-  }
-  if (*type == "disabled") {
-    PC_RETURN_IF_API_ERROR(OnlyKeys(*t, "thinking", {"type"}));
-    out->thinking = false;
-  } else if (*type == "adaptive") {
-    PC_RETURN_IF_API_ERROR(OnlyKeys(*t, "thinking", {"type", "display"}));
-    if (const json* d = Find(*t, "display"); d != nullptr && *d != "summarized") {
-      return Unsupported("thinking.display", "'thinking.display' other than \"summarized\"");
-    }
-    out->thinking = true;
-  } else if (*type == "enabled") {
-    PC_RETURN_IF_API_ERROR(OnlyKeys(*t, "thinking", {"type", "budget_tokens"}));
-    std::optional<int64_t> budget;
-    PC_RETURN_IF_API_ERROR(json_fields::ReadInt(*t, "budget_tokens", 1024, 1 << 30, &budget));
-    if (!budget) {
-      return ApiError::BadRequest("'thinking.budget_tokens' is required (at least 1024)",
-                                  "thinking.budget_tokens");
-    }
-    if (check_budget && *budget >= out->max_tokens) {
-      return ApiError::BadRequest("'thinking.budget_tokens' must be less than 'max_tokens'",
-                                  "thinking.budget_tokens");
-    }
-    out->thinking = true;
-    out->thinking_budget = static_cast<int>(*budget);
-  } else {
-    return Unsupported("thinking.type", "thinking of type '" + type->get<std::string>() + "'");
   }
   return std::nullopt;
 }
@@ -134,15 +94,6 @@ MaybeError AddBreakpoint(const json* cc, const std::string& param, size_t messag
   b.message = message;
   b.content_end = content_end;
   out->breakpoints.push_back(b);
-  return std::nullopt;
-}
-
-MaybeError OnlyKeys(const json& obj, const std::string& param,
-                    std::initializer_list<std::string_view> keys) {
-  for (const auto& [key, value] : obj.items()) {
-    if (value.is_null() || std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
-    return Unsupported(param + "." + key, "'" + param + "." + key + "'");
-  }
   return std::nullopt;
 }
 
@@ -327,22 +278,6 @@ MaybeError ReadToolUse(const json& block, const ojson& ordered, const std::strin
   return std::nullopt;
 }
 
-// An assistant's thinking block: its text joins the message's reasoning_content (the template's
-// field for earlier thinking). The signature is not checked (docs/server.md); a redacted block's
-// data cannot be read back and is dropped.
-MaybeError ReadThinkingBlock(const json& block, const std::string& param, ApiMessage* msg) {
-  if (block["type"] == "redacted_thinking") return OnlyKeys(block, param, {"type", "data"});
-  PC_RETURN_IF_API_ERROR(OnlyKeys(block, param, {"type", "thinking", "signature"}));
-  const json* text = Find(block, "thinking");
-  if (text == nullptr || !text->is_string()) {
-    return ApiError::BadRequest("'" + param + ".thinking' must be a string", param + ".thinking");
-  }
-  std::string joined = msg->reasoning_content.value_or("");
-  if (!joined.empty()) joined += "\n";
-  msg->reasoning_content = joined + text->get<std::string>();
-  return std::nullopt;
-}
-
 // One content block: its text appended to msg->content; a cache_control breakpoint recorded.
 MaybeError ReadBlock(const json& block, const std::string& param, size_t message, ApiMessage* msg,
                      AnthropicRequest* out) {
@@ -397,7 +332,7 @@ MaybeError ReadContent(const json& v, const ojson* ordered, const std::string& p
     other_blocks = true;
     if (type != nullptr && (*type == "thinking" || *type == "redacted_thinking") &&
         msg->role == "assistant") {
-      PC_RETURN_IF_API_ERROR(ReadThinkingBlock(v[i], p, msg));
+      PC_RETURN_IF_API_ERROR(anthropic_request::ReadThinkingBlock(v[i], p, msg));
       continue;
     }
     if (type != nullptr && *type == "tool_use" && msg->role == "assistant") {
@@ -551,10 +486,11 @@ MaybeError Parse(std::string_view body, const RequestLimits* limits, AnthropicRe
   }
   PC_RETURN_IF_API_ERROR(ReadTools(obj, ordered, out));
   PC_RETURN_IF_API_ERROR(ReadMessages(obj, ordered, out));
-  if (limits == nullptr) return ReadThinking(obj, out, /*check_budget=*/false);  // count_tokens
+  if (limits == nullptr)
+    return anthropic_request::ReadThinking(obj, out, /*check_budget=*/false);  // count_tokens
   const int64_t hi = limits->max_tokens_limit > 0 ? limits->max_tokens_limit : (1 << 30);
   PC_RETURN_IF_API_ERROR(ReadInt(obj, "max_tokens", 1, hi, true, &out->max_tokens));
-  PC_RETURN_IF_API_ERROR(ReadThinking(obj, out, /*check_budget=*/true));
+  PC_RETURN_IF_API_ERROR(anthropic_request::ReadThinking(obj, out, /*check_budget=*/true));
   PC_RETURN_IF_API_ERROR(ReadSegmentFields(obj, out));
   return ReadSamplingAndStops(obj, out);
 }
