@@ -265,7 +265,7 @@ test('Responses API: a reasoning item before the message, streamed the same; sto
   stream.on('response.reasoning_text.delta', () => deltas++);
   const final = await stream.finalResponse();
   assert.ok(deltas > 1, 'the thinking streams in pieces');
-  const items = (res) => res.output.map((o) => [o.type, o.status, o.content.map((c) => [c.type, c.text])]);
+  const items = (res) => res.output.map((o) => [o.type, o.status, (o.content ?? []).map((c) => [c.type, c.text])]);
   assert.deepEqual(items(final), items(r));
   assert.equal(final.output_text, ANSWER);
 
@@ -277,6 +277,10 @@ test('Responses API: a reasoning item before the message, streamed the same; sto
     grammar: exactly(`<think>\nUse the tool.\n</think>\n\n${CALL}`) });
   assert.deepEqual(first.output.map((o) => o.type), ['reasoning', 'function_call']);
   const fc = first.output[1];
+  const streamed = await client.responses.stream({ ...base, tools, store: false,
+    grammar: exactly(`<think>\nUse the tool.\n</think>\n\n${CALL}`) }).finalResponse();
+  assert.deepEqual(items(streamed), items(first));
+  assert.deepEqual(JSON.parse(streamed.output[1].arguments), JSON.parse(fc.arguments));
   const second = await client.responses.create({ ...base, tools, previous_response_id: first.id,
     input: [{ type: 'function_call_output', call_id: fc.call_id, output: '4' }], max_output_tokens: 1 });
   const same = await ask({ tools: TOOLS, max_tokens: 1, grammar: undefined, messages: [...USER,
