@@ -67,7 +67,8 @@ struct AnthropicRequest {
   std::optional<bool> cache_segments;
   double recompute = -1;
   // `thinking`: enabled or adaptive (true), disabled (false); unset: not given. budget_tokens
-  // (enabled: at least 1024 and below max_tokens, as Anthropic requires; 0 otherwise).
+  // (enabled: at least 1024 and below max_tokens, as Anthropic requires; 0 otherwise), which the
+  // route enforces by closing the thinking (anthropic_routes.cc, ThinkingBudget).
   std::optional<bool> thinking;
   int thinking_budget = 0;
   // Extension: "grammar" (GBNF), as on the chat route (llama.cpp's field); null: none.

@@ -214,8 +214,71 @@ bool WriteMessagesStream(MessagesStream& s, httplib::DataSink& sink) {
   return PollAndWrite<std::string>(*s.channel, out, PingEvent(), sink, on_text, on_end);
 }
 
+// Anthropic's thinking budget (docs/server.md, "Thinking"): the first request generates at most
+// budget_tokens; when it stops there inside the thinking, the thinking is closed
+// ("\n</think>\n\n", as Qwen3 and the R1 distills write it) and a second request goes on from the
+// first's prompt, output and that text with what max_tokens leaves (the same sequence's prefix:
+// the cache serves it). Off with a grammar (a second request would start it over) and for a model
+// that does not think.
+struct ThinkingBudget {
+  int budget = 0;  // 0: not enforced
+  int max_tokens = 0;
+  ReasoningMode reasoning;
+  std::vector<int32_t> close_tokens;
+  static constexpr const char* kClose = "\n</think>\n\n";
+
+  // The continuation of `first` (whose request was `base`), or nullopt; *inserted: the text put
+  // between the two (the closing tag, or "").
+  std::optional<CompletionRequest> Next(const CompletionRequest& base,
+                                        const CompletionResult& first,
+                                        std::string* inserted) const {
+    inserted->clear();
+    if (budget <= 0 || first.finish_reason != "length") return std::nullopt;
+    const ReasoningSplit split = SplitReasoning(reasoning, first.text);
+    const bool open = split.has_reasoning && split.reasoning_end == first.text.size();
+    int left = max_tokens - static_cast<int>(first.tokens.size());
+    CompletionRequest c;
+    c.prompt = base.prompt;
+    c.prompt.insert(c.prompt.end(), first.tokens.begin(), first.tokens.end());
+    if (open) {
+      *inserted = kClose;
+      c.prompt.insert(c.prompt.end(), close_tokens.begin(), close_tokens.end());
+      left -= static_cast<int>(close_tokens.size());
+    }
+    if (left <= 0) return std::nullopt;
+    c.max_tokens = left;
+    c.sampling = base.sampling;
+    c.stop = base.stop;
+    c.cache_namespace = base.cache_namespace;
+    c.tenant = base.tenant;
+    return c;
+  }
+
+  // The two results as one message: the tokens and text of both with the inserted text between.
+  CompletionResult Join(CompletionResult first, CompletionResult second,
+                        const std::string& inserted) const {
+    if (!second.status.ok()) return second;
+    if (!inserted.empty()) {
+      first.tokens.insert(first.tokens.end(), close_tokens.begin(), close_tokens.end());
+    }
+    first.tokens.insert(first.tokens.end(), second.tokens.begin(), second.tokens.end());
+    first.text += inserted + second.text;
+    first.finish_reason = second.finish_reason;
+    if (!first.choices.empty()) {  // choices[0] repeats the fields above (one choice here)
+      first.choices.resize(1);
+      first.choices[0].tokens = first.tokens;
+      first.choices[0].text = first.text;
+      first.choices[0].finish_reason = first.finish_reason;
+    }
+    first.generation_ms += second.prompt_ms + second.generation_ms;
+    first.grammar_ms += second.grammar_ms;
+    return first;
+  }
+};
+
 void StartStream(Call& call, MessageMeta meta, const AnthropicRequest& r, CompletionRequest creq,
-                 ToolCallFormat tool_format, ReasoningMode reasoning) {
+                 ToolCallFormat tool_format, ReasoningMode reasoning,
+                 const ThinkingBudget& budget) {
   auto s = std::make_shared<MessagesStream>();
   s->server = &call.server;
   s->channel = std::make_shared<TextChannel>();
@@ -227,10 +290,35 @@ void StartStream(Call& call, MessageMeta meta, const AnthropicRequest& r, Comple
   s->split = reasoning.split;
   s->splitter = ReasoningSplitter(reasoning);
   creq.on_text = [ch = s->channel](const std::string& piece) { return ch->Push(piece); };
+  auto write = [s](httplib::DataSink& sink) { return WriteMessagesStream(*s, sink); };
+  if (budget.budget <= 0) {
+    Result<std::shared_ptr<RequestHandle>> handle = call.engine().Submit(std::move(creq));
+    if (!handle.ok()) return call.Fail(handle.status());
+    return call.StreamEvents(*handle, s->channel, write);
+  }
+  // The continuation's text follows the first's on the same channel, the closing tag first.
+  auto base = std::make_shared<CompletionRequest>(creq);
+  base->on_text = nullptr;
   Result<std::shared_ptr<RequestHandle>> handle = call.engine().Submit(std::move(creq));
   if (!handle.ok()) return call.Fail(handle.status());
-  call.StreamEvents(*handle, s->channel,
-                    [s](httplib::DataSink& sink) { return WriteMessagesStream(*s, sink); });
+  auto inserted = std::make_shared<std::string>();
+  Engine* engine = &call.engine();
+  ServerContext* server = &call.server;
+  auto next = [budget, base, inserted, engine, server,
+               ch = s->channel](const CompletionResult& first) -> std::shared_ptr<RequestHandle> {
+    std::optional<CompletionRequest> c = budget.Next(*base, first, inserted.get());
+    if (!c) return nullptr;
+    if (!inserted->empty() && !ch->Push(*inserted)) return nullptr;
+    c->on_text = [ch, server](const std::string& piece) {
+      return ch->Push(piece) && !server->stopping();
+    };
+    Result<std::shared_ptr<RequestHandle>> h = engine->Submit(std::move(*c));
+    return h.ok() ? *h : nullptr;
+  };
+  auto join = [budget, inserted](CompletionResult a, CompletionResult b) {
+    return budget.Join(std::move(a), std::move(b), *inserted);
+  };
+  call.StreamEvents(*handle, s->channel, write, next, join);
 }
 
 }  // namespace
@@ -272,15 +360,31 @@ void HandleMessages(Call& call) {
   // A model that thinks: its thinking is a thinking block (always split: this API has no
   // reasoning_format).
   const ReasoningMode reasoning{call.server.encoder().thinking(), prompt->opens_thinking};
+  ThinkingBudget budget;
+  if (r.thinking_budget > 0 && reasoning.split && !grammar) {
+    budget = {r.thinking_budget, r.max_tokens, reasoning,
+              call.engine().model().tokenizer().Encode(ThinkingBudget::kClose, false)};
+    creq.max_tokens = std::min(r.max_tokens, r.thinking_budget);
+  }
   if (r.stream) {
-    return StartStream(call, std::move(meta), r, std::move(creq), tool_format, reasoning);
+    return StartStream(call, std::move(meta), r, std::move(creq), tool_format, reasoning, budget);
   }
 
   creq.on_text = call.StopsWithServer();
+  CompletionRequest base;  // with a budget: what a continuation copies (the prompt)
+  if (budget.budget > 0) base = creq;
   Result<std::shared_ptr<RequestHandle>> handle = call.engine().Submit(std::move(creq));
   if (!handle.ok()) return call.Fail(handle.status());
-  const CompletionResult result = call.Await(*handle);
+  CompletionResult result = call.Await(*handle);
   if (!result.status.ok()) return call.Fail(result.status);
+  std::string inserted;
+  if (std::optional<CompletionRequest> c = budget.Next(base, result, &inserted)) {
+    c->on_text = call.StopsWithServer();
+    Result<std::shared_ptr<RequestHandle>> second = call.engine().Submit(std::move(*c));
+    if (!second.ok()) return call.Fail(second.status());
+    result = budget.Join(std::move(result), call.Await(*second), inserted);
+    if (!result.status.ok()) return call.Fail(result.status);
+  }
   call.server.Observe(call.tenant(), result);
   const std::string generated = call.engine().model().tokenizer().Decode(result.tokens);
   StopInfo stop = StopOf(result, generated, r.stop_sequences);

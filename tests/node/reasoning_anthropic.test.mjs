@@ -5,12 +5,16 @@
 // signature_delta, content_block_stop, then the text block) and stream().finalMessage() equal to
 // the non-streamed message; `thinking` disabled switching Qwen3's enable_thinking; thinking blocks
 // sent back reaching the template; a tool_use after thinking; clear 400s.
+// budget_tokens closing the thinking (a second request continues after "</think>").
 // Mutations caught (each made in the code, seen failing here, reverted): the stream's splitter
 // not fed (no thinking block streamed); ThinkingSwitch ignoring the request (disabled renders the
-// same prompt); thinking blocks dropped on the way in (count_tokens unchanged).
+// same prompt); thinking blocks dropped on the way in (count_tokens unchanged); the budget not
+// applied (one thinking block to max_tokens).
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
+import path from 'node:path';
 import Anthropic from '@anthropic-ai/sdk';
+import { SHARED } from './server.mjs';
 import { startReasoningServer, exactly, MODEL, THINKING, ANSWER, OUTPUT } from './reasoning_model.mjs';
 
 let server, client;
@@ -121,4 +125,27 @@ test('hostile input: clear 400s; an unclosed thinking is one thinking block', as
   const final = await client.messages.stream(cut).finalMessage();
   assert.deepEqual(final.content, m.content);
   assert.ok(server.alive());
+});
+
+test('budget_tokens closes the thinking: the answer follows within max_tokens', async () => {
+  // The R1 distills' template opens the thinking in the prompt, and the random model, unforced,
+  // never closes it: without the budget the whole output would be one thinking block.
+  const r1 = await startReasoningServer(['--chat-template',
+    path.join(SHARED, 'templates', 'deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja')]);
+  const c = new Anthropic({ baseURL: r1.url, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
+  const body = { model: MODEL, max_tokens: 1100, temperature: 0, messages: USER,
+    thinking: { type: 'enabled', budget_tokens: 1024 } };
+  const m = await c.messages.create(body);
+  assert.deepEqual(m.content.map((b) => b.type), ['thinking', 'text']);
+  assert.ok(m.content[1].text.length > 0);
+  assert.equal(m.usage.output_tokens, 1100);
+  assert.equal(m.stop_reason, 'max_tokens');
+  const final = await c.messages.stream(body).finalMessage();
+  assert.deepEqual(final.content, m.content);
+  assert.equal(final.usage.output_tokens, 1100);
+  // No room left after the budget for the closing tag and an answer: one thinking block.
+  const full = await c.messages.create({ ...body, max_tokens: 1025 });
+  assert.deepEqual(full.content.map((b) => b.type), ['thinking']);
+  assert.equal(full.usage.output_tokens, 1024);
+  await r1.stop();
 });
