@@ -3,15 +3,16 @@
 import { state, api, el } from './util.js';
 import { legend, renderCacheMap } from './cachemap.js';
 
-// Streams a completion (chat or text) as Server-Sent Events. Returns the text, the timings,
-// the cache map and the finish reason of the last chunk.
-export async function streamCompletion(path, body, { onText, signal } = {}) {
+// Streams a completion (chat or text) as Server-Sent Events. Returns the text, a thinking
+// model's reasoning (delta.reasoning_content), the timings, the cache map and the finish reason
+// of the last chunk.
+export async function streamCompletion(path, body, { onText, onReasoning, signal } = {}) {
   const r = await api(path, { method: 'POST', json: { ...body, stream: true, cache_map: true }, signal });
   if (!r.ok) {
     const j = await r.json().catch(() => ({}));
     throw new Error(j.error?.message || `HTTP ${r.status}`);
   }
-  const out = { text: '', timings: null, cache_map: null, finish_reason: null };
+  const out = { text: '', reasoning: '', timings: null, cache_map: null, finish_reason: null };
   const reader = r.body.getReader();
   const decoder = new TextDecoder();
   let buf = '';
@@ -34,6 +35,11 @@ export async function streamCompletion(path, body, { onText, signal } = {}) {
         if (piece) {
           out.text += piece;
           onText?.(piece, out.text);
+        }
+        const thought = c?.delta?.reasoning_content;
+        if (thought) {
+          out.reasoning += thought;
+          onReasoning?.(thought, out.reasoning);
         }
         if (c?.finish_reason) out.finish_reason = c.finish_reason;
         if (j.timings) out.timings = j.timings;
@@ -83,6 +89,10 @@ async function send(e) {
   addMessage('user', content);
   const li = addMessage('assistant', '');
   const textEl = li.querySelector('.text');
+  // A thinking model's reasoning, shown above its answer as it comes.
+  const thinkingEl = el('div', { class: 'thinking' });
+  thinkingEl.hidden = true;
+  textEl.before(thinkingEl);
   controller = new AbortController();
   document.getElementById('send').disabled = true;
   document.getElementById('stop').disabled = false;
@@ -90,8 +100,10 @@ async function send(e) {
   try {
     const r = await streamCompletion('/v1/chat/completions',
         { model: state.model, messages, ...samplingSettings() },
-        { signal: controller.signal, onText: (_, all) => { textEl.textContent = all; } });
-    history.push({ role: 'user', content }, { role: 'assistant', content: r.text });
+        { signal: controller.signal, onText: (_, all) => { textEl.textContent = all; },
+          onReasoning: (_, all) => { thinkingEl.hidden = false; thinkingEl.textContent = all; } });
+    history.push({ role: 'user', content }, { role: 'assistant', content: r.text,
+                                               ...(r.reasoning ? { reasoning_content: r.reasoning } : {}) });
     if (r.cache_map) li.append(renderCacheMap(r.cache_map, r.timings));
     li.dataset.done = '1';
     status.textContent = r.finish_reason ? `finished: ${r.finish_reason}` : '';

@@ -7,7 +7,9 @@ The request is turned into the template's variables here, independently of promp
 OpenAI-compatible servers built on Hugging Face transformers do (vLLM): "developer" is read as
 "system", text parts are joined, an assistant's tool-call arguments that are a JSON object's text
 become that object (templates index into them or write them with tojson), `tools` is passed
-unless tool_choice is "none" (or the list is empty), and add_generation_prompt is on. A template
+unless tool_choice is "none" (or the list is empty), and add_generation_prompt is on; an
+assistant's reasoning_content is its message's field of that name, and chat_template_kwargs are
+further variables (as vLLM passes them). A template
 that refuses object arguments (it concatenates them as text: Functionary v3.2) is rendered again
 with each object as its compact JSON text, as llama.cpp does for such templates. FireFunction v2's
 template reads `functions` (the offered tools as JSON indented by 2, "" for none) and `datetime`
@@ -60,6 +62,8 @@ def convert_message(m):
             converted.append({"id": c["id"], "type": "function",
                               "function": {"name": c["function"]["name"], "arguments": args}})
         out["tool_calls"] = converted
+    if m.get("reasoning_content") is not None:
+        out["reasoning_content"] = m["reasoning_content"]
     if m["role"] == "tool":
         out["tool_call_id"] = m["tool_call_id"]
         if m.get("name") is not None:
@@ -69,9 +73,12 @@ def convert_message(m):
 
 def variables(case):
     body = case["body"]
-    v = {"messages": [convert_message(m) for m in body["messages"]],
+    # chat_template_kwargs: further variables, as vLLM passes them to apply_chat_template; the
+    # ones set here win.
+    v = dict(body.get("chat_template_kwargs") or {})
+    v.update({"messages": [convert_message(m) for m in body["messages"]],
          "add_generation_prompt": True,
-         "bos_token": case["bos_token"], "eos_token": case["eos_token"]}
+         "bos_token": case["bos_token"], "eos_token": case["eos_token"]})
     tools = body.get("tools")
     if tools and body.get("tool_choice") != "none":
         v["tools"] = tools

@@ -7,6 +7,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "grammar/grammar.h"
+#include "server/anthropic_request_parts.h"
 #include "server/json_fields.h"
 #include "server/tool_request.h"
 
@@ -18,6 +20,7 @@ using json_fields::Find;
 using json_fields::Guarded;
 using json_fields::json;
 using json_fields::MaybeError;
+using json_fields::OnlyKeys;
 using json_fields::ParseObject;
 using json_fields::ReadFloat;
 using json_fields::ReadInt;
@@ -27,15 +30,13 @@ using json_fields::WrongType;
 // Top-level fields (MessagesFieldSupport). count_tokens reads a subset of the implemented ones.
 // "cache_segments" and "recompute" are this server's extensions (segments, docs/server.md).
 constexpr std::string_view kImplemented[] = {
-    "model", "max_tokens",  "messages",       "system",   "temperature",
-    "top_p", "top_k",       "stop_sequences", "stream",   "metadata",
-    "tools", "tool_choice", "cache_segments", "recompute"};
-constexpr std::string_view kCountTokensFields[] = {"model", "messages", "system", "tools",
-                                                   "tool_choice"};
+    "model",          "max_tokens",     "messages", "system",   "temperature", "top_p",
+    "top_k",          "stop_sequences", "stream",   "metadata", "tools",       "tool_choice",
+    "cache_segments", "recompute",      "thinking", "grammar"};
+constexpr std::string_view kCountTokensFields[] = {"model", "messages",    "system",
+                                                   "tools", "tool_choice", "thinking"};
 // Meaningless here: the service tier of Anthropic's capacity.
 constexpr std::string_view kIgnored[] = {"service_tier"};
-// Accepted at the value that asks for nothing: thinking disabled.
-constexpr std::string_view kOffValueOnly[] = {"thinking"};
 
 using ojson = nlohmann::ordered_json;
 
@@ -52,16 +53,6 @@ MaybeError CheckFields(const json& obj, bool count_tokens) {
                               s == FieldSupport::kOffValueOnly
                         : s != FieldSupport::kRefused;
     if (!ok) return Unsupported(key, "'" + key + "'");
-  }
-  return std::nullopt;
-}
-
-MaybeError ReadOffValues(const json& obj) {
-  if (const json* thinking = Find(obj, "thinking")) {
-    const json* type = thinking->is_object() ? Find(*thinking, "type") : nullptr;
-    if (type == nullptr || *type != "disabled" || thinking->size() != 1) {
-      return Unsupported("thinking", "extended thinking ('thinking')");
-    }
   }
   return std::nullopt;
 }
@@ -103,15 +94,6 @@ MaybeError AddBreakpoint(const json* cc, const std::string& param, size_t messag
   b.message = message;
   b.content_end = content_end;
   out->breakpoints.push_back(b);
-  return std::nullopt;
-}
-
-MaybeError OnlyKeys(const json& obj, const std::string& param,
-                    std::initializer_list<std::string_view> keys) {
-  for (const auto& [key, value] : obj.items()) {
-    if (value.is_null() || std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
-    return Unsupported(param + "." + key, "'" + param + "." + key + "'");
-  }
   return std::nullopt;
 }
 
@@ -348,6 +330,11 @@ MaybeError ReadContent(const json& v, const ojson* ordered, const std::string& p
       continue;
     }
     other_blocks = true;
+    if (type != nullptr && (*type == "thinking" || *type == "redacted_thinking") &&
+        msg->role == "assistant") {
+      PC_RETURN_IF_API_ERROR(anthropic_request::ReadThinkingBlock(v[i], p, msg));
+      continue;
+    }
     if (type != nullptr && *type == "tool_use" && msg->role == "assistant") {
       static const ojson kNone;
       PC_RETURN_IF_API_ERROR(ReadToolUse(v[i], ordered != nullptr ? (*ordered)[i] : kNone, p, msg));
@@ -357,7 +344,11 @@ MaybeError ReadContent(const json& v, const ojson* ordered, const std::string& p
   }
   // An assistant turn that only calls tools has no content (the templates test for that); a user
   // turn of tool results only is those results.
-  if (!msg->tool_calls.is_null() && msg->content.empty()) msg->content_null = true;
+  // One with thinking keeps "" (Qwen3's template, which renders the thinking, strips the
+  // content as a string).
+  if (!msg->tool_calls.is_null() && msg->content.empty() && !msg->reasoning_content) {
+    msg->content_null = true;
+  }
   if (!other_blocks && !v.empty()) msg->role.clear();  // nothing left to push
   return std::nullopt;
 }
@@ -458,7 +449,8 @@ MaybeError ReadModel(const json& obj, std::string* out) {
   return std::nullopt;
 }
 
-// The segment extension: "cache_segments" (a boolean) and "recompute" (a share from 0 to 1).
+// The extensions: "cache_segments" (a boolean), "recompute" (a share from 0 to 1) and "grammar"
+// (GBNF text, compiled).
 MaybeError ReadSegmentFields(const json& obj, AnthropicRequest* out) {
   if (Find(obj, "cache_segments") != nullptr) {
     bool on = false;
@@ -471,6 +463,12 @@ MaybeError ReadSegmentFields(const json& obj, AnthropicRequest* out) {
     }
     out->recompute = v->get<double>();
   }
+  if (const json* v = Find(obj, "grammar")) {
+    if (!v->is_string()) return WrongType("grammar", "a string (GBNF)", *v);
+    Result<std::shared_ptr<const Grammar>> g = Grammar::Parse(v->get<std::string>());
+    if (!g.ok()) return ApiError::BadRequest("'grammar': " + g.status().message(), "grammar");
+    out->grammar = *g;
+  }
   return std::nullopt;
 }
 
@@ -480,7 +478,6 @@ MaybeError Parse(std::string_view body, const RequestLimits* limits, AnthropicRe
   PC_RETURN_IF_API_ERROR(ParseObject(body, &obj));
   PC_RETURN_IF_API_ERROR(CheckFields(obj, limits == nullptr));
   PC_RETURN_IF_API_ERROR(ReadModel(obj, &out->model));
-  PC_RETURN_IF_API_ERROR(ReadOffValues(obj));
   // Tools and tool_use inputs keep the client's key order, which the template renders and the
   // grammar follows: read from the body parsed once more, when it has any.
   ojson ordered;
@@ -489,9 +486,11 @@ MaybeError Parse(std::string_view body, const RequestLimits* limits, AnthropicRe
   }
   PC_RETURN_IF_API_ERROR(ReadTools(obj, ordered, out));
   PC_RETURN_IF_API_ERROR(ReadMessages(obj, ordered, out));
-  if (limits == nullptr) return std::nullopt;  // count_tokens
+  if (limits == nullptr)
+    return anthropic_request::ReadThinking(obj, out, /*check_budget=*/false);  // count_tokens
   const int64_t hi = limits->max_tokens_limit > 0 ? limits->max_tokens_limit : (1 << 30);
   PC_RETURN_IF_API_ERROR(ReadInt(obj, "max_tokens", 1, hi, true, &out->max_tokens));
+  PC_RETURN_IF_API_ERROR(anthropic_request::ReadThinking(obj, out, /*check_budget=*/true));
   PC_RETURN_IF_API_ERROR(ReadSegmentFields(obj, out));
   return ReadSamplingAndStops(obj, out);
 }
@@ -501,7 +500,6 @@ MaybeError Parse(std::string_view body, const RequestLimits* limits, AnthropicRe
 FieldSupport MessagesFieldSupport(std::string_view field) {
   if (Contains(kImplemented, field)) return FieldSupport::kImplemented;
   if (Contains(kIgnored, field)) return FieldSupport::kIgnored;
-  if (Contains(kOffValueOnly, field)) return FieldSupport::kOffValueOnly;
   return FieldSupport::kRefused;
 }
 
@@ -519,9 +517,11 @@ Result<AnthropicPrompt> BuildMessagesPrompt(const PromptEncoder& encoder,
                                             size_t max_tokens, bool segments) {
   AnthropicPrompt out;
   const ojson tools = request.tools_offered() ? request.tools : ojson();
+  const ojson variables = encoder.ThinkingSwitch(request.thinking);
   PC_ASSIGN_OR_RETURN(BuiltPrompt whole,
                       encoder.FromMessages(request.messages, /*add_generation_prompt=*/true, tools,
-                                           max_tokens, segments));
+                                           max_tokens, segments, variables));
+  out.opens_thinking = whole.opens_thinking;
   out.tokens = std::move(whole.tokens);
   out.segments = std::move(whole.segments);
   for (const AnthropicBreakpoint& b : request.breakpoints) {
@@ -530,8 +530,8 @@ Result<AnthropicPrompt> BuildMessagesPrompt(const PromptEncoder& encoder,
     std::vector<ApiMessage> prefix(request.messages.begin(),
                                    request.messages.begin() + b.message + 1);
     prefix.back().content.resize(b.content_end);
-    Result<BuiltPrompt> cut =
-        encoder.FromMessages(prefix, /*add_generation_prompt=*/false, tools, SIZE_MAX, segments);
+    Result<BuiltPrompt> cut = encoder.FromMessages(prefix, /*add_generation_prompt=*/false, tools,
+                                                   SIZE_MAX, segments, variables);
     // A template may refuse a conversation cut short: that breakpoint then pins nothing.
     if (!cut.ok()) continue;
     const size_t n = std::min(cut->tokens.size(), out.tokens.size());

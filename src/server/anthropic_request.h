@@ -4,9 +4,12 @@
 //
 // The request is read as strictly as the OpenAI routes read theirs: every field is one this
 // server implements, one it accepts as meaningless here (metadata, service_tier), one accepted
-// only at the value that asks for nothing (thinking disabled), or a 400 naming it.
-// Content is text and tool use: string contents, `text` blocks, an assistant's `tool_use` blocks
-// and a user's `tool_result` blocks; image, document and thinking blocks are refused by name.
+// only at the value that asks for nothing, or a 400 naming it.
+// Content is text, thinking and tool use: string contents, `text` blocks, an assistant's
+// `thinking` blocks (its reasoning_content; `redacted_thinking` ones are accepted and dropped),
+// `tool_use` blocks and a user's `tool_result` blocks; image and document blocks are refused by
+// name. `thinking` ({"type": "enabled", "budget_tokens"}, "adaptive" or "disabled") switches a
+// template's thinking where it has a switch (server/reasoning.h).
 // Tool use is the chat route's, translated: `tools` become OpenAI-shaped function tools (the
 // chat template's `tools`), tool_use blocks an assistant's tool_calls, tool_result blocks `tool`
 // messages, and tool_choice any / tool {name} the chat route's grammar for one call
@@ -63,6 +66,13 @@ struct AnthropicRequest {
   // server's; refused when segments are off).
   std::optional<bool> cache_segments;
   double recompute = -1;
+  // `thinking`: enabled or adaptive (true), disabled (false); unset: not given. budget_tokens
+  // (enabled: at least 1024 and below max_tokens, as Anthropic requires; 0 otherwise), which the
+  // route enforces by closing the thinking (anthropic_routes.cc, ThinkingBudget).
+  std::optional<bool> thinking;
+  int thinking_budget = 0;
+  // Extension: "grammar" (GBNF), as on the chat route (llama.cpp's field); null: none.
+  std::shared_ptr<const Grammar> grammar;
 };
 
 // POST /v1/messages. Returns the error to send, or nullopt when *out is valid.
@@ -87,6 +97,7 @@ struct AnthropicPrompt {
   // shares with the whole prompt) and its TTL, already scaled.
   std::vector<CompletionRequest::TimedPin> pins;
   std::vector<PromptSegment> segments;  // with segments on
+  bool opens_thinking = false;          // BuiltPrompt::opens_thinking
 };
 
 // Renders the request as the chat route renders its messages. `ttl_scale` multiplies each

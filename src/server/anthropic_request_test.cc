@@ -126,8 +126,7 @@ TEST(AnthropicRequest, UnknownFieldsAndBlocksAreRefusedByName) {
   for (const char* field :
        {"\"temprature\":1", "\"n\":2", "\"container\":\"c\"", "\"mcp_servers\":[{}]",
         "\"tools\":[{\"name\":\"t\"}]", "\"tool_choice\":{\"type\":\"any\"}",
-        "\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":1024}",
-        "\"metadata\":{\"other\":1}"}) {
+        "\"thinking\":{\"type\":\"between_tools\"}", "\"metadata\":{\"other\":1}"}) {
     const ApiError e = Error(Body(field));
     EXPECT_EQ(e.http_status, 400) << field;
     const std::string name = std::string(field).substr(1, std::string(field).find('"', 1) - 1);
@@ -262,14 +261,61 @@ TEST(AnthropicRequest, PromptIsTheChatRenderingAndBreakpointsCoverTheirPrefix) {
 }
 
 TEST(AnthropicRequest, FieldListIsAnthropics) {
-  for (const char* f : {"model", "max_tokens", "messages", "system", "temperature", "top_p",
-                        "top_k", "stream", "stop_sequences", "metadata", "tools", "tool_choice"}) {
+  for (const char* f :
+       {"model", "max_tokens", "messages", "system", "temperature", "top_p", "top_k", "stream",
+        "stop_sequences", "metadata", "tools", "tool_choice", "thinking"}) {
     EXPECT_EQ(MessagesFieldSupport(f), FieldSupport::kImplemented) << f;
   }
   EXPECT_EQ(MessagesFieldSupport("service_tier"), FieldSupport::kIgnored);
-  EXPECT_EQ(MessagesFieldSupport("thinking"), FieldSupport::kOffValueOnly);
   for (const char* f : {"container", "mcp_servers", "context_management", "n", "seed"}) {
     EXPECT_EQ(MessagesFieldSupport(f), FieldSupport::kRefused) << f;
+  }
+}
+
+}  // namespace
+}  // namespace promptcache
+
+namespace promptcache {
+namespace {
+
+// `thinking` switches thinking (enabled with a budget below max_tokens, adaptive, disabled), and
+// an assistant's thinking blocks are its reasoning_content; everything else a 400 naming it.
+TEST(AnthropicRequest, ThinkingConfigAndBlocks) {
+  const std::string big =
+      R"({"model":"m","max_tokens":4096,"messages":[{"role":"user","content":"hi"}])";
+  AnthropicRequest r = Parse(big + R"(,"thinking":{"type":"enabled","budget_tokens":2048}})");
+  EXPECT_EQ(r.thinking, std::optional<bool>(true));
+  EXPECT_EQ(r.thinking_budget, 2048);
+  EXPECT_EQ(Parse(Body(R"("thinking":{"type":"disabled"})")).thinking, std::optional<bool>(false));
+  EXPECT_EQ(Parse(Body(R"("thinking":{"type":"adaptive"})")).thinking, std::optional<bool>(true));
+  EXPECT_FALSE(Parse(Body()).thinking.has_value());
+  r = Parse(Body().substr(0, Body().size() - 3) +
+            R"(},{"role":"assistant","content":[{"type":"thinking","thinking":"a","signature":"s"},
+               {"type":"redacted_thinking","data":"xyz"},{"type":"thinking","thinking":"b"},
+               {"type":"text","text":"hello"}]},{"role":"user","content":"more"}]})");
+  ASSERT_EQ(r.messages.size(), 3u);
+  EXPECT_EQ(r.messages[1].reasoning_content.value_or("unset"), "a\nb");
+  EXPECT_EQ(r.messages[1].content, "hello");
+
+  const std::pair<std::string, std::string> bad[] = {
+      {Body(R"("thinking":{"type":"enabled","budget_tokens":1024})"), "thinking.budget_tokens"},
+      {big + R"(,"thinking":{"type":"enabled","budget_tokens":1000}})", "budget_tokens"},
+      {big + R"(,"thinking":{"type":"enabled"}})", "thinking.budget_tokens"},
+      {Body(R"("thinking":{"type":"adaptive","display":"omitted"})"), "thinking.display"},
+      {Body(R"("thinking":{"type":"between_tools"})"), "thinking.type"},
+      {Body(R"("thinking":true)"), "thinking"},
+      {Body(R"("thinking":{"type":"disabled","budget_tokens":2000})"), "thinking.budget_tokens"},
+      {Body().substr(0, Body().size() - 3) +
+           R"(},{"role":"assistant","content":[{"type":"thinking","thinking":5}]}]})",
+       "messages[1].content[0].thinking"},
+      {Body().substr(0, Body().size() - 3) +
+           R"(},{"role":"user","content":[{"type":"thinking","thinking":"x"}]}]})",
+       "messages[1].content[0].type"},
+  };
+  for (const auto& [body, param] : bad) {
+    const ApiError e = Error(body);
+    EXPECT_EQ(e.http_status, 400) << body;
+    EXPECT_NE(e.param.find(param), std::string::npos) << body << " -> " << e.param;
   }
 }
 

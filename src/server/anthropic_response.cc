@@ -1,6 +1,7 @@
 #include "server/anthropic_response.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -89,12 +90,28 @@ std::string MessageBody(const MessageMeta& meta, const CompletionResult& result,
   return Dump(j);
 }
 
+std::string ThinkingSignature(std::string_view thinking) {
+  uint64_t h = 1469598103934665603ull;
+  for (const unsigned char c : thinking) h = (h ^ c) * 1099511628211ull;
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
+  return std::string("pc1-") + buf;
+}
+
 std::string MessageBody(const MessageMeta& meta, const CompletionResult& result,
                         const StopInfo& stop, const std::string& text,
-                        const std::vector<ToolUseBlock>& tool_uses) {
+                        const std::vector<ToolUseBlock>& tool_uses,
+                        const std::optional<ThinkingBlock>& thinking) {
   ojson j = ojson::parse(MessageBody(meta, result, stop));
   ojson content = ojson::array();
-  if (!text.empty() || tool_uses.empty()) content.push_back({{"type", "text"}, {"text", text}});
+  if (thinking) {
+    content.push_back({{"type", "thinking"},
+                       {"thinking", thinking->thinking},
+                       {"signature", thinking->signature}});
+  }
+  if (!text.empty() || (tool_uses.empty() && !thinking)) {
+    content.push_back({{"type", "text"}, {"text", text}});
+  }
   for (const ToolUseBlock& c : tool_uses) {
     content.push_back({{"type", "tool_use"}, {"id", c.id}, {"name", c.name}, {"input", c.input}});
   }
@@ -122,6 +139,28 @@ std::string ContentBlockStartEvent(int index) {
                ojson{{"type", "content_block_start"},
                      {"index", index},
                      {"content_block", ojson{{"type", "text"}, {"text", ""}}}});
+}
+
+std::string ThinkingBlockStartEvent(int index) {
+  return Event(
+      "content_block_start",
+      ojson{{"type", "content_block_start"},
+            {"index", index},
+            {"content_block", ojson{{"type", "thinking"}, {"thinking", ""}, {"signature", ""}}}});
+}
+
+std::string ThinkingDeltaEvent(const std::string& text, int index) {
+  return Event("content_block_delta",
+               ojson{{"type", "content_block_delta"},
+                     {"index", index},
+                     {"delta", ojson{{"type", "thinking_delta"}, {"thinking", text}}}});
+}
+
+std::string SignatureDeltaEvent(const std::string& signature, int index) {
+  return Event("content_block_delta",
+               ojson{{"type", "content_block_delta"},
+                     {"index", index},
+                     {"delta", ojson{{"type", "signature_delta"}, {"signature", signature}}}});
 }
 
 std::string PingEvent() { return Event("ping", ojson{{"type", "ping"}}); }

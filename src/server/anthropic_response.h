@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "promptcache/engine.h"
@@ -46,15 +47,28 @@ struct ToolUseBlock {
   nlohmann::ordered_json input;  // an object
 };
 
+// A thinking content block: {"type": "thinking", "thinking", "signature"}. The signature is this
+// server's, not Anthropic's: ThinkingSignature of the text (docs/server.md).
+struct ThinkingBlock {
+  std::string thinking;
+  std::string signature;
+};
+// "pc1-" and the 16 hex digits of a 64-bit FNV-1a hash of the thinking text: it names the text
+// it came with; it is no secret and proves nothing (anyone can compute it).
+std::string ThinkingSignature(std::string_view thinking);
+
 // The non-streaming response: {"id", "type": "message", "role", "model", "content": [{"type":
 // "text", "text"}], "stop_reason", "stop_sequence", "usage"}.
 std::string MessageBody(const MessageMeta& meta, const CompletionResult& result,
                         const StopInfo& stop);
 // With tools offered: a text block when `text` is not empty (or there are no calls), then one
 // tool_use block {"type": "tool_use", "id", "name", "input"} per call.
+// `thinking`: a thinking block first (a model that thinks, server/reasoning.h); the text block is
+// then left out when empty and the message has nothing else.
 std::string MessageBody(const MessageMeta& meta, const CompletionResult& result,
                         const StopInfo& stop, const std::string& text,
-                        const std::vector<ToolUseBlock>& tool_uses);
+                        const std::vector<ToolUseBlock>& tool_uses,
+                        const std::optional<ThinkingBlock>& thinking = std::nullopt);
 
 // Streaming: "event: NAME\ndata: JSON\n\n" per event, in the order message_start,
 // content_block_start, ping, content_block_delta..., content_block_stop, message_delta,
@@ -70,6 +84,12 @@ std::string MessageEndEvents(const CompletionResult& result, const StopInfo& sto
 // text as input_json_delta deltas, content_block_stop), and the end after the last block
 // (message_delta, message_stop).
 std::string ContentBlockStopEvent(int index);
+// A thinking block, as Anthropic streams one: content_block_start {"type": "thinking",
+// "thinking": "", "signature": ""}, thinking_delta deltas, one signature_delta before its
+// content_block_stop.
+std::string ThinkingBlockStartEvent(int index);
+std::string ThinkingDeltaEvent(const std::string& text, int index);
+std::string SignatureDeltaEvent(const std::string& signature, int index);
 std::string ToolUseEvents(int index, const ToolUseBlock& call);
 std::string MessageDeltaEvents(const CompletionResult& result, const StopInfo& stop);
 // An error after the stream started: event "error" with Anthropic's error object.

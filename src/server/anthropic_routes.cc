@@ -14,6 +14,7 @@
 #include "model/model.h"
 #include "server/anthropic_request.h"
 #include "server/anthropic_response.h"
+#include "server/reasoning.h"
 #include "server/routes.h"
 #include "server/tool_calls.h"
 
@@ -97,15 +98,23 @@ struct MessagesStream {
   int prompt_tokens = 0;
   std::vector<std::string> stops;
   bool started = false;
-  // With tools: blocks open as text comes (the text block, index 0, only once there is text),
-  // and text that may be a call is held back until the end, as the chat route's stream does.
+  // With tools or thinking, blocks open as text comes (the text block only once there is
+  // text), and text that may be a call is held back until the end, as the chat route's stream
+  // does. Without either, the text block opens at once.
   ToolCallFormat tool_format = ToolCallFormat::kNone;
   ToolTextStream tool_text;
   int blocks = 0;  // content blocks started
   bool text_open = false;
+  // A model that thinks: the text split as it comes; the thinking block's text so far.
+  bool split = false;
+  ReasoningSplitter splitter{ReasoningMode{}};
+  bool thinking_open = false;
+  std::string thinking;
+  std::string answer;  // the answer so far (without tools: for the end)
+  bool lazy() const { return tool_format != ToolCallFormat::kNone || split; }
 };
 
-// Tools: text as a text block's delta, opening the block first.
+// Text as a text block's delta, opening the block first.
 std::string ToolText(MessagesStream& s, const std::string& text) {
   if (text.empty()) return "";
   std::string out;
@@ -116,17 +125,47 @@ std::string ToolText(MessagesStream& s, const std::string& text) {
   return out + TextDeltaEvent(text, s.blocks - 1);
 }
 
-// Tools: a piece of text; what may go out as text now (the rest may be a call).
-std::string ReleaseText(MessagesStream& s, const std::string& piece) {
-  return ToolText(s, s.tool_text.Release(s.tool_format, piece));
+// Thinking as a thinking block's delta, opening the block first.
+std::string ThinkingText(MessagesStream& s, const std::string& text) {
+  if (text.empty()) return "";
+  std::string out;
+  if (!s.thinking_open) {
+    s.thinking_open = true;
+    out = ThinkingBlockStartEvent(s.blocks++);
+  }
+  s.thinking += text;
+  return out + ThinkingDeltaEvent(text, s.blocks - 1);
 }
 
-// Tools, at the end: the held-back text, or the calls as tool_use blocks; then the message's end.
-std::string EndWithTools(MessagesStream& s, const CompletionResult& result, StopInfo stop) {
-  std::string content;
-  const std::vector<ToolUseBlock> calls = ToolUses(s.tool_format, result.text, &content);
-  std::string out =
-      ToolText(s, s.tool_text.Rest(s.tool_format, result.text, content, !calls.empty()));
+// Closes an open thinking block: its signature, then its stop.
+std::string CloseThinking(MessagesStream& s) {
+  if (!s.thinking_open) return "";
+  s.thinking_open = false;
+  return SignatureDeltaEvent(ThinkingSignature(s.thinking), s.blocks - 1) +
+         ContentBlockStopEvent(s.blocks - 1);
+}
+
+// A piece of the answer (the thinking closes before it); with tools, what may go out as text
+// now (the rest may be a call).
+std::string AnswerText(MessagesStream& s, const std::string& piece) {
+  if (piece.empty()) return "";
+  std::string out = CloseThinking(s);
+  s.answer += piece;
+  if (s.tool_format == ToolCallFormat::kNone) return out + ToolText(s, piece);
+  return out + ToolText(s, s.tool_text.Release(s.tool_format, piece));
+}
+
+// Tools or thinking, at the end (`answer`: the text without the thinking): the held-back text,
+// or the calls as tool_use blocks; then the message's end.
+std::string EndBlocks(MessagesStream& s, const CompletionResult& result, const std::string& answer,
+                      StopInfo stop) {
+  std::string out = CloseThinking(s);
+  std::vector<ToolUseBlock> calls;
+  if (s.tool_format != ToolCallFormat::kNone) {
+    std::string content;
+    calls = ToolUses(s.tool_format, answer, &content);
+    out += ToolText(s, s.tool_text.Rest(s.tool_format, answer, content, !calls.empty()));
+  }
   if (s.blocks == 0 && calls.empty()) {  // an empty message still has its text block
     out += ContentBlockStartEvent(s.blocks++);
     s.text_open = true;
@@ -140,16 +179,18 @@ std::string EndWithTools(MessagesStream& s, const CompletionResult& result, Stop
 // Writes whatever is ready; false (a failed write) makes cpp-httplib drop the connection.
 bool WriteMessagesStream(MessagesStream& s, httplib::DataSink& sink) {
   std::string out;
-  const bool tools = s.tool_format != ToolCallFormat::kNone;
   if (!s.started) {
     s.started = true;
-    out = MessageStartEvent(s.meta, s.prompt_tokens) + (tools ? "" : ContentBlockStartEvent()) +
+    out = MessageStartEvent(s.meta, s.prompt_tokens) + (s.lazy() ? "" : ContentBlockStartEvent()) +
           PingEvent();
   }
   auto on_text = [&](const std::vector<std::string>& pieces) {
     for (const std::string& piece : pieces) {
-      if (tools) {
-        out += ReleaseText(s, piece);
+      if (s.split) {
+        ReasoningSplitter::Delta d = s.splitter.Add(piece);
+        out += ThinkingText(s, d.reasoning) + AnswerText(s, d.content);
+      } else if (s.lazy()) {
+        out += AnswerText(s, piece);
       } else if (!piece.empty()) {
         out += TextDeltaEvent(piece);
       }
@@ -163,13 +204,81 @@ bool WriteMessagesStream(MessagesStream& s, httplib::DataSink& sink) {
     s.server->Observe(s.tenant, result);
     const std::string generated = s.server->engine().model().tokenizer().Decode(result.tokens);
     const StopInfo stop = StopOf(result, generated, s.stops);
-    out += tools ? EndWithTools(s, result, stop) : MessageEndEvents(result, stop);
+    if (s.split) {
+      ReasoningSplitter::Delta d = s.splitter.Finish();
+      out += ThinkingText(s, d.reasoning) + AnswerText(s, d.content);
+    }
+    out += s.lazy() ? EndBlocks(s, result, s.split ? s.answer : result.text, stop)
+                    : MessageEndEvents(result, stop);
   };
   return PollAndWrite<std::string>(*s.channel, out, PingEvent(), sink, on_text, on_end);
 }
 
+// Anthropic's thinking budget (docs/server.md, "Thinking"): the first request generates at most
+// budget_tokens; when it stops there inside the thinking, the thinking is closed
+// ("\n</think>\n\n", as Qwen3 and the R1 distills write it) and a second request goes on from the
+// first's prompt, output and that text with what max_tokens leaves (the same sequence's prefix:
+// the cache serves it). Off with a grammar (a second request would start it over) and for a model
+// that does not think.
+struct ThinkingBudget {
+  int budget = 0;  // 0: not enforced
+  int max_tokens = 0;
+  ReasoningMode reasoning;
+  std::vector<int32_t> close_tokens;
+  static constexpr const char* kClose = "\n</think>\n\n";
+
+  // The continuation of `first` (whose request was `base`), or nullopt; *inserted: the text put
+  // between the two (the closing tag, or "").
+  std::optional<CompletionRequest> Next(const CompletionRequest& base,
+                                        const CompletionResult& first,
+                                        std::string* inserted) const {
+    inserted->clear();
+    if (budget <= 0 || first.finish_reason != "length") return std::nullopt;
+    const ReasoningSplit split = SplitReasoning(reasoning, first.text);
+    const bool open = split.has_reasoning && split.reasoning_end == first.text.size();
+    int left = max_tokens - static_cast<int>(first.tokens.size());
+    CompletionRequest c;
+    c.prompt = base.prompt;
+    c.prompt.insert(c.prompt.end(), first.tokens.begin(), first.tokens.end());
+    if (open) {
+      *inserted = kClose;
+      c.prompt.insert(c.prompt.end(), close_tokens.begin(), close_tokens.end());
+      left -= static_cast<int>(close_tokens.size());
+    }
+    if (left <= 0) return std::nullopt;
+    c.max_tokens = left;
+    c.sampling = base.sampling;
+    c.stop = base.stop;
+    c.cache_namespace = base.cache_namespace;
+    c.tenant = base.tenant;
+    return c;
+  }
+
+  // The two results as one message: the tokens and text of both with the inserted text between.
+  CompletionResult Join(CompletionResult first, CompletionResult second,
+                        const std::string& inserted) const {
+    if (!second.status.ok()) return second;
+    if (!inserted.empty()) {
+      first.tokens.insert(first.tokens.end(), close_tokens.begin(), close_tokens.end());
+    }
+    first.tokens.insert(first.tokens.end(), second.tokens.begin(), second.tokens.end());
+    first.text += inserted + second.text;
+    first.finish_reason = second.finish_reason;
+    if (!first.choices.empty()) {  // choices[0] repeats the fields above (one choice here)
+      first.choices.resize(1);
+      first.choices[0].tokens = first.tokens;
+      first.choices[0].text = first.text;
+      first.choices[0].finish_reason = first.finish_reason;
+    }
+    first.generation_ms += second.prompt_ms + second.generation_ms;
+    first.grammar_ms += second.grammar_ms;
+    return first;
+  }
+};
+
 void StartStream(Call& call, MessageMeta meta, const AnthropicRequest& r, CompletionRequest creq,
-                 ToolCallFormat tool_format) {
+                 ToolCallFormat tool_format, ReasoningMode reasoning,
+                 const ThinkingBudget& budget) {
   auto s = std::make_shared<MessagesStream>();
   s->server = &call.server;
   s->channel = std::make_shared<TextChannel>();
@@ -178,11 +287,38 @@ void StartStream(Call& call, MessageMeta meta, const AnthropicRequest& r, Comple
   s->prompt_tokens = static_cast<int>(creq.prompt.size());
   s->stops = r.stop_sequences;
   s->tool_format = tool_format;
+  s->split = reasoning.split;
+  s->splitter = ReasoningSplitter(reasoning);
   creq.on_text = [ch = s->channel](const std::string& piece) { return ch->Push(piece); };
+  auto write = [s](httplib::DataSink& sink) { return WriteMessagesStream(*s, sink); };
+  if (budget.budget <= 0) {
+    Result<std::shared_ptr<RequestHandle>> handle = call.engine().Submit(std::move(creq));
+    if (!handle.ok()) return call.Fail(handle.status());
+    return call.StreamEvents(*handle, s->channel, write);
+  }
+  // The continuation's text follows the first's on the same channel, the closing tag first.
+  auto base = std::make_shared<CompletionRequest>(creq);
+  base->on_text = nullptr;
   Result<std::shared_ptr<RequestHandle>> handle = call.engine().Submit(std::move(creq));
   if (!handle.ok()) return call.Fail(handle.status());
-  call.StreamEvents(*handle, s->channel,
-                    [s](httplib::DataSink& sink) { return WriteMessagesStream(*s, sink); });
+  auto inserted = std::make_shared<std::string>();
+  Engine* engine = &call.engine();
+  ServerContext* server = &call.server;
+  auto next = [budget, base, inserted, engine, server,
+               ch = s->channel](const CompletionResult& first) -> std::shared_ptr<RequestHandle> {
+    std::optional<CompletionRequest> c = budget.Next(*base, first, inserted.get());
+    if (!c) return nullptr;
+    if (!inserted->empty() && !ch->Push(*inserted)) return nullptr;
+    c->on_text = [ch, server](const std::string& piece) {
+      return ch->Push(piece) && !server->stopping();
+    };
+    Result<std::shared_ptr<RequestHandle>> h = engine->Submit(std::move(*c));
+    return h.ok() ? *h : nullptr;
+  };
+  auto join = [budget, inserted](CompletionResult a, CompletionResult b) {
+    return budget.Join(std::move(a), std::move(b), *inserted);
+  };
+  call.StreamEvents(*handle, s->channel, write, next, join);
 }
 
 }  // namespace
@@ -195,6 +331,11 @@ void HandleMessages(Call& call) {
       r.tools_offered() ? call.server.encoder().tool_format() : ToolCallFormat::kNone;
   std::shared_ptr<const Grammar> grammar;
   if (!err) err = ApplyMessagesToolChoice(tool_format, r, &grammar);
+  if (!err && grammar && r.grammar) {
+    err = ApiError::BadRequest("'grammar' and 'tool_choice' both constrain the output: give one",
+                               "grammar");
+  }
+  if (!grammar) grammar = r.grammar;
   const bool segments = call.server.Segments(r.cache_segments);
   if (!err && r.recompute >= 0 && !segments) {
     err = ApiError::BadRequest(
@@ -216,21 +357,50 @@ void HandleMessages(Call& call) {
   creq.cache_namespace = call.Namespace("");  // no cache_salt in this API
   creq.tenant = call.tenant();
   MessageMeta meta{MessageId(), r.model};
-  if (r.stream) return StartStream(call, std::move(meta), r, std::move(creq), tool_format);
+  // A model that thinks: its thinking is a thinking block (always split: this API has no
+  // reasoning_format).
+  const ReasoningMode reasoning{call.server.encoder().thinking(), prompt->opens_thinking};
+  ThinkingBudget budget;
+  if (r.thinking_budget > 0 && reasoning.split && !grammar) {
+    budget = {r.thinking_budget, r.max_tokens, reasoning,
+              call.engine().model().tokenizer().Encode(ThinkingBudget::kClose, false)};
+    creq.max_tokens = std::min(r.max_tokens, r.thinking_budget);
+  }
+  if (r.stream) {
+    return StartStream(call, std::move(meta), r, std::move(creq), tool_format, reasoning, budget);
+  }
 
   creq.on_text = call.StopsWithServer();
+  CompletionRequest base;  // with a budget: what a continuation copies (the prompt)
+  if (budget.budget > 0) base = creq;
   Result<std::shared_ptr<RequestHandle>> handle = call.engine().Submit(std::move(creq));
   if (!handle.ok()) return call.Fail(handle.status());
-  const CompletionResult result = call.Await(*handle);
+  CompletionResult result = call.Await(*handle);
   if (!result.status.ok()) return call.Fail(result.status);
+  std::string inserted;
+  if (std::optional<CompletionRequest> c = budget.Next(base, result, &inserted)) {
+    c->on_text = call.StopsWithServer();
+    Result<std::shared_ptr<RequestHandle>> second = call.engine().Submit(std::move(*c));
+    if (!second.ok()) return call.Fail(second.status());
+    result = budget.Join(std::move(result), call.Await(*second), inserted);
+    if (!result.status.ok()) return call.Fail(result.status);
+  }
   call.server.Observe(call.tenant(), result);
   const std::string generated = call.engine().model().tokenizer().Decode(result.tokens);
   StopInfo stop = StopOf(result, generated, r.stop_sequences);
-  if (tool_format == ToolCallFormat::kNone) return call.Send(MessageBody(meta, result, stop));
-  std::string text;
-  const std::vector<ToolUseBlock> calls = ToolUses(tool_format, result.text, &text);
+  if (tool_format == ToolCallFormat::kNone && !reasoning.split) {
+    return call.Send(MessageBody(meta, result, stop));
+  }
+  const ReasoningSplit split = SplitReasoning(reasoning, result.text);
+  std::optional<ThinkingBlock> thinking;
+  if (!split.reasoning.empty()) {
+    thinking = ThinkingBlock{split.reasoning, ThinkingSignature(split.reasoning)};
+  }
+  std::string text = split.content;
+  std::vector<ToolUseBlock> calls;
+  if (tool_format != ToolCallFormat::kNone) calls = ToolUses(tool_format, split.content, &text);
   StopForTools(calls, &stop);
-  call.Send(MessageBody(meta, result, stop, text, calls));
+  call.Send(MessageBody(meta, result, stop, text, calls, thinking));
 }
 
 void HandleCountTokens(Call& call) {

@@ -128,6 +128,25 @@ void Call::StreamEvents(std::vector<std::shared_ptr<RequestHandle>> handles,
   StartFeed(server, res, f, "text/event-stream");
 }
 
+void Call::StreamEvents(std::shared_ptr<RequestHandle> handle, std::shared_ptr<TextChannel> channel,
+                        std::function<bool(httplib::DataSink&)> write, NextRequest next,
+                        JoinResults join) {
+  auto f = std::make_shared<EventFeed>();
+  f->handles.push_back(std::move(handle));
+  f->channel = std::move(channel);
+  f->write = std::move(write);
+  f->track_ids.push_back(server.Track(f->handles[0]));
+  f->waiter = std::thread(
+      [h = f->handles[0], ch = f->channel, next = std::move(next), join = std::move(join)] {
+        CompletionResult first = h->Wait();
+        std::shared_ptr<RequestHandle> second;
+        if (first.status.ok() && !ch->cancelled()) second = next(first);
+        if (!second) return ch->Finish(std::move(first));
+        ch->Finish(join(std::move(first), second->Wait()));
+      });
+  StartFeed(server, res, f, "text/event-stream");
+}
+
 std::string RandomHex(int n) {
   static thread_local std::mt19937_64 rng(std::random_device{}());
   static const char kHex[] = "0123456789abcdef";

@@ -106,6 +106,15 @@ class Call {
   void StreamEvents(std::vector<std::shared_ptr<RequestHandle>> handles,
                     std::shared_ptr<TextChannel> channel,
                     std::function<bool(httplib::DataSink&)> write, MergeResults merge);
+  // The same for a request that may be followed by a second (Anthropic's thinking budget): once
+  // `handle` is over (and succeeded, its client still there), `next` may submit another, whose
+  // text goes to `channel` too (null: none), and the channel ends with `join` of both results.
+  // The second stops when its client goes away through its text callback (the channel's Push).
+  using NextRequest = std::function<std::shared_ptr<RequestHandle>(const CompletionResult&)>;
+  using JoinResults = std::function<CompletionResult(CompletionResult, CompletionResult)>;
+  void StreamEvents(std::shared_ptr<RequestHandle> handle, std::shared_ptr<TextChannel> channel,
+                    std::function<bool(httplib::DataSink&)> write, NextRequest next,
+                    JoinResults join);
   // A text callback for such a request: none is needed but this one, which lets the server's
   // Stop() end it early.
   std::function<bool(const std::string&)> StopsWithServer() const;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -57,6 +58,18 @@ const Json* Find(const Json& obj, const char* key) {
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return nullptr;
   return &*it;
+}
+
+// Every non-null key of `obj` is one of `keys`; else the 400 naming the first other one
+// (`param.key`).
+template <typename Json>
+MaybeError OnlyKeys(const Json& obj, const std::string& param,
+                    std::initializer_list<std::string_view> keys) {
+  for (const auto& [key, value] : obj.items()) {
+    if (value.is_null() || std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
+    return Unsupported(param + "." + key, "'" + param + "." + key + "'");
+  }
+  return std::nullopt;
 }
 
 template <size_t N>

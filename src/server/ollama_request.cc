@@ -48,7 +48,7 @@ MaybeError OnlyFields(const ojson& obj, std::initializer_list<std::string_view> 
   return std::nullopt;
 }
 
-// Fields accepted only empty (images: []) or off (think: false).
+// Fields accepted only empty (images: [], suffix: "", ...).
 MaybeError OffOnly(const ojson& obj, const std::string& prefix) {
   for (const char* key : {"images", "suffix", "template", "context"}) {
     const ojson* v = Find(obj, key);
@@ -59,9 +59,17 @@ MaybeError OffOnly(const ojson& obj, const std::string& prefix) {
     }
     return Unsupported(prefix + key, "'" + prefix + key + "'");
   }
-  if (const ojson* think = Find(obj, "think"); think != nullptr && *think != false) {
-    return Unsupported(prefix + "think", "thinking ('" + prefix + "think')");
+  return std::nullopt;
+}
+
+// `think`: true or false. Ollama's levels ("low", "medium", "high": gpt-oss's) are a 400.
+MaybeError ReadThink(const ojson& obj, OllamaRequest* out) {
+  const ojson* think = Find(obj, "think");
+  if (think == nullptr) return std::nullopt;
+  if (!think->is_boolean()) {
+    return Unsupported("think", "'think' other than true or false (thinking levels)");
   }
+  out->think = think->get<bool>();
   return std::nullopt;
 }
 
@@ -91,6 +99,8 @@ MaybeError ReadCommon(const ojson& obj, OllamaRequest* out, ojson* oa) {
                                   "format");
     }
   }
+  // Extension: llama.cpp's "grammar" (GBNF), as on the chat route.
+  if (const ojson* grammar = Find(obj, "grammar")) (*oa)["grammar"] = *grammar;
   if (const ojson* options = Find(obj, "options")) {
     if (!options->is_object()) return WrongType("options", "an object", *options);
     for (const auto& [from, to] : kOptions) {
@@ -122,6 +132,11 @@ MaybeError ReadMessage(const ojson& m, const std::string& p, ojson* calls_seen, 
     return ApiError::BadRequest("'" + p + ".role' must be a string", p + ".role");
   }
   *out = {{"role", *role}, {"content", m.value("content", ojson(""))}};
+  // An assistant's thinking sent back: the template's reasoning_content (other roles': unread).
+  if (const ojson* thinking = Find(m, "thinking"); thinking != nullptr && *role == "assistant") {
+    if (!thinking->is_string()) return WrongType(p + ".thinking", "a string", *thinking);
+    (*out)["reasoning_content"] = *thinking;
+  }
   if (const ojson* calls = Find(m, "tool_calls"); calls != nullptr && *role == "assistant") {
     if (!calls->is_array()) return WrongType(p + ".tool_calls", "an array", *calls);
     ojson converted = ojson::array();
@@ -185,9 +200,10 @@ MaybeError Translate(const ojson& oa, const RequestLimits& limits, bool chat, Ap
 MaybeError ParseChat(std::string_view body, const RequestLimits& limits, OllamaRequest* out) {
   ojson obj;
   PC_RETURN_IF_API_ERROR(ParseBody(body, &obj));
-  PC_RETURN_IF_API_ERROR(OnlyFields(
-      obj, {"model", "messages", "tools", "format", "options", "stream", "keep_alive", "think"}));
+  PC_RETURN_IF_API_ERROR(OnlyFields(obj, {"model", "messages", "tools", "format", "options",
+                                          "stream", "keep_alive", "think", "grammar"}));
   PC_RETURN_IF_API_ERROR(OffOnly(obj, ""));
+  PC_RETURN_IF_API_ERROR(ReadThink(obj, out));
   ojson oa = ojson::object();
   PC_RETURN_IF_API_ERROR(ReadCommon(obj, out, &oa));
   const ojson* msgs = Find(obj, "messages");
@@ -213,10 +229,11 @@ MaybeError ParseChat(std::string_view body, const RequestLimits& limits, OllamaR
 MaybeError ParseGenerate(std::string_view body, const RequestLimits& limits, OllamaRequest* out) {
   ojson obj;
   PC_RETURN_IF_API_ERROR(ParseBody(body, &obj));
-  PC_RETURN_IF_API_ERROR(
-      OnlyFields(obj, {"model", "prompt", "system", "raw", "format", "options", "stream",
-                       "keep_alive", "images", "suffix", "template", "context", "think"}));
+  PC_RETURN_IF_API_ERROR(OnlyFields(
+      obj, {"model", "prompt", "system", "raw", "format", "options", "stream", "keep_alive",
+            "images", "suffix", "template", "context", "think", "grammar"}));
   PC_RETURN_IF_API_ERROR(OffOnly(obj, ""));
+  PC_RETURN_IF_API_ERROR(ReadThink(obj, out));
   ojson oa = ojson::object();
   PC_RETURN_IF_API_ERROR(ReadCommon(obj, out, &oa));
   out->chat = false;

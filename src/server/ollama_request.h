@@ -11,8 +11,11 @@
 // (num_ctx, num_thread, mirostat, ...) are ignored, as Ollama ignores options that do not apply.
 // /api/generate's prompt (with `system`) is one user turn through the chat template, or with
 // "raw": true the prompt text as it is. `keep_alive` is accepted and means nothing here (the one
-// model stays loaded). What cannot be honoured (images, suffix, template, context, think) is a
-// 400 naming it.
+// model stays loaded). `think` (true/false) switches a template's thinking where it has a
+// switch and says whether the thinking is split out (server/reasoning.h); an assistant's
+// `thinking` sent back is its reasoning_content. What cannot be honoured (images, suffix,
+// template, context, think levels) is a 400 naming it. Extension: "grammar" (GBNF), passed to the
+// chat or completions request as is.
 #pragma once
 
 #include <optional>
@@ -30,6 +33,8 @@ struct OllamaRequest {
   bool chat = true;    // /api/chat (the reply is "message"), else /api/generate ("response")
   // No prompt (/api/generate) or no messages (/api/chat): Ollama's "load the model" request.
   bool load_only = false;
+  // `think`: true or false; unset: not given (the template's default, thinking split out).
+  std::optional<bool> think;
 };
 
 std::optional<ApiError> ParseOllamaChat(std::string_view body, const RequestLimits& limits,

@@ -103,7 +103,7 @@ TEST(OllamaRequest, WhatCannotBeHonouredIsRefusedByName) {
       ChatError(R"({"model":"m","messages":[{"role":"user","content":"x"}],"bogus":1})").param,
       "bogus");
   EXPECT_EQ(
-      ChatError(R"({"model":"m","messages":[{"role":"user","content":"x"}],"think":true})").param,
+      ChatError(R"({"model":"m","messages":[{"role":"user","content":"x"}],"think":"high"})").param,
       "think");
   EXPECT_EQ(ChatError(R"({"model":"m","messages":[{"role":"user","content":"x","images":["AA"]}]})")
                 .param,
@@ -133,6 +133,32 @@ TEST(OllamaRequest, EmptyOffFieldsAreAccepted) {
   EXPECT_FALSE(r.load_only);
   ASSERT_EQ(r.api.messages.size(), 1u);
   EXPECT_EQ(r.api.messages[0].content, "x");
+}
+
+}  // namespace
+}  // namespace promptcache
+
+namespace promptcache {
+namespace {
+
+// think: true or false is read (levels are refused above); an assistant's thinking sent back is
+// its reasoning_content, which must be a string.
+TEST(OllamaRequest, ThinkAndThinkingSentBack) {
+  EXPECT_EQ(Chat(R"({"model":"m","messages":[{"role":"user","content":"x"}],"think":true})").think,
+            std::optional<bool>(true));
+  EXPECT_EQ(Chat(R"({"model":"m","messages":[{"role":"user","content":"x"}],"think":false})").think,
+            std::optional<bool>(false));
+  EXPECT_FALSE(Chat(R"({"model":"m","messages":[{"role":"user","content":"x"}]})").think);
+  OllamaRequest g;
+  ASSERT_FALSE(ParseOllamaGenerate(R"({"model":"m","prompt":"x","think":false})", {}, &g));
+  EXPECT_EQ(g.think, std::optional<bool>(false));
+  const OllamaRequest r = Chat(R"({"model":"m","messages":[{"role":"user","content":"x"},
+      {"role":"assistant","content":"4","thinking":"easy"},{"role":"user","content":"y"}]})");
+  EXPECT_EQ(r.api.messages[1].reasoning_content.value_or("unset"), "easy");
+  EXPECT_EQ(ChatError(R"({"model":"m","messages":[{"role":"user","content":"x"},
+      {"role":"assistant","content":"4","thinking":5}]})")
+                .param,
+            "messages[1].thinking");
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "promptcache/version.h"
 #include "server/json_fields.h"
 #include "server/ollama_request.h"
+#include "server/reasoning.h"
 #include "server/routes.h"
 #include "server/tool_calls.h"
 #include "server/tool_request.h"
@@ -64,14 +65,18 @@ ojson ModelEntry(const ServerContext& server) {
 
 // One reply object (a stream's chunk or the whole answer): the text (and, at the end, the calls)
 // as /api/chat's "message" or /api/generate's "response".
+// `thinking` (a model that thinks): /api/chat's message.thinking, /api/generate's thinking, when
+// not empty.
 ojson Reply(const std::string& model, bool chat, const std::string& text,
-            const std::vector<ToolCall>& calls = {}) {
+            const std::vector<ToolCall>& calls = {}, const std::string& thinking = "") {
   ojson j = {{"model", model}, {"created_at", Rfc3339()}};
   if (!chat) {
     j["response"] = text;
+    if (!thinking.empty()) j["thinking"] = thinking;
     return j;
   }
   ojson message = {{"role", "assistant"}, {"content", text}};
+  if (!thinking.empty()) message["thinking"] = thinking;
   if (!calls.empty()) {
     ojson out = ojson::array();
     for (const ToolCall& c : calls) {
@@ -110,10 +115,15 @@ struct OllamaStream {
   // With tools: the text so far and how much of it went out (the rest may be a call).
   ToolCallFormat tool_format = ToolCallFormat::kNone;
   ToolTextStream tool_text;
+  // A model that thinks: the text split as it comes, and the answer so far.
+  bool split = false;
+  ReasoningSplitter splitter{ReasoningMode{}};
+  std::string answer;
 };
 
 // What of a new piece may go out now: all of it, or with tools the text before a possible call.
 std::string Release(OllamaStream& s, const std::string& piece) {
+  s.answer += piece;
   if (s.tool_format == ToolCallFormat::kNone) return piece;
   return s.tool_text.Release(s.tool_format, piece);
 }
@@ -122,9 +132,9 @@ std::string Release(OllamaStream& s, const std::string& piece) {
 std::string EndWithTools(OllamaStream& s, const CompletionResult& result,
                          std::vector<ToolCall>* calls) {
   if (s.tool_format == ToolCallFormat::kNone) return "";
-  ParsedOutput parsed = ParseToolCalls(s.tool_format, result.text);
-  std::string rest =
-      s.tool_text.Rest(s.tool_format, result.text, parsed.content, !parsed.calls.empty());
+  const std::string& answer = s.split ? s.answer : result.text;
+  ParsedOutput parsed = ParseToolCalls(s.tool_format, answer);
+  std::string rest = s.tool_text.Rest(s.tool_format, answer, parsed.content, !parsed.calls.empty());
   *calls = std::move(parsed.calls);
   return rest;
 }
@@ -133,13 +143,22 @@ std::string EndWithTools(OllamaStream& s, const CompletionResult& result,
 // drop the connection.
 bool WriteOllamaStream(OllamaStream& s, httplib::DataSink& sink) {
   std::string out;
+  // A line for a piece: its thinking (a model that thinks) and the text that may go out.
+  auto add = [&](const std::string& thinking, const std::string& piece) {
+    const std::string text = piece.empty() ? "" : Release(s, piece);
+    if (text.empty() && thinking.empty()) return;
+    ojson chunk = Reply(s.model, s.chat, text, {}, thinking);
+    chunk["done"] = false;
+    out += Line(chunk);
+  };
   auto on_text = [&](const std::vector<std::string>& pieces) {
     for (const std::string& piece : pieces) {
-      const std::string text = Release(s, piece);
-      if (text.empty()) continue;
-      ojson chunk = Reply(s.model, s.chat, text);
-      chunk["done"] = false;
-      out += Line(chunk);
+      if (!s.split) {
+        add("", piece);
+        continue;
+      }
+      ReasoningSplitter::Delta d = s.splitter.Add(piece);
+      add(d.reasoning, d.content);
     }
   };
   auto on_end = [&](const CompletionResult& result) {
@@ -148,6 +167,10 @@ bool WriteOllamaStream(OllamaStream& s, httplib::DataSink& sink) {
       return;
     }
     s.server->Observe(s.tenant, result);
+    if (s.split) {
+      ReasoningSplitter::Delta d = s.splitter.Finish();
+      add(d.reasoning, d.content);
+    }
     std::vector<ToolCall> calls;
     const std::string rest = EndWithTools(s, result, &calls);
     ojson last = Reply(s.model, s.chat, rest, calls);
@@ -159,7 +182,7 @@ bool WriteOllamaStream(OllamaStream& s, httplib::DataSink& sink) {
 
 // The prompt and its length checks, as the chat and completions routes make them; false after
 // failing the call.
-bool Prepare(Call& call, const ApiRequest& r, CompletionRequest* creq) {
+bool Prepare(Call& call, const ApiRequest& r, CompletionRequest* creq, bool* opens_thinking) {
   const ServerContext& server = call.server;
   Result<BuiltPrompt> prompt = server.encoder().Build(r, server.PromptLimit());
   const std::string param = r.kind == ApiKind::kChat ? "messages" : "prompt";
@@ -180,6 +203,7 @@ bool Prepare(Call& call, const ApiRequest& r, CompletionRequest* creq) {
   if (!r.max_tokens && server.options().max_tokens_limit > 0) {
     creq->max_tokens = std::min(creq->max_tokens, server.options().max_tokens_limit);
   }
+  *opens_thinking = prompt->opens_thinking;
   creq->prompt = std::move(prompt->tokens);
   creq->pin_tokens = prompt->pin_tokens;
   creq->sampling = r.sampling;
@@ -205,10 +229,17 @@ void HandleOllama(Call& call, bool chat) {
     j["done_reason"] = "load";
     return call.SendJson(j);
   }
+  // `think` switches the template's thinking where it has a switch; false also leaves the text
+  // unsplit. A raw prompt (no template) is never split.
+  r.api.template_kwargs = server.encoder().ThinkingSwitch(r.think);
   CompletionRequest creq;
-  if (!Prepare(call, r.api, &creq)) return;
+  bool opens_thinking = false;
+  if (!Prepare(call, r.api, &creq, &opens_thinking)) return;
   const ToolCallFormat format =
       r.api.tools_offered() ? server.encoder().tool_format() : ToolCallFormat::kNone;
+  const ReasoningMode reasoning{
+      r.api.kind == ApiKind::kChat && r.think != false && server.encoder().thinking(),
+      opens_thinking};
   if (r.stream) {
     auto s = std::make_shared<OllamaStream>();
     s->server = &server;
@@ -218,6 +249,8 @@ void HandleOllama(Call& call, bool chat) {
     s->chat = chat;
     s->start = start;
     s->tool_format = format;
+    s->split = reasoning.split;
+    s->splitter = ReasoningSplitter(reasoning);
     creq.on_text = [ch = s->channel](const std::string& piece) { return ch->Push(piece); };
     Result<std::shared_ptr<RequestHandle>> handle = call.engine().Submit(std::move(creq));
     if (!handle.ok()) return call.Fail(handle.status());
@@ -232,9 +265,10 @@ void HandleOllama(Call& call, bool chat) {
   const CompletionResult result = call.Await(*handle);
   if (!result.status.ok()) return call.Fail(result.status);
   server.Observe(tenant, result);
-  ParsedOutput parsed{result.text, {}};
-  if (format != ToolCallFormat::kNone) parsed = ParseToolCalls(format, result.text);
-  ojson j = Reply(r.model, chat, parsed.content, parsed.calls);
+  const ReasoningSplit split = SplitReasoning(reasoning, result.text);
+  ParsedOutput parsed{split.content, {}};
+  if (format != ToolCallFormat::kNone) parsed = ParseToolCalls(format, split.content);
+  ojson j = Reply(r.model, chat, parsed.content, parsed.calls, split.reasoning);
   AddDone(&j, result, start);
   call.SendJson(j);
 }
@@ -278,6 +312,7 @@ void HandleOllamaShow(Call& call) {
   const ServerContext& server = call.server;
   ojson capabilities = ojson::array({"completion"});
   if (server.encoder().tool_format() != ToolCallFormat::kNone) capabilities.push_back("tools");
+  if (server.encoder().thinking()) capabilities.push_back("thinking");
   const std::string arch = server.engine().model().config().architecture;
   call.SendJson(
       ojson{{"modelfile", ""},

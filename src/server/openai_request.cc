@@ -54,8 +54,10 @@ constexpr std::string_view kCommonFields[] = {
     "schema", "modules", "pml", "positions", "recompute", "evaluate", "cache_segments",
     // vLLM's: the prefix cache's namespace (server/tenants.h).
     "cache_salt"};
-constexpr std::string_view kChatFields[] = {"messages", "max_completion_tokens", "top_logprobs",
-                                            "tools", "tool_choice"};
+constexpr std::string_view kChatFields[] = {
+    "messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice",
+    // Reasoning models (reasoning_request.cc): llama.cpp's and vLLM's, and OpenAI's effort.
+    "reasoning_format", "chat_template_kwargs", "reasoning_effort"};
 constexpr std::string_view kCompletionFields[] = {"prompt", "echo", "best_of"};
 // Accepted only at the value that asks for nothing (ReadUnsupported). Chat reads "tools".
 constexpr std::string_view kOffValueFields[] = {"logit_bias", "tools", "functions"};
@@ -281,7 +283,8 @@ MaybeError ReadMessages(const json& obj, const ojson* ordered, std::vector<ApiMe
     }
     for (const auto& [key, value] : m.items()) {
       if (value.is_null() || key == "role" || key == "content" || key == "cache_control" ||
-          key == "tool_calls" || key == "tool_call_id" || key == "name") {
+          key == "tool_calls" || key == "tool_call_id" || key == "name" ||
+          key == "reasoning_content") {
         continue;
       }
       return ApiError::BadRequest("'" + p + "." + key + "' is not supported by this server",
@@ -310,6 +313,14 @@ MaybeError ReadMessages(const json& obj, const ojson* ordered, std::vector<ApiMe
     }
     PC_RETURN_IF_API_ERROR(ReadContent(m, p, &msg));
     PC_RETURN_IF_API_ERROR(ReadCacheControl(m, p, &msg.cache_breakpoint));
+    if (const json* rc = Find(m, "reasoning_content")) {
+      if (!rc->is_string()) return WrongType(p + ".reasoning_content", "a string", *rc);
+      if (msg.role != "assistant") {
+        return ApiError::BadRequest("'" + p + ".reasoning_content' is an assistant's field",
+                                    p + ".reasoning_content");
+      }
+      msg.reasoning_content = rc->get<std::string>();
+    }
     out->push_back(std::move(msg));
   }
   return std::nullopt;
@@ -510,7 +521,8 @@ std::optional<ApiError> ParseChatRequest(std::string_view body, const RequestLim
                          [&](const json& obj, const ojson* o) -> MaybeError {
                            PC_RETURN_IF_API_ERROR(ReadMessages(obj, o, &out->messages));
                            if (o != nullptr) PC_RETURN_IF_API_ERROR(ReadTools(*o, out));
-                           return ParseCommon(obj, o, limits, out);
+                           PC_RETURN_IF_API_ERROR(ParseCommon(obj, o, limits, out));
+                           return openai_request::ReadReasoningFields(obj, out);
                          });
 }
 

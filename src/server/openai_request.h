@@ -43,6 +43,9 @@ struct ApiMessage {
   // The byte range of each text part (content part, Anthropic content block) within `content`,
   // in order; empty for a string content. Segments (PromptEncoder) cut the prompt at them.
   std::vector<std::pair<size_t, size_t>> parts;
+  // An assistant's earlier thinking (`reasoning_content`, as llama.cpp, vLLM and the AI SDK send
+  // it back): the template's message field of that name (Qwen3's renders it). Unset: none.
+  std::optional<std::string> reasoning_content;
 };
 
 // tool_choice: "none" (tools are not offered), "auto", "required" or one named function.
@@ -113,8 +116,20 @@ struct ApiRequest {
   // --segment-cache. "recompute" and "evaluate" also apply to a plain prompt whose segments are
   // on: the server checks them once it knows (CheckSegmentFields).
   std::optional<bool> cache_segments;
+  // Reasoning models (server/reasoning.h, chat only). reasoning_format "none" leaves the thinking
+  // in the content; "auto" and "deepseek" (the default) split it into reasoning_content.
+  bool reasoning_split = true;
+  // chat_template_kwargs: an object of further template variables (enable_thinking, ...); null
+  // when none. Bounded (kMaxTemplateKwargsBytes); the variables the server sets are refused.
+  nlohmann::ordered_json template_kwargs;
+  // reasoning_effort ("low", ...): a template variable for templates that read it; empty: none.
+  std::string reasoning_effort;
   bool modular() const { return pml_xml || !schema.empty(); }
 };
+
+// The largest chat_template_kwargs (its JSON text) and the most variables it may set.
+constexpr size_t kMaxTemplateKwargsBytes = 16384;
+constexpr size_t kMaxTemplateKwargs = 32;
 
 struct RequestLimits {
   int max_tokens_limit = 0;  // largest max_tokens accepted; 0: no bound here

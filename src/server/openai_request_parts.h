@@ -26,4 +26,13 @@ MaybeError ReadStructuredOutput(const json& obj, const nlohmann::ordered_json* o
 // read after every other field (it checks them against the modular prompt).
 MaybeError ReadModular(const json& obj, ApiRequest* out);
 
+// Chat: reasoning_format, chat_template_kwargs and reasoning_effort (reasoning_request.cc).
+MaybeError ReadReasoningFields(const json& obj, ApiRequest* out);
+
+// chat_template_kwargs (or another route's template variables, named `param`): an object of at
+// most kMaxTemplateKwargs variables and kMaxTemplateKwargsBytes of JSON, none of them one the
+// server sets (messages, tools, add_generation_prompt, bos_token, eos_token, raise_exception,
+// strftime_now).
+MaybeError ReadTemplateKwargs(const json& v, const std::string& param, nlohmann::ordered_json* out);
+
 }  // namespace promptcache::openai_request

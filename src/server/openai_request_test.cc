@@ -344,7 +344,8 @@ const FieldCase kFields[] = {
     {"audio", "{\"voice\":\"alloy\",\"format\":\"wav\"}", true, false, kNo},
     {"modalities", "[\"text\",\"audio\"]", true, false, kNo},
     {"prediction", "{\"type\":\"content\",\"content\":\"x\"}", true, false, kNo},
-    {"reasoning_effort", "\"low\"", true, false, kNo},
+    // A template variable where the chat template reads it (else the server answers a 400).
+    {"reasoning_effort", "\"low\"", true, false, kYes},
     {"verbosity", "\"low\"", true, false, kNo},
     {"web_search_options", "{}", true, false, kNo},
     {"user", "\"u\"", true, true, kIgnored},
@@ -392,8 +393,8 @@ const FieldCase kFields[] = {
     {"response_fields", "[\"content\"]", true, true, kNo},
     {"lora", "[{\"id\":0,\"scale\":1}]", true, true, kNo},
     {"image_data", "[]", true, true, kNo},
-    {"chat_template_kwargs", "{\"enable_thinking\":false}", true, false, kNo},
-    {"reasoning_format", "\"none\"", true, false, kNo},
+    {"chat_template_kwargs", "{\"enable_thinking\":false}", true, false, kYes},
+    {"reasoning_format", "\"none\"", true, false, kYes},
     {"parse_tool_calls", "true", true, false, kNo},
     // vLLM.
     {"guided_json", "{\"type\":\"object\"}", true, true, kYes},
@@ -490,6 +491,63 @@ TEST(OpenAiRequest, ModelMayBeOmittedAndNamesAreLegal) {
                                 {}, &r));
   EXPECT_EQ(r.model, "");
   EXPECT_EQ(r.messages[0].content, "x");
+}
+
+}  // namespace
+}  // namespace promptcache
+
+namespace promptcache {
+namespace {
+
+// Reasoning fields: read into the request, and every malformed or hostile value a 400 naming it.
+TEST(OpenAiRequest, ReasoningFields) {
+  const std::string head = R"({"model":"m","messages":[{"role":"user","content":"x"}])";
+  ApiRequest r = Chat(head + R"(,"chat_template_kwargs":{"enable_thinking":false,"k":[1]},
+                                "reasoning_format":"none","reasoning_effort":"high"})");
+  EXPECT_EQ(r.template_kwargs.dump(), R"({"enable_thinking":false,"k":[1]})");
+  EXPECT_FALSE(r.reasoning_split);
+  EXPECT_EQ(r.reasoning_effort, "high");
+  EXPECT_TRUE(Chat(head + R"(,"reasoning_format":"deepseek"})").reasoning_split);
+  EXPECT_TRUE(Chat(head + "}").reasoning_split);
+  r = Chat(R"({"messages":[{"role":"user","content":"x"},
+              {"role":"assistant","content":"y","reasoning_content":"because"}]})");
+  EXPECT_EQ(r.messages[1].reasoning_content.value_or("unset"), "because");
+  EXPECT_FALSE(r.messages[0].reasoning_content.has_value());
+
+  struct Bad {
+    std::string body, param;
+  };
+  std::string many = "{";
+  for (size_t i = 0; i <= kMaxTemplateKwargs; ++i) {
+    many += (i ? ",\"v" : "\"v") + std::to_string(i) + "\":1";
+  }
+  many += "}";
+  const std::string huge = R"({"x":")" + std::string(kMaxTemplateKwargsBytes, 'a') + "\"}";
+  const Bad bad[] = {
+      {head + R"(,"chat_template_kwargs":"enable_thinking=false"})", "chat_template_kwargs"},
+      {head + R"(,"chat_template_kwargs":[1]})", "chat_template_kwargs"},
+      {head + ",\"chat_template_kwargs\":" + many + "}", "chat_template_kwargs"},
+      {head + ",\"chat_template_kwargs\":" + huge + "}", "chat_template_kwargs"},
+      {head + R"(,"chat_template_kwargs":{"messages":[]}})", "chat_template_kwargs.messages"},
+      {head + R"(,"chat_template_kwargs":{"add_generation_prompt":false}})",
+       "chat_template_kwargs.add_generation_prompt"},
+      {head + R"(,"chat_template_kwargs":{"bos_token":"<|im_start|>"}})",
+       "chat_template_kwargs.bos_token"},
+      {head + R"(,"reasoning_format":"deepseek-legacy"})", "reasoning_format"},
+      {head + R"(,"reasoning_format":true})", "reasoning_format"},
+      {head + R"(,"reasoning_effort":"max"})", "reasoning_effort"},
+      {R"({"messages":[{"role":"user","content":"x","reasoning_content":"y"}]})",
+       "messages[0].reasoning_content"},
+      {R"({"messages":[{"role":"assistant","content":"x","reasoning_content":5}]})",
+       "messages[0].reasoning_content"},
+  };
+  for (const Bad& b : bad) {
+    const ApiError e = ChatError(b.body);
+    EXPECT_EQ(e.http_status, 400) << b.body.substr(0, 200);
+    EXPECT_EQ(e.param, b.param) << b.body.substr(0, 200) << " -> " << e.message;
+    EXPECT_NE(e.message.find(b.param.substr(b.param.rfind('.') + 1)), std::string::npos)
+        << e.message;
+  }
 }
 
 }  // namespace

@@ -13,13 +13,30 @@ using ojson = nlohmann::ordered_json;
 
 ojson NullIfEmpty(const std::string& s) { return s.empty() ? ojson() : ojson(s); }
 
-ojson Usage(const CompletionResult& r) {
+// The text of each choice (a result without choices has one, in its own fields).
+std::vector<CompletionChoice> Choices(const CompletionResult& result) {
+  std::vector<CompletionChoice> choices = result.choices;
+  if (choices.empty()) choices.push_back({result.tokens, result.text, result.finish_reason, {}});
+  return choices;
+}
+
+ojson Usage(const ResponseMeta& meta, const CompletionResult& r) {
   const int completion = r.completion_tokens();
   ojson u;
   u["prompt_tokens"] = r.prompt_tokens;
   u["completion_tokens"] = completion;
   u["total_tokens"] = r.prompt_tokens + completion;
   u["prompt_tokens_details"] = {{"cached_tokens", r.cached_tokens}};
+  if (meta.kind == ApiKind::kChat) {
+    int reasoning = 0;
+    if (meta.reasoning.split && meta.token_bytes) {
+      for (const CompletionChoice& c : Choices(r)) {
+        const ReasoningSplit split = SplitReasoning(meta.reasoning, c.text);
+        reasoning += ReasoningTokens(c.tokens, meta.token_bytes, split.reasoning_end);
+      }
+    }
+    u["completion_tokens_details"] = {{"reasoning_tokens", reasoning}};
+  }
   // A request that pinned (cache_control, "cache": {"pin": true}) learns how much, and whether
   // the pin quota cut it short (docs/server.md, "Explicit cache control").
   if (r.pinned_tokens > 0 || r.pin_limited) {
@@ -137,13 +154,6 @@ std::string Chunk(const ResponseMeta& meta, ojson choice, bool include_usage) {
   return SseEvent(Dump(j));
 }
 
-// The text of each choice (a result without choices has one, in its own fields).
-std::vector<CompletionChoice> Choices(const CompletionResult& result) {
-  std::vector<CompletionChoice> choices = result.choices;
-  if (choices.empty()) choices.push_back({result.tokens, result.text, result.finish_reason, {}});
-  return choices;
-}
-
 uint64_t Fnv1a(std::string_view s, uint64_t h = 1469598103934665603ull) {
   for (const unsigned char c : s) h = (h ^ c) * 1099511628211ull;
   return h;
@@ -161,6 +171,18 @@ ojson ErrorObject(const ApiError& e) {
 }  // namespace
 
 std::string ErrorBody(const ApiError& error) { return Dump(ErrorObject(error)); }
+
+int ReasoningTokens(const std::vector<int32_t>& tokens,
+                    const std::function<std::string(int32_t)>& token_bytes, size_t reasoning_end) {
+  int n = 0;
+  size_t offset = 0;
+  for (const int32_t t : tokens) {
+    if (offset >= reasoning_end) break;
+    ++n;
+    offset += token_bytes(t).size();
+  }
+  return n;
+}
 
 ojson LogprobsJson(const ResponseMeta& meta, const std::vector<TokenLogprob>& lps,
                    size_t text_offset, const std::vector<TokenLogprob>* prompt) {
@@ -252,10 +274,13 @@ std::string CompletionBody(const ResponseMeta& meta, const CompletionResult& res
     choice["index"] = i;
     std::string finish_reason = c.finish_reason;
     if (meta.kind == ApiKind::kChat) {
-      // The parsed content: the text itself, but for a format's marker before it (Functionary).
-      const ParsedOutput parsed = ParseToolCalls(meta.tool_format, c.text);
+      // The answer without the thinking, read for calls; its content is the text itself, but for
+      // a format's marker before it (Functionary).
+      const ReasoningSplit split = SplitReasoning(meta.reasoning, c.text);
+      const ParsedOutput parsed = ParseToolCalls(meta.tool_format, split.content);
       choice["message"] = {
           {"role", "assistant"}, {"content", parsed.content}, {"refusal", nullptr}};
+      if (split.has_reasoning) choice["message"]["reasoning_content"] = split.reasoning;
       if (!parsed.calls.empty()) {
         const bool blank = parsed.content.find_first_not_of(" \t\r\n") == std::string::npos;
         choice["message"]["content"] = blank ? ojson() : ojson(parsed.content);
@@ -271,7 +296,7 @@ std::string CompletionBody(const ResponseMeta& meta, const CompletionResult& res
     choice["finish_reason"] = finish_reason;
     j["choices"].push_back(std::move(choice));
   }
-  j["usage"] = Usage(result);
+  j["usage"] = Usage(meta, result);
   j["timings"] = Timings(result);
   return Dump(j);
 }
@@ -294,6 +319,12 @@ std::string StreamTextChunk(const ResponseMeta& meta, const std::string& text, b
   return Chunk(meta, std::move(c), include_usage);
 }
 
+std::string StreamReasoningChunk(const ResponseMeta& meta, const std::string& text,
+                                 bool include_usage, int index) {
+  return Chunk(meta, StreamChoice(meta.kind, {{"reasoning_content", text}}, "", nullptr, index),
+               include_usage);
+}
+
 std::string StreamFinishChunk(const ResponseMeta& meta, const CompletionResult& result,
                               bool include_usage) {
   const std::vector<CompletionChoice> choices = Choices(result);
@@ -303,7 +334,8 @@ std::string StreamFinishChunk(const ResponseMeta& meta, const CompletionResult& 
     ojson j = Envelope(meta, true);
     std::string reason = choices[i].finish_reason;
     if (meta.kind == ApiKind::kChat &&
-        !ParseToolCalls(meta.tool_format, choices[i].text).calls.empty()) {
+        !ParseToolCalls(meta.tool_format, SplitReasoning(meta.reasoning, choices[i].text).content)
+             .calls.empty()) {
       reason = "tool_calls";
     }
     j["choices"] = ojson::array(
@@ -344,7 +376,7 @@ std::string StreamToolCallChunks(const ResponseMeta& meta, const std::vector<Too
 std::string StreamUsageChunk(const ResponseMeta& meta, const CompletionResult& result) {
   ojson j = Envelope(meta, true);
   j["choices"] = ojson::array();
-  j["usage"] = Usage(result);
+  j["usage"] = Usage(meta, result);
   return SseEvent(Dump(j));
 }
 

@@ -16,6 +16,7 @@
 
 #include "promptcache/engine.h"
 #include "server/openai_request.h"
+#include "server/reasoning.h"
 #include "server/tool_calls.h"
 
 namespace promptcache {
@@ -39,7 +40,17 @@ struct ResponseMeta {
   // text is the content). A choice with calls has them in `tool_calls`, the text before them as
   // content (null when blank) and finish_reason "tool_calls".
   ToolCallFormat tool_format = ToolCallFormat::kNone;
+  // Chat with a model that thinks (server/reasoning.h): each choice's thinking goes to
+  // message.reasoning_content (a stream's delta.reasoning_content) and only its answer is the
+  // content and is read for calls. token_bytes (a token id's bytes) counts the reasoning tokens.
+  ReasoningMode reasoning;
+  std::function<std::string(int32_t)> token_bytes;
 };
+
+// The tokens of `tokens` (whose bytes are `token_bytes`) that start within the first
+// `reasoning_end` bytes of their text: usage's reasoning_tokens.
+int ReasoningTokens(const std::vector<int32_t>& tokens,
+                    const std::function<std::string(int32_t)>& token_bytes, size_t reasoning_end);
 
 // The id of call `call` of choice `choice`: derived from the response's id, so that a stream and
 // a retry of the parse give the same. "call_" and 24 hex digits; for kMistral 9 letters and
@@ -74,6 +85,10 @@ std::string StreamRoleChunk(const ResponseMeta& meta, bool include_usage, int in
 std::string StreamTextChunk(const ResponseMeta& meta, const std::string& text, bool include_usage,
                             int index = 0, const std::vector<TokenLogprob>* logprobs = nullptr,
                             size_t text_offset = 0);
+// A piece of choice `index`'s thinking: delta {"reasoning_content": text}, the name llama.cpp
+// and vLLM send and the AI SDK reads.
+std::string StreamReasoningChunk(const ResponseMeta& meta, const std::string& text,
+                                 bool include_usage, int index = 0);
 // The last chunk of each choice: empty delta/text and its finish_reason; the last one carries
 // the timings.
 std::string StreamFinishChunk(const ResponseMeta& meta, const CompletionResult& result,

@@ -148,6 +148,8 @@ struct Stream {
   // With tools: each choice's text so far and how much of it went out as content (the rest may
   // be a tool call: held back until the end).
   std::vector<ToolTextStream> tool_texts;
+  // A model that thinks: each choice's text split into reasoning and answer as it comes.
+  std::vector<ReasoningSplitter> splitters;
   std::string tenant;  // what its result is counted for
 };
 
@@ -160,13 +162,30 @@ std::string ReleaseContent(Stream& s, int choice, const std::string& piece) {
 std::string EndToolCalls(Stream& s, const CompletionResult& result) {
   std::string out;
   for (int c = 0; c < static_cast<int>(s.tool_texts.size()); ++c) {
-    const std::string& text = result.choices.empty() ? result.text : result.choices[c].text;
+    // The answer: all of the text, or (a model that thinks) what the splitter gave as content.
+    const std::string& text = s.meta.reasoning.split   ? s.tool_texts[c].text
+                              : result.choices.empty() ? result.text
+                                                       : result.choices[c].text;
     const ParsedOutput parsed = ParseToolCalls(s.meta.tool_format, text);
     // Content not sent yet: what precedes the calls, or all the text when there are none.
     const std::string rest =
         s.tool_texts[c].Rest(s.meta.tool_format, text, parsed.content, !parsed.calls.empty());
     if (!rest.empty()) out += StreamTextChunk(s.meta, rest, s.include_usage, c);
     out += StreamToolCallChunks(s.meta, parsed.calls, s.include_usage, c);
+  }
+  return out;
+}
+
+// A model that thinks, at the end: each choice's held-back reasoning and content (a partial tag,
+// whitespace), the content through the tool-call hold when tools are offered.
+std::string EndReasoning(Stream& s) {
+  std::string out;
+  for (int c = 0; c < static_cast<int>(s.splitters.size()); ++c) {
+    ReasoningSplitter::Delta d = s.splitters[c].Finish();
+    if (!d.reasoning.empty()) out += StreamReasoningChunk(s.meta, d.reasoning, s.include_usage, c);
+    std::string text = std::move(d.content);
+    if (s.meta.tool_format != ToolCallFormat::kNone) text = ReleaseContent(s, c, text);
+    if (!text.empty()) out += StreamTextChunk(s.meta, text, s.include_usage, c);
   }
   return out;
 }
@@ -204,8 +223,16 @@ bool WriteStream(Stream& s, httplib::DataSink& sink) {
       }
       if (piece.choice < 0 || piece.choice >= static_cast<int>(s.offsets.size())) continue;
       std::string text = piece.text;
+      if (s.meta.reasoning.split) {
+        ReasoningSplitter::Delta d = s.splitters[piece.choice].Add(piece.text);
+        if (!d.reasoning.empty()) {
+          out += StreamReasoningChunk(s.meta, d.reasoning, s.include_usage, piece.choice);
+        }
+        text = std::move(d.content);
+        if (text.empty() && !(s.meta.logprobs && !piece.logprobs.empty())) continue;
+      }
       if (s.meta.tool_format != ToolCallFormat::kNone) {
-        text = ReleaseContent(s, piece.choice, piece.text);
+        text = ReleaseContent(s, piece.choice, text);
         if (text.empty() && !(s.meta.logprobs && !piece.logprobs.empty())) continue;
       }
       out += StreamTextChunk(s.meta, text, s.include_usage, piece.choice,
@@ -220,6 +247,7 @@ bool WriteStream(Stream& s, httplib::DataSink& sink) {
       out += StreamErrorEvent(FromStatus(result.status));
     } else {
       if (!s.batch) s.server->Observe(s.tenant, result);
+      if (s.meta.reasoning.split) out += EndReasoning(s);
       if (s.meta.tool_format != ToolCallFormat::kNone) out += EndToolCalls(s, result);
       std::string finish = StreamFinishChunk(s.meta, result, s.include_usage);
       if (s.map) {
@@ -250,6 +278,9 @@ std::shared_ptr<Stream> NewStream(Call& call, std::vector<ResponseMeta> prompts,
     s->offsets.insert(s->offsets.end(), n, m.echo ? m.prompt_text.size() : 0);
   }
   s->tool_texts.assign(s->offsets.size(), ToolTextStream());
+  if (s->meta.reasoning.split) {
+    s->splitters.assign(s->offsets.size(), ReasoningSplitter(s->meta.reasoning));
+  }
   s->prompts = std::move(prompts);
   return s;
 }
@@ -429,6 +460,11 @@ std::optional<ApiError> ParseCompletionCall(Call& call, ApiKind kind, ApiRequest
                                     : ParseCompletionRequest(call.req.body, server.limits(), r);
   if (!err && !r->model.empty()) err = server.CheckModel(r->model);
   if (!err && kind == ApiKind::kChat) err = ApplyToolChoice(server.encoder().tool_format(), r);
+  if (!err && !r->reasoning_effort.empty() && !server.encoder().reads_reasoning_effort()) {
+    err = ApiError::BadRequest(
+        "'reasoning_effort' has no meaning for this model: its chat template does not read it",
+        "reasoning_effort", "unsupported");
+  }
   *segments = !r->modular() && server.Segments(r->cache_segments);
   if (!err) err = CheckSegmentFields(*r, *segments);
   if (!err && r->evaluate && r->batch.size() > 1) {
@@ -453,7 +489,7 @@ void SetRequestFields(Call& call, const ApiRequest& r, CompletionRequest* creq) 
 // A plain prompt's tokens: built (cut into segments with `segments`) and checked for length;
 // false after failing the call (`param` names the prompt's field).
 bool BuildPlainPrompt(Call& call, const ApiRequest& r, bool segments, const std::string& param,
-                      CompletionRequest* creq) {
+                      CompletionRequest* creq, bool* opens_thinking = nullptr) {
   ServerContext& server = call.server;
   Result<BuiltPrompt> prompt = server.encoder().Build(r, server.PromptLimit(), segments);
   if (!prompt.ok()) {
@@ -465,6 +501,7 @@ bool BuildPlainPrompt(Call& call, const ApiRequest& r, bool segments, const std:
     call.Fail(*err);
     return false;
   }
+  if (opens_thinking != nullptr) *opens_thinking = prompt->opens_thinking;
   creq->prompt = std::move(prompt->tokens);
   creq->pin_tokens = prompt->pin_tokens;
   creq->segments = std::move(prompt->segments);
@@ -487,6 +524,16 @@ Evaluator CompletionEvaluator(Engine& engine, const ApiRequest& r, const PmlProm
   };
 }
 
+// A chat response's reasoning split: on when the model thinks (its template) and the request did
+// not ask for reasoning_format "none"; `opens_thinking`: its prompt opened the thinking.
+void SetReasoning(Call& call, const ApiRequest& r, bool opens_thinking, ResponseMeta* meta) {
+  const PromptEncoder& encoder = call.server.encoder();
+  meta->reasoning.split = r.reasoning_split && encoder.thinking();
+  meta->reasoning.starts_open = opens_thinking;
+  const Tokenizer& tok = call.engine().model().tokenizer();
+  meta->token_bytes = [&tok](int32_t t) { return tok.TokenBytes(t); };
+}
+
 void HandleCompletion(Call& call, ApiKind kind) {
   Engine& engine = call.engine();
   ApiRequest r;
@@ -505,6 +552,7 @@ void HandleCompletion(Call& call, ApiKind kind) {
   }
   Submitter submit;
   PmlPrompt modular;
+  bool opens_thinking = false;
   if (r.modular()) {
     if (!PrepareModular(call, r, &creq, &submit, &modular)) return;
     if (map) {
@@ -517,13 +565,14 @@ void HandleCompletion(Call& call, ApiKind kind) {
     }
   } else {
     const std::string param = kind == ApiKind::kChat ? "messages" : "prompt";
-    if (!BuildPlainPrompt(call, r, segments, param, &creq)) return;
+    if (!BuildPlainPrompt(call, r, segments, param, &creq, &opens_thinking)) return;
     if (map) map->prompt = creq.prompt;
     submit = [&engine](CompletionRequest c) { return engine.Submit(std::move(c)); };
   }
   ResponseMeta meta = CompletionMeta(
       call, r, kind, (kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-") + RandomHex(24), creq);
   if (r.tools_offered()) meta.tool_format = call.server.encoder().tool_format();
+  if (kind == ApiKind::kChat) SetReasoning(call, r, opens_thinking, &meta);
   if (r.stream) return StartStream(call, meta, r.include_usage, std::move(creq), submit, map);
   const Evaluator evaluate = CompletionEvaluator(engine, r, modular, creq);
   Respond(call, meta, std::move(creq), submit, evaluate, map);
@@ -531,15 +580,15 @@ void HandleCompletion(Call& call, ApiKind kind) {
 
 }  // namespace
 
-bool PrepareChat(Call& call, const ApiRequest& r, CompletionRequest* creq,
-                 const std::string& param) {
+bool PrepareChat(Call& call, const ApiRequest& r, CompletionRequest* creq, const std::string& param,
+                 bool* opens_thinking) {
   SetRequestFields(call, r, creq);
   const bool segments = !r.modular() && call.server.Segments(r.cache_segments);
   if (std::optional<ApiError> err = CheckSegmentFields(r, segments)) {
     call.Fail(*err);
     return false;
   }
-  return BuildPlainPrompt(call, r, segments, param, creq);
+  return BuildPlainPrompt(call, r, segments, param, creq, opens_thinking);
 }
 
 void HandleCompletions(Call& call) { HandleCompletion(call, ApiKind::kCompletion); }

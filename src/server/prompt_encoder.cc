@@ -4,6 +4,8 @@
 #include <ctime>
 #include <functional>
 
+#include "server/reasoning.h"
+
 namespace promptcache {
 
 PromptEncoder::PromptEncoder(const Tokenizer& tokenizer, std::string_view chat_template,
@@ -14,7 +16,12 @@ PromptEncoder::PromptEncoder(const Tokenizer& tokenizer, std::string_view chat_t
       tool_format_(template_.uses_jinja() ? DetectToolCallFormat(chat_template)
                                           : ToolCallFormat::kNone),
       arguments_as_text_(
-          TakesArgumentsAsText(template_, ToolTemplateVariables(tool_format_, nullptr, {}))) {}
+          TakesArgumentsAsText(template_, ToolTemplateVariables(tool_format_, nullptr, {}))),
+      thinking_(template_.uses_jinja() && TemplateHasThinking(chat_template)),
+      reads_enable_thinking_(template_.uses_jinja() &&
+                             chat_template.find("enable_thinking") != std::string_view::npos),
+      reads_reasoning_effort_(template_.uses_jinja() &&
+                              chat_template.find("reasoning_effort") != std::string_view::npos) {}
 
 Status PromptEncoder::CheckBound(std::string_view text, size_t max_tokens) const {
   if (max_tokens == SIZE_MAX) return Status::Ok();
@@ -175,6 +182,7 @@ namespace {
 // tool_call_id and name.
 nlohmann::ordered_json MessageJson(const ApiMessage& m, bool arguments_as_text) {
   nlohmann::ordered_json j = {{"role", m.role}, {"content", m.content}};
+  if (m.reasoning_content) j["reasoning_content"] = *m.reasoning_content;
   if (!m.tool_calls.is_null()) {
     if (m.content_null) j["content"] = nullptr;
     j["tool_calls"] = m.tool_calls;
@@ -231,9 +239,11 @@ ChatInput RequestChatInput(const std::vector<ApiMessage>& messages, bool add_gen
 Result<BuiltPrompt> PromptEncoder::FromMessages(const std::vector<ApiMessage>& messages,
                                                 bool add_generation_prompt,
                                                 const nlohmann::ordered_json& tools,
-                                                size_t max_tokens, bool segments) const {
+                                                size_t max_tokens, bool segments,
+                                                const nlohmann::ordered_json& variables) const {
   if (messages.empty()) return InvalidArgument("'messages' must not be empty");
   ChatInput chat = RequestChatInput(messages, add_generation_prompt, tools, arguments_as_text_);
+  chat.extra_variables = variables;
   if (tool_format_ == ToolCallFormat::kFireFunction) {
     // The day, not the second: a prompt that changed every second would never share a cached
     // prefix past the system turn, and sampling would not repeat.
@@ -241,7 +251,9 @@ Result<BuiltPrompt> PromptEncoder::FromMessages(const std::vector<ApiMessage>& m
     std::tm today{};
     gmtime_r(&t, &today);
     today.tm_hour = today.tm_min = today.tm_sec = 0;
-    chat.extra_variables = ToolTemplateVariables(tool_format_, tools, today);
+    const nlohmann::ordered_json tool_variables = ToolTemplateVariables(tool_format_, tools, today);
+    if (!chat.extra_variables.is_object()) chat.extra_variables = nlohmann::ordered_json::object();
+    for (const auto& [name, value] : tool_variables.items()) chat.extra_variables[name] = value;
   }
   int last_breakpoint = -1;
   for (size_t i = 0; i < messages.size(); ++i) {
@@ -253,6 +265,7 @@ Result<BuiltPrompt> PromptEncoder::FromMessages(const std::vector<ApiMessage>& m
   BuiltPrompt out;
   out.tokens = segments ? EncodeChatSegments(*text, messages, &out.segments) : EncodeChat(*text);
   if (out.tokens.empty()) return InvalidArgument("the rendered conversation is empty");
+  out.opens_thinking = thinking_ && add_generation_prompt && PromptOpensThinking(text->text());
   if (last_breakpoint >= 0) {
     ChatInput prefix = chat;
     prefix.messages.erase(prefix.messages.begin() + last_breakpoint + 1, prefix.messages.end());
@@ -276,13 +289,23 @@ Result<BuiltPrompt> PromptEncoder::FromMessages(const std::vector<ApiMessage>& m
   return out;
 }
 
+nlohmann::ordered_json RequestTemplateVariables(const ApiRequest& request,
+                                                bool reads_reasoning_effort) {
+  nlohmann::ordered_json vars = request.template_kwargs;
+  if (!request.reasoning_effort.empty() && reads_reasoning_effort) {
+    if (!vars.is_object()) vars = nlohmann::ordered_json::object();
+    if (!vars.contains("reasoning_effort")) vars["reasoning_effort"] = request.reasoning_effort;
+  }
+  return vars;
+}
+
 Result<BuiltPrompt> PromptEncoder::Build(const ApiRequest& request, size_t max_tokens,
                                          bool segments) const {
   BuiltPrompt out;
   if (request.kind == ApiKind::kChat) {
-    PC_ASSIGN_OR_RETURN(
-        out, FromMessages(request.messages, /*add_generation_prompt=*/true,
-                          request.tools_offered() ? request.tools : nullptr, max_tokens, segments));
+    PC_ASSIGN_OR_RETURN(out, FromMessages(request.messages, /*add_generation_prompt=*/true,
+                                          request.tools_offered() ? request.tools : nullptr,
+                                          max_tokens, segments, RequestVariables(request)));
   } else if (segments) {
     PC_ASSIGN_OR_RETURN(out, FromPromptSegments(request.prompt_text, request.prompt_tokens,
                                                 request.prompt_is_tokens, max_tokens));

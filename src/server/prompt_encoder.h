@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <ctime>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -46,6 +47,9 @@ struct BuiltPrompt {
   int pin_tokens = 0;
   // With segments on: the token ranges of the prompt's segments, ascending (empty otherwise).
   std::vector<PromptSegment> segments;
+  // A chat prompt whose model thinks and whose generation prompt opened the thinking
+  // (server/reasoning.h): the output starts inside it.
+  bool opens_thinking = false;
 };
 
 // How a prompt is cut into segments (the server's --segment-separator and --segment-min-tokens).
@@ -78,6 +82,11 @@ nlohmann::ordered_json ToolTemplateVariables(ToolCallFormat format,
                                              const nlohmann::ordered_json& tools,
                                              const std::tm& now);
 
+// A chat request's further template variables: its chat_template_kwargs, and its
+// reasoning_effort when the template reads one (a kwarg of that name wins); null for none.
+nlohmann::ordered_json RequestTemplateVariables(const ApiRequest& request,
+                                                bool reads_reasoning_effort);
+
 class PromptEncoder {
  public:
   // `chat_template` is the model's tokenizer.chat_template (may be empty: plain transcript).
@@ -106,10 +115,29 @@ class PromptEncoder {
   // add_generation_prompt is set. pin_tokens covers the last cache_control breakpoint. `tools`:
   // the tools offered (the template's `tools` variable), null for none.
   // `segments`: also cut it into segments (the header comment).
+  // `variables`: further template variables (chat_template_kwargs, a thinking switch), null
+  // for none.
   Result<BuiltPrompt> FromMessages(const std::vector<ApiMessage>& messages,
                                    bool add_generation_prompt,
                                    const nlohmann::ordered_json& tools = nullptr,
-                                   size_t max_tokens = SIZE_MAX, bool segments = false) const;
+                                   size_t max_tokens = SIZE_MAX, bool segments = false,
+                                   const nlohmann::ordered_json& variables = nullptr) const;
+
+  // Reasoning (server/reasoning.h), read from the template: its model writes <think>...</think>;
+  // it reads `enable_thinking` (Qwen3's switch); it reads `reasoning_effort`.
+  bool thinking() const { return thinking_; }
+  bool reads_enable_thinking() const { return reads_enable_thinking_; }
+  bool reads_reasoning_effort() const { return reads_reasoning_effort_; }
+  // The variables that switch thinking on or off (Anthropic's `thinking`, Ollama's `think`):
+  // {"enable_thinking": on} for a template that reads it; null when unset or no switch.
+  nlohmann::ordered_json ThinkingSwitch(std::optional<bool> on) const {
+    if (!on || !reads_enable_thinking_) return nullptr;
+    return {{"enable_thinking", *on}};
+  }
+  // RequestTemplateVariables for this template.
+  nlohmann::ordered_json RequestVariables(const ApiRequest& request) const {
+    return RequestTemplateVariables(request, reads_reasoning_effort_);
+  }
 
   // The whole request: its prompt and what to pin (the `cache.pin` field pins everything), and
   // its segments when `segments` is set.
@@ -135,6 +163,9 @@ class PromptEncoder {
   bool trust_clients_;
   ToolCallFormat tool_format_;
   bool arguments_as_text_;  // TakesArgumentsAsText
+  bool thinking_;
+  bool reads_enable_thinking_;
+  bool reads_reasoning_effort_;
   SegmentCut cut_;
 };
 

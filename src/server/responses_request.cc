@@ -254,8 +254,21 @@ MaybeError ReadResponsesFields(const ojson& obj, ResponsesRequest* out) {
   if (const ojson* v = Find(obj, "include"); v != nullptr && !(v->is_array() && v->empty())) {
     return Unsupported("include", "'include'");
   }
-  if (const ojson* v = Find(obj, "reasoning"); v != nullptr && !(v->is_object() && v->empty())) {
-    return Unsupported("reasoning", "'reasoning' (this model does not reason)");
+  // reasoning: its effort is the chat route's reasoning_effort (a template variable where the
+  // template reads one); summaries are not generated.
+  if (const ojson* v = Find(obj, "reasoning")) {
+    if (!v->is_object()) return WrongType("reasoning", "an object", *v);
+    for (const auto& [key, value] : v->items()) {
+      if (value.is_null()) continue;
+      if (key == "effort") {
+        if (!value.is_string()) return WrongType("reasoning.effort", "a string", value);
+        out->chat["reasoning_effort"] = value;
+        continue;
+      }
+      return Unsupported("reasoning." + key, key == "summary" || key == "generate_summary"
+                                                 ? "reasoning summaries ('reasoning." + key + "')"
+                                                 : "'reasoning." + key + "'");
+    }
   }
   if (const ojson* v = Find(obj, "top_logprobs"); v != nullptr && *v != 0) {
     return Unsupported("top_logprobs", "'top_logprobs'");

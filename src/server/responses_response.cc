@@ -22,8 +22,13 @@ ojson Or(const ojson& v, ojson fallback) { return v.is_null() ? fallback : v; }
 
 }  // namespace
 
-ResponsesOutput SplitOutput(ToolCallFormat format, const std::string& text) {
+ResponsesOutput SplitOutput(const ResponsesMeta& meta, const std::string& whole) {
   ResponsesOutput out;
+  ReasoningSplit split = SplitReasoning(meta.reasoning, whole);
+  out.reasoning = std::move(split.reasoning);
+  out.reasoning_end = split.reasoning_end;
+  const std::string& text = split.content;
+  const ToolCallFormat format = meta.tool_format;
   if (format == ToolCallFormat::kNone) {
     out.text = text;
     return out;
@@ -37,6 +42,20 @@ ResponsesOutput SplitOutput(ToolCallFormat format, const std::string& text) {
 }
 
 std::string MessageItemId(const ResponsesMeta& meta) { return "msg_" + meta.id.substr(5); }
+
+std::string ReasoningItemId(const ResponsesMeta& meta) { return "rs_" + meta.id.substr(5); }
+
+ojson ReasoningItem(const ResponsesMeta& meta, const std::string& text, const char* status) {
+  ojson content = ojson::array();
+  if (std::string(status) != "in_progress") {
+    content.push_back({{"type", "reasoning_text"}, {"text", text}});
+  }
+  return {{"type", "reasoning"},
+          {"id", ReasoningItemId(meta)},
+          {"summary", ojson::array()},
+          {"content", std::move(content)},
+          {"status", status}};
+}
 
 ojson MessageItem(const ResponsesMeta& meta, const std::string& text, const char* status) {
   ojson content = ojson::array();
@@ -75,7 +94,12 @@ ojson ResponseObject(const ResponsesMeta& meta, const CompletionResult* result) 
   j["model"] = meta.model;
   ojson output = ojson::array();
   if (result != nullptr) {
-    const ResponsesOutput out = SplitOutput(meta.tool_format, result->text);
+    const ResponsesOutput out = SplitOutput(meta, result->text);
+    if (!out.reasoning.empty()) {
+      // Cut short inside the thinking, the reasoning item is the one cut.
+      const bool cut = length && out.text.empty() && out.calls.empty();
+      output.push_back(ReasoningItem(meta, out.reasoning, cut ? "incomplete" : "completed"));
+    }
     // Cut short, the message is too (as OpenAI marks it).
     if (out.has_message) {
       output.push_back(MessageItem(meta, out.text, length ? "incomplete" : "completed"));
@@ -100,19 +124,29 @@ ojson ResponseObject(const ResponsesMeta& meta, const CompletionResult* result) 
     j["usage"] = nullptr;
   } else {
     const int output_tokens = result->completion_tokens();
+    int reasoning_tokens = 0;
+    if (meta.reasoning.split && meta.token_bytes) {
+      reasoning_tokens = ReasoningTokens(result->tokens, meta.token_bytes,
+                                         SplitOutput(meta, result->text).reasoning_end);
+    }
     j["usage"] = {{"input_tokens", result->prompt_tokens},
                   {"input_tokens_details", {{"cached_tokens", result->cached_tokens}}},
                   {"output_tokens", output_tokens},
-                  {"output_tokens_details", {{"reasoning_tokens", 0}}},
+                  {"output_tokens_details", {{"reasoning_tokens", reasoning_tokens}}},
                   {"total_tokens", result->prompt_tokens + output_tokens}};
   }
   return j;
 }
 
 ojson AssistantMessage(const ResponsesMeta& meta, const CompletionResult& result) {
-  const ResponsesOutput out = SplitOutput(meta.tool_format, result.text);
+  const ResponsesOutput out = SplitOutput(meta, result.text);
   ojson m = {{"role", "assistant"}};
-  m["content"] = out.has_message ? ojson(out.text) : ojson(nullptr);
+  // (With thinking, a turn of calls alone keeps "": Qwen3's template strips it as a string.)
+  m["content"] = out.has_message         ? ojson(out.text)
+                 : out.reasoning.empty() ? ojson(nullptr)
+                                         : ojson("");
+  // The thinking goes back to the template with the turn (Qwen3's renders it after a call).
+  if (!out.reasoning.empty()) m["reasoning_content"] = out.reasoning;
   if (!out.calls.empty()) {
     m["tool_calls"] = ToolCallsJson(ChatMeta(meta), 0, out.calls);
   }

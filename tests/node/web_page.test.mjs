@@ -16,7 +16,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import puppeteer from 'puppeteer-core';
-import { startServer } from './server.mjs';
+import { startServer, SHARED } from './server.mjs';
+import { startReasoningServer } from './reasoning_model.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const STORY_SCHEMA = fs.readFileSync(path.join(here, '..', '..', 'examples', 'story', 'story.xml'), 'utf8');
@@ -224,4 +225,36 @@ test('the page works against a server without an API key', async () => {
 
 test('the page asks for the key of a server with --api-key and works with it', async () => {
   await drive('key', ['--api-key', 'page-secret'], 'page-secret');
+});
+
+// A thinking model (reasoning_model.mjs's tiny Qwen3 with the DeepSeek R1 distills' template,
+// whose prompt opens the thinking): the chat shows the streamed reasoning_content above the
+// answer, and sends it back with the turn. Its random output is all thinking (it would close only
+// by sampling "</think>"). Mutation tried: the page not reading delta.reasoning_content (the
+// thinking stays hidden and the answer empty).
+test('the chat shows a thinking model\'s reasoning above its answer', async () => {
+  const server = await startReasoningServer(['--chat-template',
+    path.join(SHARED, 'templates', 'deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja')]);
+  const errors = [];
+  const page = await openPage(server.url + '/', errors);
+  await page.waitForSelector('body[data-ready="1"]', WAIT);
+  await page.$eval('#max-tokens', (e) => { e.value = '8'; });
+  await chat(page, 'What is 2+2?');
+  const shown = await page.$eval('.msg.assistant:last-of-type', (li) => ({
+    thinking: li.querySelector('.thinking').textContent,
+    hidden: li.querySelector('.thinking').hidden,
+    error: li.querySelector('.error')?.textContent,
+  }));
+  assert.equal(shown.error, undefined);
+  assert.equal(shown.hidden, false);
+  assert.ok(shown.thinking.length > 0, 'the thinking streamed');
+  // The follow-up sends the thinking back: the server renders it (R1's template drops it, so the
+  // turn is only checked to be accepted).
+  await chat(page, 'And 3+3?');
+  assert.equal(await page.$eval('.msg.assistant:last-of-type', (li) => li.querySelector('.error')?.textContent),
+               undefined);
+  await page.screenshot({ path: path.join(SHOTS, 'thinking-chat.png') });
+  page.collecting = false;
+  await page.close();
+  assert.deepEqual(errors, []);
 });

@@ -1,0 +1,22 @@
+// Parts of the Messages request parser (server/anthropic_request.cc) kept in a file of their own:
+// extended thinking (anthropic_thinking.cc). Server-internal; each reads its part of the parsed
+// body into the request and returns the ApiError naming the first bad field.
+#pragma once
+
+#include <string>
+
+#include "server/anthropic_request.h"
+#include "server/json_fields.h"
+
+namespace promptcache::anthropic_request {
+
+// The request's `thinking`: enabled (with budget_tokens, at least 1024 and, with
+// `check_budget`, below max_tokens), adaptive (display "summarized") or disabled.
+json_fields::MaybeError ReadThinking(const json_fields::json& obj, AnthropicRequest* out,
+                                     bool check_budget);
+
+// An assistant's thinking (or redacted_thinking) block `block`, at `param`, into msg.
+json_fields::MaybeError ReadThinkingBlock(const json_fields::json& block, const std::string& param,
+                                          ApiMessage* msg);
+
+}  // namespace promptcache::anthropic_request
