@@ -11,7 +11,9 @@ unless tool_choice is "none" (or the list is empty), and add_generation_prompt i
 assistant's reasoning_content is its message's field of that name, and chat_template_kwargs are
 further variables (as vLLM passes them). A template
 that refuses object arguments (it concatenates them as text: Functionary v3.2) is rendered again
-with each object as its compact JSON text, as llama.cpp does for such templates. FireFunction v2's
+with each object as its compact JSON text, as llama.cpp does for such templates; one that fails
+on a calling turn's null content (Qwen3 searches it for '</think>') is rendered again with "" for
+it, as llama.cpp passes "" to templates that need a string there. FireFunction v2's
 template reads `functions` (the offered tools as JSON indented by 2, "" for none) and `datetime`
 ("%b %d %Y %H:%M:%S GMT") instead of `tools`: they are passed to a template that names them.
 
@@ -37,6 +39,26 @@ def arguments_as_text(v):
                 c["function"]["arguments"] = json.dumps(args, ensure_ascii=False,
                                                         separators=(",", ":"))
     return v
+
+
+def content_as_empty(v):
+    for m in v["messages"]:
+        if m.get("tool_calls") and m["content"] is None:
+            m["content"] = ""
+    return v
+
+
+def render_first(template, case):
+    """The first form the template takes: as converted, then arguments as text, then null
+    contents as "" (with each), as llama.cpp retries a template that refuses them."""
+    forms = [lambda v: v, arguments_as_text, content_as_empty,
+             lambda v: content_as_empty(arguments_as_text(v))]
+    for i, form in enumerate(forms):
+        try:
+            return template.render(**form(variables(case)))
+        except TypeError:
+            if i == len(forms) - 1:
+                raise
 
 
 def convert_message(m):
@@ -97,10 +119,7 @@ def main():
         case["now"] = now
         try:
             template = env.from_string(case["template"])
-            try:
-                text = template.render(**variables(case))
-            except TypeError:
-                text = template.render(**arguments_as_text(variables(case)))
+            text = render_first(template, case)
             results.append({"ok": True, "text": text})
         except Exception as e:  # a rejection is a result to compare, not a crash
             results.append({"ok": False, "error": f"{type(e).__name__}: {e}"})

@@ -15,8 +15,7 @@ PromptEncoder::PromptEncoder(const Tokenizer& tokenizer, std::string_view chat_t
       trust_clients_(trust_clients),
       tool_format_(template_.uses_jinja() ? DetectToolCallFormat(chat_template)
                                           : ToolCallFormat::kNone),
-      arguments_as_text_(
-          TakesArgumentsAsText(template_, ToolTemplateVariables(tool_format_, nullptr, {}))),
+      call_turn_(ProbeCallTurnForm(template_, ToolTemplateVariables(tool_format_, nullptr, {}))),
       thinking_(template_.uses_jinja() && TemplateHasThinking(chat_template)),
       reads_enable_thinking_(template_.uses_jinja() &&
                              chat_template.find("enable_thinking") != std::string_view::npos),
@@ -180,15 +179,15 @@ namespace {
 // A message as chat templates see it (OpenAI's shape, as Hugging Face passes it): role and
 // content, plus an assistant's tool_calls (content null when it has none) or a tool result's
 // tool_call_id and name.
-nlohmann::ordered_json MessageJson(const ApiMessage& m, bool arguments_as_text) {
+nlohmann::ordered_json MessageJson(const ApiMessage& m, CallTurnForm form) {
   nlohmann::ordered_json j = {{"role", m.role}, {"content", m.content}};
   if (m.reasoning_content) j["reasoning_content"] = *m.reasoning_content;
   if (!m.tool_calls.is_null()) {
-    if (m.content_null) j["content"] = nullptr;
+    if (m.content_null && !form.empty_content) j["content"] = nullptr;
     j["tool_calls"] = m.tool_calls;
     for (auto& call : j["tool_calls"]) {
       auto& args = call["function"]["arguments"];
-      if (arguments_as_text && args.is_object()) args = args.dump();
+      if (form.arguments_as_text && args.is_object()) args = args.dump();
     }
   }
   if (m.role == "tool") {
@@ -200,9 +199,11 @@ nlohmann::ordered_json MessageJson(const ApiMessage& m, bool arguments_as_text) 
 
 }  // namespace
 
-bool TakesArgumentsAsText(const ChatTemplate& chat, const nlohmann::ordered_json& variables) {
-  if (!chat.uses_jinja()) return false;
-  auto renders = [&](const nlohmann::ordered_json& arguments) {
+CallTurnForm ProbeCallTurnForm(const ChatTemplate& chat,
+                               const nlohmann::ordered_json& variables) {
+  if (!chat.uses_jinja()) return {};
+  auto renders = [&](const nlohmann::ordered_json& arguments,
+                     const nlohmann::ordered_json& content) {
     ChatInput input;
     input.add_generation_prompt = false;
     input.extra_variables = variables;
@@ -211,11 +212,22 @@ bool TakesArgumentsAsText(const ChatTemplate& chat, const nlohmann::ordered_json
                                    {"type", "function"},
                                    {"function", {{"name", "f"}, {"arguments", arguments}}}};
     input.messages.push_back({{"role", "assistant"},
-                              {"content", nullptr},
+                              {"content", content},
                               {"tool_calls", nlohmann::ordered_json::array({call})}});
     return chat.Render(input).ok();
   };
-  return !renders({{"a", 1}}) && renders("{\"a\":1}");
+  // The forms in the order the reference tries them: as sent, arguments as text, then "" for
+  // the content with each.
+  for (const CallTurnForm form : {CallTurnForm{false, false}, CallTurnForm{true, false},
+                                  CallTurnForm{false, true}, CallTurnForm{true, true}}) {
+    const nlohmann::ordered_json arguments =
+        form.arguments_as_text ? nlohmann::ordered_json("{\"a\":1}")
+                               : nlohmann::ordered_json{{"a", 1}};
+    if (renders(arguments, form.empty_content ? nlohmann::ordered_json("") : nullptr)) {
+      return form;
+    }
+  }
+  return {};
 }
 
 nlohmann::ordered_json ToolTemplateVariables(ToolCallFormat format,
@@ -228,11 +240,11 @@ nlohmann::ordered_json ToolTemplateVariables(ToolCallFormat format,
 }
 
 ChatInput RequestChatInput(const std::vector<ApiMessage>& messages, bool add_generation_prompt,
-                           const nlohmann::ordered_json& tools, bool arguments_as_text) {
+                           const nlohmann::ordered_json& tools, CallTurnForm form) {
   ChatInput chat;
   chat.tools = tools;
   chat.add_generation_prompt = add_generation_prompt;
-  for (const ApiMessage& m : messages) chat.messages.push_back(MessageJson(m, arguments_as_text));
+  for (const ApiMessage& m : messages) chat.messages.push_back(MessageJson(m, form));
   return chat;
 }
 
@@ -242,7 +254,7 @@ Result<BuiltPrompt> PromptEncoder::FromMessages(const std::vector<ApiMessage>& m
                                                 size_t max_tokens, bool segments,
                                                 const nlohmann::ordered_json& variables) const {
   if (messages.empty()) return InvalidArgument("'messages' must not be empty");
-  ChatInput chat = RequestChatInput(messages, add_generation_prompt, tools, arguments_as_text_);
+  ChatInput chat = RequestChatInput(messages, add_generation_prompt, tools, call_turn_);
   chat.extra_variables = variables;
   if (tool_format_ == ToolCallFormat::kFireFunction) {
     // The day, not the second: a prompt that changed every second would never share a cached

@@ -60,20 +60,26 @@ struct SegmentCut {
   int min_tokens = 64;
 };
 
-// A request's conversation as the chat template sees it: each message's role and content, an
-// assistant's tool_calls (content null when it had none), a tool result's tool_call_id and name;
-// `tools` (null: none) as the template's `tools` variable. `arguments_as_text`: a call's
-// arguments that are an object go to the template as their compact JSON text
-// (TakesArgumentsAsText).
-ChatInput RequestChatInput(const std::vector<ApiMessage>& messages, bool add_generation_prompt,
-                           const nlohmann::ordered_json& tools, bool arguments_as_text = false);
+// How a template takes an earlier assistant turn that called tools, probed once with a one-call
+// conversation as llama.cpp probes its templates. `variables`: ToolTemplateVariables, which such
+// a template may need to render at all.
+struct CallTurnForm {
+  // Object arguments refused, their JSON text rendered: templates that concatenate them
+  // ('>>>' + name + '\n' + arguments: Functionary v3.2, DeepSeek R1).
+  bool arguments_as_text = false;
+  // A null content refused, "" rendered: templates that search it ('</think>' in
+  // message.content: Qwen3), which fail on what OpenAI clients send with tool_calls.
+  bool empty_content = false;
+};
+CallTurnForm ProbeCallTurnForm(const ChatTemplate& chat,
+                               const nlohmann::ordered_json& variables = nullptr);
 
-// Whether `chat` refuses an earlier call's arguments as an object but renders them as JSON text:
-// templates that concatenate them ('>>>' + name + '\n' + arguments: Functionary v3.2, DeepSeek
-// R1). Probed once with a one-call conversation, as llama.cpp probes its templates.
-// `variables`: ToolTemplateVariables, which such a template may need to render at all.
-bool TakesArgumentsAsText(const ChatTemplate& chat,
-                          const nlohmann::ordered_json& variables = nullptr);
+// A request's conversation as the chat template sees it: each message's role and content, an
+// assistant's tool_calls (content null when it had none, "" where `form` says), a tool result's
+// tool_call_id and name; `tools` (null: none) as the template's `tools` variable. Arguments that
+// are an object go as their compact JSON text where `form` says.
+ChatInput RequestChatInput(const std::vector<ApiMessage>& messages, bool add_generation_prompt,
+                           const nlohmann::ordered_json& tools, CallTurnForm form = {});
 
 // The variables a format's template reads besides `tools`, null for none: FireFunction v2's
 // `functions` (the tools' JSON indented by 2, "" for none) and `datetime` ("Jul 26 2024
@@ -162,7 +168,7 @@ class PromptEncoder {
   ChatTemplate template_;
   bool trust_clients_;
   ToolCallFormat tool_format_;
-  bool arguments_as_text_;  // TakesArgumentsAsText
+  CallTurnForm call_turn_;  // ProbeCallTurnForm
   bool thinking_;
   bool reads_enable_thinking_;
   bool reads_reasoning_effort_;

@@ -145,7 +145,7 @@ TEST(ToolPrompt, ServerRenderingMatchesJinja2) {
       const ToolCallFormat format = DetectToolCallFormat(source);
       ChatInput input = RequestChatInput(
           r.messages, /*add_generation_prompt=*/true, r.tools_offered() ? r.tools : nullptr,
-          TakesArgumentsAsText(chat, ToolTemplateVariables(format, nullptr, {})));
+          ProbeCallTurnForm(chat, ToolTemplateVariables(format, nullptr, {})));
       input.extra_variables = ToolTemplateVariables(format, r.tools_offered() ? r.tools : nullptr,
                                                     jinja::testing::FixedNow());
       Result<MarkedText> ours = chat.Render(input);
@@ -212,6 +212,11 @@ TEST(ReasoningPrompt, Qwen3RenderingMatchesJinja2) {
       body(user + R"(, {"role": "assistant", "content": "<think>\nEasy.\n</think>\n\n4"},
                     {"role": "user", "content": "And 3+3?"})",
            ""),
+      // A call as OpenAI clients send it back, content null (absent: the same) and no thinking:
+      // Qwen3's template searches the content for '</think>', so it takes "" there.
+      body(user + R"(, {"role": "assistant", "content": null, "tool_calls": [)" + call + R"(]},
+                    {"role": "tool", "tool_call_id": "c1", "content": "4"})",
+           R"(, "tools": )" + tools),
   };
   json cases = json::array();
   for (const std::string& b : bodies) {
@@ -223,6 +228,9 @@ TEST(ReasoningPrompt, Qwen3RenderingMatchesJinja2) {
   ChatTemplate::Options options;
   options.eos_text = "<|im_end|>";
   const ChatTemplate chat(source, options);
+  const CallTurnForm form = ProbeCallTurnForm(chat);
+  EXPECT_FALSE(form.arguments_as_text);
+  EXPECT_TRUE(form.empty_content);
   std::set<std::string> distinct;
   for (size_t i = 0; i < bodies.size(); ++i) {
     SCOPED_TRACE(bodies[i]);
@@ -230,7 +238,7 @@ TEST(ReasoningPrompt, Qwen3RenderingMatchesJinja2) {
     std::optional<ApiError> err = ParseChatRequest(bodies[i], {}, &r);
     ASSERT_FALSE(err.has_value()) << err->message;
     ChatInput input = RequestChatInput(r.messages, /*add_generation_prompt=*/true,
-                                       r.tools_offered() ? r.tools : nullptr);
+                                       r.tools_offered() ? r.tools : nullptr, form);
     input.extra_variables = RequestTemplateVariables(r, /*reads_reasoning_effort=*/false);
     Result<MarkedText> ours = chat.Render(input);
     ASSERT_TRUE(ours.ok()) << ours.status().message();
