@@ -2,6 +2,8 @@
 //   x = embed(tokens) · embed_scale
 //   per layer:  x += post_norm(Wo · Attention(RoPE(Wq·norm(x)), RoPE(Wk·norm(x)), Wv·norm(x)))
 //               x += post_norm(Wdown · (act(Wgate·norm(x)) * Wup·norm(x)))
+//                    or, in a mixture-of-experts layer, the same FFN of each of the token's
+//                    experts (the top k of softmax(Wrouter·norm(x))), weighted (ExpertsBlock)
 //   hidden = norm(x)                   (what embeddings pool, for the tokens that ask)
 //   logits = softcap(Wout · hidden)
 // One pass for every architecture (model/config.h): the optional parts are there when the file
