@@ -138,6 +138,42 @@ TEST_F(CliTest, QuantizeEveryFileType) {
   }
 }
 
+// A mixture-of-experts file (tiny-mixtral, F32: 4 layers of 8 experts) quantized: the 3-D expert
+// tensors in the mix's types by layer, the routers left F32, attention as llama.cpp types it for
+// 8 experts (attn_k Q8_0, attn_output Q5_K in Q4_K_M); the results load and run.
+TEST_F(CliTest, QuantizeMixtureOfExperts) {
+  const std::string f32 = (dir_ / "mixtral.gguf").string();
+  ASSERT_EQ(
+      RunCli("synth --preset tiny-mixtral --vocab " + kStories + " --type f32 -o " + f32).code, 0);
+  const std::string run = " -p 'Once upon a time' -n 6 --temp 0 -t 2";
+  const Output reference = RunCli("run -m " + f32 + run);
+  ASSERT_EQ(reference.code, 0) << reference.err;
+  for (const char* type : {"Q4_K_M", "Q8_0"}) {
+    const std::string q = (dir_ / (std::string("mixtral-") + type + ".gguf")).string();
+    const Output o = RunCli("quantize " + f32 + " " + q + " " + type + " -t 2");
+    ASSERT_EQ(o.code, 0) << o.err;
+    auto f = GgufFile::Open(q);
+    ASSERT_TRUE(f.ok()) << f.status().message();
+    const bool q8 = std::string(type) == "Q8_0";
+    const GgmlType base = q8 ? GgmlType::kQ8_0 : GgmlType::kQ4_K;
+    const GgufTensorInfo* gate = (*f)->FindTensor("blk.1.ffn_gate_exps.weight");
+    ASSERT_NE(gate, nullptr);
+    EXPECT_EQ(gate->type, base);
+    EXPECT_EQ(gate->dims, (std::vector<int64_t>{256, 512, 8}));
+    EXPECT_EQ((*f)->FindTensor("blk.1.ffn_up_exps.weight")->type, base);
+    EXPECT_EQ((*f)->FindTensor("blk.1.ffn_down_exps.weight")->type, base);
+    EXPECT_EQ((*f)->FindTensor("blk.3.ffn_down_exps.weight")->type,
+              q8 ? GgmlType::kQ8_0 : GgmlType::kQ6_K);  // the last eighth
+    EXPECT_EQ((*f)->FindTensor("blk.1.ffn_gate_inp.weight")->type, GgmlType::kF32);
+    EXPECT_EQ((*f)->FindTensor("blk.1.attn_k.weight")->type, GgmlType::kQ8_0);
+    EXPECT_EQ((*f)->FindTensor("blk.1.attn_output.weight")->type,
+              q8 ? GgmlType::kQ8_0 : GgmlType::kQ5_K);
+    const Output r = RunCli("run -m " + q + run);
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.err.find("generation: 6 tokens"), std::string::npos) << r.err;
+  }
+}
+
 // Rows that 256 (and 32) do not divide, and requantizing an already quantized file.
 TEST_F(CliTest, QuantizeFallbacksAndRequantizing) {
   // tiny-test: 64- and 128-wide rows, its own output matrix.

@@ -186,6 +186,51 @@ TEST_F(CliTest, BenchProfileCountsTheBytesRead) {
   EXPECT_NE(b.out.find("weights and K/V read per pass"), std::string::npos) << b.out;
 }
 
+// Mixture-of-experts files (synth's tiny-qwen3moe and tiny-mixtral in Q8_0) run from the CLI:
+// the same greedy continuation at 1 and 2 threads and without the KV cache, and bench --profile
+// names the experts' operations, their weights counted as read (a decode step reads 2 of each
+// layer's 8 experts: less than the prompt pass, which uses them all).
+TEST_F(CliTest, MixtureOfExpertsFilesRun) {
+  for (const char* preset : {"tiny-qwen3moe", "tiny-mixtral"}) {
+    const std::string path = (dir_ / (std::string(preset) + ".gguf")).string();
+    ASSERT_EQ(RunCli(std::string("synth --preset ") + preset + " --vocab " + kStories +
+                     " --type q8_0 -o " + path)
+                  .code,
+              0);
+    const std::string run = "run -m " + path + " -p 'Once upon a time' -n 10 --temp 0";
+    const Output one = RunCli(run + " -t 1");
+    ASSERT_EQ(one.code, 0) << one.err;
+    EXPECT_NE(one.out, "\n") << preset;
+    EXPECT_NE(one.err.find("generation: 10 tokens"), std::string::npos) << one.err;
+    EXPECT_EQ(RunCli(run + " -t 2").out, one.out) << preset;
+    EXPECT_EQ(RunCli(run + " -t 2 --no-kv-cache").out, one.out) << preset;
+
+    const Output b = RunCli("bench -m " + path + " -t 2 -p 64 -n 4 -r 1 --profile --json");
+    ASSERT_EQ(b.code, 0) << b.err;
+    const nlohmann::json profile = nlohmann::json::parse(LastLine(b.out)).at("profile");
+    double expert_bytes[2] = {0, 0};
+    int i = 0;
+    for (const char* pass : {"prompt", "generation"}) {
+      std::set<std::string> names;
+      for (const nlohmann::json& op : profile.at(pass).at("ops")) {
+        const std::string name = op.at("name");
+        names.insert(name);
+        if (name.find("matmul experts") != std::string::npos) {
+          expert_bytes[i] += op.at("bytes_per_pass").get<double>();
+        }
+      }
+      for (const char* want : {"residual, ffn_norm, matmul moe router", "moe routing",
+                               "moe gather, matmul experts gate,up",
+                               "moe activation, matmul experts down", "moe weighted sum"}) {
+        EXPECT_EQ(names.count(want), 1u) << preset << " " << pass << ": " << want;
+      }
+      ++i;
+    }
+    EXPECT_GT(expert_bytes[1], 0) << preset;
+    EXPECT_LT(expert_bytes[1], expert_bytes[0]) << preset;
+  }
+}
+
 // bench --plot writes one SVG with the three charts (generation with and without the KV cache,
 // TTFT cold / prefix hit / modules, bytes per token by KV type) and reports their numbers; a
 // prefix hit and modules compute less than a cold prompt, so their TTFT is lower at the longest
@@ -403,9 +448,9 @@ TEST_F(CliTest, BadFlagsAndPromptsGiveOneLineErrors) {
   ExpectOneLineError("serve -m " + kStories + " --pin-ttl 0", "--pin-ttl");
   // A tenants' keys file that cannot be read stops the server before it listens (ignored, the
   // server would start without its tenants and this run would time out).
-  ExpectOneLineError("serve -m " + kStories + " --port 0 --api-keys " +
-                         (dir_ / "no-such-keys.txt").string(),
-                     "cannot read the API keys file");
+  ExpectOneLineError(
+      "serve -m " + kStories + " --port 0 --api-keys " + (dir_ / "no-such-keys.txt").string(),
+      "cannot read the API keys file");
   // A context beyond the trained 2048 tokens: refused, naming both numbers and the way past.
   ExpectOneLineError(m + " -p hi -c 4096", "context 4096 is more than the 2048 tokens");
   ExpectOneLineError("serve -m " + kStories + " -c 4096", "--allow-long-context");

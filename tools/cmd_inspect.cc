@@ -29,6 +29,10 @@ class InspectCommand : public Command {
     std::printf("heads:         %d query, %d KV (head_dim %d)\n", c.n_heads, c.n_kv_heads,
                 c.head_dim);
     std::printf("n_ff:          %d\n", c.n_ff);
+    if (c.Moe()) {
+      std::printf("experts:       %d, %d per token, n_ff %d each\n", c.n_expert, c.n_expert_used,
+                  c.n_ff_exp);
+    }
     std::printf("vocab:         %d (%s tokenizer)\n", c.n_vocab,
                 m->tokenizer().kind() == TokenizerKind::kSpm ? "llama/SentencePiece"
                                                              : "gpt2/byte-level BPE");

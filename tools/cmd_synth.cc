@@ -27,6 +27,10 @@ class SynthCommand : public Command {
                     "its square), so that positions matter: random weights otherwise attend "
                     "almost uniformly (test fixtures; 0 < factor <= 100)")
         ->default_val(1.0f);
+    sub->add_option("--layers", layers_,
+                    "write only the preset's first N layers (a real shape's per-layer speed at "
+                    "a fraction of its size; 0: all)")
+        ->default_val(0);
     sub->add_option("-o,--output", out_, "output GGUF file")->required();
   }
 
@@ -36,6 +40,7 @@ class SynthCommand : public Command {
     o.vocab_path = vocab_;
     o.seed = seed_;
     o.attn_sharpen = sharpen_;
+    o.layers = layers_;
     o.out_path = out_;
     bool known = false;
     for (GgmlType t : SynthTypes()) {
@@ -60,6 +65,7 @@ class SynthCommand : public Command {
   std::string preset_, vocab_, type_ = "q8_0", out_;
   uint64_t seed_ = 1;
   float sharpen_ = 1.0f;
+  int layers_ = 0;
 };
 
 }  // namespace

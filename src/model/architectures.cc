@@ -69,8 +69,8 @@ Status ReadLlama(const GgufFile& f, ModelConfig* c) {
   return Status::Ok();
 }
 
-// Qwen2/2.5 (Q/K/V biases) and Qwen3 (per-head Q/K norms): NeoX rotary layout; the optional
-// tensors say the rest.
+// Qwen2/2.5 (Q/K/V biases), Qwen3 and Qwen3-MoE (per-head Q/K norms): NeoX rotary layout; the
+// optional tensors say the rest.
 Status ReadQwen(const GgufFile&, ModelConfig* c) {
   c->rope_halves = true;
   return Status::Ok();
@@ -165,14 +165,63 @@ Status ReadPhi3(const GgufFile& f, ModelConfig* c) {
   return Status::Ok();
 }
 
+// Whether an architecture's layers may be (or are always) mixtures of experts.
+enum class Experts { kNone, kOptional, kRequired };
+
+// More experts than any released model has (DeepSeek-V3 and Qwen3-Next: 256 and 512); a file
+// asking for more is damaged, and would make the per-layer tables absurd.
+constexpr int64_t kMaxExperts = 4096;
+
+// `{arch}.expert_count` and `{arch}.expert_used_count`, and the experts' FFN width:
+// `{arch}.expert_feed_forward_length` where the architecture has one (qwen3moe; without it
+// n_ff / n_expert_used, as ik_llama.cpp falls back), else feed_forward_length (Mixtral).
+Status ReadExperts(const GgufFile& f, Experts kind, ModelConfig* c) {
+  const std::string& a = c->architecture;
+  PC_ASSIGN_OR_RETURN(int64_t n, f.GetIntOr(a + ".expert_count", 0));
+  if (n == 0 && kind != Experts::kRequired) return Status::Ok();
+  if (kind == Experts::kNone) {
+    return Unimplemented(a + ".expert_count = " + std::to_string(n) + ": mixture-of-experts " + a +
+                         " files are not supported");
+  }
+  if (n < 1 || n > kMaxExperts) {
+    return InvalidArgument(a + ".expert_count = " + std::to_string(n) + " is out of range (1 to " +
+                           std::to_string(kMaxExperts) + ")");
+  }
+  PC_ASSIGN_OR_RETURN(int64_t used, f.GetIntOr(a + ".expert_used_count", 0));
+  if (used < 1 || used > n) {
+    return InvalidArgument(a + ".expert_used_count = " + std::to_string(used) +
+                           " is out of range (1 to " + a + ".expert_count = " + std::to_string(n) +
+                           ")");
+  }
+  c->n_expert = static_cast<int>(n);
+  c->n_expert_used = static_cast<int>(used);
+  c->n_ff_exp = c->n_ff;
+  if (kind == Experts::kRequired) c->n_ff_exp = c->n_ff / c->n_expert_used;
+  PC_ASSIGN_OR_RETURN(int64_t ff, f.GetIntOr(a + ".expert_feed_forward_length", c->n_ff_exp));
+  if (ff < 1 || ff > (int64_t(1) << 20)) {
+    return InvalidArgument(a + ".expert_feed_forward_length = " + std::to_string(ff) +
+                           " is out of range");
+  }
+  c->n_ff_exp = static_cast<int>(ff);
+  return Status::Ok();
+}
+
 struct Architecture {
   const char* name;
   Status (*read)(const GgufFile&, ModelConfig*);
+  Experts experts = Experts::kNone;
 };
 
+// Mixtral is `llama` with `llama.expert_count`; Qwen3-MoE is Qwen 3 (per-head Q/K norms, NeoX
+// rotary layout) with expert FFNs in every layer.
 constexpr Architecture kArchitectures[] = {
-    {"llama", ReadLlama},   {"qwen2", ReadQwen},    {"qwen3", ReadQwen},
-    {"gemma2", ReadGemma2}, {"gemma3", ReadGemma3}, {"phi3", ReadPhi3},
+    {"llama", ReadLlama, Experts::kOptional},
+    {"qwen2", ReadQwen},
+    {"qwen3", ReadQwen},
+    {"qwen3moe", ReadQwen, Experts::kRequired},
+    {"gemma2", ReadGemma2},
+    {"gemma3", ReadGemma3},
+    {"phi3", ReadPhi3},
 };
 
 }  // namespace
@@ -196,6 +245,7 @@ Status ReadArchitecture(const GgufFile& f, ModelConfig* c) {
   for (const Architecture& a : kArchitectures) {
     if (c->architecture != a.name) continue;
     PC_RETURN_IF_ERROR(a.read(f, c));
+    PC_RETURN_IF_ERROR(ReadExperts(f, a.experts, c));
     // A window as long as any context the model runs is no window.
     if (c->sliding_window >= c->MaxContext() && c->MaxContext() > 0) c->sliding_window = 0;
     if (c->layer_sliding.empty()) c->layer_sliding.assign(c->n_layers, 0);

@@ -2,11 +2,12 @@
 // rotary-embedding frequencies they imply (base, Llama-3 scaling, linear scaling, or per-pair
 // factors stored in a `rope_freqs.weight` tensor).
 //
-// Architectures differ as data, not as code: every supported architecture (llama and
-// Mistral-style llama, qwen2, qwen3, gemma2, gemma3, phi3) runs through one forward pass, and
-// what sets them apart is in this struct: the rotary layout, an embedding scale, the attention
-// scale and soft-capping, the gate's activation, which layers see only a sliding window of keys
-// and with which rotary frequencies. architectures.cc fills these from the file and from each
+// Architectures differ as data, not as code: every supported architecture (llama with its
+// Mistral-style and Mixtral-style files, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3) runs
+// through one forward pass, and what sets them apart is in this struct: the rotary layout, an
+// embedding scale, the attention scale and soft-capping, the gate's activation, which layers see
+// only a sliding window of keys and with which rotary frequencies, and whether the FFNs are
+// mixtures of experts. architectures.cc fills these from the file and from each
 // architecture's conventions (what llama.cpp assumes where its converter writes no key); the
 // optional tensors of a layer (biases, Q/K norms, post-norms) are found by model.cc.
 //
@@ -36,6 +37,11 @@ struct ModelConfig {
   int n_kv_heads = 0;
   int head_dim = 0;
   int n_ff = 0;
+  // Mixture of experts (qwen3moe, Mixtral-style llama): each layer's FFN is n_expert experts of
+  // width n_ff_exp, of which a router picks n_expert_used per token. 0 experts: dense FFNs.
+  int n_expert = 0;
+  int n_expert_used = 0;
+  int n_ff_exp = 0;
   int context_length = 0;  // what the model was trained for
   // What linear RoPE scaling extends it to (rope.scaling.original_context_length × factor);
   // 0: no such scaling.
@@ -74,6 +80,7 @@ struct ModelConfig {
   bool UseContext(int context);
   // The longest context the file says the model handles.
   int MaxContext() const { return std::max(context_length, rope_scaled_context); }
+  bool Moe() const { return n_expert > 0; }
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
 };

@@ -351,6 +351,13 @@ INSTANTIATE_TEST_SUITE_P(
                     SynthFixture{"tiny-phi3", "phi3-short", "architectures", GgmlType::kF32, 7,
                                  KvType::kF32, 80, kMax, kMean},
                     SynthFixture{"tiny-mistral", "mistral", "architectures", GgmlType::kF32, 7,
+                                 KvType::kF32, 512, kMax, kMean},
+                    // Mixtures of experts (README: ik_llama.cpp's Mixtral graph drops the residual,
+                    // so mixtral has llama.cpp alone). Weights not renormalized, an expert's
+                    // matrices or its down projection taken from the next expert: 0.63 to 1.26.
+                    SynthFixture{"tiny-qwen3moe", "qwen3moe", "architectures", GgmlType::kF32, 3,
+                                 KvType::kF16, 512, 0.005, 0.0008},
+                    SynthFixture{"tiny-mixtral", "mixtral", "architectures", GgmlType::kF32, 7,
                                  KvType::kF32, 512, kMax, kMean}),
     FixtureName);
 

@@ -2,6 +2,8 @@
 //   x = embed(tokens) · embed_scale
 //   per layer:  x += post_norm(Wo · Attention(RoPE(Wq·norm(x)), RoPE(Wk·norm(x)), Wv·norm(x)))
 //               x += post_norm(Wdown · (act(Wgate·norm(x)) * Wup·norm(x)))
+//                    or, in a mixture-of-experts layer, the same FFN of each of the token's
+//                    experts (the top k of softmax(Wrouter·norm(x))), weighted (ExpertsBlock)
 //   hidden = norm(x)                   (what embeddings pool, for the tokens that ask)
 //   logits = softcap(Wout · hidden)
 // One pass for every architecture (model/config.h): the optional parts are there when the file
@@ -110,9 +112,35 @@ void SizeScratch(const ModelConfig& c, int T, ForwardScratch* s) {
   Resize(s->k, size_t(T) * c.kv_dim());
   Resize(s->v, size_t(T) * c.kv_dim());
   Resize(s->attn, size_t(T) * c.q_dim());
-  Resize(s->gate, size_t(T) * c.n_ff);
-  Resize(s->up, size_t(T) * c.n_ff);
   Resize(s->out_rows, size_t(T) * D);
+  if (!c.Moe()) {
+    Resize(s->gate, size_t(T) * c.n_ff);
+    Resize(s->up, size_t(T) * c.n_ff);
+    return;
+  }
+  const size_t rows = size_t(T) * c.n_expert_used;
+  MoeScratch& m = s->moe;
+  Resize(m.router, size_t(T) * c.n_expert);
+  m.ids.resize(rows);
+  m.weights.resize(rows);
+  Resize(m.x, rows * D);
+  Resize(m.gate, rows * c.n_ff_exp);
+  Resize(m.up, rows * c.n_ff_exp);
+  Resize(m.out, rows * D);
+}
+
+// A gated activation, row by row: a SIMD kernel's scalar tail computes differently from its
+// vectors, and over the whole batch which elements fall in the tail would depend on the batch
+// size.
+void GatedActivation(FfnActivation act, float* gate, const float* up, int64_t n_ff, int64_t r0,
+                     int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
+    if (act == FfnActivation::kGeluTanh) {
+      GeluGlu(gate + r * n_ff, up + r * n_ff, n_ff);
+    } else {
+      SwiGlu(gate + r * n_ff, up + r * n_ff, n_ff);
+    }
+  }
 }
 
 const float* PostNorm(const std::vector<float>& w) { return w.empty() ? nullptr : w.data(); }
@@ -275,32 +303,94 @@ void Model::FeedForwardBlock(Pass& p, int l) const {
   const ModelConfig& c = config_;
   const LayerWeights& w = layers_[l];
   ForwardScratch* s = p.s;
-  // Gated: SwiGLU or GELU.
   const TokenRowsFn ffn_in = [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       p.AddResidualAndNorm(static_cast<int>(t), w.ffn_norm.data(), t);
     }
   };
-  const WeightMatrix gate_up[2] = {w.w_gate, w.w_up};  // [T, n_ff] each
-  float* const gate_up_out[2] = {s->gate.data(), s->up.data()};
-  ProfileOp(p.prof, "residual, ffn_norm, matmul gate,up", OpKind::kMatMul, l);
-  MatMulMulti(gate_up, 2, s->xn.data(), p.T, gate_up_out, p.pool, &ffn_in);
-  // Row by row: a SIMD kernel's scalar tail computes differently from its vectors, and over
-  // the whole batch which elements fall in the tail would depend on the batch size.
-  const TokenRowsFn act = [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      float* gate = s->gate.data() + t * c.n_ff;
-      const float* up = s->up.data() + t * c.n_ff;
-      if (c.ffn_activation == FfnActivation::kGeluTanh) {
-        GeluGlu(gate, up, c.n_ff);
-      } else {
-        SwiGlu(gate, up, c.n_ff);
+  if (w.moe()) {
+    ExpertsBlock(p, l, ffn_in);
+  } else {
+    // Gated: SwiGLU or GELU.
+    const WeightMatrix gate_up[2] = {w.w_gate, w.w_up};  // [T, n_ff] each
+    float* const gate_up_out[2] = {s->gate.data(), s->up.data()};
+    ProfileOp(p.prof, "residual, ffn_norm, matmul gate,up", OpKind::kMatMul, l);
+    MatMulMulti(gate_up, 2, s->xn.data(), p.T, gate_up_out, p.pool, &ffn_in);
+    const TokenRowsFn act = [&](int64_t t0, int64_t t1) {
+      GatedActivation(c.ffn_activation, s->gate.data(), s->up.data(), c.n_ff, t0, t1);
+    };
+    ProfileOp(p.prof, "activation, matmul ffn_down", OpKind::kMatMul, l);
+    MatMul(w.w_down, s->gate.data(), p.T, s->out_rows.data(), p.pool, &act);  // [T, D]
+  }
+  p.prev_post = PostNorm(w.ffn_post_norm);
+}
+
+// Mixture of experts: the router's logits for every token (its input job writing norm(x) into
+// xn), each token's experts and weights (moe.h), then two grouped multiplies over the tokens
+// gathered by expert, each expert's matrices multiplying only its own tokens (gate and up with
+// the gather as their input job; down with the activation as its), and each token's experts'
+// outputs summed with their weights in its choices' order (most probable first), as llama.cpp
+// adds them. Every row is computed as MatMul computes it alone, so no token's result depends on
+// which others share its experts.
+void Model::ExpertsBlock(Pass& p, int l, const TokenRowsFn& ffn_in) const {
+  const ModelConfig& c = config_;
+  const LayerWeights& w = layers_[l];
+  MoeScratch& m = p.s->moe;
+  const int E = c.n_expert, K = c.n_expert_used, F = c.n_ff_exp, D = p.D;
+  const int64_t rows = int64_t(p.T) * K;
+  ProfileOp(p.prof, "residual, ffn_norm, matmul moe router", OpKind::kMatMul, l);
+  MatMul(w.router, p.s->xn.data(), p.T, m.router.data(), p.pool, &ffn_in);  // [T, E]
+  ProfileOp(p.prof, "moe routing", OpKind::kOther, l);
+  for (int t = 0; t < p.T; ++t) {
+    RouteToken(m.router.data() + size_t(t) * E, E, K, &m.ids[t * K], &m.weights[t * K]);
+  }
+  GroupByExpert(m.ids.data(), p.T, K, E, &m.groups);
+  // The matrices of the experts with tokens, each with its rows: gate and up into m.gate and
+  // m.up, or down into m.out.
+  auto list = [&](bool down) {
+    m.ws.clear();
+    m.first.clear();
+    m.rows.clear();
+    m.outs.clear();
+    for (int e = 0; e < E; ++e) {
+      const int64_t first = m.groups.first[e], count = m.groups.count[e];
+      if (count == 0) continue;
+      for (int i = 0; i < (down ? 1 : 2); ++i) {
+        m.ws.push_back(down ? w.down_exps[e] : i == 0 ? w.gate_exps[e] : w.up_exps[e]);
+        m.first.push_back(first);
+        m.rows.push_back(count);
+        m.outs.push_back(down ? m.out.data() + first * D
+                              : (i == 0 ? m.gate : m.up).data() + first * F);
       }
     }
+    return static_cast<int>(m.ws.size());
   };
-  ProfileOp(p.prof, "activation, matmul ffn_down", OpKind::kMatMul, l);
-  MatMul(w.w_down, s->gate.data(), p.T, s->out_rows.data(), p.pool, &act);  // [T, D]
-  p.prev_post = PostNorm(w.ffn_post_norm);
+  const TokenRowsFn gather = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* src = p.s->xn.data() + size_t(m.groups.row_token[r]) * D;
+      std::memcpy(m.x.data() + r * D, src, sizeof(float) * D);
+    }
+  };
+  ProfileOp(p.prof, "moe gather, matmul experts gate,up", OpKind::kMatMul, l);
+  int n = list(false);
+  MatMulGrouped(m.ws.data(), n, m.first.data(), m.rows.data(), m.x.data(), rows, m.outs.data(),
+                p.pool, &gather);
+  const TokenRowsFn act = [&](int64_t r0, int64_t r1) {
+    GatedActivation(c.ffn_activation, m.gate.data(), m.up.data(), F, r0, r1);
+  };
+  ProfileOp(p.prof, "moe activation, matmul experts down", OpKind::kMatMul, l);
+  n = list(true);
+  MatMulGrouped(m.ws.data(), n, m.first.data(), m.rows.data(), m.gate.data(), rows, m.outs.data(),
+                p.pool, &act);
+  ProfileOp(p.prof, "moe weighted sum", OpKind::kOther, l);
+  ForEachToken(p.pool, p.T, [&](int t) {
+    float* out = p.s->out_rows.data() + size_t(t) * D;
+    for (int j = 0; j < K; ++j) {
+      const float* y = m.out.data() + size_t(m.groups.choice_row[t * K + j]) * D;
+      const float wj = m.weights[t * K + j];
+      for (int i = 0; i < D; ++i) out[i] = j == 0 ? wj * y[i] : out[i] + wj * y[i];
+    }
+  });
 }
 
 // Final hidden states for the tokens that want them: [n_hidden, D], normed as the output

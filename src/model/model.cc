@@ -92,6 +92,28 @@ class TensorBinder {
     return Status::Ok();
   }
 
+  // A 3-D tensor of n_expert matrices [rows x cols] (ne0 = cols, ne1 = rows, ne2 = experts),
+  // each a matrix of its own to the kernels.
+  Status Experts(const std::string& name, int64_t n_expert, int64_t rows, int64_t cols,
+                 std::vector<WeightMatrix>* out) {
+    const GgufTensorInfo* t = f_.FindTensor(name);
+    if (t == nullptr) return NotFound("missing tensor '" + name + "'");
+    if (t->dims.size() != 3 || t->dims[0] != cols || t->dims[1] != rows || t->dims[2] != n_expert) {
+      return InvalidArgument("tensor '" + name + "' has shape " + DimsString(t->dims) +
+                             ", expected " + DimsString({cols, rows, n_expert}));
+    }
+    if (!MatMulSupports(t->type)) {
+      return Unimplemented("tensor '" + name + "' has type " + GgmlTypeName(t->type) +
+                           ", which is not supported (" + SupportedWeightTypes() + " are)");
+    }
+    const size_t row_bytes = RowBytes(t->type, cols);
+    out->resize(n_expert);
+    for (int64_t e = 0; e < n_expert; ++e) {
+      (*out)[e] = {t->type, t->data + e * rows * row_bytes, rows, cols, row_bytes};
+    }
+    return Status::Ok();
+  }
+
   // A vector the file may leave out: `out` stays empty then.
   Status OptionalVector(const std::string& name, int64_t n, std::vector<float>* out) {
     out->clear();
@@ -116,6 +138,16 @@ class TensorBinder {
  private:
   const GgufFile& f_;
 };
+
+// A mixture-of-experts layer's router and experts (p: "blk.N.").
+Status BindExperts(TensorBinder& b, const ModelConfig& c, const std::string& p, LayerWeights* l) {
+  PC_RETURN_IF_ERROR(b.Matrix(p + "ffn_gate_inp.weight", c.n_expert, c.n_embd, &l->router));
+  PC_RETURN_IF_ERROR(
+      b.Experts(p + "ffn_gate_exps.weight", c.n_expert, c.n_ff_exp, c.n_embd, &l->gate_exps));
+  PC_RETURN_IF_ERROR(
+      b.Experts(p + "ffn_up_exps.weight", c.n_expert, c.n_ff_exp, c.n_embd, &l->up_exps));
+  return b.Experts(p + "ffn_down_exps.weight", c.n_expert, c.n_embd, c.n_ff_exp, &l->down_exps);
+}
 
 }  // namespace
 
@@ -190,7 +222,9 @@ Status Model::BindWeights() {
     PC_RETURN_IF_ERROR(
         b.OptionalVector(p + "post_attention_norm.weight", c.n_embd, &l.attn_post_norm));
     PC_RETURN_IF_ERROR(b.Vector(p + "ffn_norm.weight", c.n_embd, &l.ffn_norm));
-    if (file_->FindTensor(p + "ffn_gate.weight") == nullptr) {
+    if (c.Moe()) {
+      PC_RETURN_IF_ERROR(BindExperts(b, c, p, &l));
+    } else if (file_->FindTensor(p + "ffn_gate.weight") == nullptr) {
       fused_gate_up_ = true;
       const std::string name = p + "ffn_up.weight";
       PC_RETURN_IF_ERROR(b.MatrixRows(name, 2 * c.n_ff, 0, c.n_ff, c.n_embd, &l.w_gate));
@@ -199,7 +233,9 @@ Status Model::BindWeights() {
       PC_RETURN_IF_ERROR(b.Matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd, &l.w_gate));
       PC_RETURN_IF_ERROR(b.Matrix(p + "ffn_up.weight", c.n_ff, c.n_embd, &l.w_up));
     }
-    PC_RETURN_IF_ERROR(b.Matrix(p + "ffn_down.weight", c.n_embd, c.n_ff, &l.w_down));
+    if (!c.Moe()) {
+      PC_RETURN_IF_ERROR(b.Matrix(p + "ffn_down.weight", c.n_embd, c.n_ff, &l.w_down));
+    }
     PC_RETURN_IF_ERROR(b.OptionalVector(p + "post_ffw_norm.weight", c.n_embd, &l.ffn_post_norm));
   }
   return Status::Ok();
@@ -222,7 +258,16 @@ std::vector<std::pair<std::string, W*>> Model::MatricesOf(Self& m) {
                            {&l.w_gate, gate},
                            {&l.w_up, "ffn_up"},
                            {&l.w_down, "ffn_down"}}) {
+      if (l.moe() && w->rows == 0) continue;  // no dense FFN
       matrices.push_back({p + name + ".weight", w});
+    }
+    if (!l.moe()) continue;
+    // Each expert a matrix of its own, under its 3-D tensor's name (one tensor's experts in a row).
+    matrices.push_back({p + "ffn_gate_inp.weight", &l.router});
+    for (auto [exps, name] : {std::pair{&l.gate_exps, "ffn_gate_exps"},
+                              {&l.up_exps, "ffn_up_exps"},
+                              {&l.down_exps, "ffn_down_exps"}}) {
+      for (auto& w : *exps) matrices.push_back({p + name + ".weight", &w});
     }
   }
   return matrices;
@@ -238,11 +283,15 @@ void Model::PackWeights() {
   // One matrix at a time, its file pages released as soon as it is packed, so the peak stays near
   // the packed size. (A tied embedding's rows page back in for the lookups that need them.)
   ThreadPool pool(ThreadPool::DefaultThreads());
-  for (auto& [name, w] : matrices) {
+  for (size_t i = 0; i < matrices.size(); ++i) {
+    auto& [name, w] = matrices[i];
     if (FindPackedFormat(w->type) == nullptr || w->rows == 0) continue;
     packed_.push_back(std::make_unique<PackedMatrix>(PackMatrix(*w, &pool)));
     w->packed = packed_.back().get();
-    file_->ReleasePages(*file_->FindTensor(name));
+    // An expert tensor's pages once its last expert is packed.
+    if (i + 1 == matrices.size() || matrices[i + 1].first != name) {
+      file_->ReleasePages(*file_->FindTensor(name));
+    }
   }
 }
 
@@ -271,9 +320,17 @@ size_t Model::ScratchBytesPerToken() const {
   // x, xn, attention output and the residual update [D each]; q and attn [q_dim]; k, v [kv_dim];
   // gate, up and the down projection's Q8_0-rounded input [n_ff]; int8 quants of the widest input;
   // the attention state of each query head.
-  return sizeof(float) * (4 * size_t(c.n_embd) + 2 * size_t(c.q_dim()) + 2 * size_t(c.kv_dim()) +
-                          3 * size_t(c.n_ff)) +
-         std::max(c.n_embd, c.n_ff) + sizeof(AttnState) * c.n_heads;
+  // Mixture-of-experts layers: the router's logits, and per choice its input, gate, up and
+  // output rows (MoeScratch) and the int8 quants of the widest.
+  const size_t k = c.n_expert_used;
+  const size_t moe =
+      c.Moe() ? sizeof(float) * (c.n_expert + k * (2 * size_t(c.n_embd) + 2 * size_t(c.n_ff_exp))) +
+                    k * std::max(c.n_embd, c.n_ff_exp)
+              : 0;
+  const size_t n_ff = c.Moe() ? 0 : c.n_ff;  // the dense FFN's rows
+  return sizeof(float) *
+             (4 * size_t(c.n_embd) + 2 * size_t(c.q_dim()) + 2 * size_t(c.kv_dim()) + 3 * n_ff) +
+         std::max<size_t>(c.n_embd, n_ff) + sizeof(AttnState) * c.n_heads + moe;
 }
 
 int Model::DefaultBatchSize(size_t budget) const {

@@ -21,6 +21,7 @@
 #include "gguf/gguf.h"
 #include "kv/kv_cache.h"
 #include "model/config.h"
+#include "model/moe.h"
 #include "ops/attention.h"
 #include "ops/matmul.h"
 #include "ops/packed.h"
@@ -39,6 +40,13 @@ struct LayerWeights {
   std::vector<float> ffn_norm;  // [n_embd]
   WeightMatrix w_gate, w_up;    // [n_ff x n_embd]
   WeightMatrix w_down;          // [n_embd x n_ff]
+  // Mixture-of-experts layers instead of w_gate, w_up, w_down (empty in dense layers): the
+  // router [n_expert x n_embd] and each expert's matrices, views of the 3-D
+  // ffn_{gate,up,down}_exps tensors (one expert a contiguous slice).
+  WeightMatrix router;
+  std::vector<WeightMatrix> gate_exps, up_exps;  // [n_expert] of [n_ff_exp x n_embd]
+  std::vector<WeightMatrix> down_exps;           // [n_expert] of [n_embd x n_ff_exp]
+  bool moe() const { return !down_exps.empty(); }
 };
 
 struct BatchToken {
@@ -102,6 +110,7 @@ struct AttentionScratch {
 struct ForwardScratch {
   std::vector<float> x, xn, q, k, v, attn, gate, up, out_rows;
   AttentionScratch attention;
+  MoeScratch moe;
 };
 
 class Model {
@@ -170,6 +179,8 @@ class Model {
   void AttentionBlock(Pass& p, int layer) const;
   void BiasNormRopeStore(const Pass& p, int layer, int t) const;
   void FeedForwardBlock(Pass& p, int layer) const;
+  // The feed-forward block of a mixture-of-experts layer (moe.h), `ffn_in` writing its input.
+  void ExpertsBlock(Pass& p, int layer, const TokenRowsFn& ffn_in) const;
   void HiddenOutputs(const Pass& p, float* hidden) const;
   void LogitOutputs(const Pass& p, float* logits) const;
   // Attention's items for one layer: every query's state, chunk by chunk, in s->attention.

@@ -56,8 +56,8 @@ TEST(SlidingRelease, TrimmedEqualsFullAndAReleaseInsideAWindowIsCaught) {
 // step decoded alone. Attention reads the shared blocks once for several of them, but a query's
 // arithmetic must not depend on its company. (The Q8_0 model: its matrix-vector products are
 // per-token invariant too, where float weights' are not: one token uses more accumulators.)
-TEST(BatchInvariance, ForkedSequencesDecodedTogetherEqualAlone) {
-  std::unique_ptr<Model> model = LoadOrDie(SyntheticModelPath());
+void ForkedSequencesDecodedTogetherEqualAlone(const std::string& path) {
+  std::unique_ptr<Model> model = LoadOrDie(path);
   const int V = model->config().n_vocab;
   constexpr int kPrefix = 1100, kSeqs = 8;  // 8: still the matrix-vector path, as alone
   for (int threads : {1, 2}) {
@@ -93,6 +93,16 @@ TEST(BatchInvariance, ForkedSequencesDecodedTogetherEqualAlone) {
             << threads << " threads, sequence " << i << " logit " << v;
       }
     }
+  }
+}
+
+// The mixture-of-experts fixtures too: the sequences' tokens share experts in one grouped
+// multiply, and a prefix's blocks are reused by every fork.
+TEST(BatchInvariance, ForkedSequencesDecodedTogetherEqualAlone) {
+  for (const std::string& path :
+       {SyntheticModelPath(), CaseModelPath("qwen3moe"), CaseModelPath("mixtral")}) {
+    SCOPED_TRACE(path);
+    ForkedSequencesDecodedTogetherEqualAlone(path);
   }
 }
 

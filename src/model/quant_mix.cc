@@ -1,6 +1,10 @@
 // The tensor-type rules of quant_mix.h. They follow llama.cpp's quantizer for the file types
-// listed below and the tensors of Llama-style models (no mixture-of-experts cases): a rule names
+// listed below and the tensors of Llama-style models, mixtures of experts included: a rule names
 // a tensor role (attn_v, ffn_down, ...), the file types it applies to and the type it gives.
+// Expert tensors (ffn_{gate,up,down}_exps, 3-D) take their dense namesakes' rules, by the layer
+// in their name; the routers (ffn_gate_inp) stay as they are. llama.cpp singles out models of
+// exactly 8 experts (Mixtral), whose attention is small beside its experts: attn_k and attn_v
+// Q8_0, attn_output Q5_K in the lower mixes.
 #include "model/quant_mix.h"
 
 #include <strings.h>
@@ -27,6 +31,7 @@ constexpr QuantFileType kFileTypes[] = {
 // File type ids the rules test (llama.cpp's LLAMA_FTYPE_MOSTLY_*).
 enum FileTypeId : uint32_t {
   kQ2_K = 10,
+  kQ3_K_S = 11,
   kQ3_K_M = 12,
   kQ3_K_L = 13,
   kQ4_K_S = 14,
@@ -83,7 +88,13 @@ GgmlType FfnDownType(uint32_t f, const QuantMixModel& m, int layer, GgmlType t) 
   return t;
 }
 
-GgmlType AttnOutputType(uint32_t f, GgmlType t) {
+GgmlType AttnOutputType(uint32_t f, const QuantMixModel& m, GgmlType t) {
+  if (m.n_expert == 8) {
+    for (uint32_t lower : {kQ2_K, kQ3_K_S, kQ3_K_M, kIQ4_NL, kQ4_K_S, kQ4_K_M, kIQ4_XS}) {
+      if (f == lower) return GgmlType::kQ5_K;
+    }
+    return t;
+  }
   if (f == kQ2_K) return GgmlType::kQ3_K;
   if (f == kQ3_K_M) return GgmlType::kQ4_K;
   if (f == kQ3_K_L) return GgmlType::kQ5_K;
@@ -154,6 +165,8 @@ QuantMixModel QuantMixModelFromGguf(const GgufFile& file) {
       ++m.n_attn_v;
     }
   }
+  const Result<int64_t> experts = file.GetIntOr(a + ".expert_count", 0);
+  m.n_expert = experts.ok() ? static_cast<int>(*experts) : 0;
   // llama.cpp's 70B class: 80 layers with grouped-query attention (Llama-1 65B has none).
   m.is_70b = a == "llama" && m.n_layer == 80 && heads.ok() && kv.ok() && *heads != *kv;
   return m;
@@ -185,11 +198,13 @@ GgmlType MixTensorType(const QuantFileType& ftype, const QuantMixModel& model,
   } else if (name == "token_embd.weight") {
     // Read a row at a time, never multiplied: the base type (for the file types here).
   } else if (Contains(name, "attn_v.weight")) {
-    t = AttnVType(f, model, layer, t);
+    t = model.n_expert == 8 ? GgmlType::kQ8_0 : AttnVType(f, model, layer, t);
+  } else if (Contains(name, "attn_k.weight")) {
+    if (model.n_expert == 8) t = GgmlType::kQ8_0;
   } else if (Contains(name, "ffn_down")) {
     t = FfnDownType(f, model, layer, t);
   } else if (Contains(name, "attn_output.weight")) {
-    t = AttnOutputType(f, t);
+    t = AttnOutputType(f, model, t);
   } else if (Contains(name, "attn_qkv.weight")) {
     t = AttnQkvType(f, t);
   }

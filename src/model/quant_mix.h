@@ -3,9 +3,9 @@
 // file is mostly Q4_K, but its output matrix is Q6_K and so are attn_v and ffn_down in some
 // layers; rows whose width the type's block does not divide fall back to a 32-element type.
 // These are the conventions of llama.cpp's quantizer (its tensor-type rules for Llama-style
-// tensor names, re-expressed here), so that a file made here has the mix a user expects from
-// that name. `promptcache quantize` applies them per tensor; `synth` uses the fallback and the
-// file-type ids.
+// tensor names, re-expressed here, with its cases for mixture-of-experts files), so that a file
+// made here has the mix a user expects from that name. `promptcache quantize` applies them per
+// tensor; `synth` uses the fallback and the file-type ids.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +41,7 @@ struct QuantMixModel {
   int n_attn_v = 0;        // attn_v (or fused attn_qkv) tensors
   bool has_output = true;  // false: token_embd.weight doubles as the output matrix
   bool is_70b = false;     // Llama-2/3 70B: attn_v gets more bits
+  int n_expert = 0;        // {arch}.expert_count: 8 (Mixtral) changes attention's types
 };
 // Reads the above from a model file's metadata and tensor names.
 QuantMixModel QuantMixModelFromGguf(const GgufFile& file);

@@ -152,6 +152,51 @@ TEST(QuantMix, FallbackForRowWidth) {
   EXPECT_EQ(MixTensorType(Type("Q4_K_M"), m, Blk(2, "attn_v"), 576), GgmlType::kQ5_0);
 }
 
+// Mixtures of experts, as llama.cpp's quantizer types them: expert tensors by their dense
+// namesakes' rules and the layer in their name; and for exactly 8 experts (Mixtral) attn_k and
+// attn_v Q8_0 and attn_output Q5_K in the lower mixes (Q3_K_L keeps its base type there).
+// llama-quantize (c392e509) on tiny-mixtral and ik_llama.cpp's on tiny-qwen3moe (both F32, 8
+// experts) chose the type `promptcache quantize` chooses for each of their 43 and 51 tensors in
+// Q4_K_M, Q8_0 and (tiny-mixtral) Q3_K_M. (Mutations tried: the attn_k rule or the 8-expert
+// attn_output rule left out; each fails here.)
+TEST(QuantMix, MixtureOfExperts) {
+  QuantMixModel mixtral;
+  mixtral.n_layer = 32;
+  mixtral.n_gqa = 4;
+  mixtral.n_attn_v = 32;
+  mixtral.n_expert = 8;
+  const QuantFileType q4km = Type("Q4_K_M");
+  const std::set<int> more = {0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31};
+  for (int l = 0; l < 32; ++l) {
+    EXPECT_EQ(MixTensorType(q4km, mixtral, Blk(l, "attn_v"), 4096), GgmlType::kQ8_0) << l;
+    EXPECT_EQ(MixTensorType(q4km, mixtral, Blk(l, "attn_k"), 4096), GgmlType::kQ8_0) << l;
+    EXPECT_EQ(MixTensorType(q4km, mixtral, Blk(l, "attn_q"), 4096), GgmlType::kQ4_K) << l;
+    EXPECT_EQ(MixTensorType(q4km, mixtral, Blk(l, "attn_output"), 4096), GgmlType::kQ5_K) << l;
+    EXPECT_EQ(MixTensorType(q4km, mixtral, Blk(l, "ffn_down_exps"), 14336),
+              more.count(l) ? GgmlType::kQ6_K : GgmlType::kQ4_K)
+        << l;
+    EXPECT_EQ(MixTensorType(q4km, mixtral, Blk(l, "ffn_gate_exps"), 4096), GgmlType::kQ4_K) << l;
+    EXPECT_EQ(MixTensorType(q4km, mixtral, Blk(l, "ffn_up_exps"), 4096), GgmlType::kQ4_K) << l;
+  }
+  EXPECT_EQ(MixTensorType(Type("Q3_K_L"), mixtral, Blk(5, "attn_output"), 4096), GgmlType::kQ3_K);
+  EXPECT_EQ(MixTensorType(Type("Q4_0"), mixtral, Blk(5, "attn_v"), 4096), GgmlType::kQ8_0);
+  EXPECT_EQ(MixTensorType(Type("Q6_K"), mixtral, Blk(5, "attn_output"), 4096), GgmlType::kQ6_K);
+  EXPECT_FALSE(IsQuantizableTensor("blk.0.ffn_gate_inp.weight", 2));  // routers stay F32
+  EXPECT_TRUE(IsQuantizableTensor("blk.0.ffn_gate_exps.weight", 3));
+
+  // 128 experts (Qwen3-30B-A3B): the dense rules.
+  QuantMixModel qwen = mixtral;
+  qwen.n_layer = qwen.n_attn_v = 48;
+  qwen.n_gqa = 8;
+  qwen.n_expert = 128;
+  EXPECT_EQ(MixTensorType(q4km, qwen, Blk(0, "attn_v"), 2048), GgmlType::kQ6_K);
+  EXPECT_EQ(MixTensorType(q4km, qwen, Blk(7, "attn_v"), 2048), GgmlType::kQ4_K);
+  EXPECT_EQ(MixTensorType(q4km, qwen, Blk(7, "attn_k"), 2048), GgmlType::kQ4_K);
+  EXPECT_EQ(MixTensorType(q4km, qwen, Blk(7, "attn_output"), 4096), GgmlType::kQ4_K);
+  EXPECT_EQ(MixTensorType(q4km, qwen, Blk(47, "ffn_down_exps"), 768), GgmlType::kQ6_K);
+  EXPECT_EQ(MixTensorType(q4km, qwen, Blk(7, "ffn_down_exps"), 768), GgmlType::kQ4_K);
+}
+
 // llama.cpp's quantizer wrote the conformance fixtures (4 layers, 4 query heads on 2 KV heads,
 // tied embeddings): the rules here choose the type it chose for every tensor of every file.
 TEST(QuantMix, SameTypesAsLlamaCppFixtures) {

@@ -34,6 +34,9 @@ struct Extras {
   float attn_softcap = 0.0f;
   float final_softcap = 0.0f;
   float rope_linear_factor = 0.0f;
+  int n_expert = 0;
+  int n_expert_used = 0;
+  int n_ff_exp = 0;  // qwen3moe (llama's experts are n_ff wide)
 };
 
 struct Preset {
@@ -63,6 +66,15 @@ const Preset kPresets[] = {
     // Qwen3's heads are 128 wide: q_dim 2048 against n_embd 1024.
     {"qwen3-0.6b", "Qwen3-0.6B", "qwen3", 1024, 28, 16, 8, 3072, 40960,
      Extras{.head_dim = 128, .rope_base = 1000000.0f}},
+    // Qwen3-30B-A3B (and Qwen3-Coder-30B-A3B): 128 experts of width 768, 8 per token; the
+    // dense feed_forward_length its config also gives (6144) is written but unused.
+    {"qwen3-30b-a3b", "Qwen3-30B-A3B", "qwen3moe", 2048, 48, 32, 4, 6144, 40960,
+     Extras{.head_dim = 128,
+            .rope_base = 1000000.0f,
+            .tied_embeddings = false,
+            .n_expert = 128,
+            .n_expert_used = 8,
+            .n_ff_exp = 768}},
     {"gemma2-2b", "Gemma-2-2B", "gemma2", 2304, 26, 8, 4, 9216, 8192,
      Extras{
          .head_dim = 256, .sliding_window = 4096, .attn_softcap = 50.0f, .final_softcap = 30.0f}},
@@ -97,6 +109,18 @@ const Preset kPresets[] = {
      Extras{.tied_embeddings = false, .rope_original_ctx = 256, .sliding_window = 8192}},
     {"tiny-mistral", "tiny-mistral", "llama", 256, 4, 4, 2, 768, 8192,
      Extras{.tied_embeddings = false, .sliding_window = 4096}},
+    // Mixtures of experts: 8 experts, 2 per token. Qwen3-MoE's experts (256 wide) are narrower
+    // than its dense feed_forward_length (768) and than that divided by the experts used (384,
+    // what ik_llama.cpp assumes without the key); Mixtral's are feed_forward_length (512) wide.
+    {"tiny-qwen3moe", "tiny-qwen3moe", "qwen3moe", 256, 4, 4, 2, 768, 8192,
+     Extras{.head_dim = 128,
+            .rope_base = 1000000.0f,
+            .tied_embeddings = false,
+            .n_expert = 8,
+            .n_expert_used = 2,
+            .n_ff_exp = 256}},
+    {"tiny-mixtral", "tiny-mixtral", "llama", 256, 4, 4, 2, 512, 8192,
+     Extras{.rope_base = 1000000.0f, .tied_embeddings = false, .n_expert = 8, .n_expert_used = 2}},
     // tiny-mistral with a 20-token window: every layer slides and a short prompt passes it
     // (the sliding-window cache tests: blocks then have no global layers at all).
     {"tiny-mistral-w20", "tiny-mistral-w20", "llama", 256, 4, 4, 2, 768, 8192,
@@ -124,14 +148,17 @@ SynthShape ShapeOf(const Preset& p) {
           .rope_scale_factor = e.rope_scale_factor,
           .rope_original_ctx = e.rope_original_ctx,
           .qkv_bias = arch == "qwen2",
-          .qk_norm = arch == "qwen3" || arch == "gemma3",
+          .qk_norm = arch == "qwen3" || arch == "qwen3moe" || arch == "gemma3",
           .post_norms = arch == "gemma2" || arch == "gemma3",
           .sliding_window = e.sliding_window,
           .attn_softcap = e.attn_softcap,
           .final_softcap = e.final_softcap,
           .rope_linear_factor = e.rope_linear_factor,
           .fused = arch == "phi3",
-          .longrope = arch == "phi3"};
+          .longrope = arch == "phi3",
+          .n_expert = e.n_expert,
+          .n_expert_used = e.n_expert_used,
+          .n_ff_exp = e.n_expert > 0 && e.n_ff_exp == 0 ? p.n_ff : e.n_ff_exp};
 }
 
 // SplitMix64 finaliser: a strong 64-bit mix, used both to derive seeds and as the generator
@@ -176,12 +203,19 @@ Status ReadVocab(const std::string& path, std::vector<std::pair<std::string, Ggu
 // Declares a matrix of `rows` rows of `cols` random values in `type`, or in its fallback type
 // where the type's block does not divide `cols` (as llama.cpp's quantizer does). The first
 // `scaled_rows` rows are multiplied by `scale` (attn_sharpen; Phi-3's fused QKV scales Q and K).
+// With experts > 0, a 3-D tensor of that many such matrices (scaling none), each a contiguous
+// slice, as the converter stacks Mixtral's and Qwen3-MoE's experts.
 void AddRandomMatrix(GgufWriter* w, ThreadPool* pool, const std::string& name, int64_t cols,
                      int64_t rows, GgmlType file_type, uint64_t seed, float scale = 1.0f,
-                     int64_t scaled_rows = 0) {
+                     int64_t scaled_rows = 0, int64_t experts = 0) {
   const GgmlType type = FallbackForWidth(file_type, cols);
   const uint64_t tensor_seed = Mix64(seed ^ Hash64(name.data(), name.size()));
-  w->AddTensor(name, {cols, rows}, type, [=](uint8_t* dst, size_t nbytes) {
+  std::vector<int64_t> dims = {cols, rows};
+  if (experts > 0) {
+    dims.push_back(experts);
+    rows *= experts;
+  }
+  w->AddTensor(name, dims, type, [=](uint8_t* dst, size_t nbytes) {
     const size_t row_bytes = RowBytes(type, cols);
     PC_CHECK(row_bytes * static_cast<size_t>(rows) == nbytes);
     pool->ParallelFor(rows, [&](int64_t begin, int64_t end) {
@@ -221,7 +255,9 @@ void SetHyperparameters(const SynthShape& s, const SynthOptions& o, int64_t n_vo
   w->SetString("general.architecture", a);
   char sharpened[48] = "";
   if (sharpen != 1.0f) std::snprintf(sharpened, sizeof(sharpened), ", attention x%g", sharpen);
-  w->SetString("general.name", "synthetic " + s.display_name + " (random weights, seed " +
+  const std::string layers =
+      o.layers > 0 ? ", its first " + std::to_string(s.n_layer) + " layers" : "";
+  w->SetString("general.name", "synthetic " + s.display_name + layers + " (random weights, seed " +
                                    std::to_string(o.seed) + sharpened + ")");
   w->SetU32("general.file_type", FileTypeIdFor(o.type));
   w->SetU32("general.quantization_version", 2);
@@ -248,6 +284,13 @@ void SetHyperparameters(const SynthShape& s, const SynthOptions& o, int64_t n_vo
     w->SetString(a + ".rope.scaling.type", "linear");
     w->SetF32(a + ".rope.scaling.factor", s.rope_linear_factor);
   }
+  if (s.n_expert > 0) {
+    w->SetU32(a + ".expert_count", static_cast<uint32_t>(s.n_expert));
+    w->SetU32(a + ".expert_used_count", static_cast<uint32_t>(s.n_expert_used));
+    if (a == "qwen3moe") {
+      w->SetU32(a + ".expert_feed_forward_length", static_cast<uint32_t>(s.n_ff_exp));
+    }
+  }
   if (s.longrope) {
     // As the converter computes it from the context's ratio to the original.
     const double scale = double(s.n_ctx) / s.rope_original_ctx;
@@ -264,6 +307,18 @@ std::vector<float> ScaledVector(const std::string& name, int64_t n, float std, f
   std::vector<float> v = RandomVector(name, n, std, mean, seed);
   for (float& x : v) x *= scale;
   return v;
+}
+
+// A mixture-of-experts layer's FFN: the router (F32, as llama.cpp's quantizer leaves it), its
+// rows scaled up so that routing is decided (random weights would make every expert about as
+// probable) and the experts' stacked matrices.
+void AddExperts(const SynthShape& shape, const std::string& p, const SynthOptions& o,
+                ThreadPool* pool, GgufWriter* w) {
+  const int64_t n_embd = shape.n_embd, n_ff = shape.n_ff_exp, n = shape.n_expert;
+  AddRandomMatrix(w, pool, p + "ffn_gate_inp.weight", n_embd, n, GgmlType::kF32, o.seed, 4.0f, n);
+  AddRandomMatrix(w, pool, p + "ffn_gate_exps.weight", n_embd, n_ff, o.type, o.seed, 1, 0, n);
+  AddRandomMatrix(w, pool, p + "ffn_up_exps.weight", n_embd, n_ff, o.type, o.seed, 1, 0, n);
+  AddRandomMatrix(w, pool, p + "ffn_down_exps.weight", n_ff, n_embd, o.type, o.seed, 1, 0, n);
 }
 
 // One layer's tensors, in the converter's names for the shape's architecture. attn_sharpen
@@ -309,13 +364,15 @@ void AddLayer(const SynthShape& shape, int l, const SynthOptions& o, ThreadPool*
     AddF32Vector(w, name, RandomVector(name, n_embd, 0.3f, 1.0f, seed));
   }
   AddF32Vector(w, p + "ffn_norm.weight", ones_embd);
-  if (shape.fused) {
+  if (shape.n_expert > 0) {
+    AddExperts(shape, p, o, pool, w);
+  } else if (shape.fused) {
     AddRandomMatrix(w, pool, p + "ffn_up.weight", n_embd, 2 * n_ff, t, seed);
   } else {
     AddRandomMatrix(w, pool, p + "ffn_gate.weight", n_embd, n_ff, t, seed);
     AddRandomMatrix(w, pool, p + "ffn_up.weight", n_embd, n_ff, t, seed);
   }
-  AddRandomMatrix(w, pool, p + "ffn_down.weight", n_ff, n_embd, t, seed);
+  if (shape.n_expert == 0) AddRandomMatrix(w, pool, p + "ffn_down.weight", n_ff, n_embd, t, seed);
   if (shape.post_norms) {
     const std::string name = p + "post_ffw_norm.weight";
     AddF32Vector(w, name, RandomVector(name, n_embd, 0.3f, 1.0f, seed));
@@ -393,7 +450,12 @@ std::vector<float> LongRopeFactors(const SynthShape& s, bool long_factors) {
 
 Status Synthesize(const SynthOptions& options,
                   const std::function<void(size_t done, size_t total)>& progress) {
-  PC_ASSIGN_OR_RETURN(const SynthShape shape, SynthPresetShape(options.preset));
+  PC_ASSIGN_OR_RETURN(SynthShape shape, SynthPresetShape(options.preset));
+  if (options.layers < 0 || options.layers > shape.n_layer) {
+    return InvalidArgument("synth: --layers must be from 1 to " + std::to_string(shape.n_layer) +
+                           " for " + shape.name);
+  }
+  if (options.layers > 0) shape.n_layer = options.layers;
   if (!SynthSupports(options.type)) {
     return Unimplemented("synth: tensor type " + GgmlTypeName(options.type) +
                          " is not supported (" + SynthTypeNames() + " are)");

@@ -29,6 +29,9 @@ struct SynthOptions {
   // random weights scores sit near 0.1 and attention is nearly uniform: a position error then
   // barely moves the logits. Sharpened, a RoPE error shows (src/model/testdata/architectures).
   float attn_sharpen = 1.0f;
+  // > 0: write only the first `layers` layers of the preset (block_count says so): a real
+  // shape's speed per layer at a fraction of its size.
+  int layers = 0;
   std::string out_path;
 };
 
@@ -64,14 +67,20 @@ struct SynthShape {
   // (rope_factors_short/long.weight) with rope_original_ctx and an attention factor.
   bool fused = false;
   bool longrope = false;
+  // Mixture of experts (qwen3moe, Mixtral-style llama): n_expert experts of width n_ff_exp per
+  // layer (ffn_gate_inp and the 3-D ffn_{gate,up,down}_exps tensors), n_expert_used per token.
+  // qwen3moe writes n_ff_exp as expert_feed_forward_length; llama's experts are n_ff wide.
+  int n_expert = 0;
+  int n_expert_used = 0;
+  int n_ff_exp = 0;
 
   int HeadDim() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
 };
 
 // Names of the presets: real shapes (smollm2-135m, smollm2-360m, tinyllama-1.1b, llama3.2-1b,
-// mistral-7b, qwen2.5-0.5b, qwen3-0.6b, gemma2-2b, gemma3-1b, phi3.5-mini) and tiny test
-// fixtures (tiny-test, tiny-256, tiny-256-llama3, tiny-qwen2, tiny-qwen3, tiny-gemma2,
-// tiny-gemma3, tiny-phi3, tiny-mistral).
+// mistral-7b, qwen2.5-0.5b, qwen3-0.6b, qwen3-30b-a3b, gemma2-2b, gemma3-1b, phi3.5-mini) and
+// tiny test fixtures (tiny-test, tiny-256, tiny-256-llama3, tiny-qwen2, tiny-qwen3,
+// tiny-qwen3moe, tiny-mixtral, tiny-gemma2, tiny-gemma3, tiny-phi3, tiny-mistral).
 std::vector<std::string> SynthPresets();
 // The shape of a preset; NotFound naming the known presets for an unknown name.
 Result<SynthShape> SynthPresetShape(const std::string& preset);
@@ -91,7 +100,7 @@ std::string SynthTypeNames();  // "F32, F16, Q4_0, ..."
 
 // Writes the model to options.out_path (atomically). `progress(done, total)` counts bytes of
 // tensor data. Errors: unknown preset, unreadable vocabulary or one without tokenizer keys,
-// unsupported type, attn_sharpen not in (0, 100], I/O failures.
+// unsupported type, attn_sharpen not in (0, 100], layers not in [0, the preset's], I/O failures.
 Status Synthesize(const SynthOptions& options,
                   const std::function<void(size_t done, size_t total)>& progress = nullptr);
 

@@ -108,6 +108,54 @@ TEST(Synth, PresetLayoutsFollowTheArchitecture) {
   }
 }
 
+// Mixtures of experts: Qwen3-30B-A3B's shape, and a tiny qwen3moe file in Q4_K cut to its first
+// 2 layers: the router F32 (as llama.cpp's quantizer leaves it), each expert tensor 3-D in the
+// file's type, no dense FFN tensors, the expert keys written. (Mutation tried: the expert
+// tensors written 2-D, [n_embd, n_ff_exp * n_expert]: fails here.)
+TEST(Synth, MixtureOfExpertsLayout) {
+  const SynthShape big = *SynthPresetShape("qwen3-30b-a3b");
+  EXPECT_EQ(big.architecture, "qwen3moe");
+  EXPECT_EQ(big.n_layer, 48);
+  EXPECT_EQ(big.n_embd, 2048);
+  EXPECT_EQ(big.n_head, 32);
+  EXPECT_EQ(big.n_head_kv, 4);
+  EXPECT_EQ(big.HeadDim(), 128);
+  EXPECT_EQ(big.n_expert, 128);
+  EXPECT_EQ(big.n_expert_used, 8);
+  EXPECT_EQ(big.n_ff_exp, 768);
+  EXPECT_TRUE(big.qk_norm);
+  EXPECT_EQ(SynthPresetShape("tiny-mixtral")->n_ff_exp, 512);  // llama: feed_forward_length
+
+  TempDir dir;
+  SynthOptions o = TinyOptions(dir.File("moe.gguf"), GgmlType::kQ4_K);
+  o.preset = "tiny-qwen3moe";
+  o.layers = 2;
+  ASSERT_TRUE(Synthesize(o).ok());
+  std::unique_ptr<GgufFile> f = GgufFile::Open(o.out_path).value();
+  EXPECT_EQ(*f->GetInt("qwen3moe.block_count"), 2);
+  EXPECT_EQ(*f->GetInt("qwen3moe.expert_count"), 8);
+  EXPECT_EQ(*f->GetInt("qwen3moe.expert_used_count"), 2);
+  EXPECT_EQ(*f->GetInt("qwen3moe.expert_feed_forward_length"), 256);
+  EXPECT_EQ(*f->GetInt("qwen3moe.feed_forward_length"), 768);
+  EXPECT_NE(f->GetString("general.name")->find("first 2 layers"), std::string::npos);
+  EXPECT_EQ(f->FindTensor("blk.2.attn_q.weight"), nullptr);
+  EXPECT_EQ(f->FindTensor("blk.0.ffn_gate.weight"), nullptr);
+  EXPECT_EQ(f->FindTensor("blk.0.ffn_down.weight"), nullptr);
+  const GgufTensorInfo* router = f->FindTensor("blk.1.ffn_gate_inp.weight");
+  ASSERT_NE(router, nullptr);
+  EXPECT_EQ(router->type, GgmlType::kF32);
+  EXPECT_EQ(router->dims, (std::vector<int64_t>{256, 8}));
+  for (const char* name : {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"}) {
+    const GgufTensorInfo* t = f->FindTensor(std::string("blk.1.") + name + ".weight");
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_EQ(t->type, GgmlType::kQ4_K) << name;
+    EXPECT_EQ(t->dims, (std::vector<int64_t>{256, 256, 8})) << name;  // n_embd = n_ff_exp here
+  }
+  o.layers = 5;
+  const Status st = Synthesize(o);
+  EXPECT_NE(st.message().find("--layers must be from 1 to 4"), std::string::npos) << st.message();
+}
+
 TEST(Synth, Llama3RopeFactors) {
   const SynthShape s = *SynthPresetShape("llama3.2-1b");
   const std::vector<float> f = Llama3RopeFactors(s);

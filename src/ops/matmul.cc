@@ -42,8 +42,6 @@ struct FormBuffers {
   }
 };
 
-constexpr int kMaxMatrices = 8;
-
 // Quantizes x's n_tokens rows (after `before` writes them) once per activation form the matrices
 // need (need[] by ActFormat), before the row-parallel part, split by tokens (one parallel job,
 // none on one thread or when there is nothing to prepare).
@@ -78,28 +76,42 @@ void QuantizeInputs(const bool need[3], const float* x, int64_t n_tokens, int64_
   }
 }
 
-// One MatMulMulti call's work: units are row tiles of every matrix, numbered across the matrices
-// in order; each thread takes a contiguous range of them.
+// One call's work (MatMulMulti, MatMulGrouped): units are row tiles of every matrix, numbered
+// across the matrices in order; each thread takes a contiguous range of them. Matrix i
+// multiplies its own rows of x (all of them in MatMulMulti; an expert's tokens in
+// MatMulGrouped). Thread-local and reused: the steady state allocates nothing.
 struct MultiPlan {
   static constexpr int64_t kTile = internal::kRowTile;
   const WeightMatrix* ws = nullptr;
   int n = 0;
-  const WeightTypeInfo* info[kMaxMatrices];
-  MatMulJob jobs[kMaxMatrices];
-  int64_t first_unit[kMaxMatrices + 1];  // matrix i's tiles: [first_unit[i], first_unit[i + 1])
+  std::vector<const WeightTypeInfo*> info;
+  std::vector<MatMulJob> jobs;
+  std::vector<int64_t> first_unit;  // matrix i's tiles: [first_unit[i], first_unit[i + 1])
 
-  // Sets every matrix's job and tiles (ws, n and info set).
-  void Tile(const float* x, int64_t n_tokens, const internal::QuantizedActs acts[3],
-            float* const* outs) {
+  // Sets every matrix's job and tiles (ws, n and info set): matrix i takes rows
+  // [first_row[i], first_row[i] + n_rows[i]) of x (quantized in acts) into outs[i].
+  void Tile(const float* x, const int64_t* first_row, const int64_t* n_rows,
+            const internal::QuantizedActs acts[3], float* const* outs) {
+    jobs.resize(n);
+    first_unit.resize(n + 1);
     first_unit[0] = 0;
+    const int64_t cols = ws[0].cols;
     for (int i = 0; i < n; ++i) {
+      const int64_t r = first_row[i];
+      const internal::QuantizedActs& a = acts[static_cast<int>(info[i]->act)];
+      const int64_t block = info[i]->act == ActFormat::kQ8_0 ? 32 : 256;
+      const int64_t group = info[i]->act == ActFormat::kQ8_0 ? 32 : 16;
       jobs[i].w = &ws[i];
       jobs[i].info = info[i];
-      jobs[i].x = x;
-      jobs[i].xq = acts[static_cast<int>(info[i]->act)];
-      jobs[i].n_tokens = n_tokens;
+      jobs[i].x = x + r * cols;
+      jobs[i].xq = {a.q ? a.q + r * cols : nullptr, a.d ? a.d + r * cols / block : nullptr,
+                    a.sums ? a.sums + r * cols / group : nullptr,
+                    a.s ? a.s + r * cols / block : nullptr};
+      jobs[i].n_tokens = n_rows[i];
       jobs[i].out = outs[i];
-      first_unit[i + 1] = first_unit[i] + (ws[i].rows + kTile - 1) / kTile;
+      // A matrix without rows to multiply has no work.
+      const int64_t tiles = n_rows[i] > 0 ? (ws[i].rows + kTile - 1) / kTile : 0;
+      first_unit[i + 1] = first_unit[i] + tiles;
     }
   }
 
@@ -137,9 +149,12 @@ struct MultiPlan {
 void RunDecodeTasks(const MultiPlan& plan, ThreadPool* pool) {
   constexpr int64_t kMinTaskBytes = int64_t(64) << 10;
   const int n = plan.n;
-  const int64_t* first_unit = plan.first_unit;
+  const int64_t* first_unit = plan.first_unit.data();
   const int64_t units = first_unit[n];
-  int64_t tile_bytes[kMaxMatrices];
+  // (Thread-local storage named through a reference: the tasks run on other threads.)
+  thread_local std::vector<int64_t> tile_bytes_storage;
+  std::vector<int64_t>& tile_bytes = tile_bytes_storage;
+  tile_bytes.resize(n);
   int64_t total = 0;
   for (int i = 0; i < n; ++i) {
     tile_bytes[i] = MultiPlan::kTile * static_cast<int64_t>(plan.ws[i].row_bytes);
@@ -192,22 +207,33 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* out,
   MatMulMulti(&w, 1, x, n_tokens, outs, pool, before);
 }
 
-void MatMulMulti(const WeightMatrix* ws, int n, const float* x, int64_t n_tokens,
-                 float* const* outs, ThreadPool* pool, const TokenRowsFn* before) {
-  if (n <= 0 || n_tokens <= 0) return;
-  PC_CHECK(n <= kMaxMatrices);
-  MultiPlan plan;
+namespace {
+
+// MatMulMulti's and MatMulGrouped's common part: matrix i multiplies rows [first_row[i],
+// first_row[i] + n_rows[i]) of x's x_rows rows.
+void RunPlan(const WeightMatrix* ws, int n, const int64_t* first_row, const int64_t* n_rows,
+             const float* x, int64_t x_rows, float* const* outs, ThreadPool* pool,
+             const TokenRowsFn* before) {
+  if (n <= 0 || x_rows <= 0) return;
+  // Named through a reference: the pool's threads read the caller's plan, not their own.
+  thread_local MultiPlan plan_storage;
+  MultiPlan& plan = plan_storage;
   plan.ws = ws;
   plan.n = n;
+  plan.info.resize(n);
   bool need[3] = {false, false, false};  // by ActFormat
+  int64_t work = 0, max_rows = 0;
   for (int i = 0; i < n; ++i) {
     plan.info[i] = &CheckMatrix(ws[i]);
     PC_CHECK(ws[i].cols == ws[0].cols);
+    PC_CHECK(first_row[i] >= 0 && n_rows[i] >= 0 && first_row[i] + n_rows[i] <= x_rows);
     need[static_cast<int>(plan.info[i]->act)] = true;
+    work += ws[i].rows * ws[i].cols * n_rows[i];
+    max_rows = std::max(max_rows, n_rows[i]);
   }
   internal::QuantizedActs acts[3];
-  QuantizeInputs(need, x, n_tokens, ws[0].cols, pool, before, acts);
-  plan.Tile(x, n_tokens, acts, outs);
+  QuantizeInputs(need, x, x_rows, ws[0].cols, pool, before, acts);
+  plan.Tile(x, first_row, n_rows, acts, outs);
 
   const int64_t units = plan.first_unit[n];
   // Below this many multiply-adds a fork/join costs more than it saves (tiny models, and any
@@ -216,12 +242,10 @@ void MatMulMulti(const WeightMatrix* ws, int n, const float* x, int64_t n_tokens
   // From this many tokens the units are taken dynamically; decoding keeps one contiguous range
   // per thread (one long stream through the weights each).
   constexpr int64_t kMinDynamicTokens = 16;
-  int64_t work = 0;
-  for (int i = 0; i < n; ++i) work += ws[i].rows * ws[i].cols * n_tokens;
   if (pool == nullptr || pool->size() == 1 || work < kMinParallelWork) {
     const int64_t bytes = plan.RunUnits(0, units);
     if (pool != nullptr) pool->CountBytes(0, bytes);
-  } else if (n_tokens >= kMinDynamicTokens) {
+  } else if (max_rows >= kMinDynamicTokens) {
     // Prompts: about kChunksPerThread chunks per thread, taken as threads come free, so one slowed
     // thread does not hold the other up (a third of a waiting thread's time was spent so on this
     // project's shared machines); whole pairs of tiles, which the pair kernels take together.
@@ -230,9 +254,25 @@ void MatMulMulti(const WeightMatrix* ws, int n, const float* x, int64_t n_tokens
     pool->ParallelForDynamic(units, chunk, [&](int64_t u0, int64_t u1, int thread) {
       pool->CountBytes(thread, plan.RunUnits(u0, u1));
     });
-  } else {
+  } else if (units > 0) {
     RunDecodeTasks(plan, pool);
   }
+}
+
+}  // namespace
+
+void MatMulMulti(const WeightMatrix* ws, int n, const float* x, int64_t n_tokens,
+                 float* const* outs, ThreadPool* pool, const TokenRowsFn* before) {
+  PC_CHECK(n <= 8);
+  const int64_t first[8] = {}, rows[8] = {n_tokens, n_tokens, n_tokens, n_tokens,
+                                          n_tokens, n_tokens, n_tokens, n_tokens};
+  RunPlan(ws, n, first, rows, x, n_tokens, outs, pool, before);
+}
+
+void MatMulGrouped(const WeightMatrix* ws, int n, const int64_t* first_row, const int64_t* n_rows,
+                   const float* x, int64_t x_rows, float* const* outs, ThreadPool* pool,
+                   const TokenRowsFn* before) {
+  RunPlan(ws, n, first_row, n_rows, x, x_rows, outs, pool, before);
 }
 
 const char* MatMulKernelName(const WeightMatrix& w) {

@@ -59,6 +59,16 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* out,
 void MatMulMulti(const WeightMatrix* ws, int n, const float* x, int64_t n_tokens,
                  float* const* outs, ThreadPool* pool, const TokenRowsFn* before = nullptr);
 
+// Matrices (any number) with the same number of columns, each applied to its own rows of x, in
+// one parallel job: ws[i] multiplies rows [first_row[i], first_row[i] + n_rows[i]) of x's
+// x_rows rows, and outs[i] receives [n_rows[i] x ws[i].rows] as MatMul would write it for those
+// rows. Ranges may overlap (two matrices of one input) or be empty. Mixture-of-experts layers run
+// each expert on its tokens so: x holds the tokens grouped by expert, quantized once. `before`
+// writes all x_rows rows.
+void MatMulGrouped(const WeightMatrix* ws, int n, const int64_t* first_row,
+                   const int64_t* n_rows, const float* x, int64_t x_rows, float* const* outs,
+                   ThreadPool* pool, const TokenRowsFn* before = nullptr);
+
 // Whether MatMul quantizes x for this weight type (all but F32, F16, BF16).
 bool MatMulQuantizesActivations(GgmlType type);
 

@@ -405,6 +405,42 @@ TEST(MatMul, MultiEqualsSeparateCalls) {
   }
 }
 
+// MatMulGrouped (mixture-of-experts layers: each expert on its own tokens) gives each matrix's
+// rows exactly what MatMul gives them alone, whatever the thread count: with groups below and
+// above the dynamic split's 16 tokens, an empty group, and two matrices sharing rows.
+TEST(MatMul, GroupedEqualsSeparateCalls) {
+  ThreadPool pool2(2), pool3(3);
+  uint32_t seed = 500;
+  std::vector<TestMatrix> ms;
+  ms.push_back(MakeMatrix(GgmlType::kQ4_K, 48, 512, ++seed));
+  ms.push_back(MakeMatrix(GgmlType::kQ4_K, 48, 512, ++seed));
+  ms.push_back(MakeMatrix(GgmlType::kQ8_0, 40, 512, ++seed));
+  ms.push_back(MakeMatrix(GgmlType::kF32, 24, 512, ++seed));
+  ms.push_back(MakeMatrix(GgmlType::kQ6_K, 33, 512, ++seed));
+  for (int64_t big : {3, 21}) {
+    const std::vector<int64_t> first = {0, 0, 2, 2 + big, 2 + big};
+    const std::vector<int64_t> rows = {2, 2, big, 0, 5};
+    const int64_t x_rows = 7 + big;
+    Activations x = MakeActivations(x_rows, 512, ++seed);
+    std::vector<WeightMatrix> ws;
+    std::vector<std::vector<float>> got, want;
+    for (size_t i = 0; i < ms.size(); ++i) {
+      ws.push_back(ms[i].w);
+      want.emplace_back(rows[i] * ms[i].w.rows, NAN);
+      MatMul(ms[i].w, x.data() + first[i] * 512, rows[i], want.back().data(), nullptr);
+    }
+    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
+      got.clear();
+      std::vector<float*> outs;
+      for (size_t i = 0; i < ms.size(); ++i) got.emplace_back(rows[i] * ms[i].w.rows, NAN);
+      for (auto& g : got) outs.push_back(g.data());
+      MatMulGrouped(ws.data(), static_cast<int>(ws.size()), first.data(), rows.data(), x.data(),
+                    x_rows, outs.data(), pool);
+      for (size_t i = 0; i < ms.size(); ++i) EXPECT_EQ(got[i], want[i]) << i << " big " << big;
+    }
+  }
+}
+
 // The kernels' activation quantizers agree bit for bit with the reference, ties included: both
 // forms round half to even (and in the Q8_K form the positive of two equal magnitudes sets the
 // scale).
