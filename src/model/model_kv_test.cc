@@ -54,8 +54,8 @@ TEST(SlidingRelease, TrimmedEqualsFullAndAReleaseInsideAWindowIsCaught) {
 // Sequences forked from one long shared prefix (past two 512-key chunks), each with a tail of
 // its own, then decoded one step in one batch: every sequence's logits are bit-identical to its
 // step decoded alone. Attention reads the shared blocks once for several of them, but a query's
-// arithmetic must not depend on its company. (The Q8_0 model: its matrix-vector products are
-// per-token invariant too, where float weights' are not: one token uses more accumulators.)
+// arithmetic must not depend on its company. (Matrix products are per-token invariant for every
+// weight type, matmul.h: quantized ones on every instruction set, float ones within one.)
 void ForkedSequencesDecodedTogetherEqualAlone(const std::string& path) {
   std::unique_ptr<Model> model = LoadOrDie(path);
   const int V = model->config().n_vocab;
