@@ -6,11 +6,14 @@
 // ranges, errors with a 4xx status and a message, prompts in the vocabulary with pins inside
 // them, and every body and SSE event valid JSON. Tools: each accepted chat request also goes
 // through ApplyToolChoice for every tool-call format, and its text is read for calls in each
-// format (server/tool_calls.h) for the response and the stream's tool_calls chunks.
+// format (server/tool_calls.h) for the response and the stream's tool_calls chunks. Thinking:
+// a Qwen3-like template renders chat_template_kwargs and reasoning_content, and the text is split
+// into reasoning and answer whole and as a stream (server/reasoning.h), which must agree.
 //
 // To reach deep into the parser without committed seeds, each input is tried twice: as is, and
 // spliced into one of a few valid request bodies (the first byte picks the body, the second
 // where the rest of the input overwrites it).
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -21,6 +24,7 @@
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/prompt_encoder.h"
+#include "server/reasoning.h"
 #include "server/tool_request.h"
 
 namespace promptcache {
@@ -41,6 +45,7 @@ constexpr const char* kTemplates[] = {
     R"({"messages":[{"role":"developer","content":"x","cache_control":{"type":"ephemeral"}}],"add_generation_prompt":true,"pin":false})",
     R"({"content":"Hello \u00e9\u4e16 world","model":"m"})",
     R"({"model":"m","messages":[{"role":"user","content":"w?"},{"role":"assistant","content":null,"tool_calls":[{"id":"abcDEF123","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}}]},{"role":"tool","tool_call_id":"abcDEF123","name":"get_weather","content":"<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>"}],"tools":[{"type":"function","function":{"name":"get_weather","description":"d","parameters":{"type":"object","properties":{"city":{"type":"string","maxLength":9}},"required":["city"]}}}],"tool_choice":"required"})",
+    R"({"model":"m","messages":[{"role":"user","content":"2+2?"},{"role":"assistant","content":"4","reasoning_content":"Easy."},{"role":"user","content":"<think> a \\n</think>\\n\\n b"}],"chat_template_kwargs":{"enable_thinking":false,"x":[1,"y",null]},"reasoning_format":"deepseek","reasoning_effort":"low"})",
 };
 
 const std::vector<Vocab>& Vocabs() {
@@ -54,6 +59,13 @@ const std::vector<Vocab>& Vocabs() {
                   "%}{{ m.role }}: {{ m.content }}{% for c in m.tool_calls %}<tool_call>{{ "
                   "c.function | tojson }}</tool_call>{% endfor %}\n{% endfor %}"));
     v->push_back(LoadOrDie("tokenizers/ggml-vocab-llama-spm.gguf", fuzzing::kChatMl));
+    // A thinking template (Qwen3-like): enable_thinking, reasoning_content, both tags.
+    v->push_back(LoadOrDie(
+        "tokenizers/ggml-vocab-llama-spm.gguf",
+        "{% for m in messages %}{{ m.role }}: {% if m.reasoning_content %}<think>{{ "
+        "m.reasoning_content }}</think>{% endif %}{{ m.content }}\n{% endfor %}{% if "
+        "add_generation_prompt %}assistant: {% if enable_thinking is defined and not "
+        "enable_thinking %}<think></think>{% endif %}{% endif %}"));
     return v;
   }();
   return *vocabs;
@@ -83,6 +95,30 @@ void CheckPrompt(const Result<BuiltPrompt>& p, const Tokenizer& tok) {
         "pin within the prompt");
 }
 
+// The stream splitter, fed `text` in pieces of 1 to 7 bytes (their sizes from the text), releases
+// what SplitReasoning finds in the whole.
+void CheckReasoningSplit(std::string_view text) {
+  for (const ReasoningMode mode : {ReasoningMode{true, false}, ReasoningMode{true, true},
+                                   ReasoningMode{false, false}}) {
+    const ReasoningSplit whole = SplitReasoning(mode, text);
+    Check(whole.reasoning_end <= text.size(), "reasoning ends within the text");
+    ReasoningSplitter splitter(mode);
+    std::string reasoning, content;
+    for (size_t at = 0; at < text.size();) {
+      const size_t n = std::min<size_t>(1 + static_cast<uint8_t>(text[at]) % 7, text.size() - at);
+      ReasoningSplitter::Delta d = splitter.Add(text.substr(at, n));
+      reasoning += d.reasoning;
+      content += d.content;
+      at += n;
+    }
+    ReasoningSplitter::Delta d = splitter.Finish();
+    Check(reasoning + d.reasoning == whole.reasoning, "streamed reasoning equals the whole's");
+    Check(content + d.content == whole.content, "streamed content equals the whole's");
+    Check(splitter.has_reasoning() == whole.has_reasoning, "streamed has_reasoning");
+    Check(mode.split || whole.content == text, "unsplit: all content");
+  }
+}
+
 void CheckResponses(const ApiRequest& r) {
   ResponseMeta meta;
   meta.kind = r.kind;
@@ -98,6 +134,8 @@ void CheckResponses(const ApiRequest& r) {
   CheckSse(StreamFinishChunk(meta, result, r.include_usage));
   CheckSse(StreamUsageChunk(meta, result));
   if (r.kind != ApiKind::kChat) return;
+  CheckReasoningSplit(result.text);
+  CheckReasoningSplit("<think>" + result.text);  // inside the thinking, whatever the text
   for (ToolCallFormat f :
        {ToolCallFormat::kHermes, ToolCallFormat::kLlama3, ToolCallFormat::kMistral,
         ToolCallFormat::kFunctionaryV32, ToolCallFormat::kFunctionaryV31,
