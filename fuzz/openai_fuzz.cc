@@ -60,12 +60,12 @@ const std::vector<Vocab>& Vocabs() {
                   "c.function | tojson }}</tool_call>{% endfor %}\n{% endfor %}"));
     v->push_back(LoadOrDie("tokenizers/ggml-vocab-llama-spm.gguf", fuzzing::kChatMl));
     // A thinking template (Qwen3-like): enable_thinking, reasoning_content, both tags.
-    v->push_back(LoadOrDie(
-        "tokenizers/ggml-vocab-llama-spm.gguf",
-        "{% for m in messages %}{{ m.role }}: {% if m.reasoning_content %}<think>{{ "
-        "m.reasoning_content }}</think>{% endif %}{{ m.content }}\n{% endfor %}{% if "
-        "add_generation_prompt %}assistant: {% if enable_thinking is defined and not "
-        "enable_thinking %}<think></think>{% endif %}{% endif %}"));
+    v->push_back(
+        LoadOrDie("tokenizers/ggml-vocab-llama-spm.gguf",
+                  "{% for m in messages %}{{ m.role }}: {% if m.reasoning_content %}<think>{{ "
+                  "m.reasoning_content }}</think>{% endif %}{{ m.content }}\n{% endfor %}{% if "
+                  "add_generation_prompt %}assistant: {% if enable_thinking is defined and not "
+                  "enable_thinking %}<think></think>{% endif %}{% endif %}"));
     return v;
   }();
   return *vocabs;
@@ -98,8 +98,8 @@ void CheckPrompt(const Result<BuiltPrompt>& p, const Tokenizer& tok) {
 // The stream splitter, fed `text` in pieces of 1 to 7 bytes (their sizes from the text), releases
 // what SplitReasoning finds in the whole.
 void CheckReasoningSplit(std::string_view text) {
-  for (const ReasoningMode mode : {ReasoningMode{true, false}, ReasoningMode{true, true},
-                                   ReasoningMode{false, false}}) {
+  for (const ReasoningMode mode :
+       {ReasoningMode{true, false}, ReasoningMode{true, true}, ReasoningMode{false, false}}) {
     const ReasoningSplit whole = SplitReasoning(mode, text);
     Check(whole.reasoning_end <= text.size(), "reasoning ends within the text");
     ReasoningSplitter splitter(mode);
