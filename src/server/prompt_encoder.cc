@@ -199,8 +199,7 @@ nlohmann::ordered_json MessageJson(const ApiMessage& m, CallTurnForm form) {
 
 }  // namespace
 
-CallTurnForm ProbeCallTurnForm(const ChatTemplate& chat,
-                               const nlohmann::ordered_json& variables) {
+CallTurnForm ProbeCallTurnForm(const ChatTemplate& chat, const nlohmann::ordered_json& variables) {
   if (!chat.uses_jinja()) return {};
   auto renders = [&](const nlohmann::ordered_json& arguments,
                      const nlohmann::ordered_json& content) {
@@ -220,9 +219,9 @@ CallTurnForm ProbeCallTurnForm(const ChatTemplate& chat,
   // the content with each.
   for (const CallTurnForm form : {CallTurnForm{false, false}, CallTurnForm{true, false},
                                   CallTurnForm{false, true}, CallTurnForm{true, true}}) {
-    const nlohmann::ordered_json arguments =
-        form.arguments_as_text ? nlohmann::ordered_json("{\"a\":1}")
-                               : nlohmann::ordered_json{{"a", 1}};
+    const nlohmann::ordered_json arguments = form.arguments_as_text
+                                                 ? nlohmann::ordered_json("{\"a\":1}")
+                                                 : nlohmann::ordered_json{{"a", 1}};
     if (renders(arguments, form.empty_content ? nlohmann::ordered_json("") : nullptr)) {
       return form;
     }
