@@ -526,6 +526,24 @@ std::optional<ApiError> ParseChatRequest(std::string_view body, const RequestLim
                          });
 }
 
+namespace {
+
+// A chat prefix is rendered as the chat route renders it: the offered tools and the template
+// variables read by the chat route's own parsers (a prefix loaded without them would be another
+// prompt, and would serve no request that has them).
+MaybeError ReadPrefixChatFields(const json& obj, const ojson* ordered, PrefixRequest* out) {
+  ApiRequest chat;
+  if (ordered != nullptr) PC_RETURN_IF_API_ERROR(ReadTools(*ordered, &chat));
+  if (chat.tools_offered()) out->tools = chat.tools;
+  if (const json* v = Find(obj, "chat_template_kwargs")) {
+    PC_RETURN_IF_API_ERROR(
+        openai_request::ReadTemplateKwargs(*v, "chat_template_kwargs", &out->template_kwargs));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<ApiError> ParsePrefixRequest(std::string_view body, PrefixRequest* out) {
   return Guarded([&]() -> MaybeError {
     *out = PrefixRequest();
@@ -552,7 +570,14 @@ std::optional<ApiError> ParsePrefixRequest(std::string_view body, PrefixRequest*
     }
     if (has_messages) {
       const ojson ordered = Ordered(body);
-      return ReadMessages(obj, ordered.is_object() ? &ordered : nullptr, &out->messages);
+      const ojson* o = ordered.is_object() ? &ordered : nullptr;
+      PC_RETURN_IF_API_ERROR(ReadMessages(obj, o, &out->messages));
+      return ReadPrefixChatFields(obj, o, out);
+    }
+    for (const char* field : {"tools", "tool_choice", "chat_template_kwargs"}) {
+      if (Find(obj, field) != nullptr) {
+        return ApiError::BadRequest("'" + std::string(field) + "' applies to 'messages'", field);
+      }
     }
     return ReadPrompt(*prompt, &out->prompt_text, &out->prompt_tokens, &out->prompt_is_tokens);
   });

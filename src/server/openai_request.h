@@ -152,6 +152,10 @@ struct PrefixRequest {
   bool prompt_is_tokens = false;
   std::vector<ApiMessage> messages;  // non-empty: a chat prefix
   bool add_generation_prompt = false;
+  // A chat prefix's `tools` as the template sees them (null: none, or tool_choice "none") and
+  // its chat_template_kwargs (null: none), read as the chat route reads them.
+  nlohmann::ordered_json tools;
+  nlohmann::ordered_json template_kwargs;
   bool pin = false;        // /v1/cache/load: also pin it
   std::string cache_salt;  // the namespace's salt, as in completions
   // /tokenize, as llama.cpp's: add_special false leaves out the BOS a text prompt gets;

@@ -331,8 +331,8 @@ Result<BuiltPrompt> PromptEncoder::Build(const ApiRequest& request, size_t max_t
 Result<BuiltPrompt> PromptEncoder::Build(const PrefixRequest& request, size_t max_tokens,
                                          bool segments) const {
   if (!request.messages.empty()) {
-    return FromMessages(request.messages, request.add_generation_prompt, nullptr, max_tokens,
-                        segments);
+    return FromMessages(request.messages, request.add_generation_prompt, request.tools, max_tokens,
+                        segments, request.template_kwargs);
   }
   if (segments) {
     return FromPromptSegments(request.prompt_text, request.prompt_tokens, request.prompt_is_tokens,

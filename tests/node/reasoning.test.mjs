@@ -161,6 +161,38 @@ test('the call sent back as the openai client has it (content null) renders as w
   assert.equal(asSent.usage.prompt_tokens, empty.usage.prompt_tokens);
 });
 
+test('/tokenize and /v1/cache/load render tools and chat_template_kwargs as the chat does', async () => {
+  // Qwen3's template writes the tools into the system turn, first: a prefix loaded without them
+  // would share almost nothing with a chat that has them.
+  const messages = [{ role: 'user', content: 'What is 7+7?' }];
+  const extra = { tools: TOOLS, chat_template_kwargs: { enable_thinking: false } };
+  const chat = (salt) => ask({ messages, ...extra, max_tokens: 1, grammar: undefined, cache_salt: salt });
+  const ids = await server.tokenize({ messages, add_generation_prompt: true, ...extra });
+  const first = await chat('tokenize');
+  assert.equal(ids.length, first.usage.prompt_tokens);
+  const load = async (salt, fields) => {
+    const r = await server.json('POST', '/v1/cache/load',
+      { messages, add_generation_prompt: true, cache_salt: salt, ...fields });
+    assert.equal(r.status, 200, r.text);
+    return r.body;
+  };
+  const loaded = await load('with', extra);
+  assert.equal(loaded.prompt_tokens, first.usage.prompt_tokens);
+  const served = await chat('with');
+  // Reused in whole blocks of 16 tokens.
+  assert.ok(served.usage.prompt_tokens_details.cached_tokens > served.usage.prompt_tokens - 16,
+    JSON.stringify(served.usage));
+  // Loaded without them: another prompt, whose start the chat does not share.
+  await load('without', {});
+  const missed = await chat('without');
+  assert.ok(missed.usage.prompt_tokens_details.cached_tokens < missed.usage.prompt_tokens / 2,
+    JSON.stringify(missed.usage));
+  // On a plain prompt they are a 400 naming the field.
+  const plain = await server.json('POST', '/v1/cache/load', { prompt: 'x', tools: TOOLS });
+  assert.equal(plain.status, 400);
+  assert.match(plain.body.error.message, /'tools' applies to 'messages'/);
+});
+
 test("an assistant's reasoning_content sent back reaches the template", async () => {
   // Qwen3's template renders the thinking of the turns after the last user message.
   const turn = (reasoning) => [
