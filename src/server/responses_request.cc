@@ -116,12 +116,52 @@ std::string CallName(const ojson& messages, const std::string& call_id) {
   return "";
 }
 
+// A reasoning item (as this server answers it, or OpenAI's with summaries only) sent back: its
+// text becomes the reasoning_content of the assistant turn it opens, which the message or
+// function_call items after it complete, as the chat route takes an assistant's thinking.
+MaybeError AddReasoning(const ojson& item, const std::string& p, ojson* messages) {
+  PC_RETURN_IF_API_ERROR(
+      OnlyKeys(item, p, {"type", "id", "summary", "content", "encrypted_content", "status"}));
+  std::string text;
+  for (const auto& [key, part_type] :
+       {std::pair{"content", "reasoning_text"}, std::pair{"summary", "summary_text"}}) {
+    const ojson* parts = Find(item, key);
+    if (parts == nullptr || parts->is_null()) continue;
+    const std::string pp = p + "." + key;
+    if (!parts->is_array()) return WrongType(pp, "an array", *parts);
+    if (!text.empty()) continue;  // the full thinking when given, else the summaries
+    for (size_t i = 0; i < parts->size(); ++i) {
+      const ojson& part = (*parts)[i];
+      const std::string ip = pp + "[" + std::to_string(i) + "]";
+      const ojson* type = String(part, "type");
+      const ojson* t = String(part, "text");
+      if (type == nullptr || *type != part_type || t == nullptr) {
+        return ApiError::BadRequest(
+            "'" + ip + "' must be {\"type\": \"" + part_type + "\", \"text\": ...}", ip);
+      }
+      text += (text.empty() ? "" : "\n\n") + t->get<std::string>();
+    }
+  }
+  messages->push_back({{"role", "assistant"}, {"content", nullptr}, {"reasoning_content", text}});
+  return std::nullopt;
+}
+
+// Whether the last of `messages` is an assistant turn a reasoning item opened and nothing has
+// completed yet.
+bool OpenedByReasoning(const ojson& messages) {
+  if (messages.empty()) return false;
+  const ojson& m = messages.back();
+  return m["role"] == "assistant" && m.contains("reasoning_content") && m["content"].is_null() &&
+         !m.contains("tool_calls");
+}
+
 MaybeError AddItem(const ojson& item, const std::string& p, const ojson& history, ojson* messages) {
   if (!item.is_object()) return WrongType(p, "an object", item);
   const ojson* type = Find(item, "type");
   if (type != nullptr && !type->is_string()) return WrongType(p + ".type", "a string", *type);
   const std::string t = type != nullptr ? type->get<std::string>() : "message";
   if (t == "function_call") return AddFunctionCall(item, p, messages);
+  if (t == "reasoning") return AddReasoning(item, p, messages);
   if (t == "function_call_output") {
     PC_RETURN_IF_API_ERROR(OnlyKeys(item, p, {"type", "id", "call_id", "output", "status"}));
     const ojson* call_id = String(item, "call_id");
@@ -141,8 +181,8 @@ MaybeError AddItem(const ojson& item, const std::string& p, const ojson& history
   }
   if (t != "message") {
     return ApiError::BadRequest("input items of type '" + t +
-                                    "' are not supported (message, function_call and "
-                                    "function_call_output are)",
+                                    "' are not supported (message, reasoning, function_call "
+                                    "and function_call_output are)",
                                 p + ".type", "unsupported");
   }
   PC_RETURN_IF_API_ERROR(OnlyKeys(item, p, {"type", "id", "role", "content", "status"}));
@@ -152,7 +192,11 @@ MaybeError AddItem(const ojson& item, const std::string& p, const ojson& history
   if (content == nullptr) return ApiError::BadRequest("'" + p + ".content' is required", p);
   ojson c;
   PC_RETURN_IF_API_ERROR(ReadContent(*content, p + ".content", &c));
-  messages->push_back({{"role", *role}, {"content", std::move(c)}});
+  if (*role == "assistant" && OpenedByReasoning(*messages)) {
+    messages->back()["content"] = std::move(c);
+  } else {
+    messages->push_back({{"role", *role}, {"content", std::move(c)}});
+  }
   return std::nullopt;
 }
 

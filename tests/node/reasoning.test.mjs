@@ -295,7 +295,7 @@ test('hostile input: clear 400s, an unclosed <think> is all reasoning, a lone </
 });
 
 // The Responses API: the thinking is a reasoning item (reasoning_text content) before the message.
-test('Responses API: a reasoning item before the message, streamed the same; stored thinking goes back', async () => {
+test('Responses API: a reasoning item before the message, streamed the same; stored or sent-back thinking goes back', async () => {
   const base = { model: MODEL, input: 'What is 2+2?', temperature: 0, max_output_tokens: 256 };
   const r = await client.responses.create({ ...base, grammar: exactly(OUTPUT) });
   assert.deepEqual(r.output.map((o) => o.type), ['reasoning', 'message']);
@@ -334,6 +334,22 @@ test('Responses API: a reasoning item before the message, streamed the same; sto
       tool_calls: [{ id: fc.call_id, type: 'function', function: { name: 'add', arguments: fc.arguments } }] },
     { role: 'tool', tool_call_id: fc.call_id, content: '4' }] });
   assert.equal(second.usage.input_tokens, same.usage.prompt_tokens);
+  // Stateless, as a client with store false continues: the first response's own output items
+  // (its reasoning item first) sent back as input render the same conversation.
+  const sentBack = await client.responses.create({ ...base, tools, max_output_tokens: 1,
+    input: [{ role: 'user', content: 'What is 2+2?' }, ...first.output,
+      { type: 'function_call_output', call_id: fc.call_id, output: '4' }] });
+  assert.equal(sentBack.usage.input_tokens, same.usage.prompt_tokens);
+  // A reasoning item then an assistant message: one turn, as the chat route's reasoning_content.
+  const answered = await client.responses.create({ ...base, max_output_tokens: 1,
+    input: [{ role: 'user', content: 'What is 2+2?' }, ...r.output, { role: 'user', content: 'And 3+3?' }] });
+  const answeredChat = await ask({ max_tokens: 1, grammar: undefined, messages: [...USER,
+    { role: 'assistant', content: ANSWER, reasoning_content: THINKING }, { role: 'user', content: 'And 3+3?' }] });
+  assert.equal(answered.usage.input_tokens, answeredChat.usage.prompt_tokens);
+  const bad = await server.json('POST', '/v1/responses', { ...base,
+    input: [{ type: 'reasoning', summary: [{ type: 'input_text', text: 'x' }] }] });
+  assert.equal(bad.status, 400);
+  assert.equal(bad.body.error.param, 'input[0].summary[0]');
 
   for (const [reasoning, param] of [[{ effort: 'low' }, 'reasoning.effort'], [{ summary: 'auto' }, 'reasoning.summary']]) {
     const e = await server.json('POST', '/v1/responses', { ...base, reasoning });
