@@ -16,6 +16,12 @@ size_t FirstNonSpace(std::string_view s) {
   return i;
 }
 
+// The length of s[0, end) without its trailing whitespace.
+size_t TrimmedEnd(std::string_view s, size_t end) {
+  while (end > 0 && IsSpace(s[end - 1])) --end;
+  return end;
+}
+
 // Where the longest end of `s` that could begin `tag` starts (s.size(): none).
 size_t PartialTagStart(std::string_view s, std::string_view tag) {
   for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n) {
@@ -32,8 +38,7 @@ bool TemplateHasThinking(std::string_view chat_template) {
 }
 
 bool PromptOpensThinking(std::string_view prompt_text) {
-  size_t end = prompt_text.size();
-  while (end > 0 && IsSpace(prompt_text[end - 1])) --end;
+  const size_t end = TrimmedEnd(prompt_text, prompt_text.size());
   return end >= kOpen.size() && prompt_text.substr(end - kOpen.size(), kOpen.size()) == kOpen;
 }
 
@@ -56,16 +61,16 @@ ReasoningSplitter::Delta ReasoningSplitter::Add(std::string_view piece) {
   return out;
 }
 
+void ReasoningSplitter::EmitReasoning(std::string_view s, Delta* out) {
+  if (!reasoning_started_) {  // reasoning goes out without its leading whitespace
+    s.remove_prefix(FirstNonSpace(s));
+    if (s.empty()) return;
+    reasoning_started_ = true;
+  }
+  out->reasoning.append(s);
+}
+
 void ReasoningSplitter::Step(Delta* out) {
-  // Reasoning goes out without its leading whitespace.
-  auto emit_reasoning = [&](std::string_view s) {
-    if (!reasoning_started_) {
-      s.remove_prefix(FirstNonSpace(s));
-      if (s.empty()) return;
-      reasoning_started_ = true;
-    }
-    out->reasoning.append(s);
-  };
   for (;;) {
     switch (state_) {
       case State::kStart: {
@@ -84,10 +89,8 @@ void ReasoningSplitter::Step(Delta* out) {
       }
       case State::kThinking: {
         const size_t close = held_.find(kClose);
-        if (close != std::string::npos) {
-          size_t end = close;
-          while (end > 0 && IsSpace(held_[end - 1])) --end;  // trailing whitespace: dropped
-          emit_reasoning(std::string_view(held_).substr(0, end));
+        if (close != std::string::npos) {  // trailing whitespace: dropped
+          EmitReasoning(std::string_view(held_).substr(0, TrimmedEnd(held_, close)), out);
           const size_t after = close + kClose.size();
           reasoning_end_ = consumed_ - (held_.size() - after);
           held_.erase(0, after);
@@ -96,9 +99,8 @@ void ReasoningSplitter::Step(Delta* out) {
         }
         // Held back: a partial "</think>" at the end, and the whitespace before it (which is
         // dropped if the thinking closes right after).
-        size_t cut = PartialTagStart(held_, kClose);
-        while (cut > 0 && IsSpace(held_[cut - 1])) --cut;
-        emit_reasoning(std::string_view(held_).substr(0, cut));
+        const size_t cut = TrimmedEnd(held_, PartialTagStart(held_, kClose));
+        EmitReasoning(std::string_view(held_).substr(0, cut), out);
         held_.erase(0, cut);
         return;
       }
@@ -124,15 +126,7 @@ ReasoningSplitter::Delta ReasoningSplitter::Finish() {
     out.content = std::move(held_);  // whitespace, or a "<think>" that never completed
   } else if (state_ == State::kThinking) {
     // Unclosed: all of it is reasoning (a partial "</think>" included), trailing space dropped.
-    size_t end = held_.size();
-    while (end > 0 && IsSpace(held_[end - 1])) --end;
-    if (!reasoning_started_) {
-      const size_t begin = std::min(end, FirstNonSpace(held_));
-      out.reasoning = held_.substr(begin, end - begin);
-    } else {
-      out.reasoning = held_.substr(0, end);
-    }
-    if (!out.reasoning.empty()) reasoning_started_ = true;
+    EmitReasoning(std::string_view(held_).substr(0, TrimmedEnd(held_, held_.size())), &out);
   } else if (state_ == State::kContent || state_ == State::kPlain) {
     out.content = std::move(held_);
   }

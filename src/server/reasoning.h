@@ -70,6 +70,8 @@ class ReasoningSplitter {
     kPlain,     // no splitting: every byte is content
   };
   void Step(Delta* out);
+  // Appends reasoning text to out, leaving out the whitespace that would begin the reasoning.
+  void EmitReasoning(std::string_view s, Delta* out);
 
   State state_;
   bool opened_ = false;
