@@ -31,8 +31,8 @@ struct FormBuffers {
   std::vector<float> s;
 
   internal::QuantizedActs Prepare(ActFormat format, int64_t n_tokens, int64_t cols) {
-    const int64_t block = format == ActFormat::kQ8_0 ? 32 : 256;
-    const int64_t group = format == ActFormat::kQ8_0 ? 32 : 16;
+    const int64_t block = internal::QuantizedActs::Block(format);
+    const int64_t group = internal::QuantizedActs::Group(format);
     const size_t elems = static_cast<size_t>(n_tokens * cols);
     if (q.size() < elems) q.resize(elems);
     if (d.size() < elems / block) d.resize(elems / block);
@@ -58,13 +58,10 @@ void QuantizeInputs(const bool need[3], const float* x, int64_t n_tokens, int64_
     for (ActFormat f : {ActFormat::kQ8_0, ActFormat::kQ8_K}) {
       const int i = static_cast<int>(f);
       if (!need[i]) continue;
-      const int64_t block = f == ActFormat::kQ8_0 ? 32 : 256;
-      const int64_t group = f == ActFormat::kQ8_0 ? 32 : 16;
-      internal::QuantizeActivations(
-          f, x + t0 * cols, (t1 - t0) * cols, const_cast<int8_t*>(acts[i].q) + t0 * cols,
-          const_cast<float*>(acts[i].d) + t0 * cols / block,
-          const_cast<int16_t*>(acts[i].sums) + t0 * cols / group,
-          f == ActFormat::kQ8_0 ? const_cast<float*>(acts[i].s) + t0 * cols / block : nullptr);
+      const internal::QuantizedActs a = acts[i].From(f, t0, cols);
+      internal::QuantizeActivations(f, x + t0 * cols, (t1 - t0) * cols, const_cast<int8_t*>(a.q),
+                                    const_cast<float*>(a.d), const_cast<int16_t*>(a.sums),
+                                    const_cast<float*>(a.s));
     }
   };
   if (need[1] || need[2] || before != nullptr) {
@@ -98,15 +95,10 @@ struct MultiPlan {
     const int64_t cols = ws[0].cols;
     for (int i = 0; i < n; ++i) {
       const int64_t r = first_row[i];
-      const internal::QuantizedActs& a = acts[static_cast<int>(info[i]->act)];
-      const int64_t block = info[i]->act == ActFormat::kQ8_0 ? 32 : 256;
-      const int64_t group = info[i]->act == ActFormat::kQ8_0 ? 32 : 16;
       jobs[i].w = &ws[i];
       jobs[i].info = info[i];
       jobs[i].x = x + r * cols;
-      jobs[i].xq = {a.q ? a.q + r * cols : nullptr, a.d ? a.d + r * cols / block : nullptr,
-                    a.sums ? a.sums + r * cols / group : nullptr,
-                    a.s ? a.s + r * cols / block : nullptr};
+      jobs[i].xq = acts[static_cast<int>(info[i]->act)].From(info[i]->act, r, cols);
       jobs[i].n_tokens = n_rows[i];
       jobs[i].out = outs[i];
       // A matrix without rows to multiply has no work.
@@ -306,8 +298,8 @@ void MatMulReference(const WeightMatrix& w, const float* x, int64_t n_tokens, fl
 void MatMulIntFormReference(const WeightMatrix& w, const float* x, int64_t n_tokens, float* out) {
   const WeightTypeInfo& t = CheckMatrix(w);
   PC_CHECK(t.act != ActFormat::kFloat);
-  const int64_t block = t.act == ActFormat::kQ8_0 ? 32 : 256;
-  const int64_t group = t.act == ActFormat::kQ8_0 ? 32 : 16;
+  const int64_t block = internal::QuantizedActs::Block(t.act);
+  const int64_t group = internal::QuantizedActs::Group(t.act);
   std::vector<int8_t> q(static_cast<size_t>(w.cols));
   std::vector<float> d(static_cast<size_t>(w.cols / block));
   std::vector<int16_t> sums(static_cast<size_t>(w.cols / group));

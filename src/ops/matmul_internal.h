@@ -19,10 +19,22 @@ constexpr int kRowTile = 16;
 
 // Activations prepared once per call for the quantized weights that need them (null otherwise).
 struct QuantizedActs {
-  const int8_t* q = nullptr;     // [n_tokens x cols]
-  const float* d = nullptr;      // [n_tokens x cols / block]
+  const int8_t* q = nullptr;      // [n_tokens x cols]
+  const float* d = nullptr;       // [n_tokens x cols / block]
   const int16_t* sums = nullptr;  // [n_tokens x cols / 32] (Q8_0 form), [... / 16] (Q8_K form)
   const float* s = nullptr;       // [n_tokens x cols / 32] (Q8_0 form)
+
+  // Elements per scale (block) and per sum (group) of a form: 32 and 32 (Q8_0), 256 and 16 (Q8_K).
+  static int64_t Block(ActFormat f) { return f == ActFormat::kQ8_0 ? 32 : 256; }
+  static int64_t Group(ActFormat f) { return f == ActFormat::kQ8_0 ? 32 : 16; }
+  // The same arrays from token `t` on (rows of `cols`, in `form`); null arrays stay null, and so
+  // does `s` but in the Q8_0 form.
+  QuantizedActs From(ActFormat form, int64_t t, int64_t cols) const {
+    const int64_t e = t * cols;
+    return {q ? q + e : nullptr, d ? d + e / Block(form) : nullptr,
+            sums ? sums + e / Group(form) : nullptr,
+            s && form == ActFormat::kQ8_0 ? s + e / Block(form) : nullptr};
+  }
 };
 
 struct MatMulJob {
