@@ -1,5 +1,7 @@
 #include "server/responses_response.h"
 
+#include <optional>
+
 #include "server/json_fields.h"
 
 namespace promptcache {
@@ -93,19 +95,20 @@ ojson ResponseObject(const ResponsesMeta& meta, const CompletionResult* result) 
   j["max_output_tokens"] = r.max_output_tokens;
   j["model"] = meta.model;
   ojson output = ojson::array();
-  if (result != nullptr) {
-    const ResponsesOutput out = SplitOutput(meta, result->text);
-    if (!out.reasoning.empty()) {
+  std::optional<ResponsesOutput> out;
+  if (result != nullptr) out = SplitOutput(meta, result->text);
+  if (out) {
+    if (!out->reasoning.empty()) {
       // Cut short inside the thinking, the reasoning item is the one cut.
-      const bool cut = length && out.text.empty() && out.calls.empty();
-      output.push_back(ReasoningItem(meta, out.reasoning, cut ? "incomplete" : "completed"));
+      const bool cut = length && out->text.empty() && out->calls.empty();
+      output.push_back(ReasoningItem(meta, out->reasoning, cut ? "incomplete" : "completed"));
     }
     // Cut short, the message is too (as OpenAI marks it).
-    if (out.has_message) {
-      output.push_back(MessageItem(meta, out.text, length ? "incomplete" : "completed"));
+    if (out->has_message) {
+      output.push_back(MessageItem(meta, out->text, length ? "incomplete" : "completed"));
     }
-    for (size_t i = 0; i < out.calls.size(); ++i) {
-      output.push_back(FunctionCallItem(meta, static_cast<int>(i), out.calls[i], "completed"));
+    for (size_t i = 0; i < out->calls.size(); ++i) {
+      output.push_back(FunctionCallItem(meta, static_cast<int>(i), out->calls[i], "completed"));
     }
   }
   j["output"] = std::move(output);
@@ -126,8 +129,7 @@ ojson ResponseObject(const ResponsesMeta& meta, const CompletionResult* result) 
     const int output_tokens = result->completion_tokens();
     int reasoning_tokens = 0;
     if (meta.reasoning.split && meta.token_bytes) {
-      reasoning_tokens = ReasoningTokens(result->tokens, meta.token_bytes,
-                                         SplitOutput(meta, result->text).reasoning_end);
+      reasoning_tokens = ReasoningTokens(result->tokens, meta.token_bytes, out->reasoning_end);
     }
     j["usage"] = {{"input_tokens", result->prompt_tokens},
                   {"input_tokens_details", {{"cached_tokens", result->cached_tokens}}},
