@@ -89,6 +89,20 @@ void SamplingOptions::Register(CLI::App* sub) {
   sub->add_flag("--ignore-eos", ignore_eos, "keep generating after end-of-generation tokens");
 }
 
+void DraftFlags::Register(CLI::App* sub) {
+  sub->add_option("--draft-max", max,
+                  "speculative decoding: the most guessed tokens checked per decode step, read "
+                  "off the prompt's or the output's repeats (and a request's prediction); the "
+                  "output is the same either way (0: off)")
+      ->default_val(max)
+      ->check(CLI::Range(0, 64));
+  sub->add_option("--draft-ngram", ngram_min,
+                  "speculative decoding: the shortest run of tokens whose earlier continuation "
+                  "is guessed")
+      ->default_val(ngram_min)
+      ->check(CLI::Range(1, 16));
+}
+
 void AddIsaOption(CLI::App* sub, std::string* isa) {
   sub->add_option("--isa", *isa,
                   "instruction set for the kernels, one this CPU supports (e.g. AVX2; default: "

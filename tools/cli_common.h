@@ -66,6 +66,19 @@ struct SamplingOptions {
   void Register(CLI::App* sub);
 };
 
+// --draft-max N and --draft-ngram N: speculative decoding (EngineOptions::draft_max,
+// draft_ngram_min) for the commands that decode through the Engine (run, serve).
+struct DraftFlags {
+  int max = EngineOptions().draft_max;
+  int ngram_min = EngineOptions().draft_ngram_min;
+
+  void Register(CLI::App* sub);
+  void Apply(EngineOptions* o) const {
+    o->draft_max = max;
+    o->draft_ngram_min = ngram_min;
+  }
+};
+
 // --isa NAME: run the kernels with this instruction set (a Highway target this CPU supports,
 // e.g. AVX2) instead of the best one; where wider vectors lower the clock, a narrower set can
 // be faster.

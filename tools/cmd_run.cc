@@ -17,6 +17,10 @@ class RunCommand : public Command {
     sub->add_option("-p,--prompt", prompt_, "prompt text")->required();
     sub->add_option("-n,--n-predict", max_tokens_, "tokens to generate")->default_val(128);
     sampling_.Register(sub);
+    draft_.Register(sub);
+    sub->add_option("--prediction", prediction_,
+                    "the output expected (the text being edited, say): its tokens are checked "
+                    "as drafts; the output is the same either way");
     sub->add_flag("--chat", chat_, "wrap the prompt in the model's chat template");
     sub->add_flag("--no-kv-cache", no_kv_cache_,
                   "recompute the whole sequence for every new token (the baseline)");
@@ -47,6 +51,8 @@ class RunCommand : public Command {
     EngineOptions eo = model_.ToEngineOptions();
     eo.parallel = 1;
     eo.prefix_cache = false;  // nothing to reuse within one request
+    draft_.Apply(&eo);
+    const std::vector<int32_t> prediction = model->tokenizer().Encode(prediction_, false);
     Result<std::unique_ptr<Engine>> engine =
         CreateEngine(eo, std::move(model), model_.static_cache);
     if (!engine.ok()) return Fail(engine.status());
@@ -58,6 +64,7 @@ class RunCommand : public Command {
     req.stop = sampling_.stop;
     req.ignore_eos = sampling_.ignore_eos;
     req.recompute_each_step = no_kv_cache_;
+    req.prediction = prediction;
     req.on_text = [](const std::string& piece) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
@@ -75,6 +82,10 @@ class RunCommand : public Command {
     PC_LOG_INFO("generation: %d tokens in %.1f ms (%.1f tokens/s), %s, kv cache %s", n,
                 r.generation_ms, n * 1000.0 / std::max(r.generation_ms, 1e-3),
                 r.finish_reason.c_str(), no_kv_cache_ ? "off" : "on");
+    if (r.draft_tokens > 0) {
+      PC_LOG_INFO("drafts: %d of %d guessed tokens confirmed", r.accepted_draft_tokens,
+                  r.draft_tokens);
+    }
     return 0;
   }
 
@@ -83,6 +94,8 @@ class RunCommand : public Command {
   std::string prompt_;
   int max_tokens_ = 128;
   SamplingOptions sampling_;
+  DraftFlags draft_;
+  std::string prediction_;
   bool chat_ = false, no_kv_cache_ = false, verbose_ = false;
 };
 

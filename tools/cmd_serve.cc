@@ -163,6 +163,7 @@ class ServeCommand : public Command {
     engine_.cache_disk_bytes = size_t(cache_disk_mib_ * double(kMiB));
     engine_.cache_redis_queue_bytes = size_t(cache_redis_queue_mib_ * double(kMiB));
     engine_.prefix_cache = !no_prefix_cache_;
+    draft_.Apply(&engine_);
     Result<std::string> chat_template = ReadChatTemplateFile(chat_template_path_);
     if (!chat_template.ok()) return chat_template.status();
     engine_.chat_template = std::move(*chat_template);
@@ -244,6 +245,7 @@ class ServeCommand : public Command {
     sub->add_option("--block-size", engine_.block_size,
                     "tokens per KV block: the prefix cache's granularity of reuse")
         ->default_val(16);
+    draft_.Register(sub);
   }
 
   // Options: K/V memory: the bound on all of it, the cache's and the pins' shares, and their
@@ -536,6 +538,7 @@ class ServeCommand : public Command {
   }
 
   EngineOptions engine_;
+  DraftFlags draft_;
   std::string chat_template_path_;
   ServerOptions server_;
   std::string isa_;

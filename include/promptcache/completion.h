@@ -112,6 +112,11 @@ struct CompletionRequest {
   std::vector<PromptSegment> segments;
   // The share of reused segments' tokens recomputed; unset: EngineOptions::segment_recompute.
   std::optional<double> segment_recompute;
+  // The output the caller expects (OpenAI's Predicted Outputs: the file being edited, say), as
+  // tokens: with EngineOptions::draft_max > 0, decoding checks its tokens as guesses, several per
+  // forward pass, while the output follows it (and where it picks it up again after an edit).
+  // Never changes the output, only how fast it comes where it matches.
+  std::vector<int32_t> prediction;
 };
 
 // Where the K/V of a run of prompt tokens came from: a prefix hit in RAM, a prefix block read
@@ -156,7 +161,7 @@ struct CompletionResult {
   // Of prompt_ms, the time spent waiting for prompt blocks or segments that another request was
   // computing (shared in flight, shared_tokens); the phases below exclude it.
   double wait_ms = 0;
-  double ttft_ms = 0;    // submission to first token
+  double ttft_ms = 0;  // submission to first token
   double generation_ms = 0;
   // Waiting for its prefix lookup in the remote tier (--cache-redis), read off the engine thread
   // while the request waits in the queue: part of queue_ms.
@@ -195,6 +200,9 @@ struct CompletionResult {
   double grammar_ms = 0;
   // Every choice, in order (choices[0] repeats tokens, text and finish_reason above).
   std::vector<CompletionChoice> choices;
+  // Speculative decoding (EngineOptions::draft_max), over all choices: guessed tokens fed to the
+  // model, and of them those the sampling confirmed (each saved a forward pass of its own).
+  int draft_tokens = 0, accepted_draft_tokens = 0;
   // With prompt_logprobs: entry i is prompt token i + 1's.
   std::vector<TokenLogprob> prompt_logprobs;
   // Tokens generated over all choices.

@@ -140,6 +140,15 @@ struct EngineOptions {
   // the model file says ({arch}.pooling_type: embedding models carry it), else kMean. (llama.cpp
   // pools nothing for a file without the key; an OpenAI embeddings client wants one vector.)
   Pooling pooling = Pooling::kDefault;
+  // Speculative decoding (docs/server.md "Speculative decoding"): each decode step also feeds up
+  // to draft_max guessed tokens after the one just sampled, read off the request's prediction
+  // (CompletionRequest::prediction) or off an earlier occurrence, in the prompt or the output, of
+  // the sequence's last draft_ngram_min..4 tokens (prompt lookup). A guess is kept only where the
+  // request's own sampling picks that very token from those logits, which batch-invariant logits
+  // make the ones decoding one token at a time computes: the output is the same with or without,
+  // only faster where the text repeats (a quote, an edit, code). 0: off.
+  int draft_max = 8;
+  int draft_ngram_min = 2;
 };
 
 }  // namespace promptcache

@@ -77,6 +77,9 @@ struct EngineStats {
   // Of cached_tokens, those computed by another request's prefill in flight at the time
   // (CompletionResult::shared_tokens): a prefix concurrent requests computed once.
   uint64_t shared_in_flight_tokens = 0;
+  // Speculative decoding: guessed tokens fed to the model, and those confirmed
+  // (CompletionResult::draft_tokens, accepted_draft_tokens).
+  uint64_t draft_tokens = 0, accepted_draft_tokens = 0;
   uint64_t cache_hits = 0, cache_lookups = 0;  // lookups that reused >= 1 block
   // Segments (CompletionRequest::segments): looked up, found cached, their tokens reused (not
   // recomputed), and stored after a miss.

@@ -63,6 +63,7 @@ void EngineImpl::ForkChoices(Slot& s) {
                                     ChoiceSampling(r.req.sampling, c));
     f->choice = c;
     if (r.req.grammar) f->constraint = std::make_unique<GrammarConstraint>(r.req.grammar, Trie());
+    f->drafter = MakeDrafter(r);
     f->seq = s.seq.Fork();  // the prompt's blocks, shared: a choice's tokens go to new blocks
     f->tokens = s.tokens;
     f->n_prompt = s.n_prompt;
@@ -158,6 +159,8 @@ void EngineImpl::CompleteRequest(Request& r) {
   if (res.status.ok() && !r.failure.ok()) res.status = r.failure;
   res.choices = std::move(r.choices);
   res.grammar_ms = r.grammar_ms;
+  res.draft_tokens = r.draft_tokens;
+  res.accepted_draft_tokens = r.accepted_draft_tokens;
   {
     std::lock_guard<std::mutex> lock(mu_);
     --in_flight_;
@@ -169,6 +172,8 @@ void EngineImpl::CompleteRequest(Request& r) {
     stats_.cached_tokens += res.cached_tokens;
     stats_.shared_in_flight_tokens += res.shared_tokens;
     stats_.generated_tokens += res.completion_tokens();
+    stats_.draft_tokens += res.draft_tokens;
+    stats_.accepted_draft_tokens += res.accepted_draft_tokens;
     if (!res.tokens.empty() || res.finish_reason == "length") {
       stats_.ttft_ms.push_back(res.ttft_ms);
       if (stats_.ttft_ms.size() > kTtftWindow) stats_.ttft_ms.erase(stats_.ttft_ms.begin());
@@ -238,9 +243,9 @@ void EngineImpl::HandleLogits(Slot& s, const float* logits) {
       if (req.on_piece) s.unsent.push_back(s.logprobs.back());
     }
   };
-  const DecodeEnd end =
-      s.decode.Take({next, s.next_pos + 1 < context_, false, grammar_done},
-                    [&](const std::string& piece) { return Emit(s, piece); }, keep);
+  const DecodeEnd end = s.decode.Take(
+      {next, s.next_pos + 1 < context_, false, grammar_done},
+      [&](const std::string& piece) { return Emit(s, piece); }, keep);
   if (end == DecodeEnd::kNone) {
     s.pending = next;
     return;
@@ -253,6 +258,8 @@ void EngineImpl::Finish(Slot& s, const std::string& reason, Status status) {
   if (s.finished) return;
   if (s.r->embedding) return FinishEmbedding(s, reason, status);
   s.finished = true;
+  // Ending while its guesses' rows are handed out: the K/V past the last confirmed one go.
+  if (s.keep_kv >= 0) s.seq.Truncate(s.keep_kv);
   CompletionResult& res = s.result;
   res.status = status;
   res.finish_reason = reason;

@@ -221,6 +221,12 @@ Status EngineImpl::ValidateRequest(const CompletionRequest& request) const {
     }
     end = g.end;
   }
+  for (int32_t t : request.prediction) {
+    if (t < 0 || t >= model_->config().n_vocab) {
+      return InvalidArgument("prediction token id " + std::to_string(t) +
+                             " is outside the vocabulary");
+    }
+  }
   if (request.recompute_each_step && request.prompt_logprobs) {
     return InvalidArgument("recompute_each_step does not report prompt log-probabilities");
   }

@@ -26,11 +26,11 @@
 // (a plain prompt's admission and prefix lookup, whose remote part remote_fetch.h reads off the
 // engine thread), modular_admission.cc (modular prompts'
 // gathering and selective recompute), segment_admission.cc (a plain prompt's segments: looked
-// up, laid in, repaired, stored, shared in flight), decode.cc (per-token handling, choices, log-probabilities),
-// cache_admin.cc (list, pin, drop, save, lookup, warm), engine_schemas.cc (schema loading),
-// savings.cc (MeasureGeneration), embedding.cc (embedding requests: prefill-only sequences
-// whose final hidden states are pooled) and prefix_sharing.cc (a prompt's prefix shared in
-// flight, and the order of prefill chunks that puts awaited ones first).
+// up, laid in, repaired, stored, shared in flight), decode.cc (per-token handling, choices,
+// log-probabilities), cache_admin.cc (list, pin, drop, save, lookup, warm), engine_schemas.cc
+// (schema loading), savings.cc (MeasureGeneration), embedding.cc (embedding requests: prefill-only
+// sequences whose final hidden states are pooled) and prefix_sharing.cc (a prompt's prefix shared
+// in flight, and the order of prefill chunks that puts awaited ones first).
 #pragma once
 
 #include <atomic>
@@ -43,19 +43,20 @@
 #include <mutex>
 #include <thread>
 
-#include "grammar/token_mask.h"
-#include "kv/block_cache.h"
-#include "kv/in_flight.h"
-#include "model/model.h"
-#include "promptcache/engine.h"
 #include "engine/blend.h"
 #include "engine/fidelity_sampler.h"
-#include "sampling/logprobs.h"
 #include "engine/modular.h"
 #include "engine/module_store.h"
 #include "engine/pml_encoder.h"
 #include "engine/remote_fetch.h"
 #include "engine/segment_store.h"
+#include "grammar/token_mask.h"
+#include "kv/block_cache.h"
+#include "kv/in_flight.h"
+#include "model/model.h"
+#include "promptcache/engine.h"
+#include "sampling/draft.h"
+#include "sampling/logprobs.h"
 
 namespace promptcache {
 
@@ -182,8 +183,8 @@ class EngineImpl : public Engine {
   void Admit(std::shared_ptr<Request> r);
   // A prompt's remote prefix and segment lookups, off the engine thread (admission.cc): when RAM
   // and disk end before the blocks a lookup would ask the remote tier for, the request is handed
-  // to the fetcher (true) instead of being admitted; FetchDone (on the fetcher's thread) puts it back
-  // in the queue, in its order of arrival, with the values read, and Admit takes them in.
+  // to the fetcher (true) instead of being admitted; FetchDone (on the fetcher's thread) puts it
+  // back in the queue, in its order of arrival, with the values read, and Admit takes them in.
   bool StartFetch(const std::shared_ptr<Request>& r);
   void FetchDone(const std::shared_ptr<Request>& r, std::vector<std::vector<RemoteValue>> values);
   // A request's remote reads: its prefix's (first; none for a modular prompt), then each
@@ -264,6 +265,13 @@ class EngineImpl : public Engine {
   std::vector<Slot*> AddPrefillChunks(StepBatch* batch);
   int AddPrefillChunk(Slot& s, int room, StepBatch* batch);
   void DeliverRows(const StepBatch& batch, const float* logits);
+  // Speculative decoding (sampling/draft.h): a slot's drafter (off for the no-cache baseline);
+  // its guesses fed after its pending token, as far as decoding one token at a time would
+  // feed them (max_tokens, the context); and its rows handed out in order, each as the only
+  // row of a step would be, keeping the guesses its sampling confirms and the K/V up to them.
+  Drafter MakeDrafter(const Request& r) const;
+  void AddDraft(Slot& s, StepBatch* batch);
+  void DeliverDrafted(Slot& s, const float* rows);
   // A recompute_each_step request's decode step: its whole sequence computed again, alone.
   void RecomputeStep(Slot& s);
   // Whether a request reads and writes the prefix cache: plain prompts, with the cache on, that
@@ -306,7 +314,7 @@ class EngineImpl : public Engine {
   ThreadPool pool_;
   BlockPool blocks_;
   std::unique_ptr<BlockCache> cache_;
-  InFlightBlocks claims_;    // engine thread: blocks running sequences compute now
+  InFlightBlocks claims_;  // engine thread: blocks running sequences compute now
   // Engine thread: segments running sequences compute now and will store, each by its first
   // block's key (SegmentStore::Keys: its tokens, encoding, KV type and namespace).
   InFlightBlocks segment_claims_;
@@ -367,8 +375,8 @@ class EngineImpl : public Engine {
   std::deque<std::shared_ptr<Request>> queue_;
   mutable std::deque<std::function<void()>> tasks_;
   bool stop_ = false;
-  int in_flight_ = 0;    // submitted and not yet finished; guarded by mu_
-  size_t reserved_ = 0;  // K/V bytes reserved by the active requests (engine thread)
+  int in_flight_ = 0;            // submitted and not yet finished; guarded by mu_
+  size_t reserved_ = 0;          // K/V bytes reserved by the active requests (engine thread)
   size_t pin_quota_ = 0;         // EngineOptions::pin_ram_bytes, resolved
   size_t tenant_pin_quota_ = 0;  // EngineOptions::tenant_pin_ram_bytes, resolved
   size_t pinned_bytes_ = 0;      // pinned cached blocks after the last step (engine thread)
@@ -377,7 +385,7 @@ class EngineImpl : public Engine {
   std::atomic<int64_t> busy_since_ns_{0};
   std::atomic<double> step_max_ms_{0}, step_max_prev_ms_{0};
   std::chrono::steady_clock::time_point step_window_{};  // engine thread: the current minute
-  EngineStats stats_;    // guarded by mu_
+  EngineStats stats_;                                    // guarded by mu_
   std::thread thread_;
 };
 

@@ -47,8 +47,8 @@ using engine_internal::MsBetween;
 // is part-way, the last one started.
 struct EngineImpl::EmbeddingJob {
   struct Input {
-    int index;        // into req.inputs
-    int filled = 0;   // tokens fed to the model
+    int index;       // into req.inputs
+    int filled = 0;  // tokens fed to the model
     KvSequence seq;
     std::vector<double> sum;  // kMean: the hidden states so far, added in token order
     std::vector<float> rows;  // kNone: every token's hidden state; kCls, kLast: the one pooled
@@ -69,7 +69,7 @@ struct EngineImpl::HiddenRow {
 
 struct EngineImpl::Request : RequestHandle {
   CompletionRequest req;
-  std::unique_ptr<Planned> modular;  // a PML prompt; null for token prompts
+  std::unique_ptr<Planned> modular;         // a PML prompt; null for token prompts
   std::unique_ptr<EmbeddingJob> embedding;  // an embedding request; `req` then holds nothing
   Clock::time_point submitted = Clock::now();
   std::atomic<bool> cancelled{false};
@@ -84,7 +84,8 @@ struct EngineImpl::Request : RequestHandle {
   Status failure;  // the first error of a forked choice
   int open = 1;
   bool forked = false;
-  double grammar_ms = 0;  // every choice's grammar work
+  double grammar_ms = 0;                            // every choice's grammar work
+  int draft_tokens = 0, accepted_draft_tokens = 0;  // every choice's (EngineOptions::draft_max)
   // The leading prompt tokens whose K/V are the full computation's: only those enter the prefix
   // cache (a reused segment, and all after it, are an approximation).
   int exact_prefix = std::numeric_limits<int>::max();
@@ -135,6 +136,12 @@ struct EngineImpl::Slot {
   std::deque<Gather> gathers;
   int next_pos = 0;  // position of the next token fed after the prefill
   int pending = -1;  // sampled token not yet fed to the model
+  // Speculative decoding (EngineImpl::AddDraft): the guesses fed after `pending` in this step,
+  // their logits rows following its row; while those rows are handed out, the K/V the sequence
+  // keeps should it finish (what decoding one token at a time would hold; -1: no guesses out).
+  Drafter drafter;
+  std::vector<int32_t> draft;
+  int keep_kv = -1;
   DecodeStep decode;  // the choice's sampler, text stream and generated tokens
   CompletionResult result;
   Clock::time_point admitted, prefill_start, first_token;

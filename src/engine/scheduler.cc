@@ -242,8 +242,60 @@ void EngineImpl::AddDecodeTokens(StepBatch* batch, std::vector<Slot*>* recompute
     } else if (s.pending >= 0) {
       batch->tokens.push_back({s.pending, s.next_pos++, &s.seq, true});
       batch->wants_logits.push_back({&s, -1});
+      AddDraft(s, batch);
     }
   }
+}
+
+Drafter EngineImpl::MakeDrafter(const Request& r) const {
+  if (r.req.recompute_each_step || r.embedding) return Drafter();
+  return Drafter(
+      {options_.draft_max, options_.draft_ngram_min, std::max(4, options_.draft_ngram_min)},
+      r.req.prediction);
+}
+
+void EngineImpl::AddDraft(Slot& s, StepBatch* batch) {
+  s.draft.clear();
+  if (!s.drafter.enabled()) return;
+  // Row i samples the token after guess i, which decoding one token at a time would feed only
+  // while max_tokens leaves room for it and the context has a position for it (DecodeStep's
+  // `room` for the row before: its input's position + 2 < context).
+  const int pending_pos = s.next_pos - 1;
+  const int kept = static_cast<int>(s.decode.tokens().size());
+  const int limit = std::min(s.r->req.max_tokens - kept - 1, context_ - 2 - pending_pos);
+  if (limit <= 0) return;
+  s.draft = s.drafter.Propose(s.tokens, static_cast<int>(s.tokens.size()) - s.n_prompt, limit);
+  for (int32_t guess : s.draft) {
+    batch->tokens.push_back({guess, s.next_pos++, &s.seq, true});
+    batch->wants_logits.push_back({&s, -1});
+  }
+}
+
+void EngineImpl::DeliverDrafted(Slot& s, const float* rows) {
+  // The pass fed the pending token at P and guess i at P + i: the sequence holds all their K/V.
+  // Row i is what a step feeding guess i alone would have produced, so long as guesses 1..i
+  // are the tokens sampled before it; the first row whose sampled token is not the next guess
+  // (or the last row) ends the turn, and the K/V after its input go.
+  const int k = static_cast<int>(s.draft.size());
+  const int base = s.seq.size() - k;  // the K/V up to and including the pending token's
+  const int32_t pending_pos = s.next_pos - k - 1;
+  const size_t n_vocab = model_->config().n_vocab;
+  // Counted first: the request's result is handed over as soon as a row finishes it.
+  s.r->draft_tokens += k;
+  int accepted = 0;
+  for (int i = 0; i <= k; ++i) {
+    s.next_pos = pending_pos + i + 1;
+    s.keep_kv = base + i;
+    s.pending = -1;
+    Deliver(s, rows + size_t(i) * n_vocab);
+    if (s.finished || i == k || s.pending != s.draft[i]) break;
+    ++accepted;  // its K/V are in: nothing left to feed
+    ++s.r->accepted_draft_tokens;
+  }
+  if (!s.finished) s.seq.Truncate(base + accepted);
+  s.keep_kv = -1;
+  s.drafter.Observe(k, accepted);
+  s.draft.clear();
 }
 
 std::vector<EngineImpl::Slot*> EngineImpl::AddPrefillChunks(StepBatch* batch) {
@@ -295,6 +347,12 @@ void EngineImpl::DeliverRows(const StepBatch& batch, const float* logits) {
       if (!s.finished) HandlePromptRow(s, batch.wants_logits[i].pos, row);
       continue;
     }
+    if (!s.draft.empty()) {
+      const size_t guesses = s.draft.size();
+      DeliverDrafted(s, row);
+      i += guesses;  // its rows follow
+      continue;
+    }
     s.pending = -1;
     Deliver(s, row);
   }
@@ -315,9 +373,8 @@ void EngineImpl::Deliver(Slot& s, const float* logits) {
 void EngineImpl::RecomputeStep(Slot& s) {
   // s.tokens ends with the pending token (HandleLogits kept it), at position next_pos.
   std::vector<float> logits(model_->config().n_vocab);
-  const Status st = RecomputeSequence(*model_, s.tokens, &s.seq, logits.data(),
-                                      options_.batch_size, &pool_, &scratch_,
-                                      options_.trim_sliding_kv);
+  const Status st = RecomputeSequence(*model_, s.tokens, &s.seq, logits.data(), options_.batch_size,
+                                      &pool_, &scratch_, options_.trim_sliding_kv);
   if (!st.ok()) return Finish(s, "error", st);
   ++s.next_pos;
   s.pending = -1;

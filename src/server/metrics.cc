@@ -124,6 +124,13 @@ void AddRequests(Page& p, const EngineStats& s) {
         "Of the cached tokens, those another request's prefill was computing at the time: a "
         "prefix shared by concurrent requests, computed once.",
         s.shared_in_flight_tokens);
+  p.Add("promptcache_draft_tokens_total", "counter",
+        "Speculative decoding: guessed tokens checked by the model (a prediction's, or the "
+        "text's repeats).",
+        s.draft_tokens);
+  p.Add("promptcache_draft_accepted_tokens_total", "counter",
+        "Of the guessed tokens, those the sampling confirmed: each saved a forward pass.",
+        s.accepted_draft_tokens);
   p.Add("promptcache_in_flight_segment_waits_total", "counter",
         "Times a request waited for a segment another request was computing, then reused it: a "
         "segment shared by concurrent requests, computed once.",

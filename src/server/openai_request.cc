@@ -57,7 +57,9 @@ constexpr std::string_view kCommonFields[] = {
 constexpr std::string_view kChatFields[] = {
     "messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice",
     // Reasoning models (reasoning_request.cc): llama.cpp's and vLLM's, and OpenAI's effort.
-    "reasoning_format", "chat_template_kwargs", "reasoning_effort"};
+    "reasoning_format", "chat_template_kwargs", "reasoning_effort",
+    // Predicted Outputs (prediction_request.cc).
+    "prediction"};
 constexpr std::string_view kCompletionFields[] = {"prompt", "echo", "best_of"};
 // Accepted only at the value that asks for nothing (ReadUnsupported). Chat reads "tools".
 constexpr std::string_view kOffValueFields[] = {"logit_bias", "tools", "functions"};
@@ -522,6 +524,7 @@ std::optional<ApiError> ParseChatRequest(std::string_view body, const RequestLim
                            PC_RETURN_IF_API_ERROR(ReadMessages(obj, o, &out->messages));
                            if (o != nullptr) PC_RETURN_IF_API_ERROR(ReadTools(*o, out));
                            PC_RETURN_IF_API_ERROR(ParseCommon(obj, o, limits, out));
+                           PC_RETURN_IF_API_ERROR(openai_request::ReadPrediction(obj, out));
                            return openai_request::ReadReasoningFields(obj, out);
                          });
 }

@@ -18,9 +18,9 @@
 #include <string_view>
 #include <vector>
 
-#include "sampling/sampler.h"
 #include "pml/pml.h"
 #include "promptcache/engine.h"
+#include "sampling/sampler.h"
 #include "server/api_error.h"
 
 namespace promptcache {
@@ -124,9 +124,14 @@ struct ApiRequest {
   nlohmann::ordered_json template_kwargs;
   // reasoning_effort ("low", ...): a template variable for templates that read it; empty: none.
   std::string reasoning_effort;
+  // Chat: OpenAI's Predicted Outputs, the answer the client expects (`prediction.content`),
+  // checked as drafts while decoding (EngineOptions::draft_max); empty: none.
+  std::string prediction;
   bool modular() const { return pml_xml || !schema.empty(); }
 };
 
+// The largest prediction.content.
+constexpr size_t kMaxPredictionBytes = size_t(1) << 20;
 // The largest chat_template_kwargs (its JSON text) and the most variables it may set.
 constexpr size_t kMaxTemplateKwargsBytes = 16384;
 constexpr size_t kMaxTemplateKwargs = 32;

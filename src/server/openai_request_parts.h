@@ -29,6 +29,10 @@ MaybeError ReadModular(const json& obj, ApiRequest* out);
 // Chat: reasoning_format, chat_template_kwargs and reasoning_effort (reasoning_request.cc).
 MaybeError ReadReasoningFields(const json& obj, ApiRequest* out);
 
+// Chat: OpenAI's `prediction` ({"type": "content", "content": text or text parts}), at most
+// kMaxPredictionBytes, into out->prediction (prediction_request.cc).
+MaybeError ReadPrediction(const json& obj, ApiRequest* out);
+
 // chat_template_kwargs (or another route's template variables, named `param`): an object of at
 // most kMaxTemplateKwargs variables and kMaxTemplateKwargsBytes of JSON, none of them one the
 // server sets (messages, tools, add_generation_prompt, bos_token, eos_token, raise_exception,

@@ -163,8 +163,7 @@ TEST(OpenAiRequest, BadChatRequestsAreClear400s) {
       {R"({"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":true,
            "top_logprobs":21})",
        "top_logprobs"},
-      {R"({"model":"m","messages":[{"role":"user","content":"x","name":7}]})",
-       "messages[0].name"},
+      {R"({"model":"m","messages":[{"role":"user","content":"x","name":7}]})", "messages[0].name"},
       {R"({"model":"m","messages":[{"role":"user","content":"x"}],
            "response_format":{"type":"json_object","schema":{}}})",
        "response_format.schema"},
@@ -343,7 +342,7 @@ const FieldCase kFields[] = {
     {"parallel_tool_calls", "false", true, false, kIgnored},
     {"audio", "{\"voice\":\"alloy\",\"format\":\"wav\"}", true, false, kNo},
     {"modalities", "[\"text\",\"audio\"]", true, false, kNo},
-    {"prediction", "{\"type\":\"content\",\"content\":\"x\"}", true, false, kNo},
+    {"prediction", "{\"type\":\"content\",\"content\":\"x\"}", true, false, kYes},
     // A template variable where the chat template reads it (else the server answers a 400).
     {"reasoning_effort", "\"low\"", true, false, kYes},
     {"verbosity", "\"low\"", true, false, kNo},
@@ -487,8 +486,8 @@ TEST(OpenAiRequest, EveryKnownFieldIsHonouredOrRefused) {
 // Without a model the served one answers (the server fills it in); a user's name is legal.
 TEST(OpenAiRequest, ModelMayBeOmittedAndNamesAreLegal) {
   ApiRequest r;
-  ASSERT_FALSE(ParseChatRequest(R"({"messages":[{"role":"user","content":"x","name":"bob"}]})",
-                                {}, &r));
+  ASSERT_FALSE(
+      ParseChatRequest(R"({"messages":[{"role":"user","content":"x","name":"bob"}]})", {}, &r));
   EXPECT_EQ(r.model, "");
   EXPECT_EQ(r.messages[0].content, "x");
 }
@@ -547,6 +546,42 @@ TEST(OpenAiRequest, ReasoningFields) {
     EXPECT_EQ(e.param, b.param) << b.body.substr(0, 200) << " -> " << e.message;
     EXPECT_NE(e.message.find(b.param.substr(b.param.rfind('.') + 1)), std::string::npos)
         << e.message;
+  }
+}
+
+TEST(OpenAiRequest, Prediction) {
+  const std::string head = R"({"model":"m","messages":[{"role":"user","content":"x"}])";
+  EXPECT_EQ(
+      Chat(head + R"(,"prediction":{"type":"content","content":"int main() {}"}})").prediction,
+      "int main() {}");
+  // Text parts are one text, concatenated as OpenAI reads them.
+  EXPECT_EQ(Chat(head + R"(,"prediction":{"type":"content","content":[
+                   {"type":"text","text":"a\n"},{"type":"text","text":"b"}]}})")
+                .prediction,
+            "a\nb");
+  EXPECT_EQ(Chat(head + R"(,"prediction":null})").prediction, "");
+  struct Bad {
+    std::string body, param;
+  };
+  const std::string huge = std::string(kMaxPredictionBytes + 1, 'a');
+  const Bad bad[] = {
+      {head + R"(,"prediction":"text"})", "prediction"},
+      {head + R"(,"prediction":{"content":"x"}})", "prediction.type"},
+      {head + R"(,"prediction":{"type":"file","content":"x"}})", "prediction.type"},
+      {head + R"(,"prediction":{"type":"content"}})", "prediction.content"},
+      {head + R"(,"prediction":{"type":"content","content":5}})", "prediction.content"},
+      {head + R"(,"prediction":{"type":"content","content":[{"type":"image_url"}]}})",
+       "prediction.content[0].type"},
+      {head + R"(,"prediction":{"type":"content","content":[{"type":"text","text":1}]}})",
+       "prediction.content[0].text"},
+      {head + R"(,"prediction":{"type":"content","content":"x","extra":1}})", "prediction.extra"},
+      {head + R"(,"prediction":{"type":"content","content":")" + huge + "\"}}",
+       "prediction.content"},
+  };
+  for (const Bad& b : bad) {
+    const ApiError e = ChatError(b.body);
+    EXPECT_EQ(e.http_status, 400) << b.body.substr(0, 200);
+    EXPECT_EQ(e.param, b.param) << b.body.substr(0, 200) << " -> " << e.message;
   }
 }
 

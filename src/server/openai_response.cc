@@ -35,7 +35,12 @@ ojson Usage(const ResponseMeta& meta, const CompletionResult& r) {
         reasoning += ReasoningTokens(c.tokens, meta.token_bytes, split.reasoning_end);
       }
     }
-    u["completion_tokens_details"] = {{"reasoning_tokens", reasoning}};
+    // Drafted tokens (a `prediction`'s, or the prompt's repeats) the model confirmed, and those
+    // it did not: OpenAI's Predicted Outputs counts.
+    u["completion_tokens_details"] = {
+        {"reasoning_tokens", reasoning},
+        {"accepted_prediction_tokens", r.accepted_draft_tokens},
+        {"rejected_prediction_tokens", r.draft_tokens - r.accepted_draft_tokens}};
   }
   // A request that pinned (cache_control, "cache": {"pin": true}) learns how much, and whether
   // the pin quota cut it short (docs/server.md, "Explicit cache control").
@@ -69,6 +74,11 @@ ojson Timings(const CompletionResult& r) {
   t["generated_tokens"] = generated;
   t["generation_tokens_per_second"] = PerSecond(generated, r.generation_ms);
   if (r.grammar_ms > 0) t["grammar_ms"] = r.grammar_ms;
+  // Speculative decoding, named as llama.cpp's server names them.
+  if (r.draft_tokens > 0) {
+    t["draft_n"] = r.draft_tokens;
+    t["draft_n_accepted"] = r.accepted_draft_tokens;
+  }
   if (r.segment_lookups > 0) {
     // Segments: reused tokens are those of the cache map's "segment" runs, less the recomputed.
     int reused = 0;

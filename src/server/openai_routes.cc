@@ -484,6 +484,12 @@ void SetRequestFields(Call& call, const ApiRequest& r, CompletionRequest* creq) 
   creq->logprobs = r.logprobs;
   creq->prompt_logprobs = r.echo && r.logprobs >= 0;
   creq->grammar = r.grammar;
+  if (!r.prediction.empty()) {
+    // Guesses only: what the context could never hold is of no use.
+    creq->prediction = call.engine().model().tokenizer().Encode(r.prediction, false);
+    const size_t most = call.server.PromptLimit();
+    if (creq->prediction.size() > most) creq->prediction.resize(most);
+  }
 }
 
 // A plain prompt's tokens: built (cut into segments with `segments`) and checked for length;

@@ -1,0 +1,80 @@
+#include "sampling/draft.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace promptcache {
+
+int FindRepeat(std::span<const int32_t> hay, std::span<const int32_t> key, size_t from) {
+  const size_t n = key.size();
+  if (n == 0 || hay.size() <= n) return -1;
+  const size_t last = hay.size() - n - 1;  // the last start with a token after the match
+  const auto matches = [&](size_t j) {
+    return std::equal(key.begin(), key.end(), hay.begin() + j);
+  };
+  for (size_t j = from; j <= last; ++j) {
+    if (matches(j)) return static_cast<int>(j);
+  }
+  for (size_t j = std::min(from, last + 1); j-- > 0;) {
+    if (matches(j)) return static_cast<int>(j);
+  }
+  return -1;
+}
+
+Drafter::Drafter(const DraftOptions& options, std::vector<int32_t> prediction)
+    : options_(options), prediction_(std::move(prediction)), length_(options.max) {}
+
+bool Drafter::FollowsPrediction(std::span<const int32_t> output) {
+  while (!diverged_ && checked_ < static_cast<int>(output.size())) {
+    if (checked_ >= static_cast<int>(prediction_.size()) ||
+        output[checked_] != prediction_[checked_]) {
+      diverged_ = true;
+      // An edit near here: the prediction is picked up again from about this point on.
+      resume_ = std::max(0, checked_ - options_.ngram_max);
+    } else {
+      ++checked_;
+    }
+  }
+  return !diverged_;
+}
+
+std::vector<int32_t> Drafter::Propose(std::span<const int32_t> text, int generated, int limit) {
+  std::vector<int32_t> out;
+  const int most = std::min(limit, length_);
+  if (!enabled() || most <= 0) return out;
+  const auto take = [&](std::span<const int32_t> from, size_t at) {
+    const size_t n = std::min(static_cast<size_t>(most), from.size() - at);
+    out.assign(from.begin() + at, from.begin() + at + n);
+  };
+  generated = std::clamp(generated, 0, static_cast<int>(text.size()));
+  if (!prediction_.empty() && FollowsPrediction(text.last(generated)) &&
+      generated < static_cast<int>(prediction_.size())) {
+    take(prediction_, generated);
+    return out;
+  }
+  for (int n = options_.ngram_max; n >= std::max(1, options_.ngram_min); --n) {
+    if (n > static_cast<int>(text.size())) continue;
+    const std::span<const int32_t> key = text.last(n);
+    if (!prediction_.empty()) {
+      const int j = FindRepeat(prediction_, key, resume_);
+      if (j >= 0) {
+        resume_ = j;
+        take(prediction_, j + n);
+        return out;
+      }
+    }
+    const int j = FindRepeat(text, key, text.size());
+    if (j >= 0) {
+      take(text, j + n);
+      return out;
+    }
+  }
+  return out;
+}
+
+void Drafter::Observe(int drafted, int accepted) {
+  if (drafted <= 0 || !enabled()) return;
+  length_ = accepted >= drafted ? std::min(options_.max, length_ * 2) : std::max(1, accepted + 1);
+}
+
+}  // namespace promptcache
