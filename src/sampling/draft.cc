@@ -42,6 +42,10 @@ std::vector<int32_t> Drafter::Propose(std::span<const int32_t> text, int generat
   std::vector<int32_t> out;
   const int most = std::min(limit, length_);
   if (!enabled() || most <= 0) return out;
+  if (pause_ > 0) {
+    --pause_;
+    return out;
+  }
   const auto take = [&](std::span<const int32_t> from, size_t at) {
     const size_t n = std::min(static_cast<size_t>(most), from.size() - at);
     out.assign(from.begin() + at, from.begin() + at + n);
@@ -75,6 +79,8 @@ std::vector<int32_t> Drafter::Propose(std::span<const int32_t> text, int generat
 void Drafter::Observe(int drafted, int accepted) {
   if (drafted <= 0 || !enabled()) return;
   length_ = accepted >= drafted ? std::min(options_.max, length_ * 2) : std::max(1, accepted + 1);
+  backoff_ = accepted > 0 ? 0 : std::min(2 * backoff_ + 1, kMaxDraftPause);
+  pause_ = backoff_;
 }
 
 }  // namespace promptcache

@@ -66,7 +66,8 @@ TEST(Drafter, LengthAdaptsToWhatWasConfirmed) {
   Drafter d({8, 2, 2}, {});
   const Tokens text = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 1, 2};
   EXPECT_EQ(d.Propose(text, 0, 100).size(), 8u);
-  d.Observe(8, 0);  // nothing confirmed: one guess next
+  d.Observe(8, 0);  // nothing confirmed: a pause of one step, then one guess
+  EXPECT_EQ(d.Propose(text, 0, 100).size(), 0u);
   EXPECT_EQ(d.Propose(text, 0, 100).size(), 1u);
   d.Observe(1, 1);
   EXPECT_EQ(d.Propose(text, 0, 100).size(), 2u);
@@ -75,6 +76,31 @@ TEST(Drafter, LengthAdaptsToWhatWasConfirmed) {
   EXPECT_EQ(d.Propose(text, 0, 100).size(), 8u);
   d.Observe(8, 3);  // three confirmed: four next
   EXPECT_EQ(d.Propose(text, 0, 100).size(), 4u);
+}
+
+TEST(Drafter, WrongGuessesPauseDraftingLongerEachTime) {
+  Drafter d({8, 2, 2}, {});
+  const Tokens text = {1, 2, 3, 4, 1, 2};
+  const auto pause = [&] {
+    int steps = 0;
+    while (d.Propose(text, 0, 100).empty()) ++steps;
+    return steps;
+  };
+  EXPECT_EQ(pause(), 0);
+  d.Observe(2, 0);
+  EXPECT_EQ(pause(), 1);
+  d.Observe(1, 0);
+  EXPECT_EQ(pause(), 3);
+  d.Observe(1, 0);
+  EXPECT_EQ(pause(), 7);
+  d.Observe(1, 0);
+  EXPECT_EQ(pause(), kMaxDraftPause);
+  d.Observe(1, 0);
+  EXPECT_EQ(pause(), kMaxDraftPause);
+  d.Observe(1, 1);  // a confirmed guess ends the pauses
+  EXPECT_EQ(pause(), 0);
+  d.Observe(2, 0);
+  EXPECT_EQ(pause(), 1);
 }
 
 TEST(Drafter, OffProposesNothing) {
