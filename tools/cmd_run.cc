@@ -52,7 +52,7 @@ class RunCommand : public Command {
     eo.parallel = 1;
     eo.prefix_cache = false;  // nothing to reuse within one request
     draft_.Apply(&eo);
-    const std::vector<int32_t> prediction = model->tokenizer().Encode(prediction_, false);
+    const std::vector<int32_t> prediction = model->tokenizer().EncodeContinuation(prediction_);
     Result<std::unique_ptr<Engine>> engine =
         CreateEngine(eo, std::move(model), model_.static_cache);
     if (!engine.ok()) return Fail(engine.status());

@@ -56,17 +56,22 @@ std::vector<int32_t> Drafter::Propose(std::span<const int32_t> text, int generat
     take(prediction_, generated);
     return out;
   }
-  for (int n = options_.ngram_max; n >= std::max(1, options_.ngram_min); --n) {
-    if (n > static_cast<int>(text.size())) continue;
-    const std::span<const int32_t> key = text.last(n);
-    if (!prediction_.empty()) {
-      const int j = FindRepeat(prediction_, key, resume_);
+  if (!prediction_.empty()) {
+    // The caller's prediction is the only source then, and trusted down to one token: the
+    // nearest occurrence from where it was last picked up (an edit moves forward).
+    for (int n = std::min<int>(options_.ngram_max, text.size()); n >= 1; --n) {
+      const int j = FindRepeat(prediction_, text.last(n), resume_);
       if (j >= 0) {
         resume_ = j;
         take(prediction_, j + n);
         return out;
       }
     }
+    return out;
+  }
+  for (int n = options_.ngram_max; n >= std::max(1, options_.ngram_min); --n) {
+    if (n > static_cast<int>(text.size())) continue;
+    const std::span<const int32_t> key = text.last(n);
     const int j = FindRepeat(text, key, text.size());
     if (j >= 0) {
       take(text, j + n);
@@ -81,6 +86,13 @@ void Drafter::Observe(int drafted, int accepted) {
   length_ = accepted >= drafted ? std::min(options_.max, length_ * 2) : std::max(1, accepted + 1);
   backoff_ = accepted > 0 ? 0 : std::min(2 * backoff_ + 1, kMaxDraftPause);
   pause_ = backoff_;
+  recent_drafted_ += drafted;
+  recent_accepted_ += std::min(accepted, drafted);
+  if (recent_drafted_ > kRecentGuesses) {
+    recent_drafted_ /= 2;
+    recent_accepted_ /= 2;
+  }
+  if (recent_drafted_ >= 8 && 3 * recent_accepted_ < recent_drafted_) pause_ = kMaxDraftPause;
 }
 
 }  // namespace promptcache

@@ -3,16 +3,19 @@
 // several of them. Two sources, both free to compute:
 //   1. the request's prediction (OpenAI's Predicted Outputs: the text the caller expects, such as
 //      the file being edited): followed from its start while the output matches it, and after a
-//      difference picked up again where the output's last n tokens reappear in it;
-//   2. the sequence itself, prompt and output (prompt lookup): the tokens that followed the most
-//      recent earlier occurrence of its last n tokens (n from ngram_max down to ngram_min).
+//      difference picked up again where the output's last n tokens (4 down to 1) reappear in it;
+//   2. without a prediction, the sequence itself, prompt and output (prompt lookup): the tokens
+//      that followed the most recent earlier occurrence of its last n tokens (n from ngram_max
+//      down to ngram_min).
 // A guess is only ever a guess: the engine keeps a token only if its own sampling picks it
 // from the logits it would have had anyway, so the output is the same with or without drafts.
 // What drafting costs is rows in the forward pass that are thrown away (on a CPU a row costs
 // about a prompt token: a third of a decode step for a 1B model at 2 threads). So the proposal's
 // length adapts to how many of the last one's guesses were confirmed, and after a proposal of
 // which none was, drafting pauses for 1, 3, 7, then 8 steps (until one is confirmed again):
-// text whose repeats mislead costs a row every few steps, not every step.
+// text whose repeats mislead costs a row every few steps, not every step. And while fewer than a
+// third of the recent guesses were confirmed (the break-even at that cost), each proposal is
+// followed by the longest pause.
 #pragma once
 
 #include <cstdint>
@@ -54,7 +57,12 @@ class Drafter {
   int length_ = 0;         // the adaptive proposal length, 1..max
   int pause_ = 0;          // steps to propose nothing (a wrong proposal's pause)
   int backoff_ = 0;        // the last pause's length: 0 after a guess was confirmed
+  // Recent guesses and those confirmed (both halved once there are more than kRecentGuesses).
+  int recent_drafted_ = 0, recent_accepted_ = 0;
 };
+
+// How many recent guesses the confirmed share is measured over.
+inline constexpr int kRecentGuesses = 32;
 
 // The longest pause after proposals none of whose guesses were confirmed.
 inline constexpr int kMaxDraftPause = 8;

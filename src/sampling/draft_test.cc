@@ -40,13 +40,14 @@ TEST(Drafter, FollowsThePredictionFromItsStart) {
 }
 
 TEST(Drafter, PicksThePredictionUpAgainAfterAnEdit) {
-  // The output replaces 12 by 99, then goes on as predicted: once its last two tokens appear in
-  // the prediction, what followed them there is the guess.
+  // The output replaces 12 by 99, then goes on as predicted: once its last tokens (one is
+  // enough) appear in the prediction, what followed them there is the guess.
   Drafter d({4, 2, 3}, {10, 11, 12, 13, 14, 15, 16});
   Tokens text = {1, 10, 11, 99};
   EXPECT_EQ(d.Propose(text, 3, 100), Tokens{});  // "11 99" is not in the prediction
   text.push_back(13);
-  EXPECT_EQ(d.Propose(text, 4, 100), Tokens{});  // nor "99 13"
+  // "13" alone is: a prediction is trusted down to one token.
+  EXPECT_EQ(d.Propose(text, 4, 100), (Tokens{14, 15, 16}));
   text.push_back(14);
   EXPECT_EQ(d.Propose(text, 5, 100), (Tokens{15, 16}));
 }
@@ -62,20 +63,30 @@ TEST(Drafter, PromptLookupTakesTheLongestMostRecentRepeat) {
   EXPECT_EQ(d.Propose(Tokens{1, 2, 3, 1, 2}, 0, 100), (Tokens{3, 1, 2}));
 }
 
+// The next proposal's size, after any pause.
+size_t NextSize(Drafter& d, const Tokens& text) {
+  for (int i = 0; i <= kMaxDraftPause; ++i) {
+    const std::vector<int32_t> p = d.Propose(text, 0, 100);
+    if (!p.empty()) return p.size();
+  }
+  return 0;
+}
+
 TEST(Drafter, LengthAdaptsToWhatWasConfirmed) {
   Drafter d({8, 2, 2}, {});
   const Tokens text = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 1, 2};
-  EXPECT_EQ(d.Propose(text, 0, 100).size(), 8u);
-  d.Observe(8, 0);  // nothing confirmed: a pause of one step, then one guess
-  EXPECT_EQ(d.Propose(text, 0, 100).size(), 0u);
-  EXPECT_EQ(d.Propose(text, 0, 100).size(), 1u);
+  EXPECT_EQ(NextSize(d, text), 8u);
+  d.Observe(8, 4);  // four confirmed: five next
+  EXPECT_EQ(NextSize(d, text), 5u);
+  d.Observe(5, 5);
+  EXPECT_EQ(NextSize(d, text), 8u);  // doubled, at most max
+  d.Observe(8, 0);                   // nothing confirmed: one guess next (after a pause)
+  EXPECT_EQ(NextSize(d, text), 1u);
   d.Observe(1, 1);
-  EXPECT_EQ(d.Propose(text, 0, 100).size(), 2u);
+  EXPECT_EQ(NextSize(d, text), 2u);
   d.Observe(2, 2);
   d.Observe(4, 4);
-  EXPECT_EQ(d.Propose(text, 0, 100).size(), 8u);
-  d.Observe(8, 3);  // three confirmed: four next
-  EXPECT_EQ(d.Propose(text, 0, 100).size(), 4u);
+  EXPECT_EQ(NextSize(d, text), 8u);
 }
 
 TEST(Drafter, WrongGuessesPauseDraftingLongerEachTime) {
@@ -87,20 +98,41 @@ TEST(Drafter, WrongGuessesPauseDraftingLongerEachTime) {
     return steps;
   };
   EXPECT_EQ(pause(), 0);
-  d.Observe(2, 0);
+  d.Observe(2, 1);
+  EXPECT_EQ(pause(), 0);
+  d.Observe(1, 0);
   EXPECT_EQ(pause(), 1);
   d.Observe(1, 0);
   EXPECT_EQ(pause(), 3);
   d.Observe(1, 0);
   EXPECT_EQ(pause(), 7);
   d.Observe(1, 0);
-  EXPECT_EQ(pause(), kMaxDraftPause);
+  EXPECT_EQ(pause(), kMaxDraftPause);  // (6 guesses so far: too few to judge the share confirmed)
+  d.Observe(2, 2);                     // confirmed guesses end the pauses
+  EXPECT_EQ(pause(), 0);
   d.Observe(1, 0);
-  EXPECT_EQ(pause(), kMaxDraftPause);
-  d.Observe(1, 1);  // a confirmed guess ends the pauses
+  EXPECT_EQ(pause(), 1);
+}
+
+TEST(Drafter, FewConfirmedGuessesPauseDraftingLongest) {
+  // One guess in four confirmed (under a third, the break-even of a row that costs a third of a
+  // step): after 8 guesses each proposal is followed by the longest pause.
+  Drafter d({4, 2, 2}, {});
+  const Tokens text = {1, 2, 3, 4, 5, 6, 1, 2};
+  const auto pause = [&] {
+    int steps = 0;
+    while (d.Propose(text, 0, 100).empty()) ++steps;
+    return steps;
+  };
+  d.Observe(4, 1);
   EXPECT_EQ(pause(), 0);
   d.Observe(2, 0);
   EXPECT_EQ(pause(), 1);
+  d.Observe(2, 1);  // 2 of 8: under a third
+  EXPECT_EQ(pause(), kMaxDraftPause);
+  d.Observe(2, 2);
+  d.Observe(4, 4);  // 8 of 14: drafting goes on at once
+  EXPECT_EQ(pause(), 0);
 }
 
 TEST(Drafter, OffProposesNothing) {

@@ -485,8 +485,9 @@ void SetRequestFields(Call& call, const ApiRequest& r, CompletionRequest* creq) 
   creq->prompt_logprobs = r.echo && r.logprobs >= 0;
   creq->grammar = r.grammar;
   if (!r.prediction.empty()) {
+    // Tokenized as the answer is: a continuation (no SentencePiece dummy-prefix space).
+    creq->prediction = call.engine().model().tokenizer().EncodeContinuation(r.prediction);
     // Guesses only: what the context could never hold is of no use.
-    creq->prediction = call.engine().model().tokenizer().Encode(r.prediction, false);
     const size_t most = call.server.PromptLimit();
     if (creq->prediction.size() > most) creq->prediction.resize(most);
   }

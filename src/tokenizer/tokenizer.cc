@@ -236,6 +236,15 @@ std::vector<int32_t> Tokenizer::Encode(const MarkedText& text, bool add_bos) con
   return out;
 }
 
+std::vector<int32_t> Tokenizer::EncodeContinuation(std::string_view text) const {
+  // A cut after a character of its own: the text after it is encoded as a piece that follows
+  // other text (EncodeCut), and nothing merges across the cut.
+  std::vector<int> at;
+  const std::vector<int32_t> ids =
+      EncodeCut("\n" + std::string(text), false, false, nullptr, {1}, &at);
+  return std::vector<int32_t>(ids.begin() + at[0], ids.end());
+}
+
 std::vector<int32_t> Tokenizer::EncodeCut(std::string_view text, bool add_bos, bool parse_special,
                                           const MarkedText* marks, const std::vector<size_t>& cuts,
                                           std::vector<int>* token_at) const {

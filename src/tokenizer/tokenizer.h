@@ -62,6 +62,9 @@ class Tokenizer {
   std::vector<int32_t> EncodeCut(std::string_view text, bool add_bos, bool parse_special,
                                  const MarkedText* marks, const std::vector<size_t>& cuts,
                                  std::vector<int>* token_at) const;
+  // The tokens of `text` as the continuation of other text (an answer the model is to write):
+  // without BOS and without the dummy-prefix space SentencePiece puts at a text's start.
+  std::vector<int32_t> EncodeContinuation(std::string_view text) const;
   // A lower bound on the tokens Encode makes of `text` (BOS aside), in one pass over its bytes:
   // no token stands for more input than the longest token's bytes (times what normalization
   // may compose into one byte), and whitespace a stripping special token may swallow is not

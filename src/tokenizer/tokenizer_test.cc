@@ -129,6 +129,24 @@ TEST(TokenizerConformance, RoundTripSpmDropsDummyPrefix) {
   }
 }
 
+// A continuation's tokens stand for exactly its bytes: SentencePiece's dummy-prefix space, which
+// Encode puts at a text's start, is not there (byte-level BPE has none to drop).
+TEST(TokenizerContinuation, NoDummyPrefix) {
+  for (const std::string& vocab : {kGpt2, kLlamaSpm, kStories}) {
+    LoadedTokenizer l = LoadTokenizer(vocab);
+    ASSERT_NE(l.tok, nullptr);
+    const Tokenizer& t = *l.tok;
+    for (const std::string text : {"world", " A big dog.", "\nnew line", ""}) {
+      const std::vector<int32_t> ids = t.EncodeContinuation(text);
+      std::string bytes;
+      for (int32_t id : ids) bytes += t.TokenBytes(id);
+      EXPECT_EQ(bytes, text) << vocab;
+      if (vocab == kGpt2) EXPECT_EQ(ids, t.Encode(text, false));
+    }
+    if (vocab != kGpt2) EXPECT_NE(t.EncodeContinuation("world"), t.Encode("world", false));
+  }
+}
+
 TEST(Stories260K, ReferenceIdsAndDecode) {
   LoadedTokenizer l = LoadTokenizer(kStories);
   ASSERT_NE(l.tok, nullptr);
