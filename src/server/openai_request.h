@@ -18,9 +18,9 @@
 #include <string_view>
 #include <vector>
 
-#include "sampling/sampler.h"
 #include "pml/pml.h"
 #include "promptcache/engine.h"
+#include "sampling/sampler.h"
 #include "server/api_error.h"
 
 namespace promptcache {
@@ -169,6 +169,9 @@ std::optional<ApiError> ParsePrefixRequest(std::string_view body, PrefixRequest*
 // A prompt string that is a PML prompt: `<prompt` (after whitespace) followed by a space, '>'
 // or '/'.
 bool LooksLikePml(std::string_view text);
+
+// The 400 for a logit_bias token id at or above `vocab_size` (the parser cannot know the model).
+std::optional<ApiError> CheckLogitBias(const SamplingParams& sampling, int vocab_size);
 
 // With segments resolved (the request's cache_segments, else the server's default): the error for
 // "recompute" or "evaluate" on a plain prompt without segments, which they do not apply to.

@@ -271,6 +271,7 @@ void HandleResponses(Call& call) {
   std::optional<ApiError> err = ParseChatRequest(Dump(chat), server.limits(), &r);
   if (err) return call.Fail(AsResponsesError(*err));
   if (!r.model.empty()) err = server.CheckModel(r.model);
+  if (!err) err = CheckLogitBias(r.sampling, call.engine().model().tokenizer().vocab_size());
   if (!err) err = ApplyToolChoice(server.encoder().tool_format(), &r);
   if (!err && !r.reasoning_effort.empty() && !server.encoder().reads_reasoning_effort()) {
     err = ApiError::BadRequest(
