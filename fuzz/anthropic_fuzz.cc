@@ -31,6 +31,7 @@ constexpr const char* kTemplates[] = {
     R"({"model":"m","max_tokens":16,"system":"You tell stories.","messages":[{"role":"user","content":"A cat."}],"temperature":0.7,"top_p":0.9,"top_k":5,"stop_sequences":["\n","The end"],"stream":true,"metadata":{"user_id":"u"}})",
     R"({"model":"m","max_tokens":4,"system":[{"type":"text","text":"abc","cache_control":{"type":"ephemeral","ttl":"1h"}},{"type":"text","text":"d"}],"messages":[{"role":"user","content":[{"type":"text","text":"a","cache_control":{"type":"ephemeral"}},{"type":"text","text":"b"}]},{"role":"assistant","content":"c"},{"role":"user","content":"e"}]})",
     R"({"model":"m","max_tokens":1,"messages":[{"role":"user","content":"x"}],"tools":[],"tool_choice":{"type":"auto"},"thinking":{"type":"disabled"},"service_tier":"auto"})",
+    R"({"model":"m","max_tokens":3,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"text","media_type":"text/plain","data":"The sky."},"title":"t","context":"c","citations":{"enabled":false},"cache_control":{"type":"ephemeral"}},{"type":"document","source":{"type":"content","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}},{"type":"text","text":"q"}]}]})",
     R"({"model":"m","max_tokens":2048,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":"q"},{"role":"assistant","content":[{"type":"thinking","thinking":"hm","signature":"pc1-0"},{"type":"redacted_thinking","data":"x"},{"type":"text","text":"a"}]},{"role":"user","content":"r"}]})",
 };
 

@@ -42,6 +42,7 @@ constexpr const char* kTemplates[] = {
     R"({"model":"m","prompt":"Once upon a time","max_tokens":8,"presence_penalty":0.5,"frequency_penalty":-1,"top_k":40,"min_p":0.05,"repeat_penalty":1.1,"ignore_eos":true})",
     R"({"model":"m","prompt":[1,403,407,261,378],"logprobs":null,"echo":false,"best_of":1,"suffix":null})",
     R"({"model":"m","prompt":[[1,2,3]],"max_completion_tokens":3,"response_format":{"type":"text"},"tools":[],"logit_bias":{}})",
+    R"({"model":"m","prompt":"a","logit_bias":{"1":5,"511":-100,"0":100,"31999":0.5,"7":null},"temperature":0})",
     R"({"messages":[{"role":"developer","content":"x","cache_control":{"type":"ephemeral"}}],"add_generation_prompt":true,"pin":false})",
     R"({"content":"Hello \u00e9\u4e16 world","model":"m"})",
     R"({"model":"m","messages":[{"role":"user","content":"w?"},{"role":"assistant","content":null,"tool_calls":[{"id":"abcDEF123","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}}]},{"role":"tool","tool_call_id":"abcDEF123","name":"get_weather","content":"<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>"}],"tools":[{"type":"function","function":{"name":"get_weather","description":"d","parameters":{"type":"object","properties":{"city":{"type":"string","maxLength":9}},"required":["city"]}}}],"tool_choice":"required"})",
@@ -173,7 +174,16 @@ void Exercise(std::string_view body) {
       continue;
     }
     fuzzing::CheckAcceptedRequest(r, kind, limits.max_tokens_limit);
-    for (const Vocab& v : Vocabs()) CheckPrompt(v.encoder->Build(r), *v.tok);
+    for (const Vocab& v : Vocabs()) {
+      CheckPrompt(v.encoder->Build(r), *v.tok);
+      // logit_bias ids: in the vocabulary, or the route's 400 naming the field.
+      const std::optional<ApiError> bias = CheckLogitBias(r.sampling, v.tok->vocab_size());
+      bool inside = true;
+      for (const LogitBias& b : r.sampling.logit_bias)
+        inside = inside && b.token < v.tok->vocab_size();
+      Check(inside == !bias, "CheckLogitBias refuses exactly the ids outside the vocabulary");
+      if (bias) Check(bias->http_status == 400 && bias->param == "logit_bias", "logit_bias 400");
+    }
     CheckResponses(r);
   }
   PrefixRequest p;

@@ -230,7 +230,16 @@ Status EngineImpl::ValidateRequest(const CompletionRequest& request) const {
   if (request.recompute_each_step && request.prompt_logprobs) {
     return InvalidArgument("recompute_each_step does not report prompt log-probabilities");
   }
-  return request.sampling.Validate();
+  PC_RETURN_IF_ERROR(request.sampling.Validate());
+  const int n_vocab = model_->config().n_vocab;
+  for (const LogitBias& b : request.sampling.logit_bias) {
+    if (b.token >= n_vocab) {
+      return InvalidArgument("logit_bias token " + std::to_string(b.token) +
+                             " is outside the vocabulary of " + std::to_string(n_vocab) +
+                             " tokens");
+    }
+  }
+  return Status::Ok();
 }
 
 Result<std::shared_ptr<RequestHandle>> EngineImpl::Submit(CompletionRequest request) {

@@ -52,6 +52,27 @@ Status SamplingParams::Validate() const {
   if (!std::isfinite(frequency_penalty)) {
     return InvalidArgument("frequency_penalty must be finite, got " + Num(frequency_penalty));
   }
+  return ValidateLogitBias();
+}
+
+Status SamplingParams::ValidateLogitBias() const {
+  if (logit_bias.size() > kMaxLogitBias) {
+    return InvalidArgument("logit_bias has " + std::to_string(logit_bias.size()) +
+                           " entries, at most " + std::to_string(kMaxLogitBias) + " are allowed");
+  }
+  std::vector<int32_t> ids;
+  ids.reserve(logit_bias.size());
+  for (const LogitBias& b : logit_bias) {
+    if (b.token < 0) return InvalidArgument("logit_bias token " + Num(b.token) + " is negative");
+    if (!(b.bias >= -kMaxLogitBiasValue && b.bias <= kMaxLogitBiasValue)) {
+      return InvalidArgument("logit_bias of token " + Num(b.token) +
+                             " must be in [-100, 100], got " + Num(b.bias));
+    }
+    ids.push_back(b.token);
+  }
+  std::sort(ids.begin(), ids.end());
+  const auto dup = std::adjacent_find(ids.begin(), ids.end());
+  if (dup != ids.end()) return InvalidArgument("logit_bias lists token " + Num(*dup) + " twice");
   return Status::Ok();
 }
 
@@ -73,8 +94,16 @@ const float* Sampler::Penalize(const float* logits, int32_t n_vocab,
   const SamplingParams& p = params_;
   const bool any_penalty =
       p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
-  if (!any_penalty || p.repeat_last_n == 0 || history.empty()) return logits;
+  const bool penalize = any_penalty && p.repeat_last_n != 0 && !history.empty();
+  if (!penalize && p.logit_bias.empty()) return logits;
   work_.assign(logits, logits + n_vocab);
+  // The bias comes first, as llama.cpp's logit-bias sampler heads its chain: a penalty then
+  // scales the biased logit.
+  for (const LogitBias& b : p.logit_bias) {
+    PC_CHECK(b.token < n_vocab);
+    work_[b.token] += b.bias;
+  }
+  if (!penalize) return work_.data();
   size_t n = history.size();
   if (p.repeat_last_n > 0) n = std::min(n, static_cast<size_t>(p.repeat_last_n));
   window_.assign(history.end() - static_cast<ptrdiff_t>(n), history.end());

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 namespace promptcache {
@@ -327,6 +328,78 @@ TEST(Sampler, EmpiricalDistributionMatchesSoftmax) {
   p.top_k = 4;
   Sampler topk(p);
   ExpectMatches(Histogram(topk, logits, draws), Softmax(logits, 1.0, 4), draws);
+}
+
+TEST(SamplingParams, RejectsBadLogitBiasByName) {
+  SamplingParams p;
+  p.logit_bias = {{3, 100.0f}, {0, -100.0f}};
+  EXPECT_TRUE(p.Validate().ok());
+  const auto rejects = [](std::vector<LogitBias> bias, const std::string& what) {
+    SamplingParams q;
+    q.logit_bias = std::move(bias);
+    const Status s = q.Validate();
+    ASSERT_FALSE(s.ok()) << what;
+    EXPECT_EQ(s.message().rfind("logit_bias", 0), 0u) << s.message();
+    EXPECT_NE(s.message().find(what), std::string::npos) << s.message();
+  };
+  rejects({{3, 100.5f}}, "[-100, 100]");
+  rejects({{3, -101.0f}}, "[-100, 100]");
+  rejects({{3, NAN}}, "[-100, 100]");
+  rejects({{-1, 1.0f}}, "negative");
+  rejects({{7, 1.0f}, {2, 0.0f}, {7, -1.0f}}, "token 7 twice");
+  std::vector<LogitBias> many(kMaxLogitBias + 1);
+  for (size_t i = 0; i < many.size(); ++i) many[i] = {static_cast<int32_t>(i), 1.0f};
+  rejects(many, "at most 1024");
+  many.pop_back();
+  p.logit_bias = many;
+  EXPECT_TRUE(p.Validate().ok());
+}
+
+TEST(Sampler, LogitBiasMovesTheGreedyChoice) {
+  const std::vector<float> logits = RandomLogits(5000, 17, 1.0f);
+  const int32_t best = Argmax(logits);
+  std::vector<float> without_best = logits;
+  without_best[best] = -INFINITY;
+  const int32_t second = Argmax(without_best);
+  SamplingParams p = NoTruncation(0.0f, 1);
+  // Lifting the runner-up just past the best flips the argmax; just short of it does not.
+  const float gap = logits[best] - logits[second];
+  p.logit_bias = {{second, gap * 1.01f + 1e-4f}};
+  EXPECT_EQ(Sampler(p).Sample(logits.data(), 5000, {}), second);
+  p.logit_bias = {{second, gap * 0.99f}};
+  EXPECT_EQ(Sampler(p).Sample(logits.data(), 5000, {}), best);
+  // -100 bans the argmax; 100 forces the least likely token, at any temperature.
+  p.logit_bias = {{best, -100.0f}};
+  EXPECT_EQ(Sampler(p).Sample(logits.data(), 5000, {}), second);
+  const int32_t worst =
+      static_cast<int32_t>(std::min_element(logits.begin(), logits.end()) - logits.begin());
+  SamplingParams hot = NoTruncation(1.0f, 5);
+  hot.logit_bias = {{worst, 100.0f}};
+  Sampler forced(hot);
+  for (int i = 0; i < 200; ++i) ASSERT_EQ(forced.Sample(logits.data(), 5000, {}), worst);
+  // The bias comes before the penalties: a repeat penalty then divides the biased logit.
+  const std::vector<float> two = {1.0f, 0.5f};
+  SamplingParams r = NoTruncation(0.0f, 1);
+  r.logit_bias = {{1, 2.5f}};  // 3.0 / 4 = 0.75 < 1.0 (a penalty first: 0.125 + 2.5 > 1.0)
+  r.repeat_penalty = 4.0f;
+  const std::vector<int32_t> history = {1};
+  EXPECT_EQ(Sampler(r).Sample(two.data(), 2, history), 0);
+  // The caller's logits stay as they were.
+  EXPECT_EQ(Argmax(logits), best);
+}
+
+TEST(Sampler, SeededDrawsFollowTheBiasedDistribution) {
+  const std::vector<float> logits = LogitsOf({0.4, 0.3, 0.2, 0.1});
+  SamplingParams p = NoTruncation(1.0f, 77);
+  // log(3) on token 3 and -log(2) on token 0: weights 0.2, 0.3, 0.2, 0.3.
+  p.logit_bias = {{3, static_cast<float>(std::log(3.0))}, {0, static_cast<float>(-std::log(2.0))}};
+  const int draws = 100000;
+  Sampler sampler(p);
+  ExpectMatches(Histogram(sampler, logits, draws), {0.2, 0.3, 0.2, 0.3}, draws);
+  // At temperature 0.5 the biased logits are what gets sharpened: weights squared.
+  p.temperature = 0.5f;
+  Sampler sharp(p);
+  ExpectMatches(Histogram(sharp, logits, draws), {4 / 26.0, 9 / 26.0, 4 / 26.0, 9 / 26.0}, draws);
 }
 
 TEST(Sampler, NanAndInfiniteLogits) {

@@ -286,9 +286,26 @@ MaybeError ReadBlock(const json& block, const std::string& param, size_t message
   if (type == nullptr || !type->is_string()) {
     return ApiError::BadRequest("'" + param + ".type' must be a string", param + ".type");
   }
+  if (*type == "document" && msg->role == "user") {
+    const size_t begin = msg->content.size();
+    PC_RETURN_IF_API_ERROR(anthropic_request::ReadDocumentBlock(block, param, &msg->content));
+    msg->parts.emplace_back(begin, msg->content.size());
+    return AddBreakpoint(Find(block, "cache_control"), param, message, msg->content.size(), out);
+  }
   if (*type != "text") {
+    // An image's (or a document's elsewhere) source type says what it would need.
+    const json* source = Find(block, "source");
+    const json* source_type =
+        source != nullptr && source->is_object() ? Find(*source, "type") : nullptr;
+    const std::string of_source = source_type != nullptr && source_type->is_string()
+                                      ? " with a '" + source_type->get<std::string>() + "' source"
+                                      : "";
     return Unsupported(param + ".type",
-                       "content blocks of type '" + type->get<std::string>() + "' (only text)");
+                       "'" + param + ".type': content blocks of type '" + type->get<std::string>() +
+                           "'" + of_source +
+                           (msg->role == "user" ? " (only text, and documents with a text or "
+                                                  "content source)"
+                                                : " (only text)"));
   }
   for (const auto& [key, value] : block.items()) {
     if (value.is_null() || key == "type" || key == "text" || key == "cache_control") continue;

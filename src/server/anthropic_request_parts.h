@@ -1,5 +1,6 @@
 // Parts of the Messages request parser (server/anthropic_request.cc) kept in a file of their own:
-// extended thinking (anthropic_thinking.cc). Server-internal; each reads its part of the parsed
+// extended thinking (anthropic_thinking.cc) and document blocks (anthropic_document.cc).
+// Server-internal; each reads its part of the parsed
 // body into the request and returns the ApiError naming the first bad field.
 #pragma once
 
@@ -18,5 +19,14 @@ json_fields::MaybeError ReadThinking(const json_fields::json& obj, AnthropicRequ
 // An assistant's thinking (or redacted_thinking) block `block`, at `param`, into msg.
 json_fields::MaybeError ReadThinkingBlock(const json_fields::json& block, const std::string& param,
                                           ApiMessage* msg);
+
+// A user's document block `block` (a text or content source), at `param`, rendered and appended
+// to *out:
+//   <document>\n<source>TITLE</source>\n<document_context>CONTEXT</document_context>\n
+//   <document_content>\nTEXT\n</document_content>\n</document>\n
+// (the source and context lines only when given; a content source's text blocks one per line).
+// citations.enabled true is refused: no citation blocks are answered.
+json_fields::MaybeError ReadDocumentBlock(const json_fields::json& block, const std::string& param,
+                                          std::string* out);
 
 }  // namespace promptcache::anthropic_request

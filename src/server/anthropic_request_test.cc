@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gguf/gguf.h"
@@ -122,6 +123,81 @@ TEST(AnthropicRequest, RequiredFieldsAndRanges) {
   EXPECT_EQ(Error("{bad").http_status, 400);
 }
 
+// The user turn's content with `blocks` (a JSON array's elements) as its content.
+std::string UserBlocks(const std::string& blocks) {
+  return R"({"model":"m","max_tokens":3,"messages":[{"role":"user","content":[)" + blocks + "]}]}";
+}
+
+TEST(AnthropicRequest, DocumentBlocksWithTextSourcesAreRendered) {
+  AnthropicRequest r = Parse(UserBlocks(
+      R"({"type":"document","source":{"type":"text","media_type":"text/plain","data":"The sky is blue."},
+          "title":"Facts","context":"From a book.","citations":{"enabled":false}},
+         {"type":"text","text":"What colour is the sky?"})"));
+  ASSERT_EQ(r.messages.size(), 1u);
+  const std::string doc =
+      "<document>\n<source>Facts</source>\n<document_context>From a book.</document_context>\n"
+      "<document_content>\nThe sky is blue.\n</document_content>\n</document>\n";
+  EXPECT_EQ(r.messages[0].content, doc + "What colour is the sky?");
+  ASSERT_EQ(r.messages[0].parts.size(), 2u);
+  EXPECT_EQ(r.messages[0].parts[0], (std::pair<size_t, size_t>{0, doc.size()}));
+  // A content source: its text blocks one per line; no title or context, no such lines.
+  r = Parse(UserBlocks(
+      R"({"type":"document","source":{"type":"content","content":[{"type":"text","text":"One."},
+          {"type":"text","text":"Two."}]},"cache_control":{"type":"ephemeral"}})"));
+  EXPECT_EQ(r.messages[0].content,
+            "<document>\n<document_content>\nOne.\nTwo.\n</document_content>\n</document>\n");
+  ASSERT_EQ(r.breakpoints.size(), 1u);
+  r = Parse(UserBlocks(R"({"type":"document","source":{"type":"content","content":"Plain."}})"));
+  EXPECT_EQ(r.messages[0].content,
+            "<document>\n<document_content>\nPlain.\n</document_content>\n</document>\n");
+  r = Parse(UserBlocks(R"({"type":"document","source":{"type":"text","data":""}})"));
+  EXPECT_EQ(r.messages[0].content,
+            "<document>\n<document_content>\n\n</document_content>\n</document>\n");
+}
+
+TEST(AnthropicRequest, DocumentBlocksOtherThanTextAreRefusedByName) {
+  const struct {
+    const char* block;
+    const char* param;
+    const char* says;
+  } cases[] = {
+      {R"({"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"AA=="}})",
+       "messages[0].content[0].source.type", "'base64'"},
+      {R"({"type":"document","source":{"type":"url","url":"https://example.com/a.pdf"}})",
+       "messages[0].content[0].source.type", "'url'"},
+      {R"({"type":"document","source":{"type":"file","file_id":"f"}})",
+       "messages[0].content[0].source.type", "'file'"},
+      {R"({"type":"image","source":{"type":"url","url":"https://example.com/a.png"}})",
+       "messages[0].content[0].type", "'image' with a 'url' source"},
+      {R"({"type":"document","source":{"type":"text","media_type":"text/html","data":"x"}})",
+       "messages[0].content[0].source.media_type", "text/html"},
+      {R"({"type":"document","source":{"type":"text","media_type":"text/plain"}})",
+       "messages[0].content[0].source.data", "required"},
+      {R"({"type":"document","source":{"type":"text","data":5}})",
+       "messages[0].content[0].source.data", "a string"},
+      {R"({"type":"document"})", "messages[0].content[0].source", "required"},
+      {R"({"type":"document","source":{"type":"content","content":[{"type":"image","source":{}}]}})",
+       "messages[0].content[0].source.content[0].type", "other than text"},
+      {R"({"type":"document","source":{"type":"text","data":"x"},"citations":{"enabled":true}})",
+       "messages[0].content[0].citations.enabled", "citations"},
+      {R"({"type":"document","source":{"type":"text","data":"x"},"title":3})",
+       "messages[0].content[0].title", "a string"},
+      {R"({"type":"document","source":{"type":"text","data":"x"},"author":"me"})",
+       "messages[0].content[0].author", "author"},
+  };
+  for (const auto& c : cases) {
+    const ApiError e = Error(UserBlocks(c.block));
+    EXPECT_EQ(e.http_status, 400) << c.block;
+    EXPECT_EQ(e.param, c.param) << c.block << ": " << e.message;
+    EXPECT_NE(e.message.find(c.says), std::string::npos) << e.message;
+  }
+  // Only a user's turn holds documents.
+  const ApiError e = Error(
+      R"({"model":"m","max_tokens":3,"system":[{"type":"document","source":{"type":"text","data":"x"}}],
+          "messages":[{"role":"user","content":"hi"}]})");
+  EXPECT_EQ(e.param, "system[0].type");
+}
+
 TEST(AnthropicRequest, UnknownFieldsAndBlocksAreRefusedByName) {
   for (const char* field :
        {"\"temprature\":1", "\"n\":2", "\"container\":\"c\"", "\"mcp_servers\":[{}]",
@@ -135,7 +211,6 @@ TEST(AnthropicRequest, UnknownFieldsAndBlocksAreRefusedByName) {
   }
   for (const char* block :
        {R"({"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="}})",
-        R"({"type":"document","source":{"type":"text","media_type":"text/plain","data":"x"}})",
         // tool_use is an assistant's block: in a user message it is refused like any other.
         R"({"type":"tool_use","id":"t","name":"n","input":{}})"}) {
     const ApiError e =

@@ -14,6 +14,7 @@ namespace promptcache {
 namespace {
 
 using openai_request::ReadModular;
+using openai_request::ReadSampling;
 using openai_request::ReadStructuredOutput;
 
 using json_fields::Contains;
@@ -46,7 +47,7 @@ bool IsEmptyContainer(const json& v) { return (v.is_array() || v.is_object()) &&
 // documented as having no effect here.
 constexpr std::string_view kCommonFields[] = {
     "model", "max_tokens", "temperature", "top_p", "seed", "stop", "n", "stream", "stream_options",
-    "presence_penalty", "frequency_penalty", "logprobs", "response_format",
+    "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "response_format",
     // Structured output: llama-server's and vLLM's fields.
     "grammar", "json_schema", "guided_json", "guided_choice",
     // Extensions.
@@ -62,7 +63,7 @@ constexpr std::string_view kChatFields[] = {
     "prediction"};
 constexpr std::string_view kCompletionFields[] = {"prompt", "echo", "best_of"};
 // Accepted only at the value that asks for nothing (ReadUnsupported). Chat reads "tools".
-constexpr std::string_view kOffValueFields[] = {"logit_bias", "tools", "functions"};
+constexpr std::string_view kOffValueFields[] = {"tools", "functions"};
 constexpr std::string_view kChatOffValueFields[] = {"function_call"};
 constexpr std::string_view kIgnoredFields[] = {
     "user", "store", "metadata", "service_tier", "safety_identifier", "prompt_cache_key",
@@ -112,8 +113,6 @@ MaybeError ReadUnsupported(const json& obj, ApiKind kind) {
   const json* v = nullptr;
   v = Find(obj, "suffix");
   PC_RETURN_IF_API_ERROR(RejectUnless(obj, "suffix", v && v->is_string() && v->empty(), "suffix"));
-  v = Find(obj, "logit_bias");
-  PC_RETURN_IF_API_ERROR(RejectUnless(obj, "logit_bias", v && IsEmptyContainer(*v), "logit_bias"));
   if (kind == ApiKind::kCompletion) {
     v = Find(obj, "tools");
     PC_RETURN_IF_API_ERROR(RejectUnless(obj, "tools", v && IsEmptyContainer(*v), "tools"));
@@ -345,39 +344,6 @@ MaybeError ReadStop(const json& obj, std::vector<std::string>* out) {
     if (!s.is_string()) return WrongType("stop[" + std::to_string(i) + "]", "a string", s);
     if (!s.get<std::string>().empty()) out->push_back(s.get<std::string>());
   }
-  return std::nullopt;
-}
-
-MaybeError ReadSampling(const json& obj, SamplingParams* s) {
-  // OpenAI's defaults for its own fields; the extensions default to off.
-  s->temperature = 1.0f;
-  s->top_p = 1.0f;
-  s->top_k = 0;
-  s->min_p = 0.0f;
-  PC_RETURN_IF_API_ERROR(ReadFloat(obj, "temperature", 0, 2, &s->temperature));
-  PC_RETURN_IF_API_ERROR(ReadFloat(obj, "top_p", 0, 1, &s->top_p));
-  if (s->top_p == 0) {  // OpenAI accepts 0: only the most likely token is left
-    s->temperature = 0;
-    s->top_p = 1;
-  }
-  PC_RETURN_IF_API_ERROR(ReadFloat(obj, "presence_penalty", -2, 2, &s->presence_penalty));
-  PC_RETURN_IF_API_ERROR(ReadFloat(obj, "frequency_penalty", -2, 2, &s->frequency_penalty));
-  PC_RETURN_IF_API_ERROR(ReadFloat(obj, "min_p", 0, 1, &s->min_p));
-  PC_RETURN_IF_API_ERROR(ReadFloat(obj, "repeat_penalty", 0.01, 100, &s->repeat_penalty));
-  std::optional<int64_t> v;
-  PC_RETURN_IF_API_ERROR(ReadInt(obj, "top_k", 0, 1 << 30, &v));
-  if (v) s->top_k = static_cast<int>(*v);
-  v.reset();
-  PC_RETURN_IF_API_ERROR(ReadInt(obj, "repeat_last_n", -1, 1 << 30, &v));
-  if (v) s->repeat_last_n = static_cast<int>(*v);
-  v.reset();
-  PC_RETURN_IF_API_ERROR(ReadInt(obj, "seed", std::numeric_limits<int64_t>::min(),
-                                 std::numeric_limits<int64_t>::max(), &v));
-  if (v) {
-    // SamplingParams reads seed 0 as "random"; a client that sends 0 wants a fixed seed.
-    s->seed = *v == 0 ? 0x9E3779B97F4A7C15ull : static_cast<uint64_t>(*v);
-  }
-  if (Status st = s->Validate(); !st.ok()) return ApiError::BadRequest(st.message());
   return std::nullopt;
 }
 

@@ -175,6 +175,9 @@ std::optional<ApiError> ParsePrefixRequest(std::string_view body, PrefixRequest*
 // or '/'.
 bool LooksLikePml(std::string_view text);
 
+// The 400 for a logit_bias token id at or above `vocab_size` (the parser cannot know the model).
+std::optional<ApiError> CheckLogitBias(const SamplingParams& sampling, int vocab_size);
+
 // With segments resolved (the request's cache_segments, else the server's default): the error for
 // "recompute" or "evaluate" on a plain prompt without segments, which they do not apply to.
 std::optional<ApiError> CheckSegmentFields(const ApiRequest& request, bool segments);

@@ -1,7 +1,8 @@
 // Parts of the OpenAI request parser (server/openai_request.cc) kept in files of their own:
-// the structured-output fields (structured_output_request.cc) and the modular extension
-// (modular_request.cc). Server-internal; each reads its fields of the parsed body into `out`
-// and returns the ApiError naming the first bad one.
+// the sampling fields (sampling_request.cc), the structured-output fields
+// (structured_output_request.cc) and the modular extension (modular_request.cc). Server-internal;
+// each reads its fields of the parsed body into `out` and returns the ApiError naming the first bad
+// one.
 #pragma once
 
 #include "server/json_fields.h"
@@ -15,6 +16,10 @@ using json_fields::json;
 using json_fields::MaybeError;
 using json_fields::ReadBool;
 using json_fields::WrongType;
+
+// The sampling fields into *s, OpenAI's defaults for the rest (temperature 1, top_p 1, no
+// top-k or min-p); logit_bias ids are checked against the vocabulary later (CheckLogitBias).
+MaybeError ReadSampling(const json& obj, SamplingParams* s);
 
 // At most one of response_format (json_object / json_schema), grammar, json_schema,
 // guided_json and guided_choice, compiled into out->grammar. `ordered`: the body with its keys

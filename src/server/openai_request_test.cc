@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -87,6 +88,61 @@ TEST(OpenAiRequest, SeedZeroIsAFixedSeedNotARandomOne) {
   EXPECT_EQ(
       Chat(R"({"model":"m","messages":[{"role":"user","content":"x"}],"seed":-1})").sampling.seed,
       ~uint64_t(0));
+}
+
+TEST(OpenAiRequest, LogitBiasMapsTokenIdsToBiases) {
+  ApiRequest r = Chat(R"({"model":"m","messages":[{"role":"user","content":"x"}],
+      "logit_bias":{"5":-100,"12":2.5,"0":100,"7":null}})");
+  std::vector<std::pair<int32_t, float>> got;
+  for (const LogitBias& b : r.sampling.logit_bias) got.push_back({b.token, b.bias});
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (std::vector<std::pair<int32_t, float>>{{0, 100.0f}, {5, -100.0f}, {12, 2.5f}}));
+  EXPECT_TRUE(
+      Completion(R"({"model":"m","prompt":"x","logit_bias":{}})").sampling.logit_bias.empty());
+  EXPECT_EQ(
+      Completion(R"({"model":"m","prompt":"x","logit_bias":{"3":1}})").sampling.logit_bias.size(),
+      1u);
+  // Each problem is a 400 naming logit_bias and saying what is wrong.
+  const struct {
+    const char* bias;
+    const char* says;
+  } bad[] = {
+      {R"({"abc":1})", "'abc' is not a token id"},
+      {R"({"-3":1})", "'-3' is not a token id"},
+      {R"({"1.5":1})", "'1.5' is not a token id"},
+      {R"({"":1})", "'' is not a token id"},
+      {R"({"99999999999":1})", "is not a token id"},
+      {R"({"3":"high"})", "'logit_bias.3' must be a number"},
+      {R"({"3":true})", "'logit_bias.3' must be a number"},
+      {R"({"3":100.5})", "between -100 and 100, got 100.5"},
+      {R"({"3":-101})", "between -100 and 100, got -101"},
+      {R"({"7":1,"007":2})", "token 7 twice"},
+      {R"([[3,1]])", "must be an object"},
+      {R"(5)", "must be an object"},
+  };
+  for (const auto& c : bad) {
+    const std::string body =
+        std::string(R"({"model":"m","messages":[{"role":"user","content":"x"}],"logit_bias":)") +
+        c.bias + "}";
+    ApiError e = ChatError(body);
+    EXPECT_EQ(e.http_status, 400) << c.bias;
+    EXPECT_EQ(e.param.rfind("logit_bias", 0), 0u) << c.bias << ": " << e.param;
+    EXPECT_NE(e.message.find(c.says), std::string::npos) << c.bias << ": " << e.message;
+  }
+  std::string many = R"({"model":"m","prompt":"x","logit_bias":{)";
+  for (size_t i = 0; i <= kMaxLogitBias; ++i)
+    many += (i ? ",\"" : "\"") + std::to_string(i) + "\":1";
+  ApiError e = CompletionError(many + "}}");
+  EXPECT_NE(e.message.find("1025 entries, at most 1024"), std::string::npos) << e.message;
+  // The vocabulary is the route's check.
+  SamplingParams s;
+  s.logit_bias = {{3, 1.0f}, {511, -1.0f}};
+  EXPECT_FALSE(CheckLogitBias(s, 512));
+  s.logit_bias.push_back({512, 1.0f});
+  std::optional<ApiError> out = CheckLogitBias(s, 512);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->param, "logit_bias");
+  EXPECT_NE(out->message.find("'512' is outside the vocabulary of 512 tokens"), std::string::npos);
 }
 
 TEST(OpenAiRequest, TopPZeroMeansGreedy) {
@@ -263,7 +319,7 @@ TEST(OpenAiRequest, BadCompletionRequests) {
       {R"({"model":"m","prompt":"x","max_completion_tokens":2})", "max_completion_tokens"},
       {R"({"model":"m","prompt":"x","schema":"s","n":2})", "n"},
       {R"({"model":"m","prompt":"x","suffix":"end"})", "suffix"},
-      {R"({"model":"m","prompt":"x","logit_bias":{"1":5}})", "logit_bias"},
+      {R"({"model":"m","prompt":"x","logit_bias":[[1,5]]})", "logit_bias"},
   };
   for (const BadCase& c : cases) {
     ApiError e = CompletionError(c.body);
@@ -333,7 +389,7 @@ const FieldCase kFields[] = {
     {"echo", "true", false, true, kYes},
     {"best_of", "1", false, true, kYes},  // = n; other values are refused
     {"suffix", "\"end\"", false, true, kOff},
-    {"logit_bias", "{\"1\":5}", true, true, kOff},
+    {"logit_bias", "{\"1\":5}", true, true, kYes},
     {"response_format", "{\"type\":\"json_object\"}", true, true, kYes},
     {"tools", "[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]", true, false, kYes},
     {"tool_choice", "\"auto\"", true, false, kYes},  // "required" needs tools

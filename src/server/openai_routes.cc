@@ -459,6 +459,7 @@ std::optional<ApiError> ParseCompletionCall(Call& call, ApiKind kind, ApiRequest
                                     ? ParseChatRequest(call.req.body, server.limits(), r)
                                     : ParseCompletionRequest(call.req.body, server.limits(), r);
   if (!err && !r->model.empty()) err = server.CheckModel(r->model);
+  if (!err) err = CheckLogitBias(r->sampling, call.engine().model().tokenizer().vocab_size());
   if (!err && kind == ApiKind::kChat) err = ApplyToolChoice(server.encoder().tool_format(), r);
   if (!err && !r->reasoning_effort.empty() && !server.encoder().reads_reasoning_effort()) {
     err = ApiError::BadRequest(

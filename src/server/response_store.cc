@@ -3,7 +3,8 @@
 namespace promptcache {
 
 void ResponseStore::Put(const std::string& id, Entry entry) {
-  const size_t bytes = entry.messages.dump().size() + entry.response.dump().size() + id.size();
+  const size_t bytes = entry.messages.dump().size() + entry.response.dump().size() +
+                       entry.input_items.dump().size() + id.size();
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = slots_.find(id); it != slots_.end()) {
     bytes_ -= it->second.bytes;
@@ -29,6 +30,16 @@ std::optional<ResponseStore::Entry> ResponseStore::Get(const std::string& id,
   if (it == slots_.end() || it->second.entry.tenant != tenant) return std::nullopt;
   lru_.splice(lru_.begin(), lru_, it->second.lru);
   return it->second.entry;
+}
+
+bool ResponseStore::Erase(const std::string& id, const std::string& tenant) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = slots_.find(id);
+  if (it == slots_.end() || it->second.entry.tenant != tenant) return false;
+  bytes_ -= it->second.bytes;
+  lru_.erase(it->second.lru);
+  slots_.erase(it);
+  return true;
 }
 
 size_t ResponseStore::size() const {

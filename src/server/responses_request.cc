@@ -1,6 +1,9 @@
 #include "server/responses_request.h"
 
+#include <algorithm>
 #include <initializer_list>
+#include <iterator>
+#include <vector>
 
 #include "server/json_fields.h"
 
@@ -320,6 +323,24 @@ MaybeError ReadResponsesFields(const ojson& obj, ResponsesRequest* out) {
   return std::nullopt;
 }
 
+// An input item as the Responses API lists it: typed, a message's content as parts.
+ojson AsItem(const ojson& item) {
+  ojson out = item;
+  if (!out.contains("type")) {
+    // Keys in OpenAI's order: id (added later), type, role, content, status.
+    out = ojson::object();
+    out["type"] = "message";
+    for (const auto& [key, value] : item.items()) out[key] = value;
+  }
+  if (out["type"] != "message") return out;
+  if (out["content"].is_string()) {
+    const char* part = out["role"] == "assistant" ? "output_text" : "input_text";
+    out["content"] = ojson::array({{{"type", part}, {"text", out["content"]}}});
+  }
+  if (!out.contains("status")) out["status"] = "completed";
+  return out;
+}
+
 MaybeError Translate(const ojson& obj, ResponsesRequest* out) {
   out->chat = ojson::object();
   for (const auto& [key, value] : obj.items()) {
@@ -370,14 +391,31 @@ MaybeError Translate(const ojson& obj, ResponsesRequest* out) {
   if (input == nullptr) return ApiError::BadRequest("'input' is required", "input");
   if (input->is_string()) {
     out->input_messages.push_back({{"role", "user"}, {"content", *input}});
+    out->input_items.push_back(AsItem({{"role", "user"}, {"content", *input}}));
   } else if (input->is_array()) {
     for (size_t i = 0; i < input->size(); ++i) {
       PC_RETURN_IF_API_ERROR(AddItem((*input)[i], "input[" + std::to_string(i) + "]",
                                      ojson::array(), &out->input_messages));
+      out->input_items.push_back(AsItem((*input)[i]));
     }
   } else {
     return WrongType("input", "a string or an array of items", *input);
   }
+  return std::nullopt;
+}
+
+ApiError BadQuery(const std::string& param, const std::string& message) {
+  return ApiError::BadRequest(message, param);
+}
+
+// The query's one value of `key`, or null; a key given twice is the 400.
+MaybeError QueryValue(const std::multimap<std::string, std::string>& query, const char* key,
+                      const std::string** out) {
+  *out = nullptr;
+  auto [lo, hi] = query.equal_range(key);
+  if (lo == hi) return std::nullopt;
+  if (std::next(lo) != hi) return BadQuery(key, "'" + std::string(key) + "' is given twice");
+  *out = &lo->second;
   return std::nullopt;
 }
 
@@ -392,6 +430,60 @@ std::optional<ApiError> ParseResponsesRequest(std::string_view body, ResponsesRe
     if (!obj.is_object()) return WrongType("body", "a JSON object", obj);
     return Translate(obj, out);
   });
+}
+
+std::optional<ApiError> InputItemsPage(const ojson& items,
+                                       const std::multimap<std::string, std::string>& query,
+                                       ojson* out) {
+  for (const auto& [key, value] : query) {
+    if (key != "limit" && key != "order" && key != "after" && key != "include" &&
+        key != "include[]") {
+      return BadQuery(key, "'" + key +
+                               "' is not a parameter of input_items (limit, order, "
+                               "after and include are)");
+    }
+  }
+  const std::string* v = nullptr;
+  size_t limit = 20;
+  PC_RETURN_IF_API_ERROR(QueryValue(query, "limit", &v));
+  if (v != nullptr) {
+    const bool digits =
+        !v->empty() && v->size() <= 3 && v->find_first_not_of("0123456789") == std::string::npos;
+    limit = digits ? std::stoul(*v) : 0;
+    if (limit < 1 || limit > 100) {
+      return BadQuery("limit", "'limit' must be an integer from 1 to 100, got '" + *v + "'");
+    }
+  }
+  PC_RETURN_IF_API_ERROR(QueryValue(query, "order", &v));
+  if (v != nullptr && *v != "asc" && *v != "desc") {
+    return BadQuery("order", "'order' must be 'asc' or 'desc', got '" + *v + "'");
+  }
+  const bool ascending = v != nullptr && *v == "asc";
+  std::vector<const ojson*> ordered;
+  for (const ojson& item : items) ordered.push_back(&item);
+  if (!ascending) std::reverse(ordered.begin(), ordered.end());
+  size_t start = 0;
+  PC_RETURN_IF_API_ERROR(QueryValue(query, "after", &v));
+  if (v != nullptr) {
+    auto it = std::find_if(ordered.begin(), ordered.end(),
+                           [v](const ojson* item) { return item->value("id", ojson()) == *v; });
+    if (it == ordered.end()) {
+      return BadQuery("after",
+                      "'after' is '" + *v + "', which is not an input item of this response");
+    }
+    start = static_cast<size_t>(it - ordered.begin()) + 1;
+  }
+  const size_t end = std::min(ordered.size(), start + limit);
+  ojson data = ojson::array();
+  for (size_t i = start; i < end; ++i) data.push_back(*ordered[i]);
+  const ojson first = data.empty() ? ojson() : data.front()["id"];
+  const ojson last = data.empty() ? ojson() : data.back()["id"];
+  *out = {{"object", "list"},
+          {"data", std::move(data)},
+          {"first_id", first},
+          {"last_id", last},
+          {"has_more", end < ordered.size()}};
+  return std::nullopt;
 }
 
 nlohmann::ordered_json SpliceHistory(const ResponsesRequest& r, const ojson& history) {

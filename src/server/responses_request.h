@@ -8,6 +8,7 @@
 // Pure functions, unit-testable without a server.
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -24,6 +25,10 @@ struct ResponsesRequest {
   nlohmann::ordered_json chat;
   // This request's input items as chat messages (what a later continuation replays).
   nlohmann::ordered_json input_messages = nlohmann::ordered_json::array();
+  // The input as Responses items, in order (GET /v1/responses/{id}/input_items): a string input
+  // is one user message; a message's string content becomes one input_text (output_text for an
+  // assistant's) part. Items keep the id the client gave; the route gives the others one.
+  nlohmann::ordered_json input_items = nlohmann::ordered_json::array();
   std::string previous_response_id;
   bool store = true;
   bool stream = false;
@@ -39,5 +44,14 @@ std::optional<ApiError> ParseResponsesRequest(std::string_view body, ResponsesRe
 // instructions and before this request's input.
 nlohmann::ordered_json SpliceHistory(const ResponsesRequest& r,
                                      const nlohmann::ordered_json& history);
+
+// GET /v1/responses/{id}/input_items: `items` (in input order, each with an id) as OpenAI's list
+// object {"object": "list", "data", "first_id", "last_id", "has_more"}, paged by the query's
+// `limit` (1 to 100, default 20), `order` ("asc", or "desc": the default, newest first) and
+// `after` (an item id: the page starts after it). `include` is accepted and has no effect. The
+// error: a 400 naming the bad parameter (an unknown one included).
+std::optional<ApiError> InputItemsPage(const nlohmann::ordered_json& items,
+                                       const std::multimap<std::string, std::string>& query,
+                                       nlohmann::ordered_json* out);
 
 }  // namespace promptcache

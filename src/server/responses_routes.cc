@@ -1,7 +1,7 @@
-// POST /v1/responses and GET /v1/responses/{id}: OpenAI's Responses API over the chat route's
-// machinery. The request is read as a chat request (server/responses_request.h), the stored
-// conversation of previous_response_id spliced in, and the result answered as a response
-// object or as its typed event stream (server/responses_response.h).
+// POST /v1/responses, GET and DELETE /v1/responses/{id}, GET /v1/responses/{id}/input_items:
+// OpenAI's Responses API over the chat route's machinery. The request is read as a chat request
+// (server/responses_request.h), the stored conversation of previous_response_id spliced in, and the
+// result answered as a response object or as its typed event stream (server/responses_response.h).
 
 #include "model/model.h"
 #include "server/json_fields.h"
@@ -28,7 +28,20 @@ void Remember(ServerContext& server, const std::string& tenant, const ResponsesM
     messages.push_back(sent[i]);
   }
   messages.push_back(AssistantMessage(meta, result));
-  server.responses().Put(meta.id, {std::move(messages), response, tenant});
+  ojson items = meta.request->input_items;
+  for (ojson& item : items) {
+    if (item.contains("id")) continue;
+    // Keys in OpenAI's order: the id first.
+    ojson with_id = {{"id", (item["type"] == "message" ? "msg_" : "item_") + RandomHex(32)}};
+    for (const auto& [key, value] : item.items()) with_id[key] = value;
+    item = std::move(with_id);
+  }
+  server.responses().Put(meta.id, {std::move(messages), response, tenant, std::move(items)});
+}
+
+ApiError ResponseNotFound(const std::string& id) {
+  return MakeError(404, "Response with id '" + id + "' not found.", "invalid_request_error",
+                   "not_found");
 }
 
 // One streamed response: its events as the text arrives.
@@ -271,6 +284,7 @@ void HandleResponses(Call& call) {
   std::optional<ApiError> err = ParseChatRequest(Dump(chat), server.limits(), &r);
   if (err) return call.Fail(AsResponsesError(*err));
   if (!r.model.empty()) err = server.CheckModel(r.model);
+  if (!err) err = CheckLogitBias(r.sampling, call.engine().model().tokenizer().vocab_size());
   if (!err) err = ApplyToolChoice(server.encoder().tool_format(), &r);
   if (!err && !r.reasoning_effort.empty() && !server.encoder().reads_reasoning_effort()) {
     err = ApiError::BadRequest(
@@ -330,11 +344,25 @@ void HandleResponses(Call& call) {
 void HandleResponseGet(Call& call) {
   std::optional<ResponseStore::Entry> e =
       call.server.responses().Get(call.PathParam(), call.tenant());
-  if (!e) {
-    return call.Fail(MakeError(404, "Response with id '" + call.PathParam() + "' not found.",
-                               "invalid_request_error", "not_found"));
-  }
+  if (!e) return call.Fail(ResponseNotFound(call.PathParam()));
   call.SendJson(e->response);
+}
+
+void HandleResponseDelete(Call& call) {
+  const std::string id = call.PathParam();
+  if (!call.server.responses().Erase(id, call.tenant())) return call.Fail(ResponseNotFound(id));
+  call.SendJson({{"id", id}, {"object", "response"}, {"deleted", true}});
+}
+
+void HandleResponseInputItems(Call& call) {
+  std::optional<ResponseStore::Entry> e =
+      call.server.responses().Get(call.PathParam(), call.tenant());
+  if (!e) return call.Fail(ResponseNotFound(call.PathParam()));
+  ojson page;
+  if (std::optional<ApiError> err = InputItemsPage(e->input_items, call.req.params, &page)) {
+    return call.Fail(*err);
+  }
+  call.SendJson(page);
 }
 
 }  // namespace promptcache

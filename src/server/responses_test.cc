@@ -1,8 +1,11 @@
 // The Responses API's pure parts: the request's translation into a chat body
 // (server/responses_request.h) and the store's bounds (server/response_store.h).
 // Mutations caught: the LRU touch in Get removed (the recently read entry is evicted),
-// and the byte bound not counted (the third entry fits).
+// the byte bound not counted (the third entry fits), Erase ignoring the tenant.
 #include <gtest/gtest.h>
+
+#include <map>
+#include <string>
 
 #include "server/response_store.h"
 #include "server/responses_request.h"
@@ -41,6 +44,96 @@ TEST(ResponseStore, BoundsTheBytesAndKeepsTenantsApart) {
   store.Put("t", Sized(1, "team"));
   EXPECT_FALSE(store.Get("t", ""));
   EXPECT_TRUE(store.Get("t", "team"));
+}
+
+TEST(ResponseStore, EraseForgetsOnlyItsTenantsResponse) {
+  ResponseStore store(10, 1 << 20);
+  store.Put("a", Sized(10, "team"));
+  store.Put("b", Sized(10));
+  EXPECT_FALSE(store.Erase("a", ""));  // another tenant's: left alone
+  EXPECT_TRUE(store.Get("a", "team"));
+  EXPECT_TRUE(store.Erase("a", "team"));
+  EXPECT_FALSE(store.Get("a", "team"));
+  EXPECT_FALSE(store.Erase("a", "team"));
+  EXPECT_FALSE(store.Erase("missing", ""));
+  EXPECT_EQ(store.size(), 1u);
+  // Its bytes are given back: two entries of 600 fit a bound of 1300 once one is erased.
+  ResponseStore small(10, 1300);
+  small.Put("x", Sized(600));
+  small.Put("y", Sized(600));
+  ASSERT_TRUE(small.Erase("y", ""));
+  small.Put("z", Sized(600));
+  EXPECT_TRUE(small.Get("x", ""));
+  EXPECT_TRUE(small.Get("z", ""));
+}
+
+TEST(ResponsesRequest, KeepsTheInputAsItems) {
+  ResponsesRequest r;
+  ASSERT_FALSE(ParseResponsesRequest(R"({"input": "Tell me a story."})", &r));
+  EXPECT_EQ(r.input_items.dump(),
+            R"([{"type":"message","role":"user","content":[{"type":"input_text",)"
+            R"("text":"Tell me a story."}],"status":"completed"}])");
+  ASSERT_FALSE(ParseResponsesRequest(R"({"input": [
+      {"role": "user", "content": "hi"},
+      {"type": "message", "id": "msg_mine", "role": "assistant", "content": "hello"},
+      {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+      {"type": "function_call_output", "call_id": "c1", "output": "42"}]})",
+                                     &r));
+  ASSERT_EQ(r.input_items.size(), 4u);
+  EXPECT_EQ(r.input_items[0].dump(),
+            R"({"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}],)"
+            R"("status":"completed"})");
+  EXPECT_EQ(r.input_items[1]["id"], "msg_mine");
+  EXPECT_EQ(r.input_items[1]["content"][0]["type"], "output_text");
+  EXPECT_EQ(r.input_items[2]["type"], "function_call");
+  EXPECT_EQ(r.input_items[3]["output"], "42");
+}
+
+std::string Ids(const ojson& page) {
+  std::string out;
+  for (const ojson& item : page["data"]) out += item["id"].get<std::string>();
+  return out;
+}
+
+TEST(ResponsesRequest, PagesInputItems) {
+  ojson items = ojson::array();
+  for (const char* id : {"a", "b", "c", "d", "e"}) items.push_back({{"id", id}, {"type", "x"}});
+  using Query = std::multimap<std::string, std::string>;
+  ojson page;
+  ASSERT_FALSE(InputItemsPage(items, {}, &page));
+  EXPECT_EQ(Ids(page), "edcba");  // newest first by default
+  EXPECT_EQ(page["object"], "list");
+  EXPECT_EQ(page["first_id"], "e");
+  EXPECT_EQ(page["last_id"], "a");
+  EXPECT_EQ(page["has_more"], false);
+  ASSERT_FALSE(InputItemsPage(items, Query{{"order", "asc"}, {"limit", "2"}}, &page));
+  EXPECT_EQ(Ids(page), "ab");
+  EXPECT_EQ(page["has_more"], true);
+  ASSERT_FALSE(
+      InputItemsPage(items, Query{{"order", "asc"}, {"limit", "2"}, {"after", "b"}}, &page));
+  EXPECT_EQ(Ids(page), "cd");
+  EXPECT_EQ(page["has_more"], true);
+  ASSERT_FALSE(InputItemsPage(items, Query{{"limit", "2"}, {"after", "b"}}, &page));
+  EXPECT_EQ(Ids(page), "a");
+  EXPECT_EQ(page["has_more"], false);
+  ASSERT_FALSE(InputItemsPage(items, Query{{"after", "a"}, {"include[]", "x"}}, &page));
+  EXPECT_EQ(page["data"].size(), 0u);
+  EXPECT_TRUE(page["first_id"].is_null());
+  ASSERT_FALSE(InputItemsPage(items, Query{{"limit", "100"}, {"order", "desc"}}, &page));
+  EXPECT_EQ(Ids(page), "edcba");
+  const struct {
+    Query query;
+    const char* param;
+  } bad[] = {{{{"limit", "0"}}, "limit"},   {{{"limit", "101"}}, "limit"},
+             {{{"limit", "x"}}, "limit"},   {{{"limit", "-1"}}, "limit"},
+             {{{"order", "up"}}, "order"},  {{{"after", "zz"}}, "after"},
+             {{{"before", "a"}}, "before"}, {{{"limit", "1"}, {"limit", "2"}}, "limit"}};
+  for (const auto& c : bad) {
+    std::optional<ApiError> err = InputItemsPage(items, c.query, &page);
+    ASSERT_TRUE(err) << c.param;
+    EXPECT_EQ(err->http_status, 400);
+    EXPECT_EQ(err->param, c.param) << err->message;
+  }
 }
 
 TEST(ResponsesRequest, TranslatesIntoAChatBody) {

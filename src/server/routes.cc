@@ -17,6 +17,8 @@ const Route kRoutes[] = {
     {"/v1/chat/completions", "POST", HandleChatCompletions, kOpenAi, kAnyKey},
     {"/v1/responses", "POST", HandleResponses, kOpenAi, kAnyKey},
     {"/v1/responses/([^/]+)", "GET", HandleResponseGet, kOpenAi, kAnyKey},
+    {"/v1/responses/([^/]+)", "DELETE", HandleResponseDelete, kOpenAi, kAnyKey},
+    {"/v1/responses/([^/]+)/input_items", "GET", HandleResponseInputItems, kOpenAi, kAnyKey},
     {"/v1/messages", "POST", HandleMessages, kAnthropic, kAnyKey},
     {"/v1/messages/count_tokens", "POST", HandleCountTokens, kAnthropic, kAnyKey},
     {"/v1/embeddings", "POST", HandleEmbeddings, kOpenAi, kAnyKey},

@@ -41,9 +41,12 @@ ApiFlavour FlavourOf(const std::string& path);
 // openai_routes.cc: POST /v1/completions, /v1/chat/completions.
 void HandleCompletions(Call& call);
 void HandleChatCompletions(Call& call);
-// responses_routes.cc: POST /v1/responses, GET /v1/responses/{id}.
+// responses_routes.cc: POST /v1/responses, GET and DELETE /v1/responses/{id},
+// GET /v1/responses/{id}/input_items.
 void HandleResponses(Call& call);
 void HandleResponseGet(Call& call);
+void HandleResponseDelete(Call& call);
+void HandleResponseInputItems(Call& call);
 // anthropic_routes.cc: POST /v1/messages, /v1/messages/count_tokens.
 void HandleMessages(Call& call);
 void HandleCountTokens(Call& call);

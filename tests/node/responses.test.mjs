@@ -1,5 +1,6 @@
-// OpenAI's Responses API (POST /v1/responses, GET /v1/responses/{id}) through the real clients:
-// the `openai` client's responses.create / retrieve (JSON and streamed), and the AI SDK's default
+// OpenAI's Responses API (POST /v1/responses, GET and DELETE /v1/responses/{id}, GET
+// /v1/responses/{id}/input_items) through the real clients: the `openai` client's
+// responses.create / retrieve / delete and inputItems.list (JSON and streamed), and the AI SDK's default
 // OpenAI provider (createOpenAI()(id) speaks the Responses API): generateText, streamText,
 // generateObject and a function tool call. stories260K with Qwen2.5's template (Hermes tool calls). Asserted: the shapes,
 // the stream's event order and that it adds up to the same response, usage, cached_tokens on a
@@ -13,7 +14,10 @@
 // function_call item's call_id differing between the stream and the response.
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
+import OpenAI from 'openai';
 import Ajv from 'ajv';
 import { z } from 'zod';
 import { zodTextFormat } from 'openai/helpers/zod';
@@ -126,6 +130,90 @@ test('store: false is not kept; an unknown previous_response_id is a 404 in Open
   const res = await server.json('POST', '/v1/responses', { model: MODEL, input: 'Hi', previous_response_id: 'resp_nope' });
   assert.equal(res.status, 404);
   assert.equal(res.body.error.type, 'invalid_request_error');
+});
+
+test('responses.delete: gone for retrieve, input_items and previous_response_id; twice is a 404', async () => {
+  const r = await client.responses.create({ model: MODEL, input: 'Hi', max_output_tokens: 4, temperature: 0 });
+  assert.equal((await client.responses.retrieve(r.id)).id, r.id);
+  // The client returns nothing for a delete; the body is OpenAI's deletion object.
+  const res = await server.json('DELETE', `/v1/responses/${r.id}`);
+  assert.equal(res.status, 200, res.text);
+  assert.deepEqual(res.body, { id: r.id, object: 'response', deleted: true });
+  await assert.rejects(client.responses.retrieve(r.id), (e) => e.status === 404);
+  await assert.rejects(client.responses.inputItems.list(r.id), (e) => e.status === 404);
+  await assert.rejects(
+    client.responses.create({ model: MODEL, input: 'More', previous_response_id: r.id }),
+    (e) => e.status === 404 && e.code === 'previous_response_not_found');
+  await assert.rejects(client.responses.delete(r.id), (e) => {
+    assert.ok(e instanceof OpenAI.NotFoundError, String(e));
+    assert.equal(e.error?.type, 'invalid_request_error');
+    assert.match(e.message, new RegExp(`Response with id '${r.id}' not found`));
+    return true;
+  });
+  // Through the client: resolves, and the response is gone.
+  const other = await client.responses.create({ model: MODEL, input: 'Hi', max_output_tokens: 2 });
+  await client.responses.delete(other.id);
+  await assert.rejects(client.responses.retrieve(other.id), (e) => e.status === 404);
+});
+
+test('responses.inputItems.list: the input items with ids, newest first, paged by limit and after', async () => {
+  const input = [
+    { role: 'user', content: 'Tell me about a cat.' },
+    { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'The cat sat.' }] },
+    { role: 'user', content: [{ type: 'input_text', text: 'And the dog?' }] },
+  ];
+  const r = await client.responses.create({ model: MODEL, input, max_output_tokens: 4, temperature: 0 });
+  const page = await client.responses.inputItems.list(r.id);
+  assert.equal(page.data.length, 3);
+  assert.equal(page.has_more, false);
+  const texts = page.data.map((i) => i.content[0].text);
+  assert.deepEqual(texts, ['And the dog?', 'The cat sat.', 'Tell me about a cat.']);
+  for (const item of page.data) {
+    assert.equal(item.type, 'message');
+    assert.match(item.id, /^msg_/);
+  }
+  assert.equal(page.data[0].role, 'user');
+  assert.deepEqual(page.data[1].content[0], { type: 'output_text', text: 'The cat sat.' });
+  assert.deepEqual(page.data[2].content, [{ type: 'input_text', text: 'Tell me about a cat.' }]);
+  assert.equal(new Set(page.data.map((i) => i.id)).size, 3);
+  // Ascending, one per page: the client's auto-pagination follows `after` to the end.
+  const seen = [];
+  for await (const item of client.responses.inputItems.list(r.id, { order: 'asc', limit: 1 })) seen.push(item.content[0].text);
+  assert.deepEqual(seen, [...texts].reverse());
+  const first = await client.responses.inputItems.list(r.id, { order: 'asc', limit: 2 });
+  assert.equal(first.has_more, true);
+  assert.equal(first.data.length, 2);
+  const raw = await server.json('GET', `/v1/responses/${r.id}/input_items?order=asc&limit=2`);
+  assert.equal(raw.body.object, 'list');
+  assert.equal(raw.body.first_id, first.data[0].id);
+  assert.equal(raw.body.last_id, first.data[1].id);
+  // A continuation lists its own input only; a string input is one user message.
+  const next = await client.responses.create({ model: MODEL, input: 'Go on.', previous_response_id: r.id, max_output_tokens: 2 });
+  const nextItems = await client.responses.inputItems.list(next.id);
+  assert.deepEqual(nextItems.data.map((i) => [i.role, i.content]), [['user', [{ type: 'input_text', text: 'Go on.' }]]]);
+  // Bad parameters are a 400 naming them; an unknown id a 404.
+  for (const [query, param] of [['limit=0', 'limit'], ['limit=101', 'limit'], ['order=up', 'order'], ['after=msg_nope', 'after']]) {
+    const bad = await server.json('GET', `/v1/responses/${r.id}/input_items?${query}`);
+    assert.equal(bad.status, 400, query);
+    assert.equal(bad.body.error.param, param);
+  }
+  await assert.rejects(client.responses.inputItems.list('resp_nope'), (e) => e.status === 404);
+});
+
+test('tenants: another tenant can neither list, delete nor continue a stored response', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'promptcache-responses-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const keys = path.join(dir, 'keys');
+  fs.writeFileSync(keys, 'key-alice alice\nkey-bob bob\n');
+  const s = await startServer(['--api-keys', keys]);
+  const alice = s.client({ apiKey: 'key-alice' });
+  const bob = s.client({ apiKey: 'key-bob' });
+  const r = await alice.responses.create({ model: MODEL, input: 'Hi', max_output_tokens: 2 });
+  await assert.rejects(bob.responses.inputItems.list(r.id), (e) => e.status === 404);
+  await assert.rejects(bob.responses.delete(r.id), (e) => e.status === 404);
+  assert.equal((await alice.responses.inputItems.list(r.id)).data.length, 1);
+  await alice.responses.delete(r.id);
+  await assert.rejects(alice.responses.retrieve(r.id), (e) => e.status === 404);
 });
 
 test('strictness: unknown fields, chat-only fields and unsupported items are a 400 naming them', async () => {
