@@ -47,6 +47,7 @@ constexpr const char* kTemplates[] = {
     R"({"content":"Hello \u00e9\u4e16 world","model":"m"})",
     R"({"model":"m","messages":[{"role":"user","content":"w?"},{"role":"assistant","content":null,"tool_calls":[{"id":"abcDEF123","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}}]},{"role":"tool","tool_call_id":"abcDEF123","name":"get_weather","content":"<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>"}],"tools":[{"type":"function","function":{"name":"get_weather","description":"d","parameters":{"type":"object","properties":{"city":{"type":"string","maxLength":9}},"required":["city"]}}}],"tool_choice":"required"})",
     R"({"model":"m","messages":[{"role":"user","content":"2+2?"},{"role":"assistant","content":"4","reasoning_content":"Easy."},{"role":"user","content":"<think> a \\n</think>\\n\\n b"}],"chat_template_kwargs":{"enable_thinking":false,"x":[1,"y",null]},"reasoning_format":"deepseek","reasoning_effort":"low"})",
+    R"({"model":"m","messages":[{"role":"user","content":"Fix it."}],"prediction":{"type":"content","content":[{"type":"text","text":"int main() {\n"},{"type":"text","text":"  return 0;\n}"}]},"max_tokens":9})",
 };
 
 const std::vector<Vocab>& Vocabs() {
@@ -183,6 +184,10 @@ void Exercise(std::string_view body) {
         inside = inside && b.token < v.tok->vocab_size();
       Check(inside == !bias, "CheckLogitBias refuses exactly the ids outside the vocabulary");
       if (bias) Check(bias->http_status == 400 && bias->param == "logit_bias", "logit_bias 400");
+      // A prediction's tokens (drafts) are the vocabulary's, and no more than its bytes.
+      const std::vector<int32_t> guesses = v.tok->EncodeContinuation(r.prediction);
+      Check(guesses.size() <= r.prediction.size(), "a prediction's tokens are at most its bytes");
+      for (int32_t t : guesses) Check(t >= 0 && t < v.tok->vocab_size(), "prediction token id");
     }
     CheckResponses(r);
   }

@@ -86,13 +86,6 @@ void Drafter::Observe(int drafted, int accepted) {
   length_ = accepted >= drafted ? std::min(options_.max, length_ * 2) : std::max(1, accepted + 1);
   backoff_ = accepted > 0 ? 0 : std::min(2 * backoff_ + 1, kMaxDraftPause);
   pause_ = backoff_;
-  recent_drafted_ += drafted;
-  recent_accepted_ += std::min(accepted, drafted);
-  if (recent_drafted_ > kRecentGuesses) {
-    recent_drafted_ /= 2;
-    recent_accepted_ /= 2;
-  }
-  if (recent_drafted_ >= 8 && 3 * recent_accepted_ < recent_drafted_) pause_ = kMaxDraftPause;
 }
 
 }  // namespace promptcache

@@ -13,9 +13,7 @@
 // about a prompt token: a third of a decode step for a 1B model at 2 threads). So the proposal's
 // length adapts to how many of the last one's guesses were confirmed, and after a proposal of
 // which none was, drafting pauses for 1, 3, 7, then 8 steps (until one is confirmed again):
-// text whose repeats mislead costs a row every few steps, not every step. And while fewer than a
-// third of the recent guesses were confirmed (the break-even at that cost), each proposal is
-// followed by the longest pause.
+// text whose repeats mislead costs a row every few steps, not every step.
 #pragma once
 
 #include <cstdint>
@@ -57,12 +55,7 @@ class Drafter {
   int length_ = 0;         // the adaptive proposal length, 1..max
   int pause_ = 0;          // steps to propose nothing (a wrong proposal's pause)
   int backoff_ = 0;        // the last pause's length: 0 after a guess was confirmed
-  // Recent guesses and those confirmed (both halved once there are more than kRecentGuesses).
-  int recent_drafted_ = 0, recent_accepted_ = 0;
 };
-
-// How many recent guesses the confirmed share is measured over.
-inline constexpr int kRecentGuesses = 32;
 
 // The longest pause after proposals none of whose guesses were confirmed.
 inline constexpr int kMaxDraftPause = 8;

@@ -107,32 +107,11 @@ TEST(Drafter, WrongGuessesPauseDraftingLongerEachTime) {
   d.Observe(1, 0);
   EXPECT_EQ(pause(), 7);
   d.Observe(1, 0);
-  EXPECT_EQ(pause(), kMaxDraftPause);  // (6 guesses so far: too few to judge the share confirmed)
-  d.Observe(2, 2);                     // confirmed guesses end the pauses
+  EXPECT_EQ(pause(), kMaxDraftPause);
+  d.Observe(2, 2);  // confirmed guesses end the pauses
   EXPECT_EQ(pause(), 0);
   d.Observe(1, 0);
   EXPECT_EQ(pause(), 1);
-}
-
-TEST(Drafter, FewConfirmedGuessesPauseDraftingLongest) {
-  // One guess in four confirmed (under a third, the break-even of a row that costs a third of a
-  // step): after 8 guesses each proposal is followed by the longest pause.
-  Drafter d({4, 2, 2}, {});
-  const Tokens text = {1, 2, 3, 4, 5, 6, 1, 2};
-  const auto pause = [&] {
-    int steps = 0;
-    while (d.Propose(text, 0, 100).empty()) ++steps;
-    return steps;
-  };
-  d.Observe(4, 1);
-  EXPECT_EQ(pause(), 0);
-  d.Observe(2, 0);
-  EXPECT_EQ(pause(), 1);
-  d.Observe(2, 1);  // 2 of 8: under a third
-  EXPECT_EQ(pause(), kMaxDraftPause);
-  d.Observe(2, 2);
-  d.Observe(4, 4);  // 8 of 14: drafting goes on at once
-  EXPECT_EQ(pause(), 0);
 }
 
 TEST(Drafter, OffProposesNothing) {
