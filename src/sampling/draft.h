@@ -10,7 +10,7 @@
 // A guess is only ever a guess: the engine keeps a token only if its own sampling picks it
 // from the logits it would have had anyway, so the output is the same with or without drafts.
 // What drafting costs is rows in the forward pass that are thrown away (on a CPU a row costs
-// about a prompt token: a third of a decode step for a 1B model at 2 threads). So the proposal's
+// about a prompt token: a quarter of a decode step for a 1B model at 2 threads). So the proposal's
 // length adapts to how many of the last one's guesses were confirmed, and after a proposal of
 // which none was, drafting pauses for 1, 3, 7, then 8 steps (until one is confirmed again):
 // text whose repeats mislead costs a row every few steps, not every step.
