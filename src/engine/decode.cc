@@ -1,7 +1,9 @@
 // The engine's per-token work (engine_impl.h): each new token's logits handled (sampled, with a
 // grammar when the request has one, then the end checks), forking n choices from one prefill,
-// prompt and generated tokens' log-probabilities, handing pieces of text to the request, and
-// finishing a choice and completing its request once the last choice finished.
+// prompt and generated tokens' log-probabilities, handing pieces of text to the request, a
+// speculative step's rows handed out in order (DeliverDrafted: the guesses its sampling
+// confirms kept), and finishing a choice and completing its request once the last choice
+// finished.
 #include <algorithm>
 #include <limits>
 
@@ -252,6 +254,40 @@ void EngineImpl::HandleLogits(Slot& s, const float* logits) {
   }
   if (end == DecodeEnd::kCancelled) s.r->cancelled = true;
   Finish(s, FinishReason(end));
+}
+
+Drafter EngineImpl::MakeDrafter(const Request& r) const {
+  if (r.req.recompute_each_step || r.embedding) return Drafter();
+  return Drafter(
+      {options_.draft_max, options_.draft_ngram_min, std::max(4, options_.draft_ngram_min)},
+      r.req.prediction);
+}
+
+void EngineImpl::DeliverDrafted(Slot& s, const float* rows) {
+  // The pass fed the pending token at P and guess i at P + i: the sequence holds all their K/V.
+  // Row i is what a step feeding guess i alone would have produced, so long as guesses 1..i
+  // are the tokens sampled before it; the first row whose sampled token is not the next guess
+  // (or the last row) ends the turn, and the K/V after its input go.
+  const int k = static_cast<int>(s.draft.size());
+  const int base = s.seq.size() - k;  // the K/V up to and including the pending token's
+  const int32_t pending_pos = s.next_pos - k - 1;
+  const size_t n_vocab = model_->config().n_vocab;
+  // Counted first: the request's result is handed over as soon as a row finishes it.
+  s.r->draft_tokens += k;
+  int accepted = 0;
+  for (int i = 0; i <= k; ++i) {
+    s.next_pos = pending_pos + i + 1;
+    s.keep_kv = base + i;
+    s.pending = -1;
+    Deliver(s, rows + size_t(i) * n_vocab);
+    if (s.finished || i == k || s.pending != s.draft[i]) break;
+    ++accepted;  // its K/V are in: nothing left to feed
+    ++s.r->accepted_draft_tokens;
+  }
+  if (!s.finished) s.seq.Truncate(base + accepted);
+  s.keep_kv = -1;
+  s.drafter.Observe(k, accepted);
+  s.draft.clear();
 }
 
 void EngineImpl::Finish(Slot& s, const std::string& reason, Status status) {

@@ -27,10 +27,11 @@
 // engine thread), modular_admission.cc (modular prompts'
 // gathering and selective recompute), segment_admission.cc (a plain prompt's segments: looked
 // up, laid in, repaired, stored, shared in flight), decode.cc (per-token handling, choices,
-// log-probabilities), cache_admin.cc (list, pin, drop, save, lookup, warm), engine_schemas.cc
-// (schema loading), savings.cc (MeasureGeneration), embedding.cc (embedding requests: prefill-only
-// sequences whose final hidden states are pooled) and prefix_sharing.cc (a prompt's prefix shared
-// in flight, and the order of prefill chunks that puts awaited ones first).
+// log-probabilities, a speculative step's rows), cache_admin.cc (list, pin, drop, save, lookup,
+// warm), engine_schemas.cc (schema loading), savings.cc (MeasureGeneration), embedding.cc
+// (embedding requests: prefill-only sequences whose final hidden states are pooled) and
+// prefix_sharing.cc (a prompt's prefix shared in flight, and the order of prefill chunks that puts
+// awaited ones first).
 #pragma once
 
 #include <atomic>

@@ -1,8 +1,9 @@
 // The engine thread (engine_impl.h): its loop (tasks, the queue in order of arrival under the
 // K/V budget, admissions), one step (a forward pass over every active sequence: decode tokens
 // first, then prefill chunks up to batch_size, those others wait for first: prefix_sharing.cc),
-// the K/V reservations that bound admission, and the requests that end without running
-// (cancelled in the queue, or failed at admission).
+// with speculative decoding's guesses after a sequence's decode token (AddDraft), the K/V
+// reservations that bound admission, and the requests that end without running (cancelled in
+// the queue, or failed at admission).
 #include <algorithm>
 #include <string>
 
@@ -247,13 +248,6 @@ void EngineImpl::AddDecodeTokens(StepBatch* batch, std::vector<Slot*>* recompute
   }
 }
 
-Drafter EngineImpl::MakeDrafter(const Request& r) const {
-  if (r.req.recompute_each_step || r.embedding) return Drafter();
-  return Drafter(
-      {options_.draft_max, options_.draft_ngram_min, std::max(4, options_.draft_ngram_min)},
-      r.req.prediction);
-}
-
 void EngineImpl::AddDraft(Slot& s, StepBatch* batch) {
   s.draft.clear();
   if (!s.drafter.enabled()) return;
@@ -269,33 +263,6 @@ void EngineImpl::AddDraft(Slot& s, StepBatch* batch) {
     batch->tokens.push_back({guess, s.next_pos++, &s.seq, true});
     batch->wants_logits.push_back({&s, -1});
   }
-}
-
-void EngineImpl::DeliverDrafted(Slot& s, const float* rows) {
-  // The pass fed the pending token at P and guess i at P + i: the sequence holds all their K/V.
-  // Row i is what a step feeding guess i alone would have produced, so long as guesses 1..i
-  // are the tokens sampled before it; the first row whose sampled token is not the next guess
-  // (or the last row) ends the turn, and the K/V after its input go.
-  const int k = static_cast<int>(s.draft.size());
-  const int base = s.seq.size() - k;  // the K/V up to and including the pending token's
-  const int32_t pending_pos = s.next_pos - k - 1;
-  const size_t n_vocab = model_->config().n_vocab;
-  // Counted first: the request's result is handed over as soon as a row finishes it.
-  s.r->draft_tokens += k;
-  int accepted = 0;
-  for (int i = 0; i <= k; ++i) {
-    s.next_pos = pending_pos + i + 1;
-    s.keep_kv = base + i;
-    s.pending = -1;
-    Deliver(s, rows + size_t(i) * n_vocab);
-    if (s.finished || i == k || s.pending != s.draft[i]) break;
-    ++accepted;  // its K/V are in: nothing left to feed
-    ++s.r->accepted_draft_tokens;
-  }
-  if (!s.finished) s.seq.Truncate(base + accepted);
-  s.keep_kv = -1;
-  s.drafter.Observe(k, accepted);
-  s.draft.clear();
 }
 
 std::vector<EngineImpl::Slot*> EngineImpl::AddPrefillChunks(StepBatch* batch) {
