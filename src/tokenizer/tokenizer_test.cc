@@ -141,9 +141,13 @@ TEST(TokenizerContinuation, NoDummyPrefix) {
       std::string bytes;
       for (int32_t id : ids) bytes += t.TokenBytes(id);
       EXPECT_EQ(bytes, text) << vocab;
-      if (vocab == kGpt2) EXPECT_EQ(ids, t.Encode(text, false));
+      if (vocab == kGpt2) {
+        EXPECT_EQ(ids, t.Encode(text, false));
+      }
     }
-    if (vocab != kGpt2) EXPECT_NE(t.EncodeContinuation("world"), t.Encode("world", false));
+    if (vocab != kGpt2) {
+      EXPECT_NE(t.EncodeContinuation("world"), t.Encode("world", false));
+    }
   }
 }
 
