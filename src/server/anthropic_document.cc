@@ -8,13 +8,6 @@
 
 namespace promptcache::anthropic_request {
 
-using json_fields::Find;
-using json_fields::json;
-using json_fields::MaybeError;
-using json_fields::OnlyKeys;
-using json_fields::Unsupported;
-using json_fields::WrongType;
-
 namespace {
 
 // Anthropic's error body has no param: the message names the field.

@@ -11,6 +11,14 @@
 
 namespace promptcache::anthropic_request {
 
+// The field readers these parts use (server/json_fields.h).
+using json_fields::Find;
+using json_fields::json;
+using json_fields::MaybeError;
+using json_fields::OnlyKeys;
+using json_fields::Unsupported;
+using json_fields::WrongType;
+
 // The request's `thinking`: enabled (with budget_tokens, at least 1024 and, with
 // `check_budget`, below max_tokens), adaptive (display "summarized") or disabled.
 json_fields::MaybeError ReadThinking(const json_fields::json& obj, AnthropicRequest* out,

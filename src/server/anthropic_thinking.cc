@@ -5,13 +5,6 @@
 
 namespace promptcache::anthropic_request {
 
-using json_fields::Find;
-using json_fields::json;
-using json_fields::MaybeError;
-using json_fields::OnlyKeys;
-using json_fields::Unsupported;
-using json_fields::WrongType;
-
 // count_tokens reads `thinking` too (it changes the prompt), but not the budget's bound.
 MaybeError ReadThinking(const json& obj, AnthropicRequest* out, bool check_budget) {
   const json* t = Find(obj, "thinking");
