@@ -116,12 +116,7 @@ Result<std::shared_ptr<EmbeddingHandle>> EngineImpl::SubmitEmbedding(EmbeddingRe
       return InvalidArgument(name + " has " + std::to_string(input.size()) +
                              " tokens; the context size is " + std::to_string(context_));
     }
-    for (int32_t t : input) {
-      if (t < 0 || t >= c.n_vocab) {
-        return InvalidArgument(name + ": token id " + std::to_string(t) +
-                               " is outside the vocabulary");
-      }
-    }
+    PC_RETURN_IF_ERROR(CheckVocabulary(input, name + ": "));
     tokens += static_cast<int64_t>(input.size());
   }
   Pooling pooling = request.pooling;

@@ -200,6 +200,15 @@ BlockKey EngineImpl::NamespaceKey(const std::string& cache_namespace) const {
   return {d[0], d[1] == 0 && d[0] == 0 ? 1 : d[1]};  // never the default's empty key
 }
 
+Status EngineImpl::CheckVocabulary(std::span<const int32_t> ids, const std::string& what) const {
+  for (int32_t t : ids) {
+    if (t < 0 || t >= model_->config().n_vocab) {
+      return InvalidArgument(what + "token id " + std::to_string(t) + " is outside the vocabulary");
+    }
+  }
+  return Status::Ok();
+}
+
 Status EngineImpl::ValidateRequest(const CompletionRequest& request) const {
   if (request.max_tokens < 0) return InvalidArgument("max_tokens must be >= 0");
   if (request.n < 1 || request.n > kMaxChoices) {
@@ -221,12 +230,7 @@ Status EngineImpl::ValidateRequest(const CompletionRequest& request) const {
     }
     end = g.end;
   }
-  for (int32_t t : request.prediction) {
-    if (t < 0 || t >= model_->config().n_vocab) {
-      return InvalidArgument("prediction token id " + std::to_string(t) +
-                             " is outside the vocabulary");
-    }
-  }
+  PC_RETURN_IF_ERROR(CheckVocabulary(request.prediction, "prediction "));
   if (request.recompute_each_step && request.prompt_logprobs) {
     return InvalidArgument("recompute_each_step does not report prompt log-probabilities");
   }
@@ -248,11 +252,7 @@ Result<std::shared_ptr<RequestHandle>> EngineImpl::Submit(CompletionRequest requ
     return InvalidArgument("the prompt has " + std::to_string(request.prompt.size()) +
                            " tokens; the context size is " + std::to_string(context_));
   }
-  for (int32_t t : request.prompt) {
-    if (t < 0 || t >= model_->config().n_vocab) {
-      return InvalidArgument("token id " + std::to_string(t) + " is outside the vocabulary");
-    }
-  }
+  PC_RETURN_IF_ERROR(CheckVocabulary(request.prompt, ""));
   PC_RETURN_IF_ERROR(ValidateRequest(request));
   auto r = std::make_shared<Request>();
   r->req = std::move(request);

@@ -42,6 +42,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 
 #include "engine/blend.h"
@@ -134,6 +135,8 @@ class EngineImpl : public Engine {
   };
 
   Status ValidateRequest(const CompletionRequest& request) const;
+  // InvalidArgument "<what>token id T is outside the vocabulary" for the first id outside it.
+  Status CheckVocabulary(std::span<const int32_t> ids, const std::string& what) const;
   // The root key of a cache namespace's prefix chains (empty for the default namespace).
   BlockKey NamespaceKey(const std::string& cache_namespace) const;
   // The K/V bytes a request reserves under kv_ram_bytes: its prompt and max_tokens (at most
