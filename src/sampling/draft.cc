@@ -51,14 +51,14 @@ std::vector<int32_t> Drafter::Propose(std::span<const int32_t> text, int generat
     out.assign(from.begin() + at, from.begin() + at + n);
   };
   generated = std::clamp(generated, 0, static_cast<int>(text.size()));
-  if (!prediction_.empty() && FollowsPrediction(text.last(generated)) &&
-      generated < static_cast<int>(prediction_.size())) {
-    take(prediction_, generated);
-    return out;
-  }
   if (!prediction_.empty()) {
-    // The caller's prediction is the only source then, and trusted down to one token: the
-    // nearest occurrence from where it was last picked up (an edit moves forward).
+    if (FollowsPrediction(text.last(generated)) &&
+        generated < static_cast<int>(prediction_.size())) {
+      take(prediction_, generated);
+      return out;
+    }
+    // The caller's prediction is the only source, and trusted down to one token: the nearest
+    // occurrence from where it was last picked up (an edit moves forward).
     for (int n = std::min<int>(options_.ngram_max, text.size()); n >= 1; --n) {
       const int j = FindRepeat(prediction_, text.last(n), resume_);
       if (j >= 0) {
@@ -69,15 +69,21 @@ std::vector<int32_t> Drafter::Propose(std::span<const int32_t> text, int generat
     }
     return out;
   }
-  for (int n = options_.ngram_max; n >= std::max(1, options_.ngram_min); --n) {
-    if (n > static_cast<int>(text.size())) continue;
-    const std::span<const int32_t> key = text.last(n);
-    const int j = FindRepeat(text, key, text.size());
-    if (j >= 0) {
-      take(text, j + n);
-      return out;
+  // Prompt lookup, in one pass back over the text: each earlier end e (a token follows it) with
+  // how many tokens before it match the text's last ones (at most ngram_max); the longest match,
+  // the most recent among equals.
+  const int least = std::max(1, options_.ngram_min);
+  const int L = static_cast<int>(text.size());
+  int best_end = -1, best_len = least - 1;
+  for (int e = L - 1; e >= least && best_len < options_.ngram_max; --e) {
+    int len = 0;
+    while (len < options_.ngram_max && len < e && text[e - 1 - len] == text[L - 1 - len]) ++len;
+    if (len > best_len) {
+      best_len = len;
+      best_end = e;
     }
   }
+  if (best_end >= 0) take(text, best_end);
   return out;
 }
 
