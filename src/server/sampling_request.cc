@@ -18,7 +18,8 @@ using json_fields::ReadInt;
 
 // OpenAI's logit_bias: an object from token ids (decimal strings) to biases in [-100, 100].
 // Whether each id is in the model's vocabulary is the route's check (CheckLogitBias).
-MaybeError ReadLogitBias(const json& obj, std::vector<LogitBias>* out) {
+MaybeError ReadLogitBias(const json& obj, SamplingParams* s) {
+  std::vector<LogitBias>* out = &s->logit_bias;
   const json* v = Find(obj, "logit_bias");
   if (v == nullptr) return std::nullopt;
   if (!v->is_object()) return WrongType("logit_bias", "an object mapping token ids to biases", *v);
@@ -50,10 +51,8 @@ MaybeError ReadLogitBias(const json& obj, std::vector<LogitBias>* out) {
     }
     out->push_back({static_cast<int32_t>(id), static_cast<float>(b)});
   }
-  // "7" and "007" name one token: Validate refuses it twice.
-  SamplingParams check;
-  check.logit_bias = *out;
-  if (Status st = check.ValidateLogitBias(); !st.ok()) {
+  // "7" and "007" name one token: Validate refuses it twice (here with the field's name).
+  if (Status st = s->ValidateLogitBias(); !st.ok()) {
     return ApiError::BadRequest(st.message(), "logit_bias");
   }
   return std::nullopt;
@@ -90,7 +89,7 @@ MaybeError ReadSampling(const json& obj, SamplingParams* s) {
     // SamplingParams reads seed 0 as "random"; a client that sends 0 wants a fixed seed.
     s->seed = *v == 0 ? 0x9E3779B97F4A7C15ull : static_cast<uint64_t>(*v);
   }
-  PC_RETURN_IF_API_ERROR(ReadLogitBias(obj, &s->logit_bias));
+  PC_RETURN_IF_API_ERROR(ReadLogitBias(obj, s));
   if (Status st = s->Validate(); !st.ok()) return ApiError::BadRequest(st.message());
   return std::nullopt;
 }
