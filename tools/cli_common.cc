@@ -85,6 +85,21 @@ void SamplingOptions::Register(CLI::App* sub) {
   sub->add_option("--min-p", params.min_p, "min-p cut (0: off)")->default_val(0.05);
   sub->add_option("--repeat-penalty", params.repeat_penalty, "repetition penalty (1: off)")
       ->default_val(1.0);
+  // llama.cpp's further samplers, with its flag names.
+  sub->add_option("--typical", params.typical_p, "locally typical sampling (1: off)");
+  sub->add_option("--top-n-sigma", params.top_n_sigma,
+                  "keep logits within N standard deviations of the best (-1: off)");
+  sub->add_option("--xtc-probability", params.xtc_probability,
+                  "XTC: chance per token of removing the top choices (0: off)");
+  sub->add_option("--xtc-threshold", params.xtc_threshold,
+                  "XTC: how probable a token must be to count as a top choice");
+  sub->add_option("--dynatemp-range", params.dynatemp_range,
+                  "dynamic temperature: temp +/- this by the entropy (0: off)");
+  sub->add_option("--dynatemp-exp", params.dynatemp_exponent, "dynamic temperature's exponent");
+  sub->add_option("--min-keep", params.min_keep, "the fewest tokens a cut may leave");
+  sub->add_option("--mirostat", params.mirostat, "Mirostat 1 or 2 instead of the cuts (0: off)");
+  sub->add_option("--mirostat-ent", params.mirostat_tau, "Mirostat's target surprise in bits");
+  sub->add_option("--mirostat-lr", params.mirostat_eta, "Mirostat's learning rate");
   sub->add_option("--stop", stop, "stop string (repeatable)");
   sub->add_flag("--ignore-eos", ignore_eos, "keep generating after end-of-generation tokens");
 }

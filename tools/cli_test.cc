@@ -431,6 +431,8 @@ TEST_F(CliTest, BadFlagsAndPromptsGiveOneLineErrors) {
   ExpectOneLineError(m + " -p hi --temp -1", "temperature");
   ExpectOneLineError(m + " -p hi --top-p 2", "top_p");
   ExpectOneLineError(m + " -p hi --min-p -0.5", "min_p");
+  ExpectOneLineError(m + " -p hi --mirostat 3", "mirostat");
+  ExpectOneLineError(m + " -p hi --typical 0", "typical_p");
   ExpectOneLineError(m + " -p hi -n -3", "-n");
   ExpectOneLineError(m + " -p hi -t -1", "--threads");
   ExpectOneLineError(m + " -p hi --kv-type q4", "--kv-type");

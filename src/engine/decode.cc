@@ -94,6 +94,7 @@ const std::shared_ptr<const VocabTrie>& EngineImpl::Trie() {
 
 int32_t EngineImpl::SampleConstrained(Slot& s, const float* logits) {
   const int n_vocab = model_->config().n_vocab;
+  const float mu = s.decode.sampler().mirostat_mu();
   const int32_t first = s.decode.Sample(logits, n_vocab, s.tokens);
   // What free generation does not do, from here on, counts as the grammar's cost.
   const Clock::time_point start = Clock::now();
@@ -116,6 +117,7 @@ int32_t EngineImpl::SampleConstrained(Slot& s, const float* logits) {
     }
   }
   if (!any) return -1;
+  s.decode.sampler().set_mirostat_mu(mu);  // the first draw is not the step's token
   const int32_t next = s.decode.Sample(masked_.data(), n_vocab, s.tokens);
   return mask[next] ? next : -1;
 }

@@ -27,6 +27,10 @@ constexpr std::pair<const char*, const char*> kOptions[] = {
     {"repeat_last_n", "repeat_last_n"},
     {"presence_penalty", "presence_penalty"},
     {"frequency_penalty", "frequency_penalty"},
+    {"typical_p", "typical_p"},
+    {"mirostat", "mirostat"},
+    {"mirostat_tau", "mirostat_tau"},
+    {"mirostat_eta", "mirostat_eta"},
 };
 
 // The body as an object keeping its key order (tool schemas and arguments are rendered in it).

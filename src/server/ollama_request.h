@@ -7,8 +7,9 @@
 // tool_name) become chat messages; `tools` the chat route's tools (tool_choice auto, as Ollama
 // has no tool_choice); `format` "json" response_format json_object, a schema json_schema;
 // `options` the sampling fields (temperature, top_p, top_k, min_p, seed, num_predict -> max_tokens,
-// stop, repeat_penalty, repeat_last_n, presence_penalty, frequency_penalty). Other options
-// (num_ctx, num_thread, mirostat, ...) are ignored, as Ollama ignores options that do not apply.
+// stop, repeat_penalty, repeat_last_n, presence_penalty, frequency_penalty, typical_p, mirostat,
+// mirostat_tau, mirostat_eta). Other options (num_ctx, num_thread, ...) are ignored, as Ollama
+// ignores options that do not apply.
 // /api/generate's prompt (with `system`) is one user turn through the chat template, or with
 // "raw": true the prompt text as it is. `keep_alive` is accepted and means nothing here (the one
 // model stays loaded). `think` (true/false) switches a template's thinking where it has a

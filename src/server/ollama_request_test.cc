@@ -32,7 +32,8 @@ TEST(OllamaRequest, ChatStreamsByDefaultAndMapsOptions) {
   const OllamaRequest r = Chat(
       R"({"model":"m","messages":[{"role":"user","content":"hi"}],"keep_alive":"5m",
           "options":{"temperature":0.5,"top_k":7,"seed":3,"num_predict":9,"stop":["x"],
-          "repeat_penalty":1.1,"num_ctx":4096,"mirostat":0}})");
+          "repeat_penalty":1.1,"num_ctx":4096,"mirostat":2,"mirostat_tau":4,
+          "mirostat_eta":0.2,"typical_p":0.7}})");
   EXPECT_TRUE(r.stream);
   EXPECT_TRUE(r.chat);
   EXPECT_EQ(r.model, "m");
@@ -41,6 +42,10 @@ TEST(OllamaRequest, ChatStreamsByDefaultAndMapsOptions) {
   EXPECT_EQ(r.api.messages[0].content, "hi");
   EXPECT_FLOAT_EQ(r.api.sampling.temperature, 0.5f);
   EXPECT_EQ(r.api.sampling.top_k, 7);
+  EXPECT_EQ(r.api.sampling.mirostat, 2);
+  EXPECT_FLOAT_EQ(r.api.sampling.mirostat_tau, 4.0f);
+  EXPECT_FLOAT_EQ(r.api.sampling.mirostat_eta, 0.2f);
+  EXPECT_FLOAT_EQ(r.api.sampling.typical_p, 0.7f);
   EXPECT_EQ(r.api.max_tokens, 9);
   EXPECT_EQ(r.api.stop, std::vector<std::string>{"x"});
   EXPECT_FALSE(

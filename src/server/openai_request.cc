@@ -13,6 +13,7 @@
 namespace promptcache {
 namespace {
 
+using openai_request::ReadDryBreakers;
 using openai_request::ReadModular;
 using openai_request::ReadSampling;
 using openai_request::ReadStructuredOutput;
@@ -53,6 +54,10 @@ constexpr std::string_view kCommonFields[] = {
     // Extensions.
     "top_k", "min_p", "repeat_penalty", "repeat_last_n", "ignore_eos", "cache", "cache_map",
     "schema", "modules", "pml", "positions", "recompute", "evaluate", "cache_segments",
+    // llama-server's further samplers (sampling_request.cc).
+    "typical_p", "top_n_sigma", "xtc_probability", "xtc_threshold", "min_keep", "dynatemp_range",
+    "dynatemp_exponent", "mirostat", "mirostat_tau", "mirostat_eta", "dry_multiplier", "dry_base",
+    "dry_allowed_length", "dry_penalty_last_n", "dry_sequence_breakers",
     // vLLM's: the prefix cache's namespace (server/tenants.h).
     "cache_salt"};
 constexpr std::string_view kChatFields[] = {
@@ -410,6 +415,7 @@ MaybeError ParseCommon(const json& obj, const ojson* ordered, const RequestLimit
   PC_RETURN_IF_API_ERROR(
       ReadMaxTokens(obj, limits, out->echo && out->logprobs >= 0 ? 0 : 1, &out->max_tokens));
   PC_RETURN_IF_API_ERROR(ReadSampling(obj, &out->sampling));
+  PC_RETURN_IF_API_ERROR(ReadDryBreakers(obj, &out->dry_breakers));
   PC_RETURN_IF_API_ERROR(ReadStop(obj, &out->stop));
   PC_RETURN_IF_API_ERROR(ReadStreamAndExtensions(obj, out));
   return ReadModular(obj, out);

@@ -88,6 +88,9 @@ struct ApiRequest {
   std::shared_ptr<const Grammar> grammar;
   std::string grammar_field;  // the field it came from
   SamplingParams sampling;    // OpenAI defaults: temperature 1, top_p 1, no top-k/min-p
+  // DRY's sequence breakers as text (llama-server's defaults unless the request names others);
+  // the route turns them into sampling.dry_breakers with the model's vocabulary.
+  std::vector<std::string> dry_breakers = {"\n", ":", "\"", "*"};
   std::vector<std::string> stop;
   bool ignore_eos = false;  // extension
   bool stream = false;

@@ -20,6 +20,8 @@ using json_fields::WrongType;
 // The sampling fields into *s, OpenAI's defaults for the rest (temperature 1, top_p 1, no
 // top-k or min-p); logit_bias ids are checked against the vocabulary later (CheckLogitBias).
 MaybeError ReadSampling(const json& obj, SamplingParams* s);
+// llama-server's dry_sequence_breakers: strings, tokenized by the route (DryBreakerSequences).
+MaybeError ReadDryBreakers(const json& obj, std::vector<std::string>* out);
 
 // At most one of response_format (json_object / json_schema), grammar, json_schema,
 // guided_json and guided_choice, compiled into out->grammar. `ordered`: the body with its keys

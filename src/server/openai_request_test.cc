@@ -70,6 +70,63 @@ TEST(OpenAiRequest, ChatReadsEveryField) {
   EXPECT_TRUE(r.pin);
 }
 
+TEST(OpenAiRequest, ReadsLlamaServersFurtherSamplers) {
+  ApiRequest r = Chat(R"({"model":"m","messages":[{"role":"user","content":"x"}],
+      "typical_p":0.9,"top_n_sigma":1.5,"xtc_probability":0.5,"xtc_threshold":0.2,
+      "min_keep":3,"dynatemp_range":0.4,"dynatemp_exponent":2,"mirostat":2,
+      "mirostat_tau":4.5,"mirostat_eta":0.2})");
+  EXPECT_FLOAT_EQ(r.sampling.typical_p, 0.9f);
+  EXPECT_FLOAT_EQ(r.sampling.top_n_sigma, 1.5f);
+  EXPECT_FLOAT_EQ(r.sampling.xtc_probability, 0.5f);
+  EXPECT_FLOAT_EQ(r.sampling.xtc_threshold, 0.2f);
+  EXPECT_EQ(r.sampling.min_keep, 3);
+  EXPECT_FLOAT_EQ(r.sampling.dynatemp_range, 0.4f);
+  EXPECT_FLOAT_EQ(r.sampling.dynatemp_exponent, 2.0f);
+  EXPECT_EQ(r.sampling.mirostat, 2);
+  EXPECT_FLOAT_EQ(r.sampling.mirostat_tau, 4.5f);
+  EXPECT_FLOAT_EQ(r.sampling.mirostat_eta, 0.2f);
+  // llama-server's "off" values: typical_p 0 and a negative top_n_sigma.
+  r = Chat(R"({"model":"m","messages":[{"role":"user","content":"x"}],"typical_p":0,
+      "top_n_sigma":-1})");
+  EXPECT_FLOAT_EQ(r.sampling.typical_p, 1.0f);
+  EXPECT_FLOAT_EQ(r.sampling.top_n_sigma, -1.0f);
+  r = Chat(R"({"model":"m","messages":[{"role":"user","content":"x"}],"dry_multiplier":0.8,
+      "dry_base":1.5,"dry_allowed_length":3,"dry_penalty_last_n":64,
+      "dry_sequence_breakers":["\n","User:"]})");
+  EXPECT_FLOAT_EQ(r.sampling.dry_multiplier, 0.8f);
+  EXPECT_FLOAT_EQ(r.sampling.dry_base, 1.5f);
+  EXPECT_EQ(r.sampling.dry_allowed_length, 3);
+  EXPECT_EQ(r.sampling.dry_penalty_last_n, 64);
+  EXPECT_EQ(r.dry_breakers, (std::vector<std::string>{"\n", "User:"}));
+  // llama-server's default breakers when the request names none.
+  r = Chat(R"({"model":"m","messages":[{"role":"user","content":"x"}],"dry_multiplier":0.8})");
+  EXPECT_EQ(r.dry_breakers, (std::vector<std::string>{"\n", ":", "\"", "*"}));
+  for (const char* bad : {R"("mirostat":3)", R"("typical_p":1.5)", R"("xtc_probability":-0.1)",
+                          R"("min_keep":-1)", R"("mirostat_tau":"5")", R"("dry_base":0.5)",
+                          R"("dry_penalty_last_n":-2)", R"("dry_sequence_breakers":"x")"}) {
+    const std::string body =
+        std::string(R"({"model":"m","messages":[{"role":"user","content":"x"}],)") + bad + "}";
+    const ApiError e = ChatError(body);
+    EXPECT_EQ(e.http_status, 400) << body;
+    const std::string field = std::string(bad).substr(1, std::string(bad).find('"', 1) - 1);
+    EXPECT_EQ(e.param, field) << body << ": " << e.message;
+  }
+}
+
+TEST(OpenAiRequest, DryBreakersAreShortStrings) {
+  const std::string head = R"({"model":"m","messages":[{"role":"user","content":"x"}],)";
+  ApiError e = ChatError(head + R"("dry_sequence_breakers":["a",""]})");
+  EXPECT_EQ(e.param, "dry_sequence_breakers[1]") << e.message;
+  e = ChatError(head + R"("dry_sequence_breakers":["a",7]})");
+  EXPECT_EQ(e.param, "dry_sequence_breakers[1]") << e.message;
+  e = ChatError(head + R"("dry_sequence_breakers":[")" + std::string(65, 'x') + R"("]})");
+  EXPECT_EQ(e.param, "dry_sequence_breakers[0]") << e.message;
+  std::string many = "[";
+  for (int i = 0; i < 65; ++i) many += std::string(i ? "," : "") + "\"b\"";
+  e = ChatError(head + R"("dry_sequence_breakers":)" + many + "]}");
+  EXPECT_EQ(e.param, "dry_sequence_breakers") << e.message;
+}
+
 TEST(OpenAiRequest, MessageLevelCacheControl) {
   ApiRequest r = Chat(R"({"model":"m","messages":[
       {"role":"system","content":"s","cache_control":{"type":"ephemeral"}},
@@ -264,8 +321,8 @@ TEST(OpenAiRequest, MessagesNameTheProblem) {
   EXPECT_NE(ChatError(R"({"model":"m","messages":[{"role":"user","content":"x"}],"n":30})")
                 .message.find("between 1 and 16"),
             std::string::npos);
-  EXPECT_NE(ChatError(R"({"model":"m","messages":[{"role":"user","content":"x"}],"mirostat":2})")
-                .message.find("'mirostat' is not supported"),
+  EXPECT_NE(ChatError(R"({"model":"m","messages":[{"role":"user","content":"x"}],"tfs_z":0.9})")
+                .message.find("'tfs_z' is not supported"),
             std::string::npos);
   EXPECT_NE(ChatError(R"({"model":"m","messages":[{"role":"user","content":"x"}],
                          "json_schema":{"type":"object","properties":{"a":{"format":"color"}}}})")
@@ -422,23 +479,23 @@ const FieldCase kFields[] = {
     {"n_indent", "2", true, true, kNo},
     {"grammar", "\"root ::= \\\"a\\\"\"", true, true, kYes},
     {"json_schema", "{\"type\":\"object\"}", true, true, kYes},
-    {"mirostat", "2", true, true, kNo},
-    {"mirostat_tau", "5.0", true, true, kNo},
-    {"mirostat_eta", "0.1", true, true, kNo},
-    {"typical_p", "0.9", true, true, kNo},
+    {"mirostat", "2", true, true, kYes},
+    {"mirostat_tau", "5.0", true, true, kYes},
+    {"mirostat_eta", "0.1", true, true, kYes},
+    {"typical_p", "0.9", true, true, kYes},
     {"tfs_z", "0.9", true, true, kNo},
-    {"top_n_sigma", "1.0", true, true, kNo},
-    {"xtc_probability", "0.5", true, true, kNo},
-    {"xtc_threshold", "0.1", true, true, kNo},
-    {"dynatemp_range", "0.5", true, true, kNo},
-    {"dynatemp_exponent", "1.5", true, true, kNo},
-    {"dry_multiplier", "0.8", true, true, kNo},
-    {"dry_base", "1.75", true, true, kNo},
-    {"dry_allowed_length", "2", true, true, kNo},
-    {"dry_penalty_last_n", "64", true, true, kNo},
-    {"dry_sequence_breakers", "[\"\\n\"]", true, true, kNo},
+    {"top_n_sigma", "1.0", true, true, kYes},
+    {"xtc_probability", "0.5", true, true, kYes},
+    {"xtc_threshold", "0.1", true, true, kYes},
+    {"dynatemp_range", "0.5", true, true, kYes},
+    {"dynatemp_exponent", "1.5", true, true, kYes},
+    {"dry_multiplier", "0.8", true, true, kYes},
+    {"dry_base", "1.75", true, true, kYes},
+    {"dry_allowed_length", "2", true, true, kYes},
+    {"dry_penalty_last_n", "64", true, true, kYes},
+    {"dry_sequence_breakers", "[\"\\n\"]", true, true, kYes},
     {"penalize_nl", "true", true, true, kNo},
-    {"min_keep", "1", true, true, kNo},
+    {"min_keep", "1", true, true, kYes},
     {"samplers", "[\"top_k\"]", true, true, kNo},
     {"id_slot", "0", true, true, kNo},
     {"t_max_predict_ms", "100", true, true, kNo},

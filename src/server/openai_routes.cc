@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "model/model.h"
+#include "sampling/dry.h"
 #include "server/cache_response.h"
 #include "server/evaluate_api.h"
 #include "server/json_fields.h"
@@ -485,6 +486,11 @@ void SetRequestFields(Call& call, const ApiRequest& r, CompletionRequest* creq) 
   creq->logprobs = r.logprobs;
   creq->prompt_logprobs = r.echo && r.logprobs >= 0;
   creq->grammar = r.grammar;
+  if (r.sampling.dry_multiplier > 0) {
+    // The breakers' token sequences in this model's vocabulary (a pass over it per breaker).
+    creq->sampling.dry_breakers =
+        DryBreakerSequences(call.engine().model().tokenizer(), r.dry_breakers);
+  }
   if (!r.prediction.empty()) {
     // Tokenized as the answer is: a continuation (no SentencePiece dummy-prefix space).
     creq->prediction = call.engine().model().tokenizer().EncodeContinuation(r.prediction);

@@ -1,6 +1,8 @@
 // The sampling fields of OpenAI's requests: OpenAI's (temperature, top_p, penalties, seed,
-// logit_bias) and llama.cpp's extensions (top_k, min_p, repeat_penalty, repeat_last_n), read
-// into SamplingParams (promptcache/sampling.h).
+// logit_bias) and llama-server's extensions (top_k, min_p, repeat_penalty, repeat_last_n, and
+// its further samplers: typical_p, top_n_sigma, XTC, dynamic temperature, min_keep, mirostat,
+// DRY),
+// read into SamplingParams (promptcache/sampling.h).
 #include <algorithm>
 #include <cstdio>
 #include <limits>
@@ -58,6 +60,37 @@ MaybeError ReadLogitBias(const json& obj, SamplingParams* s) {
   return std::nullopt;
 }
 
+// llama-server's further samplers, with its names and ranges (SamplingParams says what each
+// does). top_n_sigma takes llama-server's -1 (or any negative) as off.
+MaybeError ReadLlamaSamplers(const json& obj, SamplingParams* s) {
+  PC_RETURN_IF_API_ERROR(ReadFloat(obj, "typical_p", 0, 1, &s->typical_p));
+  if (s->typical_p == 0) s->typical_p = 1;  // llama-server: 0 and 1 both leave it off
+  float sigma = s->top_n_sigma;
+  PC_RETURN_IF_API_ERROR(ReadFloat(obj, "top_n_sigma", -1e9, 1e9, &sigma));
+  s->top_n_sigma = sigma < 0 ? -1.0f : sigma;
+  PC_RETURN_IF_API_ERROR(ReadFloat(obj, "xtc_probability", 0, 1, &s->xtc_probability));
+  PC_RETURN_IF_API_ERROR(ReadFloat(obj, "xtc_threshold", 0, 1, &s->xtc_threshold));
+  PC_RETURN_IF_API_ERROR(ReadFloat(obj, "dynatemp_range", 0, 100, &s->dynatemp_range));
+  PC_RETURN_IF_API_ERROR(ReadFloat(obj, "dynatemp_exponent", 0, 100, &s->dynatemp_exponent));
+  PC_RETURN_IF_API_ERROR(ReadFloat(obj, "mirostat_tau", 0, 100, &s->mirostat_tau));
+  PC_RETURN_IF_API_ERROR(ReadFloat(obj, "mirostat_eta", 0, 1, &s->mirostat_eta));
+  std::optional<int64_t> v;
+  PC_RETURN_IF_API_ERROR(ReadInt(obj, "mirostat", 0, 2, &v));
+  if (v) s->mirostat = static_cast<int>(*v);
+  v.reset();
+  PC_RETURN_IF_API_ERROR(ReadInt(obj, "min_keep", 0, 1 << 30, &v));
+  if (v) s->min_keep = static_cast<int>(*v);
+  PC_RETURN_IF_API_ERROR(ReadFloat(obj, "dry_multiplier", 0, 100, &s->dry_multiplier));
+  PC_RETURN_IF_API_ERROR(ReadFloat(obj, "dry_base", 1, 100, &s->dry_base));
+  v.reset();
+  PC_RETURN_IF_API_ERROR(ReadInt(obj, "dry_allowed_length", 0, 1 << 30, &v));
+  if (v) s->dry_allowed_length = static_cast<int>(*v);
+  v.reset();
+  PC_RETURN_IF_API_ERROR(ReadInt(obj, "dry_penalty_last_n", -1, 1 << 30, &v));
+  if (v) s->dry_penalty_last_n = static_cast<int>(*v);
+  return std::nullopt;
+}
+
 }  // namespace
 
 MaybeError ReadSampling(const json& obj, SamplingParams* s) {
@@ -89,8 +122,38 @@ MaybeError ReadSampling(const json& obj, SamplingParams* s) {
     // SamplingParams reads seed 0 as "random"; a client that sends 0 wants a fixed seed.
     s->seed = *v == 0 ? 0x9E3779B97F4A7C15ull : static_cast<uint64_t>(*v);
   }
+  PC_RETURN_IF_API_ERROR(ReadLlamaSamplers(obj, s));
   PC_RETURN_IF_API_ERROR(ReadLogitBias(obj, s));
   if (Status st = s->Validate(); !st.ok()) return ApiError::BadRequest(st.message());
+  return std::nullopt;
+}
+
+MaybeError ReadDryBreakers(const json& obj, std::vector<std::string>* out) {
+  // Each breaker costs a pass over the vocabulary when the request is admitted.
+  constexpr size_t kMaxBreakers = 64;
+  constexpr size_t kMaxBreakerBytes = 64;
+  const json* v = Find(obj, "dry_sequence_breakers");
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_array()) return WrongType("dry_sequence_breakers", "an array of strings", *v);
+  if (v->size() > kMaxBreakers) {
+    return ApiError::BadRequest("'dry_sequence_breakers' has " + std::to_string(v->size()) +
+                                    " entries, at most " + std::to_string(kMaxBreakers) +
+                                    " are allowed",
+                                "dry_sequence_breakers");
+  }
+  out->clear();
+  for (size_t i = 0; i < v->size(); ++i) {
+    const std::string param = "dry_sequence_breakers[" + std::to_string(i) + "]";
+    const json& b = (*v)[i];
+    if (!b.is_string()) return WrongType(param, "a string", b);
+    const std::string& text = b.get_ref<const std::string&>();
+    if (text.empty() || text.size() > kMaxBreakerBytes) {
+      return ApiError::BadRequest(
+          "'" + param + "' must be 1 to " + std::to_string(kMaxBreakerBytes) + " bytes long",
+          param);
+    }
+    out->push_back(text);
+  }
   return std::nullopt;
 }
 
