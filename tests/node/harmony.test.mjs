@@ -1,7 +1,10 @@
 // gpt-oss's harmony output through the chat completions route, read by the real openai client:
 // the analysis channel as message.reasoning_content (and the stream's delta.reasoning_content),
 // the final channel as the content, a call to functions.NAME as a tool call; reasoning_format
-// "none"; an earlier turn's reasoning_content reaching the template as `thinking`.
+// "none"; an earlier turn's reasoning_content reaching the template as `thinking`. The same
+// output through the Anthropic SDK (a thinking block, a tool_use block) and the ollama client
+// (message.thinking, message.tool_calls), whose APIs take no logit_bias (the grammar may then
+// spell a marker in text tokens, which reads the same).
 //
 // The model: synth's tiny Qwen3 (random weights) with Qwen3's vocabulary plus harmony's markers
 // as control tokens (<|start|> <|channel|> <|message|> <|end|> <|return|> <|call|> <|constrain|>,
@@ -11,10 +14,11 @@
 // it: one token per marker), which only works because the server spells control tokens out in a
 // harmony model's text and stops at <|return|>/<|call|> but not at <|end|>.
 // Mutations caught (each made in the code, seen failing here, reverted): the reasoning mode's
-// harmony flag not set in SetReasoning (reasoning_content missing, markers in the content);
-// special_text not set on the request (the grammar cannot use the control tokens and the
-// markers' logprobs are not one token each); <|end|> left an end of generation (the output stops
-// after the analysis).
+// harmony flag not set in SetReasoning (tests 1-4: reasoning_content missing, markers in the
+// content); special_text not set on the request, and <|end|> left an end of generation (test 1:
+// the grammar then spells the marker in text tokens); the stream's splitter gated on `split`
+// rather than ReasoningMode::parsed() (test 4); the Anthropic route's reasoning mode without the
+// harmony flag (test 6).
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -22,6 +26,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { createRequire } from 'node:module';
+import Anthropic from '@anthropic-ai/sdk';
+import { Ollama } from 'ollama';
 import { BIN, startServer } from './server.mjs';
 
 const require = createRequire(import.meta.url);
@@ -194,4 +200,44 @@ test("an assistant's reasoning_content sent back reaches the template as thinkin
   const thinking = await server.tokenize({ content: THINKING, add_special: false });
   const added = withIt.usage.prompt_tokens - without.usage.prompt_tokens;
   assert.ok(added >= thinking.length + 4 && added <= thinking.length + 8, `${added}`);
+});
+
+test('Anthropic SDK: a thinking block and the text; a tool_use block; streamed the same', async () => {
+  const anthropic = new Anthropic({ baseURL: server.url, apiKey: 'unused', maxRetries: 0,
+    timeout: 60000 });
+  const params = (output, extra = {}) => ({ model: MODEL, max_tokens: 200, temperature: 0,
+    messages: USER, grammar: exactly(output), ...extra });
+  const m = await anthropic.messages.create(params(OUTPUT));
+  assert.deepEqual(m.content.map((b) => b.type), ['thinking', 'text']);
+  assert.equal(m.content[0].thinking, THINKING);
+  assert.equal(m.content[1].text, ANSWER);
+  const final = await anthropic.messages.stream(params(OUTPUT)).finalMessage();
+  assert.deepEqual(final.content, m.content);
+  const tools = [{ name: 'get_weather', description: 'Weather',
+    input_schema: { type: 'object', properties: { city: { type: 'string' } } } }];
+  const call = await anthropic.messages.create(params(CALL, { tools }));
+  assert.equal(call.stop_reason, 'tool_use');
+  assert.deepEqual(call.content.map((b) => b.type), ['thinking', 'tool_use']);
+  assert.equal(call.content[1].name, 'get_weather');
+  assert.deepEqual(call.content[1].input, { city: 'Paris' });
+});
+
+test('ollama client: message.thinking and the content; message.tool_calls', async () => {
+  const ollama = new Ollama({ host: server.url });
+  const common = { model: MODEL, messages: USER, options: { temperature: 0, num_predict: 200 } };
+  const r = await ollama.chat({ ...common, grammar: exactly(OUTPUT), stream: false });
+  assert.equal(r.message.thinking, THINKING);
+  assert.equal(r.message.content, ANSWER);
+  let thinking = '';
+  let content = '';
+  for await (const part of await ollama.chat({ ...common, grammar: exactly(OUTPUT), stream: true })) {
+    thinking += part.message.thinking ?? '';
+    content += part.message.content;
+  }
+  assert.equal(thinking, THINKING);
+  assert.equal(content, ANSWER);
+  const call = await ollama.chat({ ...common, grammar: exactly(CALL), tools: TOOLS, stream: false });
+  assert.equal(call.message.thinking, THINKING);
+  assert.deepEqual(call.message.tool_calls.map((c) => [c.function.name, c.function.arguments]),
+    [['get_weather', { city: 'Paris' }]]);
 });
