@@ -452,6 +452,31 @@ Result<std::unique_ptr<Tokenizer>> FromWriter(const GgufWriter& w,
   return Tokenizer::FromGguf(**keep);
 }
 
+// GPT-2's vocabulary with tokenizer.ggml.pre "gpt-4o": GPT-2's merges over o200k's split, against
+// the ids ik_llama.cpp's llama-tokenize gives for the same file (testdata/README.md): the strings
+// of GPT-2's conformance data, and testdata/gpt4o-extra.inp (upper-case contractions, CJK, digit
+// runs of 1 to 7, newlines among spaces, accents, emoji, slashes).
+TEST(TokenizerConformance, Gpt4oSplitOverGpt2Vocabulary) {
+  auto gpt2 = GgufFile::Open(kGpt2);
+  ASSERT_TRUE(gpt2.ok()) << gpt2.status().message();
+  GgufWriter w;
+  for (const auto& [key, value] : (*gpt2)->metadata()) w.SetValue(key, value);
+  w.SetString("tokenizer.ggml.pre", "gpt-4o");
+  std::unique_ptr<GgufFile> keep;
+  auto tok = FromWriter(w, &keep);
+  ASSERT_TRUE(tok.ok()) << tok.status().message();
+  const std::string data = std::string(PC_SOURCE_DIR) + "/src/tokenizer/testdata/";
+  const std::vector<Case> shared = ReadCases(kGpt2 + ".inp", data + "gpt4o-gpt2.out");
+  const std::vector<Case> extra = ReadCases(data + "gpt4o-extra.inp", data + "gpt4o-extra.out");
+  EXPECT_EQ(shared.size(), 46u);
+  EXPECT_GE(extra.size(), 14u);
+  for (const std::vector<Case>* cases : {&shared, &extra}) {
+    for (const Case& c : *cases) {
+      EXPECT_EQ((*tok)->Encode(c.text, /*add_bos=*/false), c.ids) << "text: '" << c.text << "'";
+    }
+  }
+}
+
 // A tiny SPM vocabulary: <unk> <s> </s>, bytes for 'a' and 0xC3 0xA9, and a few pieces.
 GgufWriter TinySpm() {
   GgufWriter w;
