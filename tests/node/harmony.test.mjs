@@ -1,10 +1,11 @@
 // gpt-oss's harmony output through the chat completions route, read by the real openai client:
 // the analysis channel as message.reasoning_content (and the stream's delta.reasoning_content),
 // the final channel as the content, a call to functions.NAME as a tool call; reasoning_format
-// "none"; an earlier turn's reasoning_content reaching the template as `thinking`. The same
-// output through the Anthropic SDK (a thinking block, a tool_use block) and the ollama client
-// (message.thinking, message.tool_calls), whose APIs take no logit_bias (the grammar may then
-// spell a marker in text tokens, which reads the same).
+// "none"; tool_choice "required" (the grammar writes the call message); an earlier turn's
+// reasoning_content reaching the template as `thinking`. The same output through the Anthropic
+// SDK (a thinking block, a tool_use block) and the ollama client (message.thinking,
+// message.tool_calls), whose APIs take no logit_bias (the grammar may then spell a marker in text
+// tokens, which reads the same).
 //
 // The model: synth's tiny Qwen3 (random weights) with Qwen3's vocabulary plus harmony's markers
 // as control tokens (<|start|> <|channel|> <|message|> <|end|> <|return|> <|call|> <|constrain|>,
@@ -14,11 +15,12 @@
 // it: one token per marker), which only works because the server spells control tokens out in a
 // harmony model's text and stops at <|return|>/<|call|> but not at <|end|>.
 // Mutations caught (each made in the code, seen failing here, reverted): the reasoning mode's
-// harmony flag not set in SetReasoning (tests 1-4: reasoning_content missing, markers in the
-// content); special_text not set on the request, and <|end|> left an end of generation (test 1:
-// the grammar then spells the marker in text tokens); the stream's splitter gated on `split`
-// rather than ReasoningMode::parsed() (test 4); the Anthropic route's reasoning mode without the
-// harmony flag (test 6).
+// harmony flag not set in SetReasoning (tests 1-3 and 5, tried before test 4 was written:
+// reasoning_content missing, markers in the content); special_text not set on the request, and
+// <|end|> left an end of generation (test 1: the grammar then spells the marker in text tokens);
+// the stream's splitter gated on `split` rather than ReasoningMode::parsed() (test 5); the forced
+// call's grammar without its leading <|channel|> (test 4: the output is then no harmony header,
+// all content); the Anthropic route's reasoning mode without the harmony flag (test 7).
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -173,6 +175,20 @@ test('a call to functions.NAME is a tool call, streamed and not', async () => {
   assert.equal(s.finish, 'tool_calls');
   assert.deepEqual(s.calls.map((c) => [c.name, JSON.parse(c.arguments)]),
     [['get_weather', { city: 'Paris' }]]);
+});
+
+test('tool_choice "required": the forced call message, its markers control tokens', async () => {
+  const tools = [{ type: 'function', function: { name: 'get_weather', parameters: {
+    type: 'object', properties: { city: { enum: ['Paris'] } }, required: ['city'],
+    additionalProperties: false } } }];
+  const r = await client.chat.completions.create({ model: MODEL, messages: USER, max_tokens: 60,
+    temperature: 0, tools, tool_choice: 'required', logit_bias: BIAS, logprobs: true });
+  const m = r.choices[0].message;
+  assert.equal(r.choices[0].finish_reason, 'tool_calls', JSON.stringify(r.choices[0]));
+  assert.equal(m.tool_calls[0].function.name, 'get_weather');
+  assert.deepEqual(JSON.parse(m.tool_calls[0].function.arguments), { city: 'Paris' });
+  const tokens = r.choices[0].logprobs.content.map((t) => t.token);
+  assert.equal(tokens[0], '<|channel|>', JSON.stringify(tokens));
 });
 
 test('reasoning_format "none" leaves the analysis, with its markers, in the content', async () => {
