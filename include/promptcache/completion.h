@@ -57,6 +57,11 @@ struct CompletionRequest {
   SamplingParams sampling;
   std::vector<std::string> stop;
   bool ignore_eos = false;
+  // Control tokens the model writes are part of its text, spelled out (TokenBytes' `special`):
+  // harmony's <|channel|>...<|message|> markers (gpt-oss), which say what each part of the
+  // output is. End-of-generation tokens still end it unwritten. A grammar then also matches a
+  // control token by its spelling.
+  bool special_text = false;
   // The baseline without a KV cache (`promptcache run --no-kv-cache`): each new token is
   // computed by running the whole sequence again from nothing, alone (not batched with other
   // requests), so that N tokens cost about N*N/2 tokens of work instead of N. The prefix cache

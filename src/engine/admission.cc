@@ -138,7 +138,8 @@ void EngineImpl::AdoptFetched(Slot& s) {
 
 void EngineImpl::Admit(std::shared_ptr<Request> r) {
   auto s = std::make_unique<Slot>(r, &blocks_, model_->tokenizer(), r->req.sampling);
-  if (r->req.grammar) s->constraint = std::make_unique<GrammarConstraint>(r->req.grammar, Trie());
+  if (r->req.grammar)
+    s->constraint = std::make_unique<GrammarConstraint>(r->req.grammar, Trie(r->req.special_text));
   s->drafter = MakeDrafter(*r);
   s->admitted = Clock::now();
   s->result.queue_ms = MsBetween(s->r->submitted, s->admitted);

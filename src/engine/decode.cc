@@ -64,7 +64,8 @@ void EngineImpl::ForkChoices(Slot& s) {
     auto f = std::make_unique<Slot>(s.r, &blocks_, model_->tokenizer(),
                                     ChoiceSampling(r.req.sampling, c));
     f->choice = c;
-    if (r.req.grammar) f->constraint = std::make_unique<GrammarConstraint>(r.req.grammar, Trie());
+    if (r.req.grammar)
+      f->constraint = std::make_unique<GrammarConstraint>(r.req.grammar, Trie(r.req.special_text));
     f->drafter = MakeDrafter(r);
     f->seq = s.seq.Fork();  // the prompt's blocks, shared: a choice's tokens go to new blocks
     f->tokens = s.tokens;
@@ -78,18 +79,21 @@ void EngineImpl::ForkChoices(Slot& s) {
   }
 }
 
-const std::shared_ptr<const VocabTrie>& EngineImpl::Trie() {
-  if (!trie_) {
+const std::shared_ptr<const VocabTrie>& EngineImpl::Trie(bool special) {
+  std::shared_ptr<const VocabTrie>& trie = trie_[special ? 1 : 0];
+  if (!trie) {
     const Tokenizer& tok = model_->tokenizer();
     std::vector<std::string> bytes(model_->config().n_vocab);
     std::vector<int32_t> ends;
     for (int32_t id = 0; id < static_cast<int32_t>(bytes.size()); ++id) {
-      if (id < tok.vocab_size()) bytes[id] = tok.TokenBytes(id);
-      if (tok.IsEndOfGeneration(id)) ends.push_back(id);
+      const bool end = tok.IsEndOfGeneration(id);
+      // An end-of-generation token ends the text; it never spells a grammar's literal.
+      if (id < tok.vocab_size()) bytes[id] = tok.TokenBytes(id, special && !end);
+      if (end) ends.push_back(id);
     }
-    trie_ = std::make_shared<VocabTrie>(std::move(bytes), std::move(ends));
+    trie = std::make_shared<VocabTrie>(std::move(bytes), std::move(ends));
   }
-  return trie_;
+  return trie;
 }
 
 int32_t EngineImpl::SampleConstrained(Slot& s, const float* logits) {
@@ -233,7 +237,7 @@ void EngineImpl::HandleLogits(Slot& s, const float* logits) {
   }
   bool grammar_done = false;
   if (s.constraint) {
-    if (trie_->IsEnd(next)) return Finish(s, "stop");
+    if (Trie(s.r->req.special_text)->IsEnd(next)) return Finish(s, "stop");
     const Clock::time_point t = Clock::now();
     s.constraint->Accept(next);
     s.r->grammar_ms += MsBetween(t, Clock::now());

@@ -362,8 +362,9 @@ class EngineImpl : public Engine {
   std::unique_ptr<LogprobMemo> memo_;  // engine thread
   // The vocabulary's token bytes as a trie, for grammars; built at the first constrained
   // request (engine thread).
-  std::shared_ptr<const VocabTrie> trie_;
-  const std::shared_ptr<const VocabTrie>& Trie();
+  // The vocabulary's bytes for grammars; [1]: with control tokens spelled out (special_text).
+  std::shared_ptr<const VocabTrie> trie_[2];
+  const std::shared_ptr<const VocabTrie>& Trie(bool special);
   // Samples the next token of a constrained slot: the sampler's draw if the grammar allows it,
   // else a draw from the logits masked to the tokens it allows. -1: the grammar allows none.
   int32_t SampleConstrained(Slot& s, const float* logits);

@@ -202,7 +202,8 @@ struct EngineImpl::Slot {
        const SamplingParams& sampling)
       : r(std::move(req)),
         seq(blocks),
-        decode(tok, sampling, {r->req.max_tokens, r->req.stop, r->req.ignore_eos}) {}
+        decode(tok, sampling,
+               {r->req.max_tokens, r->req.stop, r->req.ignore_eos, r->req.special_text}) {}
 };
 
 }  // namespace promptcache

@@ -13,7 +13,10 @@ static_assert(NamesEach(kFinishReasons, DecodeEnd::kStop, DecodeEnd::kCancelled)
 const char* FinishReason(DecodeEnd end) { return NameOf(kFinishReasons, end, ""); }
 
 DecodeStep::DecodeStep(const Tokenizer& tok, const SamplingParams& sampling, DecodeOptions options)
-    : tok_(tok), options_(std::move(options)), sampler_(sampling), stream_(tok, options_.stop) {}
+    : tok_(tok),
+      options_(std::move(options)),
+      sampler_(sampling),
+      stream_(tok, options_.stop, options_.special_text) {}
 
 DecodeEnd DecodeStep::Take(const Token& token, const std::function<bool(const std::string&)>& emit,
                            const std::function<void(int32_t)>& on_token) {

@@ -34,6 +34,7 @@ struct DecodeOptions {
   int max_tokens = 128;
   std::vector<std::string> stop;  // the text stops before the first match
   bool ignore_eos = false;        // end-of-generation tokens are kept like any other
+  bool special_text = false;      // control tokens' text is part of text() (TextStream)
 };
 
 class DecodeStep {

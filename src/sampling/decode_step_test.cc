@@ -148,5 +148,30 @@ TEST_F(DecodeStepTest, TextStreamHoldsBackPossibleStopPrefixes) {
   EXPECT_EQ(out, " there was a little ");
 }
 
+// special_text (harmony's markers): a control token kept in the text is spelled out; without it,
+// it is kept but writes nothing. stories260K's <s> (BOS) stands in for one: it is a control
+// token that does not end generation. (Mutation: TextStream ignoring `special` fails this.)
+TEST_F(DecodeStepTest, SpecialTextSpellsControlTokens) {
+  const int32_t bos = tok_->bos();
+  ASSERT_GE(bos, 0);
+  ASSERT_FALSE(tok_->IsEndOfGeneration(bos));
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  for (const bool special : {false, true}) {
+    DecodeStep d(*tok_, greedy, {8, {}, false, special});
+    std::string emitted;
+    const auto emit = [&](const std::string& piece) {
+      emitted += piece;
+      return true;
+    };
+    const int32_t a = tok_->Encode("a", false)[0];
+    EXPECT_EQ(d.Take({a}, emit), DecodeEnd::kNone);
+    EXPECT_EQ(d.Take({bos}, emit), DecodeEnd::kNone);
+    EXPECT_EQ(d.tokens().size(), 2u);
+    EXPECT_EQ(d.text(), tok_->TokenBytes(a) + (special ? std::string("<s>") : ""));
+    EXPECT_EQ(emitted, d.text());
+  }
+}
+
 }  // namespace
 }  // namespace promptcache

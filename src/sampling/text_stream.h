@@ -14,8 +14,9 @@ namespace promptcache {
 
 class TextStream {
  public:
-  TextStream(const Tokenizer& tok, std::vector<std::string> stop)
-      : dec_(tok), stop_(std::move(stop)) {}
+  // special: control tokens' text is part of the stream (StreamDecoder's `special`).
+  TextStream(const Tokenizer& tok, std::vector<std::string> stop, bool special = false)
+      : dec_(tok, special), stop_(std::move(stop)) {}
   // Adds a token; returns text now final. Sets *stopped when a stop string appeared.
   std::string Push(int32_t id, bool* stopped);
   // Whatever is held back at the end of generation (not called after a stop).

@@ -105,7 +105,8 @@ struct MessagesStream {
   ToolTextStream tool_text;
   int blocks = 0;  // content blocks started
   bool text_open = false;
-  // A model that thinks: the text split as it comes; the thinking block's text so far.
+  // A model that thinks (or writes harmony: ReasoningMode::parsed): the text split as it comes; the
+  // thinking block's text so far.
   bool split = false;
   ReasoningSplitter splitter{ReasoningMode{}};
   bool thinking_open = false;
@@ -287,7 +288,7 @@ void StartStream(Call& call, MessageMeta meta, const AnthropicRequest& r, Comple
   s->prompt_tokens = static_cast<int>(creq.prompt.size());
   s->stops = r.stop_sequences;
   s->tool_format = tool_format;
-  s->split = reasoning.split;
+  s->split = reasoning.parsed();
   s->splitter = ReasoningSplitter(reasoning);
   creq.on_text = [ch = s->channel](const std::string& piece) { return ch->Push(piece); };
   auto write = [s](httplib::DataSink& sink) { return WriteMessagesStream(*s, sink); };
@@ -354,14 +355,17 @@ void HandleMessages(Call& call) {
   creq.sampling = r.sampling;
   creq.stop = r.stop_sequences;
   creq.grammar = grammar;
-  creq.cache_namespace = call.Namespace("");  // no cache_salt in this API
+  creq.special_text = call.server.encoder().harmony();  // its channels (server/harmony.h)
+  creq.cache_namespace = call.Namespace("");            // no cache_salt in this API
   creq.tenant = call.tenant();
   MessageMeta meta{MessageId(), r.model};
   // A model that thinks: its thinking is a thinking block (always split: this API has no
   // reasoning_format).
-  const ReasoningMode reasoning{call.server.encoder().thinking(), prompt->opens_thinking};
+  const ReasoningMode reasoning{call.server.encoder().thinking(), prompt->opens_thinking,
+                                call.server.encoder().harmony()};
   ThinkingBudget budget;
-  if (r.thinking_budget > 0 && reasoning.split && !grammar) {
+  // The budget closes the thinking with "</think>", which harmony's has no use for.
+  if (r.thinking_budget > 0 && reasoning.split && !reasoning.harmony && !grammar) {
     budget = {r.thinking_budget, r.max_tokens, reasoning,
               call.engine().model().tokenizer().Encode(ThinkingBudget::kClose, false)};
     creq.max_tokens = std::min(r.max_tokens, r.thinking_budget);
@@ -388,7 +392,7 @@ void HandleMessages(Call& call) {
   call.server.Observe(call.tenant(), result);
   const std::string generated = call.engine().model().tokenizer().Decode(result.tokens);
   StopInfo stop = StopOf(result, generated, r.stop_sequences);
-  if (tool_format == ToolCallFormat::kNone && !reasoning.split) {
+  if (tool_format == ToolCallFormat::kNone && !reasoning.parsed()) {
     return call.Send(MessageBody(meta, result, stop));
   }
   const ReasoningSplit split = SplitReasoning(reasoning, result.text);

@@ -115,7 +115,8 @@ struct OllamaStream {
   // With tools: the text so far and how much of it went out (the rest may be a call).
   ToolCallFormat tool_format = ToolCallFormat::kNone;
   ToolTextStream tool_text;
-  // A model that thinks: the text split as it comes, and the answer so far.
+  // A model that thinks (or writes harmony: ReasoningMode::parsed): the text split as it comes, and
+  // the answer so far.
   bool split = false;
   ReasoningSplitter splitter{ReasoningMode{}};
   std::string answer;
@@ -209,6 +210,7 @@ bool Prepare(Call& call, const ApiRequest& r, CompletionRequest* creq, bool* ope
   creq->sampling = r.sampling;
   creq->stop = r.stop;
   creq->grammar = r.grammar;
+  creq->special_text = r.kind == ApiKind::kChat && server.encoder().harmony();
   creq->cache_namespace = call.Namespace("");
   creq->tenant = call.tenant();
   return true;
@@ -239,7 +241,7 @@ void HandleOllama(Call& call, bool chat) {
       r.api.tools_offered() ? server.encoder().tool_format() : ToolCallFormat::kNone;
   const ReasoningMode reasoning{
       r.api.kind == ApiKind::kChat && r.think != false && server.encoder().thinking(),
-      opens_thinking};
+      opens_thinking, r.api.kind == ApiKind::kChat && server.encoder().harmony()};
   if (r.stream) {
     auto s = std::make_shared<OllamaStream>();
     s->server = &server;
@@ -249,7 +251,7 @@ void HandleOllama(Call& call, bool chat) {
     s->chat = chat;
     s->start = start;
     s->tool_format = format;
-    s->split = reasoning.split;
+    s->split = reasoning.parsed();
     s->splitter = ReasoningSplitter(reasoning);
     creq.on_text = [ch = s->channel](const std::string& piece) { return ch->Push(piece); };
     Result<std::shared_ptr<RequestHandle>> handle = call.engine().Submit(std::move(creq));

@@ -164,9 +164,9 @@ std::string EndToolCalls(Stream& s, const CompletionResult& result) {
   std::string out;
   for (int c = 0; c < static_cast<int>(s.tool_texts.size()); ++c) {
     // The answer: all of the text, or (a model that thinks) what the splitter gave as content.
-    const std::string& text = s.meta.reasoning.split   ? s.tool_texts[c].text
-                              : result.choices.empty() ? result.text
-                                                       : result.choices[c].text;
+    const std::string& text = s.meta.reasoning.parsed() ? s.tool_texts[c].text
+                              : result.choices.empty()  ? result.text
+                                                        : result.choices[c].text;
     const ParsedOutput parsed = ParseToolCalls(s.meta.tool_format, text);
     // Content not sent yet: what precedes the calls, or all the text when there are none.
     const std::string rest =
@@ -224,7 +224,7 @@ bool WriteStream(Stream& s, httplib::DataSink& sink) {
       }
       if (piece.choice < 0 || piece.choice >= static_cast<int>(s.offsets.size())) continue;
       std::string text = piece.text;
-      if (s.meta.reasoning.split) {
+      if (s.meta.reasoning.parsed()) {
         ReasoningSplitter::Delta d = s.splitters[piece.choice].Add(piece.text);
         if (!d.reasoning.empty()) {
           out += StreamReasoningChunk(s.meta, d.reasoning, s.include_usage, piece.choice);
@@ -248,7 +248,7 @@ bool WriteStream(Stream& s, httplib::DataSink& sink) {
       out += StreamErrorEvent(FromStatus(result.status));
     } else {
       if (!s.batch) s.server->Observe(s.tenant, result);
-      if (s.meta.reasoning.split) out += EndReasoning(s);
+      if (s.meta.reasoning.parsed()) out += EndReasoning(s);
       if (s.meta.tool_format != ToolCallFormat::kNone) out += EndToolCalls(s, result);
       std::string finish = StreamFinishChunk(s.meta, result, s.include_usage);
       if (s.map) {
@@ -279,7 +279,7 @@ std::shared_ptr<Stream> NewStream(Call& call, std::vector<ResponseMeta> prompts,
     s->offsets.insert(s->offsets.end(), n, m.echo ? m.prompt_text.size() : 0);
   }
   s->tool_texts.assign(s->offsets.size(), ToolTextStream());
-  if (s->meta.reasoning.split) {
+  if (s->meta.reasoning.parsed()) {
     s->splitters.assign(s->offsets.size(), ReasoningSplitter(s->meta.reasoning));
   }
   s->prompts = std::move(prompts);
@@ -321,7 +321,9 @@ ResponseMeta CompletionMeta(Call& call, const ApiRequest& r, ApiKind kind, std::
   meta.system_fingerprint = server.fingerprint();
   if (r.logprobs >= 0) {
     meta.logprobs = true;
-    meta.token_text = [&tok](int32_t t) { return tok.TokenBytes(t); };
+    meta.token_text = [&tok, special = creq.special_text](int32_t t) {
+      return tok.TokenBytes(t, special);
+    };
   }
   if (r.echo) {
     meta.echo = true;
@@ -480,6 +482,8 @@ void SetRequestFields(Call& call, const ApiRequest& r, CompletionRequest* creq) 
   creq->sampling = r.sampling;
   creq->stop = r.stop;
   creq->ignore_eos = r.ignore_eos;
+  // A harmony model's chat answer is read out of its channel markers (server/harmony.h).
+  creq->special_text = r.kind == ApiKind::kChat && call.server.encoder().harmony();
   creq->cache_namespace = call.Namespace(r.cache_salt);
   creq->tenant = call.tenant();
   creq->n = r.n;
@@ -544,8 +548,11 @@ void SetReasoning(Call& call, const ApiRequest& r, bool opens_thinking, Response
   const PromptEncoder& encoder = call.server.encoder();
   meta->reasoning.split = r.reasoning_split && encoder.thinking();
   meta->reasoning.starts_open = opens_thinking;
+  meta->reasoning.harmony = encoder.harmony();
   const Tokenizer& tok = call.engine().model().tokenizer();
-  meta->token_bytes = [&tok](int32_t t) { return tok.TokenBytes(t); };
+  // Harmony's markers are control tokens in the text (CompletionRequest::special_text).
+  const bool special = encoder.harmony();
+  meta->token_bytes = [&tok, special](int32_t t) { return tok.TokenBytes(t, special); };
 }
 
 void HandleCompletion(Call& call, ApiKind kind) {

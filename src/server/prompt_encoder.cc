@@ -16,11 +16,14 @@ PromptEncoder::PromptEncoder(const Tokenizer& tokenizer, std::string_view chat_t
       tool_format_(template_.uses_jinja() ? DetectToolCallFormat(chat_template)
                                           : ToolCallFormat::kNone),
       call_turn_(ProbeCallTurnForm(template_, ToolTemplateVariables(tool_format_, nullptr, {}))),
-      thinking_(template_.uses_jinja() && TemplateHasThinking(chat_template)),
+      harmony_(template_.uses_jinja() && TemplateIsHarmony(chat_template)),
+      thinking_(harmony_ || (template_.uses_jinja() && TemplateHasThinking(chat_template))),
       reads_enable_thinking_(template_.uses_jinja() &&
                              chat_template.find("enable_thinking") != std::string_view::npos),
       reads_reasoning_effort_(template_.uses_jinja() &&
-                              chat_template.find("reasoning_effort") != std::string_view::npos) {}
+                              chat_template.find("reasoning_effort") != std::string_view::npos) {
+  call_turn_.thinking_field = harmony_;
+}
 
 Status PromptEncoder::CheckBound(std::string_view text, size_t max_tokens) const {
   if (max_tokens == SIZE_MAX) return Status::Ok();
@@ -181,7 +184,13 @@ namespace {
 // tool_call_id and name.
 nlohmann::ordered_json MessageJson(const ApiMessage& m, CallTurnForm form) {
   nlohmann::ordered_json j = {{"role", m.role}, {"content", m.content}};
-  if (m.reasoning_content) j["reasoning_content"] = *m.reasoning_content;
+  if (m.reasoning_content) {
+    j["reasoning_content"] = *m.reasoning_content;
+    if (form.thinking_field) {
+      j["thinking"] = *m.reasoning_content;
+      if (!m.tool_calls.is_null()) j.erase("content");
+    }
+  }
   if (!m.tool_calls.is_null()) {
     if (m.content_null && !form.empty_content) j["content"] = nullptr;
     j["tool_calls"] = m.tool_calls;

@@ -70,6 +70,10 @@ struct CallTurnForm {
   // A null content refused, "" rendered: templates that search it ('</think>' in
   // message.content: Qwen3), which fail on what OpenAI clients send with tool_calls.
   bool empty_content = false;
+  // An assistant's reasoning_content also as `thinking`, which harmony's template (gpt-oss)
+  // reads; in a turn with calls without its content, which that template refuses beside it.
+  // Not probed: set for a template TemplateIsHarmony finds.
+  bool thinking_field = false;
 };
 CallTurnForm ProbeCallTurnForm(const ChatTemplate& chat,
                                const nlohmann::ordered_json& variables = nullptr);
@@ -129,9 +133,11 @@ class PromptEncoder {
                                    size_t max_tokens = SIZE_MAX, bool segments = false,
                                    const nlohmann::ordered_json& variables = nullptr) const;
 
-  // Reasoning (server/reasoning.h), read from the template: its model writes <think>...</think>;
-  // it reads `enable_thinking` (Qwen3's switch); it reads `reasoning_effort`.
+  // Reasoning (server/reasoning.h), read from the template: its model writes <think>...</think>
+  // or harmony's analysis channel; its output is harmony's (server/harmony.h); it reads
+  // `enable_thinking` (Qwen3's switch); it reads `reasoning_effort`.
   bool thinking() const { return thinking_; }
+  bool harmony() const { return harmony_; }
   bool reads_enable_thinking() const { return reads_enable_thinking_; }
   bool reads_reasoning_effort() const { return reads_reasoning_effort_; }
   // The variables that switch thinking on or off (Anthropic's `thinking`, Ollama's `think`):
@@ -169,6 +175,7 @@ class PromptEncoder {
   bool trust_clients_;
   ToolCallFormat tool_format_;
   CallTurnForm call_turn_;  // ProbeCallTurnForm
+  bool harmony_;
   bool thinking_;
   bool reads_enable_thinking_;
   bool reads_reasoning_effort_;

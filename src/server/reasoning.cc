@@ -43,7 +43,10 @@ bool PromptOpensThinking(std::string_view prompt_text) {
 }
 
 ReasoningSplitter::ReasoningSplitter(ReasoningMode mode) {
-  if (!mode.split) {
+  if (mode.harmony) {
+    harmony_.emplace(mode.split);
+    state_ = State::kPlain;
+  } else if (!mode.split) {
     state_ = State::kPlain;
   } else if (mode.starts_open) {
     state_ = State::kThinking;
@@ -54,9 +57,13 @@ ReasoningSplitter::ReasoningSplitter(ReasoningMode mode) {
 }
 
 ReasoningSplitter::Delta ReasoningSplitter::Add(std::string_view piece) {
+  Delta out;
+  if (harmony_) {
+    harmony_->Add(piece, &out.reasoning, &out.content);
+    return out;
+  }
   consumed_ += piece.size();
   held_.append(piece);
-  Delta out;
   Step(&out);
   return out;
 }
@@ -122,6 +129,10 @@ void ReasoningSplitter::Step(Delta* out) {
 
 ReasoningSplitter::Delta ReasoningSplitter::Finish() {
   Delta out;
+  if (harmony_) {
+    harmony_->Finish(&out.reasoning, &out.content);
+    return out;
+  }
   if (state_ == State::kStart) {
     out.content = std::move(held_);  // whitespace, or a "<think>" that never completed
   } else if (state_ == State::kThinking) {

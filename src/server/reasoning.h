@@ -15,11 +15,17 @@
 // whitespace and the answer of the whitespace after `</think>`. Output that ends while the
 // thinking is still open (max_tokens, a stop sequence) is all reasoning. ReasoningSplitter does
 // the same incrementally, for streams: a tag cut across pieces is held back until it is whole.
+//
+// gpt-oss models write no tags but harmony's channels (server/harmony.h): with
+// ReasoningMode::harmony the splitter reads those instead, whether or not it splits.
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
+
+#include "server/harmony.h"
 
 namespace promptcache {
 
@@ -33,6 +39,11 @@ bool PromptOpensThinking(std::string_view prompt_text);
 struct ReasoningMode {
   bool split = false;        // the model thinks and the request wants it split out
   bool starts_open = false;  // the prompt opened the thinking (PromptOpensThinking)
+  // The output is harmony's (TemplateIsHarmony): its analysis channel is the thinking, and the
+  // answer (with its tool calls in kHarmonyCallOpen form) is read out of it even without split.
+  bool harmony = false;
+  // The output goes through a ReasoningSplitter: split, or harmony's either way.
+  bool parsed() const { return split || harmony; }
 };
 
 struct ReasoningSplit {
@@ -57,9 +68,12 @@ class ReasoningSplitter {
   // The output is over: what was held back (a partial tag, whitespace).
   Delta Finish();
 
-  bool has_reasoning() const { return opened_; }
+  bool has_reasoning() const { return harmony_ ? harmony_->has_reasoning() : opened_; }
   // Bytes of the output read so far that belong to the thinking (ReasoningSplit::reasoning_end).
-  size_t reasoning_end() const { return state_ == State::kThinking ? consumed_ : reasoning_end_; }
+  size_t reasoning_end() const {
+    if (harmony_) return harmony_->reasoning_end();
+    return state_ == State::kThinking ? consumed_ : reasoning_end_;
+  }
 
  private:
   enum class State {
@@ -79,6 +93,7 @@ class ReasoningSplitter {
   std::string held_;                // read but not released: a partial tag or whitespace
   size_t consumed_ = 0;             // bytes of the output read (held_ included)
   size_t reasoning_end_ = 0;
+  std::optional<HarmonyReader> harmony_;  // set: harmony's channels, not tags
 };
 
 // The whole output at once: the same as Add(text) then Finish().

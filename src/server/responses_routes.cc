@@ -215,7 +215,7 @@ bool WriteResponses(ResponsesStream& s, httplib::DataSink& sink) {
   }
   auto on_text = [&](const std::vector<TextPiece>& pieces) {
     for (const TextPiece& piece : pieces) {
-      if (!s.meta.reasoning.split) {
+      if (!s.meta.reasoning.parsed()) {
         s.text += piece.text;
         continue;
       }
@@ -309,9 +309,10 @@ void HandleResponses(Call& call) {
   meta.model = r.model.empty() ? server.model_id() : r.model;
   meta.request = rr.get();
   if (r.tools_offered()) meta.tool_format = server.encoder().tool_format();
-  meta.reasoning = {server.encoder().thinking(), opens_thinking};
+  const bool harmony = server.encoder().harmony();
+  meta.reasoning = {server.encoder().thinking(), opens_thinking, harmony};
   const Tokenizer& tok = call.engine().model().tokenizer();
-  meta.token_bytes = [&tok](int32_t t) { return tok.TokenBytes(t); };
+  meta.token_bytes = [&tok, harmony](int32_t t) { return tok.TokenBytes(t, harmony); };
   Engine& engine = call.engine();
   if (rr->stream) {
     auto s = std::make_shared<ResponsesStream>();

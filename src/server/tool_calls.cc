@@ -9,6 +9,7 @@
 #include "grammar/grammar.h"
 #include "grammar/json_depth.h"
 #include "grammar/json_schema.h"
+#include "server/harmony.h"
 
 namespace promptcache {
 namespace {
@@ -34,6 +35,8 @@ constexpr std::string_view kDsCallsEnd = "<｜tool▁calls▁end｜>";
 constexpr std::string_view kDsCallBegin = "<｜tool▁call▁begin｜>";
 constexpr std::string_view kDsCallEnd = "<｜tool▁call▁end｜>";
 constexpr std::string_view kDsSep = "<｜tool▁sep｜>";
+constexpr std::string_view kHarmonyMessage = "<|message|>";  // gpt-oss: before the arguments
+constexpr std::string_view kHarmonyCall = "<|call|>";        // and after them
 
 std::string_view Trim(std::string_view s) {
   const size_t b = s.find_first_not_of(kSpace);
@@ -250,6 +253,24 @@ bool ParseDeepSeekR1(std::string_view rest, std::vector<ToolCall>* calls) {
   }
 }
 
+// Harmony, after each kHarmonyCallOpen: name, anything up to <|message|> (a raw header's
+// " <|constrain|>json"), arguments up to <|call|> (which a last call may lack).
+bool ParseHarmony(std::string_view rest, std::vector<ToolCall>* calls) {
+  return ParseOpenedCalls(rest, kHarmonyCallOpen, calls, [](std::string_view rest, ToolCall* call) {
+    const size_t message = rest.find(kHarmonyMessage);
+    if (message == std::string_view::npos) return std::string_view::npos;
+    const std::string_view name = rest.substr(0, rest.find_first_of(" <"));
+    if (!IsToolName(name)) return std::string_view::npos;
+    call->name = std::string(name);
+    const size_t args = message + kHarmonyMessage.size();
+    size_t used = 0;
+    if (!ReadArgumentsUntil(rest.substr(args), kHarmonyCall, call, &used)) {
+      return std::string_view::npos;
+    }
+    return args + used;
+  });
+}
+
 }  // namespace
 
 constexpr EnumName<ToolCallFormat> kToolCallFormatNames[] = {
@@ -262,8 +283,9 @@ constexpr EnumName<ToolCallFormat> kToolCallFormatNames[] = {
     {ToolCallFormat::kFireFunction, "firefunction_v2"},
     {ToolCallFormat::kCommandRPlus, "command_r_plus"},
     {ToolCallFormat::kCommandR7B, "command_r7b"},
-    {ToolCallFormat::kDeepSeekR1, "deepseek_r1"}};
-static_assert(NamesEach(kToolCallFormatNames, ToolCallFormat::kNone, ToolCallFormat::kDeepSeekR1));
+    {ToolCallFormat::kDeepSeekR1, "deepseek_r1"},
+    {ToolCallFormat::kHarmony, "harmony"}};
+static_assert(NamesEach(kToolCallFormatNames, ToolCallFormat::kNone, ToolCallFormat::kHarmony));
 
 std::string_view ToolCallFormatName(ToolCallFormat format) {
   return NameOf(kToolCallFormatNames, format, "none");
@@ -271,6 +293,7 @@ std::string_view ToolCallFormatName(ToolCallFormat format) {
 
 ToolCallFormat DetectToolCallFormat(std::string_view t) {
   auto has = [&](std::string_view s) { return t.find(s) != std::string_view::npos; };
+  if (TemplateIsHarmony(t)) return ToolCallFormat::kHarmony;
   if (has(kHermesOpen)) return ToolCallFormat::kHermes;
   if (has(kMistralMarker)) return ToolCallFormat::kMistral;
   if (has(">>>${recipient}")) return ToolCallFormat::kFunctionaryV32;
@@ -300,6 +323,9 @@ size_t ToolCallStart(ToolCallFormat format, std::string_view text) {
       break;
     case ToolCallFormat::kFunctionaryV31:
       at = std::min(at, MarkerStart(text, kFunctionOpen));
+      break;
+    case ToolCallFormat::kHarmony:
+      at = std::min(at, MarkerStart(text, kHarmonyCallOpen));
       break;
     case ToolCallFormat::kFireFunction:
       at = std::min(at, MarkerStart(text, "functools["));
@@ -402,6 +428,10 @@ CallsAt FindCalls(ToolCallFormat format, std::string_view text) {
       at.start = text.find(kFunctionOpen);
       if (at.start != std::string_view::npos) at.rest = text.substr(at.start);
       break;
+    case ToolCallFormat::kHarmony:
+      at.start = text.find(kHarmonyCallOpen);
+      if (at.start != std::string_view::npos) at.rest = text.substr(at.start);
+      break;
     case ToolCallFormat::kFireFunction:
       at.start = text.find("functools[");
       if (at.start != std::string_view::npos) at.rest = text.substr(at.start + kFunctools.size());
@@ -455,6 +485,8 @@ bool ParseCalls(ToolCallFormat format, std::string_view rest, std::vector<ToolCa
       return ParseHermes(rest, calls);
     case ToolCallFormat::kFunctionaryV31:
       return ParseFunctionaryV31(rest, calls);
+    case ToolCallFormat::kHarmony:
+      return ParseHarmony(rest, calls);
     case ToolCallFormat::kMistral:
     case ToolCallFormat::kFireFunction:
       return ParseArray(rest, calls);
@@ -518,6 +550,11 @@ Result<std::string> ToolCallGbnf(ToolCallFormat format, const std::vector<ToolSp
     } else if (format == ToolCallFormat::kFunctionaryV31) {
       rules += rule + " ::= " + GbnfLiteral("<function=" + tools[i].name + ">") + " " + top + " " +
                GbnfLiteral(kFunctionClose) + "\n" + *r;
+    } else if (format == ToolCallFormat::kHarmony) {
+      rules += rule + " ::= " +
+               GbnfLiteral(std::string(kHarmonyCallOpen) + tools[i].name + " <|constrain|>json" +
+                           std::string(kHarmonyMessage)) +
+               " " + top + "\n" + *r;
     } else if (format == ToolCallFormat::kDeepSeekR1) {
       rules += rule + " ::= " +
                GbnfLiteral(std::string(kDsCallBegin) + "function" + std::string(kDsSep) +

@@ -30,13 +30,17 @@ enum class ToolCallFormat {
   kCommandRPlus,  // text, then Action:\n```json\n[{"tool_name": ..., "parameters": {...}}]\n```
   kCommandR7B,    // <|START_ACTION|>[{"tool_call_id": ..., "tool_name": ..., "parameters": ...}]
   kDeepSeekR1,  // <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>name\n```json...
+  // gpt-oss's harmony: <|channel|>commentary to=functions.name<|message|>{...}<|call|>, the form
+  // the reasoning splitter (server/harmony.h) gives every call message in the answer's text.
+  kHarmony,
 };
 
 // "none", "hermes", "llama3_json", "mistral", "functionary_v3_2", "functionary_v3_1",
-// "firefunction_v2", "command_r_plus", "command_r7b", "deepseek_r1".
+// "firefunction_v2", "command_r_plus", "command_r7b", "deepseek_r1", "harmony".
 std::string_view ToolCallFormatName(ToolCallFormat format);
 
-// The rule, in this order: a template that writes "<tool_call>" is kHermes; "[TOOL_CALLS]",
+// The rule, in this order: a template that spells "<|channel|>" is kHarmony (TemplateIsHarmony);
+// "<tool_call>", kHermes; "[TOOL_CALLS]",
 // kMistral; ">>>${recipient}" (the generation prompt ends in ">>>"), kFunctionaryV32;
 // "<function=", kFunctionaryV31; "functools[", kFireFunction; "<|START_ACTION|>", kCommandR7B;
 // "Action:" with '"tool_name": ', kCommandRPlus; "<｜tool▁calls▁begin｜>", kDeepSeekR1; Llama 3's
@@ -71,7 +75,7 @@ size_t ToolContentBegin(ToolCallFormat format, std::string_view text);
 // the next ">>>"; kFunctionaryV31: at "<function="; kFireFunction: at "functools[" (the space
 // before it stays content); kCommandRPlus: at "Action:"; kCommandR7B: at "<|START_ACTION|>", or
 // at a "[" that begins the output; kDeepSeekR1: at "<｜tool▁calls▁begin｜>" or
-// "<｜tool▁call▁begin｜>". The beginning of a marker at the very end
+// "<｜tool▁call▁begin｜>"; kHarmony: at kHarmonyCallOpen. The beginning of a marker at the very end
 // counts (it may complete), as does output that is whitespace so far for the formats whose calls
 // begin it. text.size(): none.
 size_t ToolCallStart(ToolCallFormat format, std::string_view text);
@@ -102,7 +106,10 @@ struct ToolSpec {
 // kFunctionaryV31's "<function=name>{...}</function>"; kFireFunction's " functools[{...}]";
 // kCommandRPlus's "Action:\n```json\n[{...}]\n```"; kCommandR7B's, like kMistral's, starts at "["
 // (<|START_ACTION|> is a control token), its call's tool_call_id "0"; kDeepSeekR1's is the calls
-// with their markers, which its tokenizer has as plain (non-control) added tokens.
+// with their markers, which its tokenizer has as plain (non-control) added tokens; kHarmony's is
+// the call message after the generation prompt's "<|start|>assistant",
+// "<|channel|>commentary to=functions.name <|constrain|>json<|message|>{...}", whose markers
+// are control tokens: the request must have CompletionRequest::special_text.
 // InvalidArgument when a tool's parameters use what json_schema.h refuses, with its index in
 // `tools` in the message ("tools[1]: JSON schema: 'properties.a.pattern' is not supported").
 Result<std::string> ToolCallGbnf(ToolCallFormat format, const std::vector<ToolSpec>& tools,

@@ -144,6 +144,13 @@ const ParseCase kParseCases[] = {
      "<｜tool▁call▁begin｜>function<｜tool▁sep｜>a\n```json\n{\"x\": 1}\n```",
      "",
      {{"a", R"({"x":1})"}}},
+    // Harmony as the reasoning splitter writes the calls (server/harmony.h): after a preamble,
+    // the marker inside a string argument; the last call's <|call|> ended generation.
+    {ToolCallFormat::kHarmony,
+     "Checking.<|channel|>commentary to=functions.a<|message|>{\"q\": \"<|call|>\"}<|call|>"
+     "<|channel|>commentary to=functions.b <|constrain|>json<|message|>{}",
+     "Checking.",
+     {{"a", R"({"q":"<|call|>"})"}, {"b", "{}"}}},
 };
 
 TEST(ToolCalls, ParsesEachFormat) {
@@ -389,6 +396,9 @@ TEST(ToolCalls, GrammarForcesOneCallInTheFormat) {
             args + "\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
         "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>now\n```json\n{}\n```"
         "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"}},
+      {ToolCallFormat::kHarmony,
+       {"<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>" + args,
+        "<|channel|>commentary to=functions.now <|constrain|>json<|message|>{}"}},
   };
   for (const auto& [format, texts] : sentences) {
     SCOPED_TRACE(std::string(ToolCallFormatName(format)));

@@ -29,6 +29,11 @@ constexpr KnownSplit kKnownSplits[] = {
     {R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|)"
      R"( ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
      "qwen2"},
+    {R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+)"
+     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+)"
+     R"([\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}|)"
+     R"( ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+     "gpt-4o"},
 };
 
 const char* TypeName(const Json& j) { return j.type_name(); }
@@ -224,11 +229,13 @@ Result<std::string> DetectPre(const Json& root) {
   if (shape == "ByteLevel(gpt2)") return std::string("gpt-2");
   if (shape == "Split(llama-bpe),ByteLevel") return std::string("llama-bpe");
   if (shape == "Split(qwen2),ByteLevel") return std::string("qwen2");
+  if (shape == "Split(gpt-4o),ByteLevel") return std::string("gpt-4o");
   if (shape == "Digits(1),ByteLevel(gpt2)") return std::string("smollm");
   return Unimplemented(
       "tokenizer.json: pre_tokenizer not recognised (" + (shape.empty() ? "none" : shape) +
       "); known: GPT-2's ByteLevel (gpt-2), Llama 3's split (llama-bpe), Qwen2's split (qwen2), "
-      "single digits then ByteLevel (smollm); if the model uses one of these, name it with --pre");
+      "o200k's split (gpt-4o), single digits then ByteLevel (smollm); if the model uses one of "
+      "these, name it with --pre");
 }
 
 // Merges as "left right" strings. The list form ([left, right]) may hold spaces inside a part,

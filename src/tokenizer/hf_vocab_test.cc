@@ -142,6 +142,19 @@ TEST(HfVocab, PreTokenizerByNameAndUnknownOnes) {
   ASSERT_EQ(v->notes.size(), 1u);
   EXPECT_NE(v->notes[0].find("NFC"), std::string::npos);
 
+  // o200k's split, as GPT-4o's and gpt-oss's tokenizer.json spell it.
+  std::string o200k = kQwenLike;
+  const size_t regex = o200k.find("\"Regex\": \"") + 10;
+  o200k.replace(regex, o200k.find("\"}", regex) - regex,
+                R"([^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*)"
+                R"([\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|)"
+                R"([^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+)"
+                R"([\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}|)"
+                R"( ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+)");
+  auto gpt4o = ParseHfTokenizer(o200k, "");
+  ASSERT_TRUE(gpt4o.ok()) << gpt4o.status().message();
+  EXPECT_EQ(gpt4o->pre, "gpt-4o");
+
   std::string odd = kQwenLike;
   odd.replace(odd.find("\\\\p{N}|"), 7, "\\\\p{N}{1,2}|");
   auto unknown = ParseHfTokenizer(odd, "");

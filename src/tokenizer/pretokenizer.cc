@@ -14,17 +14,41 @@ namespace {
 constexpr const char* kGpt2 =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
-// Llama 3: case-insensitive contractions, a letter run with one optional leading non-letter,
-// digits in groups of at most three, symbols keep trailing newlines, newline runs apart.
-// [sS] instead of (?i:s) so that Unicode case folding (e.g. U+017F) cannot widen the match.
-constexpr const char* kLlama3 =
-    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|)"
-    R"(\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// The pieces the Llama 3 family shares. English contractions in either case: [sS] instead of
+// (?i:s) so that Unicode case folding (e.g. U+017F) cannot widen the match.
+#define PC_CONTRACTIONS R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]))"
+// Whitespace: newline runs apart (with the spaces before them), and a space run leaves its last
+// space to the following word.
+#define PC_SPACES R"(\s*[\r\n]+|\s+(?!\S)|\s+)"
+
+// Llama 3: contractions, a letter run with one optional leading non-letter, digits in groups of
+// at most three, symbols keep trailing newlines.
+constexpr const char* kLlama3 = PC_CONTRACTIONS R"(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|)"
+                                                R"( ?[^\s\p{L}\p{N}]+[\r\n]*|)" PC_SPACES;
 
 // Qwen2: Llama 3's expression with single digits.
-constexpr const char* kQwen2 =
-    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|)"
-    R"(\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kQwen2 = PC_CONTRACTIONS R"(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|)"
+                                               R"( ?[^\s\p{L}\p{N}]+[\r\n]*|)" PC_SPACES;
+
+// GPT-4o (tiktoken's o200k_base, also gpt-oss's o200k_harmony): words split at case changes (a
+// run of upper-case letters, then lower-case ones, either run may be empty but not both; title
+// case, modifier and other letters and combining marks go with either), each with an optional
+// contraction after it rather than before; digits in groups of at most three; symbols keep
+// trailing newlines and slashes. Letters are matched by category as OpenAI's expression does;
+// llama.cpp approximates the classes ("not a-z", "not A-Z") and so splits differently around
+// combining marks and non-ASCII case changes (see tokenizer_test's Gpt4o tests).
+#define PC_UPPER R"([\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}])"
+#define PC_LOWER R"([\p{Ll}\p{Lm}\p{Lo}\p{M}])"
+// clang-format off
+constexpr const char* kGpt4o =
+    R"([^\r\n\p{L}\p{N}]?)" PC_UPPER "*" PC_LOWER "+" PC_CONTRACTIONS "?|"
+    R"([^\r\n\p{L}\p{N}]?)" PC_UPPER "+" PC_LOWER "*" PC_CONTRACTIONS "?|"
+    R"(\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|)" PC_SPACES;
+// clang-format on
+#undef PC_UPPER
+#undef PC_LOWER
+#undef PC_CONTRACTIONS
+#undef PC_SPACES
 
 // SmolLM (HF: Digits(individual_digits) then ByteLevel): every digit alone, then GPT-2's.
 constexpr const char* kDigit = R"(\p{N})";
@@ -44,6 +68,9 @@ const std::vector<Preset>& Presets() {
       // Every Qwen2/2.5/3 tokenizer.json normalizes to NFC first; llama.cpp skips that step, so it
       // differs from Hugging Face on decomposed text ("e" + U+0301) and this does not.
       {{"qwen2", nullptr, nullptr}, {kQwen2}, false, true},
+      // No whole-word lookup, as llama.cpp has it (tiktoken looks a whole piece up first; the two
+      // differ only on a token that its own merges do not reach).
+      {{"gpt-4o", nullptr, nullptr}, {kGpt4o}, false},
   };
   return presets;
 }

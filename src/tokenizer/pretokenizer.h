@@ -16,7 +16,8 @@ namespace promptcache {
 class PreTokenizer {
  public:
   // `name` is the value of tokenizer.ggml.pre ("" when the key is missing, meaning GPT-2's).
-  // Known: "default" and "gpt-2" (GPT-2), "llama-bpe"/"llama3" (Llama 3), "smollm", "qwen2".
+  // Known: "default" and "gpt-2" (GPT-2), "llama-bpe"/"llama3" (Llama 3), "smollm", "qwen2",
+  // "gpt-4o".
   static Result<std::unique_ptr<PreTokenizer>> Create(std::string_view name);
   ~PreTokenizer();
   PreTokenizer(const PreTokenizer&) = delete;

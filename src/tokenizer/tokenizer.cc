@@ -168,8 +168,16 @@ Status Tokenizer::LoadSpecialIds(const GgufFile& file) {
     if (id >= 0) end_of_generation_.push_back(id);
   }
   for (const char* name : {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|endoftext|>", "</s>",
-                           "<end_of_turn>", "<|eom_id|>"}) {
+                           "<end_of_turn>", "<|eom_id|>", "<|return|>", "<|call|>"}) {
     if (int32_t id = Find(name); id >= 0) end_of_generation_.push_back(id);
+  }
+  // Harmony (gpt-oss): a turn ends in <|return|> (the answer) or <|call|> (a tool call), while
+  // <|end|> only closes one message of it (the analysis before the answer), even when the file
+  // names it as EOT. Phi-3's <|end|> does end a turn; its vocabulary has neither of the others.
+  const int32_t ret = Find("<|return|>"), call = Find("<|call|>"), end = Find("<|end|>");
+  if (ret >= 0 && call >= 0 && end >= 0) {
+    end_of_generation_.erase(std::remove(end_of_generation_.begin(), end_of_generation_.end(), end),
+                             end_of_generation_.end());
   }
   std::sort(end_of_generation_.begin(), end_of_generation_.end());
   end_of_generation_.erase(std::unique(end_of_generation_.begin(), end_of_generation_.end()),

@@ -35,9 +35,9 @@ struct Case {
   std::vector<int32_t> ids;
 };
 
-std::vector<Case> ReadCases(const std::string& vocab) {
-  const std::string inp = ReadFile(vocab + ".inp");
-  const std::string out = ReadFile(vocab + ".out");
+std::vector<Case> ReadCases(const std::string& inp_path, const std::string& out_path) {
+  const std::string inp = ReadFile(inp_path);
+  const std::string out = ReadFile(out_path);
   const std::string sep = "\n__ggml_vocab_test__\n";
   std::vector<std::string> texts;
   size_t pos = 0;
@@ -57,6 +57,10 @@ std::vector<Case> ReadCases(const std::string& vocab) {
   }
   EXPECT_FALSE(std::getline(lines, line)) << "more id lines than strings";
   return cases;
+}
+
+std::vector<Case> ReadCases(const std::string& vocab) {
+  return ReadCases(vocab + ".inp", vocab + ".out");
 }
 
 bool IsValidUtf8(std::string_view s) { return utf8::Sanitize(s) == s; }
@@ -360,6 +364,36 @@ TEST(PreTokenizer, SmolLm) {
   EXPECT_EQ(Split("smollm", kSplitText), expected);
 }
 
+// Expected splits from Python's `regex` module with OpenAI's o200k expression as its
+// tokenizer.json spells it ((?i:...) contractions and all).
+TEST(PreTokenizer, Gpt4o) {
+  const std::vector<std::string> expected = {
+      "Hello", " WORLD's", " ", "123", "45", " don'T", "\n\n",   " ",    " x",   "\t",
+      "\ty",   "!!\r\n",   " ", "3",   ".",  "14",     " ü你好", "  \t", " end", "  "};
+  EXPECT_EQ(Split("gpt-4o", kSplitText), expected);
+  EXPECT_FALSE((*PreTokenizer::Create("gpt-4o"))->ignore_merges());
+  EXPECT_FALSE((*PreTokenizer::Create("gpt-4o"))->nfc());
+}
+
+// Case changes, slashes, and where llama.cpp's approximation of the letter classes differs:
+// "naïveÉcole" splits before the upper-case É, and combining marks (U+0301) stay in their word.
+TEST(PreTokenizer, Gpt4oCaseChangesAndMarks) {
+  const std::vector<std::string> expected = {"HTTPServer", " get",  "HTTPResponse",
+                                             " i",         "Phone", " ÉCOLE",
+                                             " naïve",     "École", " e\u0301te\u0301",
+                                             " DON'T",     " it'S", " a",
+                                             "/b",         "//\n/", "c",
+                                             " ",          "123",   "456",
+                                             "7"};
+  EXPECT_EQ(Split("gpt-4o",
+                  "HTTPServer getHTTPResponse iPhone ÉCOLE naïveÉcole e\u0301te\u0301 "
+                  "DON'T it'S a/b//\n/c 1234567"),
+            expected);
+  const std::vector<std::string> titles = {"camel",   "Case",   "Word",  " XMLHttp",
+                                           "Request", " ǅemal", " Ωmega"};
+  EXPECT_EQ(Split("gpt-4o", "camelCaseWord XMLHttpRequest ǅemal Ωmega"), titles);
+}
+
 TEST(PreTokenizer, UnknownNameIsAnError) {
   auto p = PreTokenizer::Create("fancy-new-model");
   ASSERT_FALSE(p.ok());
@@ -418,6 +452,31 @@ Result<std::unique_ptr<Tokenizer>> FromWriter(const GgufWriter& w,
   return Tokenizer::FromGguf(**keep);
 }
 
+// GPT-2's vocabulary with tokenizer.ggml.pre "gpt-4o": GPT-2's merges over o200k's split, against
+// the ids ik_llama.cpp's llama-tokenize gives for the same file (testdata/README.md): the strings
+// of GPT-2's conformance data, and testdata/gpt4o-extra.inp (upper-case contractions, CJK, digit
+// runs of 1 to 7, newlines among spaces, accents, emoji, slashes).
+TEST(TokenizerConformance, Gpt4oSplitOverGpt2Vocabulary) {
+  auto gpt2 = GgufFile::Open(kGpt2);
+  ASSERT_TRUE(gpt2.ok()) << gpt2.status().message();
+  GgufWriter w;
+  for (const auto& [key, value] : (*gpt2)->metadata()) w.SetValue(key, value);
+  w.SetString("tokenizer.ggml.pre", "gpt-4o");
+  std::unique_ptr<GgufFile> keep;
+  auto tok = FromWriter(w, &keep);
+  ASSERT_TRUE(tok.ok()) << tok.status().message();
+  const std::string data = std::string(PC_SOURCE_DIR) + "/src/tokenizer/testdata/";
+  const std::vector<Case> shared = ReadCases(kGpt2 + ".inp", data + "gpt4o-gpt2.out");
+  const std::vector<Case> extra = ReadCases(data + "gpt4o-extra.inp", data + "gpt4o-extra.out");
+  EXPECT_EQ(shared.size(), 46u);
+  EXPECT_GE(extra.size(), 14u);
+  for (const std::vector<Case>* cases : {&shared, &extra}) {
+    for (const Case& c : *cases) {
+      EXPECT_EQ((*tok)->Encode(c.text, /*add_bos=*/false), c.ids) << "text: '" << c.text << "'";
+    }
+  }
+}
+
 // A tiny SPM vocabulary: <unk> <s> </s>, bytes for 'a' and 0xC3 0xA9, and a few pieces.
 GgufWriter TinySpm() {
   GgufWriter w;
@@ -459,6 +518,34 @@ TEST(SyntheticSpm, EotTokenIdEndsGeneration) {
   EXPECT_TRUE((*tok)->IsEndOfGeneration(2));  // </s>
   EXPECT_TRUE((*tok)->IsEndOfGeneration(12));
   EXPECT_FALSE((*tok)->IsEndOfGeneration(11));
+}
+
+// Harmony's turn ends: <|return|> and <|call|>; its <|end|>, which closes the analysis message
+// before the answer, does not end generation, even named as eot_token_id. Without <|return|> and
+// <|call|> (Phi-3), <|end|> does. (Mutation: keeping <|end|> fails this.)
+TEST(SyntheticSpm, HarmonyTurnEndsAtReturnAndCallNotEnd) {
+  GgufWriter w = TinySpm();
+  w.SetValue("tokenizer.ggml.tokens",
+             StringArray({"<unk>", "<s>", "</s>", "<0x61>", "<0xC3>", "<0xA9>", "▁", "a", "b", "ab",
+                          "▁a", "▁ab", "<|end|>", "<|return|>", "<|call|>"}));
+  w.SetValue("tokenizer.ggml.scores", NumberArray(GgufValueType::kF32, std::vector<double>(15)));
+  w.SetValue("tokenizer.ggml.token_type",
+             NumberArray(GgufValueType::kI32, {2, 3, 3, 6, 6, 6, 1, 1, 1, 1, 1, 1, 3, 3, 3}));
+  w.SetU32("tokenizer.ggml.eot_token_id", 12);
+  std::unique_ptr<GgufFile> keep;
+  auto harmony = FromWriter(w, &keep);
+  ASSERT_TRUE(harmony.ok()) << harmony.status().message();
+  EXPECT_TRUE((*harmony)->IsEndOfGeneration(13));
+  EXPECT_TRUE((*harmony)->IsEndOfGeneration(14));
+  EXPECT_FALSE((*harmony)->IsEndOfGeneration(12));
+  EXPECT_TRUE((*harmony)->IsEndOfGeneration(2));
+  w.SetValue("tokenizer.ggml.tokens",
+             StringArray({"<unk>", "<s>", "</s>", "<0x61>", "<0xC3>", "<0xA9>", "▁", "a", "b", "ab",
+                          "▁a", "▁ab", "<|end|>", "<|user|>", "<|assistant|>"}));
+  std::unique_ptr<GgufFile> keep_phi3;
+  auto phi3 = FromWriter(w, &keep_phi3);
+  ASSERT_TRUE(phi3.ok()) << phi3.status().message();
+  EXPECT_TRUE((*phi3)->IsEndOfGeneration(12));
 }
 
 TEST(SyntheticSpm, NoSpacePrefixAndNoBos) {
