@@ -84,7 +84,7 @@ TEST_F(CliTest, QuantizeEveryFileType) {
       {"F32", 0},     {"F16", 1},     {"BF16", 32},   {"Q8_0", 7},    {"Q4_0", 2},
       {"Q4_1", 3},    {"Q5_0", 8},    {"Q5_1", 9},    {"IQ4_NL", 25}, {"IQ4_XS", 30},
       {"Q2_K", 10},   {"Q3_K_S", 11}, {"Q3_K_M", 12}, {"Q3_K_L", 13}, {"Q4_K_S", 14},
-      {"Q4_K_M", 15}, {"Q5_K_S", 16}, {"Q5_K_M", 17}, {"Q6_K", 18}};
+      {"Q4_K_M", 15}, {"Q5_K_S", 16}, {"Q5_K_M", 17}, {"Q6_K", 18},   {"MXFP4", 38}};
   const std::map<std::string, GgmlType> base = {
       {"F32", GgmlType::kF32},       {"F16", GgmlType::kF16},     {"BF16", GgmlType::kBF16},
       {"Q8_0", GgmlType::kQ8_0},     {"Q4_0", GgmlType::kQ4_0},   {"Q4_1", GgmlType::kQ4_1},
@@ -92,7 +92,7 @@ TEST_F(CliTest, QuantizeEveryFileType) {
       {"IQ4_XS", GgmlType::kIQ4_XS}, {"Q2_K", GgmlType::kQ2_K},   {"Q3_K_S", GgmlType::kQ3_K},
       {"Q3_K_M", GgmlType::kQ3_K},   {"Q3_K_L", GgmlType::kQ3_K}, {"Q4_K_S", GgmlType::kQ4_K},
       {"Q4_K_M", GgmlType::kQ4_K},   {"Q5_K_S", GgmlType::kQ5_K}, {"Q5_K_M", GgmlType::kQ5_K},
-      {"Q6_K", GgmlType::kQ6_K}};
+      {"Q6_K", GgmlType::kQ6_K},     {"MXFP4", GgmlType::kMXFP4}};
   for (const auto& [type, id] : ids_of) {
     std::string lower = type;
     for (char& c : lower) c = static_cast<char>(std::tolower(c));
@@ -230,7 +230,7 @@ TEST_F(CliTest, QuantizeBadInputGivesOneLineErrors) {
   ExpectOneLineError(
       "synth --preset tiny-test --vocab " + kStories + " --type q7_k -o " + out,
       "--type must be one of F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, "
-      "IQ4_NL, IQ4_XS, BF16, not 'q7_k'");
+      "IQ4_NL, IQ4_XS, BF16, MXFP4, not 'q7_k'");
 }
 
 }  // namespace
