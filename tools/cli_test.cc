@@ -186,12 +186,12 @@ TEST_F(CliTest, BenchProfileCountsTheBytesRead) {
   EXPECT_NE(b.out.find("weights and K/V read per pass"), std::string::npos) << b.out;
 }
 
-// Mixture-of-experts files (synth's tiny-qwen3moe and tiny-mixtral in Q8_0) run from the CLI:
-// the same greedy continuation at 1 and 2 threads and without the KV cache, and bench --profile
-// names the experts' operations, their weights counted as read (a decode step reads 2 of each
-// layer's 8 experts: less than the prompt pass, which uses them all).
+// Mixture-of-experts files (synth's tiny-qwen3moe, tiny-mixtral and tiny-gpt-oss in Q8_0) run
+// from the CLI: the same greedy continuation at 1 and 2 threads and without the KV cache, and
+// bench --profile names the experts' operations, their weights counted as read (a decode step
+// reads 2 of each layer's 8 experts: less than the prompt pass, which uses them all).
 TEST_F(CliTest, MixtureOfExpertsFilesRun) {
-  for (const char* preset : {"tiny-qwen3moe", "tiny-mixtral"}) {
+  for (const char* preset : {"tiny-qwen3moe", "tiny-mixtral", "tiny-gpt-oss"}) {
     const std::string path = (dir_ / (std::string(preset) + ".gguf")).string();
     ASSERT_EQ(RunCli(std::string("synth --preset ") + preset + " --vocab " + kStories +
                      " --type q8_0 -o " + path)

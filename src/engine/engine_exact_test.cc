@@ -34,11 +34,14 @@ std::string BitwiseModel(const std::string& name) {
           .string());
   if (!fs::exists(p)) {
     SynthOptions o;
-    const bool type = name == "F16" || name == "Q8_0" || name == "Q4_0";
+    const bool type = name == "F16" || name == "Q8_0" || name == "Q4_0" || name == "MXFP4";
     o.preset = type ? "tiny-test" : "tiny-" + name;
     o.vocab_path =
         type ? std::string(PC_SHARED_DIR) + "/tokenizers/ggml-vocab-gpt-2.gguf" : kStories;
-    o.type = name == "F16" ? GgmlType::kF16 : name == "Q4_0" ? GgmlType::kQ4_0 : GgmlType::kQ8_0;
+    o.type = name == "F16"     ? GgmlType::kF16
+             : name == "Q4_0"  ? GgmlType::kQ4_0
+             : name == "MXFP4" ? GgmlType::kMXFP4
+                               : GgmlType::kQ8_0;
     o.out_path = p.string();
     PC_CHECK(Synthesize(o).ok());
   }
@@ -128,10 +131,11 @@ TEST_P(BitwiseReuse, PrefixHitsDiskReloadsAndBatchedDecode) {
   fs::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, BitwiseReuse, ::testing::Values("F32", "F16", "Q8_0", "Q4_0"));
+INSTANTIATE_TEST_SUITE_P(Types, BitwiseReuse,
+                         ::testing::Values("F32", "F16", "Q8_0", "Q4_0", "MXFP4"));
 INSTANTIATE_TEST_SUITE_P(Architectures, BitwiseReuse,
-                         ::testing::Values("qwen2", "qwen3", "gemma2", "gemma3", "phi3",
-                                           "mistral"));
+                         ::testing::Values("qwen2", "qwen3", "gemma2", "gemma3", "phi3", "mistral",
+                                           "gpt-oss"));
 // Quantized K/V: blocks hit in RAM, read back from disk and batched give the same floats too.
 INSTANTIATE_TEST_SUITE_P(QuantizedKv, BitwiseReuse,
                          ::testing::Values("F32:q8_0", "F16:q4_0", "qwen2:q8_0", "gemma3:q8_0",

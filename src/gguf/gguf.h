@@ -52,6 +52,7 @@ enum class GgmlType : uint32_t {
   kBF16 = 30,
   kTQ1_0 = 34,
   kTQ2_0 = 35,
+  kMXFP4 = 39,
 };
 
 // Name ("F32", "Q8_0", ...) or "type N" for unknown ids.

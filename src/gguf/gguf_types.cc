@@ -42,6 +42,7 @@ constexpr TypeEntry kTypes[] = {
     {GgmlType::kIQ3_XXS, "IQ3_XXS", {256, 98}},
     {GgmlType::kIQ1_S, "IQ1_S", {256, 50}},
     {GgmlType::kIQ4_NL, "IQ4_NL", {32, 18}},
+    {GgmlType::kMXFP4, "MXFP4", {32, 17}},
     {GgmlType::kIQ3_S, "IQ3_S", {256, 110}},
     {GgmlType::kIQ2_S, "IQ2_S", {256, 82}},
     {GgmlType::kIQ4_XS, "IQ4_XS", {256, 136}},

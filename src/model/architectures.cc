@@ -165,6 +165,24 @@ Status ReadPhi3(const GgufFile& f, ModelConfig* c) {
   return Status::Ok();
 }
 
+// gpt-oss: NeoX rotary layout (YaRN scaling: config.cc), a window (the file's, required, as
+// llama.cpp requires it) on even layers, odd ones global; the clamped SwiGLU; the file's
+// post_attention_norm is the FFN's input norm. Biases, attention sinks and the MoE are tensors
+// (model.cc).
+Status ReadGptOss(const GgufFile& f, ModelConfig* c) {
+  const std::string& a = c->architecture;
+  c->rope_halves = true;
+  c->ffn_activation = FfnActivation::kSwiGluOai;
+  c->ffn_norm_is_post_attention_norm = true;
+  if (f.Find(a + ".attention.sliding_window") == nullptr) {
+    return NotFound("missing key '" + a + ".attention.sliding_window'");
+  }
+  PC_RETURN_IF_ERROR(ReadWindow(f, a, 0, c));
+  c->layer_sliding.assign(c->n_layers, 0);
+  for (int l = 0; l < c->n_layers; l += 2) c->layer_sliding[l] = 1;
+  return Status::Ok();
+}
+
 // Whether an architecture's layers may be (or are always) mixtures of experts.
 enum class Experts { kNone, kOptional, kRequired };
 
@@ -213,7 +231,7 @@ struct Architecture {
 };
 
 // Mixtral is `llama` with `llama.expert_count`; Qwen3-MoE is Qwen 3 (per-head Q/K norms, NeoX
-// rotary layout) with expert FFNs in every layer.
+// rotary layout) with expert FFNs in every layer; so is gpt-oss (its own attention).
 constexpr Architecture kArchitectures[] = {
     {"llama", ReadLlama, Experts::kOptional},
     {"qwen2", ReadQwen},
@@ -222,6 +240,7 @@ constexpr Architecture kArchitectures[] = {
     {"gemma2", ReadGemma2},
     {"gemma3", ReadGemma3},
     {"phi3", ReadPhi3},
+    {"gpt-oss", ReadGptOss, Experts::kRequired},
 };
 
 }  // namespace

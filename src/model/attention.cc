@@ -294,8 +294,9 @@ class LayerAttention {
     return head_rows * 2 * static_cast<int64_t>(layout_.row_bytes()) / KVH_;
   }
 
-  // The queries of tokens [t0, t1): their chunks merged in key order, then normalized.
-  void Finish(int t0, int t1) const {
+  // The queries of tokens [t0, t1): their chunks merged in key order, then normalized, with
+  // each head's sink logit (sinks[h], when not null) in the denominator.
+  void Finish(int t0, int t1, const float* sinks) const {
     for (int t = t0; t < t1; ++t) {
       for (int h = 0; h < H_; ++h) {
         AttnState& st = as_.state[size_t(t) * H_ + h];
@@ -306,7 +307,13 @@ class LayerAttention {
             MergeAttention(as_.partial_state[p], as_.partial_o.data() + p * hd_, &st, out, hd_);
           }
         }
-        const float inv = 1.0f / st.sum;
+        float inv = 1.0f / st.sum;
+        if (sinks != nullptr) {
+          // exp(sink - max) joins the sum; a sink above every score rescales the rest instead.
+          const float s = sinks[h];
+          inv = s <= st.max ? 1.0f / (st.sum + std::exp(s - st.max))
+                            : std::exp(st.max - s) / (st.sum * std::exp(st.max - s) + 1.0f);
+        }
         for (int j = 0; j < hd_; ++j) out[j] *= inv;
       }
     }
@@ -452,7 +459,9 @@ void Model::Attention(std::span<const BatchToken> batch, const std::vector<int>&
 
 void Model::FinishAttention(std::span<const BatchToken> batch, const std::vector<int>& slot,
                             int layer, ForwardScratch* s, int t0, int t1) const {
-  LayerAttention(config_, batch, slot, layer, s).Finish(t0, t1);
+  const std::vector<float>& sinks = layers_[layer].attn_sinks;
+  LayerAttention(config_, batch, slot, layer, s)
+      .Finish(t0, t1, sinks.empty() ? nullptr : sinks.data());
 }
 
 }  // namespace promptcache

@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "ops/vec.h"
@@ -36,6 +37,27 @@ void ApplyLlama3Scaling(std::vector<float>& inv_freq, double factor, double low_
       f = static_cast<float>((1 - smooth) * f / factor + smooth * f);
     }
   }
+}
+
+// YaRN (as llama.cpp's rotation computes it, with its default ramp ends beta_fast = 32 and
+// beta_slow = 1 rotations over the original context): pairs that turn more than 32 times over
+// the original context keep their frequency, those that turn less than once are slowed by
+// `factor`, and a linear ramp over the pair index blends between; the rotated vectors are scaled
+// by attn_factor * (1 + 0.1 ln(factor)).
+void ApplyYarn(ModelConfig* c, double factor, double original_ctx, double attn_factor) {
+  const double dims = c->head_dim;
+  auto corr_dim = [&](double rotations) {
+    return dims * std::log(original_ctx / (rotations * 2 * kPi)) / (2 * std::log(c->rope_base));
+  };
+  const double low = std::max(0.0, std::floor(corr_dim(32)));
+  const double high = std::min(dims - 1, std::ceil(corr_dim(1)));
+  for (size_t i = 0; i < c->inv_freq.size(); ++i) {
+    const double y = (static_cast<double>(i) - low) / std::max(0.001, high - low);
+    const double extrapolate = 1 - std::clamp(y, 0.0, 1.0);
+    c->inv_freq[i] =
+        static_cast<float>(c->inv_freq[i] * ((1 - extrapolate) / factor + extrapolate));
+  }
+  c->rope_mscale = static_cast<float>(attn_factor * (1 + 0.1 * std::log(factor)));
 }
 
 Status ReadRope(const GgufFile& f, const std::string& a, ModelConfig* c) {
@@ -87,6 +109,17 @@ Status ReadRope(const GgufFile& f, const std::string& a, ModelConfig* c) {
                         f.GetFloatOr(a + ".rope.scaling.original_context_length", 8192));
     if (!(high > low) || !(orig > 0)) return InvalidArgument("inconsistent llama3 rope scaling");
     ApplyLlama3Scaling(c->inv_freq, factor, low, high, orig);
+  } else if (kind == "yarn") {
+    PC_ASSIGN_OR_RETURN(
+        double orig, f.GetFloatOr(a + ".rope.scaling.original_context_length", c->context_length));
+    PC_ASSIGN_OR_RETURN(double attn_factor, f.GetFloatOr(a + ".rope.scaling.attn_factor", 1.0));
+    if (!(orig >= 1) || !(attn_factor > 0 && attn_factor < 100)) {
+      return InvalidArgument(a +
+                             ": yarn rope scaling needs original_context_length >= 1 and "
+                             "attn_factor in (0, 100)");
+    }
+    ApplyYarn(c, factor, orig, attn_factor);
+    c->rope_scaled_context = static_cast<int>(std::min(orig * factor, 1e9));
   } else {
     return Unimplemented("rope scaling type '" + kind + "' is not supported");
   }

@@ -3,13 +3,16 @@
 // factors stored in a `rope_freqs.weight` tensor).
 //
 // Architectures differ as data, not as code: every supported architecture (llama with its
-// Mistral-style and Mixtral-style files, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3) runs
-// through one forward pass, and what sets them apart is in this struct: the rotary layout, an
-// embedding scale, the attention scale and soft-capping, the gate's activation, which layers see
-// only a sliding window of keys and with which rotary frequencies, and whether the FFNs are
-// mixtures of experts. architectures.cc fills these from the file and from each
-// architecture's conventions (what llama.cpp assumes where its converter writes no key); the
-// optional tensors of a layer (biases, Q/K norms, post-norms) are found by model.cc.
+// Mistral-style and Mixtral-style files, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, gpt-oss)
+// runs through one forward pass, and what sets them apart is in this struct: the rotary layout
+// and scaling (YaRN's frequencies and magnitude factor included), an embedding scale, the
+// attention scale and soft-capping, the gate's activation (SiLU, GELU, or gpt-oss's clamped
+// SwiGLU), which layers see only a sliding window of keys and with which rotary frequencies,
+// which tensor is the FFN's input norm, and whether the FFNs are mixtures of experts.
+// architectures.cc fills these from the file and from each architecture's conventions (what
+// llama.cpp assumes where its converter writes no key); the optional tensors of a layer (biases
+// of Q/K/V, the attention output, the router and the experts; Q/K norms; post-norms; attention
+// sinks) are found by model.cc.
 //
 // Gemma's RMSNorm weights are stored as 1 + w by the GGUF converter, so they are applied like
 // everyone else's.
@@ -25,7 +28,9 @@
 
 namespace promptcache {
 
-enum class FfnActivation { kSilu, kGeluTanh };
+// kSwiGluOai (gpt-oss): with g = min(gate, 7) and u = clamp(up, -7, 7),
+// g * sigmoid(1.702 g) * (u + 1).
+enum class FfnActivation { kSilu, kGeluTanh, kSwiGluOai };
 
 struct ModelConfig {
   std::string architecture;  // one of SupportedArchitectures()
@@ -48,8 +53,11 @@ struct ModelConfig {
   int rope_scaled_context = 0;
   float rms_eps = 1e-5f;
   float rope_base = 10000.0f;
-  std::string rope_scaling;     // "", "linear", "llama3"
+  std::string rope_scaling;     // "", "linear", "llama3", "yarn"
   std::vector<float> inv_freq;  // head_dim / 2 rotation frequencies, scaling applied
+  // YaRN's attention magnitude factor: rotated queries and keys are multiplied by it (as
+  // llama.cpp scales its rotation's cos and sin), so scores by its square. 1: none.
+  float rope_mscale = 1.0f;
   // Rotary pairs are (i, i + head_dim/2) (GPT-NeoX layout: qwen, gemma, phi3), not (2i, 2i+1).
   bool rope_halves = false;
 
@@ -59,6 +67,9 @@ struct ModelConfig {
   float attn_softcap = 0.0f;   // > 0: attention scores become cap * tanh(score / cap) (Gemma 2)
   float final_softcap = 0.0f;  // > 0: the same on the logits (Gemma 2)
   FfnActivation ffn_activation = FfnActivation::kSilu;
+  // gpt-oss: the FFN's input norm is the file's post_attention_norm (it has no ffn_norm), not
+  // a norm of the attention's output as in Gemma.
+  bool ffn_norm_is_post_attention_norm = false;
   // > 0: on sliding layers a query at position p sees only keys at positions > p - window.
   int sliding_window = 0;
   std::vector<uint8_t> layer_sliding;  // [n_layers]: 1 where the layer slides

@@ -1,15 +1,17 @@
 // The transformer forward pass, read top to bottom like the paper:
 //   x = embed(tokens) · embed_scale
 //   per layer:  x += post_norm(Wo · Attention(RoPE(Wq·norm(x)), RoPE(Wk·norm(x)), Wv·norm(x)))
-//               x += post_norm(Wdown · (act(Wgate·norm(x)) * Wup·norm(x)))
+//               x += post_norm(Wdown · (act(Wgate·norm(x)) * Wup·norm(x)))   (+ biases)
 //                    or, in a mixture-of-experts layer, the same FFN of each of the token's
 //                    experts (the top k of softmax(Wrouter·norm(x))), weighted (ExpertsBlock)
 //   hidden = norm(x)                   (what embeddings pool, for the tokens that ask)
 //   logits = softcap(Wout · hidden)
 // One pass for every architecture (model/config.h): the optional parts are there when the file
-// has them: biases on Q, K, V (Qwen2), a norm on each Q and K head (Qwen3, Gemma 3), the
-// post-norms (Gemma 2/3); act is SiLU or GELU; attention may be soft-capped and, on sliding
-// layers, windowed (model/attention.cc); RoPE's frequencies may differ per layer (Gemma 3).
+// has them: biases on Q, K, V (Qwen2, gpt-oss), on the attention output, the router and the
+// experts (gpt-oss), a norm on each Q and K head (Qwen3, Gemma 3), the post-norms (Gemma 2/3),
+// attention sinks (gpt-oss); act is SiLU, GELU or gpt-oss's clamped SwiGLU; attention may be
+// soft-capped and, on sliding layers, windowed (model/attention.cc); RoPE's frequencies may
+// differ per layer (Gemma 3) and YaRN scales the rotated vectors (gpt-oss).
 // Shapes in comments: T tokens in the batch, D = n_embd, H/KVH query/KV heads of size hd.
 #include <algorithm>
 #include <cmath>
@@ -40,6 +42,18 @@ void ForEachToken(ThreadPool* pool, int n, Fn&& fn) {
   pool->ParallelFor(n, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) fn(static_cast<int>(t));
   });
+}
+
+// gpt-oss's gated activation (config.h), element by element in scalar code, as ggml computes
+// it: the gate clamped above and the up projection both ways at 7, the gate's sigmoid taken at
+// 1.702 times it, the up projection offset by 1.
+void SwiGluOai(float* gate, const float* up, int64_t n) {
+  constexpr float kAlpha = 1.702f, kLimit = 7.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = std::min(gate[i], kLimit);
+    const float u = std::max(std::min(up[i], kLimit), -kLimit);
+    gate[i] = g / (1.0f + std::exp(kAlpha * -g)) * (u + 1.0f);
+  }
 }
 
 void Resize(std::vector<float>& v, size_t n) {
@@ -135,7 +149,9 @@ void SizeScratch(const ModelConfig& c, int T, ForwardScratch* s) {
 void GatedActivation(FfnActivation act, float* gate, const float* up, int64_t n_ff, int64_t r0,
                      int64_t r1) {
   for (int64_t r = r0; r < r1; ++r) {
-    if (act == FfnActivation::kGeluTanh) {
+    if (act == FfnActivation::kSwiGluOai) {
+      SwiGluOai(gate + r * n_ff, up + r * n_ff, n_ff);
+    } else if (act == FfnActivation::kGeluTanh) {
       GeluGlu(gate + r * n_ff, up + r * n_ff, n_ff);
     } else {
       SwiGlu(gate + r * n_ff, up + r * n_ff, n_ff);
@@ -180,12 +196,14 @@ struct Model::Pass {
   const size_t kv_row_bytes;
   float* x = nullptr;                // [T, D] the residual stream
   const float* prev_post = nullptr;  // the block whose output out_rows holds: its post-norm
+  const float* prev_bias = nullptr;  // ... and its output bias (gpt-oss's attention)
   bool pending = false;              // out_rows holds a block's output not yet added to x
 
-  // x[t] += post_norm(out_rows[t]), when a block's output is pending.
+  // x[t] += post_norm(out_rows[t] + bias), when a block's output is pending.
   void AddResidual(int t) const {
     if (!pending) return;
     float* out = s->out_rows.data() + size_t(t) * D;
+    if (prev_bias != nullptr) Add(out, prev_bias, D);
     if (prev_post != nullptr) RmsNorm(out, prev_post, D, eps, out);
     Add(x + size_t(t) * D, out, D);
   }
@@ -271,6 +289,7 @@ void Model::AttentionBlock(Pass& p, int l) const {
   ProfileOp(p.prof, "attention merge, matmul attn_output", OpKind::kMatMul, l);
   MatMul(w.wo, s->attn.data(), p.T, s->out_rows.data(), p.pool, &attn_out);  // [T, D]
   p.prev_post = PostNorm(w.attn_post_norm);
+  p.prev_bias = w.bo.empty() ? nullptr : w.bo.data();
   p.pending = true;
 }
 
@@ -293,6 +312,10 @@ void Model::BiasNormRopeStore(const Pass& p, int l, int t) const {
   const float pos = static_cast<float>(p.batch[t].pos);
   ApplyRope(c, l, q, c.n_heads, pos);
   ApplyRope(c, l, k, c.n_kv_heads, pos);
+  if (c.rope_mscale != 1.0f) {  // YaRN: outside ApplyRope, which also shifts cached keys
+    for (int i = 0; i < c.q_dim(); ++i) q[i] *= c.rope_mscale;
+    for (int i = 0; i < c.kv_dim(); ++i) k[i] *= c.rope_mscale;
+  }
   uint8_t* kdst = p.kv_pool->K(p.where[t].block, l) + p.where[t].offset * p.kv_row_bytes;
   uint8_t* vdst = p.kv_pool->V(p.where[t].block, l) + p.where[t].offset * p.kv_row_bytes;
   StoreKvRow(p.kv_type, k, c.kv_dim(), kdst);
@@ -323,6 +346,7 @@ void Model::FeedForwardBlock(Pass& p, int l) const {
     MatMul(w.w_down, s->gate.data(), p.T, s->out_rows.data(), p.pool, &act);  // [T, D]
   }
   p.prev_post = PostNorm(w.ffn_post_norm);
+  p.prev_bias = nullptr;
 }
 
 // Mixture of experts: the router's logits for every token (its input job writing norm(x) into
@@ -342,9 +366,16 @@ void Model::ExpertsBlock(Pass& p, int l, const TokenRowsFn& ffn_in) const {
   MatMul(w.router, p.s->xn.data(), p.T, m.router.data(), p.pool, &ffn_in);  // [T, E]
   ProfileOp(p.prof, "moe routing", OpKind::kOther, l);
   for (int t = 0; t < p.T; ++t) {
-    RouteToken(m.router.data() + size_t(t) * E, E, K, &m.ids[t * K], &m.weights[t * K]);
+    float* logits = m.router.data() + size_t(t) * E;
+    if (!w.router_b.empty()) Add(logits, w.router_b.data(), E);
+    RouteToken(logits, E, K, &m.ids[t * K], &m.weights[t * K]);
   }
   GroupByExpert(m.ids.data(), p.T, K, E, &m.groups);
+  // Each row's expert, for the experts' biases.
+  m.row_expert.resize(rows);
+  for (int e = 0; e < E; ++e) {
+    for (int64_t i = 0; i < m.groups.count[e]; ++i) m.row_expert[m.groups.first[e] + i] = e;
+  }
   // The matrices of the experts with tokens, each with its rows: gate and up into m.gate and
   // m.up, or down into m.out.
   auto list = [&](bool down) {
@@ -376,6 +407,11 @@ void Model::ExpertsBlock(Pass& p, int l, const TokenRowsFn& ffn_in) const {
   MatMulGrouped(m.ws.data(), n, m.first.data(), m.rows.data(), m.x.data(), rows, m.outs.data(),
                 p.pool, &gather);
   const TokenRowsFn act = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const size_t e = m.row_expert[r];
+      if (!w.gate_exps_b.empty()) Add(&m.gate[r * F], &w.gate_exps_b[e * F], F);
+      if (!w.up_exps_b.empty()) Add(&m.up[r * F], &w.up_exps_b[e * F], F);
+    }
     GatedActivation(c.ffn_activation, m.gate.data(), m.up.data(), F, r0, r1);
   };
   ProfileOp(p.prof, "moe activation, matmul experts down", OpKind::kMatMul, l);
@@ -386,7 +422,8 @@ void Model::ExpertsBlock(Pass& p, int l, const TokenRowsFn& ffn_in) const {
   ForEachToken(p.pool, p.T, [&](int t) {
     float* out = p.s->out_rows.data() + size_t(t) * D;
     for (int j = 0; j < K; ++j) {
-      const float* y = m.out.data() + size_t(m.groups.choice_row[t * K + j]) * D;
+      float* y = m.out.data() + size_t(m.groups.choice_row[t * K + j]) * D;
+      if (!w.down_exps_b.empty()) Add(y, &w.down_exps_b[size_t(m.ids[t * K + j]) * D], D);
       const float wj = m.weights[t * K + j];
       for (int i = 0; i < D; ++i) out[i] = j == 0 ? wj * y[i] : out[i] + wj * y[i];
     }

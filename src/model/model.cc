@@ -120,6 +120,28 @@ class TensorBinder {
     return f_.FindTensor(name) == nullptr ? Status::Ok() : Vector(name, n, out);
   }
 
+  // A 2-D tensor of `rows` vectors of `cols` (ne0 = cols) the file may leave out, as floats,
+  // row-major: per-expert biases.
+  Status OptionalRows(const std::string& name, int64_t rows, int64_t cols,
+                      std::vector<float>* out) {
+    out->clear();
+    const GgufTensorInfo* t = f_.FindTensor(name);
+    if (t == nullptr) return Status::Ok();
+    if (t->dims.size() != 2 || t->dims[0] != cols || t->dims[1] != rows) {
+      return InvalidArgument("tensor '" + name + "' has shape " + DimsString(t->dims) +
+                             ", expected " + DimsString({cols, rows}));
+    }
+    if (!RowConversionSupports(t->type)) {
+      return Unimplemented("tensor '" + name + "' has unsupported type " + GgmlTypeName(t->type));
+    }
+    out->resize(rows * cols);
+    const size_t row_bytes = RowBytes(t->type, cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      DequantizeRow(t->type, t->data + r * row_bytes, cols, out->data() + r * cols);
+    }
+    return Status::Ok();
+  }
+
   Status Vector(const std::string& name, int64_t n, std::vector<float>* out) {
     const GgufTensorInfo* t = f_.FindTensor(name);
     if (t == nullptr) return NotFound("missing tensor '" + name + "'");
@@ -139,9 +161,16 @@ class TensorBinder {
   const GgufFile& f_;
 };
 
-// A mixture-of-experts layer's router and experts (p: "blk.N.").
+// A mixture-of-experts layer's router and experts (p: "blk.N."), with their biases where the
+// file has them (gpt-oss).
 Status BindExperts(TensorBinder& b, const ModelConfig& c, const std::string& p, LayerWeights* l) {
   PC_RETURN_IF_ERROR(b.Matrix(p + "ffn_gate_inp.weight", c.n_expert, c.n_embd, &l->router));
+  PC_RETURN_IF_ERROR(b.OptionalVector(p + "ffn_gate_inp.bias", c.n_expert, &l->router_b));
+  PC_RETURN_IF_ERROR(
+      b.OptionalRows(p + "ffn_gate_exps.bias", c.n_expert, c.n_ff_exp, &l->gate_exps_b));
+  PC_RETURN_IF_ERROR(b.OptionalRows(p + "ffn_up_exps.bias", c.n_expert, c.n_ff_exp, &l->up_exps_b));
+  PC_RETURN_IF_ERROR(
+      b.OptionalRows(p + "ffn_down_exps.bias", c.n_expert, c.n_embd, &l->down_exps_b));
   PC_RETURN_IF_ERROR(
       b.Experts(p + "ffn_gate_exps.weight", c.n_expert, c.n_ff_exp, c.n_embd, &l->gate_exps));
   PC_RETURN_IF_ERROR(
@@ -219,9 +248,15 @@ Status Model::BindWeights() {
     PC_RETURN_IF_ERROR(b.OptionalVector(p + "attn_v.bias", c.kv_dim(), &l.bv));
     PC_RETURN_IF_ERROR(b.OptionalVector(p + "attn_q_norm.weight", c.head_dim, &l.q_norm));
     PC_RETURN_IF_ERROR(b.OptionalVector(p + "attn_k_norm.weight", c.head_dim, &l.k_norm));
-    PC_RETURN_IF_ERROR(
-        b.OptionalVector(p + "post_attention_norm.weight", c.n_embd, &l.attn_post_norm));
-    PC_RETURN_IF_ERROR(b.Vector(p + "ffn_norm.weight", c.n_embd, &l.ffn_norm));
+    PC_RETURN_IF_ERROR(b.OptionalVector(p + "attn_output.bias", c.n_embd, &l.bo));
+    PC_RETURN_IF_ERROR(b.OptionalVector(p + "attn_sinks.weight", c.n_heads, &l.attn_sinks));
+    if (c.ffn_norm_is_post_attention_norm) {
+      PC_RETURN_IF_ERROR(b.Vector(p + "post_attention_norm.weight", c.n_embd, &l.ffn_norm));
+    } else {
+      PC_RETURN_IF_ERROR(
+          b.OptionalVector(p + "post_attention_norm.weight", c.n_embd, &l.attn_post_norm));
+      PC_RETURN_IF_ERROR(b.Vector(p + "ffn_norm.weight", c.n_embd, &l.ffn_norm));
+    }
     if (c.Moe()) {
       PC_RETURN_IF_ERROR(BindExperts(b, c, p, &l));
     } else if (file_->FindTensor(p + "ffn_gate.weight") == nullptr) {

@@ -37,6 +37,9 @@ struct LayerWeights {
   // gemma3) [head_dim]; RMSNorms of the attention and FFN outputs before their residual adds
   // (gemma2, gemma3) [n_embd].
   std::vector<float> bq, bk, bv, q_norm, k_norm, attn_post_norm, ffn_post_norm;
+  // Optional (gpt-oss): the attention output's bias [n_embd]; per query head a learned logit
+  // that joins its softmax's denominator (an "attention sink": weight for no value) [n_heads].
+  std::vector<float> bo, attn_sinks;
   std::vector<float> ffn_norm;  // [n_embd]
   WeightMatrix w_gate, w_up;    // [n_ff x n_embd]
   WeightMatrix w_down;          // [n_embd x n_ff]
@@ -46,6 +49,9 @@ struct LayerWeights {
   WeightMatrix router;
   std::vector<WeightMatrix> gate_exps, up_exps;  // [n_expert] of [n_ff_exp x n_embd]
   std::vector<WeightMatrix> down_exps;           // [n_expert] of [n_embd x n_ff_exp]
+  // Optional (gpt-oss): the router's bias [n_expert] and each expert's biases, expert-major:
+  // [n_expert x n_ff_exp] for gate and up, [n_expert x n_embd] for down.
+  std::vector<float> router_b, gate_exps_b, up_exps_b, down_exps_b;
   bool moe() const { return !down_exps.empty(); }
 };
 

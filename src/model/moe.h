@@ -39,9 +39,10 @@ struct MoeScratch {
   std::vector<int32_t> ids;    // [T, k]
   std::vector<float> weights;  // [T, k]
   ExpertGroups groups;
-  std::vector<float> x;         // [T * k, n_embd] the tokens' FFN inputs, by expert
-  std::vector<float> gate, up;  // [T * k, n_ff_exp]
-  std::vector<float> out;       // [T * k, n_embd] each row's expert output
+  std::vector<float> x;             // [T * k, n_embd] the tokens' FFN inputs, by expert
+  std::vector<float> gate, up;      // [T * k, n_ff_exp]
+  std::vector<float> out;           // [T * k, n_embd] each row's expert output
+  std::vector<int32_t> row_expert;  // [T * k] each row's expert
   // A grouped multiply's matrices (MatMulGrouped), with their rows and outputs.
   std::vector<WeightMatrix> ws;
   std::vector<int64_t> first, rows;

@@ -25,7 +25,7 @@ constexpr QuantFileType kFileTypes[] = {
     {"Q3_K_M", 12, GgmlType::kQ3_K},   {"Q3_K_L", 13, GgmlType::kQ3_K},
     {"Q4_K_S", 14, GgmlType::kQ4_K},   {"Q4_K_M", 15, GgmlType::kQ4_K},
     {"Q5_K_S", 16, GgmlType::kQ5_K},   {"Q5_K_M", 17, GgmlType::kQ5_K},
-    {"Q6_K", 18, GgmlType::kQ6_K},
+    {"Q6_K", 18, GgmlType::kQ6_K},     {"MXFP4", 38, GgmlType::kMXFP4},
 };
 
 // File type ids the rules test (llama.cpp's LLAMA_FTYPE_MOSTLY_*).

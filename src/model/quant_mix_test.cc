@@ -37,7 +37,7 @@ TEST(QuantMix, FileTypeNamesAndIds) {
       {"F32", 0},     {"F16", 1},     {"Q4_0", 2},    {"Q4_1", 3},    {"Q8_0", 7},
       {"Q5_0", 8},    {"Q5_1", 9},    {"Q2_K", 10},   {"Q3_K_S", 11}, {"Q3_K_M", 12},
       {"Q3_K_L", 13}, {"Q4_K_S", 14}, {"Q4_K_M", 15}, {"Q5_K_S", 16}, {"Q5_K_M", 17},
-      {"Q6_K", 18},   {"IQ4_NL", 25}, {"IQ4_XS", 30}, {"BF16", 32}};
+      {"Q6_K", 18},   {"IQ4_NL", 25}, {"IQ4_XS", 30}, {"BF16", 32},   {"MXFP4", 38}};
   EXPECT_EQ(QuantFileTypeNames().size(), ids.size());
   for (const auto& [name, id] : ids) {
     Result<QuantFileType> f = ParseQuantFileType(name);

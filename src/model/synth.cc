@@ -3,6 +3,7 @@
 // threads, and rows can be produced in parallel straight into the writer's buffer.
 #include "model/synth.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -36,7 +37,8 @@ struct Extras {
   float rope_linear_factor = 0.0f;
   int n_expert = 0;
   int n_expert_used = 0;
-  int n_ff_exp = 0;  // qwen3moe (llama's experts are n_ff wide)
+  int n_ff_exp = 0;  // qwen3moe, gpt-oss (llama's experts are n_ff wide)
+  float rope_yarn_factor = 0.0f;
 };
 
 struct Preset {
@@ -121,6 +123,33 @@ const Preset kPresets[] = {
             .n_ff_exp = 256}},
     {"tiny-mixtral", "tiny-mixtral", "llama", 256, 4, 4, 2, 512, 8192,
      Extras{.rope_base = 1000000.0f, .tied_embeddings = false, .n_expert = 8, .n_expert_used = 2}},
+    // gpt-oss-20b: 64 query heads of 64 over a 2880-wide stream, 32 experts of width 2880, 4
+    // per token, a 128-token window on even layers, YaRN x32 from 4096. (Its real file has the
+    // experts in MXFP4 and the rest in F16/Q8_0: `synth --type mxfp4` makes every matrix
+    // MXFP4.)
+    {"gpt-oss-20b", "gpt-oss-20b", "gpt-oss", 2880, 24, 64, 8, 2880, 131072,
+     Extras{.head_dim = 64,
+            .rope_base = 150000.0f,
+            .tied_embeddings = false,
+            .rope_original_ctx = 4096,
+            .sliding_window = 128,
+            .n_expert = 32,
+            .n_expert_used = 4,
+            .n_ff_exp = 2880,
+            .rope_yarn_factor = 32.0f}},
+    // gpt-oss in the conformance shape: 8 experts of 256, 2 per token, a 16-token window on even
+    // layers, YaRN x32 from an original context of 256 (so that its ramp spans pairs 0 to 10 of
+    // the 32).
+    {"tiny-gpt-oss", "tiny-gpt-oss", "gpt-oss", 256, 4, 4, 2, 256, 8192,
+     Extras{.head_dim = 64,
+            .rope_base = 150000.0f,
+            .tied_embeddings = false,
+            .rope_original_ctx = 256,
+            .sliding_window = 16,
+            .n_expert = 8,
+            .n_expert_used = 2,
+            .n_ff_exp = 256,
+            .rope_yarn_factor = 32.0f}},
     // tiny-mistral with a 20-token window: every layer slides and a short prompt passes it
     // (the sliding-window cache tests: blocks then have no global layers at all).
     {"tiny-mistral-w20", "tiny-mistral-w20", "llama", 256, 4, 4, 2, 768, 8192,
@@ -147,7 +176,7 @@ SynthShape ShapeOf(const Preset& p) {
           .tied_embeddings = e.tied_embeddings,
           .rope_scale_factor = e.rope_scale_factor,
           .rope_original_ctx = e.rope_original_ctx,
-          .qkv_bias = arch == "qwen2",
+          .qkv_bias = arch == "qwen2" || arch == "gpt-oss",
           .qk_norm = arch == "qwen3" || arch == "qwen3moe" || arch == "gemma3",
           .post_norms = arch == "gemma2" || arch == "gemma3",
           .sliding_window = e.sliding_window,
@@ -158,7 +187,9 @@ SynthShape ShapeOf(const Preset& p) {
           .longrope = arch == "phi3",
           .n_expert = e.n_expert,
           .n_expert_used = e.n_expert_used,
-          .n_ff_exp = e.n_expert > 0 && e.n_ff_exp == 0 ? p.n_ff : e.n_ff_exp};
+          .n_ff_exp = e.n_expert > 0 && e.n_ff_exp == 0 ? p.n_ff : e.n_ff_exp,
+          .rope_yarn_factor = e.rope_yarn_factor,
+          .oai_layout = arch == "gpt-oss"};
 }
 
 // SplitMix64 finaliser: a strong 64-bit mix, used both to derive seeds and as the generator
@@ -287,9 +318,15 @@ void SetHyperparameters(const SynthShape& s, const SynthOptions& o, int64_t n_vo
   if (s.n_expert > 0) {
     w->SetU32(a + ".expert_count", static_cast<uint32_t>(s.n_expert));
     w->SetU32(a + ".expert_used_count", static_cast<uint32_t>(s.n_expert_used));
-    if (a == "qwen3moe") {
+    if (a == "qwen3moe" || a == "gpt-oss") {
       w->SetU32(a + ".expert_feed_forward_length", static_cast<uint32_t>(s.n_ff_exp));
     }
+  }
+  if (s.rope_yarn_factor > 0) {
+    w->SetString(a + ".rope.scaling.type", "yarn");
+    w->SetF32(a + ".rope.scaling.factor", s.rope_yarn_factor);
+    w->SetU32(a + ".rope.scaling.original_context_length",
+              static_cast<uint32_t>(s.rope_original_ctx));
   }
   if (s.longrope) {
     // As the converter computes it from the context's ratio to the original.
@@ -319,6 +356,27 @@ void AddExperts(const SynthShape& shape, const std::string& p, const SynthOption
   AddRandomMatrix(w, pool, p + "ffn_gate_exps.weight", n_embd, n_ff, o.type, o.seed, 1, 0, n);
   AddRandomMatrix(w, pool, p + "ffn_up_exps.weight", n_embd, n_ff, o.type, o.seed, 1, 0, n);
   AddRandomMatrix(w, pool, p + "ffn_down_exps.weight", n_ff, n_embd, o.type, o.seed, 1, 0, n);
+  if (!shape.oai_layout) return;
+  // gpt-oss's biases: the router's, and each expert's (2-D, one row per expert). The gate and up
+  // biases are wide enough (std 4) that the activation's clamp at 7 bites on some elements.
+  const std::tuple<const char*, int64_t, int64_t, float> biases[] = {
+      {"ffn_gate_inp.bias", n, 0, 0.5f},
+      {"ffn_gate_exps.bias", n_ff, n, 4.0f},
+      {"ffn_up_exps.bias", n_ff, n, 4.0f},
+      {"ffn_down_exps.bias", n_embd, n, 0.5f}};
+  for (const auto& [name, cols, rows, std] : biases) {
+    std::vector<float> v =
+        RandomVector(p + name, cols * std::max<int64_t>(rows, 1), std, 0, o.seed);
+    if (rows == 0) {
+      AddF32Vector(w, p + name, std::move(v));
+    } else {
+      w->AddTensor(p + name, {cols, rows}, GgmlType::kF32,
+                   [v = std::move(v)](uint8_t* dst, size_t nbytes) {
+                     PC_CHECK(nbytes == v.size() * sizeof(float));
+                     std::memcpy(dst, v.data(), nbytes);
+                   });
+    }
+  }
 }
 
 // One layer's tensors, in the converter's names for the shape's architecture. attn_sharpen
@@ -363,7 +421,18 @@ void AddLayer(const SynthShape& shape, int l, const SynthOptions& o, ThreadPool*
     const std::string name = p + "post_attention_norm.weight";
     AddF32Vector(w, name, RandomVector(name, n_embd, 0.3f, 1.0f, seed));
   }
-  AddF32Vector(w, p + "ffn_norm.weight", ones_embd);
+  if (shape.oai_layout) {
+    // The attention output's bias; per head a sink logit of the scores' size; and the FFN's
+    // input norm under gpt-oss's name for it (away from 1 too).
+    AddF32Vector(w, p + "attn_output.bias",
+                 RandomVector(p + "attn_output.bias", n_embd, 0.5f, 0, seed));
+    AddF32Vector(w, p + "attn_sinks.weight",
+                 RandomVector(p + "attn_sinks.weight", shape.n_head, 1.0f, 0.0f, seed));
+    const std::string name = p + "post_attention_norm.weight";
+    AddF32Vector(w, name, RandomVector(name, n_embd, 0.3f, 1.0f, seed));
+  } else {
+    AddF32Vector(w, p + "ffn_norm.weight", ones_embd);
+  }
   if (shape.n_expert > 0) {
     AddExperts(shape, p, o, pool, w);
   } else if (shape.fused) {

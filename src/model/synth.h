@@ -73,14 +73,20 @@ struct SynthShape {
   int n_expert = 0;
   int n_expert_used = 0;
   int n_ff_exp = 0;
+  // gpt-oss: YaRN RoPE scaling by this factor from rope_original_ctx (0: none); the attention
+  // output's bias and per-head sinks; post_attention_norm as the FFN's input norm; the router's
+  // and experts' biases.
+  float rope_yarn_factor = 0.0f;
+  bool oai_layout = false;
 
   int HeadDim() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
 };
 
 // Names of the presets: real shapes (smollm2-135m, smollm2-360m, tinyllama-1.1b, llama3.2-1b,
-// mistral-7b, qwen2.5-0.5b, qwen3-0.6b, qwen3-30b-a3b, gemma2-2b, gemma3-1b, phi3.5-mini) and
-// tiny test fixtures (tiny-test, tiny-256, tiny-256-llama3, tiny-qwen2, tiny-qwen3,
-// tiny-qwen3moe, tiny-mixtral, tiny-gemma2, tiny-gemma3, tiny-phi3, tiny-mistral).
+// mistral-7b, qwen2.5-0.5b, qwen3-0.6b, qwen3-30b-a3b, gemma2-2b, gemma3-1b, phi3.5-mini,
+// gpt-oss-20b) and tiny test fixtures (tiny-test, tiny-256, tiny-256-llama3, tiny-qwen2,
+// tiny-qwen3, tiny-qwen3moe, tiny-mixtral, tiny-gemma2, tiny-gemma3, tiny-phi3, tiny-mistral,
+// tiny-gpt-oss).
 std::vector<std::string> SynthPresets();
 // The shape of a preset; NotFound naming the known presets for an unknown name.
 Result<SynthShape> SynthPresetShape(const std::string& preset);

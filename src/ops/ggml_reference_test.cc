@@ -1,6 +1,7 @@
 // The weight formats against llama.cpp's own definitions, not against this code's: the type ids,
 // block sizes and the IQ4 grid are copied here from llama.cpp's source (commit c392e509:
-// ggml/include/ggml.h, ggml/src/ggml-common.h, ggml/src/ggml-quants.c), and the dequantized
+// ggml/include/ggml.h, ggml/src/ggml-common.h, ggml/src/ggml-quants.c; MXFP4's, which that
+// commit predates, from ik_llama.cpp 8337e4cd's same files), and the dequantized
 // values of every K-quant and 32-element type come from llama.cpp itself (testdata/llama_dequant:
 // its quantizer's conversion of the conformance fixtures to F32). The other ops tests compare
 // the kernels with this code's reference dequantization, which reads the same tables as the
@@ -60,7 +61,14 @@ constexpr LlamaType kLlamaTypes[] = {
     {GgmlType::kIQ4_NL, 20, 32, 2 + 16},
     {GgmlType::kIQ4_XS, 23, 256, 2 + 2 + 4 + 128},
     {GgmlType::kBF16, 30, 1, 2},
+    // ik_llama.cpp 8337e4cd (llama.cpp has the same id): GGML_TYPE_MXFP4 = 39; block_mxfp4 is
+    // one E8M0 byte and QK_MXFP4 / 2 bytes of nibbles.
+    {GgmlType::kMXFP4, 39, 32, 1 + 16},
 };
+
+// ggml-common.h (ik_llama.cpp 8337e4cd): kvalues_mxfp4, twice the E2M1 value of each code; and
+// its dequantization: the code's value times GGML_E8M0_TO_FP32_HALF(e), 2^(e - 127) / 2.
+constexpr int8_t kLlamaMxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 TEST(GgmlReference, TypeIdsAndBlockSizes) {
   for (const LlamaType& t : kLlamaTypes) {
@@ -153,6 +161,60 @@ TEST(GgmlReference, Iq4GridInTheKernels) {
                 << GgmlTypeName(type) << " column " << t << " row " << r << " on "
                 << OpsTargetName(target) << (use_packed ? " (packed)" : "");
           }
+        }
+      }
+    }
+  }
+}
+
+// MXFP4: 8 blocks with exponents from the subnormal end to the top of f32's range (0, 1, 2,
+// 100, 127, 128, 150, 254), element j (j < 16) code j, element j + 16 code 15 - j: in the
+// decoder, every value exactly ggml's; through the kernels, 8 rows of such rows times one-hot
+// activations (every row's block b: exponent 120 + b, within the activations' range), packed and
+// not.
+TEST(GgmlReference, Mxfp4BlocksAsGgmlDefinesThem) {
+  constexpr int kCols = 256, kRows = 8;
+  const auto block = [](uint8_t e) {
+    std::vector<uint8_t> b(17);
+    b[0] = e;
+    for (int j = 0; j < 16; ++j) b[1 + j] = static_cast<uint8_t>(j | (15 - j) << 4);
+    return b;
+  };
+  const auto want = [](uint8_t e, int j) {
+    return static_cast<float>(std::ldexp(kLlamaMxfp4[j < 16 ? j : 31 - j], e - 128));
+  };
+  const uint8_t exps[8] = {0, 1, 2, 100, 127, 128, 150, 254};
+  std::vector<float> got(32);
+  for (const uint8_t e : exps) {
+    const std::vector<uint8_t> b = block(e);
+    DequantizeRow(GgmlType::kMXFP4, b.data(), 32, got.data());
+    for (int j = 0; j < 32; ++j)
+      EXPECT_EQ(got[j], want(e, j)) << "e " << int{e} << " element " << j;
+  }
+  std::vector<uint8_t> bytes;
+  for (int r = 0; r < kRows; ++r) {
+    for (int b = 0; b < kCols / 32; ++b) {
+      const std::vector<uint8_t> blk = block(static_cast<uint8_t>(120 + b));
+      bytes.insert(bytes.end(), blk.begin(), blk.end());
+    }
+  }
+  WeightMatrix w{GgmlType::kMXFP4, bytes.data(), kRows, kCols, RowBytes(GgmlType::kMXFP4, kCols),
+                 nullptr};
+  const PackedMatrix packed = PackMatrix(w, nullptr);
+  std::vector<float> x(kCols * kCols, 0.0f);
+  for (int t = 0; t < kCols; ++t) x[t * kCols + t] = 1.0f;
+  for (const bool use_packed : {false, true}) {
+    w.packed = use_packed ? &packed : nullptr;
+    for (const int64_t target : OpsTargets()) {
+      ScopedOpsTarget scoped(target);
+      std::vector<float> out(kCols * kRows);
+      MatMul(w, x.data(), kCols, out.data(), nullptr);
+      for (int t = 0; t < kCols; ++t) {
+        const float v = want(static_cast<uint8_t>(120 + t / 32), t % 32);
+        for (int r = 0; r < kRows; ++r) {
+          ASSERT_NEAR(out[t * kRows + r], v, 1e-4 * std::fabs(v))
+              << "MXFP4 column " << t << " row " << r << " on " << OpsTargetName(target)
+              << (use_packed ? " (packed)" : "");
         }
       }
     }

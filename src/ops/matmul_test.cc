@@ -31,10 +31,10 @@ namespace {
 
 constexpr double kU = 1.0 / (1 << 24);
 
-const GgmlType kQuantizedTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
-                                    GgmlType::kQ5_1, GgmlType::kQ8_0, GgmlType::kIQ4_NL,
-                                    GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K,
-                                    GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kIQ4_XS};
+const GgmlType kQuantizedTypes[] = {
+    GgmlType::kQ4_0,   GgmlType::kQ4_1,  GgmlType::kQ5_0,  GgmlType::kQ5_1, GgmlType::kQ8_0,
+    GgmlType::kIQ4_NL, GgmlType::kMXFP4, GgmlType::kQ2_K,  GgmlType::kQ3_K, GgmlType::kQ4_K,
+    GgmlType::kQ5_K,   GgmlType::kQ6_K,  GgmlType::kIQ4_XS};
 const GgmlType kFloatTypes[] = {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16};
 
 // Byte offsets of the f16 scales in a block of each quantized type.
@@ -86,6 +86,12 @@ TestMatrix MakeMatrix(GgmlType type, int64_t rows, int64_t cols, uint32_t seed, 
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t b = 0; b < cols / info.block_elems; ++b) {
         uint8_t* blk = m.bytes.data() + r * rb + b * info.block_bytes;
+        if (type == GgmlType::kMXFP4) {
+          // An E8M0 exponent: scales from 2^-32 to 2^23, beyond f16's range both ways (the
+          // packed header must keep them exact).
+          blk[0] = static_cast<uint8_t>(96 + rng() % 56);
+          continue;
+        }
         for (int off : ScaleOffsets(type)) {
           const uint16_t h = F32ToF16(scale(rng));
           std::memcpy(blk + off, &h, 2);
@@ -499,8 +505,8 @@ TEST(MatMul, KernelNamesFollowTheDispatch) {
     for (bool vnni_off : {false, true}) {
       internal::SetVnniDisabledForTest(vnni_off);
       for (GgmlType t : kQuantizedTypes) {
-        const bool is_signed =
-            t == GgmlType::kQ8_0 || t == GgmlType::kIQ4_NL || t == GgmlType::kIQ4_XS;
+        const bool is_signed = t == GgmlType::kQ8_0 || t == GgmlType::kIQ4_NL ||
+                               t == GgmlType::kIQ4_XS || t == GgmlType::kMXFP4;
         std::string want = "packed_int8_portable";
         if (avx3 && has_vnni && !vnni_off) {
           want = "packed_int8_vpdpbusd";

@@ -19,7 +19,7 @@ using packed_internal::kRows;
 using packed_internal::kVec;
 
 int QuantFromStored(const PackedFormat& f, uint8_t u) {
-  if (f.lut) return quant::kIQ4Values[u & 15];
+  if (f.lut != nullptr) return f.lut[u & 15];
   if (f.p8) return static_cast<int8_t>(u);
   return int{u} - f.bias;
 }
@@ -56,10 +56,10 @@ struct StoredValues {
   explicit StoredValues(const PackedFormat& f) {
     for (int q = -128; q < 128; ++q) {
       int v = f.p8 ? q : q + f.bias;
-      if (f.lut) {
+      if (f.lut != nullptr) {
         v = 0;
         for (int i = 0; i < 16; ++i) {
-          if (quant::kIQ4Values[i] == q) v = i;
+          if (f.lut[i] == q) v = i;
         }
       }
       u[q & 255] = static_cast<uint8_t>(v);
@@ -87,7 +87,11 @@ void PackGroup(const PackedFormat& f, const StoredValues& sv, const IntBlock* co
   for (int r = 0; r < kRows; ++r) {
     const IntBlock* b = rows[r];
     if (b == nullptr) continue;
-    PutHalf(group + 2 * r, b->d);
+    if (f.d_f32) {
+      std::memcpy(group + 4 * r, &b->d, 4);
+    } else {
+      PutHalf(group + 2 * r, b->d);
+    }
     if (f.m_offset >= 0) PutHalf(group + f.m_offset + 2 * r, b->m);
     if (k) {
       const int groups = 256 / f.sub;
@@ -175,7 +179,11 @@ void UnpackBlock(const PackedMatrix& p, int64_t row, int64_t block, IntBlock* ou
   const bool k = f.ng == 64;
   const int ng = f.ng, n = k ? 256 : 32, r = static_cast<int>(row % kRows);
   const uint8_t* group = p.Group(row / kRows, block);
-  out->d = GetHalf(group + 2 * r);
+  if (f.d_f32) {
+    std::memcpy(&out->d, group + 4 * r, 4);
+  } else {
+    out->d = GetHalf(group + 2 * r);
+  }
   out->m = f.m_offset >= 0 ? GetHalf(group + f.m_offset + 2 * r) : 0.0f;
   for (int i = 0; i < 16; ++i) {
     const int g = i * 16 / f.sub;

@@ -13,10 +13,11 @@
 //   P2: NG / 4 vectors; vector v: bits 2k, 2k+1 group v + k NG / 4
 //   P1: NG / 8 vectors; vector v: bit k group v + k NG / 8
 // and a quant's stored value u is P4 | P1 << 4 (5-bit), P4 | P2 << 4 (6-bit), P2 | P1 << 2
-// (3-bit), one plane alone otherwise; for IQ4 types u indexes kIQ4Values. The integer form's q is
-// u - bias (or the table's value).
-// The header: 32-element types: d (and m) of the 8 rows as f16; K types: d (and dmin) as f16,
-// then per group of 16 or 32 quants the 8 rows' integer scales (and minimums) as int8.
+// (3-bit), one plane alone otherwise; for IQ4 types u indexes kIQ4Values, for MXFP4
+// kMxfp4Values. The integer form's q is u - bias (or the table's value).
+// The header: 32-element types: d (and m) of the 8 rows as f16 (MXFP4: as f32, since its
+// power-of-two scales span far more than f16's range); K types: d (and dmin) as f16, then per
+// group of 16 or 32 quants the 8 rows' integer scales (and minimums) as int8.
 // Packed sizes are the file's within a few percent (Q2_K: +19%, its 4-bit scales unpacked).
 #pragma once
 
@@ -26,6 +27,7 @@
 #include <memory>
 
 #include "core/thread_pool.h"
+#include "ops/quant_blocks.h"
 #include "ops/weight_types.h"
 
 namespace promptcache {
@@ -37,7 +39,8 @@ struct PackedFormat {
   GgmlType type;
   int ng;              // dword groups per block: 8 (32-element blocks) or 64 (K super-blocks)
   int p8, p4, p2, p1;  // planes present (0 or 1)
-  bool lut;            // u indexes kIQ4Values
+  const int8_t* lut;   // u indexes this table of 16 values (null: no table)
+  bool d_f32;          // the rows' d are f32 (else f16)
   int bias;            // q = u - bias (0 for LUT types and types with minimums)
   int sub;             // K: quants per integer scale (16 or 32); 32-element types: 32
   // Bytes of one packed group (8 rows x one block), and where its parts begin.
@@ -53,11 +56,11 @@ constexpr int kRows = 8;
 constexpr int kVec = 32;  // bytes of one plane vector: 8 rows x 4 quants
 
 // Lays out a format's parts from its planes and header.
-constexpr PackedFormat Make(GgmlType type, bool k, int p8, int p4, int p2, int p1, bool lut,
-                            int bias, bool min, int sub) {
-  PackedFormat f{type, k ? 64 : 8, p8, p4, p2, p1, lut, bias, sub, 0, 0, -1, -1, -1, -1, -1, -1,
-                 -1};
-  int at = 16;  // d: 8 x f16
+constexpr PackedFormat Make(GgmlType type, bool k, int p8, int p4, int p2, int p1,
+                            const int8_t* lut, int bias, bool min, int sub, bool d_f32 = false) {
+  PackedFormat f{type, k ? 64 : 8, p8, p4, p2, p1, lut, d_f32, bias, sub,
+                 0,    0,          -1, -1, -1, -1, -1,  -1,    -1};
+  int at = d_f32 ? 32 : 16;  // d: 8 x f16 or f32
   if (min) {
     f.m_offset = at;
     at += 16;
@@ -84,19 +87,21 @@ constexpr PackedFormat Make(GgmlType type, bool k, int p8, int p4, int p2, int p
 
 // The packed formats: each quantized type's planes, offset or bias, and scale layout.
 inline constexpr PackedFormat kPackedFormats[] = {
-    //                     type             K      p8 p4 p2 p1 lut    bias min    sub
-    packed_internal::Make(GgmlType::kQ8_0, false, 1, 0, 0, 0, false, 0, false, 32),
-    packed_internal::Make(GgmlType::kQ4_0, false, 0, 1, 0, 0, false, 8, false, 32),
-    packed_internal::Make(GgmlType::kQ4_1, false, 0, 1, 0, 0, false, 0, true, 32),
-    packed_internal::Make(GgmlType::kIQ4_NL, false, 0, 1, 0, 0, true, 0, false, 32),
-    packed_internal::Make(GgmlType::kQ5_0, false, 0, 1, 0, 1, false, 16, false, 32),
-    packed_internal::Make(GgmlType::kQ5_1, false, 0, 1, 0, 1, false, 0, true, 32),
-    packed_internal::Make(GgmlType::kQ2_K, true, 0, 0, 1, 0, false, 0, true, 16),
-    packed_internal::Make(GgmlType::kQ3_K, true, 0, 0, 1, 1, false, 4, false, 16),
-    packed_internal::Make(GgmlType::kQ4_K, true, 0, 1, 0, 0, false, 0, true, 32),
-    packed_internal::Make(GgmlType::kQ5_K, true, 0, 1, 0, 1, false, 0, true, 32),
-    packed_internal::Make(GgmlType::kQ6_K, true, 0, 1, 1, 0, false, 32, false, 16),
-    packed_internal::Make(GgmlType::kIQ4_XS, true, 0, 1, 0, 0, true, 0, false, 32),
+    //                     type             K      p8 p4 p2 p1 lut          bias min  sub
+    packed_internal::Make(GgmlType::kQ8_0, false, 1, 0, 0, 0, nullptr, 0, false, 32),
+    packed_internal::Make(GgmlType::kQ4_0, false, 0, 1, 0, 0, nullptr, 8, false, 32),
+    packed_internal::Make(GgmlType::kQ4_1, false, 0, 1, 0, 0, nullptr, 0, true, 32),
+    packed_internal::Make(GgmlType::kIQ4_NL, false, 0, 1, 0, 0, quant::kIQ4Values, 0, false, 32),
+    packed_internal::Make(GgmlType::kMXFP4, false, 0, 1, 0, 0, quant::kMxfp4Values, 0, false, 32,
+                          /*d_f32=*/true),
+    packed_internal::Make(GgmlType::kQ5_0, false, 0, 1, 0, 1, nullptr, 16, false, 32),
+    packed_internal::Make(GgmlType::kQ5_1, false, 0, 1, 0, 1, nullptr, 0, true, 32),
+    packed_internal::Make(GgmlType::kQ2_K, true, 0, 0, 1, 0, nullptr, 0, true, 16),
+    packed_internal::Make(GgmlType::kQ3_K, true, 0, 0, 1, 1, nullptr, 4, false, 16),
+    packed_internal::Make(GgmlType::kQ4_K, true, 0, 1, 0, 0, nullptr, 0, true, 32),
+    packed_internal::Make(GgmlType::kQ5_K, true, 0, 1, 0, 1, nullptr, 0, true, 32),
+    packed_internal::Make(GgmlType::kQ6_K, true, 0, 1, 1, 0, nullptr, 32, false, 16),
+    packed_internal::Make(GgmlType::kIQ4_XS, true, 0, 1, 0, 0, quant::kIQ4Values, 0, false, 32),
 };
 
 constexpr const PackedFormat* FindPackedFormat(GgmlType type) {

@@ -103,7 +103,8 @@ void RunPanels(const MatMulJob& job, const PackedMatrix& pm, int64_t q0, int64_t
 // Whether kType's packed quants are signed values (Q8_0, IQ4 types) rather than unsigned u, and
 // so the multiply-add its panels take without VNNI.
 template <GgmlType kType>
-constexpr bool kSignedQuants = FindPackedFormat(kType)->p8 || FindPackedFormat(kType)->lut;
+constexpr bool kSignedQuants = FindPackedFormat(kType)->p8 ||
+                               FindPackedFormat(kType)->lut != nullptr;
 template <GgmlType kType>
 constexpr DotKind kPlainDot = kSignedQuants<kType> ? DotKind::kSigned : DotKind::kUnsigned;
 
@@ -143,6 +144,8 @@ decltype(auto) VisitPackedType(GgmlType type, Fn&& fn) {
       return fn(std::integral_constant<T, T::kQ8_0>());
     case T::kIQ4_NL:
       return fn(std::integral_constant<T, T::kIQ4_NL>());
+    case T::kMXFP4:
+      return fn(std::integral_constant<T, T::kMXFP4>());
     case T::kQ2_K:
       return fn(std::integral_constant<T, T::kQ2_K>());
     case T::kQ3_K:

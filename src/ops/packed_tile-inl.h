@@ -89,7 +89,7 @@ template <GgmlType kType, bool kFlip>
 struct Fmt {
   static constexpr PackedFormat f = *FindPackedFormat(kType);
   static constexpr bool kK = f.ng == 64;
-  static constexpr bool kSigned = f.p8 || f.lut;
+  static constexpr bool kSigned = f.p8 || f.lut != nullptr;
   static constexpr bool kMin = f.m_offset >= 0;
   static constexpr int kBias = kSigned ? (kFlip ? 128 : 0) : f.bias;
   static constexpr int kShift = kBias ? __builtin_ctz(kBias) : 0;
@@ -114,10 +114,9 @@ struct Fmt {
         const auto h = W::Load(g, f.p2_offset + (G % (ng / 4)) * 32);
         u = hn::Or(u, ShiftUp<4>(Bits(h, 2 * (G / (ng / 4)), 3)));
       }
-      if constexpr (f.lut) {
+      if constexpr (f.lut != nullptr) {
         const typename W::D8 d8;
-        u = hn::TableLookupBytes(
-            hn::LoadDup128(d8, reinterpret_cast<const uint8_t*>(quant::kIQ4Values)), u);
+        u = hn::TableLookupBytes(hn::LoadDup128(d8, reinterpret_cast<const uint8_t*>(f.lut)), u);
       }
     } else {
       u = Bits(W::Load(g, f.p2_offset + (G % (ng / 4)) * 32), 2 * (G / (ng / 4)), 3);
@@ -269,7 +268,11 @@ HWY_INLINE void Blocks32(const uint8_t* const* g, int n, int64_t skip, const Tok
     typename W::VF rd[H], rm[H];
     HWY_UNROLL(8)
     for (int h = 0; h < H; ++h) {
-      rd[h] = W::Halves(gb + kP * h, 0);
+      if constexpr (F::f.d_f32) {
+        rd[h] = W::Floats(gb + kP * h, 0);
+      } else {
+        rd[h] = W::Halves(gb + kP * h, 0);
+      }
       if constexpr (F::kMin) rm[h] = W::Halves(gb + kP * h, F::f.m_offset);
     }
     HWY_UNROLL(8)

@@ -59,6 +59,11 @@ struct PanelWidth {
                            return hn::LoadU(d, reinterpret_cast<const hwy::float16_t*>(g[k] + at));
                          }));
   }
+  // The rows' f32 values at `at` (8 per panel).
+  static HWY_INLINE VF Floats(const uint8_t* const* g, int at) {
+    return Join<DF>(
+        [&](auto d, int k) { return hn::LoadU(d, reinterpret_cast<const float*>(g[k] + at)); });
+  }
   // The rows' int8 values at `at` (8 per panel), as int32.
   static HWY_INLINE VI Int8s(const uint8_t* const* g, int at) {
     const hn::Rebind<int8_t, DI> d8;

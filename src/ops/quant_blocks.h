@@ -3,7 +3,8 @@
 // (de)quantizers and the kernels' block decoders. Not for use outside ops/.
 //
 // Two families:
-//  - 32-element blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL): one f16 scale (and offset) each.
+//  - 32-element blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL): one f16 scale (and offset) each;
+//    MXFP4 (OCP microscaling FP4, gpt-oss's experts): a power-of-two scale byte instead.
 //  - 256-element super-blocks, the K-quants and IQ4_XS: an f16 super-block scale (and one for the
 //    minimums) with small integer scales per 16 or 32 elements.
 // Nibble order: in a 32-element block, byte j holds element j (low nibble) and j + 16 (high).
@@ -41,6 +42,12 @@ struct BlockQ8_0 {
 struct BlockIQ4_NL {
   uint16_t d;
   uint8_t qs[16];  // indices into kIQ4Values
+};
+// MXFP4: e is an E8M0 exponent (the scale 2^(e - 127)); the nibbles are E2M1 codes indexing
+// kMxfp4Values, which holds twice each code's value, so the block's d is 2^(e - 128).
+struct BlockMXFP4 {
+  uint8_t e;
+  uint8_t qs[16];
 };
 
 // Q2_K: 16 groups of 16; scales[g] holds the group's scale (low nibble) and minimum (high).
@@ -89,13 +96,28 @@ struct BlockIQ4_XS {
 };
 
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
-              sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockIQ4_NL) == 18);
+              sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockIQ4_NL) == 18 &&
+              sizeof(BlockMXFP4) == 17);
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
               sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockIQ4_XS) == 136);
 
 // IQ4_NL / IQ4_XS: the 16 values a 4-bit index stands for (a non-linear grid).
 inline constexpr int8_t kIQ4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                           1,    13,   25,  38,  53,  69,  89,  113};
+
+// MXFP4: twice the E2M1 value of each 4-bit code (sign bit 3; magnitudes 0, 0.5, 1, 1.5, 2, 3,
+// 4, 6), integers so that the code is a quant of the integer form.
+inline constexpr int8_t kMxfp4Values[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                            0, -1, -2, -3, -4, -6, -8, -12};
+
+// MXFP4: the block scale d = 2^(e - 128) (half the E8M0 value, to go with kMxfp4Values), exact
+// for every e (e < 2 gives subnormals, as ggml's does).
+inline float Mxfp4Scale(uint8_t e) {
+  const uint32_t bits = e >= 2 ? uint32_t(e - 1) << 23 : uint32_t(0x00200000) << e;
+  float d;
+  __builtin_memcpy(&d, &bits, 4);
+  return d;
+}
 
 // Q4_K / Q5_K: the 6-bit scale and minimum of group j (0..7) from the packed 12 bytes.
 inline void ScaleMinK4(int j, const uint8_t* q, int* scale, int* min) {

@@ -171,4 +171,31 @@ void QuantizeBlockIQ4_NL(const float* x, uint8_t* block) {
   std::memcpy(block, &blk, sizeof(blk));
 }
 
+// MXFP4 as ggml quantizes it, so that a file's bytes are llama.cpp's: the scale 2^(floor(log2
+// amax) - 3), whose top level 12 d is 0.75 to 1.5 of amax (values above it clip: the levels are
+// twice as fine as with the next scale up), and every value's nearest level (the first on a tie,
+// so +0 rather than -0). The exponent is clamped to E8M0's range, where ggml's would wrap.
+void QuantizeBlockMXFP4(const float* x, uint8_t* block) {
+  BlockMXFP4 blk = {};
+  float amax = 0.0f;
+  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+  if (amax > 0.0f) {
+    const float e = std::floor(std::log2(amax)) - 2 + 127;
+    blk.e = static_cast<uint8_t>(std::clamp(e, 0.0f, 254.0f));
+    const float d = Mxfp4Scale(blk.e);
+    int q[32];
+    for (int j = 0; j < 32; ++j) {
+      int best = 0;
+      for (int i = 1; i < 16; ++i) {
+        if (std::fabs(x[j] - d * kMxfp4Values[i]) < std::fabs(x[j] - d * kMxfp4Values[best])) {
+          best = i;
+        }
+      }
+      q[j] = best;
+    }
+    PackNibbles(q, blk.qs);
+  }
+  std::memcpy(block, &blk, sizeof(blk));
+}
+
 }  // namespace promptcache

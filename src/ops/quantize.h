@@ -17,6 +17,7 @@ void QuantizeBlockQ4_1(const float* x, uint8_t* block);
 void QuantizeBlockQ5_0(const float* x, uint8_t* block);
 void QuantizeBlockQ5_1(const float* x, uint8_t* block);
 void QuantizeBlockIQ4_NL(const float* x, uint8_t* block);
+void QuantizeBlockMXFP4(const float* x, uint8_t* block);
 
 // 256 elements (quantize_k.cc).
 void QuantizeBlockQ2_K(const float* x, uint8_t* block);

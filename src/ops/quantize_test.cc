@@ -42,6 +42,7 @@ struct Spec {
 // 0.085, Q4_1 0.070, Q5_0 0.040, Q5_1 0.033, IQ4_NL 0.073, Q2_K 0.27, Q3_K 0.14, Q4_K 0.071,
 // Q5_K 0.035, Q6_K 0.017, IQ4_XS 0.073; llama.cpp's quantizers, without an importance matrix,
 // measure the same or up to 12% more on the same rows). A quantizer one bit short fails them.
+// MXFP4's (normal 0.114, uniform 0.141, the worse one bounded) is ggml's own rule, byte for byte.
 const Spec kSpecs[] = {
     {GgmlType::kQ8_0, 32, false, 127, 0, -128, 127, false, 0.0065},
     {GgmlType::kQ4_0, 32, false, 8, 0, -8, 7, false, 0.105},
@@ -49,6 +50,10 @@ const Spec kSpecs[] = {
     {GgmlType::kQ5_0, 32, false, 16, 0, -16, 15, true, 0.048},
     {GgmlType::kQ5_1, 32, true, 31, 0, 0, 31, true, 0.041},
     {GgmlType::kIQ4_NL, 32, false, 113.0 / 24, 0, 0, 15, true, 0.09},
+    // MXFP4's levels are 0 to 12 units of a power-of-two scale, 4 apart at the top: a value
+    // rounds by at most a quarter of itself, a clipped one (ggml's scale puts amax at 8 to 16
+    // units) by under a quarter of amax, so 5 "steps" (1.25 amax / 5).
+    {GgmlType::kMXFP4, 32, false, 5, 0, 0, 15, true, 0.17},
     {GgmlType::kQ2_K, 16, true, 3, 15, 0, 3, true, 0.32},
     {GgmlType::kQ3_K, 16, false, 4, 31, -4, 3, true, 0.175},
     {GgmlType::kQ4_K, 32, true, 15, 63, 0, 15, true, 0.087},
@@ -148,7 +153,8 @@ void ExpectWithinResolution(const Spec& s, const std::vector<float>& x,
 float Level(const Spec& s, const IntBlock& ib, int i, int q) {
   const float v = s.type == GgmlType::kIQ4_NL || s.type == GgmlType::kIQ4_XS
                       ? static_cast<float>(quant::kIQ4Values[q])
-                      : static_cast<float>(q);
+                  : s.type == GgmlType::kMXFP4 ? static_cast<float>(quant::kMxfp4Values[q])
+                                               : static_cast<float>(q);
   if (FindWeightType(s.type)->block_elems == 32) return s.has_min ? v * ib.d + ib.m : v * ib.d;
   const float dl = ib.d * static_cast<float>(ib.sc[i / 16]);
   return s.has_min ? dl * v - ib.m * static_cast<float>(ib.mn[i / 16]) : dl * v;
@@ -269,6 +275,21 @@ TEST(QuantizeLayout, IQ4_NL) {
   EXPECT_EQ(RoundTrip(GgmlType::kIQ4_NL, x, &b), x);
   ExpectBytes(b, 0, {0x00, 0x38});
   for (int j = 0; j < 16; ++j) EXPECT_EQ(b[2 + j], j | j << 4) << j;
+}
+
+// MXFP4: a quarter of each E2M1 code's doubled value, twice: e = 126 (d = 2^-2), code j % 16
+// (the code of -0, 8, comes back as +0's).
+TEST(QuantizeLayout, MXFP4) {
+  std::vector<float> x(32);
+  for (int j = 0; j < 32; ++j) x[j] = 0.25f * quant::kMxfp4Values[j % 16];
+  std::vector<uint8_t> b;
+  EXPECT_EQ(RoundTrip(GgmlType::kMXFP4, x, &b), x);
+  ASSERT_EQ(b.size(), 17u);
+  EXPECT_EQ(b[0], 126);
+  for (int j = 0; j < 16; ++j) {
+    const int code = j == 8 ? 0 : j;
+    EXPECT_EQ(b[1 + j], code | code << 4) << j;
+  }
 }
 
 // Q4_K with d = 1/64, dmin = 1/32 and chosen 6-bit scales and minimums per group of 32; the

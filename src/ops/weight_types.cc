@@ -91,6 +91,22 @@ void DecodeIQ4_NL(const uint8_t* p, IntBlock* o) {
   o->m = 0;
 }
 
+// MXFP4: the codes' doubled values as quants, the E8M0 scale halved as d (both exact).
+void DecodeMXFP4(const uint8_t* p, IntBlock* o) {
+  const auto b = Load<BlockMXFP4>(p);
+  for (int j = 0; j < 16; ++j) {
+    o->q[j] = kMxfp4Values[b.qs[j] & 15];
+    o->q[j + 16] = kMxfp4Values[b.qs[j] >> 4];
+  }
+  o->d = Mxfp4Scale(b.e);
+  o->m = 0;
+}
+
+void ScalesMXFP4(const uint8_t* p, IntBlock* o) {
+  o->d = Mxfp4Scale(p[0]);
+  o->m = 0;
+}
+
 // ---------------------------------------------------------------- K-quants and IQ4_XS
 
 // Each K decoder has a scales part (DecodeScales<...>, all the kernels need from the scalar code)
@@ -256,6 +272,8 @@ const WeightTypeInfo kTypes[] = {
     PC_INT_TYPE(kQ8_0, DecodeQ8_0, ScalesHeader<false>, 32, 34, kQ8_0, false, &QuantizeBlockQ8_0),
     PC_INT_TYPE(kIQ4_NL, DecodeIQ4_NL, ScalesHeader<false>, 32, 18, kQ8_0, false,
                 &QuantizeBlockIQ4_NL),
+    PC_INT_TYPE(kMXFP4, DecodeMXFP4, ScalesMXFP4, 32, 17, kQ8_0, false,
+                &QuantizeBlockMXFP4),
     PC_INT_TYPE(kQ2_K, DecodeQ2_K, ScalesQ2_K, 256, 84, kQ8_K, true, &QuantizeBlockQ2_K),
     PC_INT_TYPE(kQ3_K, DecodeQ3_K, ScalesQ3_K, 256, 110, kQ8_K, false, &QuantizeBlockQ3_K),
     PC_INT_TYPE(kQ4_K, (DecodeQ45_K<BlockQ4_K, false>), ScalesQ45_K<BlockQ4_K>, 256, 144, kQ8_K,
