@@ -81,7 +81,7 @@ TEST(Harmony, OutputWithoutChannelsIsContent) {
 TEST(Harmony, ToolCallsInEitherHeaderBecomeCalls) {
   // Recipient in the channel header, with <|constrain|>; <|call|> ended generation (not in the
   // text). Then in the role header.
-  for (const std::string& call :
+  for (const char* call :
        {"<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json"
         "<|message|>{\"city\": \"Paris\"}",
         "<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>"

@@ -66,12 +66,23 @@ MaybeError OffOnly(const ojson& obj, const std::string& prefix) {
   return std::nullopt;
 }
 
-// `think`: true or false. Ollama's levels ("low", "medium", "high": gpt-oss's) are a 400.
+// `think`: true or false, or a level ("low", "medium", "high": gpt-oss's reasoning effort).
 MaybeError ReadThink(const ojson& obj, OllamaRequest* out) {
   const ojson* think = Find(obj, "think");
   if (think == nullptr) return std::nullopt;
+  if (think->is_string()) {
+    const std::string level = think->get<std::string>();
+    if (level != "low" && level != "medium" && level != "high") {
+      return ApiError::BadRequest(
+          "'think' must be true, false, \"low\", \"medium\" or \"high\", got \"" + level + "\"",
+          "think");
+    }
+    out->think = true;
+    out->think_level = level;
+    return std::nullopt;
+  }
   if (!think->is_boolean()) {
-    return Unsupported("think", "'think' other than true or false (thinking levels)");
+    return WrongType("think", "true, false, \"low\", \"medium\" or \"high\"", *think);
   }
   out->think = think->get<bool>();
   return std::nullopt;

@@ -13,9 +13,10 @@
 // /api/generate's prompt (with `system`) is one user turn through the chat template, or with
 // "raw": true the prompt text as it is. `keep_alive` is accepted and means nothing here (the one
 // model stays loaded). `think` (true/false) switches a template's thinking where it has a
-// switch and says whether the thinking is split out (server/reasoning.h); an assistant's
+// switch and says whether the thinking is split out (server/reasoning.h); a level ("low",
+// "medium", "high") is gpt-oss's reasoning effort; an assistant's
 // `thinking` sent back is its reasoning_content. What cannot be honoured (images, suffix,
-// template, context, think levels) is a 400 naming it. Extension: "grammar" (GBNF), passed to the
+// template, context) is a 400 naming it. Extension: "grammar" (GBNF), passed to the
 // chat or completions request as is.
 #pragma once
 
@@ -36,6 +37,9 @@ struct OllamaRequest {
   bool load_only = false;
   // `think`: true or false; unset: not given (the template's default, thinking split out).
   std::optional<bool> think;
+  // `think` as a level ("low", "medium", "high": gpt-oss's): think is true and the level is the
+  // chat request's reasoning_effort (a 400 naming `think` for a template that does not read it).
+  std::string think_level;
 };
 
 std::optional<ApiError> ParseOllamaChat(std::string_view body, const RequestLimits& limits,

@@ -108,7 +108,10 @@ TEST(OllamaRequest, WhatCannotBeHonouredIsRefusedByName) {
       ChatError(R"({"model":"m","messages":[{"role":"user","content":"x"}],"bogus":1})").param,
       "bogus");
   EXPECT_EQ(
-      ChatError(R"({"model":"m","messages":[{"role":"user","content":"x"}],"think":"high"})").param,
+      ChatError(R"({"model":"m","messages":[{"role":"user","content":"x"}],"think":"max"})").param,
+      "think");
+  EXPECT_EQ(
+      ChatError(R"({"model":"m","messages":[{"role":"user","content":"x"}],"think":1})").param,
       "think");
   EXPECT_EQ(ChatError(R"({"model":"m","messages":[{"role":"user","content":"x","images":["AA"]}]})")
                 .param,
@@ -149,6 +152,10 @@ namespace {
 // think: true or false is read (levels are refused above); an assistant's thinking sent back is
 // its reasoning_content, which must be a string.
 TEST(OllamaRequest, ThinkAndThinkingSentBack) {
+  const OllamaRequest high =
+      Chat(R"({"model":"m","messages":[{"role":"user","content":"x"}],"think":"high"})");
+  EXPECT_EQ(high.think, true);  // a level: gpt-oss's reasoning effort
+  EXPECT_EQ(high.think_level, "high");
   EXPECT_EQ(Chat(R"({"model":"m","messages":[{"role":"user","content":"x"}],"think":true})").think,
             std::optional<bool>(true));
   EXPECT_EQ(Chat(R"({"model":"m","messages":[{"role":"user","content":"x"}],"think":false})").think,

@@ -234,6 +234,15 @@ void HandleOllama(Call& call, bool chat) {
   // `think` switches the template's thinking where it has a switch; false also leaves the text
   // unsplit. A raw prompt (no template) is never split.
   r.api.template_kwargs = server.encoder().ThinkingSwitch(r.think);
+  if (!r.think_level.empty()) {
+    if (!server.encoder().reads_reasoning_effort()) {
+      return call.Fail(ApiError::BadRequest(
+          "'think' levels have no meaning for this model: its chat template does not read "
+          "reasoning_effort (true or false work)",
+          "think"));
+    }
+    r.api.reasoning_effort = r.think_level;
+  }
   CompletionRequest creq;
   bool opens_thinking = false;
   if (!Prepare(call, r.api, &creq, &opens_thinking)) return;

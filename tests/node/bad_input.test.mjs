@@ -92,7 +92,7 @@ test('unknown model is a 404 through the OpenAI client', async () => {
     assert.equal(e.param, 'model');
     return true;
   });
-  await assert.rejects(client.chat.completions.create(chat({ mirostat: 2 })), (e) => e instanceof OpenAI.BadRequestError);
+  await assert.rejects(client.chat.completions.create(chat({ tfs_z: 0.9 })), (e) => e instanceof OpenAI.BadRequestError);
   await stillServing();
 });
 

@@ -148,7 +148,7 @@ test('n > 1 streamed: indexed choices, each finished', async () => {
 
 test('fields this server does not implement are refused by name', async () => {
   const cases = [
-    ['guided_regex', 'a+'], ['guided_grammar', 'root ::= "a"'], ['mirostat', 2],
+    ['guided_regex', 'a+'], ['guided_grammar', 'root ::= "a"'], ['tfs_z', 0.9],
     ['n_probs', 3], ['temprature', 0.5],
   ];
   for (const [field, value] of cases) {

@@ -44,6 +44,8 @@ const FIRST_ID = 151669;  // after Qwen3's added tokens
 // in analysis, its calls in commentary to=functions.NAME, and the generation prompt
 // "<|start|>assistant" after which the model writes its channel.
 const TEMPLATE = [
+  "{%- if reasoning_effort -%}<|start|>system<|message|>Reasoning: {{ reasoning_effort }}<|end|>",
+  "{%- endif -%}",
   "{%- if tools -%}<|start|>developer<|message|># Tools",
   "{%- for t in tools %} {{ t.function.name }}{% endfor %}<|end|>{%- endif -%}",
   "{%- for m in messages -%}",
@@ -256,4 +258,11 @@ test('ollama client: message.thinking and the content; message.tool_calls', asyn
   assert.equal(call.message.thinking, THINKING);
   assert.deepEqual(call.message.tool_calls.map((c) => [c.function.name, c.function.arguments]),
     [['get_weather', { city: 'Paris' }]]);
+  // think as a level (gpt-oss's): the template's reasoning_effort, so the prompt grows by the
+  // "Reasoning: high" turn; the answer is still split.
+  const levelled = await ollama.chat({ ...common, grammar: exactly(OUTPUT), think: 'high', stream: false });
+  assert.equal(levelled.message.thinking, THINKING);
+  assert.ok(levelled.prompt_eval_count > r.prompt_eval_count + 3,
+    `${levelled.prompt_eval_count} vs ${r.prompt_eval_count}`);
+  await assert.rejects(ollama.chat({ ...common, think: 'max', stream: false }), /think/);
 });
