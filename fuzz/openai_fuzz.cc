@@ -9,6 +9,8 @@
 // format (server/tool_calls.h) for the response and the stream's tool_calls chunks. Thinking:
 // a Qwen3-like template renders chat_template_kwargs and reasoning_content, and the text is split
 // into reasoning and answer whole and as a stream (server/reasoning.h), which must agree.
+// Sampling: the accepted settings validate and draw an id of the vocabulary (DRY's breakers
+// found in it).
 //
 // To reach deep into the parser without committed seeds, each input is tried twice: as is, and
 // spliced into one of a few valid request bodies (the first byte picks the body, the second
@@ -21,11 +23,14 @@
 #include <vector>
 
 #include "fuzz/request_fuzz_support.h"
+#include "sampling/dry.h"
+#include "sampling/sampler.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/prompt_encoder.h"
 #include "server/reasoning.h"
 #include "server/tool_request.h"
+#include "tokenizer/tokenizer.h"
 
 namespace promptcache {
 namespace {
@@ -47,6 +52,7 @@ constexpr const char* kTemplates[] = {
     R"({"content":"Hello \u00e9\u4e16 world","model":"m"})",
     R"({"model":"m","messages":[{"role":"user","content":"w?"},{"role":"assistant","content":null,"tool_calls":[{"id":"abcDEF123","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}}]},{"role":"tool","tool_call_id":"abcDEF123","name":"get_weather","content":"<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>"}],"tools":[{"type":"function","function":{"name":"get_weather","description":"d","parameters":{"type":"object","properties":{"city":{"type":"string","maxLength":9}},"required":["city"]}}}],"tool_choice":"required"})",
     R"({"model":"m","messages":[{"role":"user","content":"2+2?"},{"role":"assistant","content":"4","reasoning_content":"Easy."},{"role":"user","content":"<think> a \\n</think>\\n\\n b"}],"chat_template_kwargs":{"enable_thinking":false,"x":[1,"y",null]},"reasoning_format":"deepseek","reasoning_effort":"low"})",
+    R"({"model":"m","prompt":"a b a b a","typical_p":0.9,"top_n_sigma":1.5,"xtc_probability":0.5,"xtc_threshold":0.1,"min_keep":2,"dynatemp_range":0.3,"dynatemp_exponent":1.5,"mirostat":2,"mirostat_tau":4,"mirostat_eta":0.2,"dry_multiplier":0.8,"dry_base":1.75,"dry_allowed_length":2,"dry_penalty_last_n":-1,"dry_sequence_breakers":["\n","User:","\u00e9"]})",
     R"({"model":"m","messages":[{"role":"user","content":"Fix it."}],"prediction":{"type":"content","content":[{"type":"text","text":"int main() {\n"},{"type":"text","text":"  return 0;\n}"}]},"max_tokens":9})",
 };
 
@@ -163,6 +169,28 @@ void CheckResponses(const ApiRequest& r) {
   }
 }
 
+// An accepted request's sampling settings are valid and sample: DRY's breakers found in the
+// vocabulary (as the route does), then a draw after a history that repeats itself.
+void CheckSampling(const ApiRequest& r, const Tokenizer& tok) {
+  SamplingParams sampling = r.sampling;
+  sampling.logit_bias.clear();  // its ids are CheckLogitBias's
+  if (sampling.dry_multiplier > 0) sampling.dry_breakers = DryBreakerSequences(tok, r.dry_breakers);
+  for (const std::vector<int32_t>& seq : sampling.dry_breakers) {
+    Check(!seq.empty(), "a breaker sequence has tokens");
+    for (int32_t t : seq) Check(t >= 0 && t < tok.vocab_size(), "breaker token id");
+  }
+  Check(sampling.Validate().ok(), "accepted sampling settings validate");
+  Sampler sampler(sampling);
+  const int32_t n = tok.vocab_size();
+  std::vector<float> logits(n);
+  for (int32_t i = 0; i < n; ++i) logits[i] = static_cast<float>((i * 7919) % 1000) / 100.0f;
+  const std::vector<int32_t> history = {1, 2, 3, 1, 2, 3, 1, 2};
+  for (int step = 0; step < 2; ++step) {
+    const int32_t t = sampler.Sample(logits.data(), n, history);
+    Check(t >= 0 && t < n, "a sampled id is in the vocabulary");
+  }
+}
+
 void Exercise(std::string_view body) {
   RequestLimits limits;
   limits.max_tokens_limit = 4096;
@@ -188,6 +216,7 @@ void Exercise(std::string_view body) {
       const std::vector<int32_t> guesses = v.tok->EncodeContinuation(r.prediction);
       Check(guesses.size() <= r.prediction.size(), "a prediction's tokens are at most its bytes");
       for (int32_t t : guesses) Check(t >= 0 && t < v.tok->vocab_size(), "prediction token id");
+      CheckSampling(r, *v.tok);
     }
     CheckResponses(r);
   }
