@@ -1,7 +1,9 @@
 // libFuzzer target for the tokenizers: encodes arbitrary bytes with the GPT-2 (byte-level BPE)
 // and Llama-2 (SentencePiece) vocabularies, with special-token parsing off and on, and checks
 // what must hold for any input: ids in range, lossless decoding (both kinds represent every byte
-// sequence), and a StreamDecoder that only ever emits valid UTF-8 and agrees with Decode.
+// sequence), and a StreamDecoder that only ever emits valid UTF-8 and agrees with Decode. Every
+// pre-tokenizer preset (GPT-2, Llama 3, SmolLM, Qwen2, GPT-4o) splits the bytes into non-empty
+// words that concatenate to exactly them.
 //
 // The vocabularies are read once from $PC_SHARED_DIR/tokenizers if that is set, else from the
 // PC_SHARED_DIR compile definition, else from shared/ beside the repository this file is in.
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "gguf/gguf.h"
+#include "tokenizer/pretokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
@@ -115,12 +118,40 @@ void Exercise(const Tokenizer& tok, std::string_view text, bool parse_special) {
   Check(streamed == utf8::Sanitize(literal), "StreamDecoder agrees with TokenBytes");
 }
 
+const std::vector<std::unique_ptr<PreTokenizer>>& PreTokenizers() {
+  static const auto* all = [] {
+    auto* v = new std::vector<std::unique_ptr<PreTokenizer>>();
+    for (const char* name : {"gpt-2", "llama-bpe", "smollm", "qwen2", "gpt-4o"}) {
+      auto p = PreTokenizer::Create(name);
+      Check(p.ok(), "a known pre-tokenizer");
+      v->push_back(std::move(p).value());
+    }
+    return v;
+  }();
+  return *all;
+}
+
+void ExerciseSplits(std::string_view text) {
+  std::vector<std::string_view> words;
+  for (const auto& pre : PreTokenizers()) {
+    words.clear();
+    pre->Split(text, &words);
+    std::string joined;
+    for (std::string_view w : words) {
+      Check(!w.empty(), "a pre-tokenizer's word is not empty");
+      joined += w;
+    }
+    Check(joined == text, "a pre-tokenizer's words concatenate to the text");
+  }
+}
+
 }  // namespace
 }  // namespace promptcache
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace promptcache;
   const std::string_view text(reinterpret_cast<const char*>(data), size);
+  ExerciseSplits(text);
   for (const Vocab& v : Vocabs()) {
     Exercise(*v.tok, text, /*parse_special=*/false);
     Exercise(*v.tok, text, /*parse_special=*/true);
