@@ -13,6 +13,7 @@
 #include "server/openai_request.h"
 #include "server/prompt_encoder.h"
 #include "server/reasoning.h"
+#include "server/reasoning_test_util.h"
 #include "server/tool_calls.h"
 
 namespace promptcache {
@@ -125,25 +126,7 @@ TEST(Harmony, StreamSplitsAsTheWholeAtEveryCut) {
                       "to=functions.f <|constrain|>json<|message|>{\"a\":1}",
           std::string("plain <|end|> text"), std::string("<|channel|>analysis<|message|>a<|e"),
           std::string("<|channel|>final<|message|>x<|return|>")}) {
-      const ReasoningSplit whole = SplitReasoning(mode, text);
-      for (size_t i = 0; i <= text.size(); ++i) {
-        for (size_t j = i; j <= text.size(); j += 3) {
-          ReasoningSplitter s(mode);
-          std::string reasoning, content;
-          for (std::string_view piece :
-               {std::string_view(text).substr(0, i), std::string_view(text).substr(i, j - i),
-                std::string_view(text).substr(j)}) {
-            ReasoningSplitter::Delta d = s.Add(piece);
-            reasoning += d.reasoning;
-            content += d.content;
-          }
-          const size_t end = s.reasoning_end();
-          ReasoningSplitter::Delta d = s.Finish();
-          ASSERT_EQ(reasoning + d.reasoning, whole.reasoning) << text << " at " << i << "," << j;
-          ASSERT_EQ(content + d.content, whole.content) << text << " at " << i << "," << j;
-          ASSERT_EQ(end, whole.reasoning_end) << text << " at " << i << "," << j;
-        }
-      }
+      ExpectStreamMatchesWhole(mode, text, /*step=*/3);
     }
   }
 }

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "chat/chat_test_templates.h"
+#include "server/reasoning_test_util.h"
 #include "server/tool_calls.h"
 
 namespace promptcache {
@@ -98,32 +99,6 @@ TEST(Reasoning, SplitsAWholeOutput) {
   s = SplitReasoning(ReasoningMode{}, "<think>x</think>y");
   EXPECT_FALSE(s.has_reasoning);
   EXPECT_EQ(s.content, "<think>x</think>y");
-}
-
-// Every way of cutting `text` into three pieces streams to the same split as the whole.
-void ExpectStreamMatchesWhole(ReasoningMode mode, const std::string& text) {
-  const ReasoningSplit whole = SplitReasoning(mode, text);
-  for (size_t i = 0; i <= text.size(); ++i) {
-    for (size_t j = i; j <= text.size(); ++j) {
-      ReasoningSplitter s(mode);
-      std::string reasoning, content;
-      for (std::string_view piece :
-           {std::string_view(text).substr(0, i), std::string_view(text).substr(i, j - i),
-            std::string_view(text).substr(j)}) {
-        ReasoningSplitter::Delta d = s.Add(piece);
-        reasoning += d.reasoning;
-        content += d.content;
-      }
-      const size_t end = s.reasoning_end();
-      ReasoningSplitter::Delta d = s.Finish();
-      reasoning += d.reasoning;
-      content += d.content;
-      ASSERT_EQ(reasoning, whole.reasoning) << text << " cut at " << i << ", " << j;
-      ASSERT_EQ(content, whole.content) << text << " cut at " << i << ", " << j;
-      ASSERT_EQ(s.has_reasoning(), whole.has_reasoning) << text;
-      ASSERT_EQ(end, whole.reasoning_end) << text << " cut at " << i << ", " << j;
-    }
-  }
 }
 
 TEST(Reasoning, StreamSplitsAsTheWholeAtEveryCut) {
