@@ -99,17 +99,22 @@ void ApplyDry(const SamplingParams& p, std::span<const int32_t> history, float* 
 std::vector<std::vector<int32_t>> DryBreakerSequences(const Tokenizer& tok,
                                                       const std::vector<std::string>& breakers) {
   constexpr size_t kMaxTail = 8;
-  std::vector<std::vector<int32_t>> out;
-  for (const std::string& b : breakers) {
-    if (b.empty()) continue;
-    // The rest of the breaker after each possible beginning, tokenized once.
-    std::vector<std::vector<int32_t>> tails(b.size());
+  // Per breaker, the tokens of the rest after each possible beginning, tokenized once.
+  std::vector<std::vector<std::vector<int32_t>>> tails(breakers.size());
+  for (size_t k = 0; k < breakers.size(); ++k) {
+    const std::string& b = breakers[k];
+    tails[k].resize(b.size());
     for (size_t i = 1; i < b.size(); ++i) {
-      tails[i] = tok.EncodeContinuation(b.substr(i));
-      if (tails[i].size() > kMaxTail) tails[i].resize(kMaxTail);
+      tails[k][i] = tok.EncodeContinuation(b.substr(i));
+      if (tails[k][i].size() > kMaxTail) tails[k][i].resize(kMaxTail);
     }
-    for (int32_t id = 0; id < tok.vocab_size(); ++id) {
-      const std::string text = tok.TokenBytes(id, /*special=*/true);
+  }
+  std::vector<std::vector<int32_t>> out;
+  for (int32_t id = 0; id < tok.vocab_size(); ++id) {
+    const std::string text = tok.TokenBytes(id, /*special=*/true);  // once for every breaker
+    for (size_t k = 0; k < breakers.size(); ++k) {
+      const std::string& b = breakers[k];
+      if (b.empty()) continue;
       if (text.find(b) != std::string::npos) {
         out.push_back({id});
         continue;
@@ -118,7 +123,7 @@ std::vector<std::vector<int32_t>> DryBreakerSequences(const Tokenizer& tok,
       for (size_t i = std::min(text.size(), b.size() - 1); i >= 1; --i) {
         if (text.compare(text.size() - i, i, b, 0, i) != 0) continue;
         std::vector<int32_t> seq = {id};
-        seq.insert(seq.end(), tails[i].begin(), tails[i].end());
+        seq.insert(seq.end(), tails[k][i].begin(), tails[k][i].end());
         out.push_back(std::move(seq));
       }
     }

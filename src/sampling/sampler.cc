@@ -27,6 +27,16 @@ bool Better(float logit_a, int32_t id_a, float logit_b, int32_t id_b) {
   return logit_a > logit_b || (logit_a == logit_b && id_a < id_b);
 }
 
+// Best first by weight (probability), ties as Better: the order of the cuts that work on
+// probabilities.
+struct ByWeight {
+  template <typename C>
+  bool operator()(const C& a, const C& b) const {
+    if (a.weight != b.weight) return a.weight > b.weight;
+    return Better(a.logit, a.id, b.logit, b.id);
+  }
+};
+
 }  // namespace
 
 Status SamplingParams::Validate() const {
@@ -277,19 +287,20 @@ double Sampler::Weigh(float temperature) {
   return total;
 }
 
-float Sampler::DynamicTemperature() const {
-  const float t = params_.temperature;
-  if (params_.dynatemp_range <= 0 || candidates_.size() <= 1) return t;
-  float max_logit = candidates_[0].logit;
-  for (const Candidate& c : candidates_) max_logit = std::max(max_logit, c.logit);
-  double z = 0;
-  for (const Candidate& c : candidates_) z += std::exp(static_cast<double>(c.logit - max_logit));
+double Sampler::Entropy(double total) const {
   double entropy = 0;
   for (const Candidate& c : candidates_) {
-    const double p = std::exp(static_cast<double>(c.logit - max_logit)) / z;
+    const double p = c.weight / total;
     if (p > 0) entropy -= p * std::log(p);
   }
-  const double normalized = entropy / std::log(static_cast<double>(candidates_.size()));
+  return entropy;
+}
+
+float Sampler::DynamicTemperature() {
+  const float t = params_.temperature;
+  if (params_.dynatemp_range <= 0 || candidates_.size() <= 1) return t;
+  const double total = Weigh(1.0f);  // the set's own distribution
+  const double normalized = Entropy(total) / std::log(static_cast<double>(candidates_.size()));
   const float lo = std::max(0.0f, t - params_.dynatemp_range);
   const float hi = t + params_.dynatemp_range;
   return lo + (hi - lo) * static_cast<float>(std::pow(normalized, params_.dynatemp_exponent));
@@ -317,20 +328,11 @@ void Sampler::CutTopNSigma() {
   std::erase_if(candidates_, [floor](const Candidate& c) { return c.logit < floor; });
 }
 
-void Sampler::SortBestFirst() {
-  std::sort(candidates_.begin(), candidates_.end(), [](const Candidate& a, const Candidate& b) {
-    if (a.weight != b.weight) return a.weight > b.weight;
-    return Better(a.logit, a.id, b.logit, b.id);
-  });
-}
+void Sampler::SortBestFirst() { std::sort(candidates_.begin(), candidates_.end(), ByWeight()); }
 
 double Sampler::CutTypical(double total, bool* sorted) {
   // Surprise -log p against the entropy H: the tokens whose surprise is nearest H come first.
-  double entropy = 0;
-  for (const Candidate& c : candidates_) {
-    const double p = c.weight / total;
-    if (p > 0) entropy -= p * std::log(p);
-  }
+  const double entropy = Entropy(total);
   struct Scored {
     double distance;
     Candidate c;
@@ -419,11 +421,7 @@ void Sampler::CutMirostat(double total, int32_t n_vocab) {
   // top k that makes the expected surprise mu.
   const size_t m = std::min<size_t>(100, candidates_.size());
   const auto mid = candidates_.begin() + static_cast<ptrdiff_t>(m);
-  std::partial_sort(candidates_.begin(), mid, candidates_.end(),
-                    [](const Candidate& a, const Candidate& b) {
-                      if (a.weight != b.weight) return a.weight > b.weight;
-                      return Better(a.logit, a.id, b.logit, b.id);
-                    });
+  std::partial_sort(candidates_.begin(), mid, candidates_.end(), ByWeight());
   double sum_tb = 0, sum_tt = 0;
   for (size_t i = 0; i + 1 < m && candidates_[i + 1].weight > 0; ++i) {
     const double t = std::log(static_cast<double>(i + 2) / static_cast<double>(i + 1));
@@ -447,10 +445,7 @@ void Sampler::CutMirostat(double total, int32_t n_vocab) {
   }
   if (keep > m) {
     std::nth_element(mid, candidates_.begin() + static_cast<ptrdiff_t>(keep - 1), candidates_.end(),
-                     [](const Candidate& a, const Candidate& b) {
-                       if (a.weight != b.weight) return a.weight > b.weight;
-                       return Better(a.logit, a.id, b.logit, b.id);
-                     });
+                     ByWeight());
   }
   candidates_.resize(keep);
 }

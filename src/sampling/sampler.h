@@ -71,8 +71,11 @@ class Sampler {
   void Cut(const float* logits, int32_t n_vocab);
   // Sets every candidate's weight at `temperature` and returns their sum.
   double Weigh(float temperature);
-  // dynatemp: the temperature the top-k set's entropy calls for.
-  float DynamicTemperature() const;
+  // dynatemp: the temperature the top-k set's entropy at temperature 1 calls for (it weighs
+  // the set at 1 to find it).
+  float DynamicTemperature();
+  // The entropy (nats) of the candidates' weights, `total` being their sum.
+  double Entropy(double total) const;
   void CutTopNSigma();
   // Each returns the weight sum of what it keeps. `sorted`: candidates_ is best first, and
   // stays so (typical-p leaves it unsorted).
