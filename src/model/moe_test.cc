@@ -273,6 +273,16 @@ TEST(Qwen2Moe, SharedExpertTensors) {
               if (n == "blk.1.ffn_gate_inp_shexp.weight") *d = {128, 2};
             }}},
   };
+  // A vector of the wrong length (its own bytes: Rewrite keeps a tensor's).
+  const std::string gate1 = "blk.1.ffn_gate_inp_shexp.weight";
+  cases.push_back({"gate1d",
+                   "tensor '" + gate1 + "' has shape [128], expected [256]",
+                   {.edit =
+                        [&](GgufWriter* w) {
+                          w->AddTensor(gate1, {128}, GgmlType::kF32,
+                                       [](uint8_t* dst, size_t n) { std::memset(dst, 0, n); });
+                        },
+                    .keep = [&](const std::string& n) { return n != gate1; }}});
   for (const Case& c : cases) {
     const std::string path = Rewritten(good, c.r, c.tag);
     Result<std::unique_ptr<Model>> m = Model::Load(path);
