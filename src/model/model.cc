@@ -198,8 +198,8 @@ Status BindExperts(TensorBinder& b, const ModelConfig& c, const std::string& p, 
   PC_RETURN_IF_ERROR(
       b.Experts(p + "ffn_down_exps.weight", c.n_expert, c.n_embd, c.n_ff_exp, &l->down_exps));
   if (c.n_ff_shexp == 0) return Status::Ok();
-  // The shared expert, and its gate where the file has one: a single row, which converters
-  // write as [n_embd] or [n_embd, 1].
+  // The shared expert, and its gate where the file has one: a single row, which llama.cpp's
+  // converter squeezes to a vector [n_embd] (F32); the unsqueezed [n_embd, 1] is taken too.
   PC_RETURN_IF_ERROR(b.Matrix(p + "ffn_gate_shexp.weight", c.n_ff_shexp, c.n_embd, &l->gate_shexp));
   PC_RETURN_IF_ERROR(b.Matrix(p + "ffn_up_shexp.weight", c.n_ff_shexp, c.n_embd, &l->up_shexp));
   PC_RETURN_IF_ERROR(b.Matrix(p + "ffn_down_shexp.weight", c.n_embd, c.n_ff_shexp, &l->down_shexp));
