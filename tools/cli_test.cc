@@ -186,12 +186,13 @@ TEST_F(CliTest, BenchProfileCountsTheBytesRead) {
   EXPECT_NE(b.out.find("weights and K/V read per pass"), std::string::npos) << b.out;
 }
 
-// Mixture-of-experts files (synth's tiny-qwen3moe, tiny-mixtral and tiny-gpt-oss in Q8_0) run
-// from the CLI: the same greedy continuation at 1 and 2 threads and without the KV cache, and
-// bench --profile names the experts' operations, their weights counted as read (a decode step
-// reads 2 of each layer's 8 experts: less than the prompt pass, which uses them all).
+// Mixture-of-experts files (synth's tiny-qwen3moe, tiny-qwen2moe, tiny-mixtral and tiny-gpt-oss
+// in Q8_0) run from the CLI: the same greedy continuation at 1 and 2 threads and without the KV
+// cache, and bench --profile names the experts' operations (and tiny-qwen2moe's shared expert's),
+// their weights counted as read (a decode step reads 2 of each layer's 8 experts: less than the
+// prompt pass, which uses them all).
 TEST_F(CliTest, MixtureOfExpertsFilesRun) {
-  for (const char* preset : {"tiny-qwen3moe", "tiny-mixtral", "tiny-gpt-oss"}) {
+  for (const char* preset : {"tiny-qwen3moe", "tiny-qwen2moe", "tiny-mixtral", "tiny-gpt-oss"}) {
     const std::string path = (dir_ / (std::string(preset) + ".gguf")).string();
     ASSERT_EQ(RunCli(std::string("synth --preset ") + preset + " --vocab " + kStories +
                      " --type q8_0 -o " + path)
@@ -224,6 +225,8 @@ TEST_F(CliTest, MixtureOfExpertsFilesRun) {
                                "moe activation, matmul experts down", "moe weighted sum"}) {
         EXPECT_EQ(names.count(want), 1u) << preset << " " << pass << ": " << want;
       }
+      const bool shared = std::string(preset) == "tiny-qwen2moe";
+      EXPECT_EQ(names.count("shared expert activation, matmul down"), shared ? 1u : 0u) << preset;
       ++i;
     }
     EXPECT_GT(expert_bytes[1], 0) << preset;

@@ -135,7 +135,7 @@ INSTANTIATE_TEST_SUITE_P(Types, BitwiseReuse,
                          ::testing::Values("F32", "F16", "Q8_0", "Q4_0", "MXFP4"));
 INSTANTIATE_TEST_SUITE_P(Architectures, BitwiseReuse,
                          ::testing::Values("qwen2", "qwen3", "gemma2", "gemma3", "phi3", "mistral",
-                                           "gpt-oss"));
+                                           "gpt-oss", "qwen2moe"));
 // Quantized K/V: blocks hit in RAM, read back from disk and batched give the same floats too.
 INSTANTIATE_TEST_SUITE_P(QuantizedKv, BitwiseReuse,
                          ::testing::Values("F32:q8_0", "F16:q4_0", "qwen2:q8_0", "gemma3:q8_0",

@@ -224,6 +224,23 @@ Status ReadExperts(const GgufFile& f, Experts kind, ModelConfig* c) {
   return Status::Ok();
 }
 
+// Qwen1.5-MoE and Qwen2-MoE: qwen2's attention (Q/K/V biases, NeoX layout); routed experts
+// whose weights are the softmax's probabilities as they are, not renormalized over the chosen;
+// a shared expert in every layer, `{arch}.expert_shared_feed_forward_length` wide (without it
+// feed_forward_length, as llama.cpp falls back).
+Status ReadQwen2Moe(const GgufFile& f, ModelConfig* c) {
+  const std::string& a = c->architecture;
+  c->rope_halves = true;
+  c->expert_weights_norm = false;
+  PC_ASSIGN_OR_RETURN(int64_t ff, f.GetIntOr(a + ".expert_shared_feed_forward_length", c->n_ff));
+  if (ff < 1 || ff > (int64_t(1) << 20)) {
+    return InvalidArgument(a + ".expert_shared_feed_forward_length = " + std::to_string(ff) +
+                           " is out of range");
+  }
+  c->n_ff_shexp = static_cast<int>(ff);
+  return Status::Ok();
+}
+
 struct Architecture {
   const char* name;
   Status (*read)(const GgufFile&, ModelConfig*);
@@ -231,10 +248,12 @@ struct Architecture {
 };
 
 // Mixtral is `llama` with `llama.expert_count`; Qwen3-MoE is Qwen 3 (per-head Q/K norms, NeoX
-// rotary layout) with expert FFNs in every layer; so is gpt-oss (its own attention).
+// rotary layout) with expert FFNs in every layer; so are Qwen2-MoE (qwen2's attention, a shared
+// expert) and gpt-oss (its own attention).
 constexpr Architecture kArchitectures[] = {
     {"llama", ReadLlama, Experts::kOptional},
     {"qwen2", ReadQwen},
+    {"qwen2moe", ReadQwen2Moe, Experts::kRequired},
     {"qwen3", ReadQwen},
     {"qwen3moe", ReadQwen, Experts::kRequired},
     {"gemma2", ReadGemma2},

@@ -3,12 +3,14 @@
 // factors stored in a `rope_freqs.weight` tensor).
 //
 // Architectures differ as data, not as code: every supported architecture (llama with its
-// Mistral-style and Mixtral-style files, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3, gpt-oss)
-// runs through one forward pass, and what sets them apart is in this struct: the rotary layout
-// and scaling (YaRN's frequencies and magnitude factor included), an embedding scale, the
+// Mistral-style and Mixtral-style files, qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, phi3,
+// gpt-oss) runs through one forward pass, and what sets them apart is in this struct: the rotary
+// layout and scaling (YaRN's frequencies and magnitude factor included), an embedding scale, the
 // attention scale and soft-capping, the gate's activation (SiLU, GELU, or gpt-oss's clamped
 // SwiGLU), which layers see only a sliding window of keys and with which rotary frequencies,
-// which tensor is the FFN's input norm, and whether the FFNs are mixtures of experts.
+// which tensor is the FFN's input norm, and whether the FFNs are mixtures of experts, whose
+// chosen experts' weights are renormalized, and whether beside them every token also goes
+// through a shared expert (Qwen1.5/2-MoE: scaled by a sigmoid gate where the file has one).
 // architectures.cc fills these from the file and from each architecture's conventions (what
 // llama.cpp assumes where its converter writes no key); the optional tensors of a layer (biases
 // of Q/K/V, the attention output, the router and the experts; Q/K norms; post-norms; attention
@@ -47,6 +49,13 @@ struct ModelConfig {
   int n_expert = 0;
   int n_expert_used = 0;
   int n_ff_exp = 0;
+  // The chosen experts' probabilities are divided by their sum (Mixtral, qwen3moe, gpt-oss), or
+  // used as they are (qwen2moe).
+  bool expert_weights_norm = true;
+  // > 0: each mixture-of-experts layer also has a shared expert, a dense gated FFN of this width
+  // (ffn_{gate,up,down}_shexp) that every token goes through, its output added to the routed
+  // experts' (scaled by sigmoid(ffn_gate_inp_shexp · x) in layers that have that gate).
+  int n_ff_shexp = 0;
   int context_length = 0;  // what the model was trained for
   // What linear RoPE scaling extends it to (rope.scaling.original_context_length × factor);
   // 0: no such scaling.

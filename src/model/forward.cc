@@ -3,7 +3,8 @@
 //   per layer:  x += post_norm(Wo · Attention(RoPE(Wq·norm(x)), RoPE(Wk·norm(x)), Wv·norm(x)))
 //               x += post_norm(Wdown · (act(Wgate·norm(x)) * Wup·norm(x)))   (+ biases)
 //                    or, in a mixture-of-experts layer, the same FFN of each of the token's
-//                    experts (the top k of softmax(Wrouter·norm(x))), weighted (ExpertsBlock)
+//                    experts (the top k of softmax(Wrouter·norm(x))), weighted (ExpertsBlock),
+//                    plus a shared expert's FFN, sigmoid-gated, where the layer has one
 //   hidden = norm(x)                   (what embeddings pool, for the tokens that ask)
 //   logits = softcap(Wout · hidden)
 // One pass for every architecture (model/config.h): the optional parts are there when the file
@@ -134,6 +135,12 @@ void SizeScratch(const ModelConfig& c, int T, ForwardScratch* s) {
   }
   const size_t rows = size_t(T) * c.n_expert_used;
   MoeScratch& m = s->moe;
+  if (c.n_ff_shexp > 0) {
+    Resize(s->gate, size_t(T) * c.n_ff_shexp);
+    Resize(s->up, size_t(T) * c.n_ff_shexp);
+    Resize(m.shared_gate, size_t(T));
+    Resize(m.shared_out, size_t(T) * D);
+  }
   Resize(m.router, size_t(T) * c.n_expert);
   m.ids.resize(rows);
   m.weights.resize(rows);
@@ -354,21 +361,36 @@ void Model::FeedForwardBlock(Pass& p, int l) const {
 // gathered by expert, each expert's matrices multiplying only its own tokens (gate and up with
 // the gather as their input job; down with the activation as its), and each token's experts'
 // outputs summed with their weights in its choices' order (most probable first), as llama.cpp
-// adds them. Every row is computed as MatMul computes it alone, so no token's result depends on
-// which others share its experts.
+// adds them, then the shared expert's output where the layer has one. Every row is computed as
+// MatMul computes it alone, so no token's result depends on which others share its experts.
 void Model::ExpertsBlock(Pass& p, int l, const TokenRowsFn& ffn_in) const {
   const ModelConfig& c = config_;
   const LayerWeights& w = layers_[l];
   MoeScratch& m = p.s->moe;
   const int E = c.n_expert, K = c.n_expert_used, F = c.n_ff_exp, D = p.D;
   const int64_t rows = int64_t(p.T) * K;
+  // The router [T, E], with the shared expert's gate and up [T, n_ff_shexp] and its gate's
+  // logit [T] where the layer has them: one job over one input.
   ProfileOp(p.prof, "residual, ffn_norm, matmul moe router", OpKind::kMatMul, l);
-  MatMul(w.router, p.s->xn.data(), p.T, m.router.data(), p.pool, &ffn_in);  // [T, E]
+  WeightMatrix in_ws[4] = {w.router};
+  float* in_outs[4] = {m.router.data()};
+  int n_in = 1;
+  if (w.shared_expert()) {
+    in_ws[n_in] = w.gate_shexp;
+    in_outs[n_in++] = p.s->gate.data();
+    in_ws[n_in] = w.up_shexp;
+    in_outs[n_in++] = p.s->up.data();
+  }
+  if (w.shared_expert_gated()) {
+    in_ws[n_in] = w.gate_inp_shexp;
+    in_outs[n_in++] = m.shared_gate.data();
+  }
+  MatMulMulti(in_ws, n_in, p.s->xn.data(), p.T, in_outs, p.pool, &ffn_in);
   ProfileOp(p.prof, "moe routing", OpKind::kOther, l);
   for (int t = 0; t < p.T; ++t) {
     float* logits = m.router.data() + size_t(t) * E;
     if (!w.router_b.empty()) Add(logits, w.router_b.data(), E);
-    RouteToken(logits, E, K, &m.ids[t * K], &m.weights[t * K]);
+    RouteToken(logits, E, K, &m.ids[t * K], &m.weights[t * K], c.expert_weights_norm);
   }
   GroupByExpert(m.ids.data(), p.T, K, E, &m.groups);
   // Each row's expert, for the experts' biases.
@@ -418,6 +440,18 @@ void Model::ExpertsBlock(Pass& p, int l, const TokenRowsFn& ffn_in) const {
   n = list(true);
   MatMulGrouped(m.ws.data(), n, m.first.data(), m.rows.data(), m.gate.data(), rows, m.outs.data(),
                 p.pool, &act);
+  if (w.shared_expert()) SharedExpert(p, l);
+  SumExperts(p, l);
+}
+
+// Each token's experts' outputs (their down biases added) summed with their weights in its
+// choices' order (most probable first), as llama.cpp adds them, into out_rows; then the shared
+// expert's output where the layer has one, as the peers add it, times its gate's sigmoid where
+// it has one.
+void Model::SumExperts(const Pass& p, int l) const {
+  const LayerWeights& w = layers_[l];
+  MoeScratch& m = p.s->moe;
+  const int K = config_.n_expert_used, D = p.D;
   ProfileOp(p.prof, "moe weighted sum", OpKind::kOther, l);
   ForEachToken(p.pool, p.T, [&](int t) {
     float* out = p.s->out_rows.data() + size_t(t) * D;
@@ -427,7 +461,28 @@ void Model::ExpertsBlock(Pass& p, int l, const TokenRowsFn& ffn_in) const {
       const float wj = m.weights[t * K + j];
       for (int i = 0; i < D; ++i) out[i] = j == 0 ? wj * y[i] : out[i] + wj * y[i];
     }
+    if (!w.shared_expert()) return;
+    const float* y = m.shared_out.data() + size_t(t) * D;
+    if (!w.shared_expert_gated()) {
+      Add(out, y, D);
+      return;
+    }
+    const float g = 1.0f / (1.0f + std::exp(-m.shared_gate[t]));
+    for (int i = 0; i < D; ++i) out[i] += g * y[i];
   });
+}
+
+// The shared expert's down projection [T, D] into moe.shared_out, its gated activation (of the
+// gate and up rows the router's job computed) as the multiply's input job.
+void Model::SharedExpert(Pass& p, int l) const {
+  const ModelConfig& c = config_;
+  const LayerWeights& w = layers_[l];
+  ForwardScratch* s = p.s;
+  const TokenRowsFn act = [&](int64_t t0, int64_t t1) {
+    GatedActivation(c.ffn_activation, s->gate.data(), s->up.data(), c.n_ff_shexp, t0, t1);
+  };
+  ProfileOp(p.prof, "shared expert activation, matmul down", OpKind::kMatMul, l);
+  MatMul(w.down_shexp, s->gate.data(), p.T, s->moe.shared_out.data(), p.pool, &act);
 }
 
 // Final hidden states for the tokens that want them: [n_hidden, D], normed as the output

@@ -114,6 +114,26 @@ class TensorBinder {
     return Status::Ok();
   }
 
+  // A matrix of one row the file may leave out (then out->rows is 0), stored as a vector of
+  // `cols` or as a [cols, 1] matrix.
+  Status OptionalRow(const std::string& name, int64_t cols, WeightMatrix* out) {
+    *out = {};
+    const GgufTensorInfo* t = f_.FindTensor(name);
+    if (t == nullptr) return Status::Ok();
+    if (t->dims.size() == 1 && t->dims[0] == cols) {
+      if (!MatMulSupports(t->type)) {
+        return Unimplemented("tensor '" + name + "' has unsupported type " + GgmlTypeName(t->type));
+      }
+      *out = {t->type, t->data, 1, cols, RowBytes(t->type, cols)};
+      return Status::Ok();
+    }
+    if (t->dims.size() != 2) {
+      return InvalidArgument("tensor '" + name + "' has shape " + DimsString(t->dims) +
+                             ", expected [" + std::to_string(cols) + "]");
+    }
+    return Matrix(name, 1, cols, out);
+  }
+
   // A vector the file may leave out: `out` stays empty then.
   Status OptionalVector(const std::string& name, int64_t n, std::vector<float>* out) {
     out->clear();
@@ -175,7 +195,15 @@ Status BindExperts(TensorBinder& b, const ModelConfig& c, const std::string& p, 
       b.Experts(p + "ffn_gate_exps.weight", c.n_expert, c.n_ff_exp, c.n_embd, &l->gate_exps));
   PC_RETURN_IF_ERROR(
       b.Experts(p + "ffn_up_exps.weight", c.n_expert, c.n_ff_exp, c.n_embd, &l->up_exps));
-  return b.Experts(p + "ffn_down_exps.weight", c.n_expert, c.n_embd, c.n_ff_exp, &l->down_exps);
+  PC_RETURN_IF_ERROR(
+      b.Experts(p + "ffn_down_exps.weight", c.n_expert, c.n_embd, c.n_ff_exp, &l->down_exps));
+  if (c.n_ff_shexp == 0) return Status::Ok();
+  // The shared expert, and its gate where the file has one: a single row, which llama.cpp's
+  // converter squeezes to a vector [n_embd] (F32); the unsqueezed [n_embd, 1] is taken too.
+  PC_RETURN_IF_ERROR(b.Matrix(p + "ffn_gate_shexp.weight", c.n_ff_shexp, c.n_embd, &l->gate_shexp));
+  PC_RETURN_IF_ERROR(b.Matrix(p + "ffn_up_shexp.weight", c.n_ff_shexp, c.n_embd, &l->up_shexp));
+  PC_RETURN_IF_ERROR(b.Matrix(p + "ffn_down_shexp.weight", c.n_embd, c.n_ff_shexp, &l->down_shexp));
+  return b.OptionalRow(p + "ffn_gate_inp_shexp.weight", c.n_embd, &l->gate_inp_shexp);
 }
 
 }  // namespace
@@ -299,6 +327,12 @@ std::vector<std::pair<std::string, W*>> Model::MatricesOf(Self& m) {
     if (!l.moe()) continue;
     // Each expert a matrix of its own, under its 3-D tensor's name (one tensor's experts in a row).
     matrices.push_back({p + "ffn_gate_inp.weight", &l.router});
+    for (auto [w, name] : {std::pair{&l.gate_shexp, "ffn_gate_shexp"},
+                           {&l.up_shexp, "ffn_up_shexp"},
+                           {&l.down_shexp, "ffn_down_shexp"},
+                           {&l.gate_inp_shexp, "ffn_gate_inp_shexp"}}) {
+      if (w->rows > 0) matrices.push_back({p + name + ".weight", w});
+    }
     for (auto [exps, name] : {std::pair{&l.gate_exps, "ffn_gate_exps"},
                               {&l.up_exps, "ffn_up_exps"},
                               {&l.down_exps, "ffn_down_exps"}}) {
@@ -362,10 +396,13 @@ size_t Model::ScratchBytesPerToken() const {
       c.Moe() ? sizeof(float) * (c.n_expert + k * (2 * size_t(c.n_embd) + 2 * size_t(c.n_ff_exp))) +
                     k * std::max(c.n_embd, c.n_ff_exp)
               : 0;
-  const size_t n_ff = c.Moe() ? 0 : c.n_ff;  // the dense FFN's rows
+  // The shared expert's gate logit and output row.
+  const size_t shared = c.n_ff_shexp > 0 ? sizeof(float) * (size_t(c.n_embd) + 1) : 0;
+  // The dense FFN's rows, or the shared expert's (its gate and up in the same buffers).
+  const size_t n_ff = c.Moe() ? c.n_ff_shexp : c.n_ff;
   return sizeof(float) *
              (4 * size_t(c.n_embd) + 2 * size_t(c.q_dim()) + 2 * size_t(c.kv_dim()) + 3 * n_ff) +
-         std::max<size_t>(c.n_embd, n_ff) + sizeof(AttnState) * c.n_heads + moe;
+         std::max<size_t>(c.n_embd, n_ff) + sizeof(AttnState) * c.n_heads + moe + shared;
 }
 
 int Model::DefaultBatchSize(size_t budget) const {

@@ -52,7 +52,13 @@ struct LayerWeights {
   // Optional (gpt-oss): the router's bias [n_expert] and each expert's biases, expert-major:
   // [n_expert x n_ff_exp] for gate and up, [n_expert x n_embd] for down.
   std::vector<float> router_b, gate_exps_b, up_exps_b, down_exps_b;
+  // Optional in mixture-of-experts layers (ModelConfig::n_ff_shexp > 0): the shared expert, a
+  // gated FFN every token goes through, [n_ff_shexp x n_embd] x2 and [n_embd x n_ff_shexp], and
+  // its optional gate, one row [1 x n_embd] whose sigmoid scales its output (Qwen2-MoE).
+  WeightMatrix gate_shexp, up_shexp, down_shexp, gate_inp_shexp;
   bool moe() const { return !down_exps.empty(); }
+  bool shared_expert() const { return down_shexp.rows > 0; }
+  bool shared_expert_gated() const { return gate_inp_shexp.rows > 0; }
 };
 
 struct BatchToken {
@@ -187,6 +193,8 @@ class Model {
   void FeedForwardBlock(Pass& p, int layer) const;
   // The feed-forward block of a mixture-of-experts layer (moe.h), `ffn_in` writing its input.
   void ExpertsBlock(Pass& p, int layer, const TokenRowsFn& ffn_in) const;
+  void SharedExpert(Pass& p, int layer) const;
+  void SumExperts(const Pass& p, int layer) const;
   void HiddenOutputs(const Pass& p, float* hidden) const;
   void LogitOutputs(const Pass& p, float* logits) const;
   // Attention's items for one layer: every query's state, chunk by chunk, in s->attention.

@@ -99,8 +99,8 @@ void ForkedSequencesDecodedTogetherEqualAlone(const std::string& path) {
 // The mixture-of-experts fixtures too: the sequences' tokens share experts in one grouped
 // multiply, and a prefix's blocks are reused by every fork.
 TEST(BatchInvariance, ForkedSequencesDecodedTogetherEqualAlone) {
-  for (const std::string& path :
-       {SyntheticModelPath(), CaseModelPath("qwen3moe"), CaseModelPath("mixtral")}) {
+  for (const std::string& path : {SyntheticModelPath(), CaseModelPath("qwen3moe"),
+                                  CaseModelPath("qwen2moe"), CaseModelPath("mixtral")}) {
     SCOPED_TRACE(path);
     ForkedSequencesDecodedTogetherEqualAlone(path);
   }

@@ -5,7 +5,7 @@
 
 namespace promptcache {
 
-void RouteToken(float* logits, int n_expert, int k, int32_t* ids, float* weights) {
+void RouteToken(float* logits, int n_expert, int k, int32_t* ids, float* weights, bool normalize) {
   PC_CHECK(k >= 1 && k <= n_expert);
   Softmax(logits, n_expert);
   // k passes of a selection: O(k * n_expert), cheaper than sorting when k is small.
@@ -17,6 +17,10 @@ void RouteToken(float* logits, int n_expert, int k, int32_t* ids, float* weights
       if (!taken && (best < 0 || logits[e] > logits[best])) best = e;
     }
     ids[j] = best;
+  }
+  if (!normalize) {
+    for (int j = 0; j < k; ++j) weights[j] = logits[ids[j]];
+    return;
   }
   // Summed in double and divided in float, as ggml's sum_rows and div do.
   double sum = 0;

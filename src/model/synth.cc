@@ -38,6 +38,7 @@ struct Extras {
   int n_expert = 0;
   int n_expert_used = 0;
   int n_ff_exp = 0;  // qwen3moe, gpt-oss (llama's experts are n_ff wide)
+  int n_ff_shexp = 0;
   float rope_yarn_factor = 0.0f;
 };
 
@@ -77,6 +78,15 @@ const Preset kPresets[] = {
             .n_expert = 128,
             .n_expert_used = 8,
             .n_ff_exp = 768}},
+    // Qwen1.5-MoE-A2.7B: 60 experts of width 1408, 4 per token, beside a gated shared expert
+    // of 5632 (its feed_forward_length too).
+    {"qwen1.5-moe-a2.7b", "Qwen1.5-MoE-A2.7B", "qwen2moe", 2048, 24, 16, 16, 5632, 8192,
+     Extras{.rope_base = 1000000.0f,
+            .tied_embeddings = false,
+            .n_expert = 60,
+            .n_expert_used = 4,
+            .n_ff_exp = 1408,
+            .n_ff_shexp = 5632}},
     {"gemma2-2b", "Gemma-2-2B", "gemma2", 2304, 26, 8, 4, 9216, 8192,
      Extras{
          .head_dim = 256, .sliding_window = 4096, .attn_softcap = 50.0f, .final_softcap = 30.0f}},
@@ -121,6 +131,16 @@ const Preset kPresets[] = {
             .n_expert = 8,
             .n_expert_used = 2,
             .n_ff_exp = 256}},
+    // Qwen2-MoE: qwen2's attention, 8 experts of 256, 2 per token (their weights not
+    // renormalized), a shared expert of 512 (neither feed_forward_length, 768, nor the 384 of
+    // that divided by the experts used) with its sigmoid gate.
+    {"tiny-qwen2moe", "tiny-qwen2moe", "qwen2moe", 256, 4, 4, 2, 768, 8192,
+     Extras{.rope_base = 1000000.0f,
+            .tied_embeddings = false,
+            .n_expert = 8,
+            .n_expert_used = 2,
+            .n_ff_exp = 256,
+            .n_ff_shexp = 512}},
     {"tiny-mixtral", "tiny-mixtral", "llama", 256, 4, 4, 2, 512, 8192,
      Extras{.rope_base = 1000000.0f, .tied_embeddings = false, .n_expert = 8, .n_expert_used = 2}},
     // gpt-oss-20b: 64 query heads of 64 over a 2880-wide stream, 32 experts of width 2880, 4
@@ -176,7 +196,7 @@ SynthShape ShapeOf(const Preset& p) {
           .tied_embeddings = e.tied_embeddings,
           .rope_scale_factor = e.rope_scale_factor,
           .rope_original_ctx = e.rope_original_ctx,
-          .qkv_bias = arch == "qwen2" || arch == "gpt-oss",
+          .qkv_bias = arch == "qwen2" || arch == "qwen2moe" || arch == "gpt-oss",
           .qk_norm = arch == "qwen3" || arch == "qwen3moe" || arch == "gemma3",
           .post_norms = arch == "gemma2" || arch == "gemma3",
           .sliding_window = e.sliding_window,
@@ -188,6 +208,7 @@ SynthShape ShapeOf(const Preset& p) {
           .n_expert = e.n_expert,
           .n_expert_used = e.n_expert_used,
           .n_ff_exp = e.n_expert > 0 && e.n_ff_exp == 0 ? p.n_ff : e.n_ff_exp,
+          .n_ff_shexp = e.n_ff_shexp,
           .rope_yarn_factor = e.rope_yarn_factor,
           .oai_layout = arch == "gpt-oss"};
 }
@@ -318,8 +339,11 @@ void SetHyperparameters(const SynthShape& s, const SynthOptions& o, int64_t n_vo
   if (s.n_expert > 0) {
     w->SetU32(a + ".expert_count", static_cast<uint32_t>(s.n_expert));
     w->SetU32(a + ".expert_used_count", static_cast<uint32_t>(s.n_expert_used));
-    if (a == "qwen3moe" || a == "gpt-oss") {
+    if (a == "qwen3moe" || a == "qwen2moe" || a == "gpt-oss") {
       w->SetU32(a + ".expert_feed_forward_length", static_cast<uint32_t>(s.n_ff_exp));
+    }
+    if (s.n_ff_shexp > 0) {
+      w->SetU32(a + ".expert_shared_feed_forward_length", static_cast<uint32_t>(s.n_ff_shexp));
     }
   }
   if (s.rope_yarn_factor > 0) {
@@ -356,6 +380,16 @@ void AddExperts(const SynthShape& shape, const std::string& p, const SynthOption
   AddRandomMatrix(w, pool, p + "ffn_gate_exps.weight", n_embd, n_ff, o.type, o.seed, 1, 0, n);
   AddRandomMatrix(w, pool, p + "ffn_up_exps.weight", n_embd, n_ff, o.type, o.seed, 1, 0, n);
   AddRandomMatrix(w, pool, p + "ffn_down_exps.weight", n_ff, n_embd, o.type, o.seed, 1, 0, n);
+  if (shape.n_ff_shexp > 0) {
+    // The shared expert, and its gate (F32, a vector as the converter writes it), wide enough
+    // (std 0.25: logits of about 4) that its sigmoid ranges from near 0 to near 1.
+    const int64_t n_sh = shape.n_ff_shexp;
+    AddRandomMatrix(w, pool, p + "ffn_gate_shexp.weight", n_embd, n_sh, o.type, o.seed);
+    AddRandomMatrix(w, pool, p + "ffn_up_shexp.weight", n_embd, n_sh, o.type, o.seed);
+    AddRandomMatrix(w, pool, p + "ffn_down_shexp.weight", n_sh, n_embd, o.type, o.seed);
+    const std::string gate = p + "ffn_gate_inp_shexp.weight";
+    AddF32Vector(w, gate, RandomVector(gate, n_embd, 0.25f, 0.0f, o.seed));
+  }
   if (!shape.oai_layout) return;
   // gpt-oss's biases: the router's, and each expert's (2-D, one row per expert). The gate and up
   // biases are wide enough (std 4) that the activation's clamp at 7 bites on some elements.

@@ -67,12 +67,16 @@ struct SynthShape {
   // (rope_factors_short/long.weight) with rope_original_ctx and an attention factor.
   bool fused = false;
   bool longrope = false;
-  // Mixture of experts (qwen3moe, Mixtral-style llama): n_expert experts of width n_ff_exp per
-  // layer (ffn_gate_inp and the 3-D ffn_{gate,up,down}_exps tensors), n_expert_used per token.
-  // qwen3moe writes n_ff_exp as expert_feed_forward_length; llama's experts are n_ff wide.
+  // Mixture of experts (qwen3moe, qwen2moe, Mixtral-style llama): n_expert experts of width
+  // n_ff_exp per layer (ffn_gate_inp and the 3-D ffn_{gate,up,down}_exps tensors), n_expert_used
+  // per token. qwen3moe writes n_ff_exp as expert_feed_forward_length; llama's experts are n_ff
+  // wide.
   int n_expert = 0;
   int n_expert_used = 0;
   int n_ff_exp = 0;
+  // qwen2moe: a shared expert of this width in every layer (ffn_{gate,up,down}_shexp, written
+  // as expert_shared_feed_forward_length) with its gate ffn_gate_inp_shexp (0: none).
+  int n_ff_shexp = 0;
   // gpt-oss: YaRN RoPE scaling by this factor from rope_original_ctx (0: none); the attention
   // output's bias and per-head sinks; post_attention_norm as the FFN's input norm; the router's
   // and experts' biases.
@@ -83,10 +87,10 @@ struct SynthShape {
 };
 
 // Names of the presets: real shapes (smollm2-135m, smollm2-360m, tinyllama-1.1b, llama3.2-1b,
-// mistral-7b, qwen2.5-0.5b, qwen3-0.6b, qwen3-30b-a3b, gemma2-2b, gemma3-1b, phi3.5-mini,
-// gpt-oss-20b) and tiny test fixtures (tiny-test, tiny-256, tiny-256-llama3, tiny-qwen2,
-// tiny-qwen3, tiny-qwen3moe, tiny-mixtral, tiny-gemma2, tiny-gemma3, tiny-phi3, tiny-mistral,
-// tiny-gpt-oss).
+// mistral-7b, qwen2.5-0.5b, qwen3-0.6b, qwen3-30b-a3b, qwen1.5-moe-a2.7b, gemma2-2b, gemma3-1b,
+// phi3.5-mini, gpt-oss-20b) and tiny test fixtures (tiny-test, tiny-256, tiny-256-llama3,
+// tiny-qwen2, tiny-qwen3, tiny-qwen3moe, tiny-qwen2moe, tiny-mixtral, tiny-gemma2, tiny-gemma3,
+// tiny-phi3, tiny-mistral, tiny-gpt-oss).
 std::vector<std::string> SynthPresets();
 // The shape of a preset; NotFound naming the known presets for an unknown name.
 Result<SynthShape> SynthPresetShape(const std::string& preset);

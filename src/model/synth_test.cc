@@ -156,6 +156,48 @@ TEST(Synth, MixtureOfExpertsLayout) {
   EXPECT_NE(st.message().find("--layers must be from 1 to 4"), std::string::npos) << st.message();
 }
 
+// Qwen2-MoE: Qwen1.5-MoE-A2.7B's shape, and tiny-qwen2moe's shared expert in the file: its
+// three matrices in the file's type, its gate an F32 vector, its width as
+// expert_shared_feed_forward_length; Q/K/V biases as qwen2's.
+TEST(Synth, SharedExpertLayout) {
+  const SynthShape big = *SynthPresetShape("qwen1.5-moe-a2.7b");
+  EXPECT_EQ(big.architecture, "qwen2moe");
+  EXPECT_EQ(big.n_layer, 24);
+  EXPECT_EQ(big.n_embd, 2048);
+  EXPECT_EQ(big.n_head, 16);
+  EXPECT_EQ(big.n_head_kv, 16);
+  EXPECT_EQ(big.n_expert, 60);
+  EXPECT_EQ(big.n_expert_used, 4);
+  EXPECT_EQ(big.n_ff_exp, 1408);
+  EXPECT_EQ(big.n_ff_shexp, 5632);
+  EXPECT_TRUE(big.qkv_bias);
+  EXPECT_FALSE(big.qk_norm);
+
+  TempDir dir;
+  SynthOptions o = TinyOptions(dir.File("shexp.gguf"), GgmlType::kQ8_0);
+  o.preset = "tiny-qwen2moe";
+  ASSERT_TRUE(Synthesize(o).ok());
+  std::unique_ptr<GgufFile> f = GgufFile::Open(o.out_path).value();
+  EXPECT_EQ(*f->GetInt("qwen2moe.expert_feed_forward_length"), 256);
+  EXPECT_EQ(*f->GetInt("qwen2moe.expert_shared_feed_forward_length"), 512);
+  for (int l = 0; l < 4; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    for (const auto& [name, dims] : {std::pair{"ffn_gate_shexp", std::vector<int64_t>{256, 512}},
+                                     {"ffn_up_shexp", std::vector<int64_t>{256, 512}},
+                                     {"ffn_down_shexp", std::vector<int64_t>{512, 256}}}) {
+      const GgufTensorInfo* t = f->FindTensor(p + name + ".weight");
+      ASSERT_NE(t, nullptr) << p << name;
+      EXPECT_EQ(t->type, GgmlType::kQ8_0) << p << name;
+      EXPECT_EQ(t->dims, dims) << p << name;
+    }
+    const GgufTensorInfo* gate = f->FindTensor(p + "ffn_gate_inp_shexp.weight");
+    ASSERT_NE(gate, nullptr) << p;
+    EXPECT_EQ(gate->type, GgmlType::kF32);
+    EXPECT_EQ(gate->dims, (std::vector<int64_t>{256}));
+    EXPECT_NE(f->FindTensor(p + "attn_q.bias"), nullptr) << p;
+  }
+}
+
 TEST(Synth, Llama3RopeFactors) {
   const SynthShape s = *SynthPresetShape("llama3.2-1b");
   const std::vector<float> f = Llama3RopeFactors(s);

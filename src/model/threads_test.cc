@@ -155,12 +155,12 @@ TEST_P(ThreadCount, AProfiledPassCountsEachWeightAndKeyOnce) {
 
 // tiny-256: 2 KV heads; tiny-phi3: 4 (a split into 4 groups), fused QKV; tiny-gemma2: post-norms
 // (fused into the next job's residual add), soft-caps, sliding windows; tiny-qwen3moe,
-// tiny-mixtral and tiny-gpt-oss: experts grouped by token (each expert's matrices read once per
-// pass); tiny-gpt-oss also the output bias (in the residual add's job), sinks and experts'
-// biases.
+// tiny-qwen2moe, tiny-mixtral and tiny-gpt-oss: experts grouped by token (each expert's matrices
+// read once per pass); tiny-qwen2moe also the shared expert (its gate and up in the router's
+// job); tiny-gpt-oss also the output bias (in the residual add's job), sinks and experts' biases.
 INSTANTIATE_TEST_SUITE_P(Presets, ThreadCount,
                          testing::Values("tiny-256", "tiny-phi3", "tiny-gemma2", "tiny-qwen3moe",
-                                         "tiny-mixtral", "tiny-gpt-oss"));
+                                         "tiny-qwen2moe", "tiny-mixtral", "tiny-gpt-oss"));
 
 }  // namespace
 }  // namespace promptcache

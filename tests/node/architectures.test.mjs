@@ -1,6 +1,6 @@
 // The server on the other architectures: synth's tiny fixtures of Gemma 3 (sliding windows of 24
 // tokens, five sliding layers to one global), Qwen3, and the mixtures of experts Qwen3-MoE,
-// Mixtral and gpt-oss (8 experts, 2 per token; gpt-oss with 16-token windows on alternate layers,
+// Qwen2-MoE (with a shared expert), Mixtral and gpt-oss (8 experts, 2 per token; gpt-oss with 16-token windows on alternate layers,
 // attention sinks and YaRN), written at test time with stories260K's vocabulary. A prompt several windows long is answered the same way cold and from the prefix
 // cache, streamed or not, and a second request sharing its start reuses it.
 import { test } from 'node:test';
@@ -21,7 +21,8 @@ function synth(preset) {
   return out;
 }
 
-for (const preset of ['tiny-gemma3', 'tiny-qwen3', 'tiny-qwen3moe', 'tiny-mixtral', 'tiny-gpt-oss']) {
+for (const preset of ['tiny-gemma3', 'tiny-qwen3', 'tiny-qwen3moe', 'tiny-qwen2moe', 'tiny-mixtral',
+  'tiny-gpt-oss']) {
   test(`${preset}: cold, cached and streamed answers agree; a shared start is reused`, async () => {
     const s = await startServer([], { model: synth(preset) });
     const client = s.client();
