@@ -53,6 +53,14 @@ Result<std::string> ModelOptions::ChatTemplateText() const {
   return ReadChatTemplateFile(chat_template_path);
 }
 
+Result<std::string> ReadTextFile(const std::string& path, std::string_view what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound(path + ": cannot open " + std::string(what));
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
 Result<std::string> ReadChatTemplateFile(const std::string& path) {
   if (path.empty()) return std::string();
   std::ifstream in(path, std::ios::binary);

@@ -100,6 +100,10 @@ int Fail(const std::string& message);
 // repack the quantized matrices for running (commands that only read the file skip it).
 std::unique_ptr<Model> LoadModelOrReport(const std::string& path, bool pack = true);
 
+// The whole of a file's bytes; NotFound naming it ("PATH: cannot open WHAT") when it cannot be
+// opened.
+Result<std::string> ReadTextFile(const std::string& path, std::string_view what = "file");
+
 // The text of a --chat-template file ("" for an empty path). NotFound or IoError when it cannot
 // be read; InvalidArgument, with the line, when it is empty or not a template promptcache runs.
 Result<std::string> ReadChatTemplateFile(const std::string& path);

@@ -21,17 +21,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Result<std::string> ReadText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(path + ": cannot open file");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // The prompt files a --prompts file names.
 Result<std::vector<std::string>> PromptFiles(const std::string& list) {
-  PC_ASSIGN_OR_RETURN(std::string text, ReadText(list));
+  PC_ASSIGN_OR_RETURN(std::string text, ReadTextFile(list));
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '<') return std::vector<std::string>{list};
   std::vector<std::string> out;
@@ -121,7 +113,7 @@ class EvalModulesCommand : public Command {
 
  private:
   Result<nlohmann::json> EvalOne(Engine& e, const std::string& file) {
-    PC_ASSIGN_OR_RETURN(std::string text, ReadText(file));
+    PC_ASSIGN_OR_RETURN(std::string text, ReadTextFile(file));
     PC_ASSIGN_OR_RETURN(PmlPrompt prompt, ParsePrompt(text, file));
     PmlPrompt at_schema = prompt;  // the baselines' tokens, at the schema's positions
     at_schema.positions = PmlPositions::kSchema;

@@ -27,14 +27,6 @@
 namespace promptcache::cli {
 namespace {
 
-Result<std::string> ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(path + ": cannot open file");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 std::string Trim(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t\r\n");
   if (b == std::string::npos) return "";
@@ -50,9 +42,9 @@ struct Corpus {
 // Text pieces: each starts a new line (the system text after BOS, with a leading space).
 Result<Corpus> ReadCorpus(const Tokenizer& tok, const std::string& dir) {
   Corpus c;
-  PC_ASSIGN_OR_RETURN(std::string system, ReadAll(dir + "/system.txt"));
+  PC_ASSIGN_OR_RETURN(std::string system, ReadTextFile(dir + "/system.txt"));
   c.system = tok.Encode(" " + Trim(system), false);
-  PC_ASSIGN_OR_RETURN(std::string docs, ReadAll(dir + "/docs.txt"));
+  PC_ASSIGN_OR_RETURN(std::string docs, ReadTextFile(dir + "/docs.txt"));
   std::istringstream lines(docs);
   std::string line, doc;
   auto flush = [&] {
@@ -67,7 +59,7 @@ Result<Corpus> ReadCorpus(const Tokenizer& tok, const std::string& dir) {
     }
   }
   flush();
-  PC_ASSIGN_OR_RETURN(std::string questions, ReadAll(dir + "/questions.txt"));
+  PC_ASSIGN_OR_RETURN(std::string questions, ReadTextFile(dir + "/questions.txt"));
   std::istringstream qs(questions);
   while (std::getline(qs, line)) {
     if (!Trim(line).empty()) c.questions.push_back(tok.Encode("\n" + Trim(line), false));
@@ -319,9 +311,8 @@ class EvalSegmentsCommand : public Command {
       out.candidates += r.recompute_candidates;
       out.ttft.push_back(r.ttft_ms);
       if (no_fidelity_ || r.segment_hits == 0) continue;  // nothing approximated
-      PC_ASSIGN_OR_RETURN(
-          FidelityReport rep,
-          CompareWithFullRecompute(model, Contiguous(rr.tokens), r.tokens, logits, runner));
+      PC_ASSIGN_OR_RETURN(FidelityReport rep, CompareWithFullRecompute(model, Contiguous(rr.tokens),
+                                                                       r.tokens, logits, runner));
       ++out.scored;
       out.margin_steps += rep.margin_steps;
       out.margin_agreements += rep.margin_agreements;
@@ -340,8 +331,8 @@ class EvalSegmentsCommand : public Command {
                              : "fidelity over the requests that reused a segment, against "
                                "the full recompute of the same text");
     std::printf("%-36s %6s %7s %7s | %8s %7s %10s | %9s %9s %9s %10s\n", "setting", "scored",
-                "hits", "reused", "m-top1", "top1", "KL(first)", "TTFT mean", "TTFT p50", "TTFT p95",
-                "K/V MiB");
+                "hits", "reused", "m-top1", "top1", "KL(first)", "TTFT mean", "TTFT p50",
+                "TTFT p95", "K/V MiB");
   }
 
   void PrintRow(const Setting& s, const Outcome& o) const {

@@ -23,14 +23,6 @@ double Median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-Result<std::string> ReadText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(path + ": cannot open prompt file");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 bool PrintPiece(const std::string& piece) {
   std::fwrite(piece.data(), 1, piece.size(), stdout);
   std::fflush(stdout);
@@ -95,7 +87,7 @@ class PromptCommand : public Command {
     }
     std::vector<std::pair<std::string, PmlPrompt>> prompts;
     for (const std::string& file : prompt_files_) {
-      Result<std::string> text = ReadText(file);
+      Result<std::string> text = ReadTextFile(file, "prompt file");
       if (!text.ok()) return Fail(text.status());
       Result<PmlPrompt> p = ParsePrompt(*text, file);
       if (!p.ok()) return Fail(p.status());

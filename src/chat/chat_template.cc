@@ -4,6 +4,7 @@
 #include <array>
 #include <string>
 
+#include "core/text.h"
 #include "jinja/template.h"
 
 namespace promptcache {
@@ -16,15 +17,6 @@ constexpr std::array<std::pair<ChatFormat, std::string_view>, 5> kNames = {{
     {ChatFormat::kZephyr, "zephyr"},
     {ChatFormat::kPlain, "plain"},
 }};
-
-// Jinja's `trim` filter and Python's str.strip(), for the ASCII whitespace that occurs in
-// practice (Python would also strip Unicode spaces).
-std::string_view Trim(std::string_view s) {
-  constexpr std::string_view kSpace = " \t\n\r\f\v";
-  const size_t begin = s.find_first_not_of(kSpace);
-  if (begin == std::string_view::npos) return {};
-  return s.substr(begin, s.find_last_not_of(kSpace) - begin + 1);
-}
 
 Status ValidateMessages(const std::vector<ChatMessage>& messages) {
   if (messages.empty()) return InvalidArgument("no chat messages to render");

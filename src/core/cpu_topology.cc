@@ -11,18 +11,10 @@
 #include <thread>
 #include <utility>
 
+#include "core/text.h"
+
 namespace promptcache {
 namespace {
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
 
 // The whole of `s` (trimmed) as an integer.
 std::optional<int64_t> ParseInt(std::string_view s) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/engine_impl.h"
+#include "engine/engine_test_util.h"
 #include "engine/runner.h"
 
 namespace promptcache {
@@ -111,12 +112,6 @@ void ExpectPrompt(const Engine& e, const std::vector<int32_t>& prompt, const Com
     ExpectEntry(r.prompt_logprobs[i], &logits[i * V], V, prompt[i + 1], top,
                 what + ", prompt token " + std::to_string(i + 1));
   }
-}
-
-CompletionResult Complete(Engine& e, CompletionRequest r) {
-  auto h = e.Submit(std::move(r));
-  PC_CHECK(h.ok());
-  return (*h)->Wait();
 }
 
 CompletionRequest Request(std::vector<int32_t> prompt, int max_tokens, int logprobs) {

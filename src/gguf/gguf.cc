@@ -23,7 +23,6 @@ namespace promptcache {
 
 namespace {
 
-constexpr uint32_t kGgufMagic = 0x46554747;  // "GGUF" read as a little-endian u32
 constexpr size_t kDefaultAlignment = 32;
 // Keys and tensor names longer than this are corrupt (the spec caps keys at 65535 bytes).
 constexpr uint64_t kMaxNameLength = 65535;

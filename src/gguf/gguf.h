@@ -19,6 +19,9 @@
 
 namespace promptcache {
 
+// The first four bytes of every GGUF file: "GGUF" read as a little-endian u32.
+inline constexpr uint32_t kGgufMagic = 0x46554747;
+
 // ggml tensor types by their on-disk ids.
 enum class GgmlType : uint32_t {
   kF32 = 0,
@@ -67,8 +70,19 @@ GgmlTypeTraits GetTypeTraits(GgmlType t);
 size_t RowBytes(GgmlType t, int64_t n);
 
 enum class GgufValueType : uint32_t {
-  kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7,
-  kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
+  kU8 = 0,
+  kI8 = 1,
+  kU16 = 2,
+  kI16 = 3,
+  kU32 = 4,
+  kI32 = 5,
+  kF32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kU64 = 10,
+  kI64 = 11,
+  kF64 = 12,
 };
 
 // One metadata value. Integers of every width are held as int64 or uint64, floats as double;
@@ -95,7 +109,7 @@ struct GgufTensorInfo {
   std::string name;
   std::vector<int64_t> dims;  // ggml order: dims[0] is the contiguous (row) dimension
   GgmlType type = GgmlType::kF32;
-  uint64_t offset = 0;        // relative to the data section
+  uint64_t offset = 0;            // relative to the data section
   const uint8_t* data = nullptr;  // inside the mapping
   size_t nbytes = 0;
   int64_t elements() const;

@@ -16,8 +16,6 @@ namespace promptcache {
 
 namespace {
 
-constexpr uint32_t kGgufMagic = 0x46554747;
-
 // A metadata value of a scalar type, holding `v` as GgufValue holds that type.
 GgufValue Scalar(GgufValueType type, decltype(GgufValue::scalar) v) {
   GgufValue value;

@@ -14,17 +14,13 @@
 #include <utility>
 
 #include "grammar/grammar.h"
+#include "grammar/grammar_test_util.h"
 #include "grammar/json_depth.h"
 #include "grammar/json_schema.h"
 #include "grammar/token_mask.h"
 
 namespace promptcache {
 namespace {
-
-bool Matches(const std::shared_ptr<const Grammar>& g, std::string_view s) {
-  GrammarState st(std::move(g));
-  return st.Advance(s) && st.Complete();
-}
 
 std::string Nested3(int n) {
   const std::string r = "{0," + std::to_string(n) + "}";
@@ -37,14 +33,14 @@ TEST(GrammarLimits, NestedRepeatsOfEightAreAcceptedAndExact) {
   auto g = Grammar::Parse(Nested3(8));
   ASSERT_TRUE(g.ok()) << g.status().message();
   EXPECT_GT((*g)->start().size(), 0u);
-  EXPECT_TRUE(Matches(*g, ""));
-  EXPECT_TRUE(Matches(*g, std::string(512, 'a')));
-  EXPECT_FALSE(Matches(*g, std::string(513, 'a')));
-  EXPECT_FALSE(Matches(*g, "ab"));
+  EXPECT_TRUE(AcceptsWhole(*g, ""));
+  EXPECT_TRUE(AcceptsWhole(*g, std::string(512, 'a')));
+  EXPECT_FALSE(AcceptsWhole(*g, std::string(513, 'a')));
+  EXPECT_FALSE(AcceptsWhole(*g, "ab"));
   auto ten = Grammar::Parse(Nested3(10));
   ASSERT_TRUE(ten.ok()) << ten.status().message();
-  EXPECT_TRUE(Matches(*ten, std::string(1000, 'a')));
-  EXPECT_FALSE(Matches(*ten, std::string(1001, 'a')));
+  EXPECT_TRUE(AcceptsWhole(*ten, std::string(1000, 'a')));
+  EXPECT_FALSE(AcceptsWhole(*ten, std::string(1001, 'a')));
 }
 
 // {0,1000} nested three deep would hold about a million stacks at once: refused by counting,
@@ -217,7 +213,7 @@ TEST(JsonSchemaLimits, DeepSchemasAreRefusedBeforeParsing) {
   ASSERT_TRUE(ok.ok()) << ok.status().message();
   auto g = Grammar::Parse(*ok);
   ASSERT_TRUE(g.ok()) << g.status().message();
-  EXPECT_TRUE(Matches(*g, std::string(61, '[') + std::string(61, ']')));
+  EXPECT_TRUE(AcceptsWhole(*g, std::string(61, '[') + std::string(61, ']')));
 }
 
 // A reference for whole-string matching: memoized derivation of spans, straight from the rules.
@@ -299,7 +295,7 @@ TEST(GrammarLimits, RecognizerAgreesWithAReferenceOnRandomGrammars) {
         std::string s;
         for (int i = 0; i < len; ++i) s += (bits >> i) & 1 ? 'b' : 'a';
         Reference ref(**g, s);
-        ASSERT_EQ(Matches(*g, s), ref.Match()) << text << "\non '" << s << "'";
+        ASSERT_EQ(AcceptsWhole(*g, s), ref.Match()) << text << "\non '" << s << "'";
       }
     }
   }

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "grammar/grammar_test_util.h"
 #include "grammar/json_schema.h"
 #include "grammar/token_mask.h"
 
@@ -18,12 +19,6 @@ std::shared_ptr<const Grammar> Parse(std::string_view text) {
   auto g = Grammar::Parse(text);
   EXPECT_TRUE(g.ok()) << g.status().message();
   return g.ok() ? *g : nullptr;
-}
-
-// Whole-string acceptance: every byte accepted and the grammar complete at the end.
-bool Matches(const std::shared_ptr<const Grammar>& g, std::string_view s) {
-  GrammarState st(g);
-  return st.Advance(s) && st.Complete();
 }
 
 // A prefix the grammar can still complete.
@@ -49,21 +44,21 @@ item ::= "- " [^\r\n\x0b\x0c\x85\u2028\u2029]+ "\n"
 
 TEST(Gbnf, Arithmetic) {
   auto g = Parse(kArithmetic);
-  EXPECT_TRUE(Matches(g, "1+2=3\n"));
-  EXPECT_TRUE(Matches(g, "(a +b) *c = x1\n1=1\n"));
-  EXPECT_FALSE(Matches(g, "(a + b)=1\n"));  // no space after an operator
-  EXPECT_FALSE(Matches(g, "1+2=3"));        // the newline is required
-  EXPECT_FALSE(Matches(g, "1++2=3\n"));
+  EXPECT_TRUE(AcceptsWhole(g, "1+2=3\n"));
+  EXPECT_TRUE(AcceptsWhole(g, "(a +b) *c = x1\n1=1\n"));
+  EXPECT_FALSE(AcceptsWhole(g, "(a + b)=1\n"));  // no space after an operator
+  EXPECT_FALSE(AcceptsWhole(g, "1+2=3"));        // the newline is required
+  EXPECT_FALSE(AcceptsWhole(g, "1++2=3\n"));
   EXPECT_TRUE(Prefix(g, "(a +"));
   EXPECT_FALSE(Prefix(g, "A"));
 }
 
 TEST(Gbnf, ListWithUnicodeClasses) {
   auto g = Parse(kList);
-  EXPECT_TRUE(Matches(g, "- milk\n- eggs\n"));
-  EXPECT_TRUE(Matches(g, "- caf\xc3\xa9 cr\xc3\xa8me\n"));
-  EXPECT_FALSE(Matches(g, "- a\u2028b\n"));
-  EXPECT_FALSE(Matches(g, "-\n"));
+  EXPECT_TRUE(AcceptsWhole(g, "- milk\n- eggs\n"));
+  EXPECT_TRUE(AcceptsWhole(g, "- caf\xc3\xa9 cr\xc3\xa8me\n"));
+  EXPECT_FALSE(AcceptsWhole(g, "- a\u2028b\n"));
+  EXPECT_FALSE(AcceptsWhole(g, "-\n"));
   // A character split across two pieces (two tokens).
   GrammarState st(g);
   EXPECT_TRUE(st.Advance("- caf\xc3"));
@@ -74,14 +69,14 @@ TEST(Gbnf, ListWithUnicodeClasses) {
 
 TEST(Gbnf, RepetitionBoundsAndGroups) {
   auto g = Parse(R"g(root ::= "a"{2,3} ("b" | "c")? [0-9]{2} "x"*)g");
-  EXPECT_TRUE(Matches(g, "aa12"));
-  EXPECT_TRUE(Matches(g, "aaab12xx"));
-  EXPECT_FALSE(Matches(g, "a12"));
-  EXPECT_FALSE(Matches(g, "aaaa12"));
-  EXPECT_FALSE(Matches(g, "aa1"));
+  EXPECT_TRUE(AcceptsWhole(g, "aa12"));
+  EXPECT_TRUE(AcceptsWhole(g, "aaab12xx"));
+  EXPECT_FALSE(AcceptsWhole(g, "a12"));
+  EXPECT_FALSE(AcceptsWhole(g, "aaaa12"));
+  EXPECT_FALSE(AcceptsWhole(g, "aa1"));
   auto any = Parse("root ::= . . \"!\"");
-  EXPECT_TRUE(Matches(any, "x\xe2\x82\xac!"));
-  EXPECT_FALSE(Matches(any, "x!"));
+  EXPECT_TRUE(AcceptsWhole(any, "x\xe2\x82\xac!"));
+  EXPECT_FALSE(AcceptsWhole(any, "x!"));
 }
 
 TEST(Gbnf, LiteralsWrittenByCodeMatchExactlyTheirText) {
@@ -136,12 +131,12 @@ TEST(Gbnf, ErrorsAreOneLineMessages) {
 // JSON through the schema converter's shared rules (response_format json_object).
 TEST(JsonSchema, JsonObjectGrammar) {
   auto g = Parse(JsonObjectGbnf());
-  EXPECT_TRUE(Matches(g, R"({})"));
-  EXPECT_TRUE(Matches(g, R"({"a": [1, -2.5e3, true, null, {"b": "c\n\u00e9"}]})"));
-  EXPECT_FALSE(Matches(g, R"([1])"));  // an object, not any value
-  EXPECT_FALSE(Matches(g, R"({"a": 01})"));
-  EXPECT_FALSE(Matches(g, R"({"a": "x)"));
-  EXPECT_FALSE(Matches(g, "{\"a\": \"\x01\"}"));
+  EXPECT_TRUE(AcceptsWhole(g, R"({})"));
+  EXPECT_TRUE(AcceptsWhole(g, R"({"a": [1, -2.5e3, true, null, {"b": "c\n\u00e9"}]})"));
+  EXPECT_FALSE(AcceptsWhole(g, R"([1])"));  // an object, not any value
+  EXPECT_FALSE(AcceptsWhole(g, R"({"a": 01})"));
+  EXPECT_FALSE(AcceptsWhole(g, R"({"a": "x)"));
+  EXPECT_FALSE(AcceptsWhole(g, "{\"a\": \"\x01\"}"));
 }
 
 std::shared_ptr<const Grammar> FromSchema(const std::string& schema) {
@@ -156,16 +151,16 @@ TEST(JsonSchema, ObjectsPropertiesRequiredAndTypes) {
       "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 2},
       "ok": {"type": ["boolean", "null"]}},
     "required": ["name", "age"], "additionalProperties": false})");
-  EXPECT_TRUE(Matches(g, R"({"name": "Ann", "age": 3})"));
-  EXPECT_TRUE(Matches(g, R"({"name":"Ann","age":-3,"tags":["a","b"],"ok":null})"));
-  EXPECT_TRUE(Matches(g, R"({"name":"Ann","age":3,"ok":true})"));
-  EXPECT_FALSE(Matches(g, R"({"age": 3, "name": "Ann"})"));      // schema order
-  EXPECT_FALSE(Matches(g, R"({"name": "Ann"})"));                // age is required
-  EXPECT_FALSE(Matches(g, R"({"name": "Annabel", "age": 3})"));  // maxLength
-  EXPECT_FALSE(Matches(g, R"({"name": "A", "age": 1.5})"));
-  EXPECT_FALSE(Matches(g, R"({"name":"A","age":1,"tags":["a","b","a"]})"));
-  EXPECT_FALSE(Matches(g, R"({"name":"A","age":1,"tags":["c"]})"));
-  EXPECT_FALSE(Matches(g, R"({"name":"A","age":1,"x":1})"));
+  EXPECT_TRUE(AcceptsWhole(g, R"({"name": "Ann", "age": 3})"));
+  EXPECT_TRUE(AcceptsWhole(g, R"({"name":"Ann","age":-3,"tags":["a","b"],"ok":null})"));
+  EXPECT_TRUE(AcceptsWhole(g, R"({"name":"Ann","age":3,"ok":true})"));
+  EXPECT_FALSE(AcceptsWhole(g, R"({"age": 3, "name": "Ann"})"));      // schema order
+  EXPECT_FALSE(AcceptsWhole(g, R"({"name": "Ann"})"));                // age is required
+  EXPECT_FALSE(AcceptsWhole(g, R"({"name": "Annabel", "age": 3})"));  // maxLength
+  EXPECT_FALSE(AcceptsWhole(g, R"({"name": "A", "age": 1.5})"));
+  EXPECT_FALSE(AcceptsWhole(g, R"({"name":"A","age":1,"tags":["a","b","a"]})"));
+  EXPECT_FALSE(AcceptsWhole(g, R"({"name":"A","age":1,"tags":["c"]})"));
+  EXPECT_FALSE(AcceptsWhole(g, R"({"name":"A","age":1,"x":1})"));
 }
 
 TEST(JsonSchema, AnyOfConstDefsAndRecursiveRefs) {
@@ -174,11 +169,11 @@ TEST(JsonSchema, AnyOfConstDefsAndRecursiveRefs) {
         "v": {"const": 1}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
       "required": ["v", "kids"], "additionalProperties": false}},
     "anyOf": [{"$ref": "#/$defs/node"}, {"type": "number"}]})");
-  EXPECT_TRUE(Matches(g, R"({"v":1,"kids":[]})"));
-  EXPECT_TRUE(Matches(g, R"({"v":1,"kids":[{"v":1,"kids":[{"v":1,"kids":[]}]}]})"));
-  EXPECT_TRUE(Matches(g, "2.5"));
-  EXPECT_FALSE(Matches(g, R"({"v":2,"kids":[]})"));
-  EXPECT_FALSE(Matches(g, R"("x")"));
+  EXPECT_TRUE(AcceptsWhole(g, R"({"v":1,"kids":[]})"));
+  EXPECT_TRUE(AcceptsWhole(g, R"({"v":1,"kids":[{"v":1,"kids":[{"v":1,"kids":[]}]}]})"));
+  EXPECT_TRUE(AcceptsWhole(g, "2.5"));
+  EXPECT_FALSE(AcceptsWhole(g, R"({"v":2,"kids":[]})"));
+  EXPECT_FALSE(AcceptsWhole(g, R"("x")"));
 }
 
 TEST(JsonSchema, UnsupportedKeywordsAreNamed) {
@@ -187,7 +182,8 @@ TEST(JsonSchema, UnsupportedKeywordsAreNamed) {
     const char* named;
   };
   const Case cases[] = {
-      {R"({"type": "string", "pattern": "(a)\\1"})", "'pattern' is refused: pattern: back-reference"},
+      {R"({"type": "string", "pattern": "(a)\\1"})",
+       "'pattern' is refused: pattern: back-reference"},
       {R"({"type": "object", "properties": {"a": {"type": "string", "format": "color"}}})",
        "'properties.a.format' is refused: format 'color'"},
       {R"({"type": "number", "multipleOf": 2})", "'multipleOf'"},

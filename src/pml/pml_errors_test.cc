@@ -12,8 +12,6 @@
 namespace promptcache {
 namespace {
 
-const FakePmlEncoder kWords;
-
 // The message of a failed plan of `prompt_xml` against `schema_xml`.
 std::string PromptError(std::string_view schema_xml, std::string_view prompt_xml,
                         const PmlTextEncoder& enc = kWords) {

@@ -14,7 +14,8 @@
 namespace promptcache {
 namespace {
 
-const FakePmlEncoder kWords(FakePmlEncoder::Mode::kWords, std::nullopt, 1 << 30);
+// One token per word, with room for 2^30 of them.
+const FakePmlEncoder kManyWords(FakePmlEncoder::Mode::kWords, std::nullopt, 1 << 30);
 
 std::string Repeat(const std::string& s, int n) {
   std::string out;
@@ -28,12 +29,12 @@ TEST(PmlLimits, DeepNestingIsRefusedByDepth) {
   std::string xml = "<schema name='s'>";
   for (int i = 0; i < n; ++i) xml += "<module name='m" + std::to_string(i) + "'>";
   xml += Repeat("</module>", n) + "</schema>";
-  EXPECT_TRUE(HasText(SchemaError(xml, kWords), "elements nested deeper than 64 levels"));
+  EXPECT_TRUE(HasText(SchemaError(xml, kManyWords), "elements nested deeper than 64 levels"));
   // Unions count as levels too.
   std::string unions = "<schema name='s'>";
   for (int i = 0; i < 50000; ++i) unions += "<union><module name='u" + std::to_string(i) + "'>";
   unions += Repeat("</module></union>", 50000) + "</schema>";
-  EXPECT_TRUE(HasText(SchemaError(unions, kWords), "nested deeper than 64 levels"));
+  EXPECT_TRUE(HasText(SchemaError(unions, kManyWords), "nested deeper than 64 levels"));
   auto prompt = ParsePrompt("<prompt schema='s'>" + Repeat("<m>", 100000) + Repeat("</m>", 100000) +
                             "</prompt>");
   ASSERT_FALSE(prompt.ok());
@@ -42,7 +43,7 @@ TEST(PmlLimits, DeepNestingIsRefusedByDepth) {
   std::string ok = "<schema name='s'>";
   for (int i = 0; i < 63; ++i) ok += "<module name='m" + std::to_string(i) + "'>";
   ok += "x" + Repeat("</module>", 63) + "</schema>";
-  EXPECT_EQ(SchemaError(ok, kWords), "OK");
+  EXPECT_EQ(SchemaError(ok, kManyWords), "OK");
 }
 
 TEST(PmlLimits, HugeUnionRegistersAndEveryMemberIsListed) {
@@ -50,7 +51,7 @@ TEST(PmlLimits, HugeUnionRegistersAndEveryMemberIsListed) {
   std::string xml = "<schema name='s'>intro <union>";
   for (int i = 0; i < n; ++i) xml += "<module name='m" + std::to_string(i) + "'>x</module>\n";
   xml += "</union> outro</schema>";
-  PML_ASSERT_OK_AND_ASSIGN(SchemaLayout s, ParseSchema(xml, "s.xml", kWords));
+  PML_ASSERT_OK_AND_ASSIGN(SchemaLayout s, ParseSchema(xml, "s.xml", kManyWords));
   ASSERT_EQ(s.modules.size(), size_t{n});
   ASSERT_EQ(s.unions.size(), 1u);
   EXPECT_EQ(s.unions[0].members.size(), size_t{n});
@@ -84,7 +85,7 @@ int64_t Pairs(int64_t pieces) { return pieces * (pieces - 1) / 2; }
 
 // Its parent's text pieces for n siblings.
 int64_t ParentPieces(int n) {
-  auto s = ParseSchema(Siblings(n), "s.xml", kWords);
+  auto s = ParseSchema(Siblings(n), "s.xml", kManyWords);
   PC_CHECK(s.ok());
   return static_cast<int64_t>(s->modules[0].texts.size());
 }
@@ -93,26 +94,26 @@ int64_t ParentPieces(int n) {
 int64_t SiblingReferences(int64_t parent, int n) { return Pairs(parent) + int64_t(n) * (n + 1); }
 
 TEST(PmlLimits, TextBetweenSiblingsIsBoundedBySpanReferences) {
-  PML_ASSERT_OK_AND_ASSIGN(SchemaLayout s, ParseSchema(Siblings(500), "s.xml", kWords));
+  PML_ASSERT_OK_AND_ASSIGN(SchemaLayout s, ParseSchema(Siblings(500), "s.xml", kManyWords));
   for (int k : {0, 1, 499}) EXPECT_EQ(s.modules[1 + k].span.size(), size_t(k + 1)) << k;
   // The most siblings within the bound (about 590).
   const int64_t extra = ParentPieces(500) - 500;  // the same for every n
   int n = 500;
   while (SiblingReferences(n + 1 + extra, n + 1) <= pml_internal::kMaxSpanReferences) ++n;
   EXPECT_LE(SiblingReferences(ParentPieces(n), n), pml_internal::kMaxSpanReferences);
-  EXPECT_EQ(SchemaError(Siblings(n), kWords), "OK");
-  const std::string error = SchemaError(Siblings(n + 1), kWords);
+  EXPECT_EQ(SchemaError(Siblings(n), kManyWords), "OK");
+  const std::string error = SchemaError(Siblings(n + 1), kManyWords);
   EXPECT_TRUE(HasText(error, "the text pieces attend to more than 524288 earlier pieces")) << error;
   // The first sibling whose span passes it, after the parent's pieces for n + 1 siblings.
   int k = 0;
   while (SiblingReferences(n + 1 + extra, k + 1) <= pml_internal::kMaxSpanReferences) ++k;
   EXPECT_TRUE(HasText(error, "module 'c" + std::to_string(k) + "' passes it")) << error;
   // 150,000 siblings (5 MB): refused by the parent's own pieces, before any span is built.
-  EXPECT_TRUE(HasText(SchemaError(Siblings(150000), kWords), "module 'p' passes it"));
+  EXPECT_TRUE(HasText(SchemaError(Siblings(150000), kManyWords), "module 'p' passes it"));
   // Text between top-level modules is always text: its pieces attend to each other.
   std::string top = "<schema name='s'>";
   for (int i = 0; i < 1100; ++i) top += "t <module name='c" + std::to_string(i) + "'>x</module> ";
-  EXPECT_TRUE(HasText(SchemaError(top + "</schema>", kWords), "the always text passes it"));
+  EXPECT_TRUE(HasText(SchemaError(top + "</schema>", kManyWords), "the always text passes it"));
 }
 
 // One module's pieces (text between its parameters) attend to each other: P(P - 1) / 2.
@@ -128,11 +129,11 @@ TEST(PmlLimits, TextBetweenParametersIsBounded) {
   auto module = [](int n) {
     return "<schema name='s'><module name='m'>" + Parameters("a", n) + "</module></schema>";
   };
-  PML_ASSERT_OK_AND_ASSIGN(SchemaLayout s, ParseSchema(module(1000), "s.xml", kWords));
+  PML_ASSERT_OK_AND_ASSIGN(SchemaLayout s, ParseSchema(module(1000), "s.xml", kManyWords));
   const int64_t pieces = static_cast<int64_t>(s.modules[0].texts.size());
   EXPECT_LE(Pairs(pieces), pml_internal::kMaxSpanReferences);
   EXPECT_GT(Pairs(pieces + 30), pml_internal::kMaxSpanReferences);
-  EXPECT_TRUE(HasText(SchemaError(module(1030), kWords), "module 'm' passes it"));
+  EXPECT_TRUE(HasText(SchemaError(module(1030), kManyWords), "module 'm' passes it"));
 }
 
 // A module's span counts again for each piece of its own text (their keys hash it): p's 450
@@ -142,8 +143,8 @@ TEST(PmlLimits, ASpanCountsOnceForEachPieceOfTheModulesText) {
     return "<schema name='s'><module name='p'>" + Parameters("a", outer) + "<module name='c'>" +
            Parameters("b", inner) + "x</module></module></schema>";
   };
-  EXPECT_TRUE(HasText(SchemaError(nested(450, 600), kWords), "module 'c' passes it"));
-  EXPECT_EQ(SchemaError(nested(400, 500), kWords), "OK");
+  EXPECT_TRUE(HasText(SchemaError(nested(450, 600), kManyWords), "module 'c' passes it"));
+  EXPECT_EQ(SchemaError(nested(400, 500), kManyWords), "OK");
 }
 
 }  // namespace

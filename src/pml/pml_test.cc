@@ -14,8 +14,6 @@ namespace {
 
 using pml_internal::NormalizeText;
 
-const FakePmlEncoder kWords;
-
 std::vector<int32_t> Words(std::string_view text) { return kWords.Tokenize(text); }
 
 int Mod(const SchemaLayout& s, std::string_view name) {

@@ -19,6 +19,9 @@
 
 namespace promptcache {
 
+// The default fake encoder: one token per word.
+inline const FakePmlEncoder kWords;
+
 inline std::string PmlTestData() { return std::string(PC_SOURCE_DIR) + "/src/pml/testdata"; }
 
 inline ::testing::AssertionResult HasText(const std::string& haystack, std::string_view needle) {

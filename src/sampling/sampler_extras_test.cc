@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sampling/sampler.h"
+#include "sampling/sampler_test_util.h"
 
 namespace promptcache {
 namespace {
@@ -139,13 +140,6 @@ TEST(SamplerReference, MatchesLlamaCpp) {
       EXPECT_NEAR(ours[id], p, 2e-5) << "token " << id;
     }
   }
-}
-
-// Probabilities as logits (log p): the distribution at temperature 1 is `probs` itself.
-std::vector<float> LogitsOf(const std::vector<double>& probs) {
-  std::vector<float> logits;
-  for (double p : probs) logits.push_back(static_cast<float>(std::log(p)));
-  return logits;
 }
 
 SamplingParams Mirostat(int version, float tau, float eta) {

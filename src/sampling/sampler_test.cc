@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "sampling/sampler_test_util.h"
+
 namespace promptcache {
 namespace {
 
@@ -28,12 +30,6 @@ std::vector<float> RandomLogits(int n, uint64_t seed, float scale = 3.0f) {
   std::normal_distribution<float> dist(0.0f, scale);
   std::vector<float> logits(n);
   for (float& l : logits) l = dist(rng);
-  return logits;
-}
-
-std::vector<float> LogitsOf(const std::vector<double>& probs) {
-  std::vector<float> logits;
-  for (double p : probs) logits.push_back(static_cast<float>(std::log(p)));
   return logits;
 }
 

@@ -36,12 +36,11 @@ constexpr std::string_view kImplemented[] = {
 constexpr std::string_view kCountTokensFields[] = {"model", "messages",    "system",
                                                    "tools", "tool_choice", "thinking"};
 // Meaningless here: the service tier of Anthropic's capacity.
-constexpr std::string_view kIgnored[] = {"service_tier"};
+constexpr std::string_view kIgnoredMessagesFields[] = {"service_tier"};
 
 using ojson = nlohmann::ordered_json;
 
-// Anthropic's limit on the number of tools (as OpenAI's), and on a tool's name.
-constexpr size_t kMaxTools = 128;
+// Anthropic's limit on a tool's name (kMaxTools, the number of tools, is OpenAI's too).
 constexpr size_t kMaxToolName = 64;
 
 MaybeError CheckFields(const json& obj, bool count_tokens) {
@@ -516,7 +515,7 @@ MaybeError Parse(std::string_view body, const RequestLimits* limits, AnthropicRe
 
 FieldSupport MessagesFieldSupport(std::string_view field) {
   if (Contains(kImplemented, field)) return FieldSupport::kImplemented;
-  if (Contains(kIgnored, field)) return FieldSupport::kIgnored;
+  if (Contains(kIgnoredMessagesFields, field)) return FieldSupport::kIgnored;
   return FieldSupport::kRefused;
 }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/text.h"
+
 namespace promptcache {
 namespace {
 
@@ -23,14 +25,6 @@ constexpr std::string_view kOpeners[] = {kStart, kChannel, kTo};
 // that leaves out <|end|>).
 constexpr std::string_view kTerminators[] = {kEnd, kCall, kReturn, kStart, kChannel};
 constexpr size_t kConsumedTerminators = 3;
-
-// Where the longest end of `s` that could begin `tag` starts (s.size(): none).
-size_t PartialTagStart(std::string_view s, std::string_view tag) {
-  for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n) {
-    if (s.substr(s.size() - n) == tag.substr(0, n)) return s.size() - n;
-  }
-  return s.size();
-}
 
 // The word after `at` in `s`: up to whitespace or a marker's '<'.
 std::string_view WordAt(std::string_view s, size_t at) {

@@ -4,6 +4,7 @@
 #include <ctime>
 #include <functional>
 
+#include "core/text.h"
 #include "server/reasoning.h"
 
 namespace promptcache {
@@ -60,16 +61,6 @@ std::vector<int32_t> PromptEncoder::EncodeChat(const MarkedText& text) const {
 }
 
 namespace {
-
-bool IsSpace(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && IsSpace(s.front())) s.remove_prefix(1);
-  while (!s.empty() && IsSpace(s.back())) s.remove_suffix(1);
-  return s;
-}
 
 // At most this many segments per prompt: finding each costs a search of the rendered text.
 constexpr size_t kMaxSegments = 512;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/text.h"
+
 namespace promptcache {
 namespace {
 
@@ -20,14 +22,6 @@ size_t FirstNonSpace(std::string_view s) {
 size_t TrimmedEnd(std::string_view s, size_t end) {
   while (end > 0 && IsSpace(s[end - 1])) --end;
   return end;
-}
-
-// Where the longest end of `s` that could begin `tag` starts (s.size(): none).
-size_t PartialTagStart(std::string_view s, std::string_view tag) {
-  for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n) {
-    if (s.substr(s.size() - n) == tag.substr(0, n)) return s.size() - n;
-  }
-  return s.size();
 }
 
 }  // namespace

@@ -18,10 +18,10 @@ using json_fields::WrongType;
 using ojson = nlohmann::ordered_json;
 
 // Responses fields with no meaning on this server, accepted at any value.
-constexpr std::string_view kIgnored[] = {"metadata",          "user",
-                                         "service_tier",      "prompt_cache_key",
-                                         "safety_identifier", "parallel_tool_calls",
-                                         "stream_options"};
+constexpr std::string_view kIgnoredKeys[] = {"metadata",          "user",
+                                             "service_tier",      "prompt_cache_key",
+                                             "safety_identifier", "parallel_tool_calls",
+                                             "stream_options"};
 // Chat completions fields that are not part of the Responses API (the Responses spelling, or
 // nothing, replaces them): a 400 rather than a silent second meaning.
 constexpr std::string_view kChatOnly[] = {"messages",
@@ -359,7 +359,8 @@ MaybeError Translate(const ojson& obj, ResponsesRequest* out) {
   for (const auto& [key, value] : obj.items()) {
     if (value.is_null()) continue;
     if (std::find(std::begin(kHandled), std::end(kHandled), key) != std::end(kHandled)) continue;
-    if (std::find(std::begin(kIgnored), std::end(kIgnored), key) != std::end(kIgnored)) continue;
+    if (std::find(std::begin(kIgnoredKeys), std::end(kIgnoredKeys), key) != std::end(kIgnoredKeys))
+      continue;
     out->chat[key] = value;
   }
   if (out->stream) out->chat["stream"] = true;

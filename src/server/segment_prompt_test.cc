@@ -16,7 +16,7 @@ namespace promptcache {
 namespace {
 
 // A vocabulary of ../shared, by its path there.
-LoadedTokenizer Load(const std::string& relative) {
+LoadedTokenizer LoadVocab(const std::string& relative) {
   return LoadTokenizer(std::string(PC_SHARED_DIR) + "/" + relative);
 }
 
@@ -71,7 +71,7 @@ std::vector<int32_t> SegmentOf(const Tokenizer& tok, const BuiltPrompt& p,
 class SegmentPrompt : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
-    v_ = Load(GetParam());
+    v_ = LoadVocab(GetParam());
     ASSERT_TRUE(v_.tok);
     encoder_ = std::make_unique<PromptEncoder>(*v_.tok, "");
     encoder_->set_segment_cut({"\n\n---\n\n", 16});
@@ -247,7 +247,7 @@ INSTANTIATE_TEST_SUITE_P(Vocabularies, SegmentPrompt,
 // On byte-level BPE (no dummy prefix) a segment's ids are exactly the tokenizer's ids of its
 // text alone: the reference is Tokenizer::Encode, not the encoder's cutting.
 TEST(SegmentPromptBpe, ASegmentIsItsTextTokenizedAlone) {
-  LoadedTokenizer v = Load("tokenizers/ggml-vocab-gpt-2.gguf");
+  LoadedTokenizer v = LoadVocab("tokenizers/ggml-vocab-gpt-2.gguf");
   ASSERT_TRUE(v.tok);
   PromptEncoder encoder(*v.tok, "");
   encoder.set_segment_cut({"", 16});
@@ -260,7 +260,7 @@ TEST(SegmentPromptBpe, ASegmentIsItsTextTokenizedAlone) {
 
 // EncodeCut without cuts is Encode; with cuts the pieces' texts are unchanged.
 TEST(SegmentPromptBpe, EncodeCutWithoutCutsIsEncode) {
-  LoadedTokenizer v = Load("models/stories260K.gguf");
+  LoadedTokenizer v = LoadVocab("models/stories260K.gguf");
   ASSERT_TRUE(v.tok);
   const std::string text = std::string(kDocA) + " " + kDocB;
   std::vector<int> at;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/enum_names.h"
+#include "core/text.h"
 #include "grammar/grammar.h"
 #include "grammar/json_depth.h"
 #include "grammar/json_schema.h"
@@ -38,11 +39,8 @@ constexpr std::string_view kDsSep = "<｜tool▁sep｜>";
 constexpr std::string_view kHarmonyMessage = "<|message|>";  // gpt-oss: before the arguments
 constexpr std::string_view kHarmonyCall = "<|call|>";        // and after them
 
-std::string_view Trim(std::string_view s) {
-  const size_t b = s.find_first_not_of(kSpace);
-  if (b == std::string_view::npos) return {};
-  return s.substr(b, s.find_last_not_of(kSpace) - b + 1);
-}
+// JSON's whitespace only, around the arguments the model wrote.
+std::string_view TrimJson(std::string_view s) { return Trim(s, kSpace); }
 
 // Where a prefix of `marker` ends `text` (the marker may be arriving), or npos.
 size_t PartialAtEnd(std::string_view text, std::string_view marker) {
@@ -109,14 +107,14 @@ bool ParseOpenedCalls(std::string_view rest, std::string_view open, std::vector<
 bool ParseHermes(std::string_view rest, std::vector<ToolCall>* calls) {
   return ParseOpenedCalls(rest, kHermesOpen, calls, [](std::string_view rest, ToolCall* call) {
     const size_t close = rest.find(kHermesClose);
-    if (!ReadCall(ParseJson(Trim(rest.substr(0, close))), call)) return std::string_view::npos;
+    if (!ReadCall(ParseJson(TrimJson(rest.substr(0, close))), call)) return std::string_view::npos;
     return close == std::string_view::npos ? rest.size() : close + kHermesClose.size();
   });
 }
 
 bool ParseArray(std::string_view rest, std::vector<ToolCall>* calls,
                 const char* name_key = "name") {
-  const ojson j = ParseJson(Trim(rest));
+  const ojson j = ParseJson(TrimJson(rest));
   if (!j.is_array() || j.empty()) return false;
   for (const ojson& item : j) {
     ToolCall call;
@@ -140,7 +138,7 @@ bool IsToolName(std::string_view s) {
 bool ParseFunctionaryV32(std::string_view rest, bool first_bare, std::vector<ToolCall>* calls) {
   while (true) {
     if (!(first_bare && calls->empty())) {
-      if (Trim(rest).empty() && !calls->empty()) return true;
+      if (TrimJson(rest).empty() && !calls->empty()) return true;
       if (rest.substr(0, kRecipient.size()) != kRecipient) return false;
       rest.remove_prefix(kRecipient.size());
     }
@@ -154,7 +152,7 @@ bool ParseFunctionaryV32(std::string_view rest, bool first_bare, std::vector<Too
     ojson args;
     do {
       end = rest.find(kRecipient, end == 0 ? 0 : end + 1);
-      args = ParseJson(Trim(rest.substr(0, end)));
+      args = ParseJson(TrimJson(rest.substr(0, end)));
     } while (!args.is_object() && end != std::string_view::npos);
     if (!args.is_object()) return false;
     call.arguments = args.dump();
@@ -171,7 +169,7 @@ bool ReadArgumentsUntil(std::string_view rest, std::string_view end, ToolCall* c
   ojson args;
   do {
     at = rest.find(end, at == std::string_view::npos ? 0 : at + 1);
-    args = ParseJson(Trim(rest.substr(0, at)));
+    args = ParseJson(TrimJson(rest.substr(0, at)));
   } while (!args.is_object() && at != std::string_view::npos);
   if (!args.is_object()) return false;
   call->arguments = args.dump();
@@ -198,7 +196,7 @@ bool ParseFunctionaryV31(std::string_view rest, std::vector<ToolCall>* calls) {
 
 // `s` without `suffix` (and the whitespace before it) where it ends with it.
 std::string_view StripSuffix(std::string_view s, std::string_view suffix) {
-  s = Trim(s);
+  s = TrimJson(s);
   if (s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix) {
     s.remove_suffix(suffix.size());
   }
@@ -208,7 +206,7 @@ std::string_view StripSuffix(std::string_view s, std::string_view suffix) {
 // Command R+, after "Action:": a JSON array of {"tool_name", "parameters"} objects, in a ```json
 // fence (or a bare ``` one, or none).
 bool ParseCommandRPlus(std::string_view rest, std::vector<ToolCall>* calls) {
-  rest = Trim(rest);
+  rest = TrimJson(rest);
   if (rest.substr(0, kFence.size()) == kFence) {
     rest.remove_prefix(kFence.size());
     if (rest.substr(0, 4) == "json") rest.remove_prefix(4);
@@ -225,7 +223,7 @@ bool ParseDeepSeekR1(std::string_view rest, std::vector<ToolCall>* calls) {
     rest = rest.substr(std::min(rest.size(), rest.find_first_not_of(kSpace)));
     if (rest.empty()) return !calls->empty();
     if (rest.substr(0, kDsCallsEnd.size()) == kDsCallsEnd) {
-      return !calls->empty() && Trim(rest.substr(kDsCallsEnd.size())).empty();
+      return !calls->empty() && TrimJson(rest.substr(kDsCallsEnd.size())).empty();
     }
     if (rest.substr(0, kDsCallBegin.size()) != kDsCallBegin) return false;
     rest.remove_prefix(kDsCallBegin.size());
@@ -498,7 +496,7 @@ bool ParseCalls(ToolCallFormat format, std::string_view rest, std::vector<ToolCa
       return ParseDeepSeekR1(rest, calls);
     default: {  // Llama 3: one JSON call
       ToolCall call;
-      if (!ReadCall(ParseJson(Trim(rest)), &call)) return false;
+      if (!ReadCall(ParseJson(TrimJson(rest)), &call)) return false;
       calls->push_back(std::move(call));
       return true;
     }
@@ -538,7 +536,7 @@ Result<std::string> ToolCallGbnf(ToolCallFormat format, const std::vector<ToolSp
     const std::string& p = tools[i].parameters;
     std::string top;
     Result<std::string> r = JsonSchemaRules(
-        Trim(p).empty() || Trim(p) == "{}" ? R"({"type": "object", "properties": {}})" : p,
+        TrimJson(p).empty() || TrimJson(p) == "{}" ? R"({"type": "object", "properties": {}})" : p,
         "tool" + std::to_string(i) + "x", &top);
     if (!r.ok()) {
       if (failed_tool != nullptr) *failed_tool = static_cast<int>(i);

@@ -13,20 +13,11 @@ using ojson = nlohmann::ordered_json;
 using json_fields::CheckNesting;
 using json_fields::Find;
 using json_fields::MaybeError;
+using json_fields::OnlyKeys;
 using json_fields::WrongType;
 
-// OpenAI's limits on a function's name, and on the number of tools.
+// OpenAI's limit on a function's name.
 constexpr size_t kMaxNameLength = 64;
-constexpr size_t kMaxTools = 128;
-
-MaybeError OnlyKeys(const ojson& obj, const std::string& param, std::set<std::string> keys) {
-  for (const auto& [key, value] : obj.items()) {
-    if (value.is_null() || keys.count(key)) continue;
-    const std::string p = param + "." + key;
-    return ApiError::BadRequest("'" + p + "' is not supported by this server", p, "unsupported");
-  }
-  return std::nullopt;
-}
 
 MaybeError ReadName(const ojson* v, const std::string& param, std::string* out) {
   if (v == nullptr) return ApiError::BadRequest("'" + param + "' is required", param);

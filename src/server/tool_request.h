@@ -18,6 +18,9 @@
 
 namespace promptcache {
 
+// The most tools a request may offer: OpenAI's limit, and Anthropic's.
+inline constexpr size_t kMaxTools = 128;
+
 // `tools` and `tool_choice` of `body` (the request object, keys in order) into *out.
 std::optional<ApiError> ReadTools(const nlohmann::ordered_json& body, ApiRequest* out);
 

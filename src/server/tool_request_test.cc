@@ -9,7 +9,7 @@
 namespace promptcache {
 namespace {
 
-const char kTools[] =
+const char kToolsJson[] =
     R"([{"type": "function", "function": {"name": "get_weather", "description": "d",
          "parameters": {"type": "object", "properties": {"unit": {"type": "string"},
                         "city": {"type": "string"}}, "required": ["city"]}}},
@@ -25,16 +25,16 @@ ApiRequest Parse(const std::string& extra,
 }
 
 TEST(ToolRequest, ReadsToolsInTheClientsOrder) {
-  ApiRequest r = Parse(std::string(", \"tools\": ") + kTools);
+  ApiRequest r = Parse(std::string(", \"tools\": ") + kToolsJson);
   ASSERT_TRUE(r.tools.is_array());
   EXPECT_TRUE(r.tools_offered());
   EXPECT_EQ(r.tool_choice, ToolChoice::kAuto);
   // "unit" before "city", as sent (tojson in templates writes that order).
   EXPECT_EQ(r.tools[0]["function"]["parameters"]["properties"].dump(),
             R"({"unit":{"type":"string"},"city":{"type":"string"}})");
-  r = Parse(std::string(", \"tools\": ") + kTools + R"(, "tool_choice": "none")");
+  r = Parse(std::string(", \"tools\": ") + kToolsJson + R"(, "tool_choice": "none")");
   EXPECT_FALSE(r.tools_offered());
-  r = Parse(std::string(", \"tools\": ") + kTools +
+  r = Parse(std::string(", \"tools\": ") + kToolsJson +
             R"(, "tool_choice": {"type": "function", "function": {"name": "now"}})");
   EXPECT_EQ(r.tool_choice, ToolChoice::kFunction);
   EXPECT_EQ(r.tool_function, "now");
@@ -63,7 +63,7 @@ TEST(ToolRequest, ReadsToolCallsAndResults) {
 
 TEST(ToolRequest, RefusalsNameTheField) {
   const std::string user = R"([{"role": "user", "content": "hi"}])";
-  const std::string tools = std::string(", \"tools\": ") + kTools;
+  const std::string tools = std::string(", \"tools\": ") + kToolsJson;
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"(, "tools": {})", "tools"},
       {R"(, "tools": [{"type": "retrieval"}])", "tools[0].type"},
@@ -107,7 +107,8 @@ TEST(ToolRequest, RefusalsNameTheField) {
 }
 
 TEST(ToolRequest, ToolChoiceBecomesAGrammar) {
-  ApiRequest r = Parse(std::string(", \"tools\": ") + kTools + R"(, "tool_choice": "required")");
+  ApiRequest r =
+      Parse(std::string(", \"tools\": ") + kToolsJson + R"(, "tool_choice": "required")");
   std::optional<ApiError> err = ApplyToolChoice(ToolCallFormat::kNone, &r);
   ASSERT_TRUE(err.has_value());
   EXPECT_EQ(err->param, "tools");
@@ -118,17 +119,17 @@ TEST(ToolRequest, ToolChoiceBecomesAGrammar) {
   EXPECT_TRUE(s.Advance("<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"));
   EXPECT_TRUE(s.Finished());
 
-  r = Parse(std::string(", \"tools\": ") + kTools +
+  r = Parse(std::string(", \"tools\": ") + kToolsJson +
             R"(, "tool_choice": {"type": "function", "function": {"name": "get_weather"}})");
   ASSERT_FALSE(ApplyToolChoice(ToolCallFormat::kLlama3, &r).has_value());
   EXPECT_FALSE(GrammarState(r.grammar).Accepts("{\"name\": \"now\""));
   EXPECT_TRUE(GrammarState(r.grammar).Accepts("{\"name\": \"get_weather\", \"parameters\": {"));
 
-  r = Parse(std::string(", \"tools\": ") + kTools);  // auto: no grammar
+  r = Parse(std::string(", \"tools\": ") + kToolsJson);  // auto: no grammar
   ASSERT_FALSE(ApplyToolChoice(ToolCallFormat::kMistral, &r).has_value());
   EXPECT_FALSE(r.grammar);
 
-  r = Parse(std::string(", \"tools\": ") + kTools +
+  r = Parse(std::string(", \"tools\": ") + kToolsJson +
             R"(, "tool_choice": "required", "response_format": {"type": "json_object"})");
   err = ApplyToolChoice(ToolCallFormat::kHermes, &r);
   ASSERT_TRUE(err.has_value());

@@ -9,14 +9,14 @@ namespace {
 
 constexpr const char* kMergesKey = "tokenizer.ggml.merges";
 
-struct Symbol {
+struct BpeSymbol {
   int32_t id;     // symbol id (vocabulary id, or an interned text beyond it)
   int32_t start;  // byte offset in the word
   int32_t n;      // bytes; 0 once merged into its left neighbour
   int32_t prev, next;
 };
 
-struct Bigram {
+struct BpeBigram {
   int32_t rank;
   int32_t left, right;
   int32_t size;    // bytes of the merged text, to recognise stale entries
@@ -24,8 +24,8 @@ struct Bigram {
 };
 
 // Lowest rank first; among equal ranks, the leftmost pair.
-struct BigramOrder {
-  bool operator()(const Bigram& a, const Bigram& b) const {
+struct BpeBigramOrder {
+  bool operator()(const BpeBigram& a, const BpeBigram& b) const {
     return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
   }
 };
@@ -155,15 +155,15 @@ void BpeTokenizer::EncodeWord(std::string_view word, std::vector<int32_t>* out) 
     }
   }
   const int32_t n = static_cast<int32_t>(word.size());
-  std::vector<Symbol> symbols(n);
+  std::vector<BpeSymbol> symbols(n);
   for (int32_t i = 0; i < n; ++i) {
     symbols[i] = {byte_symbols_[static_cast<uint8_t>(word[i])], i, 1, i - 1,
                   i + 1 < n ? i + 1 : -1};
   }
-  std::vector<Bigram> heap_storage;
+  std::vector<BpeBigram> heap_storage;
   heap_storage.reserve(n);
-  std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue(BigramOrder(),
-                                                                      std::move(heap_storage));
+  std::priority_queue<BpeBigram, std::vector<BpeBigram>, BpeBigramOrder> queue(
+      BpeBigramOrder(), std::move(heap_storage));
   auto try_add = [&](int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;
     auto it = merges_.find(PairKey(symbols[left].id, symbols[right].id));
@@ -174,11 +174,11 @@ void BpeTokenizer::EncodeWord(std::string_view word, std::vector<int32_t>* out) 
   for (int32_t i = 1; i < n; ++i) try_add(i - 1, i);
 
   MergePairs(
-      symbols, queue, [](Symbol& l, const Bigram& b) { l.id = b.result; }, try_add);
+      symbols, queue, [](BpeSymbol& l, const BpeBigram& b) { l.id = b.result; }, try_add);
 
   const int32_t vocab = vocab_size();
   for (int32_t i = n > 0 ? 0 : -1; i >= 0; i = symbols[i].next) {
-    const Symbol& s = symbols[i];
+    const BpeSymbol& s = symbols[i];
     if (s.id < vocab) {
       out->push_back(s.id);
       continue;
