@@ -27,12 +27,6 @@
 namespace promptcache {
 namespace {
 
-// Where one batch token's K/V row lives in its sequence's cache.
-struct SlotRef {
-  BlockId block;
-  int offset;  // slot within the block
-};
-
 // Runs fn(t) for every t in [0, n), spread over the pool when there is enough work.
 template <typename Fn>
 void ForEachToken(ThreadPool* pool, int n, Fn&& fn) {
@@ -177,6 +171,12 @@ const float* PostNorm(const std::vector<float>& w) { return w.empty() ? nullptr 
 // merge; the gated activation. So a block's output waits in out_rows (`pending`) until the next
 // block's input job adds it to x.
 struct Model::Pass {
+  // Where one batch token's K/V row lives in its sequence's cache.
+  struct SlotRef {
+    BlockId block;
+    int offset;  // slot within the block
+  };
+
   Pass(std::span<const BatchToken> b, ThreadPool* tp, ForwardScratch* fs, const ModelConfig& c)
       : batch(b),
         pool(tp),
