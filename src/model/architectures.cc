@@ -190,6 +190,15 @@ enum class Experts { kNone, kOptional, kRequired };
 // asking for more is damaged, and would make the per-layer tables absurd.
 constexpr int64_t kMaxExperts = 4096;
 
+// An FFN width key (`fallback` where the file has none): 1 to 2^20.
+Result<int> ReadWidth(const GgufFile& f, const std::string& key, int64_t fallback) {
+  PC_ASSIGN_OR_RETURN(int64_t ff, f.GetIntOr(key, fallback));
+  if (ff < 1 || ff > (int64_t(1) << 20)) {
+    return InvalidArgument(key + " = " + std::to_string(ff) + " is out of range");
+  }
+  return static_cast<int>(ff);
+}
+
 // `{arch}.expert_count` and `{arch}.expert_used_count`, and the experts' FFN width:
 // `{arch}.expert_feed_forward_length` where the architecture has one (qwen3moe; without it
 // n_ff / n_expert_used, as ik_llama.cpp falls back), else feed_forward_length (Mixtral).
@@ -215,12 +224,7 @@ Status ReadExperts(const GgufFile& f, Experts kind, ModelConfig* c) {
   c->n_expert_used = static_cast<int>(used);
   c->n_ff_exp = c->n_ff;
   if (kind == Experts::kRequired) c->n_ff_exp = c->n_ff / c->n_expert_used;
-  PC_ASSIGN_OR_RETURN(int64_t ff, f.GetIntOr(a + ".expert_feed_forward_length", c->n_ff_exp));
-  if (ff < 1 || ff > (int64_t(1) << 20)) {
-    return InvalidArgument(a + ".expert_feed_forward_length = " + std::to_string(ff) +
-                           " is out of range");
-  }
-  c->n_ff_exp = static_cast<int>(ff);
+  PC_ASSIGN_OR_RETURN(c->n_ff_exp, ReadWidth(f, a + ".expert_feed_forward_length", c->n_ff_exp));
   return Status::Ok();
 }
 
@@ -232,12 +236,8 @@ Status ReadQwen2Moe(const GgufFile& f, ModelConfig* c) {
   const std::string& a = c->architecture;
   c->rope_halves = true;
   c->expert_weights_norm = false;
-  PC_ASSIGN_OR_RETURN(int64_t ff, f.GetIntOr(a + ".expert_shared_feed_forward_length", c->n_ff));
-  if (ff < 1 || ff > (int64_t(1) << 20)) {
-    return InvalidArgument(a + ".expert_shared_feed_forward_length = " + std::to_string(ff) +
-                           " is out of range");
-  }
-  c->n_ff_shexp = static_cast<int>(ff);
+  PC_ASSIGN_OR_RETURN(c->n_ff_shexp,
+                      ReadWidth(f, a + ".expert_shared_feed_forward_length", c->n_ff));
   return Status::Ok();
 }
 

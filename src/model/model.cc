@@ -75,12 +75,7 @@ class TensorBinder {
       return InvalidArgument("tensor '" + name + "' has shape " + DimsString(t->dims) +
                              ", expected " + DimsString({cols, rows}));
     }
-    if (!MatMulSupports(t->type)) {
-      return Unimplemented("tensor '" + name + "' has type " + GgmlTypeName(t->type) +
-                           ", which is not supported (" + SupportedWeightTypes() + " are)");
-    }
-    *out = {t->type, t->data, rows, cols, RowBytes(t->type, cols)};
-    return Status::Ok();
+    return Bind(*t, name, rows, cols, out);
   }
 
   // Rows [first, first + rows) of a matrix of `total` rows, as a matrix of their own.
@@ -102,15 +97,10 @@ class TensorBinder {
       return InvalidArgument("tensor '" + name + "' has shape " + DimsString(t->dims) +
                              ", expected " + DimsString({cols, rows, n_expert}));
     }
-    if (!MatMulSupports(t->type)) {
-      return Unimplemented("tensor '" + name + "' has type " + GgmlTypeName(t->type) +
-                           ", which is not supported (" + SupportedWeightTypes() + " are)");
-    }
-    const size_t row_bytes = RowBytes(t->type, cols);
-    out->resize(n_expert);
-    for (int64_t e = 0; e < n_expert; ++e) {
-      (*out)[e] = {t->type, t->data + e * rows * row_bytes, rows, cols, row_bytes};
-    }
+    WeightMatrix first;
+    PC_RETURN_IF_ERROR(Bind(*t, name, rows, cols, &first));
+    out->assign(n_expert, first);
+    for (int64_t e = 0; e < n_expert; ++e) (*out)[e].data += e * rows * first.row_bytes;
     return Status::Ok();
   }
 
@@ -120,13 +110,7 @@ class TensorBinder {
     *out = {};
     const GgufTensorInfo* t = f_.FindTensor(name);
     if (t == nullptr) return Status::Ok();
-    if (t->dims.size() == 1 && t->dims[0] == cols) {
-      if (!MatMulSupports(t->type)) {
-        return Unimplemented("tensor '" + name + "' has unsupported type " + GgmlTypeName(t->type));
-      }
-      *out = {t->type, t->data, 1, cols, RowBytes(t->type, cols)};
-      return Status::Ok();
-    }
+    if (t->dims.size() == 1 && t->dims[0] == cols) return Bind(*t, name, 1, cols, out);
     if (t->dims.size() != 2) {
       return InvalidArgument("tensor '" + name + "' has shape " + DimsString(t->dims) +
                              ", expected [" + std::to_string(cols) + "]");
@@ -178,6 +162,17 @@ class TensorBinder {
   }
 
  private:
+  // `t`, of a shape already checked, as a matrix [rows x cols] the kernels multiply by.
+  static Status Bind(const GgufTensorInfo& t, const std::string& name, int64_t rows, int64_t cols,
+                     WeightMatrix* out) {
+    if (!MatMulSupports(t.type)) {
+      return Unimplemented("tensor '" + name + "' has type " + GgmlTypeName(t.type) +
+                           ", which is not supported (" + SupportedWeightTypes() + " are)");
+    }
+    *out = {t.type, t.data, rows, cols, RowBytes(t.type, cols)};
+    return Status::Ok();
+  }
+
   const GgufFile& f_;
 };
 

@@ -42,18 +42,11 @@ constexpr std::string_view kHarmonyCall = "<|call|>";        // and after them
 // JSON's whitespace only, around the arguments the model wrote.
 std::string_view TrimJson(std::string_view s) { return Trim(s, kSpace); }
 
-// Where a prefix of `marker` ends `text` (the marker may be arriving), or npos.
-size_t PartialAtEnd(std::string_view text, std::string_view marker) {
-  for (size_t k = std::min(marker.size() - 1, text.size()); k > 0; --k) {
-    if (text.substr(text.size() - k) == marker.substr(0, k)) return text.size() - k;
-  }
-  return std::string_view::npos;
-}
-
-// A marker in `text`, whole or arriving at its end.
+// A marker in `text`, whole or arriving at its end (a prefix of it ends `text`), or npos.
 size_t MarkerStart(std::string_view text, std::string_view marker) {
-  const size_t at = text.find(marker);
-  return at != std::string_view::npos ? at : PartialAtEnd(text, marker);
+  if (const size_t at = text.find(marker); at != std::string_view::npos) return at;
+  const size_t partial = PartialTagStart(text, marker);
+  return partial < text.size() ? partial : std::string_view::npos;
 }
 
 // Generated text (or arguments inside it) as JSON; discarded (not a call) when it nests deeper
