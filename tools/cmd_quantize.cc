@@ -46,7 +46,7 @@ Result<Plan> PlanTensors(const GgufFile& file, const QuantFileType& ftype) {
   Plan plan;
   for (const GgufTensorInfo& t : file.tensors()) {
     GgmlType type = t.type;
-    if (IsQuantizableTensor(t.name, t.dims.size())) {
+    if (IsQuantizableTensor(t.name, t.dims)) {
       type = MixTensorType(ftype, model, t.name, t.dims[0]);
       plan.fallbacks += t.dims[0] % base_block != 0;
     }

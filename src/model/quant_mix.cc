@@ -172,7 +172,9 @@ QuantMixModel QuantMixModelFromGguf(const GgufFile& file) {
   return m;
 }
 
-bool IsQuantizableTensor(const std::string& name, size_t n_dims) {
+bool IsQuantizableTensor(const std::string& name, std::span<const int64_t> dims) {
+  size_t n_dims = dims.size();
+  while (n_dims > 1 && dims[n_dims - 1] == 1) --n_dims;
   const size_t n = name.size();
   if (n < 6 || name.compare(n - 6, 6, "weight") != 0 || n_dims < 2) return false;
   for (const char* kept : {"_norm.weight", "ffn_gate_inp.weight", "ssm_conv1d.weight",

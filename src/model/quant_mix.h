@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -47,8 +48,10 @@ struct QuantMixModel {
 QuantMixModel QuantMixModelFromGguf(const GgufFile& file);
 
 // Whether a tensor is quantized at all: 2-D (or 3-D) weights, not norms, not the few small
-// matrices llama.cpp keeps as they are (expert gates, position embeddings, ...).
-bool IsQuantizableTensor(const std::string& name, size_t n_dims);
+// matrices llama.cpp keeps as they are (expert gates, position embeddings, ...). Dimensions are
+// counted as ggml counts them, without trailing 1s: a [n_embd, 1] tensor (a converter may write
+// Qwen2-MoE's shared-expert gate so) is a vector, and stays as it is.
+bool IsQuantizableTensor(const std::string& name, std::span<const int64_t> dims);
 
 // The type for matrix `name` with rows of `cols` values in a file of type `ftype`: the mix rules
 // for quantized file types, then the fallback for the row width. Float file types (F32, F16,

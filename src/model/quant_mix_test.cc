@@ -7,9 +7,12 @@
 
 #include <map>
 #include <set>
+#include <vector>
 
 namespace promptcache {
 namespace {
+
+std::vector<int64_t> Dims(std::initializer_list<int64_t> d) { return d; }
 
 QuantFileType Type(const std::string& name) {
   Result<QuantFileType> f = ParseQuantFileType(name);
@@ -61,14 +64,19 @@ TEST(QuantMix, FileTypeNamesAndIds) {
 }
 
 TEST(QuantMix, WhichTensorsAreQuantized) {
-  EXPECT_TRUE(IsQuantizableTensor("blk.0.attn_q.weight", 2));
-  EXPECT_TRUE(IsQuantizableTensor("token_embd.weight", 2));
-  EXPECT_TRUE(IsQuantizableTensor("output.weight", 2));
-  EXPECT_FALSE(IsQuantizableTensor("blk.0.attn_norm.weight", 1));
-  EXPECT_FALSE(IsQuantizableTensor("blk.0.attn_norm.weight", 2));  // norms never
-  EXPECT_FALSE(IsQuantizableTensor("rope_freqs.weight", 1));
-  EXPECT_FALSE(IsQuantizableTensor("blk.0.ffn_gate_inp.weight", 2));
-  EXPECT_FALSE(IsQuantizableTensor("blk.0.attn_q.bias", 2));
+  EXPECT_TRUE(IsQuantizableTensor("blk.0.attn_q.weight", Dims({64, 32})));
+  EXPECT_TRUE(IsQuantizableTensor("token_embd.weight", Dims({64, 32})));
+  EXPECT_TRUE(IsQuantizableTensor("output.weight", Dims({64, 32})));
+  EXPECT_FALSE(IsQuantizableTensor("blk.0.attn_norm.weight", Dims({64})));
+  EXPECT_FALSE(IsQuantizableTensor("blk.0.attn_norm.weight", Dims({64, 32})));  // norms never
+  EXPECT_FALSE(IsQuantizableTensor("rope_freqs.weight", Dims({64})));
+  EXPECT_FALSE(IsQuantizableTensor("blk.0.ffn_gate_inp.weight", Dims({64, 32})));
+  EXPECT_FALSE(IsQuantizableTensor("blk.0.attn_q.bias", Dims({64, 32})));
+  // Trailing 1s are no dimension (ggml_n_dims): a [n_embd, 1] gate is a vector.
+  EXPECT_FALSE(IsQuantizableTensor("blk.0.ffn_gate_inp_shexp.weight", Dims({64, 1})));
+  EXPECT_FALSE(IsQuantizableTensor("blk.0.ffn_gate_inp_shexp.weight", Dims({64, 1, 1})));
+  EXPECT_TRUE(IsQuantizableTensor("blk.0.ffn_gate_inp_shexp.weight", Dims({64, 2})));
+  EXPECT_TRUE(IsQuantizableTensor("blk.0.ffn_gate_exps.weight", Dims({64, 32, 1, 8})));
 }
 
 // Q4_K_M: the output (here the tied embedding) Q6_K; attn_v and ffn_down Q6_K in the first and
@@ -181,8 +189,9 @@ TEST(QuantMix, MixtureOfExperts) {
   EXPECT_EQ(MixTensorType(Type("Q3_K_L"), mixtral, Blk(5, "attn_output"), 4096), GgmlType::kQ3_K);
   EXPECT_EQ(MixTensorType(Type("Q4_0"), mixtral, Blk(5, "attn_v"), 4096), GgmlType::kQ8_0);
   EXPECT_EQ(MixTensorType(Type("Q6_K"), mixtral, Blk(5, "attn_output"), 4096), GgmlType::kQ6_K);
-  EXPECT_FALSE(IsQuantizableTensor("blk.0.ffn_gate_inp.weight", 2));  // routers stay F32
-  EXPECT_TRUE(IsQuantizableTensor("blk.0.ffn_gate_exps.weight", 3));
+  EXPECT_FALSE(
+      IsQuantizableTensor("blk.0.ffn_gate_inp.weight", Dims({64, 32})));  // routers stay F32
+  EXPECT_TRUE(IsQuantizableTensor("blk.0.ffn_gate_exps.weight", Dims({64, 32, 8})));
 
   // 128 experts (Qwen3-30B-A3B): the dense rules.
   QuantMixModel qwen = mixtral;
@@ -213,7 +222,7 @@ TEST(QuantMix, SameTypesAsLlamaCppFixtures) {
     EXPECT_FALSE(m.has_output);
     int quantized = 0;
     for (const GgufTensorInfo& t : (*file)->tensors()) {
-      if (!IsQuantizableTensor(t.name, t.dims.size())) {
+      if (!IsQuantizableTensor(t.name, t.dims)) {
         EXPECT_EQ(t.type, GgmlType::kF32) << name << " " << t.name;
         continue;
       }
