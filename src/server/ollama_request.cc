@@ -114,8 +114,10 @@ MaybeError ReadCommon(const ojson& obj, OllamaRequest* out, ojson* oa) {
                                   "format");
     }
   }
-  // Extension: llama.cpp's "grammar" (GBNF), as on the chat route.
-  if (const ojson* grammar = Find(obj, "grammar")) (*oa)["grammar"] = *grammar;
+  // Extensions, as on the chat route: llama.cpp's "grammar" (GBNF); segment reuse.
+  for (const char* key : {"grammar", "cache_segments", "recompute"}) {
+    if (const ojson* v = Find(obj, key)) (*oa)[key] = *v;
+  }
   if (const ojson* options = Find(obj, "options")) {
     if (!options->is_object()) return WrongType("options", "an object", *options);
     for (const auto& [from, to] : kOptions) {
@@ -215,8 +217,9 @@ MaybeError Translate(const ojson& oa, const RequestLimits& limits, bool chat, Ap
 MaybeError ParseChat(std::string_view body, const RequestLimits& limits, OllamaRequest* out) {
   ojson obj;
   PC_RETURN_IF_API_ERROR(ParseBody(body, &obj));
-  PC_RETURN_IF_API_ERROR(OnlyFields(obj, {"model", "messages", "tools", "format", "options",
-                                          "stream", "keep_alive", "think", "grammar"}));
+  PC_RETURN_IF_API_ERROR(
+      OnlyFields(obj, {"model", "messages", "tools", "format", "options", "stream", "keep_alive",
+                       "think", "grammar", "cache_segments", "recompute"}));
   PC_RETURN_IF_API_ERROR(OffOnly(obj, ""));
   PC_RETURN_IF_API_ERROR(ReadThink(obj, out));
   ojson oa = ojson::object();
@@ -245,8 +248,9 @@ MaybeError ParseGenerate(std::string_view body, const RequestLimits& limits, Oll
   ojson obj;
   PC_RETURN_IF_API_ERROR(ParseBody(body, &obj));
   PC_RETURN_IF_API_ERROR(OnlyFields(
-      obj, {"model", "prompt", "system", "raw", "format", "options", "stream", "keep_alive",
-            "images", "suffix", "template", "context", "think", "grammar"}));
+      obj,
+      {"model", "prompt", "system", "raw", "format", "options", "stream", "keep_alive", "images",
+       "suffix", "template", "context", "think", "grammar", "cache_segments", "recompute"}));
   PC_RETURN_IF_API_ERROR(OffOnly(obj, ""));
   PC_RETURN_IF_API_ERROR(ReadThink(obj, out));
   ojson oa = ojson::object();

@@ -181,41 +181,6 @@ bool WriteOllamaStream(OllamaStream& s, httplib::DataSink& sink) {
   return PollAndWrite<std::string>(*s.channel, out, /*keep_alive=*/"", sink, on_text, on_end);
 }
 
-// The prompt and its length checks, as the chat and completions routes make them; false after
-// failing the call.
-bool Prepare(Call& call, const ApiRequest& r, CompletionRequest* creq, bool* opens_thinking) {
-  const ServerContext& server = call.server;
-  Result<BuiltPrompt> prompt = server.encoder().Build(r, server.PromptLimit());
-  const std::string param = r.kind == ApiKind::kChat ? "messages" : "prompt";
-  if (!prompt.ok()) {
-    call.Fail(server.PromptError(prompt.status(), param));
-    return false;
-  }
-  const int n = static_cast<int>(prompt->tokens.size());
-  const int context = server.context();
-  if (n >= context || (r.max_tokens && n + *r.max_tokens > context)) {
-    call.Fail(ApiError::BadRequest(
-        "the prompt has " + std::to_string(n) + " tokens" +
-        (r.max_tokens ? " and num_predict is " + std::to_string(*r.max_tokens) : "") +
-        ": more than this model's context of " + std::to_string(context) + " tokens"));
-    return false;
-  }
-  creq->max_tokens = r.max_tokens ? *r.max_tokens : context - n;
-  if (!r.max_tokens && server.options().max_tokens_limit > 0) {
-    creq->max_tokens = std::min(creq->max_tokens, server.options().max_tokens_limit);
-  }
-  *opens_thinking = prompt->opens_thinking;
-  creq->prompt = std::move(prompt->tokens);
-  creq->pin_tokens = prompt->pin_tokens;
-  creq->sampling = r.sampling;
-  creq->stop = r.stop;
-  creq->grammar = r.grammar;
-  creq->special_text = r.kind == ApiKind::kChat && server.encoder().harmony();
-  creq->cache_namespace = call.Namespace("");
-  creq->tenant = call.tenant();
-  return true;
-}
-
 void HandleOllama(Call& call, bool chat) {
   const Clock::time_point start = Clock::now();
   ServerContext& server = call.server;
@@ -245,7 +210,9 @@ void HandleOllama(Call& call, bool chat) {
   }
   CompletionRequest creq;
   bool opens_thinking = false;
-  if (!Prepare(call, r.api, &creq, &opens_thinking)) return;
+  // The prompt, its limits and segments, and the sampling, as the OpenAI routes make them.
+  const std::string param = r.api.kind == ApiKind::kChat ? "messages" : "prompt";
+  if (!PrepareChat(call, r.api, &creq, param, &opens_thinking)) return;
   const ToolCallFormat format =
       r.api.tools_offered() ? server.encoder().tool_format() : ToolCallFormat::kNone;
   const ReasoningMode reasoning{

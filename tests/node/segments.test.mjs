@@ -20,6 +20,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Anthropic from '@anthropic-ai/sdk';
+import { Ollama } from 'ollama';
 import { startServer, MODEL, BLOCK, commonPrefix, expectedCached, waitFor } from './server.mjs';
 import { startRedis } from './redis.mjs';
 
@@ -284,6 +285,36 @@ test("(g) a tenant's segments only Redis holds are counted in its namespace on a
   const { segment_tokens_reused: reused, recomputed_tokens: recomputed } = hit.timings;
   assert.equal(reused + recomputed, onA.segment_tokens, JSON.stringify(hit.timings));
   assert.equal(cached(hit), onA.cached_tokens - recomputed);
+});
+
+// Ollama's dialect (Open WebUI's RAG sends its documents through /api/chat): each message is a
+// segment, as on the other routes; the server flag turns it on, the request field
+// ("cache_segments", an extension as on the chat route) off. Mutation: Ollama's routes building
+// their own prompt without segments (as before) fails it.
+test('(h) Ollama\'s /api/chat and /api/generate reuse segments', async () => {
+  const server = await startServer(['--segment-cache', '--segment-separator', SEP, ...FLAGS]);
+  const ollama = new Ollama({ host: server.url });
+  const messages = (docs, question) => [
+    { role: 'system', content: SYSTEM },
+    ...docs.map((d) => ({ role: 'user', content: d })),
+    { role: 'user', content: question },
+  ];
+  const hits = async () => (await server.metrics()).promptcache_segment_hits_total;
+  const options = { temperature: 0, num_predict: 4 };
+  await ollama.chat({ model: MODEL, messages: messages([DOCS[0], DOCS[1]], QUESTIONS[0]), options });
+  assert.equal(await hits(), 0);
+  const again = messages([DOCS[2], DOCS[0]], QUESTIONS[1]);
+  await ollama.chat({ model: MODEL, messages: again, options, cache_segments: false });
+  assert.equal(await hits(), 0, 'cache_segments false: no lookup');
+  const r = await ollama.chat({ model: MODEL, messages: again, options });
+  assert.equal(r.done_reason, 'length');
+  const after = await hits();
+  assert.ok(after >= 1, `document 0 found after document 2 (${after} hits)`);
+  // /api/generate's prompt is cut at the separator.
+  await ollama.generate({ model: MODEL, prompt: [DOCS[3], DOCS[0]].join(SEP), options });
+  assert.ok(await hits() > after, 'the generate prompt reused document 0');
+  await assert.rejects(ollama.chat({ model: MODEL, messages: again, options, cache_segments: 'yes' }),
+    (e) => e.status_code === 400 && /cache_segments/.test(e.message));
 });
 
 test('bad segment flags are a one-line error', async () => {
