@@ -112,6 +112,30 @@ test('prompts over the limits and the context name the numbers', async () => {
   assert.equal(r.body.choices[0].finish_reason, 'length');
 });
 
+// Ollama's routes are held to the same limits (they had their own checks, which let a prompt
+// under the context but over --max-prompt-tokens through).
+test("Ollama's routes hold --max-prompt-tokens and the context too", async () => {
+  const words = STORY.split(' ');
+  let text = '';
+  for (let n = 40; n <= words.length; n += 5) {
+    text = words.slice(0, n).join(' ');
+    if ((await server.tokenize({ content: text, add_special: true })).length > 210) break;
+  }
+  const n = (await server.tokenize({ content: text, add_special: true })).length;
+  assert.ok(n > 200 && n < 256, `${n} tokens: over the prompt limit, within the context`);
+  for (const [route, body] of [['/api/generate', { prompt: text, raw: true }],
+    ['/api/chat', { messages: [{ role: 'user', content: text }] }]]) {
+    const r = await server.json('POST', route, { model: MODEL, stream: false, ...body });
+    assert.equal(r.status, 400, r.text);
+    assert.match(r.body.error, /more than this server's limit of 200 \(--max-prompt-tokens\)/);
+  }
+  const r = await server.json('POST', '/api/generate',
+    { model: MODEL, prompt: 'x', raw: true, stream: false, options: { num_predict: 301 } });
+  assert.equal(r.status, 400, r.text);
+  assert.match(r.body.error, /300/);
+  await stillServing();
+});
+
 test('over-context prompts are 400 even within the prompt limit', async () => {
   const s = await startServer(['-c', '64']);
   const r = await s.json('POST', '/v1/completions', { model: MODEL, prompt: STORY });
