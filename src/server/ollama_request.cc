@@ -114,6 +114,23 @@ MaybeError ReadCommon(const ojson& obj, OllamaRequest* out, ojson* oa) {
                                   "format");
     }
   }
+  // Log-probabilities: "logprobs" (a boolean), "top_logprobs" (0 to 20; nothing without
+  // "logprobs", as Ollama).
+  bool logprobs = false;
+  if (const ojson* v = Find(obj, "logprobs")) {
+    if (!v->is_boolean()) return WrongType("logprobs", "a boolean", *v);
+    logprobs = v->get<bool>();
+  }
+  int top = 0;
+  if (const ojson* v = Find(obj, "top_logprobs")) {
+    if (!v->is_number_integer() || *v < 0 || *v > kMaxTopLogprobs) {
+      return ApiError::BadRequest(
+          "'top_logprobs' must be an integer from 0 to " + std::to_string(kMaxTopLogprobs),
+          "top_logprobs");
+    }
+    top = v->get<int>();
+  }
+  out->logprobs = logprobs ? top : -1;
   // Extensions, as on the chat route: llama.cpp's "grammar" (GBNF); segment reuse.
   for (const char* key : {"grammar", "cache_segments", "recompute"}) {
     if (const ojson* v = Find(obj, key)) (*oa)[key] = *v;
@@ -217,9 +234,9 @@ MaybeError Translate(const ojson& oa, const RequestLimits& limits, bool chat, Ap
 MaybeError ParseChat(std::string_view body, const RequestLimits& limits, OllamaRequest* out) {
   ojson obj;
   PC_RETURN_IF_API_ERROR(ParseBody(body, &obj));
-  PC_RETURN_IF_API_ERROR(
-      OnlyFields(obj, {"model", "messages", "tools", "format", "options", "stream", "keep_alive",
-                       "think", "grammar", "cache_segments", "recompute"}));
+  PC_RETURN_IF_API_ERROR(OnlyFields(
+      obj, {"model", "messages", "tools", "format", "options", "stream", "keep_alive", "think",
+            "grammar", "logprobs", "top_logprobs", "cache_segments", "recompute"}));
   PC_RETURN_IF_API_ERROR(OffOnly(obj, ""));
   PC_RETURN_IF_API_ERROR(ReadThink(obj, out));
   ojson oa = ojson::object();
@@ -247,10 +264,10 @@ MaybeError ParseChat(std::string_view body, const RequestLimits& limits, OllamaR
 MaybeError ParseGenerate(std::string_view body, const RequestLimits& limits, OllamaRequest* out) {
   ojson obj;
   PC_RETURN_IF_API_ERROR(ParseBody(body, &obj));
-  PC_RETURN_IF_API_ERROR(OnlyFields(
-      obj,
-      {"model", "prompt", "system", "raw", "format", "options", "stream", "keep_alive", "images",
-       "suffix", "template", "context", "think", "grammar", "cache_segments", "recompute"}));
+  PC_RETURN_IF_API_ERROR(
+      OnlyFields(obj, {"model", "prompt", "system", "raw", "format", "options", "stream",
+                       "keep_alive", "images", "suffix", "template", "context", "think", "grammar",
+                       "logprobs", "top_logprobs", "cache_segments", "recompute"}));
   PC_RETURN_IF_API_ERROR(OffOnly(obj, ""));
   PC_RETURN_IF_API_ERROR(ReadThink(obj, out));
   ojson oa = ojson::object();
@@ -288,13 +305,18 @@ MaybeError ParseGenerate(std::string_view body, const RequestLimits& limits, Oll
 std::optional<ApiError> ParseOllamaChat(std::string_view body, const RequestLimits& limits,
                                         OllamaRequest* out) {
   *out = OllamaRequest();
-  return json_fields::Guarded([&] { return ParseChat(body, limits, out); });
+  std::optional<ApiError> err = json_fields::Guarded([&] { return ParseChat(body, limits, out); });
+  out->api.logprobs = out->logprobs;
+  return err;
 }
 
 std::optional<ApiError> ParseOllamaGenerate(std::string_view body, const RequestLimits& limits,
                                             OllamaRequest* out) {
   *out = OllamaRequest();
-  return json_fields::Guarded([&] { return ParseGenerate(body, limits, out); });
+  std::optional<ApiError> err =
+      json_fields::Guarded([&] { return ParseGenerate(body, limits, out); });
+  out->api.logprobs = out->logprobs;
+  return err;
 }
 
 }  // namespace promptcache

@@ -40,6 +40,9 @@ struct OllamaRequest {
   // `think` as a level ("low", "medium", "high": gpt-oss's): think is true and the level is the
   // chat request's reasoning_effort (a 400 naming `think` for a template that does not read it).
   std::string think_level;
+  // `logprobs` true: each generated token's log-probability, with `top_logprobs` (0 to 20)
+  // alternatives; copied into api.logprobs (-1: none).
+  int logprobs = -1;
 };
 
 std::optional<ApiError> ParseOllamaChat(std::string_view body, const RequestLimits& limits,

@@ -103,6 +103,24 @@ TEST(OllamaRequest, GenerateIsOneTurnOrRawText) {
   EXPECT_TRUE(Generate(R"({"model":"m"})").load_only);
 }
 
+// logprobs / top_logprobs: the engine's logprobs (-1 none, else the alternatives); top_logprobs
+// alone asks for nothing (as Ollama); wrong types and ranges are refused by name.
+TEST(OllamaRequest, LogprobsAndTheirAlternatives) {
+  const std::string m = R"("model":"m","messages":[{"role":"user","content":"x"}])";
+  EXPECT_EQ(Chat("{" + m + "}").api.logprobs, -1);
+  EXPECT_EQ(Chat("{" + m + R"(,"logprobs":true})").api.logprobs, 0);
+  EXPECT_EQ(Chat("{" + m + R"(,"logprobs":true,"top_logprobs":20})").api.logprobs, 20);
+  EXPECT_EQ(Chat("{" + m + R"(,"logprobs":false,"top_logprobs":5})").api.logprobs, -1);
+  EXPECT_EQ(Chat("{" + m + R"(,"top_logprobs":5})").api.logprobs, -1);
+  EXPECT_EQ(Generate(R"({"model":"m","prompt":"x","raw":true,"logprobs":true,"top_logprobs":2})")
+                .api.logprobs,
+            2);
+  EXPECT_EQ(ChatError("{" + m + R"(,"logprobs":1})").param, "logprobs");
+  EXPECT_EQ(ChatError("{" + m + R"(,"logprobs":true,"top_logprobs":21})").param, "top_logprobs");
+  EXPECT_EQ(ChatError("{" + m + R"(,"logprobs":true,"top_logprobs":-1})").param, "top_logprobs");
+  EXPECT_EQ(ChatError("{" + m + R"(,"logprobs":true,"top_logprobs":1.5})").param, "top_logprobs");
+}
+
 TEST(OllamaRequest, WhatCannotBeHonouredIsRefusedByName) {
   EXPECT_EQ(
       ChatError(R"({"model":"m","messages":[{"role":"user","content":"x"}],"bogus":1})").param,

@@ -17,6 +17,7 @@
 #include "promptcache/version.h"
 #include "server/json_fields.h"
 #include "server/ollama_request.h"
+#include "server/openai_response.h"
 #include "server/reasoning.h"
 #include "server/routes.h"
 #include "server/tool_calls.h"
@@ -103,6 +104,23 @@ void AddDone(ojson* j, const CompletionResult& r, Clock::time_point start) {
   (*j)["eval_duration"] = Nanos(r.generation_ms);
 }
 
+// Ollama's "logprobs": per generated token {token, logprob, bytes}, and its alternatives
+// (top_logprobs) when they were asked for.
+ojson LogprobsJson(const Tokenizer& tok, bool special, const std::vector<TokenLogprob>& lps) {
+  ojson out = ojson::array();
+  for (const TokenLogprob& lp : lps) {
+    ojson t = TokenLogprobJson(tok.TokenBytes(lp.token, special), lp.logprob);
+    if (!lp.top.empty()) {
+      ojson top = ojson::array();
+      for (const auto& [id, x] : lp.top)
+        top.push_back(TokenLogprobJson(tok.TokenBytes(id, special), x));
+      t["top_logprobs"] = std::move(top);
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 std::string Line(const ojson& j) { return Dump(j) + "\n"; }
 
 // One streamed reply's state, as WriteOllamaStream needs it.
@@ -120,6 +138,10 @@ struct OllamaStream {
   bool split = false;
   ReasoningSplitter splitter{ReasoningMode{}};
   std::string answer;
+  // With "logprobs": the tokenizer that names the tokens (special: harmony's control tokens as
+  // text); null without.
+  const Tokenizer* logprob_tokens = nullptr;
+  bool special = false;
 };
 
 // What of a new piece may go out now: all of it, or with tools the text before a possible call.
@@ -144,22 +166,27 @@ std::string EndWithTools(OllamaStream& s, const CompletionResult& result,
 // drop the connection.
 bool WriteOllamaStream(OllamaStream& s, httplib::DataSink& sink) {
   std::string out;
-  // A line for a piece: its thinking (a model that thinks) and the text that may go out.
-  auto add = [&](const std::string& thinking, const std::string& piece) {
+  // A line for a piece: its thinking (a model that thinks), the text that may go out, and the
+  // log-probabilities of the tokens generated since the last line (when asked for: a line may
+  // carry them alone, its text held back).
+  auto add = [&](const std::string& thinking, const std::string& piece,
+                 const std::vector<TokenLogprob>& logprobs = {}) {
     const std::string text = piece.empty() ? "" : Release(s, piece);
-    if (text.empty() && thinking.empty()) return;
+    const bool with_logprobs = s.logprob_tokens != nullptr && !logprobs.empty();
+    if (text.empty() && thinking.empty() && !with_logprobs) return;
     ojson chunk = Reply(s.model, s.chat, text, {}, thinking);
     chunk["done"] = false;
+    if (with_logprobs) chunk["logprobs"] = LogprobsJson(*s.logprob_tokens, s.special, logprobs);
     out += Line(chunk);
   };
-  auto on_text = [&](const std::vector<std::string>& pieces) {
-    for (const std::string& piece : pieces) {
+  auto on_text = [&](const std::vector<TextPiece>& pieces) {
+    for (const TextPiece& piece : pieces) {
       if (!s.split) {
-        add("", piece);
+        add("", piece.text, piece.logprobs);
         continue;
       }
-      ReasoningSplitter::Delta d = s.splitter.Add(piece);
-      add(d.reasoning, d.content);
+      ReasoningSplitter::Delta d = s.splitter.Add(piece.text);
+      add(d.reasoning, d.content, piece.logprobs);
     }
   };
   auto on_end = [&](const CompletionResult& result) {
@@ -178,7 +205,7 @@ bool WriteOllamaStream(OllamaStream& s, httplib::DataSink& sink) {
     AddDone(&last, result, s.start);
     out += Line(last);
   };
-  return PollAndWrite<std::string>(*s.channel, out, /*keep_alive=*/"", sink, on_text, on_end);
+  return PollAndWrite<TextPiece>(*s.channel, out, /*keep_alive=*/"", sink, on_text, on_end);
 }
 
 void HandleOllama(Call& call, bool chat) {
@@ -229,7 +256,9 @@ void HandleOllama(Call& call, bool chat) {
     s->tool_format = format;
     s->split = reasoning.parsed();
     s->splitter = ReasoningSplitter(reasoning);
-    creq.on_text = [ch = s->channel](const std::string& piece) { return ch->Push(piece); };
+    if (creq.logprobs >= 0) s->logprob_tokens = &call.engine().model().tokenizer();
+    s->special = creq.special_text;
+    creq.on_piece = [ch = s->channel](const TextPiece& piece) { return ch->Push(piece); };
     Result<std::shared_ptr<RequestHandle>> handle = call.engine().Submit(std::move(creq));
     if (!handle.ok()) return call.Fail(handle.status());
     return call.StreamEvents(
@@ -238,6 +267,7 @@ void HandleOllama(Call& call, bool chat) {
   }
   creq.on_text = call.StopsWithServer();
   const std::string tenant = creq.tenant;
+  const bool logprobs = creq.logprobs >= 0, special = creq.special_text;
   Result<std::shared_ptr<RequestHandle>> handle = call.engine().Submit(std::move(creq));
   if (!handle.ok()) return call.Fail(handle.status());
   const CompletionResult result = call.Await(*handle);
@@ -248,6 +278,10 @@ void HandleOllama(Call& call, bool chat) {
   if (format != ToolCallFormat::kNone) parsed = ParseToolCalls(format, split.content);
   ojson j = Reply(r.model, chat, parsed.content, parsed.calls, split.reasoning);
   AddDone(&j, result, start);
+  if (logprobs && !result.choices.empty()) {
+    j["logprobs"] =
+        LogprobsJson(call.engine().model().tokenizer(), special, result.choices[0].logprobs);
+  }
   call.SendJson(j);
 }
 

@@ -130,15 +130,8 @@ std::string TokenString(const ResponseMeta& meta, int32_t id) {
   return meta.token_text ? meta.token_text(id) : std::to_string(id);
 }
 
-ojson Bytes(const std::string& s) {
-  ojson b = ojson::array();
-  for (unsigned char c : s) b.push_back(int(c));
-  return b;
-}
-
 ojson ChatTokenJson(const ResponseMeta& meta, int32_t id, float logprob) {
-  const std::string text = TokenString(meta, id);
-  return {{"token", text}, {"logprob", logprob}, {"bytes", Bytes(text)}};
+  return TokenLogprobJson(TokenString(meta, id), logprob);
 }
 
 // One streamed choice: a chat delta or a completion's text.
@@ -192,6 +185,12 @@ int ReasoningTokens(const std::vector<int32_t>& tokens,
     offset += token_bytes(t).size();
   }
   return n;
+}
+
+ojson TokenLogprobJson(const std::string& token_bytes, float logprob) {
+  ojson bytes = ojson::array();
+  for (unsigned char c : token_bytes) bytes.push_back(int(c));
+  return {{"token", token_bytes}, {"logprob", logprob}, {"bytes", std::move(bytes)}};
 }
 
 ojson LogprobsJson(const ResponseMeta& meta, const std::vector<TokenLogprob>& lps,

@@ -61,6 +61,11 @@ std::string ToolCallId(const ResponseMeta& meta, int choice, int call);
 nlohmann::ordered_json ToolCallsJson(const ResponseMeta& meta, int choice,
                                      const std::vector<ToolCall>& calls);
 
+// One token's log-probability as chat's "logprobs" and Ollama's list it: {"token", "logprob",
+// "bytes"}, from the token's bytes (a piece of a character is replaced when the JSON is dumped;
+// "bytes" keeps it).
+nlohmann::ordered_json TokenLogprobJson(const std::string& token_bytes, float logprob);
+
 // A choice's "logprobs" object: chat's {"content": [{token, logprob, bytes, top_logprobs}]},
 // or completions' {"tokens", "token_logprobs", "top_logprobs", "text_offset"} (offsets in bytes
 // from `text_offset`). With echo, `prompt` lists the prompt tokens' values first (the first

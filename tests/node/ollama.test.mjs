@@ -5,7 +5,8 @@
 // by num_predict before the object closes fails: done_reason must be "stop" and the text must
 // parse); options mapped to sampling (num_predict bounds eval_count, seed is repeatable, unknown
 // options are ignored); an earlier tool call and its result rendered as the chat route renders
-// them; the prefix cache shared with the other routes; /api/tags, /api/show, /api/ps,
+// them; log-probabilities (logprobs, top_logprobs) equal to the chat route's; the prefix cache
+// shared with the other routes; /api/tags, /api/show, /api/ps,
 // /api/version; errors as Ollama's {"error": "..."} (the client's ResponseError).
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
@@ -146,6 +147,47 @@ test('options: num_predict bounds, seed repeats, stop ends, unknown options are 
   assert.equal(stopped.done_reason, 'stop');
   assert.ok(!stopped.response.includes(word), `${stopped.response} has ${word}`);
   assert.ok(greedy.response.startsWith(stopped.response));
+});
+
+// logprobs / top_logprobs (Ollama's API, the client's fields): per generated token its
+// text, bytes and log-probability, the alternatives best first; streamed, each line carries
+// its tokens' entries. The values are the OpenAI chat route's for the same request (which
+// logprob_values.test.mjs checks against a log-softmax of the model's logits).
+test('logprobs: per token, with alternatives, streamed and not, as the chat route reports them', async () => {
+  const options = { temperature: 0, num_predict: 12 };
+  const r = await ollama.chat({ model: MODEL, messages, options, logprobs: true, top_logprobs: 3 });
+  assert.equal(r.logprobs.length, 12);
+  assert.equal(r.logprobs.map((t) => t.token).join(''), r.message.content);
+  for (const t of r.logprobs) {
+    assert.deepEqual(t.bytes, [...Buffer.from(t.token)]);
+    assert.equal(t.top_logprobs.length, 3);
+    // Greedy: the token generated is the most likely one.
+    assert.equal(t.top_logprobs[0].token, t.token);
+    assert.equal(t.top_logprobs[0].logprob, t.logprob);
+    assert.ok(t.top_logprobs[1].logprob <= t.top_logprobs[0].logprob);
+    assert.ok(t.logprob <= 0);
+  }
+  const openai = await s.client().chat.completions.create({
+    model: MODEL, messages, temperature: 0, max_tokens: 12, logprobs: true, top_logprobs: 3,
+  });
+  const want = openai.choices[0].logprobs.content;
+  assert.deepEqual(r.logprobs.map((t) => [t.token, t.logprob]), want.map((t) => [t.token, t.logprob]));
+  assert.deepEqual(r.logprobs.map((t) => t.top_logprobs.map((a) => a.logprob)),
+    want.map((t) => t.top_logprobs.map((a) => a.logprob)));
+
+  const streamed = [];
+  for await (const c of await ollama.chat({ model: MODEL, messages, options, stream: true, logprobs: true })) {
+    streamed.push(...(c.logprobs ?? []));
+  }
+  assert.deepEqual(streamed.map((t) => [t.token, t.logprob]), r.logprobs.map((t) => [t.token, t.logprob]));
+  assert.ok(streamed.every((t) => t.top_logprobs === undefined), 'no alternatives unless asked');
+
+  const g = await ollama.generate({ model: MODEL, prompt: 'Once upon a time', raw: true, options, logprobs: true });
+  assert.equal(g.logprobs.map((t) => t.token).join(''), g.response);
+  // Without logprobs: no field; top_logprobs alone asks for nothing, as Ollama; over 20 is a 400.
+  assert.equal((await ollama.chat({ model: MODEL, messages, options, top_logprobs: 2 })).logprobs, undefined);
+  await assert.rejects(ollama.chat({ model: MODEL, messages, options, logprobs: true, top_logprobs: 21 }),
+    (e) => e.status_code === 400 && /top_logprobs/.test(e.message));
 });
 
 test('the prefix cache is shared with the OpenAI routes', async () => {
