@@ -30,13 +30,15 @@ using json_fields::WrongType;
 // Top-level fields (MessagesFieldSupport). count_tokens reads a subset of the implemented ones.
 // "cache_segments" and "recompute" are this server's extensions (segments, docs/server.md).
 constexpr std::string_view kImplemented[] = {
-    "model",          "max_tokens",     "messages", "system",   "temperature", "top_p",
-    "top_k",          "stop_sequences", "stream",   "metadata", "tools",       "tool_choice",
-    "cache_segments", "recompute",      "thinking", "grammar"};
-constexpr std::string_view kCountTokensFields[] = {"model", "messages",    "system",
-                                                   "tools", "tool_choice", "thinking"};
-// Meaningless here: the service tier of Anthropic's capacity.
-constexpr std::string_view kIgnoredMessagesFields[] = {"service_tier"};
+    "model",          "max_tokens",     "messages", "system",   "temperature",   "top_p",
+    "top_k",          "stop_sequences", "stream",   "metadata", "tools",         "tool_choice",
+    "cache_segments", "recompute",      "thinking", "grammar",  "output_config", "cache_control"};
+constexpr std::string_view kCountTokensFields[] = {"model",         "messages",     "system",
+                                                   "tools",         "tool_choice",  "thinking",
+                                                   "output_config", "cache_control"};
+// Meaningless here: the service tier of Anthropic's capacity, its fast mode, the region that
+// runs the request.
+constexpr std::string_view kIgnoredMessagesFields[] = {"service_tier", "speed", "inference_geo"};
 
 using ojson = nlohmann::ordered_json;
 
@@ -79,16 +81,16 @@ MaybeError ReadCacheControl(const json& v, const std::string& param, double* ttl
   return std::nullopt;
 }
 
-// A block's cache_control `cc`, if it has one: a breakpoint at `content_end` bytes of message
-// `message`'s content, at most kMaxCacheBreakpoints of them.
+// A block's cache_control `cc` (at `param`; "": the request's own), if it has one: a breakpoint
+// at `content_end` bytes of message `message`'s content, at most kMaxCacheBreakpoints of them.
 MaybeError AddBreakpoint(const json* cc, const std::string& param, size_t message,
                          size_t content_end, AnthropicRequest* out) {
   if (cc == nullptr) return std::nullopt;
   AnthropicBreakpoint b;
-  PC_RETURN_IF_API_ERROR(ReadCacheControl(*cc, param + ".cache_control", &b.ttl_seconds));
+  const std::string at = param.empty() ? "cache_control" : param + ".cache_control";
+  PC_RETURN_IF_API_ERROR(ReadCacheControl(*cc, at, &b.ttl_seconds));
   if (out->breakpoints.size() == kMaxCacheBreakpoints) {
-    return ApiError::BadRequest("at most 4 content blocks may have cache_control",
-                                param + ".cache_control");
+    return ApiError::BadRequest("at most 4 content blocks may have cache_control", at);
   }
   b.message = message;
   b.content_end = content_end;
@@ -502,6 +504,12 @@ MaybeError Parse(std::string_view body, const RequestLimits* limits, AnthropicRe
   }
   PC_RETURN_IF_API_ERROR(ReadTools(obj, ordered, out));
   PC_RETURN_IF_API_ERROR(ReadMessages(obj, ordered, out));
+  // Top-level cache_control: a breakpoint at the end of the last message.
+  if (!out->messages.empty()) {
+    PC_RETURN_IF_API_ERROR(AddBreakpoint(Find(obj, "cache_control"), "", out->messages.size() - 1,
+                                         out->messages.back().content.size(), out));
+  }
+  PC_RETURN_IF_API_ERROR(anthropic_request::ReadOutputConfig(obj, out, limits == nullptr));
   if (limits == nullptr)
     return anthropic_request::ReadThinking(obj, out, /*check_budget=*/false);  // count_tokens
   const int64_t hi = limits->max_tokens_limit > 0 ? limits->max_tokens_limit : (1 << 30);
@@ -533,7 +541,12 @@ Result<AnthropicPrompt> BuildMessagesPrompt(const PromptEncoder& encoder,
                                             size_t max_tokens, bool segments) {
   AnthropicPrompt out;
   const ojson tools = request.tools_offered() ? request.tools : ojson();
-  const ojson variables = encoder.ThinkingSwitch(request.thinking);
+  ojson variables = encoder.ThinkingSwitch(request.thinking);
+  // output_config.effort: the template's reasoning_effort (the route checks that it reads one).
+  if (!request.effort.empty() && encoder.reads_reasoning_effort()) {
+    if (variables.is_null()) variables = ojson::object();
+    variables["reasoning_effort"] = request.effort;
+  }
   PC_ASSIGN_OR_RETURN(BuiltPrompt whole,
                       encoder.FromMessages(request.messages, /*add_generation_prompt=*/true, tools,
                                            max_tokens, segments, variables));

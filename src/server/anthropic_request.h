@@ -9,13 +9,15 @@
 // `thinking` blocks (its reasoning_content; `redacted_thinking` ones are accepted and dropped),
 // `tool_use` blocks and a user's `tool_result` blocks; image and document blocks are refused by
 // name. `thinking` ({"type": "enabled", "budget_tokens"}, "adaptive" or "disabled") switches a
-// template's thinking where it has a switch (server/reasoning.h).
+// template's thinking where it has a switch (server/reasoning.h); `output_config` sets its
+// reasoning effort and the answer's JSON schema.
 // Tool use is the chat route's, translated: `tools` become OpenAI-shaped function tools (the
 // chat template's `tools`), tool_use blocks an assistant's tool_calls, tool_result blocks `tool`
 // messages, and tool_choice any / tool {name} the chat route's grammar for one call
 // (server/tool_request.h ApplyToolChoice). A `cache_control` breakpoint on a system or message
 // text block becomes a timed pin of the prompt's tokens up to the end of that block (engine:
-// CompletionRequest::timed_pins), with Anthropic's TTLs ("5m", the default, or "1h").
+// CompletionRequest::timed_pins), with Anthropic's TTLs ("5m", the default, or "1h"); a top-level
+// `cache_control` is one at the end of the last message.
 #pragma once
 
 #include <cstddef>
@@ -26,8 +28,8 @@
 #include <vector>
 
 #include "core/status.h"
-#include "sampling/sampler.h"
 #include "promptcache/engine.h"
+#include "sampling/sampler.h"
 #include "server/openai_request.h"
 #include "server/prompt_encoder.h"
 #include "server/tool_calls.h"
@@ -73,6 +75,11 @@ struct AnthropicRequest {
   int thinking_budget = 0;
   // Extension: "grammar" (GBNF), as on the chat route (llama.cpp's field); null: none.
   std::shared_ptr<const Grammar> grammar;
+  // `output_config`: `effort` ("low" ... "max"; empty: not given), the template's
+  // reasoning_effort (the route refuses it for a template that reads none); `format`
+  // ({"type": "json_schema", "schema"}), the grammar of its schema for the answer (null: none).
+  std::string effort;
+  std::shared_ptr<const Grammar> output_format;
 };
 
 // POST /v1/messages. Returns the error to send, or nullopt when *out is valid.

@@ -1,5 +1,6 @@
 // Parts of the Messages request parser (server/anthropic_request.cc) kept in a file of their own:
-// extended thinking (anthropic_thinking.cc) and document blocks (anthropic_document.cc).
+// extended thinking and output_config (anthropic_thinking.cc) and document blocks
+// (anthropic_document.cc).
 // Server-internal; each reads its part of the parsed
 // body into the request and returns the ApiError naming the first bad field.
 #pragma once
@@ -23,6 +24,12 @@ using json_fields::WrongType;
 // `check_budget`, below max_tokens), adaptive (display "summarized") or disabled.
 json_fields::MaybeError ReadThinking(const json_fields::json& obj, AnthropicRequest* out,
                                      bool check_budget);
+
+// The request's `output_config`: `effort` (Anthropic's levels: low, medium, high, xhigh, max)
+// and `format` ({"type": "json_schema", "schema"}, compiled to a grammar; not with
+// `for_count`, where only the effort changes the prompt).
+json_fields::MaybeError ReadOutputConfig(const json_fields::json& obj, AnthropicRequest* out,
+                                         bool for_count);
 
 // An assistant's thinking (or redacted_thinking) block `block`, at `param`, into msg.
 json_fields::MaybeError ReadThinkingBlock(const json_fields::json& block, const std::string& param,

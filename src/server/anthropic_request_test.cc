@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gguf/gguf.h"
+#include "grammar/grammar_test_util.h"
 
 namespace promptcache {
 namespace {
@@ -99,6 +100,67 @@ TEST(AnthropicRequest, CacheControlBreakpointsEndAtTheirBlock) {
   }
   five += "]}]}";
   EXPECT_NE(Error(five).message.find("at most 4"), std::string::npos);
+
+  // A top-level cache_control: a breakpoint at the end of the last message, one of the 4.
+  const AnthropicRequest top = Parse(
+      R"({"model":"m","max_tokens":4,"cache_control":{"type":"ephemeral","ttl":"1h"},
+          "messages":[{"role":"user","content":"abc"},{"role":"assistant","content":"de"},
+                      {"role":"user","content":[{"type":"text","text":"fgh"},
+                                                {"type":"text","text":"ij"}]}]})");
+  ASSERT_EQ(top.breakpoints.size(), 1u);
+  EXPECT_EQ(top.breakpoints[0].message, 2u);
+  EXPECT_EQ(top.breakpoints[0].content_end, 5u);
+  EXPECT_EQ(top.breakpoints[0].ttl_seconds, 3600);
+  EXPECT_EQ(Error(R"({"model":"m","max_tokens":4,"cache_control":{"type":"x"},
+                      "messages":[{"role":"user","content":"x"}]})")
+                .param,
+            "cache_control.type");
+  std::string four = five;
+  four.replace(
+      four.rfind(R"(,{"type":"text","text":"a","cache_control":{"type":"ephemeral"}})"),
+      std::string(R"(,{"type":"text","text":"a","cache_control":{"type":"ephemeral"}})").size(),
+      "");
+  EXPECT_EQ(Parse(four).breakpoints.size(), 4u);
+  four.insert(1, R"("cache_control":{"type":"ephemeral"},)");
+  EXPECT_EQ(Error(four).param, "cache_control");
+}
+
+// output_config: the effort levels, and the format's schema as a grammar; wrong shapes refused by
+// name.
+TEST(AnthropicRequest, OutputConfig) {
+  const std::string m = R"("model":"m","max_tokens":4,"messages":[{"role":"user","content":"x"}])";
+  EXPECT_TRUE(Parse("{" + m + "}").effort.empty());
+  EXPECT_EQ(Parse("{" + m + R"(,"output_config":{"effort":"xhigh"}})").effort, "xhigh");
+  const AnthropicRequest f =
+      Parse("{" + m +
+            R"(,"output_config":{"format":{"type":"json_schema","schema":{"type":"object",
+          "properties":{"a":{"type":"boolean"}},"required":["a"]}}}})");
+  ASSERT_TRUE(f.output_format);
+  EXPECT_TRUE(AcceptsWhole(f.output_format, R"({"a": true})"));
+  EXPECT_FALSE(AcceptsWhole(f.output_format, R"({"a": 1})"));
+  EXPECT_FALSE(Parse("{" + m + "}").output_format);
+  for (const auto& [extra, param] : std::vector<std::pair<std::string, std::string>>{
+           {R"("output_config":{"effort":"huge"})", "output_config.effort"},
+           {R"("output_config":{"effort":3})", "output_config.effort"},
+           {R"("output_config":[])", "output_config"},
+           {R"("output_config":{"task_budget":1})", "output_config.task_budget"},
+           {R"("output_config":{"format":{"type":"text"}})", "output_config.format.type"},
+           {R"("output_config":{"format":{"type":"json_schema","schema":"{}"}})",
+            "output_config.format.schema"},
+           {R"("output_config":{"format":{"type":"json_schema","schema":{"type":"object"},
+               "name":"x"}})",
+            "output_config.format.name"},
+       }) {
+    EXPECT_EQ(Error("{" + m + "," + extra + "}").param, param) << extra;
+  }
+  // count_tokens reads the effort (it changes the prompt), not the format.
+  AnthropicRequest c;
+  ASSERT_FALSE(ParseCountTokensRequest(
+      R"({"model":"m","messages":[{"role":"user","content":"x"}],
+          "output_config":{"effort":"low","format":{"type":"json_schema","schema":{}}}})",
+      &c));
+  EXPECT_EQ(c.effort, "low");
+  EXPECT_FALSE(c.output_format);
 }
 
 TEST(AnthropicRequest, RequiredFieldsAndRanges) {
@@ -336,13 +398,16 @@ TEST(AnthropicRequest, PromptIsTheChatRenderingAndBreakpointsCoverTheirPrefix) {
 }
 
 TEST(AnthropicRequest, FieldListIsAnthropics) {
-  for (const char* f :
-       {"model", "max_tokens", "messages", "system", "temperature", "top_p", "top_k", "stream",
-        "stop_sequences", "metadata", "tools", "tool_choice", "thinking"}) {
+  for (const char* f : {"model", "max_tokens", "messages", "system", "temperature", "top_p",
+                        "top_k", "stream", "stop_sequences", "metadata", "tools", "tool_choice",
+                        "thinking", "output_config", "cache_control"}) {
     EXPECT_EQ(MessagesFieldSupport(f), FieldSupport::kImplemented) << f;
   }
-  EXPECT_EQ(MessagesFieldSupport("service_tier"), FieldSupport::kIgnored);
-  for (const char* f : {"container", "mcp_servers", "context_management", "n", "seed"}) {
+  for (const char* f : {"service_tier", "speed", "inference_geo"}) {
+    EXPECT_EQ(MessagesFieldSupport(f), FieldSupport::kIgnored) << f;
+  }
+  for (const char* f :
+       {"container", "mcp_servers", "context_management", "diagnostics", "n", "seed"}) {
     EXPECT_EQ(MessagesFieldSupport(f), FieldSupport::kRefused) << f;
   }
 }

@@ -336,7 +336,19 @@ void HandleMessages(Call& call) {
     err = ApiError::BadRequest("'grammar' and 'tool_choice' both constrain the output: give one",
                                "grammar");
   }
-  if (!grammar) grammar = r.grammar;
+  if (!err && r.output_format && (grammar || r.grammar)) {
+    err = ApiError::BadRequest("'output_config.format' and '" +
+                                   std::string(grammar ? "tool_choice" : "grammar") +
+                                   "' both constrain the output: give one",
+                               "output_config.format");
+  }
+  if (!grammar) grammar = r.grammar ? r.grammar : r.output_format;
+  if (!err && !r.effort.empty() && !call.server.encoder().reads_reasoning_effort()) {
+    err = ApiError::BadRequest(
+        "'output_config.effort' has no meaning for this model: its chat template does not read "
+        "reasoning_effort",
+        "output_config.effort");
+  }
   const bool segments = call.server.Segments(r.cache_segments);
   if (!err && r.recompute >= 0 && !segments) {
     err = ApiError::BadRequest(

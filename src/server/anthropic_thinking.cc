@@ -1,6 +1,13 @@
 // Anthropic's extended thinking in a Messages request (server/anthropic_request_parts.h): the
-// `thinking` field, which switches a template's thinking, and an assistant's thinking blocks,
-// which become its reasoning_content.
+// `thinking` field, which switches a template's thinking, `output_config` (the reasoning effort
+// and the answer's JSON schema), and an assistant's thinking blocks, which become its
+// reasoning_content.
+#include <algorithm>
+#include <iterator>
+#include <memory>
+
+#include "grammar/grammar.h"
+#include "grammar/json_schema.h"
 #include "server/anthropic_request_parts.h"
 
 namespace promptcache::anthropic_request {
@@ -40,6 +47,48 @@ MaybeError ReadThinking(const json& obj, AnthropicRequest* out, bool check_budge
   } else {
     return Unsupported("thinking.type", "thinking of type '" + type->get<std::string>() + "'");
   }
+  return std::nullopt;
+}
+
+MaybeError ReadOutputConfig(const json& obj, AnthropicRequest* out, bool for_count) {
+  const json* c = Find(obj, "output_config");
+  if (c == nullptr) return std::nullopt;
+  if (!c->is_object()) return WrongType("output_config", "an object", *c);
+  PC_RETURN_IF_API_ERROR(OnlyKeys(*c, "output_config", {"effort", "format"}));
+  if (const json* e = Find(*c, "effort")) {
+    static constexpr std::string_view kLevels[] = {"low", "medium", "high", "xhigh", "max"};
+    if (!e->is_string() || std::find(std::begin(kLevels), std::end(kLevels),
+                                     e->get<std::string>()) == std::end(kLevels)) {
+      return ApiError::BadRequest(
+          "'output_config.effort' must be \"low\", \"medium\", \"high\", \"xhigh\" or \"max\"",
+          "output_config.effort");
+    }
+    out->effort = e->get<std::string>();
+  }
+  const json* f = Find(*c, "format");
+  if (f == nullptr || for_count) return std::nullopt;
+  if (!f->is_object()) return WrongType("output_config.format", "an object", *f);
+  PC_RETURN_IF_API_ERROR(OnlyKeys(*f, "output_config.format", {"type", "schema"}));
+  if (Find(*f, "type") == nullptr || (*f)["type"] != "json_schema") {
+    return ApiError::BadRequest("'output_config.format.type' must be \"json_schema\"",
+                                "output_config.format.type");
+  }
+  const json* schema = Find(*f, "schema");
+  if (schema == nullptr || !schema->is_object()) {
+    return ApiError::BadRequest("'output_config.format.schema' must be a JSON schema (an object)",
+                                "output_config.format.schema");
+  }
+  Result<std::string> gbnf = JsonSchemaToGbnf(schema->dump());
+  if (!gbnf.ok()) {
+    return ApiError::BadRequest("'output_config.format.schema': " + gbnf.status().message(),
+                                "output_config.format.schema", "unsupported");
+  }
+  Result<std::shared_ptr<const Grammar>> g = Grammar::Parse(*gbnf);
+  if (!g.ok()) {
+    return ApiError::BadRequest("'output_config.format.schema': " + g.status().message(),
+                                "output_config.format.schema");
+  }
+  out->output_format = *g;
   return std::nullopt;
 }
 

@@ -238,6 +238,16 @@ test('Anthropic SDK: a thinking block and the text; a tool_use block; streamed t
   assert.deepEqual(call.content.map((b) => b.type), ['thinking', 'tool_use']);
   assert.equal(call.content[1].name, 'get_weather');
   assert.deepEqual(call.content[1].input, { city: 'Paris' });
+  // output_config.effort (Anthropic's): the template's reasoning_effort, so the prompt grows by
+  // the "Reasoning: high" turn, in count_tokens as in the request; the answer is still split.
+  const effort = await anthropic.messages.create(params(OUTPUT, { output_config: { effort: 'high' } }));
+  assert.equal(effort.content[0].thinking, THINKING);
+  const count = async (extra) => (await anthropic.messages.countTokens({ model: MODEL,
+    messages: USER, ...extra })).input_tokens;
+  const withEffort = await count({ output_config: { effort: 'high' } });
+  assert.ok(withEffort > (await count({})) + 3, `${withEffort}`);
+  const u = effort.usage;
+  assert.equal(u.input_tokens + u.cache_read_input_tokens + u.cache_creation_input_tokens, withEffort);
 });
 
 test('ollama client: message.thinking and the content; message.tool_calls', async () => {
