@@ -556,17 +556,9 @@ Result<AnthropicPrompt> BuildMessagesPrompt(const PromptEncoder& encoder,
   for (const AnthropicBreakpoint& b : request.breakpoints) {
     // The conversation cut at the end of the block, rendered: the tokens it shares with the
     // whole prompt are the breakpoint's prefix (as PromptEncoder finds a chat breakpoint's).
-    std::vector<ApiMessage> prefix(request.messages.begin(),
-                                   request.messages.begin() + b.message + 1);
-    prefix.back().content.resize(b.content_end);
-    Result<BuiltPrompt> cut = encoder.FromMessages(prefix, /*add_generation_prompt=*/false, tools,
-                                                   SIZE_MAX, segments, variables);
-    // A template may refuse a conversation cut short: that breakpoint then pins nothing.
-    if (!cut.ok()) continue;
-    const size_t n = std::min(cut->tokens.size(), out.tokens.size());
-    const auto mismatch =
-        std::mismatch(cut->tokens.begin(), cut->tokens.begin() + n, out.tokens.begin());
-    const int covered = static_cast<int>(mismatch.first - cut->tokens.begin());
+    // (A template may refuse a conversation cut short: that breakpoint then pins nothing.)
+    const int covered = encoder.BreakpointCoverage(request.messages, b.message, b.content_end,
+                                                   tools, segments, variables, out.tokens);
     if (covered > 0) out.pins.push_back({covered, b.ttl_seconds * ttl_scale});
   }
   return out;

@@ -59,7 +59,9 @@ constexpr std::string_view kCommonFields[] = {
     "dynatemp_exponent", "mirostat", "mirostat_tau", "mirostat_eta", "dry_multiplier", "dry_base",
     "dry_allowed_length", "dry_penalty_last_n", "dry_sequence_breakers",
     // vLLM's: the prefix cache's namespace (server/tenants.h).
-    "cache_salt"};
+    "cache_salt",
+    // OpenAI's prompt caching options (ReadPromptCacheOptions).
+    "prompt_cache_options", "prompt_cache_retention"};
 constexpr std::string_view kChatFields[] = {
     "messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice",
     // Reasoning models (reasoning_request.cc): llama.cpp's and vLLM's, and OpenAI's effort.
@@ -238,6 +240,48 @@ MaybeError ReadCacheControl(const json& obj, const std::string& param, bool* bre
   return std::nullopt;
 }
 
+// OpenAI's prompt caching fields: `prompt_cache_options` {"mode": "implicit" | "explicit",
+// "ttl": "30m"} and `prompt_cache_retention` ("in_memory" | "24h"). The prefix cache here is
+// always on (a hit never changes a result), so the mode and the retention only have their values
+// checked; the ttl is the explicit breakpoints' pins'.
+MaybeError ReadPromptCacheOptions(const json& obj, ApiRequest* out) {
+  if (const json* r = Find(obj, "prompt_cache_retention");
+      r != nullptr && *r != "in_memory" && *r != "24h") {
+    return ApiError::BadRequest("'prompt_cache_retention' must be \"in_memory\" or \"24h\"",
+                                "prompt_cache_retention");
+  }
+  const json* o = Find(obj, "prompt_cache_options");
+  if (o == nullptr) return std::nullopt;
+  if (!o->is_object()) return WrongType("prompt_cache_options", "an object", *o);
+  PC_RETURN_IF_API_ERROR(json_fields::OnlyKeys(*o, "prompt_cache_options", {"mode", "ttl"}));
+  if (const json* m = Find(*o, "mode"); m != nullptr && *m != "implicit" && *m != "explicit") {
+    return ApiError::BadRequest("'prompt_cache_options.mode' must be \"implicit\" or \"explicit\"",
+                                "prompt_cache_options.mode");
+  }
+  if (const json* t = Find(*o, "ttl"); t != nullptr && *t != "30m") {
+    return ApiError::BadRequest("'prompt_cache_options.ttl' must be \"30m\"",
+                                "prompt_cache_options.ttl");
+  }
+  out->prompt_cache_ttl_seconds = 1800;
+  return std::nullopt;
+}
+
+// A part's `prompt_cache_breakpoint` ({"mode": "explicit"}, OpenAI's): a breakpoint at the end of
+// the part (content bytes so far).
+MaybeError ReadPromptCacheBreakpoint(const json& part, const std::string& param, ApiMessage* out) {
+  const json* b = Find(part, "prompt_cache_breakpoint");
+  if (b == nullptr) return std::nullopt;
+  const std::string p = param + ".prompt_cache_breakpoint";
+  if (!b->is_object()) return WrongType(p, "an object", *b);
+  PC_RETURN_IF_API_ERROR(json_fields::OnlyKeys(*b, p, {"mode"}));
+  const json* mode = Find(*b, "mode");
+  if (mode == nullptr || *mode != "explicit") {
+    return ApiError::BadRequest("'" + p + ".mode' must be \"explicit\"", p + ".mode");
+  }
+  out->prompt_cache_breakpoints.push_back(out->content.size());
+  return std::nullopt;
+}
+
 MaybeError ReadContent(const json& msg, const std::string& param, ApiMessage* out) {
   const std::string p = param + ".content";
   const json* content = Find(msg, "content");
@@ -268,7 +312,7 @@ MaybeError ReadContent(const json& msg, const std::string& param, ApiMessage* ou
         out->content += text->get<std::string>();
         out->parts.emplace_back(begin, out->content.size());
         PC_RETURN_IF_API_ERROR(ReadCacheControl(part, pp, &out->cache_breakpoint));
-        return std::nullopt;
+        return ReadPromptCacheBreakpoint(part, pp, out);
       });
 }
 
@@ -388,7 +432,7 @@ MaybeError ReadStreamAndExtensions(const json& obj, ApiRequest* out) {
       out->pin = pin->get<bool>();
     }
   }
-  return std::nullopt;
+  return ReadPromptCacheOptions(obj, out);
 }
 
 // The body again with its keys in order, when it may have tool fields (tool definitions and

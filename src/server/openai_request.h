@@ -33,6 +33,9 @@ struct ApiMessage {
   // A `cache_control` breakpoint on the message or one of its parts: pin the prompt up to the
   // end of this message.
   bool cache_breakpoint = false;
+  // OpenAI's explicit breakpoints (a text part's `prompt_cache_breakpoint`): for each, the bytes
+  // of `content` up to the end of its part, where a timed pin of the prompt ends.
+  std::vector<size_t> prompt_cache_breakpoints;
   // Tool use (server/tool_request.h). An assistant's calls as the template sees them:
   // [{"id", "type": "function", "function": {"name", "arguments"}}], arguments an object when the
   // client's JSON text is one (null: none); its content is then null unless it has text.
@@ -96,6 +99,9 @@ struct ApiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool pin = false;            // extension: "cache": {"pin": true} pins the whole prompt
+  // OpenAI's prompt_cache_options.ttl: how long its explicit breakpoints' pins last, renewed by
+  // every hit ("30m", the only value OpenAI takes).
+  double prompt_cache_ttl_seconds = 1800;
   // vLLM's "cache_salt": prompts with different salts (or tenants) share no cached prefix.
   std::string cache_salt;
 

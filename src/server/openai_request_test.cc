@@ -409,6 +409,10 @@ const FieldCase kFields[] = {
     {"service_tier", "\"auto\"", true, false, kIgnored},
     {"safety_identifier", "\"s\"", true, false, kIgnored},
     {"prompt_cache_key", "\"k\"", true, false, kIgnored},
+    // Prompt caching (openai 6.x): the explicit breakpoints' TTL; the mode and retention checked.
+    {"prompt_cache_options", "{\"mode\":\"explicit\",\"ttl\":\"30m\"}", true, false, kYes},
+    {"prompt_cache_retention", "\"24h\"", true, false, kYes},
+    {"moderation", "{}", true, false, kNo},
     // llama-server.
     {"top_k", "5", true, true, kYes},
     {"min_p", "0.1", true, true, kYes},

@@ -278,26 +278,46 @@ Result<BuiltPrompt> PromptEncoder::FromMessages(const std::vector<ApiMessage>& m
   if (out.tokens.empty()) return InvalidArgument("the rendered conversation is empty");
   out.opens_thinking = thinking_ && add_generation_prompt && PromptOpensThinking(text->text());
   if (last_breakpoint >= 0) {
-    ChatInput prefix = chat;
-    prefix.messages.erase(prefix.messages.begin() + last_breakpoint + 1, prefix.messages.end());
-    prefix.add_generation_prompt = false;
     // A template may refuse a conversation cut short (one that must end with a user turn, say):
-    // the breakpoint then pins nothing rather than failing the request.
-    Result<MarkedText> prefix_text = template_.Render(prefix);
-    if (!prefix_text.ok()) return out;
-    // With segments, cut as the whole prompt is cut (else a cut would end the shared run early).
-    std::vector<PromptSegment> unused;
-    const std::vector<ApiMessage> prefix_messages(messages.begin(),
-                                                  messages.begin() + last_breakpoint + 1);
-    const std::vector<int32_t> prefix_tokens =
-        segments ? EncodeChatSegments(*prefix_text, prefix_messages, &unused)
-                 : EncodeChat(*prefix_text);
-    const size_t n = std::min(prefix_tokens.size(), out.tokens.size());
-    const auto mismatch =
-        std::mismatch(prefix_tokens.begin(), prefix_tokens.begin() + n, out.tokens.begin());
-    out.pin_tokens = static_cast<int>(mismatch.first - prefix_tokens.begin());
+    // the breakpoint then pins nothing rather than failing the request. With segments, cut as
+    // the whole prompt is cut (else a cut would end the shared run early).
+    out.pin_tokens =
+        BreakpointCoverage(messages, last_breakpoint, messages[last_breakpoint].content.size(),
+                           tools, segments, variables, out.tokens);
+  }
+  // OpenAI's explicit breakpoints, the latest kMaxPromptCacheBreakpoints.
+  std::vector<std::pair<size_t, size_t>> cuts;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    for (size_t end : messages[i].prompt_cache_breakpoints) cuts.emplace_back(i, end);
+  }
+  if (cuts.size() > kMaxPromptCacheBreakpoints) {
+    cuts.erase(cuts.begin(), cuts.end() - kMaxPromptCacheBreakpoints);
+  }
+  for (const auto& [message, end] : cuts) {
+    const int covered =
+        BreakpointCoverage(messages, message, end, tools, segments, variables, out.tokens);
+    if (covered > 0) out.breakpoint_tokens.push_back(covered);
   }
   return out;
+}
+
+int PromptEncoder::BreakpointCoverage(const std::vector<ApiMessage>& messages, size_t message,
+                                      size_t content_end, const nlohmann::ordered_json& tools,
+                                      bool segments, const nlohmann::ordered_json& variables,
+                                      const std::vector<int32_t>& whole) const {
+  std::vector<ApiMessage> prefix(messages.begin(), messages.begin() + message + 1);
+  prefix.back().content.resize(std::min(content_end, prefix.back().content.size()));
+  for (ApiMessage& m : prefix) {  // the prefix's own breakpoints are not asked about
+    m.cache_breakpoint = false;
+    m.prompt_cache_breakpoints.clear();
+  }
+  Result<BuiltPrompt> cut =
+      FromMessages(prefix, /*add_generation_prompt=*/false, tools, SIZE_MAX, segments, variables);
+  if (!cut.ok()) return 0;
+  const size_t n = std::min(cut->tokens.size(), whole.size());
+  return static_cast<int>(
+      std::mismatch(cut->tokens.begin(), cut->tokens.begin() + n, whole.begin()).first -
+      cut->tokens.begin());
 }
 
 nlohmann::ordered_json RequestTemplateVariables(const ApiRequest& request,

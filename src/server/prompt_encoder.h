@@ -40,11 +40,17 @@
 
 namespace promptcache {
 
+// OpenAI writes at most this many explicit breakpoints per request (the latest ones).
+inline constexpr size_t kMaxPromptCacheBreakpoints = 4;
+
 struct BuiltPrompt {
   std::vector<int32_t> tokens;
   // Leading tokens to pin: 0 none, -1 the whole prompt, else the length covered by the last
   // cache_control breakpoint.
   int pin_tokens = 0;
+  // The tokens each of the (latest kMaxPromptCacheBreakpoints) explicit prompt_cache_breakpoints
+  // covers, for timed pins; a breakpoint that covers nothing is left out.
+  std::vector<int> breakpoint_tokens;
   // With segments on: the token ranges of the prompt's segments, ascending (empty otherwise).
   std::vector<PromptSegment> segments;
   // A chat prompt whose model thinks and whose generation prompt opened the thinking
@@ -132,6 +138,14 @@ class PromptEncoder {
                                    const nlohmann::ordered_json& tools = nullptr,
                                    size_t max_tokens = SIZE_MAX, bool segments = false,
                                    const nlohmann::ordered_json& variables = nullptr) const;
+  // What a breakpoint after `content_end` bytes of message `message` covers of `whole` (the
+  // conversation's tokens, built with the same tools, segments and variables): the tokens the
+  // conversation cut there, rendered as a finished prefix, shares with it; 0 when the template
+  // refuses a conversation cut short.
+  int BreakpointCoverage(const std::vector<ApiMessage>& messages, size_t message,
+                         size_t content_end, const nlohmann::ordered_json& tools, bool segments,
+                         const nlohmann::ordered_json& variables,
+                         const std::vector<int32_t>& whole) const;
 
   // Reasoning (server/reasoning.h), read from the template: its model writes <think>...</think>
   // or harmony's analysis channel; its output is harmony's (server/harmony.h); it reads

@@ -137,6 +137,40 @@ TEST_F(Stories, BreakpointPinsUpToItsMessage) {
   EXPECT_GT(q->pin_tokens, 3);
 }
 
+// OpenAI's explicit breakpoints: each covers the prompt through its part (the conversation cut
+// there, rendered as a finished prefix); only the latest four count.
+TEST_F(Stories, PromptCacheBreakpointsCoverThroughTheirPart) {
+  PromptEncoder b(*v_.tok, "");
+  ApiMessage user = Msg("user", "Once upon a time there was a dog.\nIt ran to the park.");
+  user.prompt_cache_breakpoints = {33};  // the end of the first part
+  const std::vector<ApiMessage> msgs = {Msg("system", "You tell stories."), user};
+  auto p = b.FromMessages(msgs, true);
+  ASSERT_TRUE(p.ok());
+  ASSERT_EQ(p->breakpoint_tokens.size(), 1u);
+  EXPECT_EQ(p->pin_tokens, 0);  // the cache_control pin is another thing
+  auto cut =
+      RenderChat(ChatFormat::kPlain,
+                 {{"system", "You tell stories."}, {"user", "Once upon a time there was a dog."}},
+                 false, "<s>", "</s>");
+  ASSERT_TRUE(cut.ok());
+  const std::vector<int32_t> cut_tokens = v_.tok->Encode(*cut, true, true);
+  const int covered = p->breakpoint_tokens[0];
+  EXPECT_TRUE(SharePrefix(p->tokens, cut_tokens, covered));
+  EXPECT_GE(covered + 1, static_cast<int>(cut_tokens.size()));  // a boundary merge at most
+  EXPECT_LT(covered, static_cast<int>(p->tokens.size()) - 5);
+
+  // Five breakpoints: the latest four, in order.
+  ApiMessage many = Msg("user", "a b c d e f g h i j k l m n o p");
+  many.prompt_cache_breakpoints = {1, 5, 9, 13, 17};
+  auto q = b.FromMessages({Msg("system", "s"), many}, true);
+  ASSERT_TRUE(q.ok());
+  ASSERT_EQ(q->breakpoint_tokens.size(), 4u);
+  EXPECT_TRUE(std::is_sorted(q->breakpoint_tokens.begin(), q->breakpoint_tokens.end()));
+  auto first = b.FromMessages({Msg("system", "s"), Msg("user", "a b c")}, false);
+  ASSERT_TRUE(first.ok());
+  EXPECT_GE(q->breakpoint_tokens[0] + 1, static_cast<int>(first->tokens.size()));
+}
+
 TEST_F(Stories, CachePinFieldPinsEverything) {
   PromptEncoder b(*v_.tok, "");
   ApiRequest r;

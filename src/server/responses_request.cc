@@ -78,10 +78,20 @@ MaybeError ReadContent(const ojson& content, const std::string& p, ojson* out) {
           "content parts of type '" + t + "' are not supported (only input_text and output_text)",
           pp + ".type", "unsupported");
     }
-    PC_RETURN_IF_API_ERROR(OnlyKeys(part, pp, {"type", "text", "annotations", "logprobs"}));
+    PC_RETURN_IF_API_ERROR(
+        OnlyKeys(part, pp, {"type", "text", "annotations", "logprobs", "prompt_cache_breakpoint"}));
     const ojson* text = String(part, "text");
     if (text == nullptr) return ApiError::BadRequest("'" + pp + ".text' must be a string", pp);
     out->push_back({{"type", "text"}, {"text", *text}});
+    // OpenAI's explicit cache breakpoint, as the chat route reads it on a text part.
+    if (const ojson* b = Find(part, "prompt_cache_breakpoint")) {
+      if (*b != ojson{{"mode", "explicit"}}) {
+        return ApiError::BadRequest(
+            "'" + pp + ".prompt_cache_breakpoint' must be {\"mode\": \"explicit\"}",
+            pp + ".prompt_cache_breakpoint");
+      }
+      out->back()["prompt_cache_breakpoint"] = *b;
+    }
   }
   return std::nullopt;
 }

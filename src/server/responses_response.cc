@@ -136,6 +136,11 @@ ojson ResponseObject(const ResponsesMeta& meta, const CompletionResult* result) 
                   {"output_tokens", output_tokens},
                   {"output_tokens_details", {{"reasoning_tokens", reasoning_tokens}}},
                   {"total_tokens", result->prompt_tokens + output_tokens}};
+    // As the chat route's usage: present whenever the request pinned (a breakpoint's pin).
+    if (result->pinned_tokens > 0 || result->pin_limited) {
+      j["usage"]["pinned_tokens"] = result->pinned_tokens;
+      j["usage"]["pin_limited"] = result->pin_limited;
+    }
   }
   return j;
 }
