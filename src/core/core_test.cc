@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/base64.h"
 #include "core/enum_names.h"
 #include "core/fp16.h"
 #include "core/hash.h"
@@ -24,6 +25,30 @@ constexpr EnumName<Fruit> kFruitNames[] = {
     {Fruit::kApple, "apple"}, {Fruit::kPear, "pear"}, {Fruit::kPlum, "plum"}};
 static_assert(NamesEach(kFruitNames, Fruit::kApple, Fruit::kPlum));
 static_assert(NameOf(kFruitNames, Fruit::kPlum, "?")[1] == 'l');  // usable in constant expressions
+
+// RFC 4648's test vectors (section 10), every byte value through a round trip, and what is not
+// base64.
+TEST(Base64, Rfc4648VectorsAndRoundTrip) {
+  const std::pair<const char*, const char*> kVectors[] = {{"", ""},
+                                                          {"f", "Zg=="},
+                                                          {"fo", "Zm8="},
+                                                          {"foo", "Zm9v"},
+                                                          {"foob", "Zm9vYg=="},
+                                                          {"fooba", "Zm9vYmE="},
+                                                          {"foobar", "Zm9vYmFy"}};
+  for (const auto& [plain, encoded] : kVectors) {
+    EXPECT_EQ(Base64Encode(plain), encoded);
+    EXPECT_EQ(Base64Decode(encoded), std::string(plain));
+  }
+  std::string all;
+  for (int i = 0; i < 256; ++i) all += static_cast<char>(i);
+  for (size_t n = 0; n <= all.size(); n += 37) {
+    EXPECT_EQ(Base64Decode(Base64Encode(all.substr(0, n))), all.substr(0, n)) << n;
+  }
+  for (const char* bad : {"Zg=", "Zg", "Z===", "Zm9v!A==", "Zg==Zg==", "Zm=v", "=Zm9"}) {
+    EXPECT_FALSE(Base64Decode(bad).has_value()) << bad;
+  }
+}
 
 TEST(EnumNames, NamesValuesBothWaysWithTheSitesFallback) {
   for (const auto& [fruit, name] : kFruitNames) {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/base64.h"
 #include "server/json_fields.h"
 
 namespace promptcache {
@@ -178,27 +179,13 @@ std::optional<ApiError> ParseOllamaEmbedRequest(std::string_view body, Embedding
 }
 
 std::string Base64Floats(const std::vector<float>& v) {
-  static const char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::vector<uint8_t> bytes(v.size() * 4);
+  std::string bytes(v.size() * 4, '\0');
   for (size_t i = 0; i < v.size(); ++i) {
     uint32_t bits;
     std::memcpy(&bits, &v[i], 4);
-    for (int b = 0; b < 4; ++b) bytes[i * 4 + b] = uint8_t(bits >> (8 * b));  // little-endian
+    for (int b = 0; b < 4; ++b) bytes[i * 4 + b] = char(bits >> (8 * b));  // little-endian
   }
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  for (size_t i = 0; i < bytes.size(); i += 3) {
-    const size_t n = std::min<size_t>(3, bytes.size() - i);
-    uint32_t group = uint32_t(bytes[i]) << 16;
-    if (n > 1) group |= uint32_t(bytes[i + 1]) << 8;
-    if (n > 2) group |= bytes[i + 2];
-    out += kAlphabet[(group >> 18) & 63];
-    out += kAlphabet[(group >> 12) & 63];
-    out += n > 1 ? kAlphabet[(group >> 6) & 63] : '=';
-    out += n > 2 ? kAlphabet[group & 63] : '=';
-  }
-  return out;
+  return Base64Encode(bytes);
 }
 
 std::string EmbeddingsBody(const EmbeddingResult& result, const std::string& model, bool base64) {

@@ -5,6 +5,7 @@
 #include <iterator>
 #include <vector>
 
+#include "core/base64.h"
 #include "server/json_fields.h"
 
 namespace promptcache {
@@ -154,6 +155,11 @@ MaybeError AddReasoning(const ojson& item, const std::string& p, ojson* messages
       }
       text += (text.empty() ? "" : "\n\n") + t->get<std::string>();
     }
+  }
+  // Neither: this server's encrypted_content carries it (another's cannot be read: no text).
+  if (const ojson* blob = Find(item, "encrypted_content"); text.empty() && blob != nullptr) {
+    if (!blob->is_string()) return WrongType(p + ".encrypted_content", "a string", *blob);
+    text = ReasoningFromBlob(blob->get<std::string>()).value_or("");
   }
   messages->push_back({{"role", "assistant"}, {"content", nullptr}, {"reasoning_content", text}});
   return std::nullopt;
@@ -308,8 +314,15 @@ MaybeError ReadResponsesFields(const ojson& obj, ResponsesRequest* out) {
   if (const ojson* v = Find(obj, "truncation"); v != nullptr && *v != "disabled") {
     return Unsupported("truncation", "'truncation' other than \"disabled\"");
   }
-  if (const ojson* v = Find(obj, "include"); v != nullptr && !(v->is_array() && v->empty())) {
-    return Unsupported("include", "'include'");
+  if (const ojson* v = Find(obj, "include")) {
+    if (!v->is_array()) return WrongType("include", "an array of strings", *v);
+    for (size_t i = 0; i < v->size(); ++i) {
+      const std::string p = "include[" + std::to_string(i) + "]";
+      if ((*v)[i] != "reasoning.encrypted_content") {
+        return Unsupported(p, "'" + p + "' other than \"reasoning.encrypted_content\"");
+      }
+      out->encrypted_reasoning = true;
+    }
   }
   // reasoning: its effort is the chat route's reasoning_effort (a template variable where the
   // template reads one); summaries are not generated.
@@ -322,6 +335,8 @@ MaybeError ReadResponsesFields(const ojson& obj, ResponsesRequest* out) {
         out->chat["reasoning_effort"] = value;
         continue;
       }
+      // "auto": the server decides, and writes none (the reasoning itself is in the item).
+      if (key == "summary" && value == "auto") continue;
       return Unsupported("reasoning." + key, key == "summary" || key == "generate_summary"
                                                  ? "reasoning summaries ('reasoning." + key + "')"
                                                  : "'reasoning." + key + "'");
@@ -431,6 +446,17 @@ MaybeError QueryValue(const std::multimap<std::string, std::string>& query, cons
 }
 
 }  // namespace
+
+std::string ReasoningContentBlob(std::string_view text) {
+  return std::string(kReasoningContentPrefix) + Base64Encode(text);
+}
+
+std::optional<std::string> ReasoningFromBlob(std::string_view blob) {
+  if (blob.substr(0, kReasoningContentPrefix.size()) != kReasoningContentPrefix) {
+    return std::nullopt;
+  }
+  return Base64Decode(blob.substr(kReasoningContentPrefix.size()));
+}
 
 std::optional<ApiError> ParseResponsesRequest(std::string_view body, ResponsesRequest* out) {
   return Guarded([&]() -> MaybeError {

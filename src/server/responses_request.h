@@ -32,10 +32,21 @@ struct ResponsesRequest {
   std::string previous_response_id;
   bool store = true;
   bool stream = false;
+  // include ["reasoning.encrypted_content"]: reasoning items carry their text as
+  // kReasoningContentPrefix + base64 (not encrypted: this server has nothing to hide from the
+  // client whose model wrote it), which reads back as the reasoning when sent again.
+  bool encrypted_reasoning = false;
   // Echoed in the response object, as the client sent them (null when absent).
   nlohmann::ordered_json instructions, tools, tool_choice, text_format, max_output_tokens,
       temperature, top_p, metadata;
 };
+
+// What a reasoning item's encrypted_content starts with on this server (then the base64 of the
+// reasoning text).
+inline constexpr std::string_view kReasoningContentPrefix = "promptcache.reasoning.v1:";
+// The encrypted_content for `text`, and the text back (nullopt: not one of this server's).
+std::string ReasoningContentBlob(std::string_view text);
+std::optional<std::string> ReasoningFromBlob(std::string_view blob);
 
 // Reads a Responses body; the error (a 400 in OpenAI's shape naming the field) or nullopt.
 std::optional<ApiError> ParseResponsesRequest(std::string_view body, ResponsesRequest* out);

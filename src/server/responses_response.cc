@@ -52,11 +52,16 @@ ojson ReasoningItem(const ResponsesMeta& meta, const std::string& text, const ch
   if (std::string(status) != "in_progress") {
     content.push_back({{"type", "reasoning_text"}, {"text", text}});
   }
-  return {{"type", "reasoning"},
-          {"id", ReasoningItemId(meta)},
-          {"summary", ojson::array()},
-          {"content", std::move(content)},
-          {"status", status}};
+  ojson item = {{"type", "reasoning"},
+                {"id", ReasoningItemId(meta)},
+                {"summary", ojson::array()},
+                {"content", std::move(content)},
+                {"status", status}};
+  if (meta.request != nullptr && meta.request->encrypted_reasoning) {
+    item["encrypted_content"] =
+        std::string(status) != "in_progress" ? ojson(ReasoningContentBlob(text)) : ojson(nullptr);
+  }
+  return item;
 }
 
 ojson MessageItem(const ResponsesMeta& meta, const std::string& text, const char* status) {

@@ -180,6 +180,43 @@ TEST(ResponsesRequest, AcceptsTheOffValues) {
   EXPECT_EQ(err->param, "top_logprobs");
 }
 
+// include ["reasoning.encrypted_content"] asks for reasoning items' blobs, and a blob reads
+// back as the thinking; reasoning.summary "auto" is accepted (none is written).
+TEST(ResponsesRequest, EncryptedReasoningAndAutoSummary) {
+  ResponsesRequest r;
+  std::optional<ApiError> err = ParseResponsesRequest(
+      R"({"input": "x", "include": ["reasoning.encrypted_content"],
+          "reasoning": {"summary": "auto", "effort": "low"}})",
+      &r);
+  ASSERT_FALSE(err.has_value()) << err->message;
+  EXPECT_TRUE(r.encrypted_reasoning);
+  EXPECT_EQ(r.chat["reasoning_effort"], "low");
+  ASSERT_FALSE(ParseResponsesRequest(R"({"input": "x"})", &r));
+  EXPECT_FALSE(r.encrypted_reasoning);
+  const std::string blob = ReasoningContentBlob("Think: 2+2 \xe2\x86\x92 4");
+  EXPECT_EQ(blob.rfind(kReasoningContentPrefix, 0), 0u);
+  EXPECT_EQ(ReasoningFromBlob(blob), "Think: 2+2 \xe2\x86\x92 4");
+  EXPECT_FALSE(ReasoningFromBlob("gAAAAABoOpaque").has_value());
+  EXPECT_FALSE(ReasoningFromBlob(std::string(kReasoningContentPrefix) + "!!").has_value());
+  // A reasoning item with only a blob: the blob's text is the turn's reasoning_content.
+  ASSERT_FALSE(ParseResponsesRequest(
+      R"({"input": [{"role": "user", "content": "q"},
+                    {"type": "reasoning", "summary": [], "encrypted_content": ")" +
+          blob + R"("}, {"role": "assistant", "content": "a"}]})",
+      &r));
+  EXPECT_EQ(r.input_messages[1]["reasoning_content"], "Think: 2+2 \xe2\x86\x92 4");
+  for (const auto& [body, param] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"input": "x", "include": ["message.output_text.logprobs"]})", "include[0]"},
+           {R"({"input": "x", "include": "reasoning.encrypted_content"})", "include"},
+           {R"({"input": "x", "reasoning": {"summary": "detailed"}})", "reasoning.summary"},
+           {R"({"input": [{"type": "reasoning", "summary": [], "encrypted_content": 7}]})",
+            "input[0].encrypted_content"}}) {
+    err = ParseResponsesRequest(body, &r);
+    ASSERT_TRUE(err.has_value()) << body;
+    EXPECT_EQ(err->param, param) << body;
+  }
+}
+
 TEST(ResponsesRequest, RefusalsNameTheField) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({"input": "x", "max_tokens": 3})", "max_tokens"},

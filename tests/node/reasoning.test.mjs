@@ -351,7 +351,29 @@ test('Responses API: a reasoning item before the message, streamed the same; sto
   assert.equal(bad.status, 400);
   assert.equal(bad.body.error.param, 'input[0].summary[0]');
 
-  for (const [reasoning, param] of [[{ effort: 'low' }, 'reasoning.effort'], [{ summary: 'auto' }, 'reasoning.summary']]) {
+  // include ["reasoning.encrypted_content"] (what stateless agents ask for, store false): the
+  // reasoning item carries its thinking in encrypted_content, which alone brings it back.
+  const blob = await client.responses.create({ ...base, tools, store: false,
+    include: ['reasoning.encrypted_content'], reasoning: { summary: 'auto' },
+    grammar: exactly(`<think>\nUse the tool.\n</think>\n\n${CALL}`) });
+  const item = blob.output[0];
+  assert.equal(typeof item.encrypted_content, 'string');
+  const opaque = { type: 'reasoning', id: item.id, summary: [], encrypted_content: item.encrypted_content };
+  const fromBlob = await client.responses.create({ ...base, tools, max_output_tokens: 1,
+    input: [{ role: 'user', content: 'What is 2+2?' }, opaque, blob.output[1],
+      { type: 'function_call_output', call_id: blob.output[1].call_id, output: '4' }] });
+  assert.equal(fromBlob.usage.input_tokens, same.usage.prompt_tokens);
+  assert.equal(r.output[0].encrypted_content, undefined, 'only when included');
+  // Another server's blob cannot be read: the turn then has no thinking (and no error).
+  const foreign = await client.responses.create({ ...base, tools, max_output_tokens: 1,
+    input: [{ role: 'user', content: 'What is 2+2?' }, { ...opaque, encrypted_content: 'gAAAAB-opaque' },
+      blob.output[1], { type: 'function_call_output', call_id: blob.output[1].call_id, output: '4' }] });
+  assert.ok(foreign.usage.input_tokens < same.usage.prompt_tokens);
+  const includeBad = await server.json('POST', '/v1/responses', { ...base, include: ['message.input_image.image_url'] });
+  assert.equal(includeBad.status, 400);
+  assert.equal(includeBad.body.error.param, 'include[0]');
+
+  for (const [reasoning, param] of [[{ effort: 'low' }, 'reasoning.effort'], [{ summary: 'detailed' }, 'reasoning.summary']]) {
     const e = await server.json('POST', '/v1/responses', { ...base, reasoning });
     assert.equal(e.status, 400);
     assert.equal(e.body.error.param, param);
