@@ -124,8 +124,20 @@ void ExerciseResponses(std::string_view body) {
   // docs/server.md: accepted at these values only; chat-only fields are a 400.
   Check(!Given(obj, "truncation") || obj["truncation"] == "disabled", "truncation disabled");
   Check(!Given(obj, "background") || obj["background"] == false, "background false");
-  Check(!Given(obj, "include") || obj["include"] == json::array(), "include []");
-  Check(!Given(obj, "reasoning") || obj["reasoning"] == json::object(), "reasoning {}");
+  if (Given(obj, "include")) {
+    Check(obj["include"].is_array(), "include an array");
+    for (const json& v : obj["include"]) {
+      Check(v == "reasoning.encrypted_content", "include only reasoning.encrypted_content");
+    }
+    Check(rr.encrypted_reasoning == !obj["include"].empty(), "encrypted_content as included");
+  }
+  if (Given(obj, "reasoning")) {
+    for (const auto& [key, value] : obj["reasoning"].items()) {
+      Check(value.is_null() || (key == "effort" && value.is_string()) ||
+                (key == "summary" && value == "auto"),
+            "reasoning: effort, or summary auto");
+    }
+  }
   Check(!Given(obj, "top_logprobs") || obj["top_logprobs"] == 0, "top_logprobs 0");
   for (const char* key : {"messages", "max_tokens", "max_completion_tokens", "response_format", "n",
                           "stop", "logprobs"}) {

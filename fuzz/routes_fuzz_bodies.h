@@ -11,6 +11,7 @@ constexpr const char* kResponsesBodies[] = {
     R"({"model":"m","input":"Once upon a time","instructions":"Tell stories.","max_output_tokens":3000,"temperature":0.7,"top_p":0.9,"store":false,"stream":true,"metadata":{"k":"v"},"truncation":"disabled","text":{"format":{"type":"json_object"}}})",
     R"({"input":[{"role":"user","content":[{"type":"input_text","text":"w?"}]},{"type":"function_call","call_id":"call_1","name":"get_weather","arguments":"{\"city\":\"Paris\"}"},{"type":"function_call_output","call_id":"call_1","output":"sunny"}],"tools":[{"type":"function","name":"get_weather","description":"d","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}],"tool_choice":"auto"})",
     R"({"input":[{"type":"message","role":"developer","content":"x"},{"role":"assistant","content":[{"type":"output_text","text":"y","annotations":[]}]}],"text":{"format":{"type":"json_schema","name":"n","schema":{"type":"object","properties":{"a":{"type":"integer"}}},"strict":true},"verbosity":"low"},"previous_response_id":"resp_1","seed":3,"top_k":5})",
+    R"({"input":[{"role":"user","content":[{"type":"input_text","text":"d","prompt_cache_breakpoint":{"mode":"explicit"}}]},{"type":"reasoning","summary":[],"encrypted_content":"promptcache.reasoning.v1:VGhpbms="},{"role":"assistant","content":"a"}],"include":["reasoning.encrypted_content"],"reasoning":{"summary":"auto"},"prompt_cache_options":{"ttl":"30m"},"store":false})",
     R"({"input":"hi","text":{"format":{"type":"text"}},"tool_choice":{"type":"function","name":"f"},"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"include":[],"reasoning":{},"background":false,"top_logprobs":0,"user":"u"})",
 };
 
@@ -24,6 +25,7 @@ constexpr const char* kOllamaGenerateBodies[] = {
     R"({"model":"m","prompt":"Once upon a time","system":"Tell stories.","stream":false,"options":{"num_predict":1000,"temperature":0,"stop":["\n"]},"keep_alive":0})",
     R"({"model":"m","prompt":"Once upon a time","raw":true,"format":"json","images":[],"suffix":"","context":[],"options":{"num_predict":-2,"seed":1}})",
     R"({"model":"m","prompt":"","think":false})",
+    R"({"model":"m","prompt":"a\n\n---\n\nb","logprobs":true,"top_logprobs":20,"cache_segments":true,"recompute":0.5,"stream":false})",
 };
 
 constexpr const char* kEmbeddingsBodies[] = {
