@@ -17,8 +17,13 @@
 // kMxfp4Values. The integer form's q is u - bias (or the table's value).
 // The header: 32-element types: d (and m) of the 8 rows as f16 (MXFP4: as f32, since its
 // power-of-two scales span far more than f16's range); K types: d (and dmin) as f16, then per
-// group of 16 or 32 quants the 8 rows' integer scales (and minimums) as int8.
-// Packed sizes are the file's within a few percent (Q2_K: +19%, its 4-bit scales unpacked).
+// group of 16 or 32 quants the 8 rows' integer scales (and minimums) as int8. The low-bit
+// i-quants (IQ1_S .. IQ3_S) keep d as f32 (the file's f16 d / 4 or / 8 may not be an f16) and
+// end the header with their 16-entry LUT, so that the types of one shape share one kernel that
+// reads its table at run time (packed_kernels.cc).
+// Packed sizes are the file's within a few percent (Q2_K: +19%, its 4-bit scales unpacked),
+// except the low-bit i-quants': 4 bits per weight plus the header, against the files' 1.56
+// (IQ1_S) to 3.44 (IQ3_S) bits: an IQ2_XXS model takes about twice its file size in memory.
 #pragma once
 
 #include <cstddef>
@@ -41,6 +46,7 @@ struct PackedFormat {
   int p8, p4, p2, p1;  // planes present (0 or 1)
   const int8_t* lut;   // u indexes this table of 16 values (null: no table)
   bool d_f32;          // the rows' d are f32 (else f16)
+  int lut_offset;      // where the header holds lut (-1: the kernels use lut itself)
   int bias;            // q = u - bias (0 for LUT types and types with minimums)
   int sub;             // K: quants per integer scale (16 or 32); 32-element types: 32
   // Bytes of one packed group (8 rows x one block), and where its parts begin.
@@ -57,9 +63,10 @@ constexpr int kVec = 32;  // bytes of one plane vector: 8 rows x 4 quants
 
 // Lays out a format's parts from its planes and header.
 constexpr PackedFormat Make(GgmlType type, bool k, int p8, int p4, int p2, int p1,
-                            const int8_t* lut, int bias, bool min, int sub, bool d_f32 = false) {
-  PackedFormat f{type, k ? 64 : 8, p8, p4, p2, p1, lut, d_f32, bias, sub,
-                 0,    0,          -1, -1, -1, -1, -1,  -1,    -1};
+                            const int8_t* lut, int bias, bool min, int sub, bool d_f32 = false,
+                            bool lut_in_header = false) {
+  PackedFormat f{type, k ? 64 : 8, p8, p4, p2, p1, lut, d_f32, -1, bias,
+                 sub,  0,          0,  -1, -1, -1, -1,  -1,    -1, -1};
   int at = d_f32 ? 32 : 16;  // d: 8 x f16 or f32
   if (min) {
     f.m_offset = at;
@@ -73,6 +80,10 @@ constexpr PackedFormat Make(GgmlType type, bool k, int p8, int p4, int p2, int p
       f.mn_offset = at;
       at += groups * kRows;
     }
+  }
+  if (lut_in_header) {
+    f.lut_offset = at;
+    at += 16;
   }
   f.header_bytes = at;
   if (p8) f.p8_offset = at, at += f.ng * kVec;
@@ -102,7 +113,34 @@ inline constexpr PackedFormat kPackedFormats[] = {
     packed_internal::Make(GgmlType::kQ5_K, true, 0, 1, 0, 1, nullptr, 0, true, 32),
     packed_internal::Make(GgmlType::kQ6_K, true, 0, 1, 1, 0, nullptr, 32, false, 16),
     packed_internal::Make(GgmlType::kIQ4_XS, true, 0, 1, 0, 0, quant::kIQ4Values, 0, false, 32),
+    // The low-bit i-quants: two shapes (scales per 32 or per 16), each run by one kernel.
+    packed_internal::Make(GgmlType::kIQ3_XXS, true, 0, 1, 0, 0, quant::kIQ3XxsValues, 0, false, 32,
+                          true, true),
+    packed_internal::Make(GgmlType::kIQ3_S, true, 0, 1, 0, 0, quant::kIQ3SValues, 0, false, 32,
+                          true, true),
+    packed_internal::Make(GgmlType::kIQ2_XXS, true, 0, 1, 0, 0, quant::kIQ2Values, 0, false, 32,
+                          true, true),
+    packed_internal::Make(GgmlType::kIQ1_S, true, 0, 1, 0, 0, quant::kIQ1Values, 0, false, 32, true,
+                          true),
+    packed_internal::Make(GgmlType::kIQ2_XS, true, 0, 1, 0, 0, quant::kIQ2Values, 0, false, 16,
+                          true, true),
+    packed_internal::Make(GgmlType::kIQ2_S, true, 0, 1, 0, 0, quant::kIQ2Values, 0, false, 16, true,
+                          true),
+    packed_internal::Make(GgmlType::kIQ1_M, true, 0, 1, 0, 0, quant::kIQ1Values, 0, false, 16, true,
+                          true),
 };
+
+// Whether two formats lay out their groups alike (a kernel for one runs the other, given the LUT
+// from the header).
+constexpr bool SamePackedShape(const PackedFormat& a, const PackedFormat& b) {
+  return a.ng == b.ng && a.p8 == b.p8 && a.p4 == b.p4 && a.p2 == b.p2 && a.p1 == b.p1 &&
+         (a.lut != nullptr) == (b.lut != nullptr) && a.d_f32 == b.d_f32 &&
+         a.lut_offset == b.lut_offset && a.bias == b.bias && a.sub == b.sub &&
+         a.header_bytes == b.header_bytes && a.group_bytes == b.group_bytes &&
+         a.sc_offset == b.sc_offset && a.mn_offset == b.mn_offset && a.m_offset == b.m_offset &&
+         a.p4_offset == b.p4_offset && a.p2_offset == b.p2_offset && a.p1_offset == b.p1_offset &&
+         a.p8_offset == b.p8_offset;
+}
 
 constexpr const PackedFormat* FindPackedFormat(GgmlType type) {
   for (const PackedFormat& f : kPackedFormats) {

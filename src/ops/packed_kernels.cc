@@ -127,7 +127,18 @@ void RunType(const MatMulJob& job, const PackedMatrix& pm, int64_t q0, int64_t q
   return RunPanels<Fmt<kType, false>, kPlainDot<kType>>(job, pm, q0, q1);
 }
 
-// Calls fn(std::integral_constant<GgmlType, T>()) for the packed type T == type.
+// The types VisitPackedType runs with another's kernel lay out their groups as that one does.
+constexpr bool SameShape(GgmlType a, GgmlType b) {
+  return SamePackedShape(*FindPackedFormat(a), *FindPackedFormat(b));
+}
+static_assert(SameShape(GgmlType::kIQ3_S, GgmlType::kIQ3_XXS) &&
+              SameShape(GgmlType::kIQ2_XXS, GgmlType::kIQ3_XXS) &&
+              SameShape(GgmlType::kIQ1_S, GgmlType::kIQ3_XXS) &&
+              SameShape(GgmlType::kIQ2_S, GgmlType::kIQ2_XS) &&
+              SameShape(GgmlType::kIQ1_M, GgmlType::kIQ2_XS));
+
+// Calls fn(std::integral_constant<GgmlType, T>()) for the packed type T == type, or for the type
+// whose kernel runs type's shape.
 template <class Fn>
 decltype(auto) VisitPackedType(GgmlType type, Fn&& fn) {
   using T = GgmlType;
@@ -158,6 +169,16 @@ decltype(auto) VisitPackedType(GgmlType type, Fn&& fn) {
       return fn(std::integral_constant<T, T::kQ6_K>());
     case T::kIQ4_XS:
       return fn(std::integral_constant<T, T::kIQ4_XS>());
+    // The low-bit i-quants: one kernel per shape, the LUT read from the packed groups.
+    case T::kIQ3_XXS:
+    case T::kIQ3_S:
+    case T::kIQ2_XXS:
+    case T::kIQ1_S:
+      return fn(std::integral_constant<T, T::kIQ3_XXS>());
+    case T::kIQ2_XS:
+    case T::kIQ2_S:
+    case T::kIQ1_M:
+      return fn(std::integral_constant<T, T::kIQ2_XS>());
     default:
       PC_CHECK(false && "not a packed type");
       __builtin_unreachable();
