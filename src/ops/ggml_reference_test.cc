@@ -323,6 +323,14 @@ namespace {
 // the same floats, bit for bit; through MatMul's kernels on every target, packed and not, with
 // one-hot activations: each weight up to the activations' 8-bit scale (1e-4 relative), while a
 // codebook entry, sign or scale read wrong moves a value by far more.
+//
+// Mutations tried, each failing here (matmul_test, which compares the kernels with the same
+// decoders, passes all but the last two): the sign parity bit at bit 6 (IQ3_XXS first),
+// IQ2_XS's signs read from bit 10, an IQ2_XXS or IQ3_XXS grid row off by one, scales 2s for
+// 2s + 1, IQ1's +-1/8 shift flipped, IQ3_S's 9th index bit from its neighbour's, IQ1_M's d
+// nibbles 1 and 2 swapped, IQ2_S's signs from the next 8; the packed header holding IQ3_S's LUT
+// for every type of the shared kernels, and the K kernels reading the f32 d as f16 (the packed
+// one-hot products fail).
 TEST(GgmlReference, LowBitIQuantsMatchIkLlamaCpp) {
   for (const GgmlType type :
        {GgmlType::kIQ3_S, GgmlType::kIQ3_XXS, GgmlType::kIQ2_S, GgmlType::kIQ2_XS,
