@@ -14,16 +14,17 @@
 //   P1: NG / 8 vectors; vector v: bit k group v + k NG / 8
 // and a quant's stored value u is P4 | P1 << 4 (5-bit), P4 | P2 << 4 (6-bit), P2 | P1 << 2
 // (3-bit), one plane alone otherwise; for IQ4 types u indexes kIQ4Values, for MXFP4
-// kMxfp4Values. The integer form's q is u - bias (or the table's value).
+// kMxfp4Values, for the low-bit i-quants their values (P4 for IQ3's 16, P2 | P1 << 2 for the
+// IQ2 and IQ1 types' 6 or 8). The integer form's q is u - bias (or the table's value).
 // The header: 32-element types: d (and m) of the 8 rows as f16 (MXFP4: as f32, since its
 // power-of-two scales span far more than f16's range); K types: d (and dmin) as f16, then per
 // group of 16 or 32 quants the 8 rows' integer scales (and minimums) as int8. The low-bit
 // i-quants (IQ1_S .. IQ3_S) keep d as f32 (the file's f16 d / 4 or / 8 may not be an f16) and
-// end the header with their 16-entry LUT, so that the types of one shape share one kernel that
-// reads its table at run time (packed_kernels.cc).
+// end the header with their LUT, so that the types of one shape share one kernel that reads its
+// table at run time (packed_kernels_iq.cc).
 // Packed sizes are the file's within a few percent (Q2_K: +19%, its 4-bit scales unpacked),
-// except the low-bit i-quants': 4 bits per weight plus the header, against the files' 1.56
-// (IQ1_S) to 3.44 (IQ3_S) bits: an IQ2_XXS model takes about twice its file size in memory.
+// except the low-bit i-quants': 4.44 bits per weight for IQ3_XXS and IQ3_S (files: 3.06, 3.44),
+// 3.44 for IQ2_XXS and IQ1_S (2.06, 1.56), 3.69 for IQ2_XS, IQ2_S and IQ1_M (2.31, 2.56, 1.75).
 #pragma once
 
 #include <cstddef>
@@ -113,20 +114,21 @@ inline constexpr PackedFormat kPackedFormats[] = {
     packed_internal::Make(GgmlType::kQ5_K, true, 0, 1, 0, 1, nullptr, 0, true, 32),
     packed_internal::Make(GgmlType::kQ6_K, true, 0, 1, 1, 0, nullptr, 32, false, 16),
     packed_internal::Make(GgmlType::kIQ4_XS, true, 0, 1, 0, 0, quant::kIQ4Values, 0, false, 32),
-    // The low-bit i-quants: two shapes (scales per 32 or per 16), each run by one kernel.
+    // The low-bit i-quants: three shapes (IQ3: P4; IQ2 and IQ1: 3 bits, scales per 32 or 16),
+    // each run by one kernel.
     packed_internal::Make(GgmlType::kIQ3_XXS, true, 0, 1, 0, 0, quant::kIQ3XxsValues, 0, false, 32,
                           true, true),
     packed_internal::Make(GgmlType::kIQ3_S, true, 0, 1, 0, 0, quant::kIQ3SValues, 0, false, 32,
                           true, true),
-    packed_internal::Make(GgmlType::kIQ2_XXS, true, 0, 1, 0, 0, quant::kIQ2Values, 0, false, 32,
+    packed_internal::Make(GgmlType::kIQ2_XXS, true, 0, 0, 1, 1, quant::kIQ2Values, 0, false, 32,
                           true, true),
-    packed_internal::Make(GgmlType::kIQ1_S, true, 0, 1, 0, 0, quant::kIQ1Values, 0, false, 32, true,
+    packed_internal::Make(GgmlType::kIQ1_S, true, 0, 0, 1, 1, quant::kIQ1Values, 0, false, 32, true,
                           true),
-    packed_internal::Make(GgmlType::kIQ2_XS, true, 0, 1, 0, 0, quant::kIQ2Values, 0, false, 16,
+    packed_internal::Make(GgmlType::kIQ2_XS, true, 0, 0, 1, 1, quant::kIQ2Values, 0, false, 16,
                           true, true),
-    packed_internal::Make(GgmlType::kIQ2_S, true, 0, 1, 0, 0, quant::kIQ2Values, 0, false, 16, true,
+    packed_internal::Make(GgmlType::kIQ2_S, true, 0, 0, 1, 1, quant::kIQ2Values, 0, false, 16, true,
                           true),
-    packed_internal::Make(GgmlType::kIQ1_M, true, 0, 1, 0, 0, quant::kIQ1Values, 0, false, 16, true,
+    packed_internal::Make(GgmlType::kIQ1_M, true, 0, 0, 1, 1, quant::kIQ1Values, 0, false, 16, true,
                           true),
 };
 

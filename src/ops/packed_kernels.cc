@@ -6,7 +6,7 @@
 // rows and tokens: few tokens whole rows with 256-bit vectors; many tokens chunks of columns,
 // kept in L1, for groups of tokens, with AVX-512 VNNI two panels per 512-bit vector; the weights
 // read in the order they are stored). Instantiated here for every type but the low-bit i-quants,
-// whose two shapes packed_kernels_iq.cc instantiates: two units, compiled in parallel.
+// whose three shapes packed_kernels_iq.cc instantiates: two units, compiled in parallel.
 //
 // Other targets read the integer form back block by block (UnpackBlock) in plain C++.
 

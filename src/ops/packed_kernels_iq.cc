@@ -1,6 +1,7 @@
 // The low-bit i-quants' packed kernels (IQ3_S, IQ3_XXS, IQ2_S, IQ2_XS, IQ2_XXS, IQ1_M, IQ1_S):
-// the seven types have two packed shapes (integer scales per 32 or per 16 quants), each run by
-// one instantiation of packed_run-inl.h that reads its type's LUT from the packed groups
+// the seven types have three packed shapes (IQ3: 4-bit planes, scales per 32; IQ2 and IQ1: 3-bit
+// planes, scales per 32 or per 16), each run by one instantiation of packed_run-inl.h that reads
+// its type's LUT from the packed groups
 // (packed.h). A unit of its own so that it compiles in parallel with packed_kernels.cc (the
 // slowest unit of the build), which calls it for these types on x86.
 
@@ -26,8 +27,7 @@ constexpr bool SameShape(GgmlType a, GgmlType b) {
   return SamePackedShape(*FindPackedFormat(a), *FindPackedFormat(b));
 }
 static_assert(SameShape(GgmlType::kIQ3_S, GgmlType::kIQ3_XXS) &&
-              SameShape(GgmlType::kIQ2_XXS, GgmlType::kIQ3_XXS) &&
-              SameShape(GgmlType::kIQ1_S, GgmlType::kIQ3_XXS) &&
+              SameShape(GgmlType::kIQ1_S, GgmlType::kIQ2_XXS) &&
               SameShape(GgmlType::kIQ2_S, GgmlType::kIQ2_XS) &&
               SameShape(GgmlType::kIQ1_M, GgmlType::kIQ2_XS));
 
@@ -35,9 +35,10 @@ void PackedMatMulIQuantRows(const MatMulJob& job, const PackedMatrix& pm, int64_
   switch (pm.format->type) {
     case GgmlType::kIQ3_XXS:
     case GgmlType::kIQ3_S:
+      return RunType<GgmlType::kIQ3_XXS>(job, pm, q0, q1);
     case GgmlType::kIQ2_XXS:
     case GgmlType::kIQ1_S:
-      return RunType<GgmlType::kIQ3_XXS>(job, pm, q0, q1);
+      return RunType<GgmlType::kIQ2_XXS>(job, pm, q0, q1);
     case GgmlType::kIQ2_XS:
     case GgmlType::kIQ2_S:
     case GgmlType::kIQ1_M:

@@ -1,7 +1,7 @@
 // How the packed kernels (packed_tile-inl.h) run a matrix: which vector width, tile and
 // multiply-add run which rows and tokens, for one packed type (RunType). Shared by the two units
 // that instantiate it: packed_kernels.cc (every type but the low-bit i-quants, and the dispatch)
-// and packed_kernels_iq.cc (the low-bit i-quants' two shapes), so that they compile in parallel.
+// and packed_kernels_iq.cc (the low-bit i-quants' three shapes), so that they compile in parallel.
 //
 // Included once per Highway target after hwy/highway.h, as Highway's -inl.h convention requires.
 

@@ -128,6 +128,10 @@ struct Fmt {
         const auto h = W::Load(g, f.p1_offset + (G % (ng / 8)) * 32);
         u = hn::Or(u, ShiftUp<2>(Bits(h, G / (ng / 8), 1)));
       }
+      if constexpr (f.lut != nullptr) {  // 3-bit i-quants: the table from the header
+        static_assert(f.lut_offset >= 0);
+        u = hn::TableLookupBytes(hn::LoadDup128(typename W::D8(), g[0] + f.lut_offset), u);
+      }
     }
     if constexpr (kFlip) u = hn::Xor(u, hn::Set(typename W::D8(), uint8_t{0x80}));
     return u;
