@@ -394,8 +394,8 @@ TEST_F(CliTest, BadTensorsGiveOneLineErrors) {
       // (c) A type id ggml does not have.
       {with(e.type, 99, 4), q + " has unknown type id 99"},
       // A known type the engine cannot compute with: the loader's error.
-      {with(e.type, static_cast<uint32_t>(GgmlType::kIQ2_XXS), 4),
-       q + " has type IQ2_XXS, which is not supported"},
+      {with(e.type, static_cast<uint32_t>(GgmlType::kTQ1_0), 4),
+       q + " has type TQ1_0, which is not supported"},
   };
   for (const auto& [data, needle] : cases) {
     const std::string path = WriteFile("bad.gguf", data);
@@ -415,8 +415,8 @@ TEST_F(CliTest, UnsupportedModelsGiveOneLineErrors) {
   const std::string q4_0 = std::string(PC_SHARED_DIR) + "/models/conformance/tiny-q4_0.gguf";
   ExpectOneLineError(
       "run -p hi -m " + Variant(
-                            "type.gguf", [](GgufWriter&) {}, GgmlType::kIQ2_XXS, q4_0),
-      "tensor 'token_embd.weight' has type IQ2_XXS, which is not supported");
+                            "type.gguf", [](GgufWriter&) {}, GgmlType::kTQ1_0, q4_0),
+      "tensor 'token_embd.weight' has type TQ1_0, which is not supported");
   ExpectOneLineError(
       "run -p hi -m " +
           Variant("shape.gguf", [](GgufWriter& w) { w.SetU32("llama.feed_forward_length", 100); }),

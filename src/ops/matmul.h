@@ -34,7 +34,8 @@ struct WeightMatrix {
 };
 
 // Types MatMul accepts: every type of weight_types.h's table (F32, F16, BF16, Q4_0, Q4_1,
-// Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS).
+// Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, and the low-bit
+// i-quants IQ3_S, IQ3_XXS, IQ2_S, IQ2_XS, IQ2_XXS, IQ1_M, IQ1_S).
 bool MatMulSupports(GgmlType type);
 
 // Per-token work that produces x's rows [t0, t1) (a norm, an activation): given to MatMul, it
@@ -44,7 +45,7 @@ using TokenRowsFn = std::function<void(int64_t t0, int64_t t1)>;
 
 // out[t * rows + r] = sum_c W[r, c] * x[t * cols + c], for t in [0, n_tokens), r in [0, rows).
 // `pool` may be null (single-threaded). Quantized weights multiply x quantized to 8 bits as
-// llama.cpp does (Q8_0 form for 32-element types, Q8_K form for K-quants and IQ4_XS): the result
+// llama.cpp does (Q8_0 form for 32-element types, Q8_K form for the 256-element ones): the result
 // is exactly MatMulIntFormReference's. Every output is computed by the same operations whatever
 // n_tokens, the thread count or the instruction set (for float weights: the same within one
 // instruction set), so a token's result never depends on the other tokens of the call.
@@ -76,7 +77,7 @@ bool MatMulQuantizesActivations(GgmlType type);
 // or the one a ScopedOpsTarget selects; see OpsActiveTargetName), for any number of tokens:
 //   packed_int8_vpdpbusd       packed weights, AVX-512 VNNI (AVX3 targets on CPUs that have it)
 //   packed_int8_maddubs        packed weights, AVX2 maddubs + madd (unsigned quants)
-//   packed_int8_maddubs_sign   the same for signed quants (Q8_0, IQ4_NL, IQ4_XS: signs moved
+//   packed_int8_maddubs_sign   the same for signed quants (Q8_0, the IQ types, MXFP4: signs moved
 //                              onto the activations)
 //   packed_int8_portable       packed weights read back block by block in plain C++ (non-x86,
 //                              SSE4 and scalar targets)

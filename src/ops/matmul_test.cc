@@ -32,9 +32,10 @@ namespace {
 constexpr double kU = 1.0 / (1 << 24);
 
 const GgmlType kQuantizedTypes[] = {
-    GgmlType::kQ4_0,   GgmlType::kQ4_1,  GgmlType::kQ5_0,  GgmlType::kQ5_1, GgmlType::kQ8_0,
-    GgmlType::kIQ4_NL, GgmlType::kMXFP4, GgmlType::kQ2_K,  GgmlType::kQ3_K, GgmlType::kQ4_K,
-    GgmlType::kQ5_K,   GgmlType::kQ6_K,  GgmlType::kIQ4_XS};
+    GgmlType::kQ4_0,   GgmlType::kQ4_1,   GgmlType::kQ5_0,    GgmlType::kQ5_1,  GgmlType::kQ8_0,
+    GgmlType::kIQ4_NL, GgmlType::kMXFP4,  GgmlType::kQ2_K,    GgmlType::kQ3_K,  GgmlType::kQ4_K,
+    GgmlType::kQ5_K,   GgmlType::kQ6_K,   GgmlType::kIQ4_XS,  GgmlType::kIQ3_S, GgmlType::kIQ3_XXS,
+    GgmlType::kIQ2_S,  GgmlType::kIQ2_XS, GgmlType::kIQ2_XXS, GgmlType::kIQ1_M, GgmlType::kIQ1_S};
 const GgmlType kFloatTypes[] = {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16};
 
 // Byte offsets of the f16 scales in a block of each quantized type.
@@ -86,6 +87,17 @@ TestMatrix MakeMatrix(GgmlType type, int64_t rows, int64_t cols, uint32_t seed, 
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t b = 0; b < cols / info.block_elems; ++b) {
         uint8_t* blk = m.bytes.data() + r * rb + b * info.block_bytes;
+        if (type == GgmlType::kIQ1_M) {
+          // The f16 scale is the top nibbles of the four 16-bit scale words (bytes 48..55).
+          const uint16_t h = F32ToF16(scale(rng));
+          for (int k = 0; k < 4; ++k) {
+            uint16_t w;
+            std::memcpy(&w, blk + 48 + 2 * k, 2);
+            w = static_cast<uint16_t>((w & 0x0FFF) | ((h >> (4 * k)) & 15) << 12);
+            std::memcpy(blk + 48 + 2 * k, &w, 2);
+          }
+          continue;
+        }
         if (type == GgmlType::kMXFP4) {
           // An E8M0 exponent: scales from 2^-32 to 2^23, beyond f16's range both ways (the
           // packed header must keep them exact).
@@ -171,7 +183,7 @@ void ExpectVariantsEqualIntForm(const TestMatrix& m, int64_t n_tokens, uint32_t 
 TEST(MatMul, SupportedTypes) {
   for (GgmlType t : kQuantizedTypes) EXPECT_TRUE(MatMulSupports(t)) << GgmlTypeName(t);
   for (GgmlType t : kFloatTypes) EXPECT_TRUE(MatMulSupports(t));
-  for (GgmlType t : {GgmlType::kIQ2_XXS, GgmlType::kIQ3_S, GgmlType::kTQ1_0, GgmlType::kI8}) {
+  for (GgmlType t : {GgmlType::kTQ1_0, GgmlType::kTQ2_0, GgmlType::kI8}) {
     EXPECT_FALSE(MatMulSupports(t)) << GgmlTypeName(t);
   }
 }
@@ -505,8 +517,9 @@ TEST(MatMul, KernelNamesFollowTheDispatch) {
     for (bool vnni_off : {false, true}) {
       internal::SetVnniDisabledForTest(vnni_off);
       for (GgmlType t : kQuantizedTypes) {
-        const bool is_signed = t == GgmlType::kQ8_0 || t == GgmlType::kIQ4_NL ||
-                               t == GgmlType::kIQ4_XS || t == GgmlType::kMXFP4;
+        // Signed: every type whose quants are values (Q8_0) or a table's (IQ*, MXFP4).
+        const bool is_signed =
+            t == GgmlType::kQ8_0 || GgmlTypeName(t).rfind("IQ", 0) == 0 || t == GgmlType::kMXFP4;
         std::string want = "packed_int8_portable";
         if (avx3 && has_vnni && !vnni_off) {
           want = "packed_int8_vpdpbusd";
@@ -527,7 +540,7 @@ TEST(MatMul, KernelNamesFollowTheDispatch) {
     }
     internal::SetVnniDisabledForTest(false);
   }
-  EXPECT_EQ(std::string(MatMulKernelName({GgmlType::kIQ2_XXS})), "unsupported");
+  EXPECT_EQ(std::string(MatMulKernelName({GgmlType::kTQ1_0})), "unsupported");
 }
 
 TEST(MatMul, EmptyInputsDoNothing) {

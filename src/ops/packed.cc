@@ -84,6 +84,7 @@ void PackGroup(const PackedFormat& f, const StoredValues& sv, const IntBlock* co
   const bool k = f.ng == 64;
   const int ng = f.ng;
   uint8_t vec[64][kVec] = {};
+  if (f.lut_offset >= 0) std::memcpy(group + f.lut_offset, f.lut, 16);
   for (int r = 0; r < kRows; ++r) {
     const IntBlock* b = rows[r];
     if (b == nullptr) continue;

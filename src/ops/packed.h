@@ -14,11 +14,17 @@
 //   P1: NG / 8 vectors; vector v: bit k group v + k NG / 8
 // and a quant's stored value u is P4 | P1 << 4 (5-bit), P4 | P2 << 4 (6-bit), P2 | P1 << 2
 // (3-bit), one plane alone otherwise; for IQ4 types u indexes kIQ4Values, for MXFP4
-// kMxfp4Values. The integer form's q is u - bias (or the table's value).
+// kMxfp4Values, for the low-bit i-quants their values (P4 for IQ3's 16, P2 | P1 << 2 for the
+// IQ2 and IQ1 types' 6 or 8). The integer form's q is u - bias (or the table's value).
 // The header: 32-element types: d (and m) of the 8 rows as f16 (MXFP4: as f32, since its
 // power-of-two scales span far more than f16's range); K types: d (and dmin) as f16, then per
-// group of 16 or 32 quants the 8 rows' integer scales (and minimums) as int8.
-// Packed sizes are the file's within a few percent (Q2_K: +19%, its 4-bit scales unpacked).
+// group of 16 or 32 quants the 8 rows' integer scales (and minimums) as int8. The low-bit
+// i-quants (IQ1_S .. IQ3_S) keep d as f32 (the file's f16 d / 4 or / 8 may not be an f16) and
+// end the header with their LUT, so that the types of one shape share one kernel that reads its
+// table at run time (packed_kernels_iq.cc).
+// Packed sizes are the file's within a few percent (Q2_K: +19%, its 4-bit scales unpacked),
+// except the low-bit i-quants': 4.44 bits per weight for IQ3_XXS and IQ3_S (files: 3.06, 3.44),
+// 3.44 for IQ2_XXS and IQ1_S (2.06, 1.56), 3.69 for IQ2_XS, IQ2_S and IQ1_M (2.31, 2.56, 1.75).
 #pragma once
 
 #include <cstddef>
@@ -41,6 +47,7 @@ struct PackedFormat {
   int p8, p4, p2, p1;  // planes present (0 or 1)
   const int8_t* lut;   // u indexes this table of 16 values (null: no table)
   bool d_f32;          // the rows' d are f32 (else f16)
+  int lut_offset;      // where the header holds lut (-1: the kernels use lut itself)
   int bias;            // q = u - bias (0 for LUT types and types with minimums)
   int sub;             // K: quants per integer scale (16 or 32); 32-element types: 32
   // Bytes of one packed group (8 rows x one block), and where its parts begin.
@@ -57,9 +64,10 @@ constexpr int kVec = 32;  // bytes of one plane vector: 8 rows x 4 quants
 
 // Lays out a format's parts from its planes and header.
 constexpr PackedFormat Make(GgmlType type, bool k, int p8, int p4, int p2, int p1,
-                            const int8_t* lut, int bias, bool min, int sub, bool d_f32 = false) {
-  PackedFormat f{type, k ? 64 : 8, p8, p4, p2, p1, lut, d_f32, bias, sub,
-                 0,    0,          -1, -1, -1, -1, -1,  -1,    -1};
+                            const int8_t* lut, int bias, bool min, int sub, bool d_f32 = false,
+                            bool lut_in_header = false) {
+  PackedFormat f{type, k ? 64 : 8, p8, p4, p2, p1, lut, d_f32, -1, bias,
+                 sub,  0,          0,  -1, -1, -1, -1,  -1,    -1, -1};
   int at = d_f32 ? 32 : 16;  // d: 8 x f16 or f32
   if (min) {
     f.m_offset = at;
@@ -73,6 +81,10 @@ constexpr PackedFormat Make(GgmlType type, bool k, int p8, int p4, int p2, int p
       f.mn_offset = at;
       at += groups * kRows;
     }
+  }
+  if (lut_in_header) {
+    f.lut_offset = at;
+    at += 16;
   }
   f.header_bytes = at;
   if (p8) f.p8_offset = at, at += f.ng * kVec;
@@ -102,7 +114,35 @@ inline constexpr PackedFormat kPackedFormats[] = {
     packed_internal::Make(GgmlType::kQ5_K, true, 0, 1, 0, 1, nullptr, 0, true, 32),
     packed_internal::Make(GgmlType::kQ6_K, true, 0, 1, 1, 0, nullptr, 32, false, 16),
     packed_internal::Make(GgmlType::kIQ4_XS, true, 0, 1, 0, 0, quant::kIQ4Values, 0, false, 32),
+    // The low-bit i-quants: three shapes (IQ3: P4; IQ2 and IQ1: 3 bits, scales per 32 or 16),
+    // each run by one kernel.
+    packed_internal::Make(GgmlType::kIQ3_XXS, true, 0, 1, 0, 0, quant::kIQ3XxsValues, 0, false, 32,
+                          true, true),
+    packed_internal::Make(GgmlType::kIQ3_S, true, 0, 1, 0, 0, quant::kIQ3SValues, 0, false, 32,
+                          true, true),
+    packed_internal::Make(GgmlType::kIQ2_XXS, true, 0, 0, 1, 1, quant::kIQ2Values, 0, false, 32,
+                          true, true),
+    packed_internal::Make(GgmlType::kIQ1_S, true, 0, 0, 1, 1, quant::kIQ1Values, 0, false, 32, true,
+                          true),
+    packed_internal::Make(GgmlType::kIQ2_XS, true, 0, 0, 1, 1, quant::kIQ2Values, 0, false, 16,
+                          true, true),
+    packed_internal::Make(GgmlType::kIQ2_S, true, 0, 0, 1, 1, quant::kIQ2Values, 0, false, 16, true,
+                          true),
+    packed_internal::Make(GgmlType::kIQ1_M, true, 0, 0, 1, 1, quant::kIQ1Values, 0, false, 16, true,
+                          true),
 };
+
+// Whether two formats lay out their groups alike (a kernel for one runs the other, given the LUT
+// from the header).
+constexpr bool SamePackedShape(const PackedFormat& a, const PackedFormat& b) {
+  return a.ng == b.ng && a.p8 == b.p8 && a.p4 == b.p4 && a.p2 == b.p2 && a.p1 == b.p1 &&
+         (a.lut != nullptr) == (b.lut != nullptr) && a.d_f32 == b.d_f32 &&
+         a.lut_offset == b.lut_offset && a.bias == b.bias && a.sub == b.sub &&
+         a.header_bytes == b.header_bytes && a.group_bytes == b.group_bytes &&
+         a.sc_offset == b.sc_offset && a.mn_offset == b.mn_offset && a.m_offset == b.m_offset &&
+         a.p4_offset == b.p4_offset && a.p2_offset == b.p2_offset && a.p1_offset == b.p1_offset &&
+         a.p8_offset == b.p8_offset;
+}
 
 constexpr const PackedFormat* FindPackedFormat(GgmlType type) {
   for (const PackedFormat& f : kPackedFormats) {

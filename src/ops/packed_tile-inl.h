@@ -115,14 +115,22 @@ struct Fmt {
         u = hn::Or(u, ShiftUp<4>(Bits(h, 2 * (G / (ng / 4)), 3)));
       }
       if constexpr (f.lut != nullptr) {
+        // The table from the group's header where types of one shape share this kernel (the
+        // same address in every group of a sub-block: loaded once).
         const typename W::D8 d8;
-        u = hn::TableLookupBytes(hn::LoadDup128(d8, reinterpret_cast<const uint8_t*>(f.lut)), u);
+        const uint8_t* table =
+            f.lut_offset >= 0 ? g[0] + f.lut_offset : reinterpret_cast<const uint8_t*>(f.lut);
+        u = hn::TableLookupBytes(hn::LoadDup128(d8, table), u);
       }
     } else {
       u = Bits(W::Load(g, f.p2_offset + (G % (ng / 4)) * 32), 2 * (G / (ng / 4)), 3);
       if constexpr (f.p1) {
         const auto h = W::Load(g, f.p1_offset + (G % (ng / 8)) * 32);
         u = hn::Or(u, ShiftUp<2>(Bits(h, G / (ng / 8), 1)));
+      }
+      if constexpr (f.lut != nullptr) {  // 3-bit i-quants: the table from the header
+        static_assert(f.lut_offset >= 0);
+        u = hn::TableLookupBytes(hn::LoadDup128(typename W::D8(), g[0] + f.lut_offset), u);
       }
     }
     if constexpr (kFlip) u = hn::Xor(u, hn::Set(typename W::D8(), uint8_t{0x80}));
@@ -365,7 +373,11 @@ HWY_INLINE void ScaleSuperBlock(const uint8_t* const* gs, const TokenActs* tok, 
     typename W::VF rd[H];
     HWY_UNROLL(8)
     for (int h = 0; h < H; ++h) {
-      rd[h] = W::Halves(gs + kP * h, 0);
+      if constexpr (F::f.d_f32) {
+        rd[h] = W::Floats(gs + kP * h, 0);
+      } else {
+        rd[h] = W::Halves(gs + kP * h, 0);
+      }
       if constexpr (F::kShift != 0) CoefPairs<W, kSub>(gs + kP * h, F::f.sc_offset, coef[h]);
     }
     HWY_UNROLL(8)

@@ -1,7 +1,8 @@
 // Conversion of rows between float and the ggml storage types: reading embedding rows out of a
 // weight matrix, writing synthetic and quantized models, and the reference for the matmul
 // kernels. Every type in weight_types.h's table dequantizes (F32, F16, BF16, Q4_0, Q4_1, Q5_0,
-// Q5_1, Q8_0, IQ4_NL, Q2_K..Q6_K, IQ4_XS); those with a quantizer also quantize.
+// Q5_1, Q8_0, IQ4_NL, MXFP4, Q2_K..Q6_K, IQ4_XS, IQ3_S, IQ3_XXS, IQ2_S, IQ2_XS, IQ2_XXS, IQ1_M,
+// IQ1_S); those with a quantizer (not the low-bit i-quants) also quantize.
 #pragma once
 
 #include <cstdint>

@@ -26,7 +26,7 @@ TEST(Quant, SupportedTypes) {
         GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kIQ4_XS}) {
     EXPECT_TRUE(RowConversionSupports(t));
   }
-  EXPECT_FALSE(RowConversionSupports(GgmlType::kIQ2_XXS));
+  EXPECT_FALSE(RowConversionSupports(GgmlType::kTQ1_0));
   EXPECT_FALSE(RowConversionSupports(GgmlType::kI32));
 }
 

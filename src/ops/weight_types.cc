@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "core/fp16.h"
+#include "ops/iq_decode.h"
 #include "ops/quant_blocks.h"
 #include "ops/quantize.h"
 
@@ -283,6 +284,14 @@ const WeightTypeInfo kTypes[] = {
     PC_INT_TYPE(kQ6_K, DecodeQ6_K, ScalesQ6_K, 256, 210, kQ8_K, false, &QuantizeBlockQ6_K),
     PC_INT_TYPE(kIQ4_XS, DecodeIQ4_XS, ScalesIQ4_XS, 256, 136, kQ8_K, false,
                 &QuantizeBlockIQ4_XS),
+    // The low-bit i-quants (iq_decode.h): read only, no quantizer here.
+    PC_INT_TYPE(kIQ3_S, DecodeIQ3_S, ScalesIQ3_S, 256, 110, kQ8_K, false, nullptr),
+    PC_INT_TYPE(kIQ3_XXS, DecodeIQ3_XXS, ScalesIQ3_XXS, 256, 98, kQ8_K, false, nullptr),
+    PC_INT_TYPE(kIQ2_S, DecodeIQ2_S, ScalesIQ2_S, 256, 82, kQ8_K, false, nullptr),
+    PC_INT_TYPE(kIQ2_XS, DecodeIQ2_XS, ScalesIQ2_XS, 256, 74, kQ8_K, false, nullptr),
+    PC_INT_TYPE(kIQ2_XXS, DecodeIQ2_XXS, ScalesIQ2_XXS, 256, 66, kQ8_K, false, nullptr),
+    PC_INT_TYPE(kIQ1_M, DecodeIQ1_M, ScalesIQ1_M, 256, 56, kQ8_K, false, nullptr),
+    PC_INT_TYPE(kIQ1_S, DecodeIQ1_S, ScalesIQ1_S, 256, 50, kQ8_K, false, nullptr),
 };
 #undef PC_INT_TYPE
 
@@ -348,8 +357,8 @@ const WeightTypeInfo* FindWeightType(GgmlType type) {
   return nullptr;
 }
 
-void QuantizeActivationsReference(ActFormat format, const float* x, int64_t n, int8_t* q,
-                                  float* d, int16_t* sums, float* s) {
+void QuantizeActivationsReference(ActFormat format, const float* x, int64_t n, int8_t* q, float* d,
+                                  int16_t* sums, float* s) {
   if (format == ActFormat::kQ8_0) {
     PC_CHECK(n % kBlock == 0);
     QuantizeQ8_0Form(x, n, q, d, sums, s);
@@ -368,8 +377,8 @@ float DotIntForm(const WeightTypeInfo& t, const uint8_t* row, int64_t n,
   for (int64_t i = 0; i < n / t.block_elems; ++i) {
     t.decode(row + i * t.block_bytes, &b);
     const float s = t.act == ActFormat::kQ8_0 ? x.s[i] : 0.0f;
-    acc = AccumulateBlock(t, b, x.q + i * t.block_elems, x.d[i], x.sums + i * sums_per_block, s,
-                          acc);
+    acc =
+        AccumulateBlock(t, b, x.q + i * t.block_elems, x.d[i], x.sums + i * sums_per_block, s, acc);
   }
   return acc;
 }

@@ -5,11 +5,14 @@
 //
 // The integer form. Every quantized type is, block by block, small integers times scales:
 //   32-element types (activations in Q8_0 form):  w[i] = d * q[i] + m
-//   K-quants and IQ4_XS (activations in Q8_K form): w[i] = d * sc[i / 16] * q[i] - m * mn[i / 16]
-// with q an int8 and sc, mn small integers. A matrix product is then exact int32 block sums of q
-// times the activations' int8 quants, and a fixed sequence of float operations per block (see
-// DotIntForm). Kernels may find the integer sums any way they like: the result is the same to the
-// bit on every instruction set, for every batch size.
+//   K-quants, IQ4_XS and the low-bit i-quants (activations in Q8_K form):
+//                                                   w[i] = d * sc[i / 16] * q[i] - m * mn[i / 16]
+// with q an int8 and sc, mn small integers. The low-bit i-quants (IQ1_S .. IQ3_S, iq_decode.h)
+// fit it exactly: q a codebook magnitude times a sign (IQ1: 8 * {-1, 0, 1} +- 1), sc = 2s + 1,
+// d the file's scale times a power of two; they have no quantizer here. A matrix product is then
+// exact int32 block sums of q times the activations' int8 quants, and a fixed sequence of float
+// operations per block (see DotIntForm). Kernels may find the integer sums any way they like:
+// the result is the same to the bit on every instruction set, for every batch size.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +25,7 @@ namespace promptcache {
 enum class ActFormat : uint8_t {
   kFloat,  // F32, F16, BF16: activations as floats
   kQ8_0,   // 32-element types: activations in 32-blocks of int8 with a float scale
-  kQ8_K,   // K-quants, IQ4_XS: activations in 256-blocks of int8 with a float scale
+  kQ8_K,   // K-quants, IQ4_XS, low-bit i-quants: 256-blocks of int8 with a float scale
 };
 
 // One block of a quantized row in integer form (only block_elems entries of q are used; sc and

@@ -1,0 +1,135 @@
+// How the packed kernels (packed_tile-inl.h) run a matrix: which vector width, tile and
+// multiply-add run which rows and tokens, for one packed type (RunType). Shared by the two units
+// that instantiate it: packed_kernels.cc (every type but the low-bit i-quants, and the dispatch)
+// and packed_kernels_iq.cc (the low-bit i-quants' three shapes), so that they compile in parallel.
+//
+// Included once per Highway target after hwy/highway.h, as Highway's -inl.h convention requires.
+
+// Per-target include guard (toggled by foreach_target).
+#if defined(PC_OPS_PACKED_RUN_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef PC_OPS_PACKED_RUN_INL_H_
+#undef PC_OPS_PACKED_RUN_INL_H_
+#else
+#define PC_OPS_PACKED_RUN_INL_H_
+#endif
+
+#include <algorithm>
+#include <cstdint>
+
+#include "hwy/highway.h"
+#include "ops/matmul_internal.h"
+#include "ops/packed.h"
+#include "ops/packed_tile-inl.h"
+#include "ops/packed_width-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace promptcache {
+namespace internal {
+namespace HWY_NAMESPACE {
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+
+using Width256 = PanelWidth<1>;
+#if HWY_TARGET <= HWY_AVX3
+using Width512 = PanelWidth<2>;
+#endif
+
+constexpr int kMaxRowTokens = 4;           // up to this many tokens, whole rows at a time
+constexpr int64_t kChunkBytes = 16 << 10;  // else: column chunks of about this many packed bytes
+
+#if HWY_TARGET <= HWY_AVX3
+constexpr int kVectors256 = 2;  // 32 registers: two 256-bit vectors of panels per pass
+#else
+constexpr int kVectors256 = 1;
+#endif
+
+// Panels [p0, p0 + H * W::kPanels), all tokens, in column chunks of `chunk` blocks.
+template <class F, DotKind K, class W, int H, int T>
+void RunChunks(const MatMulJob& job, const PackedMatrix& pm, int64_t p0, int chunk) {
+  const int blocks = static_cast<int>(pm.blocks);
+  for (int b0 = 0; b0 < blocks; b0 += chunk) {
+    RunTokens<F, K, W, H, T>(job, pm, p0, W::kPanels, b0, std::min(chunk, blocks - b0), 0,
+                             job.n_tokens);
+  }
+}
+
+// Panels [q0, q1) (of 8 rows), all tokens. Few tokens run whole rows, 256-bit, the H vectors of
+// a tile a 1/H of the range apart, so that each is one long sequential stream through the
+// weights (the pattern memory prefetchers serve best); many tokens run column chunks of
+// consecutive panels, with AVX-512 VNNI two panels per 512-bit vector (on CPUs that run 512-bit
+// vectors at full width, twice the products per instruction issued).
+template <class F, DotKind K>
+void RunPanels(const MatMulJob& job, const PackedMatrix& pm, int64_t q0, int64_t q1) {
+  constexpr int H = kVectors256;
+  const int64_t n_tokens = job.n_tokens;
+  if (n_tokens <= kMaxRowTokens) {
+    const int blocks = static_cast<int>(pm.blocks);
+    const int64_t step = (q1 - q0) / H;
+    for (int64_t j = 0; j < step; ++j) {
+      RunTokens<F, K, Width256, H, 4>(job, pm, q0 + j, step, 0, blocks, 0, n_tokens);
+    }
+    for (int64_t p = q0 + H * step; p < q1; ++p) {
+      RunTokens<F, K, Width256, 1, 4>(job, pm, p, 1, 0, blocks, 0, n_tokens);
+    }
+    return;
+  }
+#if HWY_TARGET <= HWY_AVX3
+  if constexpr (K == DotKind::kVnni) {
+    // Two vectors of two panels per pass, in tiles of 6 tokens (measured faster than 4); a pair
+    // left over below with 4; a panel left over after them, 256-bit.
+    constexpr int kPairs = 2;
+    const int chunk =
+        std::max<int>(1, static_cast<int>(kChunkBytes / (2 * kPairs * F::f.group_bytes)));
+    for (; q0 + 2 * kPairs <= q1; q0 += 2 * kPairs) {
+      RunChunks<F, K, Width512, kPairs, 6>(job, pm, q0, chunk);
+    }
+    for (; q0 + 2 <= q1; q0 += 2) RunChunks<F, K, Width512, 1, 4>(job, pm, q0, chunk);
+  }
+#endif
+  const int chunk = std::max<int>(1, static_cast<int>(kChunkBytes / (H * F::f.group_bytes)));
+  for (int64_t p0 = q0; p0 < q1; p0 += H) {
+    if (p0 + H <= q1) {
+      RunChunks<F, K, Width256, H, 4>(job, pm, p0, chunk);
+    } else {  // an odd panel left: alone
+      RunChunks<F, K, Width256, 1, 4>(job, pm, p0, chunk);
+    }
+  }
+}
+
+// Whether kType's packed quants are signed values (Q8_0, IQ4 types) rather than unsigned u, and
+// so the multiply-add its panels take without VNNI.
+template <GgmlType kType>
+constexpr bool kSignedQuants = FindPackedFormat(kType)->p8 ||
+                               FindPackedFormat(kType)->lut != nullptr;
+template <GgmlType kType>
+constexpr DotKind kPlainDot = kSignedQuants<kType> ? DotKind::kSigned : DotKind::kUnsigned;
+
+// The multiply-add RunType runs f's panels with on this target and CPU.
+inline DotKind ChooseDot(const PackedFormat& f) {
+#if HWY_TARGET <= HWY_AVX3
+  if (VnniEnabled()) return DotKind::kVnni;
+#endif
+  return f.p8 || f.lut != nullptr ? DotKind::kSigned : DotKind::kUnsigned;
+}
+
+template <GgmlType kType>
+void RunType(const MatMulJob& job, const PackedMatrix& pm, int64_t q0, int64_t q1) {
+#if HWY_TARGET <= HWY_AVX3
+  if (ChooseDot(*FindPackedFormat(kType)) == DotKind::kVnni) {
+    return RunPanels<Fmt<kType, kSignedQuants<kType>>, DotKind::kVnni>(job, pm, q0, q1);
+  }
+#endif
+  return RunPanels<Fmt<kType, false>, kPlainDot<kType>>(job, pm, q0, q1);
+}
+
+// Panels [q0, q1) of a low-bit i-quant matrix (packed_kernels_iq.cc).
+void PackedMatMulIQuantRows(const MatMulJob& job, const PackedMatrix& pm, int64_t q0, int64_t q1);
+
+#endif  // HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+
+}  // namespace HWY_NAMESPACE
+}  // namespace internal
+}  // namespace promptcache
+HWY_AFTER_NAMESPACE();
+
+#endif  // PC_OPS_PACKED_RUN_INL_H_
