@@ -4,10 +4,7 @@
 // reasoning_content.
 #include <algorithm>
 #include <iterator>
-#include <memory>
 
-#include "grammar/grammar.h"
-#include "grammar/json_schema.h"
 #include "server/anthropic_request_parts.h"
 
 namespace promptcache::anthropic_request {
@@ -78,18 +75,7 @@ MaybeError ReadOutputConfig(const json& obj, AnthropicRequest* out, bool for_cou
     return ApiError::BadRequest("'output_config.format.schema' must be a JSON schema (an object)",
                                 "output_config.format.schema");
   }
-  Result<std::string> gbnf = JsonSchemaToGbnf(schema->dump());
-  if (!gbnf.ok()) {
-    return ApiError::BadRequest("'output_config.format.schema': " + gbnf.status().message(),
-                                "output_config.format.schema", "unsupported");
-  }
-  Result<std::shared_ptr<const Grammar>> g = Grammar::Parse(*gbnf);
-  if (!g.ok()) {
-    return ApiError::BadRequest("'output_config.format.schema': " + g.status().message(),
-                                "output_config.format.schema");
-  }
-  out->output_format = *g;
-  return std::nullopt;
+  return CompileJsonSchema(schema->dump(), "output_config.format.schema", &out->output_format);
 }
 
 // An assistant's thinking block: its text joins the message's reasoning_content (the template's

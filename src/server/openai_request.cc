@@ -243,8 +243,8 @@ MaybeError ReadCacheControl(const json& obj, const std::string& param, bool* bre
 // OpenAI's prompt caching fields: `prompt_cache_options` {"mode": "implicit" | "explicit",
 // "ttl": "30m"} and `prompt_cache_retention` ("in_memory" | "24h"). The prefix cache here is
 // always on (a hit never changes a result), so the mode and the retention only have their values
-// checked; the ttl is the explicit breakpoints' pins'.
-MaybeError ReadPromptCacheOptions(const json& obj, ApiRequest* out) {
+// checked; the ttl is the explicit breakpoints' pins' (kPromptCacheTtlSeconds).
+MaybeError ReadPromptCacheOptions(const json& obj) {
   if (const json* r = Find(obj, "prompt_cache_retention");
       r != nullptr && *r != "in_memory" && *r != "24h") {
     return ApiError::BadRequest("'prompt_cache_retention' must be \"in_memory\" or \"24h\"",
@@ -262,7 +262,6 @@ MaybeError ReadPromptCacheOptions(const json& obj, ApiRequest* out) {
     return ApiError::BadRequest("'prompt_cache_options.ttl' must be \"30m\"",
                                 "prompt_cache_options.ttl");
   }
-  out->prompt_cache_ttl_seconds = 1800;
   return std::nullopt;
 }
 
@@ -432,7 +431,7 @@ MaybeError ReadStreamAndExtensions(const json& obj, ApiRequest* out) {
       out->pin = pin->get<bool>();
     }
   }
-  return ReadPromptCacheOptions(obj, out);
+  return ReadPromptCacheOptions(obj);
 }
 
 // The body again with its keys in order, when it may have tool fields (tool definitions and

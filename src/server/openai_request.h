@@ -99,9 +99,6 @@ struct ApiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool pin = false;            // extension: "cache": {"pin": true} pins the whole prompt
-  // OpenAI's prompt_cache_options.ttl: how long its explicit breakpoints' pins last, renewed by
-  // every hit ("30m", the only value OpenAI takes).
-  double prompt_cache_ttl_seconds = 1800;
   // vLLM's "cache_salt": prompts with different salts (or tenants) share no cached prefix.
   std::string cache_salt;
 
@@ -179,6 +176,16 @@ struct PrefixRequest {
   std::optional<bool> cache_segments;  // /v1/cache/lookup: as in completions
 };
 std::optional<ApiError> ParsePrefixRequest(std::string_view body, PrefixRequest* out);
+
+// OpenAI's prompt_cache_options.ttl, "30m", the only value it takes: how long the explicit
+// breakpoints' pins last, renewed by every hit.
+inline constexpr double kPromptCacheTtlSeconds = 1800;
+
+class Grammar;
+// A JSON schema's text compiled to the grammar of its instances, or the 400 naming `param` (a
+// keyword the converter cannot enforce is "unsupported"): every route's structured outputs.
+std::optional<ApiError> CompileJsonSchema(std::string_view schema, const std::string& param,
+                                          std::shared_ptr<const Grammar>* out);
 
 // A prompt string that is a PML prompt: `<prompt` (after whitespace) followed by a space, '>'
 // or '/'.

@@ -522,10 +522,10 @@ bool BuildPlainPrompt(Call& call, const ApiRequest& r, bool segments, const std:
   if (opens_thinking != nullptr) *opens_thinking = prompt->opens_thinking;
   creq->prompt = std::move(prompt->tokens);
   creq->pin_tokens = prompt->pin_tokens;
-  // OpenAI's explicit breakpoints: pins that last the request's prompt_cache_options.ttl.
+  // OpenAI's explicit breakpoints: pins that last prompt_cache_options.ttl.
   for (int tokens : prompt->breakpoint_tokens) {
     creq->timed_pins.push_back(
-        {tokens, r.prompt_cache_ttl_seconds * server.options().cache_control_ttl_scale});
+        {tokens, kPromptCacheTtlSeconds * server.options().cache_control_ttl_scale});
   }
   creq->segments = std::move(prompt->segments);
   if (segments && r.recompute >= 0) creq->segment_recompute = r.recompute;

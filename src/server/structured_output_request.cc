@@ -12,10 +12,11 @@ namespace {
 using ojson = nlohmann::ordered_json;
 
 // A GBNF text compiled, or the 400 naming `param`.
-MaybeError CompileGrammar(const std::string& gbnf, const std::string& param, ApiRequest* out) {
+MaybeError CompileGrammar(const std::string& gbnf, const std::string& param,
+                          std::shared_ptr<const Grammar>* out) {
   Result<std::shared_ptr<const Grammar>> g = Grammar::Parse(gbnf);
   if (!g.ok()) return ApiError::BadRequest("'" + param + "': " + g.status().message(), param);
-  out->grammar = *g;
+  *out = *g;
   return std::nullopt;
 }
 
@@ -30,12 +31,7 @@ MaybeError SchemaGrammar(const json& schema, const ojson* ordered, const std::st
   const std::string text = schema.is_string()   ? schema.get<std::string>()
                            : ordered != nullptr ? ordered->dump()
                                                 : schema.dump();
-  Result<std::string> gbnf = JsonSchemaToGbnf(text);
-  if (!gbnf.ok()) {
-    return ApiError::BadRequest("'" + param + "': " + gbnf.status().message(), param,
-                                "unsupported");
-  }
-  return CompileGrammar(*gbnf, param, out);
+  return CompileJsonSchema(text, param, &out->grammar);
 }
 
 // vLLM's guided_choice: one of the strings, exactly.
@@ -58,7 +54,7 @@ MaybeError ChoiceGrammar(const json& v, const std::string& param, ApiRequest* ou
     }
     gbnf += "\"";
   }
-  return CompileGrammar(gbnf, param, out);
+  return CompileGrammar(gbnf, param, &out->grammar);
 }
 
 // The value at `key` of `obj`, when both are objects (the ordered twin of a field).
@@ -85,7 +81,7 @@ MaybeError ResponseFormat(const json& v, const ojson* ov, ApiRequest* out) {
   }
   if (t == "text") return std::nullopt;
   out->grammar_field = "response_format";
-  if (t == "json_object") return CompileGrammar(JsonObjectGbnf(), "response_format", out);
+  if (t == "json_object") return CompileGrammar(JsonObjectGbnf(), "response_format", &out->grammar);
   if (t != "json_schema") {
     return ApiError::BadRequest(
         "'response_format.type' is '" + t + "': text, json_object or json_schema",
@@ -132,7 +128,7 @@ MaybeError ReadStructuredOutput(const json& obj, const ojson* ordered, ApiReques
     out->grammar_field = k;
     if (k == "grammar") {
       if (!v->is_string()) return WrongType(k, "a string (GBNF)", *v);
-      PC_RETURN_IF_API_ERROR(CompileGrammar(v->get<std::string>(), k, out));
+      PC_RETURN_IF_API_ERROR(CompileGrammar(v->get<std::string>(), k, &out->grammar));
     } else if (k == "guided_choice") {
       PC_RETURN_IF_API_ERROR(ChoiceGrammar(*v, k, out));
     } else {
@@ -143,3 +139,17 @@ MaybeError ReadStructuredOutput(const json& obj, const ojson* ordered, ApiReques
 }
 
 }  // namespace promptcache::openai_request
+
+namespace promptcache {
+
+std::optional<ApiError> CompileJsonSchema(std::string_view schema, const std::string& param,
+                                          std::shared_ptr<const Grammar>* out) {
+  Result<std::string> gbnf = JsonSchemaToGbnf(schema);
+  if (!gbnf.ok()) {
+    return ApiError::BadRequest("'" + param + "': " + gbnf.status().message(), param,
+                                "unsupported");
+  }
+  return openai_request::CompileGrammar(*gbnf, param, out);
+}
+
+}  // namespace promptcache
