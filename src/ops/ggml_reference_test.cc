@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <string>
@@ -95,6 +96,49 @@ TEST(GgmlReference, TypeIdsAndBlockSizes) {
   }
 }
 
+// Weights (`rows` x `cols` in `type`, stored in `bytes`) through MatMul's kernels on every
+// target this CPU has, packed and not, times one-hot activations: output (t, r) is weight
+// (r, t), `want(r, t)`, up to the activations' 8-bit scale (one-hot 1.0 quantizes to 127 with
+// scale f16(1/127) or 1/127: within 1e-4 relative).
+void ExpectOneHotProducts(const std::string& name, GgmlType type, const std::vector<uint8_t>& bytes,
+                          int rows, int cols, const std::function<float(int r, int t)>& want) {
+  WeightMatrix w{type, bytes.data(), rows, cols, RowBytes(type, cols), nullptr};
+  const PackedMatrix packed = PackMatrix(w, nullptr);
+  std::vector<float> x(size_t(cols) * cols, 0.0f);
+  for (int t = 0; t < cols; ++t) x[size_t(t) * cols + t] = 1.0f;
+  for (const bool use_packed : {false, true}) {
+    w.packed = use_packed ? &packed : nullptr;
+    for (const int64_t target : OpsTargets()) {
+      ScopedOpsTarget scoped(target);
+      EXPECT_EQ(std::string(MatMulKernelName(w)).rfind("packed", 0) == 0, use_packed) << name;
+      std::vector<float> out(size_t(cols) * rows);
+      MatMul(w, x.data(), cols, out.data(), nullptr);
+      for (int t = 0; t < cols; ++t) {
+        for (int r = 0; r < rows; ++r) {
+          const float v = want(r, t);
+          ASSERT_NEAR(out[size_t(t) * rows + r], v, 1e-4 * std::fabs(v))
+              << name << " column " << t << " row " << r << " on " << OpsTargetName(target)
+              << (use_packed ? " (packed)" : "");
+        }
+      }
+    }
+  }
+}
+
+// `got` and `want` (the reference engine's, named `who`) hold the same floats, bit for bit; the
+// first three values that differ are named.
+void ExpectSameFloats(const std::string& name, const std::vector<float>& got,
+                      const std::vector<float>& want, const char* who) {
+  ASSERT_EQ(got.size(), want.size()) << name;
+  int differ = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] != want[i] && ++differ <= 3) {
+      ADD_FAILURE() << name << " value " << i << ": " << got[i] << ", " << who << " " << want[i];
+    }
+  }
+  EXPECT_EQ(differ, 0) << name << ": values differing from " << who << "'s";
+}
+
 // An IQ4_NL block with d = 1: element j (j < 16) indexes j, element j + 16 indexes 15 - j.
 std::vector<uint8_t> Iq4NlBlock() {
   std::vector<uint8_t> b(18);
@@ -153,27 +197,9 @@ TEST(GgmlReference, Iq4GridInTheKernels) {
         bytes.insert(bytes.end(), block.begin(), block.end());
       }
     }
-    WeightMatrix w{type, bytes.data(), kRows, kCols, RowBytes(type, kCols), nullptr};
-    const PackedMatrix packed = PackMatrix(w, nullptr);
-    std::vector<float> x(kCols * kCols, 0.0f);
-    for (int t = 0; t < kCols; ++t) x[t * kCols + t] = 1.0f;
-    for (const bool use_packed : {false, true}) {
-      w.packed = use_packed ? &packed : nullptr;
-      for (const int64_t target : OpsTargets()) {
-        ScopedOpsTarget scoped(target);
-        EXPECT_EQ(std::string(MatMulKernelName(w)).rfind("packed", 0) == 0, use_packed);
-        std::vector<float> out(kCols * kRows);
-        MatMul(w, x.data(), kCols, out.data(), nullptr);
-        for (int t = 0; t < kCols; ++t) {
-          const float want = nl ? Iq4NlExpected(t % 32) : Iq4XsExpected(t);
-          for (int r = 0; r < kRows; ++r) {
-            ASSERT_NEAR(out[t * kRows + r], want, 1e-4 * std::fabs(want))
-                << GgmlTypeName(type) << " column " << t << " row " << r << " on "
-                << OpsTargetName(target) << (use_packed ? " (packed)" : "");
-          }
-        }
-      }
-    }
+    ExpectOneHotProducts(GgmlTypeName(type), type, bytes, kRows, kCols, [nl](int, int t) {
+      return nl ? Iq4NlExpected(t % 32) : Iq4XsExpected(t);
+    });
   }
 }
 
@@ -208,27 +234,9 @@ TEST(GgmlReference, Mxfp4BlocksAsGgmlDefinesThem) {
       bytes.insert(bytes.end(), blk.begin(), blk.end());
     }
   }
-  WeightMatrix w{GgmlType::kMXFP4, bytes.data(), kRows, kCols, RowBytes(GgmlType::kMXFP4, kCols),
-                 nullptr};
-  const PackedMatrix packed = PackMatrix(w, nullptr);
-  std::vector<float> x(kCols * kCols, 0.0f);
-  for (int t = 0; t < kCols; ++t) x[t * kCols + t] = 1.0f;
-  for (const bool use_packed : {false, true}) {
-    w.packed = use_packed ? &packed : nullptr;
-    for (const int64_t target : OpsTargets()) {
-      ScopedOpsTarget scoped(target);
-      std::vector<float> out(kCols * kRows);
-      MatMul(w, x.data(), kCols, out.data(), nullptr);
-      for (int t = 0; t < kCols; ++t) {
-        const float v = want(static_cast<uint8_t>(120 + t / 32), t % 32);
-        for (int r = 0; r < kRows; ++r) {
-          ASSERT_NEAR(out[t * kRows + r], v, 1e-4 * std::fabs(v))
-              << "MXFP4 column " << t << " row " << r << " on " << OpsTargetName(target)
-              << (use_packed ? " (packed)" : "");
-        }
-      }
-    }
-  }
+  ExpectOneHotProducts("MXFP4", GgmlType::kMXFP4, bytes, kRows, kCols, [&want](int, int t) {
+    return want(static_cast<uint8_t>(120 + t / 32), t % 32);
+  });
 }
 
 // Q8_0 (block_q8_0 in ggml-common.h: an f16 scale, then 32 int8 quants; the value is quant
@@ -300,21 +308,9 @@ TEST(GgmlReference, DequantizationMatchesLlamaCpp) {
     ASSERT_EQ(want.size(), 512u) << name;
     std::vector<float> got(512);
     DequantizeRow(type, t->data, 512, got.data());
-    int differ = 0;
-    for (int i = 0; i < 512; ++i) {
-      if (got[i] != want[i] && ++differ <= 3) {
-        ADD_FAILURE() << name << " value " << i << ": " << got[i] << ", llama.cpp " << want[i];
-      }
-    }
-    EXPECT_EQ(differ, 0) << name << ": values differing from llama.cpp's";
+    ExpectSameFloats(name, got, want, "llama.cpp");
   }
 }
-
-}  // namespace
-}  // namespace promptcache
-
-namespace promptcache {
-namespace {
 
 // The low-bit i-quants (no conformance fixture holds them, and this engine has no quantizer for
 // them): the stored bytes of the first 1024 values of blk.0.attn_k.weight (4 rows of one
@@ -346,34 +342,9 @@ TEST(GgmlReference, LowBitIQuantsMatchIkLlamaCpp) {
     ASSERT_EQ(bytes.size(), kRows * RowBytes(type, kCols)) << name;
     std::vector<float> got(kRows * kCols);
     DequantizeRow(type, bytes.data(), kRows * kCols, got.data());
-    int differ = 0;
-    for (int i = 0; i < kRows * kCols; ++i) {
-      if (got[i] != want[i] && ++differ <= 3) {
-        ADD_FAILURE() << name << " value " << i << ": " << got[i] << ", ik_llama.cpp " << want[i];
-      }
-    }
-    EXPECT_EQ(differ, 0) << name << ": values differing from ik_llama.cpp's";
-
-    WeightMatrix w{type, bytes.data(), kRows, kCols, RowBytes(type, kCols), nullptr};
-    const PackedMatrix packed = PackMatrix(w, nullptr);
-    std::vector<float> x(kCols * kCols, 0.0f);
-    for (int t = 0; t < kCols; ++t) x[t * kCols + t] = 1.0f;
-    for (const bool use_packed : {false, true}) {
-      w.packed = use_packed ? &packed : nullptr;
-      for (const int64_t target : OpsTargets()) {
-        ScopedOpsTarget scoped(target);
-        std::vector<float> out(kCols * kRows);
-        MatMul(w, x.data(), kCols, out.data(), nullptr);
-        for (int t = 0; t < kCols; ++t) {
-          for (int r = 0; r < kRows; ++r) {
-            const float v = want[r * kCols + t];
-            ASSERT_NEAR(out[t * kRows + r], v, 1e-4 * std::fabs(v))
-                << name << " column " << t << " row " << r << " on " << OpsTargetName(target)
-                << (use_packed ? " (packed)" : "");
-          }
-        }
-      }
-    }
+    ExpectSameFloats(name, got, want, "ik_llama.cpp");
+    ExpectOneHotProducts(name, type, bytes, kRows, kCols,
+                         [&want](int r, int t) { return want[r * kCols + t]; });
   }
 }
 
