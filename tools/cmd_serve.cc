@@ -371,6 +371,11 @@ class ServeCommand : public Command {
                     "seconds a request's body may take to arrive, in total")
         ->default_val(60.0)
         ->check(CLI::Range(0.1, 3600.0));
+    sub->add_option("--idle-timeout", server_.transport.idle_timeout_s,
+                    "seconds a kept-alive connection waits for its next request before the "
+                    "server closes it (announced in Keep-Alive)")
+        ->default_val(5.0)
+        ->check(CLI::Range(1.0, 3600.0));
   }
 
   // Options: modular prompts and segments: positions, moved keys, recompute, fidelity sampling.

@@ -12,8 +12,11 @@ struct TransportLimits {
   int max_connections_per_client = 0;
   double header_timeout_s = 10;  // request line and headers, in total
   double body_timeout_s = 60;    // the body, in total, from the end of the headers
-  double idle_timeout_s = 2;     // a kept-alive connection waiting for its next request
-  double write_timeout_s = 30;   // each write (a client that stops reading a stream)
+  // A kept-alive connection waiting for its next request. Node's fetch (undici) fails a request
+  // whose response has arrived but is not yet consumed when the connection closes, so this is
+  // the common servers' 5 s (Node's, uvicorn's) rather than as short as idle threads would like.
+  double idle_timeout_s = 5;
+  double write_timeout_s = 30;  // each write (a client that stops reading a stream)
 };
 
 }  // namespace promptcache

@@ -211,3 +211,26 @@ test('valid chunked bodies, Content-Length bodies and pipelined requests keep th
   assert.ok(m['promptcache_http_responses_total{code="400"}'] >= 20, JSON.stringify(m));
   assert.ok(m['promptcache_http_responses_total{code="413"}'] >= 2, JSON.stringify(m));
 });
+
+test('a kept-alive connection outlasts a client that reads its response seconds later', async () => {
+  // Node's fetch (undici) fails a request whose response has arrived but that the caller has not
+  // read yet when the server closes the idle connection ("terminated: other side closed"). A
+  // 4 MB answer, gzip-compressed as fetch asks by default, read 3 s later: the old 2 s idle
+  // timeout failed this every time. The default (5 s) is what Keep-Alive announces; the flag
+  // changes it.
+  const plain = await startServer();
+  let xml = '<schema name="wide"><union>';
+  for (let i = 0; i < 10000; i++) xml += `<module name="m${i}">x</module>\n`;
+  xml += '</union></schema>';
+  const res = await fetch(`${plain.url}/v1/schemas`, { method: 'POST', body: xml });
+  await new Promise((r) => setTimeout(r, 3000));
+  const body = JSON.parse(await res.text());
+  assert.equal(res.status, 200);
+  assert.equal(body.module_count, 10000);
+  assert.equal(res.headers.get('content-encoding'), 'gzip');
+  assert.match(res.headers.get('keep-alive'), /^timeout=5\b/);
+  const longer = await startServer(['--idle-timeout', '12']);
+  const h = await fetch(`${longer.url}/health`);
+  await h.text();
+  assert.match(h.headers.get('keep-alive'), /^timeout=12\b/);
+});
