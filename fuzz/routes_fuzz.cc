@@ -88,6 +88,8 @@ void CheckResponsesBodies(const ResponsesRequest& rr, const ApiRequest& r,
   meta.model = r.model.empty() ? "m" : r.model;
   meta.request = &rr;
   meta.tool_format = r.tools_offered() ? ToolCallFormat::kHermes : ToolCallFormat::kNone;
+  // One token per byte of the text: the message's log-probabilities spell its text.
+  meta.token_bytes = [](int32_t t) { return std::string(1, char(t)); };
   int sequence = 0;
   const ojson created = ResponseObject(meta, nullptr);
   Check(created["status"] == "in_progress" && created["usage"].is_null(), "in progress");
@@ -99,6 +101,14 @@ void CheckResponsesBodies(const ResponsesRequest& rr, const ApiRequest& r,
     result.finish_reason = finish;
     result.prompt_tokens = 5;
     result.tokens = {1, 2};
+    if (rr.logprobs) {
+      result.tokens.clear();
+      result.choices.emplace_back();
+      for (const unsigned char c : text) {
+        result.tokens.push_back(c);
+        result.choices[0].logprobs.push_back({c, -1.0f, {{c, -1.0f}}});
+      }
+    }
     const ojson done = ResponseObject(meta, &result);
     CheckJson(Dump(done), "response object is JSON");
     const bool length = std::string(finish) == "length";
@@ -108,6 +118,11 @@ void CheckResponsesBodies(const ResponsesRequest& rr, const ApiRequest& r,
     if (meta.tool_format == ToolCallFormat::kNone) {
       Check(done["output"].size() == 1 && done["output"][0]["content"][0]["text"] == text,
             "without tools, one message with the text");
+      std::string spelled;
+      for (const ojson& lp : done["output"][0]["content"][0]["logprobs"]) {
+        for (const ojson& b : lp["bytes"]) spelled += char(b.get<int>());
+      }
+      Check(spelled == (rr.logprobs ? text : ""), "the message's logprobs spell its text");
     }
     const std::string type = length ? "response.incomplete" : "response.completed";
     CheckResponsesEvent(ResponsesEvent(type, {{"response", done}}, &sequence), type);
@@ -124,13 +139,17 @@ void ExerciseResponses(std::string_view body) {
   // docs/server.md: accepted at these values only; chat-only fields are a 400.
   Check(!Given(obj, "truncation") || obj["truncation"] == "disabled", "truncation disabled");
   Check(!Given(obj, "background") || obj["background"] == false, "background false");
+  bool include_logprobs = false, include_reasoning = false;
   if (Given(obj, "include")) {
     Check(obj["include"].is_array(), "include an array");
     for (const json& v : obj["include"]) {
-      Check(v == "reasoning.encrypted_content", "include only reasoning.encrypted_content");
+      include_logprobs |= v == "message.output_text.logprobs";
+      include_reasoning |= v == "reasoning.encrypted_content";
+      Check(v == "reasoning.encrypted_content" || v == "message.output_text.logprobs",
+            "include only encrypted_content and output_text.logprobs");
     }
-    Check(rr.encrypted_reasoning == !obj["include"].empty(), "encrypted_content as included");
   }
+  Check(rr.encrypted_reasoning == include_reasoning, "encrypted_content as included");
   if (Given(obj, "reasoning")) {
     for (const auto& [key, value] : obj["reasoning"].items()) {
       Check(value.is_null() || (key == "effort" && value.is_string()) ||
@@ -138,7 +157,9 @@ void ExerciseResponses(std::string_view body) {
             "reasoning: effort, or summary auto");
     }
   }
-  Check(!Given(obj, "top_logprobs") || obj["top_logprobs"] == 0, "top_logprobs 0");
+  const int top = Given(obj, "top_logprobs") ? obj["top_logprobs"].get<int>() : 0;
+  Check(top >= 0 && top <= kMaxTopLogprobs && rr.top_logprobs == top, "top_logprobs 0 to 20");
+  Check(rr.logprobs == (include_logprobs || top > 0), "logprobs as included or asked");
   for (const char* key : {"messages", "max_tokens", "max_completion_tokens", "response_format", "n",
                           "stop", "logprobs"}) {
     Check(!Given(obj, key), "no chat-only field");
@@ -163,6 +184,7 @@ void ExerciseResponses(std::string_view body) {
           "max_output_tokens is max_tokens");
   }
   Check(r.stream == rr.stream, "stream");
+  Check(r.logprobs == (rr.logprobs ? rr.top_logprobs : -1), "logprobs asked of the chat route");
   ApiRequest with_tools = r;
   if (std::optional<ApiError> e = ApplyToolChoice(ToolCallFormat::kHermes, &with_tools)) {
     CheckApiError(*e, ApiFlavour::kOpenAi);

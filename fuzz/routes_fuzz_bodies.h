@@ -13,6 +13,7 @@ constexpr const char* kResponsesBodies[] = {
     R"({"input":[{"type":"message","role":"developer","content":"x"},{"role":"assistant","content":[{"type":"output_text","text":"y","annotations":[]}]}],"text":{"format":{"type":"json_schema","name":"n","schema":{"type":"object","properties":{"a":{"type":"integer"}}},"strict":true},"verbosity":"low"},"previous_response_id":"resp_1","seed":3,"top_k":5})",
     R"({"input":[{"role":"user","content":[{"type":"input_text","text":"d","prompt_cache_breakpoint":{"mode":"explicit"}}]},{"type":"reasoning","summary":[],"encrypted_content":"promptcache.reasoning.v1:VGhpbms="},{"role":"assistant","content":"a"}],"include":["reasoning.encrypted_content"],"reasoning":{"summary":"auto"},"prompt_cache_options":{"ttl":"30m"},"store":false})",
     R"({"input":"hi","text":{"format":{"type":"text"}},"tool_choice":{"type":"function","name":"f"},"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"include":[],"reasoning":{},"background":false,"top_logprobs":0,"user":"u"})",
+    R"({"input":"hi","include":["message.output_text.logprobs","reasoning.encrypted_content"],"top_logprobs":3,"stream":true})",
 };
 
 constexpr const char* kOllamaChatBodies[] = {

@@ -318,10 +318,15 @@ MaybeError ReadResponsesFields(const ojson& obj, ResponsesRequest* out) {
     if (!v->is_array()) return WrongType("include", "an array of strings", *v);
     for (size_t i = 0; i < v->size(); ++i) {
       const std::string p = "include[" + std::to_string(i) + "]";
-      if ((*v)[i] != "reasoning.encrypted_content") {
-        return Unsupported(p, "'" + p + "' other than \"reasoning.encrypted_content\"");
+      if ((*v)[i] == "reasoning.encrypted_content") {
+        out->encrypted_reasoning = true;
+      } else if ((*v)[i] == "message.output_text.logprobs") {
+        out->logprobs = true;
+      } else {
+        return Unsupported(p, "'" + p +
+                                  "' other than \"reasoning.encrypted_content\" and "
+                                  "\"message.output_text.logprobs\"");
       }
-      out->encrypted_reasoning = true;
     }
   }
   // reasoning: its effort is the chat route's reasoning_effort (a template variable where the
@@ -342,8 +347,19 @@ MaybeError ReadResponsesFields(const ojson& obj, ResponsesRequest* out) {
                                                  : "'reasoning." + key + "'");
     }
   }
-  if (const ojson* v = Find(obj, "top_logprobs"); v != nullptr && *v != 0) {
-    return Unsupported("top_logprobs", "'top_logprobs'");
+  if (const ojson* v = Find(obj, "top_logprobs")) {
+    if (!v->is_number_integer() || *v < 0 || *v > kMaxTopLogprobs) {
+      return ApiError::BadRequest(
+          "'top_logprobs' must be an integer from 0 to " + std::to_string(kMaxTopLogprobs),
+          "top_logprobs", "invalid_value");
+    }
+    out->top_logprobs = v->get<int>();
+    if (out->top_logprobs > 0) out->logprobs = true;
+  }
+  // The chat route computes them (for every generated token; the route keeps the message's).
+  if (out->logprobs) {
+    out->chat["logprobs"] = true;
+    out->chat["top_logprobs"] = out->top_logprobs;
   }
   return std::nullopt;
 }

@@ -36,6 +36,10 @@ struct ResponsesRequest {
   // kReasoningContentPrefix + base64 (not encrypted: this server has nothing to hide from the
   // client whose model wrote it), which reads back as the reasoning when sent again.
   bool encrypted_reasoning = false;
+  // include ["message.output_text.logprobs"], or top_logprobs > 0: the message's tokens'
+  // log-probabilities, with top_logprobs (0 to 20) alternatives each.
+  bool logprobs = false;
+  int top_logprobs = 0;
   // Echoed in the response object, as the client sent them (null when absent).
   nlohmann::ordered_json instructions, tools, tool_choice, text_format, max_output_tokens,
       temperature, top_p, metadata;

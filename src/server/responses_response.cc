@@ -1,6 +1,8 @@
 #include "server/responses_response.h"
 
+#include <algorithm>
 #include <optional>
+#include <string_view>
 
 #include "server/json_fields.h"
 
@@ -30,7 +32,14 @@ ResponsesOutput SplitOutput(const ResponsesMeta& meta, const std::string& whole)
   out.reasoning = std::move(split.reasoning);
   out.reasoning_end = split.reasoning_end;
   const std::string& text = split.content;
+  // The content is the text's end (after the thinking and the whitespace after it), or, as
+  // Harmony's final channel, somewhere after the thinking.
+  size_t content_begin = whole.size() - text.size();
+  if (std::string_view(whole).substr(content_begin) != text) {
+    content_begin = std::min(whole.find(text, out.reasoning_end), whole.size());
+  }
   const ToolCallFormat format = meta.tool_format;
+  out.text_begin = content_begin + ToolContentBegin(format, text);
   if (format == ToolCallFormat::kNone) {
     out.text = text;
     return out;
@@ -64,10 +73,14 @@ ojson ReasoningItem(const ResponsesMeta& meta, const std::string& text, const ch
   return item;
 }
 
-ojson MessageItem(const ResponsesMeta& meta, const std::string& text, const char* status) {
+ojson MessageItem(const ResponsesMeta& meta, const std::string& text, const char* status,
+                  const ojson* logprobs) {
   ojson content = ojson::array();
   if (std::string(status) != "in_progress") {
-    content.push_back({{"type", "output_text"}, {"text", text}, {"annotations", ojson::array()}});
+    content.push_back({{"type", "output_text"},
+                       {"text", text},
+                       {"annotations", ojson::array()},
+                       {"logprobs", logprobs != nullptr ? *logprobs : ojson::array()}});
   }
   return {{"type", "message"},
           {"id", MessageItemId(meta)},
@@ -84,6 +97,27 @@ ojson FunctionCallItem(const ResponsesMeta& meta, int i, const ToolCall& call, c
           {"name", call.name},
           {"arguments", done ? call.arguments : ""},
           {"status", status}};
+}
+
+ojson OutputTextLogprob(const ResponsesMeta& meta, const TokenLogprob& lp) {
+  ojson entry = TokenLogprobJson(meta.token_bytes(lp.token), lp.logprob);
+  ojson top = ojson::array();
+  for (const auto& [id, x] : lp.top) top.push_back(TokenLogprobJson(meta.token_bytes(id), x));
+  entry["top_logprobs"] = std::move(top);
+  return entry;
+}
+
+ojson MessageLogprobs(const ResponsesMeta& meta, const CompletionResult& result,
+                      const ResponsesOutput& out) {
+  ojson lps = ojson::array();
+  if (result.choices.empty()) return lps;
+  size_t offset = 0;
+  for (const TokenLogprob& lp : result.choices[0].logprobs) {
+    if (offset >= out.text_begin + out.text.size()) break;
+    if (offset >= out.text_begin) lps.push_back(OutputTextLogprob(meta, lp));
+    offset += meta.token_bytes(lp.token).size();
+  }
+  return lps;
 }
 
 ojson ResponseObject(const ResponsesMeta& meta, const CompletionResult* result) {
@@ -110,7 +144,9 @@ ojson ResponseObject(const ResponsesMeta& meta, const CompletionResult* result) 
     }
     // Cut short, the message is too (as OpenAI marks it).
     if (out->has_message) {
-      output.push_back(MessageItem(meta, out->text, length ? "incomplete" : "completed"));
+      const ojson logprobs = r.logprobs ? MessageLogprobs(meta, *result, *out) : ojson::array();
+      output.push_back(
+          MessageItem(meta, out->text, length ? "incomplete" : "completed", &logprobs));
     }
     for (size_t i = 0; i < out->calls.size(); ++i) {
       output.push_back(FunctionCallItem(meta, static_cast<int>(i), out->calls[i], "completed"));
@@ -125,6 +161,7 @@ ojson ResponseObject(const ResponsesMeta& meta, const CompletionResult* result) 
   j["text"] = {{"format", Or(r.text_format, {{"type", "text"}})}};
   j["tool_choice"] = Or(r.tool_choice, "auto");
   j["tools"] = Or(r.tools, ojson::array());
+  j["top_logprobs"] = r.top_logprobs;
   j["top_p"] = Or(r.top_p, 1.0);
   j["truncation"] = "disabled";
   j["metadata"] = Or(r.metadata, ojson::object());

@@ -35,6 +35,7 @@ struct ResponsesOutput {
   std::string reasoning;     // empty: no reasoning item
   size_t reasoning_end = 0;  // ReasoningSplit::reasoning_end
   std::string text;
+  size_t text_begin = 0;    // where `text` starts in the generated text (its bytes)
   bool has_message = true;  // false: only calls, no text beside them
   std::vector<ToolCall> calls;
   // Where the message is in the output: after the reasoning item when there is one.
@@ -50,12 +51,23 @@ nlohmann::ordered_json ReasoningItem(const ResponsesMeta& meta, const std::strin
 std::string ReasoningItemId(const ResponsesMeta& meta);
 
 // The output items: {"type": "message", ...} (when has_message) then one
-// {"type": "function_call", ...} per call. Item ids derive from the response's id.
+// {"type": "function_call", ...} per call. Item ids derive from the response's id. The
+// message's output_text lists `logprobs` (empty when null or not asked for).
 nlohmann::ordered_json MessageItem(const ResponsesMeta& meta, const std::string& text,
-                                   const char* status);
+                                   const char* status,
+                                   const nlohmann::ordered_json* logprobs = nullptr);
 nlohmann::ordered_json FunctionCallItem(const ResponsesMeta& meta, int i, const ToolCall& call,
                                         const char* status);
 std::string MessageItemId(const ResponsesMeta& meta);
+
+// include ["message.output_text.logprobs"] (or top_logprobs > 0): the log-probabilities of the
+// message's tokens as output_text lists them, [{"token", "logprob", "bytes", "top_logprobs":
+// [{"token", "logprob", "bytes"}]}]. A token is the message's when its bytes start within the
+// message's text (`out`, split from the result's text); the thinking's and the calls' tokens
+// are in no output_text.
+nlohmann::ordered_json OutputTextLogprob(const ResponsesMeta& meta, const TokenLogprob& lp);
+nlohmann::ordered_json MessageLogprobs(const ResponsesMeta& meta, const CompletionResult& result,
+                                       const ResponsesOutput& out);
 
 // The response object. `result` null: in progress (no output, no usage yet).
 nlohmann::ordered_json ResponseObject(const ResponsesMeta& meta, const CompletionResult* result);

@@ -3,6 +3,8 @@
 // (server/responses_request.h), the stored conversation of previous_response_id spliced in, and the
 // result answered as a response object or as its typed event stream (server/responses_response.h).
 
+#include <deque>
+
 #include "model/model.h"
 #include "server/json_fields.h"
 #include "server/responses_response.h"
@@ -62,22 +64,47 @@ struct ResponsesStream {
   bool reasoning_open = false;
   bool reasoning_closed = false;
   std::string reasoning;
+  // Log-probabilities asked for: the generated text so far, where the message starts in it (set
+  // as the message opens), and the tokens no delta has carried yet, each with the offset in
+  // that text where its bytes start.
+  std::string generated;
+  size_t message_begin = 0;
+  size_t token_end = 0;  // where the next token starts
+  std::deque<std::pair<size_t, TokenLogprob>> pending;
   int message_index() const { return reasoning_open || reasoning_closed ? 1 : 0; }
 };
 
 std::string OpenMessage(ResponsesStream& s) {
   s.message_open = true;
+  if (s.request->logprobs) s.message_begin = SplitOutput(s.meta, s.generated).text_begin;
   const int index = s.message_index();
   std::string out = ResponsesEvent(
       "response.output_item.added",
       {{"output_index", index}, {"item", MessageItem(s.meta, "", "in_progress")}}, &s.sequence);
-  out += ResponsesEvent(
-      "response.content_part.added",
-      {{"item_id", MessageItemId(s.meta)},
-       {"output_index", index},
-       {"content_index", 0},
-       {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", ojson::array()}}}},
-      &s.sequence);
+  out += ResponsesEvent("response.content_part.added",
+                        {{"item_id", MessageItemId(s.meta)},
+                         {"output_index", index},
+                         {"content_index", 0},
+                         {"part",
+                          {{"type", "output_text"},
+                           {"text", ""},
+                           {"annotations", ojson::array()},
+                           {"logprobs", ojson::array()}}}},
+                        &s.sequence);
+  return out;
+}
+
+// The pending tokens that start before the message's first `streamed` bytes end, those of the
+// message as output_text lists them (a token before it, the thinking's, is dropped).
+ojson TakeLogprobs(ResponsesStream& s) {
+  ojson out = ojson::array();
+  const size_t until = s.message_begin + s.streamed.size();
+  while (!s.pending.empty() && s.pending.front().first < until) {
+    if (s.pending.front().first >= s.message_begin) {
+      out.push_back(OutputTextLogprob(s.meta, s.pending.front().second));
+    }
+    s.pending.pop_front();
+  }
   return out;
 }
 
@@ -131,7 +158,7 @@ std::string Delta(ResponsesStream& s, const std::string& delta) {
                                {"output_index", s.message_index()},
                                {"content_index", 0},
                                {"delta", delta},
-                               {"logprobs", ojson::array()}},
+                               {"logprobs", TakeLogprobs(s)}},
                               &s.sequence);
 }
 
@@ -161,14 +188,18 @@ std::string Finish(ResponsesStream& s, const CompletionResult& result) {
   if (out.has_message) {
     if (out.text.rfind(s.streamed, 0) == 0) events += Delta(s, out.text.substr(s.streamed.size()));
     if (!s.message_open) events += OpenMessage(s);
-    const ojson done_part = {
-        {"type", "output_text"}, {"text", out.text}, {"annotations", ojson::array()}};
+    const ojson logprobs =
+        s.request->logprobs ? MessageLogprobs(s.meta, result, out) : ojson::array();
+    const ojson done_part = {{"type", "output_text"},
+                             {"text", out.text},
+                             {"annotations", ojson::array()},
+                             {"logprobs", logprobs}};
     const ojson where = {{"item_id", MessageItemId(s.meta)},
                          {"output_index", out.message_index()},
                          {"content_index", 0}};
     ojson text_done = where;
     text_done["text"] = out.text;
-    text_done["logprobs"] = ojson::array();
+    text_done["logprobs"] = logprobs;
     events += ResponsesEvent("response.output_text.done", text_done, &s.sequence);
     ojson part_done = where;
     part_done["part"] = done_part;
@@ -176,7 +207,7 @@ std::string Finish(ResponsesStream& s, const CompletionResult& result) {
     events += ResponsesEvent(
         "response.output_item.done",
         {{"output_index", out.message_index()},
-         {"item", MessageItem(s.meta, out.text, length ? "incomplete" : "completed")}},
+         {"item", MessageItem(s.meta, out.text, length ? "incomplete" : "completed", &logprobs)}},
         &s.sequence);
   }
   for (size_t i = 0; i < out.calls.size(); ++i) {
@@ -215,6 +246,13 @@ bool WriteResponses(ResponsesStream& s, httplib::DataSink& sink) {
   }
   auto on_text = [&](const std::vector<TextPiece>& pieces) {
     for (const TextPiece& piece : pieces) {
+      if (s.request->logprobs) {
+        s.generated += piece.text;
+        for (const TokenLogprob& lp : piece.logprobs) {
+          s.pending.emplace_back(s.token_end, lp);
+          s.token_end += s.meta.token_bytes(lp.token).size();
+        }
+      }
       if (!s.meta.reasoning.parsed()) {
         s.text += piece.text;
         continue;

@@ -175,9 +175,29 @@ TEST(ResponsesRequest, AcceptsTheOffValues) {
       &r);
   EXPECT_FALSE(err.has_value()) << err->message;
   EXPECT_FALSE(r.chat.contains("top_logprobs"));
-  err = ParseResponsesRequest(R"({"input": "x", "top_logprobs": 2})", &r);
-  ASSERT_TRUE(err.has_value());
-  EXPECT_EQ(err->param, "top_logprobs");
+  EXPECT_FALSE(r.chat.contains("logprobs"));
+}
+
+// include ["message.output_text.logprobs"], or top_logprobs above 0, asks the chat route for
+// every token's log-probability (the route keeps the message's); top_logprobs is 0 to 20.
+TEST(ResponsesRequest, LogprobsAskTheChatRoute) {
+  ResponsesRequest r;
+  ASSERT_FALSE(ParseResponsesRequest(
+      R"({"input": "x", "include": ["message.output_text.logprobs"]})", &r));
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.chat["logprobs"], true);
+  EXPECT_EQ(r.chat["top_logprobs"], 0);
+  ASSERT_FALSE(ParseResponsesRequest(R"({"input": "x", "top_logprobs": 20})", &r));
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.top_logprobs, 20);
+  EXPECT_EQ(r.chat["top_logprobs"], 20);
+  for (const char* body : {R"({"input": "x", "top_logprobs": 21})",
+                           R"({"input": "x", "top_logprobs": -1})",
+                           R"({"input": "x", "top_logprobs": "2"})"}) {
+    std::optional<ApiError> err = ParseResponsesRequest(body, &r);
+    ASSERT_TRUE(err.has_value()) << body;
+    EXPECT_EQ(err->param, "top_logprobs");
+  }
 }
 
 // include ["reasoning.encrypted_content"] asks for reasoning items' blobs, and a blob reads
@@ -206,7 +226,7 @@ TEST(ResponsesRequest, EncryptedReasoningAndAutoSummary) {
       &r));
   EXPECT_EQ(r.input_messages[1]["reasoning_content"], "Think: 2+2 \xe2\x86\x92 4");
   for (const auto& [body, param] : std::vector<std::pair<std::string, std::string>>{
-           {R"({"input": "x", "include": ["message.output_text.logprobs"]})", "include[0]"},
+           {R"({"input": "x", "include": ["message.input_image.image_url"]})", "include[0]"},
            {R"({"input": "x", "include": "reasoning.encrypted_content"})", "include"},
            {R"({"input": "x", "reasoning": {"summary": "detailed"}})", "reasoning.summary"},
            {R"({"input": [{"type": "reasoning", "summary": [], "encrypted_content": 7}]})",

@@ -314,6 +314,20 @@ test('Responses API: a reasoning item before the message, streamed the same; sto
   const items = (res) => res.output.map((o) => [o.type, o.status, (o.content ?? []).map((c) => [c.type, c.text])]);
   assert.deepEqual(items(final), items(r));
   assert.equal(final.output_text, ANSWER);
+  // The message's log-probabilities are the answer's tokens, not the thinking's.
+  const withLps = { ...base, grammar: exactly(OUTPUT), include: ['message.output_text.logprobs'] };
+  const lr = await client.responses.create(withLps);
+  const tokens = (lps) => lps.map((e) => e.token).join('');
+  assert.equal(tokens(lr.output[1].content[0].logprobs), ANSWER);
+  const ls = client.responses.stream(withLps);
+  const deltaLps = [];
+  ls.on('response.output_text.delta', (e) => {
+    assert.equal(tokens(e.logprobs), e.delta);
+    deltaLps.push(...e.logprobs);
+  });
+  const lf = await ls.finalResponse();
+  assert.equal(tokens(lf.output[1].content[0].logprobs), ANSWER);
+  assert.deepEqual(deltaLps, lf.output[1].content[0].logprobs);
 
   // A call after thinking, continued with previous_response_id: the stored turn's thinking reaches
   // the template, as the same conversation sent to the chat route with reasoning_content.

@@ -96,6 +96,47 @@ test('responses.create stream: the events in order, adding up to the non-streame
   assert.equal(final.usage.input_tokens, plain.usage.input_tokens);
 });
 
+test('include message.output_text.logprobs: the chat route\'s values for the same turn, streamed with the deltas', async () => {
+  const input = 'Once upon a time';
+  const body = { model: MODEL, input, max_output_tokens: 12, temperature: 0, top_logprobs: 3,
+    include: ['message.output_text.logprobs'] };
+  const r = await client.responses.create(body);
+  const lps = r.output[0].content[0].logprobs;
+  assert.equal(r.top_logprobs, 3);
+  // The same turn through the chat route: the same tokens, values and alternatives.
+  const chat = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: input }],
+    max_tokens: 12, temperature: 0, logprobs: true, top_logprobs: 3 });
+  assert.equal(chat.choices[0].message.content, r.output_text);
+  const entry = (e) => ({ token: e.token, logprob: e.logprob, bytes: e.bytes });
+  assert.deepEqual(lps.map((e) => ({ ...entry(e), top: e.top_logprobs.map(entry) })),
+    chat.choices[0].logprobs.content.map((e) => ({ ...entry(e), top: e.top_logprobs.map(entry) })));
+  assert.equal(lps.length, r.usage.output_tokens);
+  assert.equal(Buffer.from(lps.flatMap((e) => e.bytes)).toString(), r.output_text);
+  // Streamed: each delta carries its tokens (the pieces ready at once are one delta); together
+  // they are the done event's and the item's.
+  const events = [];
+  for await (const e of await client.responses.create({ ...body, stream: true })) events.push(e);
+  const deltas = events.filter((e) => e.type === 'response.output_text.delta');
+  assert.ok(deltas.length > 0);
+  for (const d of deltas) assert.equal(Buffer.from(d.logprobs.flatMap((e) => e.bytes)).toString(), d.delta);
+  assert.deepEqual(deltas.flatMap((d) => d.logprobs), lps);
+  assert.deepEqual(events.find((e) => e.type === 'response.output_text.done').logprobs, lps);
+  assert.deepEqual(events.at(-1).response.output[0].content[0].logprobs, lps);
+  // top_logprobs alone asks for them too; neither: an empty list, as OpenAI answers.
+  const alone = await client.responses.create({ model: MODEL, input, max_output_tokens: 12, temperature: 0, top_logprobs: 1 });
+  assert.equal(alone.output[0].content[0].logprobs.length, lps.length);
+  assert.equal(alone.output[0].content[0].logprobs[0].top_logprobs.length, 1);
+  const none = await client.responses.create({ model: MODEL, input, max_output_tokens: 12, temperature: 0 });
+  assert.deepEqual(none.output[0].content[0].logprobs, []);
+  assert.equal(none.top_logprobs, 0);
+  for (const [extra, param] of [[{ top_logprobs: 21 }, 'top_logprobs'], [{ top_logprobs: 1.5 }, 'top_logprobs'],
+    [{ include: ['message.input_image.image_url'] }, 'include[0]']]) {
+    const bad = await server.json('POST', '/v1/responses', { model: MODEL, input, ...extra });
+    assert.equal(bad.status, 400, bad.text);
+    assert.equal(bad.body.error.param, param, bad.text);
+  }
+});
+
 test('previous_response_id: the earlier turns are rendered again and come from the cache', async () => {
   const first = await client.responses.create({ model: MODEL, input: 'Lily had a red ball.', max_output_tokens: 16, temperature: 0 });
   const next = await client.responses.create({
