@@ -496,10 +496,12 @@ MaybeError Parse(std::string_view body, const RequestLimits* limits, AnthropicRe
   PC_RETURN_IF_API_ERROR(ParseObject(body, &obj));
   PC_RETURN_IF_API_ERROR(CheckFields(obj, limits == nullptr));
   PC_RETURN_IF_API_ERROR(ReadModel(obj, &out->model));
-  // Tools and tool_use inputs keep the client's key order, which the template renders and the
-  // grammar follows: read from the body parsed once more, when it has any.
+  // Tools, tool_use inputs and the output format's schema keep the client's key order, which
+  // the template renders and the grammar follows: read from the body parsed once more, when it
+  // has any.
   ojson ordered;
-  if (Find(obj, "tools") != nullptr || body.find("tool_use") != std::string_view::npos) {
+  if (Find(obj, "tools") != nullptr || Find(obj, "output_config") != nullptr ||
+      body.find("tool_use") != std::string_view::npos) {
     ordered = ojson::parse(body);
   }
   PC_RETURN_IF_API_ERROR(ReadTools(obj, ordered, out));
@@ -509,7 +511,7 @@ MaybeError Parse(std::string_view body, const RequestLimits* limits, AnthropicRe
     PC_RETURN_IF_API_ERROR(AddBreakpoint(Find(obj, "cache_control"), "", out->messages.size() - 1,
                                          out->messages.back().content.size(), out));
   }
-  PC_RETURN_IF_API_ERROR(anthropic_request::ReadOutputConfig(obj, out, limits == nullptr));
+  PC_RETURN_IF_API_ERROR(anthropic_request::ReadOutputConfig(obj, ordered, out, limits == nullptr));
   if (limits == nullptr)
     return anthropic_request::ReadThinking(obj, out, /*check_budget=*/false);  // count_tokens
   const int64_t hi = limits->max_tokens_limit > 0 ? limits->max_tokens_limit : (1 << 30);

@@ -27,9 +27,12 @@ json_fields::MaybeError ReadThinking(const json_fields::json& obj, AnthropicRequ
 
 // The request's `output_config`: `effort` (Anthropic's levels: low, medium, high, xhigh, max)
 // and `format` ({"type": "json_schema", "schema"}, compiled to a grammar; not with
-// `for_count`, where only the effort changes the prompt).
-json_fields::MaybeError ReadOutputConfig(const json_fields::json& obj, AnthropicRequest* out,
-                                         bool for_count);
+// `for_count`, where only the effort changes the prompt). `ordered`: the body parsed keeping the
+// client's key order (null where not parsed), so that properties are generated in the schema's
+// order (zod's), not sorted.
+json_fields::MaybeError ReadOutputConfig(const json_fields::json& obj,
+                                         const nlohmann::ordered_json& ordered,
+                                         AnthropicRequest* out, bool for_count);
 
 // An assistant's thinking (or redacted_thinking) block `block`, at `param`, into msg.
 json_fields::MaybeError ReadThinkingBlock(const json_fields::json& block, const std::string& param,

@@ -47,7 +47,8 @@ MaybeError ReadThinking(const json& obj, AnthropicRequest* out, bool check_budge
   return std::nullopt;
 }
 
-MaybeError ReadOutputConfig(const json& obj, AnthropicRequest* out, bool for_count) {
+MaybeError ReadOutputConfig(const json& obj, const nlohmann::ordered_json& ordered,
+                            AnthropicRequest* out, bool for_count) {
   const json* c = Find(obj, "output_config");
   if (c == nullptr) return std::nullopt;
   if (!c->is_object()) return WrongType("output_config", "an object", *c);
@@ -75,7 +76,11 @@ MaybeError ReadOutputConfig(const json& obj, AnthropicRequest* out, bool for_cou
     return ApiError::BadRequest("'output_config.format.schema' must be a JSON schema (an object)",
                                 "output_config.format.schema");
   }
-  return CompileJsonSchema(schema->dump(), "output_config.format.schema", &out->output_format);
+  std::string text = schema->dump();
+  if (ordered.is_object() && ordered.contains("output_config")) {
+    text = ordered.at("output_config").at("format").at("schema").dump();
+  }
+  return CompileJsonSchema(text, "output_config.format.schema", &out->output_format);
 }
 
 // An assistant's thinking block: its text joins the message's reasoning_content (the template's

@@ -8,7 +8,8 @@
 //
 // Mutations tried (each failed these tests, then reverted): the format's grammar dropped
 // (anthropic_routes.cc: grammar = r.grammar only) fails the zod parse; the top-level breakpoint
-// placed at the start of the last message fails the cache_creation figure.
+// placed at the start of the last message fails the cache_creation figure; the schema read
+// without the client's key order (anthropic_thinking.cc) fails the property order.
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
@@ -38,6 +39,8 @@ test('output_config.format: the answer is JSON of the schema, parsed by the SDK,
   assert.equal(m.stop_reason, 'end_turn', JSON.stringify(m.content));
   assert.ok(Pet.safeParse(m.parsed_output).success, JSON.stringify(m.parsed_output));
   assert.deepEqual(JSON.parse(m.content[0].text), m.parsed_output);
+  // The properties come in the schema's order (zod's), not sorted.
+  assert.deepEqual(Object.keys(JSON.parse(m.content[0].text)), ['pet', 'happy', 'color']);
   const streamed = await client.messages.stream(params).finalMessage();
   assert.deepEqual(streamed.parsed_output, m.parsed_output);
   // Without the format this model writes words, not an object.
