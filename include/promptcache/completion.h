@@ -5,6 +5,7 @@
 // (SourceRun) and how long each phase took.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -216,6 +217,13 @@ struct CompletionResult {
     int n = 0;
     for (const CompletionChoice& c : choices) n += static_cast<int>(c.tokens.size());
     return n;
+  }
+  // Prompt tokens this request computed into its pinned prefixes: what the pins cover beyond
+  // what was read from the cache (Anthropic's cache_creation_input_tokens, OpenAI's
+  // cache_write_tokens). The unpinned blocks every request leaves in the prefix cache are not
+  // counted: nothing keeps them.
+  int cache_write_tokens() const {
+    return std::max(0, std::min(pinned_tokens, prompt_tokens) - cached_tokens);
   }
 };
 

@@ -44,9 +44,7 @@ const char* ErrorType(int status) {
 MessagesUsage UsageOf(const CompletionResult& r) {
   MessagesUsage u;
   u.cache_read_input_tokens = r.cached_tokens;
-  // What the pins cover beyond what was read: computed by this request into a pinned prefix.
-  u.cache_creation_input_tokens =
-      std::max(0, std::min(r.pinned_tokens, r.prompt_tokens) - r.cached_tokens);
+  u.cache_creation_input_tokens = r.cache_write_tokens();
   u.input_tokens = r.prompt_tokens - u.cache_read_input_tokens - u.cache_creation_input_tokens;
   u.output_tokens = r.completion_tokens();
   return u;

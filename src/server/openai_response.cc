@@ -26,7 +26,8 @@ ojson Usage(const ResponseMeta& meta, const CompletionResult& r) {
   u["prompt_tokens"] = r.prompt_tokens;
   u["completion_tokens"] = completion;
   u["total_tokens"] = r.prompt_tokens + completion;
-  u["prompt_tokens_details"] = {{"cached_tokens", r.cached_tokens}};
+  u["prompt_tokens_details"] = {{"cached_tokens", r.cached_tokens},
+                                {"cache_write_tokens", r.cache_write_tokens()}};
   if (meta.kind == ApiKind::kChat) {
     int reasoning = 0;
     if (meta.reasoning.split && meta.token_bytes) {

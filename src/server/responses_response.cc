@@ -174,7 +174,9 @@ ojson ResponseObject(const ResponsesMeta& meta, const CompletionResult* result) 
       reasoning_tokens = ReasoningTokens(result->tokens, meta.token_bytes, out->reasoning_end);
     }
     j["usage"] = {{"input_tokens", result->prompt_tokens},
-                  {"input_tokens_details", {{"cached_tokens", result->cached_tokens}}},
+                  {"input_tokens_details",
+                   {{"cached_tokens", result->cached_tokens},
+                    {"cache_write_tokens", result->cache_write_tokens()}}},
                   {"output_tokens", output_tokens},
                   {"output_tokens_details", {{"reasoning_tokens", reasoning_tokens}}},
                   {"total_tokens", result->prompt_tokens + output_tokens}};

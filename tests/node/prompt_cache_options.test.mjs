@@ -2,8 +2,9 @@
 // `prompt_cache_breakpoint` ({"mode": "explicit"}) pins the prompt through the end of that part
 // for `prompt_cache_options.ttl` (30 minutes), so that it survives DELETE /v1/cache;
 // `prompt_cache_options.mode` and `prompt_cache_retention` are checked and have no effect (the
-// prefix cache is always on); the Responses API's input_text parts take the breakpoint too;
-// wrong values are 400s naming them.
+// prefix cache is always on); usage's cache_write_tokens counts what the pins cover beyond what
+// was read; the Responses API's input_text parts take the breakpoint too; wrong values are 400s
+// naming them.
 // What a breakpoint covers is computed here from /tokenize (which knows nothing of breakpoints):
 // the tokens the conversation cut after the marked part shares with the whole prompt.
 //
@@ -45,6 +46,9 @@ test('a prompt_cache_breakpoint pins the prompt through its part; the pin outliv
   assert.ok(want > 10 * BLOCK, `${want}`);
   assert.equal(r.usage.pinned_tokens, Math.floor(want / BLOCK) * BLOCK, JSON.stringify(r.usage));
   assert.equal(r.usage.pin_limited, false);
+  // Written to the cache: what the pin covers beyond what was read (nothing, on a fresh server).
+  assert.equal(r.usage.prompt_tokens_details.cached_tokens, 0);
+  assert.equal(r.usage.prompt_tokens_details.cache_write_tokens, r.usage.pinned_tokens);
 
   assert.equal((await s.json('DELETE', '/v1/cache')).status, 200);
   const again = await client.chat.completions.create({
@@ -52,11 +56,15 @@ test('a prompt_cache_breakpoint pins the prompt through its part; the pin outliv
   });
   assert.ok(again.usage.prompt_tokens_details.cached_tokens >= r.usage.pinned_tokens,
     JSON.stringify(again.usage));
+  // The same breakpoint: the pinned prefix is read, nothing is written.
+  assert.equal(again.usage.pinned_tokens, r.usage.pinned_tokens, JSON.stringify(again.usage));
+  assert.equal(again.usage.prompt_tokens_details.cache_write_tokens, 0, JSON.stringify(again.usage));
 
   // Without a breakpoint nothing is pinned, and a drop leaves nothing to reuse.
   const plain = [{ role: 'user', content: `${SECOND} ${STORY}` }];
   const p = await client.chat.completions.create({ model: MODEL, max_tokens: 2, messages: plain });
   assert.equal(p.usage.pinned_tokens, undefined, JSON.stringify(p.usage));
+  assert.equal(p.usage.prompt_tokens_details.cache_write_tokens, 0);
   assert.equal((await s.json('DELETE', '/v1/cache')).status, 200);
   const q = await client.chat.completions.create({ model: MODEL, max_tokens: 2, messages: plain });
   assert.equal(q.usage.prompt_tokens_details.cached_tokens, 0);
@@ -75,6 +83,9 @@ test('the Responses API takes the same breakpoint on an input_text part', async 
     input: input('Who was there?'), prompt_cache_options: { ttl: '30m' }, store: false });
   const want = await covered('Who was there?');
   assert.equal(r.usage.pinned_tokens, Math.floor(want / BLOCK) * BLOCK, JSON.stringify(r.usage));
+  const details = r.usage.input_tokens_details;
+  assert.equal(details.cache_write_tokens, Math.max(0, r.usage.pinned_tokens - details.cached_tokens),
+    JSON.stringify(r.usage));
   await assert.rejects(client.responses.create({ model: MODEL, max_output_tokens: 2, store: false,
     input: [{ role: 'user', content: [{ type: 'input_text', text: 'x', prompt_cache_breakpoint: { mode: 'auto' } }] }] }),
   (e) => e.status === 400 && e.param === 'input[0].content[0].prompt_cache_breakpoint');
