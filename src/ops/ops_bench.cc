@@ -15,9 +15,10 @@
 //     0 f32 FMA on 256-bit vectors, 1 on 512-bit, 2 int8 dot products with AVX2 (maddubs +
 //     madd + add, the pattern the AVX2 kernels use), 3 with AVX-512 VNNI (vpdpbusd).
 // Types: 0 F32, 1 F16, 2 Q4_0, 8 Q8_0, 12 Q4_K, 14 Q6_K, 23 IQ4_XS, 30 BF16 across the shapes;
-// every other packed type (3 Q4_1, 6 Q5_0, 7 Q5_1, 20 IQ4_NL, 10 Q2_K, 11 Q3_K, 13 Q5_K) on
-// the square and FFN shapes (ggml ids; any type of weight_types.h works). Quantized matrices are
-// packed as the model packs them.
+// every other packed type (3 Q4_1, 6 Q5_0, 7 Q5_1, 20 IQ4_NL, 10 Q2_K, 11 Q3_K, 13 Q5_K, and the
+// low-bit i-quants 21 IQ3_S, 18 IQ3_XXS, 22 IQ2_S, 17 IQ2_XS, 16 IQ2_XXS, 29 IQ1_M, 19 IQ1_S,
+// random blocks since they have no quantizer) on the square and FFN shapes (ggml ids; any type
+// of weight_types.h works). Quantized matrices are packed as the model packs them.
 // --isa=NAME runs the kernels of that Highway target (AVX2, SSE4 ...) instead of the CPU's best.
 #include <benchmark/benchmark.h>
 #include <strings.h>
@@ -84,9 +85,23 @@ Weights MakeWeights(GgmlType type, int64_t rows, int64_t cols, int64_t copies) {
   // Quantize a few distinct rows and tile them; the values do not matter for speed.
   constexpr int kDistinct = 64;
   std::vector<uint8_t> pattern(rb * kDistinct);
-  const auto src = RandomFloats(cols * kDistinct, 1);
-  for (int i = 0; i < kDistinct; ++i) {
-    QuantizeRow(type, src.data() + i * cols, cols, pattern.data() + i * rb);
+  const WeightTypeInfo* info = FindWeightType(type);
+  if (info != nullptr && info->decode != nullptr && info->quantize == nullptr) {
+    // No quantizer (the low-bit i-quants): random blocks, every byte pattern being one. Those
+    // that start with an f16 d get a small finite one (IQ1_M spreads its d over the scales).
+    std::mt19937 rng(3);
+    for (uint8_t& b : pattern) b = static_cast<uint8_t>(rng());
+    if (type != GgmlType::kIQ1_M) {
+      const uint16_t d = 0x211f;  // f16 0.01
+      for (size_t at = 0; at < pattern.size(); at += info->block_bytes) {
+        std::memcpy(pattern.data() + at, &d, sizeof(d));
+      }
+    }
+  } else {
+    const auto src = RandomFloats(cols * kDistinct, 1);
+    for (int i = 0; i < kDistinct; ++i) {
+      QuantizeRow(type, src.data() + i * cols, cols, pattern.data() + i * rb);
+    }
   }
   w.bytes.resize(rb * rows * copies);
   for (int64_t r = 0; r < rows * copies; ++r) {
@@ -149,7 +164,7 @@ void MatMulArgs(benchmark::internal::Benchmark* b) {
   // Every packed format (each kernel family's every plane layout): the rows above for the types
   // not listed there (decoding 2048x2048, a prompt in cache; 8192x2048, a prompt streamed), and
   // two tokens for all of them.
-  for (int type : {2, 8, 12, 14, 23, 3, 6, 7, 20, 10, 11, 13}) {
+  for (int type : {2, 8, 12, 14, 23, 3, 6, 7, 20, 10, 11, 13, 21, 18, 22, 17, 16, 29, 19}) {
     const bool listed = type == 2 || type == 8 || type == 12 || type == 14 || type == 23;
     for (int threads : {1, 2}) {
       for (int tokens : {1, 2, 512}) {
