@@ -49,9 +49,11 @@ struct TilePolicy {
   // cache: 256-bit, every K type loops for 3 or more tokens (llama3.2-1b Q4_K_M's prompt with
   // AVX2 took 20-40% longer unrolled) and one or two tokens unroll; 512-bit, eight sub-blocks
   // (Q4_K, Q5_K) unroll, faster with the weights streamed from memory, and sixteen (Q6_K, Q3_K,
-  // Q2_K) loop (BM_MatMul, 512 tokens: Q6_K 28% longer unrolled).
-  static constexpr bool UnrollSubBlocks(int tokens, int sub) {
-    return kWide ? sub == 32 : tokens <= 2;
+  // Q2_K) loop (BM_MatMul, 512 tokens: Q6_K 28% longer unrolled), as do eight of 3-bit planes
+  // joined through a table (IQ2_XXS, IQ1_S: BM_MatMul 2048x2048, 512 tokens, 2 threads, Zen 5,
+  // 395-483 GFLOP/s unrolled against 464-607 looped in alternating runs; one token alike).
+  static constexpr bool UnrollSubBlocks(int tokens, int sub, bool three_bit) {
+    return kWide ? sub == 32 && !three_bit : tokens <= 2;
   }
   // K types: accumulators in the output rows, read and written once per super-block, instead of
   // registers: 512-bit tiles of 2 x 6 with the super-block's integer sums needed more registers
@@ -404,7 +406,7 @@ HWY_INLINE void Blocks256(const uint8_t* const* g, int n, int64_t skip, const To
   constexpr int kP = W::kPanels, kGB = F::f.group_bytes, kSub = F::f.sub;
   constexpr int kSplit = SplitFor<T>();
   constexpr int kLines = (kGB + 63) / 64, kLinesPerJ = (kLines + 256 / kSub - 1) / (256 / kSub);
-  constexpr bool kUnroll = TilePolicy<W>::UnrollSubBlocks(T, kSub);
+  constexpr bool kUnroll = TilePolicy<W>::UnrollSubBlocks(T, kSub, F::f.p2 && F::f.p1);
   const typename W::DI di;
   for (int s = 0; s < n; ++s) {
     const uint8_t* gs[H * kP];
