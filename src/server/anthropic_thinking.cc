@@ -76,10 +76,9 @@ MaybeError ReadOutputConfig(const json& obj, const nlohmann::ordered_json& order
     return ApiError::BadRequest("'output_config.format.schema' must be a JSON schema (an object)",
                                 "output_config.format.schema");
   }
-  std::string text = schema->dump();
-  if (ordered.is_object() && ordered.contains("output_config")) {
-    text = ordered.at("output_config").at("format").at("schema").dump();
-  }
+  const std::string text = ordered.is_object()
+                               ? ordered.at("output_config").at("format").at("schema").dump()
+                               : schema->dump();
   return CompileJsonSchema(text, "output_config.format.schema", &out->output_format);
 }
 

@@ -131,10 +131,6 @@ std::string TokenString(const ResponseMeta& meta, int32_t id) {
   return meta.token_text ? meta.token_text(id) : std::to_string(id);
 }
 
-ojson ChatTokenJson(const ResponseMeta& meta, int32_t id, float logprob) {
-  return TokenLogprobJson(TokenString(meta, id), logprob);
-}
-
 // One streamed choice: a chat delta or a completion's text.
 ojson StreamChoice(ApiKind kind, const ojson& delta, const std::string& text,
                    const ojson& finish_reason, int index = 0) {
@@ -194,17 +190,21 @@ ojson TokenLogprobJson(const std::string& token_bytes, float logprob) {
   return {{"token", token_bytes}, {"logprob", logprob}, {"bytes", std::move(bytes)}};
 }
 
+ojson TokenLogprobWithTop(const TokenLogprob& lp,
+                          const std::function<std::string(int32_t)>& token_bytes) {
+  ojson entry = TokenLogprobJson(token_bytes(lp.token), lp.logprob);
+  ojson top = ojson::array();
+  for (const auto& [id, x] : lp.top) top.push_back(TokenLogprobJson(token_bytes(id), x));
+  entry["top_logprobs"] = std::move(top);
+  return entry;
+}
+
 ojson LogprobsJson(const ResponseMeta& meta, const std::vector<TokenLogprob>& lps,
                    size_t text_offset, const std::vector<TokenLogprob>* prompt) {
   if (meta.kind == ApiKind::kChat) {
     ojson content = ojson::array();
-    for (const TokenLogprob& lp : lps) {
-      ojson t = ChatTokenJson(meta, lp.token, lp.logprob);
-      ojson top = ojson::array();
-      for (const auto& [id, x] : lp.top) top.push_back(ChatTokenJson(meta, id, x));
-      t["top_logprobs"] = std::move(top);
-      content.push_back(std::move(t));
-    }
+    const auto text = [&meta](int32_t id) { return TokenString(meta, id); };
+    for (const TokenLogprob& lp : lps) content.push_back(TokenLogprobWithTop(lp, text));
     return {{"content", std::move(content)}, {"refusal", nullptr}};
   }
   ojson tokens = ojson::array(), values = ojson::array(), tops = ojson::array(),

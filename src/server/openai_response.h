@@ -65,6 +65,10 @@ nlohmann::ordered_json ToolCallsJson(const ResponseMeta& meta, int choice,
 // "bytes"}, from the token's bytes (a piece of a character is replaced when the JSON is dumped;
 // "bytes" keeps it).
 nlohmann::ordered_json TokenLogprobJson(const std::string& token_bytes, float logprob);
+// The same with the token's alternatives as "top_logprobs" (chat's and the Responses API's
+// entries), `token_bytes` giving each token's text.
+nlohmann::ordered_json TokenLogprobWithTop(const TokenLogprob& lp,
+                                           const std::function<std::string(int32_t)>& token_bytes);
 
 // A choice's "logprobs" object: chat's {"content": [{token, logprob, bytes, top_logprobs}]},
 // or completions' {"tokens", "token_logprobs", "top_logprobs", "text_offset"} (offsets in bytes

@@ -100,11 +100,7 @@ ojson FunctionCallItem(const ResponsesMeta& meta, int i, const ToolCall& call, c
 }
 
 ojson OutputTextLogprob(const ResponsesMeta& meta, const TokenLogprob& lp) {
-  ojson entry = TokenLogprobJson(meta.token_bytes(lp.token), lp.logprob);
-  ojson top = ojson::array();
-  for (const auto& [id, x] : lp.top) top.push_back(TokenLogprobJson(meta.token_bytes(id), x));
-  entry["top_logprobs"] = std::move(top);
-  return entry;
+  return TokenLogprobWithTop(lp, meta.token_bytes);
 }
 
 ojson MessageLogprobs(const ResponsesMeta& meta, const CompletionResult& result,
