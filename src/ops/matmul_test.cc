@@ -366,6 +366,18 @@ TEST(MatMul, FloatWeightsAgainstReference) {
   }
 }
 
+// Many tokens over wide rows run in groups of tokens (packed_run-inl.h: 14336 columns, groups of
+// 12), the last one partial: every group against the reference.
+TEST(MatMul, TokenGroupsEqualIntFormReference) {
+  ThreadPool pool(2);
+  uint32_t seed = 900;
+  for (GgmlType type : kQuantizedTypes) {
+    const TestMatrix m = MakeMatrix(type, /*rows=*/17, /*cols=*/14336, ++seed, /*pad=*/1);
+    ExpectVariantsEqualIntForm(m, /*n_tokens=*/30, ++seed, &pool);
+    if (HasFatalFailure()) return;
+  }
+}
+
 // A token's result is the same bit for bit whether it is multiplied alone or among others, for
 // every type and target: what lets a KV cache filled token by token equal a batched prefill.
 TEST(MatMul, ResultsDoNotDependOnTheBatch) {
