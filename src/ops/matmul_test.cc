@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "core/fp16.h"
@@ -366,15 +367,19 @@ TEST(MatMul, FloatWeightsAgainstReference) {
   }
 }
 
-// Many tokens over wide rows run in groups of tokens (packed_run-inl.h: 14336 columns, groups of
-// 12), the last one partial: every group against the reference.
-TEST(MatMul, TokenGroupsEqualIntFormReference) {
+// Many tokens run in groups of tokens (packed_run-inl.h: over 14336 columns, groups of 12, the
+// last one partial), and with AVX-512 VNNI, tiles of two pairs of panels over 12 or more tokens
+// read each column chunk decoded once (73 rows: 4 or 5 panels per thread, the last partly rows;
+// 23 tokens: tiles of 6 and one of 5): every path against the reference.
+TEST(MatMul, TokenGroupsAndDecodedChunksEqualIntFormReference) {
   ThreadPool pool(2);
   uint32_t seed = 900;
   for (GgmlType type : kQuantizedTypes) {
-    const TestMatrix m = MakeMatrix(type, /*rows=*/17, /*cols=*/14336, ++seed, /*pad=*/1);
-    ExpectVariantsEqualIntForm(m, /*n_tokens=*/30, ++seed, &pool);
-    if (HasFatalFailure()) return;
+    for (const auto& [cols, n_tokens] : {std::pair<int64_t, int64_t>{14336, 41}, {2048, 23}}) {
+      const TestMatrix m = MakeMatrix(type, /*rows=*/73, cols, ++seed, /*pad=*/1);
+      ExpectVariantsEqualIntForm(m, n_tokens, ++seed, &pool);
+      if (HasFatalFailure()) return;
+    }
   }
 }
 

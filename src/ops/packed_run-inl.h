@@ -15,7 +15,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <utility>
 
+#include "core/check.h"
 #include "hwy/highway.h"
 #include "ops/matmul_internal.h"
 #include "ops/packed.h"
@@ -57,11 +62,73 @@ constexpr int kVectors256 = 2;  // 32 registers: two 256-bit vectors of panels p
 constexpr int kVectors256 = 1;
 #endif
 
+#if HWY_TARGET <= HWY_AVX3
+// With at least this many tokens, 512-bit tiles decode each column chunk once (Decoded<F>) and
+// run every tile of the token group over the decoded bytes; fewer decode in each tile.
+constexpr int64_t kDecodeTokens = 12;
+// The decoded chunk's bytes (two pairs of panels), about: it stays in L1 beside the activations.
+constexpr int64_t kDecodedChunkBytes = 24 << 10;
+
+// This thread's buffer for decoded chunks, at least `bytes` long.
+inline uint8_t* DecodeScratch(size_t bytes) {
+  thread_local std::unique_ptr<uint8_t, decltype(&std::free)> buf{nullptr, &std::free};
+  thread_local size_t size = 0;
+  if (size < bytes) {
+    size = (bytes + 63) / 64 * 64;
+    buf.reset(static_cast<uint8_t*>(std::aligned_alloc(64, size)));
+    PC_CHECK(buf != nullptr && "out of memory for the decode scratch");
+  }
+  return buf.get();
+}
+
+template <class F, class W, int... kG>
+HWY_INLINE void DecodeGroups(const uint8_t* const* g, uint8_t* dst,
+                             std::integer_sequence<int, kG...>) {
+  const typename W::D8 d8;
+  (hn::StoreU(F::template Group<W>(g, kG), d8, dst + 64 * kG), ...);
+}
+
+// Blocks [b0, b0 + n) of the H pairs of panels from p0, decoded into `out` (Decoded<F>'s layout,
+// pair after pair).
+template <class F, class W, int H>
+void DecodeChunk(const PackedMatrix& pm, int64_t p0, int64_t b0, int n, uint8_t* out) {
+  using D = Decoded<F>;
+  constexpr int kHB = D::kHeaderBytes;
+  const int64_t last = (pm.rows - 1) / 8;
+  for (int h = 0; h < H; ++h) {
+    for (int b = 0; b < n; ++b) {
+      const uint8_t* g[2] = {pm.Group(std::min(p0 + 2 * h, last), b0 + b),
+                             pm.Group(std::min(p0 + 2 * h + 1, last), b0 + b)};
+      uint8_t* dst = out + (h * n + b) * D::f.group_bytes;
+      std::memcpy(dst, g[0], kHB);
+      std::memcpy(dst + kHB, g[1], kHB);
+      DecodeGroups<F, W>(g, dst + 2 * kHB, std::make_integer_sequence<int, F::f.ng>());
+    }
+  }
+}
+#endif
+
 // Panels [p0, p0 + H * W::kPanels), tokens [t0, t1), in column chunks of `chunk` blocks.
 template <class F, DotKind K, class W, int H, int T>
 void RunChunks(const MatMulJob& job, const PackedMatrix& pm, int64_t p0, int chunk, int64_t t0,
                int64_t t1) {
   const int blocks = static_cast<int>(pm.blocks);
+#if HWY_TARGET <= HWY_AVX3
+  if constexpr (W::kPanels == 2 && H == 2) {
+    if (t1 - t0 >= kDecodeTokens) {
+      using D = Decoded<F>;
+      const int dchunk =
+          std::max<int>(1, static_cast<int>(kDecodedChunkBytes / (H * D::f.group_bytes)));
+      uint8_t* scratch = DecodeScratch(static_cast<size_t>(H) * dchunk * D::f.group_bytes);
+      for (int b0 = 0; b0 < blocks; b0 += dchunk) {
+        const int n = std::min(dchunk, blocks - b0);
+        DecodeChunk<F, W, H>(pm, p0, b0, n, scratch);
+        RunTokens<D, K, W, H, T>(job, pm, p0, W::kPanels, b0, n, t0, t1, scratch);
+      }
+      return;
+    }
+  }
+#endif
   for (int b0 = 0; b0 < blocks; b0 += chunk) {
     RunTokens<F, K, W, H, T>(job, pm, p0, W::kPanels, b0, std::min(chunk, blocks - b0), t0, t1);
   }
@@ -97,9 +164,10 @@ void RunPanelTokens(const MatMulJob& job, const PackedMatrix& pm, int64_t q0, in
 
 // Panels [q0, q1) (of 8 rows), all tokens. Few tokens run whole rows, 256-bit, the H vectors of
 // a tile a 1/H of the range apart, so that each is one long sequential stream through the
-// weights (the pattern memory prefetchers serve best); many tokens run column chunks of
-// consecutive panels, with AVX-512 VNNI two panels per 512-bit vector (on CPUs that run 512-bit
-// vectors at full width, twice the products per instruction issued).
+// weights (the pattern memory prefetchers serve best); many tokens run in groups (TokenGroup),
+// each over column chunks of consecutive panels, with AVX-512 VNNI two panels per 512-bit vector
+// (on CPUs that run 512-bit vectors at full width, twice the products per instruction issued),
+// each chunk decoded once for the group's tiles (RunChunks).
 template <class F, DotKind K>
 void RunPanels(const MatMulJob& job, const PackedMatrix& pm, int64_t q0, int64_t q1) {
   constexpr int H = kVectors256;

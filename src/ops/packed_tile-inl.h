@@ -95,6 +95,7 @@ struct Fmt {
   static constexpr bool kMin = f.m_offset >= 0;
   static constexpr int kBias = kSigned ? (kFlip ? 128 : 0) : f.bias;
   static constexpr int kShift = kBias ? __builtin_ctz(kBias) : 0;
+  static constexpr bool kDecoded = false;
 
   // A LUT type's 16 values in every 128-bit part, flipped here when kFlip (once per table load,
   // not once per looked-up vector: an instruction less per weight vector, no 0x80 held).
@@ -145,6 +146,34 @@ struct Fmt {
     }
     if constexpr (kFlip) u = hn::Xor(u, hn::Set(typename W::D8(), uint8_t{0x80}));
     return u;
+  }
+};
+
+// F's packed groups decoded once for many tokens (packed_run-inl.h, DecodeChunk): per pair of
+// panels and block, the two panels' headers as F has them, then each dword group G as the 64
+// bytes F::Group gives a 512-bit tile (quants ready for Dot, both panels). The tiles read them
+// with one load, no bit planes or table, and F's header, scales and correction as before: the
+// same sums. g[2h] points at pair h's group, g[2h + 1] at its second header.
+template <class F>
+struct Decoded {
+  static constexpr int kHeaderBytes = F::f.header_bytes;
+  static constexpr PackedFormat f = [] {
+    PackedFormat d = F::f;
+    d.p8 = 1;
+    d.p4 = d.p2 = d.p1 = 0;
+    d.lut = nullptr;
+    d.lut_offset = d.p4_offset = d.p2_offset = d.p1_offset = -1;
+    d.p8_offset = 2 * kHeaderBytes;
+    d.group_bytes = 2 * kHeaderBytes + d.ng * 64;
+    return d;
+  }();
+  static constexpr bool kK = F::kK, kMin = F::kMin, kDecoded = true;
+  static constexpr int kBias = F::kBias, kShift = F::kShift;
+
+  template <class W>
+  static HWY_INLINE typename W::V8 Group(const uint8_t* const* g, int G) {
+    static_assert(W::kPanels == 2);
+    return hn::LoadU(typename W::D8(), g[0] + f.p8_offset + G * 64);
   }
 };
 
@@ -275,6 +304,7 @@ HWY_INLINE void Blocks32(const uint8_t* const* g, int n, int64_t skip, const Tok
     HWY_UNROLL(8)
     for (int i = 0; i < H * kP; ++i) {
       gb[i] = g[i] + b * kGB;
+      if constexpr (F::kDecoded) continue;  // in L1: decoded just before
       for (int o = 0; o < kGB; o += 64)
         hwy::Prefetch(Ahead(g[i], b * kGB + kPf32 + o, n * kGB, skip));
     }
@@ -429,7 +459,7 @@ HWY_INLINE void Blocks256(const uint8_t* const* g, int n, int64_t skip, const To
     auto sub_block = [&](int j) __attribute__((always_inline)) {
       // Every cache line of the group kAheadGroups ahead, spread over its integer-scale groups.
       HWY_UNROLL(8)
-      for (int i = 0; i < H * kP; ++i) {
+      for (int i = 0; i < (F::kDecoded ? 0 : H * kP); ++i) {
         HWY_UNROLL(8)
         for (int l = j * kLinesPerJ; l < (j + 1) * kLinesPerJ && l < kLines; ++l) {
           hwy::Prefetch(Ahead(g[i], (s + kAheadGroups) * kGB + l * 64, n * kGB, skip));
@@ -474,9 +504,10 @@ HWY_INLINE void Blocks256(const uint8_t* const* g, int n, int64_t skip, const To
 // Tokens [t0, t0 + T) over blocks [b0, b0 + n) of H vectors of W::kPanels panels (vector h: the
 // panels from p0 + h * pstride), accumulated into out (starting from 0 when b0 == 0); whole rows
 // (n is every block) or a column chunk.
+// (F Decoded: its groups are at `decoded`, DecodeChunk's output for these panels and blocks.)
 template <class F, DotKind K, class W, int H, int T>
 void RunTile(const MatMulJob& job, const PackedMatrix& pm, int64_t p0, int64_t pstride, int64_t b0,
-             int n, int64_t t0) {
+             int n, int64_t t0, const uint8_t* decoded) {
   constexpr int kP = W::kPanels;
   const int64_t cols = pm.cols, rows = pm.rows;
   const int64_t x_blocks = cols / (F::kK ? 256 : 32), x_sums = cols / (F::kK ? 16 : 32);
@@ -495,7 +526,13 @@ void RunTile(const MatMulJob& job, const PackedMatrix& pm, int64_t p0, int64_t p
   for (int h = 0; h < H; ++h) {
     const int64_t p = p0 + h * pstride;
     HWY_UNROLL(2)
-    for (int k = 0; k < kP; ++k) g[kP * h + k] = pm.Group(std::min(p + k, (rows - 1) / 8), b0);
+    for (int k = 0; k < kP; ++k) {
+      if constexpr (F::kDecoded) {
+        g[kP * h + k] = decoded + h * n * F::f.group_bytes + k * F::kHeaderBytes;
+      } else {
+        g[kP * h + k] = pm.Group(std::min(p + k, (rows - 1) / 8), b0);
+      }
+    }
     out.mask[h] = W::FirstRows(rows - 8 * p);
   }
   // A panel's stream goes on in the next tile's same stream: H panels on when they are
@@ -544,12 +581,12 @@ void RunTile(const MatMulJob& job, const PackedMatrix& pm, int64_t p0, int64_t p
 // Tokens [t0, t1) in tiles of T, the rest in one smaller tile.
 template <class F, DotKind K, class W, int H, int T>
 void RunTokens(const MatMulJob& job, const PackedMatrix& pm, int64_t p0, int64_t pstride,
-               int64_t b0, int n, int64_t t0, int64_t t1) {
+               int64_t b0, int n, int64_t t0, int64_t t1, const uint8_t* decoded = nullptr) {
   for (; t0 + T <= t1; t0 += T) {
-    RunTile<F, K, W, H, T>(job, pm, p0, pstride, b0, n, t0);
+    RunTile<F, K, W, H, T>(job, pm, p0, pstride, b0, n, t0, decoded);
   }
   if constexpr (T > 1) {
-    if (t0 < t1) RunTokens<F, K, W, H, T - 1>(job, pm, p0, pstride, b0, n, t0, t1);
+    if (t0 < t1) RunTokens<F, K, W, H, T - 1>(job, pm, p0, pstride, b0, n, t0, t1, decoded);
   }
 }
 
