@@ -62,11 +62,10 @@ constexpr int kVectors256 = 2;  // 32 registers: two 256-bit vectors of panels p
 constexpr int kVectors256 = 1;
 #endif
 
-#if HWY_TARGET <= HWY_AVX3
-// With at least this many tokens, 512-bit tiles decode each column chunk once (Decoded<F>) and
-// run every tile of the token group over the decoded bytes; fewer decode in each tile.
+// With at least this many tokens, the tiles decode each column chunk once (Decoded<F>) and run
+// every tile of the token group over the decoded bytes; fewer decode in each tile.
 constexpr int64_t kDecodeTokens = 12;
-// The decoded chunk's bytes (two pairs of panels), about: it stays in L1 beside the activations.
+// The decoded chunk's bytes, about: it stays in L1 beside the activations.
 constexpr int64_t kDecodedChunkBytes = 24 << 10;
 
 // This thread's buffer for decoded chunks, at least `bytes` long.
@@ -85,38 +84,39 @@ template <class F, class W, int... kG>
 HWY_INLINE void DecodeGroups(const uint8_t* const* g, uint8_t* dst,
                              std::integer_sequence<int, kG...>) {
   const typename W::D8 d8;
-  (hn::StoreU(F::template Group<W>(g, kG), d8, dst + 64 * kG), ...);
+  (hn::StoreU(F::template Group<W>(g, kG), d8, dst + 32 * W::kPanels * kG), ...);
 }
 
-// Blocks [b0, b0 + n) of the H pairs of panels from p0, decoded into `out` (Decoded<F>'s layout,
-// pair after pair).
+// Blocks [b0, b0 + n) of the H vectors of W::kPanels panels from p0, decoded into `out`
+// (Decoded's layout, vector after vector).
 template <class F, class W, int H>
 void DecodeChunk(const PackedMatrix& pm, int64_t p0, int64_t b0, int n, uint8_t* out) {
-  using D = Decoded<F>;
+  constexpr int kP = W::kPanels;
+  using D = Decoded<F, kP>;
   constexpr int kHB = D::kHeaderBytes;
   const int64_t last = (pm.rows - 1) / 8;
   for (int h = 0; h < H; ++h) {
     for (int b = 0; b < n; ++b) {
-      const uint8_t* g[2] = {pm.Group(std::min(p0 + 2 * h, last), b0 + b),
-                             pm.Group(std::min(p0 + 2 * h + 1, last), b0 + b)};
+      const uint8_t* g[kP];
       uint8_t* dst = out + (h * n + b) * D::f.group_bytes;
-      std::memcpy(dst, g[0], kHB);
-      std::memcpy(dst + kHB, g[1], kHB);
-      DecodeGroups<F, W>(g, dst + 2 * kHB, std::make_integer_sequence<int, F::f.ng>());
+      for (int k = 0; k < kP; ++k) {
+        g[k] = pm.Group(std::min(p0 + kP * h + k, last), b0 + b);
+        std::memcpy(dst + k * kHB, g[k], kHB);
+      }
+      DecodeGroups<F, W>(g, dst + kP * kHB, std::make_integer_sequence<int, F::f.ng>());
     }
   }
 }
-#endif
 
 // Panels [p0, p0 + H * W::kPanels), tokens [t0, t1), in column chunks of `chunk` blocks.
 template <class F, DotKind K, class W, int H, int T>
 void RunChunks(const MatMulJob& job, const PackedMatrix& pm, int64_t p0, int chunk, int64_t t0,
                int64_t t1) {
   const int blocks = static_cast<int>(pm.blocks);
-#if HWY_TARGET <= HWY_AVX3
-  if constexpr (W::kPanels == 2 && H == 2) {
+  // The main tiles only (not those of a pair or panel left over).
+  if constexpr (H == (W::kPanels == 2 ? 2 : kVectors256)) {
     if (t1 - t0 >= kDecodeTokens) {
-      using D = Decoded<F>;
+      using D = Decoded<F, W::kPanels>;
       const int dchunk =
           std::max<int>(1, static_cast<int>(kDecodedChunkBytes / (H * D::f.group_bytes)));
       uint8_t* scratch = DecodeScratch(static_cast<size_t>(H) * dchunk * D::f.group_bytes);
@@ -128,7 +128,6 @@ void RunChunks(const MatMulJob& job, const PackedMatrix& pm, int64_t p0, int chu
       return;
     }
   }
-#endif
   for (int b0 = 0; b0 < blocks; b0 += chunk) {
     RunTokens<F, K, W, H, T>(job, pm, p0, W::kPanels, b0, std::min(chunk, blocks - b0), t0, t1);
   }

@@ -149,22 +149,22 @@ struct Fmt {
   }
 };
 
-// F's packed groups decoded once for many tokens (packed_run-inl.h, DecodeChunk): per pair of
-// panels and block, the two panels' headers as F has them, then each dword group G as the 64
-// bytes F::Group gives a 512-bit tile (quants ready for Dot, both panels). The tiles read them
-// with one load, no bit planes or table, and F's header, scales and correction as before: the
-// same sums. g[2h] points at pair h's group, g[2h + 1] at its second header.
-template <class F>
+// F's packed groups decoded once for many tokens (packed_run-inl.h, DecodeChunk): per vector of
+// kP panels and block, the kP panels' headers as F has them, then each dword group G as the
+// 32 kP bytes F::Group gives a tile of that width (quants ready for Dot). The tiles read them
+// with one load, no bit planes, table or join of panels, and F's header, scales and correction
+// as before: the same sums. g[kP h] points at vector h's group, g[kP h + k] at its header k.
+template <class F, int kP>
 struct Decoded {
-  static constexpr int kHeaderBytes = F::f.header_bytes;
+  static constexpr int kHeaderBytes = F::f.header_bytes, kVecBytes = 32 * kP;
   static constexpr PackedFormat f = [] {
     PackedFormat d = F::f;
     d.p8 = 1;
     d.p4 = d.p2 = d.p1 = 0;
     d.lut = nullptr;
     d.lut_offset = d.p4_offset = d.p2_offset = d.p1_offset = -1;
-    d.p8_offset = 2 * kHeaderBytes;
-    d.group_bytes = 2 * kHeaderBytes + d.ng * 64;
+    d.p8_offset = kP * kHeaderBytes;
+    d.group_bytes = kP * kHeaderBytes + d.ng * kVecBytes;
     return d;
   }();
   static constexpr bool kK = F::kK, kMin = F::kMin, kDecoded = true;
@@ -172,8 +172,8 @@ struct Decoded {
 
   template <class W>
   static HWY_INLINE typename W::V8 Group(const uint8_t* const* g, int G) {
-    static_assert(W::kPanels == 2);
-    return hn::LoadU(typename W::D8(), g[0] + f.p8_offset + G * 64);
+    static_assert(W::kPanels == kP);
+    return hn::LoadU(typename W::D8(), g[0] + f.p8_offset + G * kVecBytes);
   }
 };
 
