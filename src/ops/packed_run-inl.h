@@ -62,7 +62,7 @@ constexpr int kVectors256 = 2;  // 32 registers: two 256-bit vectors of panels p
 constexpr int kVectors256 = 1;
 #endif
 
-// With at least this many tokens, the tiles decode each column chunk once (Decoded<F>) and run
+// With at least this many tokens, the tiles decode each column chunk once (Decoded) and run
 // every tile of the token group over the decoded bytes; fewer decode in each tile.
 constexpr int64_t kDecodeTokens = 12;
 // The decoded chunk's bytes, about: it stays in L1 beside the activations.
