@@ -368,9 +368,10 @@ TEST(MatMul, FloatWeightsAgainstReference) {
 }
 
 // Many tokens run in groups of tokens (packed_run-inl.h: over 14336 columns, groups of 12, the
-// last one partial), and with AVX-512 VNNI, tiles of two pairs of panels over 12 or more tokens
-// read each column chunk decoded once (73 rows: 4 or 5 panels per thread, the last partly rows;
-// 23 tokens: tiles of 6 and one of 5): every path against the reference.
+// last one partial), and the main tiles of either width (two pairs of panels with AVX-512 VNNI;
+// otherwise 256-bit vectors of one panel) over 12 or more tokens read each column chunk decoded
+// once (73 rows: 4 or 5 panels per thread, the last partly rows; 23 tokens: tiles of 6 and one
+// of 5, or of 4 and one of 3): every path against the reference.
 TEST(MatMul, TokenGroupsAndDecodedChunksEqualIntFormReference) {
   ThreadPool pool(2);
   uint32_t seed = 900;
