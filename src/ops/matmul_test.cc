@@ -367,8 +367,8 @@ TEST(MatMul, FloatWeightsAgainstReference) {
   }
 }
 
-// Many tokens run in groups of tokens (packed_run-inl.h: over 14336 columns, groups of 12, the
-// last one partial), and the main tiles of either width (two pairs of panels with AVX-512 VNNI;
+// Many tokens run in groups of tokens (packed_run-inl.h: 101 tokens over 8192 columns, groups of
+// 36, 36 and 29), and the main tiles of either width (two pairs of panels with AVX-512 VNNI;
 // otherwise 256-bit vectors of one panel) over 12 or more tokens read each column chunk decoded
 // once (73 rows: 4 or 5 panels per thread, the last partly rows; 23 tokens: tiles of 6 and one
 // of 5, or of 4 and one of 3): every path against the reference.
@@ -376,7 +376,7 @@ TEST(MatMul, TokenGroupsAndDecodedChunksEqualIntFormReference) {
   ThreadPool pool(2);
   uint32_t seed = 900;
   for (GgmlType type : kQuantizedTypes) {
-    for (const auto& [cols, n_tokens] : {std::pair<int64_t, int64_t>{14336, 41}, {2048, 23}}) {
+    for (const auto& [cols, n_tokens] : {std::pair<int64_t, int64_t>{8192, 101}, {2048, 23}}) {
       const TestMatrix m = MakeMatrix(type, /*rows=*/73, cols, ++seed, /*pad=*/1);
       ExpectVariantsEqualIntForm(m, n_tokens, ++seed, &pool);
       if (HasFatalFailure()) return;
