@@ -48,8 +48,9 @@ constexpr int64_t kChunkBytes = 16 << 10;  // else: column chunks of about this 
 constexpr int64_t kGroupActBytes = 256 << 10;
 
 // But at least this many tokens: a group's every column chunk is decoded once (kDecodeTokens
-// below) for the group's tiles, and with fewer tokens the decode grew to a tenth of the time
-// (llama3.2-1b's ffn_down, 8192 columns: 24 tokens fit kGroupActBytes; 48 measured 5-10% faster).
+// below) for the group's tiles, and the budget alone left 2-4 tiles to share each decode over
+// wide rows (24 tokens over llama3.2-1b's ffn_down, 8192 columns; 12 over 14336): 48 tokens
+// measured 5-25% faster there (docs/benchmarks.md), and 72 no faster than 48.
 constexpr int64_t kMinGroupTokens = 48;
 
 // Tokens per group for rows of `cols` columns: groups of about equal size, in multiples of 12
