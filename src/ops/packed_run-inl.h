@@ -90,7 +90,8 @@ template <class F, class W, int... kG>
 HWY_INLINE void DecodeGroups(const uint8_t* const* g, uint8_t* dst,
                              std::integer_sequence<int, kG...>) {
   const typename W::D8 d8;
-  (hn::StoreU(F::template Group<W>(g, kG), d8, dst + 32 * W::kPanels * kG), ...);
+  constexpr int kVecBytes = Decoded<F, W::kPanels>::kVecBytes;  // as Decoded::Group reads them
+  (hn::StoreU(F::template Group<W>(g, kG), d8, dst + kVecBytes * kG), ...);
 }
 
 // Blocks [b0, b0 + n) of the H vectors of W::kPanels panels from p0, decoded into `out`
